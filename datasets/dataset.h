@@ -1,0 +1,47 @@
+// Data sets: random access to labelled images, and the host batches a loader hands out.
+// Invariants: an image is f32, CHW, dense, already normalised (what the model consumes);
+// a label is an int in [0, num_classes()); get() is const and thread-safe, since the
+// loader calls it from its prefetch thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/tensor.h"
+
+namespace campo {
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+
+  // Number of samples.
+  virtual int64_t size() const = 0;
+  // Shape of one image, [C, H, W].
+  virtual Shape image_shape() const = 0;
+  virtual int num_classes() const = 0;
+  // A short name for logs ("fashion-mnist/train", "synthetic/test").
+  virtual std::string name() const = 0;
+
+  // Writes image_numel() floats (CHW) to `image` and the label to `*label`.
+  // index must lie in [0, size()).
+  virtual void get(int64_t index, float* image, int32_t* label) const = 0;
+
+  int64_t image_numel() const { return shape_numel(image_shape()); }
+
+ protected:
+  // Throws a campo::Error naming the data set when index is out of range.
+  void check_index(int64_t index) const;
+};
+
+// One batch of samples on the host.
+struct Batch {
+  Tensor images;            // [N, C, H, W] f32
+  Tensor labels;            // [N] i32
+  int64_t first_index = 0;  // position in the epoch's order of the first sample
+  int epoch = 0;            // the epoch this batch belongs to
+
+  int64_t size() const { return labels.defined() ? labels.numel() : 0; }
+};
+
+}  // namespace campo

@@ -1,0 +1,132 @@
+#include "graph/builder.h"
+
+namespace campo {
+
+std::string Builder::scoped(const std::string& name) const {
+  std::string s;
+  for (const auto& p : scopes_) s += p + ".";
+  return s + name;
+}
+
+std::vector<ValueId> Builder::op_multi(OpKind kind, std::vector<ValueId> inputs, Attrs attrs,
+                                        const std::string& name) {
+  std::string full = name.empty() ? scoped(op_name(kind)) : scoped(name);
+  NodeId id = graph_.add_node(kind, std::move(inputs), std::move(attrs), full, DType::f32, phase_);
+  return graph_.node(id).outputs;
+}
+
+ValueId Builder::op(OpKind kind, std::vector<ValueId> inputs, Attrs attrs,
+                     const std::string& name) {
+  auto outs = op_multi(kind, std::move(inputs), std::move(attrs), name);
+  return outs.empty() ? kNoValue : outs[0];
+}
+
+ValueId Builder::placeholder(const std::string& name, const Shape& shape, DType dtype) {
+  CAMPO_CHECK(graph_.find_node(name) < 0, "placeholder '", name, "' already exists");
+  NodeId id = graph_.add_node(OpKind::Placeholder, {}, PlaceholderAttrs{shape, dtype}, name);
+  return graph_.node(id).outputs[0];
+}
+
+ValueId Builder::variable_exact(const std::string& name, const Shape& shape, Init init,
+                                VariableKind kind) {
+  vars_.get_or_create(name, shape, init, kind);
+  NodeId existing = graph_.find_node(name);
+  if (existing >= 0 && graph_.node(existing).kind == OpKind::Variable)
+    return graph_.node(existing).outputs[0];
+  CAMPO_CHECK(existing < 0, "name '", name, "' is used by a non-variable node");
+  NodeId id = graph_.add_node(OpKind::Variable, {}, VariableAttrs{shape}, name);
+  return graph_.node(id).outputs[0];
+}
+
+ValueId Builder::variable(const std::string& name, const Shape& shape, Init init,
+                          VariableKind kind) {
+  return variable_exact(scoped(name), shape, init, kind);
+}
+
+ValueId Builder::conv2d(ValueId x, ValueId w, ConvAttrs a) {
+  return op(OpKind::Conv2D, {x, w}, a);
+}
+
+ValueId Builder::conv2d_transpose(ValueId x, ValueId w, ConvAttrs a) {
+  return op(OpKind::Conv2DBackpropInput, {x, w}, a);
+}
+
+ValueId Builder::matmul(ValueId a, ValueId b, bool ta, bool tb) {
+  return op(OpKind::MatMul, {a, b}, MatMulAttrs{ta, tb});
+}
+
+ValueId Builder::bias_add(ValueId x, ValueId bias) { return op(OpKind::BiasAdd, {x, bias}); }
+
+ValueId Builder::batch_norm(ValueId x, ValueId scale, ValueId offset, ValueId running_mean,
+                            ValueId running_var, float epsilon, float momentum) {
+  return op(OpKind::FusedBatchNorm, {x, scale, offset, running_mean, running_var},
+             BatchNormAttrs{epsilon, momentum, is_training_});
+}
+
+ValueId Builder::relu(ValueId x) { return op(OpKind::Relu, {x}); }
+ValueId Builder::leaky_relu(ValueId x, float alpha) {
+  return op(OpKind::LeakyRelu, {x}, LeakyReluAttrs{alpha});
+}
+ValueId Builder::tanh(ValueId x) { return op(OpKind::Tanh, {x}); }
+ValueId Builder::sigmoid(ValueId x) { return op(OpKind::Sigmoid, {x}); }
+
+ValueId Builder::max_pool(ValueId x, int kernel, int stride, int pad) {
+  PoolAttrs a{kernel, kernel, stride, stride, pad, pad, {}};
+  return op(OpKind::MaxPool, {x}, a);
+}
+
+ValueId Builder::avg_pool(ValueId x, int kernel, int stride, int pad) {
+  PoolAttrs a{kernel, kernel, stride, stride, pad, pad, {}};
+  return op(OpKind::AvgPool, {x}, a);
+}
+
+ValueId Builder::global_avg_pool(ValueId x) {
+  const Shape& s = shape(x);
+  CAMPO_CHECK(s.size() == 4, "global_avg_pool expects NCHW input, got ", shape_str(s));
+  PoolAttrs a{int(s[2]), int(s[3]), 1, 1, 0, 0, {}};
+  return op(OpKind::AvgPool, {x}, a, "GlobalAvgPool");
+}
+
+ValueId Builder::add(ValueId a, ValueId b) { return op(OpKind::Add, {a, b}); }
+
+ValueId Builder::add_n(std::vector<ValueId> xs) {
+  CAMPO_CHECK(!xs.empty(), "add_n of nothing");
+  if (xs.size() == 1) return xs[0];
+  return op(OpKind::AddN, std::move(xs));
+}
+
+ValueId Builder::mul(ValueId a, ValueId b) { return op(OpKind::Mul, {a, b}); }
+
+ValueId Builder::reshape(ValueId x, Shape s) { return op(OpKind::Reshape, {x}, ReshapeAttrs{s}); }
+
+ValueId Builder::flatten(ValueId x) {
+  const Shape& s = shape(x);
+  CAMPO_CHECK(!s.empty(), "flatten of a scalar");
+  return reshape(x, {s[0], -1});
+}
+
+ValueId Builder::dropout(ValueId x, float rate) {
+  CAMPO_CHECK(rate >= 0.0f && rate < 1.0f, "dropout rate must be in [0, 1), got ", rate);
+  if (!is_training_ || rate == 0.0f) return x;
+  return op(OpKind::Dropout, {x}, DropoutAttrs{rate});
+}
+
+ValueId Builder::sparse_softmax_cross_entropy(ValueId logits, ValueId labels) {
+  return op(OpKind::SparseSoftmaxCrossEntropyWithLogits, {logits, labels});
+}
+
+ValueId Builder::sigmoid_cross_entropy(ValueId logits, ValueId targets) {
+  return op(OpKind::SigmoidCrossEntropyWithLogits, {logits, targets});
+}
+
+ValueId Builder::mean(ValueId x, std::vector<int> axes, bool keep_dims) {
+  return op(OpKind::Mean, {x}, ReduceAttrs{std::move(axes), keep_dims, {}});
+}
+
+ValueId Builder::sum(ValueId x, std::vector<int> axes, bool keep_dims) {
+  return op(OpKind::Sum, {x}, ReduceAttrs{std::move(axes), keep_dims, {}});
+}
+
+ValueId Builder::cast(ValueId x, DType to) { return op(OpKind::Cast, {x}, CastAttrs{to}); }
+
+}  // namespace campo

@@ -1,0 +1,98 @@
+// Builder: the API models (and gradient builders) use to emit nodes.
+// Every helper is a thin wrapper over op(); the op's schema does the shape checks.
+// Names: variables get the current scope as prefix ("layer1.0." + "conv1.weight"),
+// so parameter names match PyTorch's state_dict.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/variables.h"
+
+namespace campo {
+
+class Builder {
+ public:
+  Builder(Graph& graph, VariableStore& vars) : graph_(graph), vars_(vars) {}
+
+  Graph& graph() { return graph_; }
+  VariableStore& variables() { return vars_; }
+
+  // Training mode: batch-norm uses batch statistics, dropout is active.
+  bool is_training() const { return is_training_; }
+  void set_training(bool t) { is_training_ = t; }
+  // Phase given to new nodes (autodiff switches to backward, optimizers to update).
+  void set_phase(Phase p) { phase_ = p; }
+  Phase phase() const { return phase_; }
+
+  // Adds a node of any kind; returns all its outputs.
+  std::vector<ValueId> op_multi(OpKind kind, std::vector<ValueId> inputs, Attrs attrs = NoAttrs{},
+                                 const std::string& name = "");
+  // Adds a node; returns its first output (kNoValue when it has none).
+  ValueId op(OpKind kind, std::vector<ValueId> inputs, Attrs attrs = NoAttrs{},
+              const std::string& name = "");
+
+  // Scopes prefix node and variable names: {auto s = b.scope("layer1"); ...}
+  struct ScopeGuard {
+    Builder* b;
+    ~ScopeGuard() { b->scopes_.pop_back(); }
+  };
+  [[nodiscard]] ScopeGuard scope(const std::string& name) {
+    scopes_.push_back(name);
+    return ScopeGuard{this};
+  }
+  std::string scoped(const std::string& name) const;
+
+  const Shape& shape(ValueId v) const { return graph_.value(v).shape; }
+  DType dtype(ValueId v) const { return graph_.value(v).dtype; }
+
+  // ---- leaves ----
+  ValueId placeholder(const std::string& name, const Shape& shape, DType dtype = DType::f32);
+  // A model variable (name is scoped); created in the store on first use.
+  ValueId variable(const std::string& name, const Shape& shape, Init init,
+                   VariableKind kind = VariableKind::parameter);
+  // A variable with an exact (unscoped) name, e.g. optimizer state.
+  ValueId variable_exact(const std::string& name, const Shape& shape, Init init, VariableKind kind);
+
+  // ---- ops ----
+  ValueId conv2d(ValueId x, ValueId w, ConvAttrs a);
+  // Transposed convolution (Conv2DBackpropInput in the forward graph); a.output_shape is
+  // the output size [N, C_out, H, W]; w is [C_in_of_x, C_out / groups, kh, kw] as PyTorch's
+  // ConvTranspose2d.
+  ValueId conv2d_transpose(ValueId x, ValueId w, ConvAttrs a);
+  ValueId matmul(ValueId a, ValueId b, bool transpose_a = false, bool transpose_b = false);
+  ValueId bias_add(ValueId x, ValueId bias);
+  // Returns y. In training mode, running stats are updated in place.
+  ValueId batch_norm(ValueId x, ValueId scale, ValueId offset, ValueId running_mean,
+                     ValueId running_var, float epsilon = 1e-5f, float momentum = 0.1f);
+  ValueId relu(ValueId x);
+  ValueId leaky_relu(ValueId x, float alpha);
+  ValueId tanh(ValueId x);
+  ValueId sigmoid(ValueId x);
+  ValueId max_pool(ValueId x, int kernel, int stride, int pad = 0);
+  ValueId avg_pool(ValueId x, int kernel, int stride, int pad = 0);
+  ValueId global_avg_pool(ValueId x);  // [N, C, H, W] -> [N, C, 1, 1]
+  ValueId add(ValueId a, ValueId b);
+  ValueId add_n(std::vector<ValueId> xs);
+  ValueId mul(ValueId a, ValueId b);
+  ValueId reshape(ValueId x, Shape shape);
+  ValueId flatten(ValueId x);  // [N, ...] -> [N, rest]
+  ValueId dropout(ValueId x, float rate);  // identity outside training
+  // Per-example loss [N] from logits [N, C] and i32 labels [N].
+  ValueId sparse_softmax_cross_entropy(ValueId logits, ValueId labels);
+  // Element-wise loss from logits and f32 targets of the same shape.
+  ValueId sigmoid_cross_entropy(ValueId logits, ValueId targets);
+  ValueId mean(ValueId x, std::vector<int> axes = {}, bool keep_dims = false);
+  ValueId sum(ValueId x, std::vector<int> axes = {}, bool keep_dims = false);
+  ValueId cast(ValueId x, DType to);
+
+ private:
+  Graph& graph_;
+  VariableStore& vars_;
+  std::vector<std::string> scopes_;
+  bool is_training_ = true;
+  Phase phase_ = Phase::forward;
+};
+
+}  // namespace campo

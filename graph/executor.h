@@ -1,0 +1,71 @@
+// The compiler and the executor.
+// Compile (once): dead-code elimination from the fetched values and side-effecting nodes,
+// a topological schedule, one kernel per node chosen by (op, device, dtype), and a
+// liveness memory plan placing every intermediate value in one arena. Variables are bound
+// to the VariableStore's tensors; placeholders get their own persistent buffers.
+// Run (every step): kernels in schedule order on pre-built argument lists; nothing is
+// allocated by the executor in the steady state.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/memory_plan.h"
+#include "graph/variables.h"
+#include "ops/kernel.h"
+
+namespace campo {
+
+struct CompileOptions {
+  Device device = Device::cpu;
+  std::vector<ValueId> fetches;  // values readable after run(); kept alive to the end
+  uint64_t seed = 0;             // seeds the context RNG (dropout)
+};
+
+class Executable {
+ public:
+  Executable(const Graph& graph, VariableStore& vars, const CompileOptions& options);
+  ~Executable();
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+
+  // The persistent buffer of a placeholder: fill it before run().
+  Tensor& input(const std::string& placeholder_name);
+  bool has_input(const std::string& placeholder_name) const;
+  // Runs one step.
+  void run();
+  // A fetched value after run() (a view into the plan: copy it to keep it).
+  const Tensor& output(ValueId v) const;
+
+  const std::vector<NodeId>& schedule() const { return schedule_; }
+  const Graph& graph() const { return graph_; }
+  CpuContext& context() { return ctx_; }
+  const MemoryPlan& memory_plan() const { return plan_; }
+
+  // Per-node wall time of the last run(), in schedule order, when timing is on.
+  void set_timing(bool on) { timing_ = on; }
+  const std::vector<double>& node_times_ms() const { return node_times_ms_; }
+  // Called after each node with (node id, milliseconds) when timing is on.
+  void set_node_hook(std::function<void(NodeId, double)> hook) { hook_ = std::move(hook); }
+
+ private:
+  const Graph& graph_;
+  VariableStore& vars_;
+  CompileOptions options_;
+  CpuContext ctx_;
+  std::vector<NodeId> schedule_;
+  std::vector<Tensor> values_;  // by ValueId; undefined for values not computed
+  std::vector<std::unique_ptr<Kernel>> kernels_;  // by schedule position (null for leaves)
+  std::vector<std::vector<Tensor>> node_inputs_, node_outputs_;
+  std::vector<std::pair<std::string, Tensor>> placeholders_;
+  MemoryPlan plan_;
+  void* arena_ = nullptr;
+  bool timing_ = false;
+  std::vector<double> node_times_ms_;
+  std::function<void(NodeId, double)> hook_;
+};
+
+}  // namespace campo

@@ -1,0 +1,206 @@
+#include "graph/graph.h"
+
+#include <algorithm>
+#include <array>
+#include <queue>
+#include <sstream>
+
+namespace campo {
+
+namespace {
+std::array<OpSchema, size_t(OpKind::kCount)>& schema_table() {
+  static std::array<OpSchema, size_t(OpKind::kCount)> t{};
+  return t;
+}
+std::array<bool, size_t(OpKind::kCount)>& schema_present() {
+  static std::array<bool, size_t(OpKind::kCount)> p{};
+  return p;
+}
+}  // namespace
+
+void register_schema(const OpSchema& schema) {
+  schema_table()[size_t(schema.kind)] = schema;
+  schema_present()[size_t(schema.kind)] = true;
+}
+
+const OpSchema& op_schema(OpKind kind) {
+  CAMPO_CHECK(size_t(kind) < size_t(OpKind::kCount) && schema_present()[size_t(kind)],
+              "internal: op ", op_name(kind), " has no registered schema");
+  return schema_table()[size_t(kind)];
+}
+
+std::string Graph::unique_name(const std::string& base) {
+  if (!names_.count(base)) return base;
+  for (int i = 1;; ++i) {
+    std::string candidate = base + "." + std::to_string(i);
+    if (!names_.count(candidate)) return candidate;
+  }
+}
+
+NodeId Graph::add_node(OpKind kind, std::vector<ValueId> inputs, Attrs attrs, std::string name,
+                       DType dtype, Phase phase) {
+  const OpSchema& schema = op_schema(kind);
+  if (schema.num_inputs >= 0)
+    CAMPO_CHECK(int(inputs.size()) == schema.num_inputs, op_name(kind), " '", name, "' takes ",
+                schema.num_inputs, " inputs, got ", inputs.size());
+  for (ValueId v : inputs)
+    CAMPO_CHECK(v >= 0 && v < num_values(), op_name(kind), " '", name, "': input value ", v,
+                " does not exist");
+  NodeId id = NodeId(nodes_.size());
+  Node n;
+  n.kind = kind;
+  n.name = unique_name(name.empty() ? std::string(op_name(kind)) : name);
+  n.attrs = std::move(attrs);
+  n.inputs = std::move(inputs);
+  n.dtype = dtype;
+  n.phase = phase;
+  std::vector<TensorDesc> outs = schema.infer(*this, n);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    values_.push_back(Value{outs[i].shape, outs[i].dtype, id, int(i)});
+    n.outputs.push_back(ValueId(values_.size() - 1));
+  }
+  names_[n.name] = id;
+  nodes_.push_back(std::move(n));
+  return id;
+}
+
+void Graph::reinfer(NodeId id) {
+  Node& n = nodes_.at(size_t(id));
+  std::vector<TensorDesc> outs = op_schema(n.kind).infer(*this, n);
+  CAMPO_CHECK(outs.size() == n.outputs.size(), "internal: reinfer changed output count");
+  for (size_t i = 0; i < outs.size(); ++i) {
+    values_[size_t(n.outputs[i])].shape = outs[i].shape;
+    values_[size_t(n.outputs[i])].dtype = outs[i].dtype;
+  }
+}
+
+void Graph::set_input(NodeId consumer, int slot, ValueId v) {
+  nodes_.at(size_t(consumer)).inputs.at(size_t(slot)) = v;
+}
+
+std::vector<NodeId> Graph::consumers(ValueId v) const {
+  std::vector<NodeId> out;
+  for (const Node& n : nodes_) {
+    NodeId id = NodeId(&n - nodes_.data());
+    if (std::find(n.inputs.begin(), n.inputs.end(), v) != n.inputs.end()) out.push_back(id);
+  }
+  return out;
+}
+
+NodeId Graph::find_node(const std::string& name) const {
+  auto it = names_.find(name);
+  return it == names_.end() ? -1 : it->second;
+}
+
+std::vector<NodeId> Graph::nodes_of_kind(OpKind kind) const {
+  std::vector<NodeId> out;
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if (nodes_[i].kind == kind) out.push_back(NodeId(i));
+  return out;
+}
+
+std::vector<NodeId> Graph::topological_order() const {
+  // Kahn's algorithm with a min-heap on a priority key: a node's key is its own id,
+  // except for nodes whose id is larger than a consumer's (inserted later), which take
+  // the smallest consumer id so they run right before it.
+  const int n = num_nodes();
+  std::vector<int> indegree(size_t(n), 0);
+  std::vector<std::vector<NodeId>> users(static_cast<size_t>(n));
+  std::vector<double> key(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) key[size_t(i)] = i;
+  for (int i = 0; i < n; ++i) {
+    for (ValueId v : nodes_[size_t(i)].inputs) {
+      NodeId p = values_[size_t(v)].producer;
+      users[size_t(p)].push_back(i);
+      ++indegree[size_t(i)];
+    }
+  }
+  // Late nodes: key just below their first consumer (propagated to chains of late nodes).
+  for (int i = n - 1; i >= 0; --i) {
+    for (NodeId u : users[size_t(i)])
+      if (key[size_t(u)] < key[size_t(i)]) key[size_t(i)] = key[size_t(u)] - 1e-3;
+  }
+  using Item = std::pair<double, NodeId>;
+  std::priority_queue<Item, std::vector<Item>, std::greater<Item>> ready;
+  for (int i = 0; i < n; ++i)
+    if (indegree[size_t(i)] == 0) ready.push({key[size_t(i)], i});
+  std::vector<NodeId> order;
+  order.reserve(size_t(n));
+  while (!ready.empty()) {
+    NodeId id = ready.top().second;
+    ready.pop();
+    order.push_back(id);
+    for (NodeId u : users[size_t(id)])
+      if (--indegree[size_t(u)] == 0) ready.push({key[size_t(u)], u});
+  }
+  CAMPO_CHECK(int(order.size()) == n, "internal: the graph has a cycle");
+  return order;
+}
+
+static std::string attrs_summary(const Node& n) {
+  std::ostringstream os;
+  std::visit(
+      [&](const auto& a) {
+        using T = std::decay_t<decltype(a)>;
+        if constexpr (std::is_same_v<T, ConvAttrs>) {
+          os << " stride=" << a.stride_h << "x" << a.stride_w << " pad=" << a.pad_h << "x"
+             << a.pad_w;
+          if (a.dilation_h != 1 || a.dilation_w != 1)
+            os << " dilation=" << a.dilation_h << "x" << a.dilation_w;
+          if (a.groups != 1) os << " groups=" << a.groups;
+        } else if constexpr (std::is_same_v<T, MatMulAttrs>) {
+          if (a.transpose_a) os << " transpose_a";
+          if (a.transpose_b) os << " transpose_b";
+        } else if constexpr (std::is_same_v<T, PoolAttrs>) {
+          os << " kernel=" << a.kernel_h << "x" << a.kernel_w << " stride=" << a.stride_h << "x"
+             << a.stride_w << " pad=" << a.pad_h << "x" << a.pad_w;
+        } else if constexpr (std::is_same_v<T, CastAttrs>) {
+          os << " to=" << dtype_name(a.to);
+        } else if constexpr (std::is_same_v<T, DropoutAttrs>) {
+          os << " rate=" << a.rate;
+        } else if constexpr (std::is_same_v<T, BatchNormAttrs>) {
+          os << (a.is_training ? " training" : " inference");
+        }
+      },
+      n.attrs);
+  return os.str();
+}
+
+std::string Graph::to_text() const {
+  std::ostringstream os;
+  for (NodeId id : topological_order()) {
+    const Node& n = nodes_[size_t(id)];
+    os << "%" << id << " " << n.name << " = " << op_name(n.kind) << "<" << dtype_name(n.dtype)
+       << ">(";
+    for (size_t i = 0; i < n.inputs.size(); ++i) os << (i ? ", " : "") << "v" << n.inputs[i];
+    os << ")" << attrs_summary(n) << " ->";
+    for (ValueId v : n.outputs)
+      os << " v" << v << ":" << dtype_name(values_[size_t(v)].dtype)
+         << shape_str(values_[size_t(v)].shape);
+    os << "\n";
+  }
+  return os.str();
+}
+
+std::string Graph::to_dot() const {
+  std::ostringstream os;
+  os << "digraph campo {\n  rankdir=TB;\n  node [shape=box, style=filled, fontname=Helvetica];\n";
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const Node& n = nodes_[i];
+    const char* color = n.dtype == DType::f16    ? "#f4a261"
+                        : n.dtype == DType::bf16 ? "#e9c46a"
+                        : n.kind == OpKind::Cast ? "#e76f51"
+                                                 : "#a8dadc";
+    if (n.kind == OpKind::Cast) color = "#e76f51";
+    os << "  n" << i << " [label=\"" << n.name << "\\n" << op_name(n.kind) << " "
+       << dtype_name(n.dtype) << "\", fillcolor=\"" << color << "\"];\n";
+  }
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    for (ValueId v : nodes_[i].inputs)
+      os << "  n" << values_[size_t(v)].producer << " -> n" << i << " [label=\""
+         << shape_str(values_[size_t(v)].shape) << "\"];\n";
+  os << "}\n";
+  return os.str();
+}
+
+}  // namespace campo

@@ -1,0 +1,30 @@
+// Liveness-based memory planning: every intermediate value gets an offset in one arena;
+// two values share bytes only when their lifetimes [first, last] (schedule positions,
+// inclusive) do not overlap.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+namespace campo {
+
+struct BufferRequest {
+  size_t bytes = 0;
+  int first = 0;  // schedule index of the producer
+  int last = 0;   // schedule index of the last reader (inclusive)
+};
+
+struct MemoryPlan {
+  std::vector<size_t> offsets;  // one per request, 64-byte aligned
+  size_t arena_bytes = 0;       // total size of the arena
+  size_t naive_bytes = 0;       // what one buffer per value would take
+};
+
+// Greedy best fit, largest buffers first (near-optimal for DNN training graphs).
+MemoryPlan plan_memory(const std::vector<BufferRequest>& requests);
+
+// True when no two requests with overlapping lifetimes overlap in memory (used by tests
+// and as a debug check by the compiler).
+bool plan_is_valid(const std::vector<BufferRequest>& requests, const MemoryPlan& plan);
+
+}  // namespace campo

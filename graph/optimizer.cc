@@ -1,0 +1,45 @@
+#include "graph/optimizer.h"
+
+namespace campo {
+
+void append_optimizer(Builder& b, const std::vector<std::string>& params,
+                      const std::vector<ValueId>& grads, const OptimizerConfig& config) {
+  CAMPO_CHECK(params.size() == grads.size(), "internal: ", params.size(), " parameters and ",
+              grads.size(), " gradients");
+  Graph& g = b.graph();
+  const Phase saved = b.phase();
+  b.set_phase(Phase::update);
+  ValueId lr = g.find_node("lr") >= 0 ? g.node(g.find_node("lr")).outputs[0]
+                                      : b.placeholder("lr", {}, DType::f32);
+  ValueId step = kNoValue;
+  if (config.kind == OptimizerConfig::Kind::adam)
+    step = g.find_node("step") >= 0 ? g.node(g.find_node("step")).outputs[0]
+                                    : b.placeholder("step", {}, DType::f32);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string& name = params[i];
+    CAMPO_CHECK(grads[i] != kNoValue, "parameter '", name, "' does not influence the loss");
+    NodeId var_node = g.find_node(name);
+    CAMPO_CHECK(var_node >= 0 && g.node(var_node).kind == OpKind::Variable, "no variable '", name,
+                "' in the graph");
+    ValueId var = g.node(var_node).outputs[0];
+    const Shape shape = g.value(var).shape;
+    if (config.kind == OptimizerConfig::Kind::sgd) {
+      ValueId accum = b.variable_exact(name + ".momentum_buffer", shape, Init::zeros(),
+                                       VariableKind::optimizer_state);
+      b.op(OpKind::ApplyMomentum, {var, accum, grads[i], lr},
+           MomentumAttrs{config.momentum, config.weight_decay, config.nesterov},
+           name + "/ApplyMomentum");
+    } else {
+      ValueId m = b.variable_exact(name + ".exp_avg", shape, Init::zeros(),
+                                   VariableKind::optimizer_state);
+      ValueId v = b.variable_exact(name + ".exp_avg_sq", shape, Init::zeros(),
+                                   VariableKind::optimizer_state);
+      b.op(OpKind::ApplyAdam, {var, m, v, grads[i], lr, step},
+           AdamAttrs{config.beta1, config.beta2, config.epsilon, config.weight_decay},
+           name + "/ApplyAdam");
+    }
+  }
+  b.set_phase(saved);
+}
+
+}  // namespace campo

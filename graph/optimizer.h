@@ -1,0 +1,28 @@
+// Optimizer update nodes, appended after the backward pass so one training step is one
+// graph. State lives in the VariableStore under PyTorch's optimizer-state names
+// ("<param>.momentum_buffer", "<param>.exp_avg", "<param>.exp_avg_sq").
+// The learning rate and the (1-based) step count are scalar placeholders "lr" and "step",
+// fed every step so schedules need no recompilation.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "graph/builder.h"
+
+namespace campo {
+
+struct OptimizerConfig {
+  enum class Kind : uint8_t { sgd, adam } kind = Kind::sgd;
+  float momentum = 0.9f;
+  bool nesterov = false;
+  float weight_decay = 0.0f;
+  float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
+};
+
+// One ApplyMomentum / ApplyAdam per parameter. grads[i] == kNoValue is an error naming
+// the parameter (it does not influence the loss).
+void append_optimizer(Builder& b, const std::vector<std::string>& params,
+                      const std::vector<ValueId>& grads, const OptimizerConfig& config);
+
+}  // namespace campo

@@ -1,0 +1,80 @@
+#include "graph/variables.h"
+
+#include <cmath>
+
+namespace campo {
+
+Init Init::kaiming_normal(int64_t fan) { return normal(0.0f, std::sqrt(2.0f / float(fan))); }
+
+Init Init::pytorch_default(int64_t fan_in) {
+  float bound = 1.0f / std::sqrt(float(fan_in));
+  return uniform(-bound, bound);
+}
+
+static void fill(Tensor& t, const Init& init, Rng& rng) {
+  float* p = t.data_as<float>();
+  const int64_t n = t.numel();
+  switch (init.kind) {
+    case Init::Kind::zeros: t.fill_zero(); break;
+    case Init::Kind::ones:
+      for (int64_t i = 0; i < n; ++i) p[i] = 1.0f;
+      break;
+    case Init::Kind::constant:
+      for (int64_t i = 0; i < n; ++i) p[i] = init.a;
+      break;
+    case Init::Kind::normal:
+      for (int64_t i = 0; i < n; ++i) p[i] = rng.normal(init.a, init.b);
+      break;
+    case Init::Kind::uniform:
+      for (int64_t i = 0; i < n; ++i) p[i] = rng.uniform(init.a, init.b);
+      break;
+  }
+}
+
+Tensor& VariableStore::get_or_create(const std::string& name, const Shape& shape, Init init,
+                                     VariableKind kind) {
+  auto it = vars_.find(name);
+  if (it != vars_.end()) {
+    CAMPO_CHECK(it->second.tensor.shape() == shape, "variable '", name, "' exists with shape ",
+                shape_str(it->second.tensor.shape()), ", requested ", shape_str(shape));
+    return it->second.tensor;
+  }
+  VariableEntry e{Tensor::empty(shape, DType::f32), kind};
+  fill(e.tensor, init, rng_);
+  order_.push_back(name);
+  return vars_.emplace(name, std::move(e)).first->second.tensor;
+}
+
+Tensor& VariableStore::at(const std::string& name) {
+  auto it = vars_.find(name);
+  CAMPO_CHECK(it != vars_.end(), "no variable named '", name, "'");
+  return it->second.tensor;
+}
+
+const Tensor& VariableStore::at(const std::string& name) const {
+  auto it = vars_.find(name);
+  CAMPO_CHECK(it != vars_.end(), "no variable named '", name, "'");
+  return it->second.tensor;
+}
+
+VariableKind VariableStore::kind(const std::string& name) const {
+  auto it = vars_.find(name);
+  CAMPO_CHECK(it != vars_.end(), "no variable named '", name, "'");
+  return it->second.kind;
+}
+
+std::vector<std::string> VariableStore::names_of_kind(VariableKind k) const {
+  std::vector<std::string> out;
+  for (const auto& n : order_)
+    if (vars_.at(n).kind == k) out.push_back(n);
+  return out;
+}
+
+int64_t VariableStore::count_elements(VariableKind k) const {
+  int64_t total = 0;
+  for (const auto& [n, e] : vars_)
+    if (e.kind == k) total += e.tensor.numel();
+  return total;
+}
+
+}  // namespace campo

@@ -1,0 +1,62 @@
+// VariableStore: the persistent tensors of a model, by name — parameters, buffers
+// (batch-norm running statistics) and optimizer state. Graphs refer to them by name
+// through Variable nodes, so a training graph and an evaluation graph share one store.
+// Names follow PyTorch's state_dict ("conv1.weight", "bn1.running_mean").
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/rng.h"
+#include "runtime/tensor.h"
+
+namespace campo {
+
+enum class VariableKind : uint8_t { parameter, buffer, optimizer_state };
+
+// How a new variable is filled.
+struct Init {
+  enum class Kind : uint8_t { zeros, ones, constant, normal, uniform } kind = Kind::zeros;
+  float a = 0, b = 0;  // constant: a; normal: mean a, stddev b; uniform: [a, b)
+
+  static Init zeros() { return {Kind::zeros}; }
+  static Init ones() { return {Kind::ones}; }
+  static Init constant(float v) { return {Kind::constant, v}; }
+  static Init normal(float mean, float stddev) { return {Kind::normal, mean, stddev}; }
+  static Init uniform(float lo, float hi) { return {Kind::uniform, lo, hi}; }
+  // Kaiming/He normal for ReLU: std = sqrt(2 / fan).
+  static Init kaiming_normal(int64_t fan);
+  // PyTorch's default for Linear/Conv weights and biases: U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+  static Init pytorch_default(int64_t fan_in);
+};
+
+struct VariableEntry {
+  Tensor tensor;
+  VariableKind kind = VariableKind::parameter;
+};
+
+class VariableStore {
+ public:
+  explicit VariableStore(uint64_t seed = 0) : rng_(seed) {}
+
+  // Returns the variable, creating and initialising it on first use. A later request
+  // with another shape is an error.
+  Tensor& get_or_create(const std::string& name, const Shape& shape, Init init, VariableKind kind);
+  bool contains(const std::string& name) const { return vars_.count(name) != 0; }
+  Tensor& at(const std::string& name);
+  const Tensor& at(const std::string& name) const;
+  VariableKind kind(const std::string& name) const;
+  // Names in creation order.
+  const std::vector<std::string>& names() const { return order_; }
+  std::vector<std::string> names_of_kind(VariableKind kind) const;
+  int64_t count_elements(VariableKind kind) const;
+  Rng& rng() { return rng_; }
+
+ private:
+  std::map<std::string, VariableEntry> vars_;
+  std::vector<std::string> order_;
+  Rng rng_;
+};
+
+}  // namespace campo

@@ -1,0 +1,54 @@
+#include "models/layers.h"
+
+#include <cmath>
+
+namespace campo::layers {
+
+ValueId linear(Builder& b, ValueId x, int64_t out_features, const std::string& name, bool bias) {
+  const Shape& s = b.shape(x);
+  CAMPO_CHECK(s.size() == 2, "linear layer '", name, "' expects [N, features], got ",
+              shape_str(s));
+  const int64_t in = s[1];
+  auto scope = b.scope(name);
+  ValueId w = b.variable("weight", {out_features, in}, Init::pytorch_default(in));
+  ValueId y = b.matmul(x, w, false, true);
+  if (bias) y = b.bias_add(y, b.variable("bias", {out_features}, Init::pytorch_default(in)));
+  return y;
+}
+
+ValueId conv2d(Builder& b, ValueId x, const Conv& c, const std::string& name) {
+  const Shape& s = b.shape(x);
+  CAMPO_CHECK(s.size() == 4, "conv layer '", name, "' expects NCHW input, got ", shape_str(s));
+  const int64_t in = s[1];
+  CAMPO_CHECK(in % c.groups == 0 && c.out_channels % c.groups == 0, "conv layer '", name,
+              "': groups ", c.groups, " must divide in (", in, ") and out (", c.out_channels,
+              ") channels");
+  auto scope = b.scope(name);
+  const int64_t fan_in = in / c.groups * c.kernel * c.kernel;
+  const int64_t fan_out = c.out_channels / c.groups * c.kernel * c.kernel;
+  Init w_init = c.kaiming ? Init::kaiming_normal(fan_out) : Init::pytorch_default(fan_in);
+  ValueId w = b.variable("weight", {c.out_channels, in / c.groups, c.kernel, c.kernel}, w_init);
+  ConvAttrs a;
+  a.stride_h = a.stride_w = c.stride;
+  a.pad_h = a.pad_w = c.pad;
+  a.dilation_h = a.dilation_w = c.dilation;
+  a.groups = c.groups;
+  ValueId y = b.conv2d(x, w, a);
+  if (c.bias) {
+    Init b_init = c.kaiming ? Init::zeros() : Init::pytorch_default(fan_in);
+    y = b.bias_add(y, b.variable("bias", {c.out_channels}, b_init));
+  }
+  return y;
+}
+
+ValueId batch_norm(Builder& b, ValueId x, const std::string& name, float eps, float momentum) {
+  const int64_t c = b.shape(x).at(1);
+  auto scope = b.scope(name);
+  ValueId scale = b.variable("weight", {c}, Init::ones());
+  ValueId offset = b.variable("bias", {c}, Init::zeros());
+  ValueId mean = b.variable("running_mean", {c}, Init::zeros(), VariableKind::buffer);
+  ValueId var = b.variable("running_var", {c}, Init::ones(), VariableKind::buffer);
+  return b.batch_norm(x, scale, offset, mean, var, eps, momentum);
+}
+
+}  // namespace campo::layers

@@ -1,0 +1,245 @@
+// CPU kernels of the convolution family (oneDNN 2.6): Conv2D, Conv2DBackpropInput,
+// Conv2DBackpropFilter. Tensors are plain NCHW / OIHW buffers; a filter with groups g is
+// read by oneDNN as goihw [g, O/g, C/g, kh, kw], which is the same bytes as OIHW.
+// Each kernel builds its primitive (and any reorder, buffer and scratchpad) once, at
+// construction; run() only rebinds data handles and executes.
+//   Conv2D:               y[n,o,i,j]  = sum_{c in group(o),p,q} x[n,c,i*s-pad+p*d, j*s-pad+q*d]
+//   w[o,c',p,q] Conv2DBackpropInput:  dx = conv^T(dy, w)   (the adjoint of x -> conv(x, w))
+//   Conv2DBackpropFilter: dw = adjoint of w -> conv(x, w) applied to dy
+#include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
+#include <unordered_map>
+
+#include "ops/kernel.h"
+
+namespace campo {
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+
+// Blocked layouts (format_tag::any) would let oneDNN pick its fastest layout at the cost of
+// reorders to and from our plain buffers every step; the kernels support both, plain is the
+// default (see the measurement in the report of this file's author, bench numbers in
+// ConvBench* tests are not committed).
+constexpr bool kUseBlockedLayouts = false;
+
+memory::data_type dnnl_type(DType t) {
+  switch (t) {
+    case DType::f32:
+      return memory::data_type::f32;
+    case DType::bf16:
+      return memory::data_type::bf16;
+    case DType::f16:
+      return memory::data_type::f16;
+    default:
+      CAMPO_FAIL("oneDNN convolution has no ", dtype_name(t), " variant");
+  }
+}
+
+memory::dims to_dims(const Shape& s) { return memory::dims(s.begin(), s.end()); }
+
+// One convolution's geometry as oneDNN descriptors: x [N, C, H, W] * w [O, C/g, kh, kw]
+// -> y [N, O, Ho, Wo]. `plain_*` describe our buffers, `prim_*` what the primitive is
+// asked for (the same, or format_tag::any).
+struct ConvProblem {
+  memory::desc plain_x, plain_w, plain_y;
+  memory::desc prim_x, prim_w, prim_y;
+  memory::dims strides, dilates, pads;
+
+  ConvProblem(const Shape& x, const Shape& w, const Shape& y, const ConvAttrs& a, DType dtype) {
+    const memory::data_type dt = dnnl_type(dtype);
+    plain_x = memory::desc(to_dims(x), dt, tag::nchw);
+    plain_y = memory::desc(to_dims(y), dt, tag::nchw);
+    memory::dims wd = to_dims(w);
+    if (a.groups == 1) {
+      plain_w = memory::desc(wd, dt, tag::oihw);
+    } else {
+      wd = {a.groups, w[0] / a.groups, w[1], w[2], w[3]};
+      plain_w = memory::desc(wd, dt, tag::goihw);
+    }
+    if (kUseBlockedLayouts) {
+      prim_x = memory::desc(to_dims(x), dt, tag::any);
+      prim_y = memory::desc(to_dims(y), dt, tag::any);
+      prim_w = memory::desc(wd, dt, tag::any);
+    } else {
+      prim_x = plain_x, prim_y = plain_y, prim_w = plain_w;
+    }
+    strides = {a.stride_h, a.stride_w};
+    dilates = {a.dilation_h - 1, a.dilation_w - 1};  // oneDNN counts dilation from 0
+    pads = {a.pad_h, a.pad_w};                       // symmetric: padding_l == padding_r
+  }
+
+  dnnl::convolution_forward::primitive_desc forward_pd(const dnnl::engine& eng,
+                                                       const dnnl::primitive_attr& attr) const {
+    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training,
+                                      dnnl::algorithm::convolution_direct, prim_x, prim_w, prim_y,
+                                      strides, dilates, pads, pads);
+    return {d, attr, eng};
+  }
+};
+
+// A oneDNN primitive bound to caller buffers in plain layouts. Where the primitive chose
+// another layout, the argument is reordered through a buffer allocated here, once.
+class BoundPrimitive {
+ public:
+  // Declares argument `arg` in the order run() receives the buffers.
+  void add_arg(int arg, const memory::desc& plain, const memory::desc& chosen, bool is_input,
+               const dnnl::engine& eng) {
+    Port port;
+    port.is_input = is_input;
+    port.user = memory(plain, eng, DNNL_MEMORY_NONE);
+    if (chosen == plain) {
+      port.inner = port.user;
+    } else {
+      port.inner = memory(chosen, eng);  // owned reorder buffer
+      const memory& from = is_input ? port.user : port.inner;
+      const memory& to = is_input ? port.inner : port.user;
+      port.reorder = dnnl::reorder(from, to);
+      port.reorder_args = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    }
+    args_[arg] = port.inner;
+    ports_.push_back(std::move(port));
+  }
+
+  void set_primitive(dnnl::primitive p, const memory::desc& scratchpad, const dnnl::engine& eng) {
+    primitive_ = std::move(p);
+    if (scratchpad.get_size() > 0) args_[DNNL_ARG_SCRATCHPAD] = memory(scratchpad, eng);
+  }
+
+  // Buffers in the order of add_arg.
+  void run(dnnl::stream& s, std::initializer_list<void*> buffers) {
+    size_t i = 0;
+    for (void* b : buffers) ports_[i++].user.set_data_handle(b);
+    for (Port& p : ports_)
+      if (p.is_input && p.reorder) p.reorder->execute(s, p.reorder_args);
+    primitive_.execute(s, args_);
+    for (Port& p : ports_)
+      if (!p.is_input && p.reorder) p.reorder->execute(s, p.reorder_args);
+    s.wait();
+  }
+
+ private:
+  struct Port {
+    bool is_input = true;
+    memory user, inner;
+    std::optional<dnnl::reorder> reorder;
+    std::unordered_map<int, memory> reorder_args;
+  };
+  std::vector<Port> ports_;
+  dnnl::primitive primitive_;
+  std::unordered_map<int, memory> args_;
+};
+
+dnnl::primitive_attr user_scratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+// Turns a oneDNN refusal at construction into an error naming the node and its shapes.
+template <typename F>
+void build_or_explain(const KernelSpec& spec, F&& build) {
+  try {
+    build();
+  } catch (const dnnl::error& e) {
+    std::string shapes;
+    for (const TensorDesc& d : spec.inputs) shapes += " " + shape_str(d.shape);
+    CAMPO_FAIL(op_name(spec.kind), " '", spec.node_name, "': oneDNN could not build a ",
+               dtype_name(spec.dtype), " kernel for inputs", shapes, ": ", e.what());
+  }
+}
+
+// y = conv(x, w); inputs {x, w}, output y.
+class Conv2DKernel : public Kernel {
+ public:
+  Conv2DKernel(const KernelSpec& spec, CpuContext& ctx) {
+    build_or_explain(spec, [&] {
+      ConvProblem p(spec.inputs[0].shape, spec.inputs[1].shape, spec.outputs[0].shape,
+                    attrs_as<ConvAttrs>(spec.attrs), spec.dtype);
+      auto pd = p.forward_pd(ctx.engine(), user_scratchpad());
+      prim_.add_arg(DNNL_ARG_SRC, p.plain_x, pd.src_desc(), true, ctx.engine());
+      prim_.add_arg(DNNL_ARG_WEIGHTS, p.plain_w, pd.weights_desc(), true, ctx.engine());
+      prim_.add_arg(DNNL_ARG_DST, p.plain_y, pd.dst_desc(), false, ctx.engine());
+      prim_.set_primitive(dnnl::convolution_forward(pd), pd.scratchpad_desc(), ctx.engine());
+    });
+  }
+  void run(CpuContext& ctx, const std::vector<Tensor>& in,
+           const std::vector<Tensor>& out) override {
+    prim_.run(ctx.stream(), {in[0].data(), in[1].data(), out[0].data()});
+  }
+
+ private:
+  BoundPrimitive prim_;
+};
+
+// dx = conv^T(dy, w); inputs {dy, w}, output dx (also the transposed convolution).
+class Conv2DBackpropInputKernel : public Kernel {
+ public:
+  Conv2DBackpropInputKernel(const KernelSpec& spec, CpuContext& ctx) {
+    build_or_explain(spec, [&] {
+      ConvProblem p(spec.outputs[0].shape, spec.inputs[1].shape, spec.inputs[0].shape,
+                    attrs_as<ConvAttrs>(spec.attrs), spec.dtype);
+      const dnnl::primitive_attr attr = user_scratchpad();
+      auto hint = p.forward_pd(ctx.engine(), attr);
+      dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, p.prim_x,
+                                              p.prim_w, p.prim_y, p.strides, p.dilates, p.pads,
+                                              p.pads);
+      dnnl::convolution_backward_data::primitive_desc pd(d, attr, ctx.engine(), hint);
+      prim_.add_arg(DNNL_ARG_DIFF_DST, p.plain_y, pd.diff_dst_desc(), true, ctx.engine());
+      prim_.add_arg(DNNL_ARG_WEIGHTS, p.plain_w, pd.weights_desc(), true, ctx.engine());
+      prim_.add_arg(DNNL_ARG_DIFF_SRC, p.plain_x, pd.diff_src_desc(), false, ctx.engine());
+      prim_.set_primitive(dnnl::convolution_backward_data(pd), pd.scratchpad_desc(), ctx.engine());
+    });
+  }
+  void run(CpuContext& ctx, const std::vector<Tensor>& in,
+           const std::vector<Tensor>& out) override {
+    prim_.run(ctx.stream(), {in[0].data(), in[1].data(), out[0].data()});
+  }
+
+ private:
+  BoundPrimitive prim_;
+};
+
+// dw = d<conv(x, w), dy>/dw; inputs {x, dy}, output dw.
+class Conv2DBackpropFilterKernel : public Kernel {
+ public:
+  Conv2DBackpropFilterKernel(const KernelSpec& spec, CpuContext& ctx) {
+    build_or_explain(spec, [&] {
+      ConvProblem p(spec.inputs[0].shape, spec.outputs[0].shape, spec.inputs[1].shape,
+                    attrs_as<ConvAttrs>(spec.attrs), spec.dtype);
+      const dnnl::primitive_attr attr = user_scratchpad();
+      auto hint = p.forward_pd(ctx.engine(), attr);
+      dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, p.prim_x,
+                                                 p.prim_w, p.prim_y, p.strides, p.dilates, p.pads,
+                                                 p.pads);
+      dnnl::convolution_backward_weights::primitive_desc pd(d, attr, ctx.engine(), hint);
+      prim_.add_arg(DNNL_ARG_SRC, p.plain_x, pd.src_desc(), true, ctx.engine());
+      prim_.add_arg(DNNL_ARG_DIFF_DST, p.plain_y, pd.diff_dst_desc(), true, ctx.engine());
+      prim_.add_arg(DNNL_ARG_DIFF_WEIGHTS, p.plain_w, pd.diff_weights_desc(), false, ctx.engine());
+      prim_.set_primitive(dnnl::convolution_backward_weights(pd), pd.scratchpad_desc(),
+                          ctx.engine());
+    });
+  }
+  void run(CpuContext& ctx, const std::vector<Tensor>& in,
+           const std::vector<Tensor>& out) override {
+    prim_.run(ctx.stream(), {in[0].data(), in[1].data(), out[0].data()});
+  }
+
+ private:
+  BoundPrimitive prim_;
+};
+
+template <typename K>
+std::unique_ptr<Kernel> make(const KernelSpec& spec, CpuContext& ctx) {
+  return std::make_unique<K>(spec, ctx);
+}
+
+KernelRegistrar conv2d_f32(OpKind::Conv2D, Device::cpu, DType::f32, make<Conv2DKernel>);
+KernelRegistrar conv2d_backprop_input_f32(OpKind::Conv2DBackpropInput, Device::cpu, DType::f32,
+                                          make<Conv2DBackpropInputKernel>);
+KernelRegistrar conv2d_backprop_filter_f32(OpKind::Conv2DBackpropFilter, Device::cpu, DType::f32,
+                                           make<Conv2DBackpropFilterKernel>);
+
+}  // namespace
+}  // namespace campo

@@ -1,0 +1,23 @@
+// Placeholder (fed every step) and Variable (persistent, from the VariableStore).
+// The executor binds both to storage; they have no kernels.
+#include "ops/schema_util.h"
+
+namespace campo {
+namespace {
+
+std::vector<TensorDesc> infer_placeholder(const Graph&, const Node& n) {
+  const auto& a = attrs_as<PlaceholderAttrs>(n.attrs);
+  return {{a.shape, a.dtype}};
+}
+
+std::vector<TensorDesc> infer_variable(const Graph&, const Node& n) {
+  return {{attrs_as<VariableAttrs>(n.attrs).shape, DType::f32}};
+}
+
+SchemaRegistrar placeholder({.kind = OpKind::Placeholder, .amp_list = AmpList::fp32,
+                             .num_inputs = 0, .infer = infer_placeholder});
+SchemaRegistrar variable({.kind = OpKind::Variable, .amp_list = AmpList::fp32, .num_inputs = 0,
+                          .infer = infer_variable});
+
+}  // namespace
+}  // namespace campo

@@ -1,0 +1,150 @@
+// Op kinds, their TensorFlow names, and the typed attributes each op carries.
+// Names are TensorFlow's so mixed-precision lists and plans read like the paper.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "runtime/dtype.h"
+#include "runtime/tensor.h"
+
+namespace campo {
+
+#define CAMPO_OP_KINDS(X)                                                                   \
+  X(Placeholder) X(Variable) X(Conv2D) X(Conv2DBackpropInput) X(Conv2DBackpropFilter)       \
+  X(MatMul) X(BiasAdd) X(BiasAddGrad) X(FusedBatchNorm) X(FusedBatchNormGrad) X(Relu)       \
+  X(ReluGrad) X(LeakyRelu) X(LeakyReluGrad) X(Tanh) X(TanhGrad) X(Sigmoid) X(SigmoidGrad)   \
+  X(MaxPool) X(MaxPoolGrad) X(AvgPool) X(AvgPoolGrad) X(Add) X(AddN) X(Mul) X(Reshape)      \
+  X(Dropout) X(SparseSoftmaxCrossEntropyWithLogits) X(SigmoidCrossEntropyWithLogits)       \
+  X(SigmoidCrossEntropyWithLogitsGrad) X(Mean) X(MeanGrad) X(Sum) X(BroadcastTo) X(Cast)      \
+  X(ApplyMomentum) X(ApplyAdam)
+
+enum class OpKind : uint16_t {
+#define CAMPO_ENUM(name) name,
+  CAMPO_OP_KINDS(CAMPO_ENUM)
+#undef CAMPO_ENUM
+      kCount
+};
+
+const char* op_name(OpKind k);
+std::optional<OpKind> parse_op_kind(std::string_view name);
+
+// TensorFlow's auto-mixed-precision lists; `fp32` marks ops that never change precision
+// (placeholders, variables, optimizer updates, loss gradients kept in f32).
+enum class AmpList : uint8_t { allow, infer, deny, clear, fp32 };
+const char* amp_list_name(AmpList l);
+
+// ---- attributes, one struct per op family ----
+
+struct NoAttrs {};
+
+// Conv2D / Conv2DBackpropInput / Conv2DBackpropFilter. NCHW data, OIHW filters
+// (O = output channels, I = input channels / groups).
+// For the backprops `output_shape` is the shape of what they compute: dX for
+// Conv2DBackpropInput (also the output of a transposed convolution), dW for
+// Conv2DBackpropFilter.
+struct ConvAttrs {
+  int stride_h = 1, stride_w = 1;
+  int pad_h = 0, pad_w = 0;  // symmetric zero padding
+  int dilation_h = 1, dilation_w = 1;
+  int groups = 1;
+  Shape output_shape;
+};
+
+struct MatMulAttrs {
+  bool transpose_a = false, transpose_b = false;
+};
+
+// MaxPool / AvgPool and their gradients. AvgPool divides by the window area that lies
+// inside the input (padding excluded), as PyTorch's count_include_pad=False.
+// `input_shape` is set on the gradient ops (shape of dX). Global average pooling is an
+// AvgPool with the window equal to the input's spatial size.
+struct PoolAttrs {
+  int kernel_h = 2, kernel_w = 2;
+  int stride_h = 2, stride_w = 2;
+  int pad_h = 0, pad_w = 0;
+  Shape input_shape;
+};
+
+// FusedBatchNorm inputs: x, scale, offset, running_mean, running_var.
+// Training outputs: y, batch_mean, batch_inv_std; updates running stats in place with
+// running = (1 - momentum) * running + momentum * batch (unbiased variance), as PyTorch.
+// Inference uses the running stats. FusedBatchNormGrad inputs: dy, x, scale, batch_mean,
+// batch_inv_std; outputs dx, dscale, doffset.
+struct BatchNormAttrs {
+  float epsilon = 1e-5f;
+  float momentum = 0.1f;
+  bool is_training = true;
+};
+
+struct LeakyReluAttrs {
+  float alpha = 0.2f;
+};
+
+// Mean / Sum over `axes` (empty = all). MeanGrad broadcasts dY back to `input_shape`
+// and divides by the reduced count; BroadcastTo (Sum's gradient) only broadcasts.
+struct ReduceAttrs {
+  std::vector<int> axes;
+  bool keep_dims = false;
+  Shape input_shape;
+};
+
+struct ReshapeAttrs {
+  Shape shape;  // may contain one -1
+};
+
+// Dropout outputs (y, mask) with mask in {0, 1/(1-rate)}; y = x * mask.
+struct DropoutAttrs {
+  float rate = 0.5f;
+};
+
+struct CastAttrs {
+  DType to = DType::f32;
+};
+
+// ApplyMomentum inputs: var, accum, grad, lr (scalar). PyTorch SGD semantics:
+//   g = grad + weight_decay * var; accum = momentum * accum + g;
+//   var -= lr * (nesterov ? g + momentum * accum : accum)
+struct MomentumAttrs {
+  float momentum = 0.9f;
+  float weight_decay = 0.0f;
+  bool nesterov = false;
+};
+
+// ApplyAdam inputs: var, m, v, grad, lr (scalar), step (scalar, 1-based). PyTorch Adam:
+//   g = grad + weight_decay * var; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+//   var -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
+struct AdamAttrs {
+  float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
+  float weight_decay = 0.0f;
+};
+
+struct PlaceholderAttrs {
+  Shape shape;
+  DType dtype = DType::f32;
+};
+
+struct VariableAttrs {
+  Shape shape;
+};
+
+using Attrs = std::variant<NoAttrs, ConvAttrs, MatMulAttrs, PoolAttrs, BatchNormAttrs,
+                           LeakyReluAttrs, ReduceAttrs, ReshapeAttrs, DropoutAttrs, CastAttrs,
+                           MomentumAttrs, AdamAttrs, PlaceholderAttrs, VariableAttrs>;
+
+template <typename T>
+const T& attrs_as(const Attrs& a) {
+  const T* p = std::get_if<T>(&a);
+  CAMPO_CHECK(p != nullptr, "internal: node carries the wrong attribute type");
+  return *p;
+}
+
+// Output size of a convolution / pooling window along one axis.
+inline int64_t window_output_size(int64_t in, int kernel, int stride, int pad, int dilation = 1) {
+  return (in + 2 * pad - int64_t(dilation) * (kernel - 1) - 1) / stride + 1;
+}
+
+}  // namespace campo

@@ -1,0 +1,52 @@
+// Optimizer updates (PyTorch semantics, formulas in ops/op.h). They have no outputs and
+// write var and the optimizer state IN PLACE (persistent variables), so they are marked
+// as side effects and stay f32 whatever the precision policy.
+//  ApplyMomentum {var, accum, grad, lr []}
+//  ApplyAdam     {var, m, v, grad, lr [], step [] (1-based)}
+#include "ops/schema_util.h"
+
+namespace campo {
+namespace {
+
+void check_f32(const Graph& g, const Node& n, int i, const char* what) {
+  CAMPO_CHECK(in_dtype(g, n, i) == DType::f32, op_name(n.kind), " '", n.name, "': ", what,
+              " must be f32, got ", dtype_name(in_dtype(g, n, i)));
+}
+
+void check_same_shape(const Graph& g, const Node& n, int i, const char* what) {
+  CAMPO_CHECK(in_shape(g, n, i) == in_shape(g, n, 0), op_name(n.kind), " '", n.name, "': ", what,
+              " has shape ", shape_str(in_shape(g, n, i)), " but var has shape ",
+              shape_str(in_shape(g, n, 0)));
+}
+
+void check_scalar(const Graph& g, const Node& n, int i, const char* what) {
+  CAMPO_CHECK(in_shape(g, n, i).empty(), op_name(n.kind), " '", n.name, "': ", what,
+              " must be a scalar (shape []), got ", shape_str(in_shape(g, n, i)));
+}
+
+std::vector<TensorDesc> infer_momentum(const Graph& g, const Node& n) {
+  const char* names[] = {"var", "accum", "grad", "lr"};
+  for (int i = 0; i < 4; ++i) check_f32(g, n, i, names[i]);
+  check_same_shape(g, n, 1, "accum");
+  check_same_shape(g, n, 2, "grad");
+  check_scalar(g, n, 3, "lr");
+  return {};
+}
+
+std::vector<TensorDesc> infer_adam(const Graph& g, const Node& n) {
+  const char* names[] = {"var", "m", "v", "grad", "lr", "step"};
+  for (int i = 0; i < 6; ++i) check_f32(g, n, i, names[i]);
+  for (int i = 1; i < 4; ++i) check_same_shape(g, n, i, names[i]);
+  check_scalar(g, n, 4, "lr");
+  check_scalar(g, n, 5, "step");
+  return {};
+}
+
+SchemaRegistrar momentum({.kind = OpKind::ApplyMomentum, .amp_list = AmpList::fp32,
+                          .num_inputs = 4, .infer = infer_momentum, .gradient = nullptr,
+                          .has_side_effects = true});
+SchemaRegistrar adam({.kind = OpKind::ApplyAdam, .amp_list = AmpList::fp32, .num_inputs = 6,
+                      .infer = infer_adam, .gradient = nullptr, .has_side_effects = true});
+
+}  // namespace
+}  // namespace campo

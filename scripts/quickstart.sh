@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# One entry point for a fresh Debian 12 machine:
+#   bash scripts/quickstart.sh train   install dependencies, build, train LeNet on Fashion-MNIST
+#   bash scripts/quickstart.sh test    install dependencies, build, run every test
+#   bash scripts/quickstart.sh build   install dependencies and build only
+# Environment: BUILD_DIR (default build), CAMPO_CUDA (AUTO|ON|OFF, default AUTO).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode="${1:-test}"
+build_dir="${BUILD_DIR:-build}"
+
+packages=(cmake ninja-build g++ libdnnl-dev zlib1g-dev libstb-dev nlohmann-json3-dev
+          libcli11-dev libgtest-dev dataset-fashion-mnist)
+
+install_dependencies() {
+  local missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ "${#missing[@]}" -eq 0 ]; then return; fi
+  echo "quickstart: installing ${missing[*]}"
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+build() {
+  mkdir -p "$build_dir"
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCAMPO_CUDA="${CAMPO_CUDA:-AUTO}" > "$build_dir/configure.log" 2>&1 \
+    || { cat "$build_dir/configure.log"; exit 1; }
+  grep "campo:" "$build_dir/configure.log" || true
+  cmake --build "$build_dir" -j"$(nproc)"
+}
+
+install_dependencies
+build
+case "$mode" in
+  train)
+    shift || true
+    "$build_dir/campo" train --model lenet --dataset fashion-mnist --epochs 1 "$@"
+    ;;
+  test)
+    ctest --test-dir "$build_dir" --output-on-failure -j"$(nproc)"
+    ;;
+  build) ;;
+  *)
+    echo "usage: bash scripts/quickstart.sh train|test|build" >&2
+    exit 2
+    ;;
+esac

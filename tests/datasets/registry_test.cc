@@ -1,0 +1,88 @@
+// open_dataset: names, splits, options, and the errors a user sees on the command line.
+#include "datasets/registry.h"
+
+#include <gtest/gtest.h>
+
+#include "datasets/idx.h"
+#include "tests/datasets/idx_file_util.h"
+
+namespace campo {
+namespace {
+
+using testing::contains;
+using testing::error_message;
+using testing::TempDir;
+
+TEST(DatasetRegistry, UnknownNameListsTheKnownOnes) {
+  std::string msg = error_message([] { open_dataset("cifar-100", "train"); });
+  EXPECT_TRUE(contains(msg, "unknown dataset 'cifar-100'"));
+  EXPECT_TRUE(contains(msg, "fashion-mnist, mnist, synthetic"));
+}
+
+TEST(DatasetRegistry, UnknownSplit) {
+  EXPECT_TRUE(contains(error_message([] { open_dataset("synthetic", "val"); }),
+                       "unknown split 'val' (expected train or test)"));
+}
+
+TEST(DatasetRegistry, MnistNeedsADataDir) {
+  std::string msg = error_message([] { open_dataset("mnist", "train"); });
+  EXPECT_TRUE(contains(msg, "mnist: no data directory given"));
+  EXPECT_TRUE(contains(msg, "--data-dir"));
+}
+
+TEST(DatasetRegistry, MnistFromADirectoryUsesMnistStatistics) {
+  TempDir dir;
+  std::vector<uint8_t> pixels(2 * 28 * 28, 0);
+  pixels[0] = 255;
+  testing::write_idx_split(dir, "t10k", 2, 28, 28, pixels, {3, 4}, true);
+  DatasetOptions options;
+  options.data_dir = dir.str();
+  auto ds = open_dataset("mnist", "test", options);
+  EXPECT_EQ(ds->name(), "mnist/test");
+  EXPECT_EQ(ds->size(), 2);
+  std::vector<float> image(784);
+  int32_t label;
+  ds->get(0, image.data(), &label);
+  EXPECT_EQ(label, 3);
+  EXPECT_NEAR(image[0], (1.0f - 0.1307f) / 0.3081f, 1e-6);
+  EXPECT_NEAR(image[1], -0.1307f / 0.3081f, 1e-6);
+  // The train split is absent here: the error names the paths and how to get the files.
+  std::string msg = error_message([&] { open_dataset("mnist", "train", options); });
+  EXPECT_TRUE(contains(msg, dir.file("train-images-idx3-ubyte.gz")));
+  EXPECT_TRUE(contains(msg, "download the four MNIST IDX files"));
+  // Explicit statistics win.
+  options.mean = 0.0f;
+  options.stddev = 1.0f;
+  ds = open_dataset("mnist", "test", options);
+  ds->get(0, image.data(), &label);
+  EXPECT_EQ(image[0], 1.0f);
+}
+
+TEST(DatasetRegistry, FashionMnistInAWrongDirectory) {
+  TempDir dir;
+  DatasetOptions options;
+  options.data_dir = dir.file("missing");
+  std::string msg = error_message([&] { open_dataset("fashion-mnist", "train", options); });
+  EXPECT_TRUE(contains(msg, dir.file("missing/train-images-idx3-ubyte")));
+  EXPECT_TRUE(contains(msg, "apt-get install dataset-fashion-mnist"));
+}
+
+TEST(DatasetRegistry, SyntheticFollowsTheImageOptions) {
+  DatasetOptions options;
+  options.image_size = 32;
+  options.channels = 3;
+  options.synthetic_size = 64;
+  options.synthetic_classes = 4;
+  auto train = open_dataset("synthetic", "train", options);
+  EXPECT_EQ(train->size(), 64);
+  EXPECT_EQ(train->image_shape(), (Shape{3, 32, 32}));
+  EXPECT_EQ(train->num_classes(), 4);
+  EXPECT_EQ(train->name(), "synthetic/train");
+  auto test = open_dataset("synthetic", "test", {});
+  EXPECT_EQ(test->size(), 10000);
+  EXPECT_EQ(test->image_shape(), (Shape{1, 28, 28}));
+  EXPECT_EQ(open_dataset("synthetic", "train", {})->size(), 60000);
+}
+
+}  // namespace
+}  // namespace campo

@@ -1,0 +1,70 @@
+// Shared test helpers: tolerances per dtype, random tensors, closeness checks.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "runtime/rng.h"
+#include "runtime/tensor.h"
+
+namespace campo::testing {
+
+// Tolerances per dtype (rtol / atol), loosened per op only with a comment saying why.
+struct Tolerance {
+  double rtol, atol;
+};
+inline Tolerance tolerance_for(DType t) {
+  switch (t) {
+    case DType::f16: return {1e-3, 1e-5};
+    case DType::bf16: return {1.6e-2, 1e-5};
+    default: return {1.3e-6, 1e-5};
+  }
+}
+
+inline Tensor random_tensor(const Shape& shape, Rng& rng, float lo = -1.0f, float hi = 1.0f) {
+  Tensor t = Tensor::empty(shape, DType::f32);
+  float* p = t.data_as<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = rng.uniform(lo, hi);
+  return t;
+}
+
+// Asserts |actual - expected| <= atol + rtol * |expected| element-wise; reports the first
+// few offending indices.
+inline ::testing::AssertionResult all_close(const std::vector<float>& actual,
+                                            const std::vector<float>& expected, double rtol,
+                                            double atol) {
+  if (actual.size() != expected.size())
+    return ::testing::AssertionFailure()
+           << "size " << actual.size() << " != expected " << expected.size();
+  int bad = 0;
+  std::string msg;
+  double worst = 0;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    double a = actual[i], e = expected[i];
+    double err = std::fabs(a - e);
+    bool ok = err <= atol + rtol * std::fabs(e) || (std::isnan(a) && std::isnan(e));
+    if (!ok) {
+      worst = std::max(worst, err);
+      if (bad < 5)
+        msg += " [" + std::to_string(i) + "] " + std::to_string(a) + " vs " + std::to_string(e);
+      ++bad;
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << bad << " of " << actual.size()
+                                       << " elements differ (worst abs error " << worst
+                                       << "):" << msg;
+}
+
+inline ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected,
+                                            double rtol, double atol) {
+  if (actual.shape() != expected.shape())
+    return ::testing::AssertionFailure() << "shape " << shape_str(actual.shape())
+                                         << " != expected " << shape_str(expected.shape());
+  return all_close(actual.to_float_vector(), expected.to_float_vector(), rtol, atol);
+}
+
+}  // namespace campo::testing

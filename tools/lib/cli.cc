@@ -1,0 +1,163 @@
+#include "tools/lib/cli.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <sstream>
+
+#include "datasets/registry.h"
+#include "models/models.h"
+#include "runtime/check.h"
+#include "tools/lib/trainer.h"
+#ifdef CAMPO_HAVE_CUDA
+#include "runtime/cuda/device_info.h"
+#endif
+
+namespace campo::cli {
+
+namespace {
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+std::string cpu_features() {
+  std::string s;
+  auto add = [&](const char* name, bool has) {
+    if (has) s += (s.empty() ? "" : " ") + std::string(name);
+  };
+  __builtin_cpu_init();
+  add("avx2", __builtin_cpu_supports("avx2"));
+  add("fma", __builtin_cpu_supports("fma"));
+  add("f16c", __builtin_cpu_supports("f16c"));
+  add("avx512f", __builtin_cpu_supports("avx512f"));
+  add("avx512bw", __builtin_cpu_supports("avx512bw"));
+  add("avx512_vnni", __builtin_cpu_supports("avx512vnni"));
+  add("avx512_bf16", __builtin_cpu_supports("avx512bf16"));
+  add("amx_bf16", __builtin_cpu_supports("amx-bf16"));
+  return s.empty() ? "none" : s;
+}
+
+const char* isa_name(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::sse41: return "sse41";
+    default: return "other";
+  }
+}
+
+std::string version_text() {
+  std::ostringstream os;
+  const dnnl_version_t* v = dnnl_version();
+  os << "campo " CAMPO_VERSION "\n";
+#ifdef CAMPO_HAVE_CUDA
+  int devices = cuda::device_count();
+  os << "cuda: on (runtime " << cuda::runtime_version() / 1000 << "."
+     << cuda::runtime_version() % 1000 / 10 << ", " << devices << " device"
+     << (devices == 1 ? "" : "s");
+  if (devices > 0) os << ": " << cuda::device_name(0);
+  os << ")\n";
+#else
+  os << "cuda: off (built without nvcc)\n";
+#endif
+  os << "onednn: " << v->major << "." << v->minor << "." << v->patch << " (isa "
+     << isa_name(dnnl::get_effective_cpu_isa()) << ")\n";
+  os << "cpu: " << cpu_features() << "\n";
+  bool bf16 = __builtin_cpu_supports("avx512bf16");
+  os << "bf16: " << (bf16 ? "native (AVX-512 BF16)" : "emulated (no AVX-512 BF16)") << "\n";
+  return os.str();
+}
+
+void add_train_options(CLI::App* cmd, TrainOptions& o) {
+  cmd->add_option("--model", o.model, "Model: " + join(model_names()))->capture_default_str();
+  cmd->add_option("--dataset", o.dataset, "Data set: " + join(dataset_names()))
+      ->capture_default_str();
+  cmd->add_option("--data-dir", o.data_dir, "Directory of the data set's files");
+  cmd->add_option("--epochs", o.epochs, "Passes over the training set")->capture_default_str();
+  cmd->add_option("--steps", o.max_steps, "Stop after this many steps (0: full epochs)")
+      ->capture_default_str();
+  cmd->add_option("--batch", o.batch, "Training batch size")->capture_default_str();
+  cmd->add_option("--eval-batch", o.eval_batch, "Evaluation batch size")->capture_default_str();
+  cmd->add_option("--lr", o.lr, "Learning rate")->capture_default_str();
+  cmd->add_option("--optimizer", o.optimizer, "sgd (with momentum) or adam")
+      ->capture_default_str();
+  cmd->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str();
+  cmd->add_flag("--nesterov", o.nesterov, "Nesterov momentum");
+  cmd->add_option("--weight-decay", o.weight_decay, "L2 weight decay")->capture_default_str();
+  cmd->add_option("--dropout", o.dropout, "Dropout rate (mlp)")->capture_default_str();
+  cmd->add_option("--seed", o.seed, "Random seed (weights, shuffling, dropout)")
+      ->capture_default_str();
+  cmd->add_option("--limit-train", o.train_limit, "Use only the first N training samples");
+  cmd->add_option("--limit-test", o.test_limit, "Evaluate on the first N test samples");
+  cmd->add_option("--progress", o.progress,
+                  "auto (a bar on a terminal, log lines otherwise), bar, lines or none")
+      ->capture_default_str();
+  cmd->add_option("--threads", o.threads, "CPU threads (0: all cores)")->capture_default_str();
+  cmd->add_flag("--profile", o.profile, "Time every node; print the time per op at the end");
+}
+
+}  // namespace
+
+int run(const std::vector<std::string>& args) {
+  CLI::App app{"campo: a cost-aware mixed-precision training runtime", "campo"};
+  app.require_subcommand(0, 1);
+  bool show_version = false;
+  app.add_flag("--version", show_version, "Print the version and what this build supports");
+
+  TrainOptions train_options;
+  CLI::App* train_cmd = app.add_subcommand("train", "Train a model and evaluate it");
+  add_train_options(train_cmd, train_options);
+
+  try {
+    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "campo: error: " << e.what() << "\n";
+    return 2;
+  }
+
+  try {
+    if (show_version) {
+      std::cout << version_text();
+      return 0;
+    }
+    if (train_cmd->parsed()) {
+      train(train_options, std::cout, isatty(STDOUT_FILENO) != 0);
+      return 0;
+    }
+    std::cout << app.help();
+    return 0;
+  } catch (const Error& e) {
+    std::cout.flush();
+    std::cerr << "campo: error: " << e.what() << "\n";
+    if (std::getenv("CAMPO_DEBUG")) std::cerr << "  at " << e.where() << "\n";
+    return 1;
+  } catch (const dnnl::error& e) {
+    std::cerr << "campo: error: oneDNN: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "campo: error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  return run(args);
+}
+
+}  // namespace campo::cli

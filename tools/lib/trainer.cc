@@ -1,0 +1,327 @@
+#include "tools/lib/trainer.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <iomanip>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <sstream>
+
+#include "datasets/loader.h"
+#include "datasets/registry.h"
+#include "graph/autodiff.h"
+#include "runtime/timer.h"
+
+namespace campo {
+
+namespace {
+
+// The first `limit` samples of a data set.
+class SubsetDataset final : public Dataset {
+ public:
+  SubsetDataset(std::shared_ptr<const Dataset> base, int64_t limit)
+      : base_(std::move(base)), size_(std::min(limit, base_->size())) {}
+  int64_t size() const override { return size_; }
+  Shape image_shape() const override { return base_->image_shape(); }
+  int num_classes() const override { return base_->num_classes(); }
+  std::string name() const override { return base_->name() + "[:" + std::to_string(size_) + "]"; }
+  void get(int64_t index, float* image, int32_t* label) const override {
+    check_index(index);
+    base_->get(index, image, label);
+  }
+
+ private:
+  std::shared_ptr<const Dataset> base_;
+  int64_t size_;
+};
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) seconds = 0;
+  int64_t s = int64_t(seconds + 0.5);
+  char buf[32];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", (long long)(s / 3600),
+                  (long long)(s / 60 % 60), (long long)(s % 60));
+  else
+    std::snprintf(buf, sizeof buf, "%lld:%02lld", (long long)(s / 60), (long long)(s % 60));
+  return buf;
+}
+
+}  // namespace
+
+struct TrainingSession::EvalGraph {
+  int64_t batch;
+  Graph graph;
+  ValueId logits;
+  std::unique_ptr<Executable> exe;
+};
+
+TrainingSession::TrainingSession(const std::string& model, const ModelOptions& model_options,
+                                 const Shape& image_shape, int64_t batch,
+                                 const OptimizerConfig& optimizer, uint64_t seed)
+    : model_(model),
+      model_options_(model_options),
+      image_shape_(image_shape),
+      batch_(batch),
+      seed_(seed),
+      vars_(seed) {
+  Builder b(train_graph_, vars_);
+  b.set_training(true);
+  Shape input_shape = {batch};
+  input_shape.insert(input_shape.end(), image_shape.begin(), image_shape.end());
+  ValueId images = b.placeholder("images", input_shape);
+  ValueId labels = b.placeholder("labels", {batch}, DType::i32);
+  ValueId logits = build_model(model, b, images, model_options);
+  loss_ = b.mean(b.sparse_softmax_cross_entropy(logits, labels));
+  ValueId seed_grad = b.placeholder("loss_scale", {});
+  std::vector<std::string> params = vars_.names_of_kind(VariableKind::parameter);
+  std::vector<ValueId> param_values;
+  for (const auto& name : params) param_values.push_back(train_graph_.node(train_graph_.find_node(name)).outputs[0]);
+  std::vector<ValueId> grads = append_gradients(b, loss_, seed_grad, param_values);
+  append_optimizer(b, params, grads, optimizer);
+  CompileOptions co;
+  co.fetches = {loss_};
+  co.seed = seed;
+  train_exe_ = std::make_unique<Executable>(train_graph_, vars_, co);
+  train_exe_->input("loss_scale").data_as<float>()[0] = 1.0f;
+}
+
+TrainingSession::~TrainingSession() = default;
+
+void TrainingSession::set_profiling(bool on) {
+  op_ms_.assign(size_t(OpKind::kCount), 0.0);
+  train_exe_->set_timing(on);
+  if (on)
+    train_exe_->set_node_hook([this](NodeId id, double ms) {
+      op_ms_[size_t(train_graph_.node(id).kind)] += ms;
+    });
+}
+
+std::vector<std::pair<std::string, double>> TrainingSession::profile_by_op() const {
+  std::vector<std::pair<std::string, double>> out;
+  for (size_t k = 0; k < op_ms_.size(); ++k)
+    if (op_ms_[k] > 0) out.push_back({op_name(OpKind(k)), op_ms_[k]});
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.second > b.second; });
+  return out;
+}
+
+float TrainingSession::train_step(const Batch& batch, float lr) {
+  CAMPO_CHECK(batch.size() == batch_, "training batch of ", batch.size(),
+              " samples; the graph was compiled for ", batch_);
+  train_exe_->input("images").copy_from(batch.images);
+  train_exe_->input("labels").copy_from(batch.labels);
+  train_exe_->input("lr").data_as<float>()[0] = lr;
+  ++step_;
+  if (train_exe_->has_input("step")) train_exe_->input("step").data_as<float>()[0] = float(step_);
+  train_exe_->run();
+  return train_exe_->output(loss_).data_as<float>()[0];
+}
+
+TrainingSession::EvalGraph& TrainingSession::eval_graph(int64_t batch) {
+  for (auto& e : eval_graphs_)
+    if (e->batch == batch) return *e;
+  auto e = std::make_unique<EvalGraph>();
+  e->batch = batch;
+  Builder b(e->graph, vars_);
+  b.set_training(false);
+  Shape input_shape = {batch};
+  input_shape.insert(input_shape.end(), image_shape_.begin(), image_shape_.end());
+  ValueId images = b.placeholder("images", input_shape);
+  e->logits = build_model(model_, b, images, model_options_);
+  CompileOptions co;
+  co.fetches = {e->logits};
+  e->exe = std::make_unique<Executable>(e->graph, vars_, co);
+  eval_graphs_.push_back(std::move(e));
+  return *eval_graphs_.back();
+}
+
+double TrainingSession::evaluate(DataLoader& loader) {
+  int64_t correct = 0, total = 0;
+  loader.start_epoch(0);
+  Batch batch;
+  while (loader.next(batch)) {
+    EvalGraph& e = eval_graph(batch.size());
+    e.exe->input("images").copy_from(batch.images);
+    e.exe->run();
+    const Tensor& logits = e.exe->output(e.logits);
+    const int64_t n = logits.dim(0), c = logits.dim(1);
+    const float* p = logits.data_as<float>();
+    const int32_t* y = batch.labels.data_as<int32_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      const float* row = p + i * c;
+      int64_t best = std::max_element(row, row + c) - row;
+      correct += best == y[i];
+    }
+    total += n;
+  }
+  CAMPO_CHECK(total > 0, "evaluation set is empty");
+  return double(correct) / double(total);
+}
+
+void validate(const TrainOptions& o) {
+  CAMPO_CHECK(is_known_model(o.model), "unknown model '", o.model, "' (known models: ", [] {
+    std::string s;
+    for (auto& n : model_names()) s += (s.empty() ? "" : ", ") + n;
+    return s;
+  }(), ")");
+  CAMPO_CHECK(o.batch > 0, "--batch must be a positive number of samples, got ", o.batch);
+  CAMPO_CHECK(o.eval_batch > 0, "--eval-batch must be positive, got ", o.eval_batch);
+  CAMPO_CHECK(o.epochs > 0, "--epochs must be positive, got ", o.epochs);
+  CAMPO_CHECK(o.max_steps >= 0, "--steps must be zero (full epochs) or positive, got ",
+              o.max_steps);
+  CAMPO_CHECK(std::isfinite(o.lr) && o.lr > 0, "--lr must be a positive learning rate, got ",
+              o.lr);
+  CAMPO_CHECK(o.momentum >= 0 && o.momentum < 1, "--momentum must be in [0, 1), got ",
+              o.momentum);
+  CAMPO_CHECK(o.weight_decay >= 0, "--weight-decay must be non-negative, got ", o.weight_decay);
+  CAMPO_CHECK(o.dropout >= 0 && o.dropout < 1, "--dropout must be in [0, 1), got ", o.dropout);
+  CAMPO_CHECK(o.optimizer == "sgd" || o.optimizer == "adam", "unknown optimizer '", o.optimizer,
+              "' (expected sgd or adam)");
+  CAMPO_CHECK(o.train_limit >= 0 && o.test_limit >= 0, "--limit-train/--limit-test must be >= 0");
+  CAMPO_CHECK(o.progress == "auto" || o.progress == "bar" || o.progress == "lines" ||
+                  o.progress == "none",
+              "--progress must be auto, bar, lines or none, got '", o.progress, "'");
+  CAMPO_CHECK(o.threads >= 0, "--threads must be >= 0, got ", o.threads);
+}
+
+TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal) {
+  validate(o);
+  if (o.threads > 0) omp_set_num_threads(o.threads);
+  Timer wall;
+  DatasetOptions dopts;
+  dopts.data_dir = o.data_dir;
+  dopts.seed = o.seed;
+  std::shared_ptr<const Dataset> train_set = open_dataset(o.dataset, "train", dopts);
+  std::shared_ptr<const Dataset> test_set = open_dataset(o.dataset, "test", dopts);
+  if (o.train_limit > 0) train_set = std::make_shared<SubsetDataset>(train_set, o.train_limit);
+  if (o.test_limit > 0) test_set = std::make_shared<SubsetDataset>(test_set, o.test_limit);
+  CAMPO_CHECK(train_set->size() >= o.batch, "--batch ", o.batch, " is larger than the ",
+              train_set->size(), " training samples of ", train_set->name());
+
+  ModelOptions mopts;
+  Shape image_shape = train_set->image_shape();
+  mopts.in_channels = int(image_shape[0]);
+  mopts.image_size = int(image_shape[1]);
+  mopts.num_classes = train_set->num_classes();
+  mopts.dropout = o.dropout;
+  OptimizerConfig ocfg;
+  ocfg.kind = o.optimizer == "adam" ? OptimizerConfig::Kind::adam : OptimizerConfig::Kind::sgd;
+  ocfg.momentum = o.momentum;
+  ocfg.nesterov = o.nesterov;
+  ocfg.weight_decay = o.weight_decay;
+  TrainingSession session(o.model, mopts, image_shape, o.batch, ocfg, o.seed);
+
+  if (o.profile) session.set_profiling(true);
+  LoaderOptions lopts;
+  lopts.batch_size = o.batch;
+  lopts.shuffle = true;
+  lopts.drop_last = true;  // the training graph has a static batch size
+  lopts.seed = o.seed;
+  DataLoader train_loader(train_set, lopts);
+  LoaderOptions eopts;
+  eopts.batch_size = std::min<int64_t>(o.eval_batch, test_set->size());
+  eopts.shuffle = false;
+  DataLoader test_loader(test_set, eopts);
+
+  const std::string mode =
+      o.progress == "auto" ? (log_is_terminal ? "bar" : "lines") : o.progress;
+  const int64_t per_epoch = train_loader.batches_per_epoch();
+  const int64_t total_steps =
+      o.max_steps > 0 ? std::min<int64_t>(o.max_steps, per_epoch * o.epochs) : per_epoch * o.epochs;
+  log << "campo: training " << o.model << " (" << session.parameter_count() << " parameters) on "
+      << train_set->name() << ", " << train_set->size() << " samples, batch " << o.batch << ", "
+      << total_steps << " steps\n";
+  log.flush();
+
+  std::deque<float> recent;
+  double recent_sum = 0;
+  Timer train_timer;
+  double last_print = -1;
+  int64_t step = 0;
+  Batch batch;
+  for (int epoch = 0; epoch < o.epochs && step < total_steps; ++epoch) {
+    train_loader.start_epoch(epoch);
+    int64_t in_epoch = 0;
+    while (step < total_steps && train_loader.next(batch)) {
+      float loss = session.train_step(batch, o.lr);
+      CAMPO_CHECK(std::isfinite(loss), "training diverged: loss is ", loss, " at step ", step + 1,
+                  " (try a smaller --lr)");
+      ++step;
+      ++in_epoch;
+      recent.push_back(loss);
+      recent_sum += loss;
+      if (recent.size() > 50) {
+        recent_sum -= recent.front();
+        recent.pop_front();
+      }
+      const double elapsed = train_timer.seconds();
+      const double rate = double(step * o.batch) / std::max(elapsed, 1e-9);
+      const double eta = double(total_steps - step) * o.batch / std::max(rate, 1e-9);
+      const double avg = recent_sum / double(recent.size());
+      const bool last = step == total_steps || in_epoch == per_epoch;
+      if (mode == "bar" && (elapsed - last_print >= 0.1 || last)) {
+        last_print = elapsed;
+        const int width = 30;
+        int filled = int(double(in_epoch) / double(per_epoch) * width);
+        std::ostringstream line;
+        line << "\repoch " << epoch + 1 << "/" << o.epochs << " [" << std::string(size_t(filled), '=')
+             << std::string(size_t(width - filled), ' ') << "] " << in_epoch << "/" << per_epoch
+             << "  loss " << std::fixed << std::setprecision(4) << avg << "  "
+             << std::setprecision(0) << rate << " samples/s  ETA " << format_duration(eta) << "   ";
+        log << line.str();
+        if (last) log << "\n";
+        log.flush();
+      } else if (mode == "lines") {
+        const int64_t every = std::max<int64_t>(1, per_epoch / 10);
+        if (in_epoch % every == 0 || last) {
+          log << "epoch " << epoch + 1 << "/" << o.epochs << " step " << in_epoch << "/" << per_epoch
+              << " loss " << std::fixed << std::setprecision(4) << avg << " samples/s "
+              << std::setprecision(0) << rate << " eta " << format_duration(eta) << "\n";
+          log.flush();
+        }
+      }
+    }
+  }
+  const double train_seconds = train_timer.seconds();
+
+  TrainResult r;
+  r.steps = step;
+  r.final_loss = recent.empty() ? 0.0 : recent_sum / double(recent.size());
+  r.samples_per_sec = double(step * o.batch) / std::max(train_seconds, 1e-9);
+  r.parameters = session.parameter_count();
+  r.test_accuracy = session.evaluate(test_loader);
+  r.wall_seconds = wall.seconds();
+  if (mode != "none")
+    log << "test accuracy " << std::fixed << std::setprecision(4) << r.test_accuracy << " on "
+        << test_set->size() << " samples of " << test_set->name() << "\n";
+  if (o.profile) {
+    double total = 0;
+    for (auto& [name, ms] : session.profile_by_op()) total += ms;
+    log << "time per op over " << step << " steps (total " << std::fixed << std::setprecision(1)
+        << total << " ms):\n";
+    for (auto& [name, ms] : session.profile_by_op())
+      log << "  " << std::left << std::setw(40) << name << std::right << std::setw(10)
+          << std::setprecision(1) << ms << " ms " << std::setw(6) << 100.0 * ms / total << "%\n";
+  }
+  nlohmann::json j = {{"event", "result"},
+                      {"model", o.model},
+                      {"dataset", o.dataset},
+                      {"precision", "fp32"},
+                      {"epochs", o.epochs},
+                      {"steps", r.steps},
+                      {"batch", o.batch},
+                      {"parameters", r.parameters},
+                      {"test_accuracy", r.test_accuracy},
+                      {"final_loss", r.final_loss},
+                      {"samples_per_sec", r.samples_per_sec},
+                      {"wall_seconds", r.wall_seconds}};
+  log << j.dump() << "\n";
+  log.flush();
+  return r;
+}
+
+}  // namespace campo
