@@ -40,6 +40,10 @@ class Executable {
   // A fetched value after run() (a view into the plan: copy it to keep it).
   const Tensor& output(ValueId v) const;
 
+  // The storage bound to any computed value (meaningful for a fetch only after run(); for
+  // others only while the value is live). For tests and tools.
+  const Tensor& buffer(ValueId v) const { return values_.at(size_t(v)); }
+
   const std::vector<NodeId>& schedule() const { return schedule_; }
   const Graph& graph() const { return graph_; }
   CpuContext& context() { return ctx_; }

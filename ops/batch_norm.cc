@@ -39,8 +39,8 @@ std::vector<TensorDesc> infer_batch_norm(const Graph& g, const Node& n) {
   const auto& a = attrs_as<BatchNormAttrs>(n.attrs);
   check_bn_attrs(n, a);
   check_float_inputs(g, n);
-  const int64_t c = check_bn_shapes(g, n, {1, 2, 3, 4},
-                                    {"scale", "offset", "running_mean", "running_var"});
+  const int64_t c =
+      check_bn_shapes(g, n, {1, 2, 3, 4}, {"scale", "offset", "running_mean", "running_var"});
   const Shape& x = in_shape(g, n, 0);
   if (a.is_training) {
     // The unbiased variance for the running statistics divides by count - 1.

@@ -24,8 +24,11 @@ std::vector<ValueId> grad_cast(Builder& b, const Node& n, const std::vector<Valu
 }
 
 // Casts are inserted by the precision policies; they never change precision themselves.
-SchemaRegistrar cast({.kind = OpKind::Cast, .amp_list = AmpList::fp32, .num_inputs = 1,
-                      .infer = infer_cast, .gradient = grad_cast});
+SchemaRegistrar cast({.kind = OpKind::Cast,
+                      .amp_list = AmpList::fp32,
+                      .num_inputs = 1,
+                      .infer = infer_cast,
+                      .gradient = grad_cast});
 
 }  // namespace
 }  // namespace campo

@@ -70,7 +70,7 @@ std::vector<TensorDesc> infer_conv2d_backprop_input(const Graph& g, const Node& 
   const std::string op = op_label(n);
   const Shape& dy = in_shape(g, n, 0);
   const Shape y = conv_output_shape(op, a.output_shape, "output_shape", in_shape(g, n, 1), "w", a);
-  CAMPO_CHECK(dy == y, op, ": input ", shape_str(dy), " does not match output_shape ",
+  CAMPO_CHECK(dy == y, op, ": dy ", shape_str(dy), " does not match output_shape ",
               shape_str(a.output_shape), " and w ", shape_str(in_shape(g, n, 1)),
               ", whose convolution has shape ", shape_str(y));
   return {{a.output_shape, n.dtype}};

@@ -43,23 +43,42 @@ std::vector<ValueId> grad_sigmoid(Builder& b, const Node& n, const std::vector<V
   return {b.op(OpKind::SigmoidGrad, {dy[0], n.outputs[0]})};
 }
 
-SchemaRegistrar relu({.kind = OpKind::Relu, .amp_list = AmpList::clear, .num_inputs = 1,
-                      .infer = infer_same_as_input0, .gradient = grad_relu});
-SchemaRegistrar relu_grad({.kind = OpKind::ReluGrad, .amp_list = AmpList::clear,
-                           .num_inputs = 2, .infer = infer_same_shapes});
-SchemaRegistrar leaky_relu({.kind = OpKind::LeakyRelu, .amp_list = AmpList::infer,
-                            .num_inputs = 1, .infer = infer_same_as_input0,
-                            .gradient = grad_leaky_relu});
-SchemaRegistrar leaky_relu_grad({.kind = OpKind::LeakyReluGrad, .amp_list = AmpList::infer,
-                                 .num_inputs = 2, .infer = infer_same_shapes});
-SchemaRegistrar tanh_op({.kind = OpKind::Tanh, .amp_list = AmpList::infer, .num_inputs = 1,
-                         .infer = infer_same_as_input0, .gradient = grad_tanh});
-SchemaRegistrar tanh_grad({.kind = OpKind::TanhGrad, .amp_list = AmpList::infer, .num_inputs = 2,
+SchemaRegistrar relu({.kind = OpKind::Relu,
+                      .amp_list = AmpList::clear,
+                      .num_inputs = 1,
+                      .infer = infer_same_as_input0,
+                      .gradient = grad_relu});
+SchemaRegistrar relu_grad({.kind = OpKind::ReluGrad,
+                           .amp_list = AmpList::clear,
+                           .num_inputs = 2,
                            .infer = infer_same_shapes});
-SchemaRegistrar sigmoid({.kind = OpKind::Sigmoid, .amp_list = AmpList::infer, .num_inputs = 1,
-                         .infer = infer_same_as_input0, .gradient = grad_sigmoid});
-SchemaRegistrar sigmoid_grad({.kind = OpKind::SigmoidGrad, .amp_list = AmpList::infer,
-                              .num_inputs = 2, .infer = infer_same_shapes});
+SchemaRegistrar leaky_relu({.kind = OpKind::LeakyRelu,
+                            .amp_list = AmpList::infer,
+                            .num_inputs = 1,
+                            .infer = infer_same_as_input0,
+                            .gradient = grad_leaky_relu});
+SchemaRegistrar leaky_relu_grad({.kind = OpKind::LeakyReluGrad,
+                                 .amp_list = AmpList::infer,
+                                 .num_inputs = 2,
+                                 .infer = infer_same_shapes});
+SchemaRegistrar tanh_op({.kind = OpKind::Tanh,
+                         .amp_list = AmpList::infer,
+                         .num_inputs = 1,
+                         .infer = infer_same_as_input0,
+                         .gradient = grad_tanh});
+SchemaRegistrar tanh_grad({.kind = OpKind::TanhGrad,
+                           .amp_list = AmpList::infer,
+                           .num_inputs = 2,
+                           .infer = infer_same_shapes});
+SchemaRegistrar sigmoid({.kind = OpKind::Sigmoid,
+                         .amp_list = AmpList::infer,
+                         .num_inputs = 1,
+                         .infer = infer_same_as_input0,
+                         .gradient = grad_sigmoid});
+SchemaRegistrar sigmoid_grad({.kind = OpKind::SigmoidGrad,
+                              .amp_list = AmpList::infer,
+                              .num_inputs = 2,
+                              .infer = infer_same_shapes});
 
 // ---- sums ----
 
@@ -68,10 +87,16 @@ std::vector<ValueId> grad_pass_to_all(Builder&, const Node& n, const std::vector
   return std::vector<ValueId>(n.inputs.size(), dy[0]);
 }
 
-SchemaRegistrar add({.kind = OpKind::Add, .amp_list = AmpList::infer, .num_inputs = 2,
-                     .infer = infer_same_shapes, .gradient = grad_pass_to_all});
-SchemaRegistrar add_n({.kind = OpKind::AddN, .amp_list = AmpList::infer, .num_inputs = -1,
-                       .infer = infer_same_shapes, .gradient = grad_pass_to_all});
+SchemaRegistrar add({.kind = OpKind::Add,
+                     .amp_list = AmpList::infer,
+                     .num_inputs = 2,
+                     .infer = infer_same_shapes,
+                     .gradient = grad_pass_to_all});
+SchemaRegistrar add_n({.kind = OpKind::AddN,
+                       .amp_list = AmpList::infer,
+                       .num_inputs = -1,
+                       .infer = infer_same_shapes,
+                       .gradient = grad_pass_to_all});
 
 // ---- Mul ----
 
@@ -102,8 +127,11 @@ std::vector<ValueId> grad_mul(Builder& b, const Node& n, const std::vector<Value
   return {da, b.op(OpKind::Sum, {dy_a}, r)};
 }
 
-SchemaRegistrar mul({.kind = OpKind::Mul, .amp_list = AmpList::infer, .num_inputs = 2,
-                     .infer = infer_mul, .gradient = grad_mul});
+SchemaRegistrar mul({.kind = OpKind::Mul,
+                     .amp_list = AmpList::infer,
+                     .num_inputs = 2,
+                     .infer = infer_mul,
+                     .gradient = grad_mul});
 
 // ---- Dropout ----
 
@@ -123,8 +151,11 @@ std::vector<ValueId> grad_dropout(Builder& b, const Node& n, const std::vector<V
 }
 
 // Dropout is pure data scaling, so it follows its neighbours' precision (clear list).
-SchemaRegistrar dropout({.kind = OpKind::Dropout, .amp_list = AmpList::clear, .num_inputs = 1,
-                         .infer = infer_dropout, .gradient = grad_dropout});
+SchemaRegistrar dropout({.kind = OpKind::Dropout,
+                         .amp_list = AmpList::clear,
+                         .num_inputs = 1,
+                         .infer = infer_dropout,
+                         .gradient = grad_dropout});
 
 }  // namespace
 }  // namespace campo

@@ -14,9 +14,13 @@ std::vector<TensorDesc> infer_variable(const Graph&, const Node& n) {
   return {{attrs_as<VariableAttrs>(n.attrs).shape, DType::f32}};
 }
 
-SchemaRegistrar placeholder({.kind = OpKind::Placeholder, .amp_list = AmpList::fp32,
-                             .num_inputs = 0, .infer = infer_placeholder});
-SchemaRegistrar variable({.kind = OpKind::Variable, .amp_list = AmpList::fp32, .num_inputs = 0,
+SchemaRegistrar placeholder({.kind = OpKind::Placeholder,
+                             .amp_list = AmpList::fp32,
+                             .num_inputs = 0,
+                             .infer = infer_placeholder});
+SchemaRegistrar variable({.kind = OpKind::Variable,
+                          .amp_list = AmpList::fp32,
+                          .num_inputs = 0,
                           .infer = infer_variable});
 
 }  // namespace

@@ -59,14 +59,18 @@ std::vector<ValueId> grad_sigmoid_ce(Builder& b, const Node& n, const std::vecto
 }
 
 SchemaRegistrar sparse_softmax_ce({.kind = OpKind::SparseSoftmaxCrossEntropyWithLogits,
-                                   .amp_list = AmpList::deny, .num_inputs = 2,
+                                   .amp_list = AmpList::deny,
+                                   .num_inputs = 2,
                                    .infer = infer_sparse_softmax_ce,
                                    .gradient = grad_sparse_softmax_ce});
 SchemaRegistrar sigmoid_ce({.kind = OpKind::SigmoidCrossEntropyWithLogits,
-                            .amp_list = AmpList::deny, .num_inputs = 2,
-                            .infer = infer_sigmoid_ce, .gradient = grad_sigmoid_ce});
+                            .amp_list = AmpList::deny,
+                            .num_inputs = 2,
+                            .infer = infer_sigmoid_ce,
+                            .gradient = grad_sigmoid_ce});
 SchemaRegistrar sigmoid_ce_grad({.kind = OpKind::SigmoidCrossEntropyWithLogitsGrad,
-                                 .amp_list = AmpList::deny, .num_inputs = 3,
+                                 .amp_list = AmpList::deny,
+                                 .num_inputs = 3,
                                  .infer = infer_sigmoid_ce});
 
 }  // namespace

@@ -21,11 +21,16 @@ std::optional<OpKind> parse_op_kind(std::string_view name) {
 
 const char* amp_list_name(AmpList l) {
   switch (l) {
-    case AmpList::allow: return "allow";
-    case AmpList::infer: return "infer";
-    case AmpList::deny: return "deny";
-    case AmpList::clear: return "clear";
-    case AmpList::fp32: return "fp32";
+    case AmpList::allow:
+      return "allow";
+    case AmpList::infer:
+      return "infer";
+    case AmpList::deny:
+      return "deny";
+    case AmpList::clear:
+      return "clear";
+    case AmpList::fp32:
+      return "fp32";
   }
   return "?";
 }

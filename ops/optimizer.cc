@@ -42,11 +42,18 @@ std::vector<TensorDesc> infer_adam(const Graph& g, const Node& n) {
   return {};
 }
 
-SchemaRegistrar momentum({.kind = OpKind::ApplyMomentum, .amp_list = AmpList::fp32,
-                          .num_inputs = 4, .infer = infer_momentum, .gradient = nullptr,
+SchemaRegistrar momentum({.kind = OpKind::ApplyMomentum,
+                          .amp_list = AmpList::fp32,
+                          .num_inputs = 4,
+                          .infer = infer_momentum,
+                          .gradient = nullptr,
                           .has_side_effects = true});
-SchemaRegistrar adam({.kind = OpKind::ApplyAdam, .amp_list = AmpList::fp32, .num_inputs = 6,
-                      .infer = infer_adam, .gradient = nullptr, .has_side_effects = true});
+SchemaRegistrar adam({.kind = OpKind::ApplyAdam,
+                      .amp_list = AmpList::fp32,
+                      .num_inputs = 6,
+                      .infer = infer_adam,
+                      .gradient = nullptr,
+                      .has_side_effects = true});
 
 }  // namespace
 }  // namespace campo

@@ -17,12 +17,12 @@ Shape pooled_shape(const Node& n, const PoolAttrs& a, const Shape& x) {
   CAMPO_CHECK(a.kernel_h >= 1 && a.kernel_w >= 1 && a.stride_h >= 1 && a.stride_w >= 1,
               op_name(n.kind), " '", n.name, "': kernel and stride must be positive, got kernel ",
               a.kernel_h, "x", a.kernel_w, ", stride ", a.stride_h, "x", a.stride_w);
-  CAMPO_CHECK(a.pad_h >= 0 && a.pad_w >= 0 && 2 * a.pad_h <= a.kernel_h &&
-                  2 * a.pad_w <= a.kernel_w,
-              op_name(n.kind), " '", n.name, "': padding ", a.pad_h, "x", a.pad_w,
-              " must be between 0 and half the kernel ", a.kernel_h, "x", a.kernel_w);
-  CAMPO_CHECK(x[2] + 2 * a.pad_h >= a.kernel_h && x[3] + 2 * a.pad_w >= a.kernel_w,
-              op_name(n.kind), " '", n.name, "': window ", a.kernel_h, "x", a.kernel_w,
+  CAMPO_CHECK(
+      a.pad_h >= 0 && a.pad_w >= 0 && 2 * a.pad_h <= a.kernel_h && 2 * a.pad_w <= a.kernel_w,
+      op_name(n.kind), " '", n.name, "': padding ", a.pad_h, "x", a.pad_w,
+      " must be between 0 and half the kernel ", a.kernel_h, "x", a.kernel_w);
+  CAMPO_CHECK(x[2] + 2 * a.pad_h >= a.kernel_h && x[3] + 2 * a.pad_w >= a.kernel_w, op_name(n.kind),
+              " '", n.name, "': window ", a.kernel_h, "x", a.kernel_w,
               " is larger than the padded input ", x[2] + 2 * a.pad_h, "x", x[3] + 2 * a.pad_w,
               " (input ", shape_str(x), ", padding ", a.pad_h, "x", a.pad_w, ")");
   return {x[0], x[1], window_output_size(x[2], a.kernel_h, a.stride_h, a.pad_h),

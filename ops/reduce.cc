@@ -45,8 +45,8 @@ std::vector<TensorDesc> infer_broadcast_back(const Graph& g, const Node& n) {
   const auto& a = attrs_as<ReduceAttrs>(n.attrs);
   Shape expected = reduced_shape(n, a.input_shape, a);
   CAMPO_CHECK(in_shape(g, n, 0) == expected, op_name(n.kind), " '", n.name, "': dY has shape ",
-              shape_str(in_shape(g, n, 0)), " but reducing ", shape_str(a.input_shape),
-              " gives ", shape_str(expected));
+              shape_str(in_shape(g, n, 0)), " but reducing ", shape_str(a.input_shape), " gives ",
+              shape_str(expected));
   return {{a.input_shape, n.dtype}};
 }
 
@@ -58,16 +58,26 @@ std::vector<ValueId> grad_reduce(Builder& b, const Node& n, const std::vector<Va
   return {b.op(k, {dy[0]}, a)};
 }
 
-SchemaRegistrar mean({.kind = OpKind::Mean, .amp_list = AmpList::deny, .num_inputs = 1,
-                      .infer = infer_reduce, .gradient = grad_reduce});
-SchemaRegistrar sum({.kind = OpKind::Sum, .amp_list = AmpList::deny, .num_inputs = 1,
-                     .infer = infer_reduce, .gradient = grad_reduce});
+SchemaRegistrar mean({.kind = OpKind::Mean,
+                      .amp_list = AmpList::deny,
+                      .num_inputs = 1,
+                      .infer = infer_reduce,
+                      .gradient = grad_reduce});
+SchemaRegistrar sum({.kind = OpKind::Sum,
+                     .amp_list = AmpList::deny,
+                     .num_inputs = 1,
+                     .infer = infer_reduce,
+                     .gradient = grad_reduce});
 // MeanGrad is a broadcast and a division (TensorFlow builds it from a broadcast and
 // RealDiv, an infer-list op); BroadcastTo only moves data (clear).
-SchemaRegistrar mean_grad({.kind = OpKind::MeanGrad, .amp_list = AmpList::infer,
-                           .num_inputs = 1, .infer = infer_broadcast_back});
-SchemaRegistrar broadcast_to({.kind = OpKind::BroadcastTo, .amp_list = AmpList::clear,
-                              .num_inputs = 1, .infer = infer_broadcast_back});
+SchemaRegistrar mean_grad({.kind = OpKind::MeanGrad,
+                           .amp_list = AmpList::infer,
+                           .num_inputs = 1,
+                           .infer = infer_broadcast_back});
+SchemaRegistrar broadcast_to({.kind = OpKind::BroadcastTo,
+                              .amp_list = AmpList::clear,
+                              .num_inputs = 1,
+                              .infer = infer_broadcast_back});
 
 }  // namespace
 }  // namespace campo

@@ -11,8 +11,8 @@ Shape resolve_shape(const Node& n, const Shape& in, const Shape& requested) {
   int64_t known = 1;
   for (int i = 0; i < int(requested.size()); ++i) {
     if (requested[size_t(i)] == -1) {
-      CAMPO_CHECK(inferred_axis < 0, "Reshape '", n.name, "': target shape ",
-                  shape_str(requested), " has more than one -1");
+      CAMPO_CHECK(inferred_axis < 0, "Reshape '", n.name, "': target shape ", shape_str(requested),
+                  " has more than one -1");
       inferred_axis = i;
     } else {
       CAMPO_CHECK(requested[size_t(i)] >= 0, "Reshape '", n.name, "': target shape ",
@@ -47,8 +47,11 @@ std::vector<ValueId> grad_reshape(Builder& b, const Node& n, const std::vector<V
   return {b.op(OpKind::Reshape, {dy[0]}, ReshapeAttrs{b.shape(n.inputs[0])})};
 }
 
-SchemaRegistrar reshape({.kind = OpKind::Reshape, .amp_list = AmpList::clear, .num_inputs = 1,
-                         .infer = infer_reshape, .gradient = grad_reshape});
+SchemaRegistrar reshape({.kind = OpKind::Reshape,
+                         .amp_list = AmpList::clear,
+                         .num_inputs = 1,
+                         .infer = infer_reshape,
+                         .gradient = grad_reshape});
 
 }  // namespace
 }  // namespace campo

@@ -10,8 +10,8 @@ void check_input_dtype(const Graph& g, const Node& n, int i) {
                    ? DType::f32
                    : n.dtype;
   DType got = in_dtype(g, n, i);
-  CAMPO_CHECK(got == want, op_name(n.kind), " '", n.name, "': input ", i, " is ",
-              dtype_name(got), ", expected ", dtype_name(want));
+  CAMPO_CHECK(got == want, op_name(n.kind), " '", n.name, "': input ", i, " is ", dtype_name(got),
+              ", expected ", dtype_name(want));
 }
 
 void check_float_inputs(const Graph& g, const Node& n) {

@@ -11,8 +11,8 @@ class CastKernel : public Kernel {
  public:
   CastKernel(const KernelSpec& spec, CpuContext&)
       : from_(spec.inputs[0].dtype), to_(spec.outputs[0].dtype) {
-    CAMPO_CHECK(is_floating(from_) && is_floating(to_), "Cast '", spec.node_name, "': ",
-                dtype_name(from_), " -> ", dtype_name(to_), " is not supported");
+    CAMPO_CHECK(is_floating(from_) && is_floating(to_), "Cast '", spec.node_name,
+                "': ", dtype_name(from_), " -> ", dtype_name(to_), " is not supported");
   }
   void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
     convert(in[0].data(), from_, out[0].data(), to_, size_t(in[0].numel()));

@@ -9,6 +9,7 @@
 // supports both; the plain loops would convert through f32).
 #include <algorithm>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
 
 #include "ops/kernel.h"
 
@@ -81,8 +82,7 @@ class LeakyReluGradKernel : public Kernel {
     const float* x = in[1].data_as<float>();
     float* dx = out[0].data_as<float>();
     const float alpha = alpha_;
-    for_each_index(in[0].numel(),
-                   [=](int64_t i) { dx[i] = x[i] > 0.0f ? dy[i] : alpha * dy[i]; });
+    for_each_index(in[0].numel(), [=](int64_t i) { dx[i] = x[i] > 0.0f ? dy[i] : alpha * dy[i]; });
   }
 
  private:
@@ -106,16 +106,18 @@ class DnnlEltwiseKernel : public Kernel {
       primitive_ = dnnl::eltwise_forward(pd);
       src_ = memory(md, ctx.engine(), DNNL_MEMORY_NONE);
       dst_ = memory(md, ctx.engine(), DNNL_MEMORY_NONE);
+      args_ = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}};
     } catch (const dnnl::error& e) {
       CAMPO_FAIL(op_name(spec.kind), " '", spec.node_name,
                  "': oneDNN could not build an eltwise kernel: ", e.what());
     }
   }
-  void run(CpuContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  void run(CpuContext& ctx, const std::vector<Tensor>& in,
+           const std::vector<Tensor>& out) override {
     if (numel_ == 0) return;
     src_.set_data_handle(in[0].data_as<float>());
     dst_.set_data_handle(out[0].data_as<float>());
-    primitive_.execute(ctx.stream(), {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}});
+    primitive_.execute(ctx.stream(), args_);
     ctx.stream().wait();
   }
 
@@ -123,6 +125,7 @@ class DnnlEltwiseKernel : public Kernel {
   int64_t numel_;
   dnnl::eltwise_forward primitive_;
   dnnl::memory src_, dst_;
+  std::unordered_map<int, dnnl::memory> args_;  // built once; run() only rebinds handles
 };
 
 std::unique_ptr<Kernel> make_tanh(const KernelSpec& spec, CpuContext& ctx) {
@@ -259,7 +262,8 @@ class DropoutKernel : public Kernel {
  public:
   DropoutKernel(const KernelSpec& spec, CpuContext&)
       : rate_(attrs_as<DropoutAttrs>(spec.attrs).rate), scale_(1.0f / (1.0f - rate_)) {}
-  void run(CpuContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  void run(CpuContext& ctx, const std::vector<Tensor>& in,
+           const std::vector<Tensor>& out) override {
     const float* x = in[0].data_as<float>();
     float* y = out[0].data_as<float>();
     float* mask = out[1].data_as<float>();

@@ -34,8 +34,7 @@ class SparseSoftmaxCrossEntropyKernel : public Kernel {
     const int64_t N = in[0].dim(0), C = in[0].dim(1);
     for (int64_t n = 0; n < N; ++n)
       CAMPO_CHECK(labels[n] >= 0 && labels[n] < C, "SparseSoftmaxCrossEntropyWithLogits '",
-                  node_name_, "': label ", labels[n], " in row ", n, " is outside [0, ", C,
-                  ")");
+                  node_name_, "': label ", labels[n], " in row ", n, " is outside [0, ", C, ")");
 #pragma omp parallel for schedule(static) if (N * C >= kParallelElements)
     for (int64_t n = 0; n < N; ++n) {
       const float* x = logits + n * C;

@@ -1,10 +1,19 @@
 // CPU kernels of MaxPool / MaxPoolGrad / AvgPool / AvgPoolGrad: plain loops, parallel over
-// the N * C planes (pooling is memory-bound; each plane is independent, so the gradients'
-// scatter-adds never race). Window bounds along one axis for output index o:
+// the N * C planes (each plane is independent, so the gradients' scatter-adds never race).
+// Window bounds along one axis for output index o:
 //   start = o * stride - pad,  rows [max(start, 0), min(start + kernel, H))
-// which is never empty (the schema keeps pad <= kernel / 2).
+// which is never empty (the schema keeps pad <= kernel / 2). Within a plane the forward
+// kernels vectorise across output columns (window offsets outer, columns inner).
 // Global average pooling (window = whole plane, no padding) takes a fast path: one SIMD
 // reduction per plane forward, one fill per plane backward.
+//
+// Against oneDNN 2.6 pooling (jit:avx512_core, nchw), one thread, N = 16, Kernel::run
+// timed against the primitive on the same buffers, forward / backward:
+//   MaxPool 3x3/2 pad 1, 64x112x112:  15 / 5 ms     vs  6.5 / 7 ms
+//   global AvgPool, 2048x7x7:         0.24 / 0.15 ms vs 0.35 / 0.44 ms
+// oneDNN's max-pooling workspace is not our argmax (its encoding is implementation-defined),
+// so using its forward would add a conversion pass and that dependence; the loops stay until
+// the stem's MaxPool shows up in a profile.
 //
 // Templates on the data type T (float here) with f32 math, so bf16/f16 kernels are an
 // instantiation plus a conversion, not a rewrite.
@@ -17,15 +26,38 @@
 namespace campo {
 namespace {
 
+constexpr int64_t kColChunk = 256;
+constexpr int64_t kMinVectorColumns = 8;
+
 struct PoolGeometry {
   int64_t planes = 0;  // N * C
   int64_t h = 0, w = 0, oh = 0, ow = 0;
   int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+  // [col_inner_begin, col_inner_end): output columns whose window needs no clipping; the
+  // kernels vectorise across them, and treat the few edge columns one by one.
+  int64_t col_inner_begin = 0, col_inner_end = 0;
 
   // x: [N, C, H, W], y: [N, C, OH, OW].
   PoolGeometry(const PoolAttrs& a, const Shape& x, const Shape& y)
-      : planes(x[0] * x[1]), h(x[2]), w(x[3]), oh(y[2]), ow(y[3]), kh(a.kernel_h),
-        kw(a.kernel_w), sh(a.stride_h), sw(a.stride_w), ph(a.pad_h), pw(a.pad_w) {}
+      : planes(x[0] * x[1]),
+        h(x[2]),
+        w(x[3]),
+        oh(y[2]),
+        ow(y[3]),
+        kh(a.kernel_h),
+        kw(a.kernel_w),
+        sh(a.stride_h),
+        sw(a.stride_w),
+        ph(a.pad_h),
+        pw(a.pad_w) {
+    // Output columns whose window lies inside [0, W): j * sw - pw >= 0 and
+    // j * sw - pw + kw <= W.
+    col_inner_begin = std::min<int64_t>((pw + sw - 1) / sw, ow);
+    col_inner_end = w + pw - kw >= 0 ? std::min<int64_t>((w + pw - kw) / sw + 1, ow) : 0;
+    col_inner_end = std::max(col_inner_end, col_inner_begin);
+    // Narrow rows: the per-column loop is cheaper than setting up vector chunks.
+    if (col_inner_end - col_inner_begin < kMinVectorColumns) col_inner_begin = col_inner_end = ow;
+  }
 
   bool is_global() const { return kh == h && kw == w && ph == 0 && pw == 0; }
   int64_t row_begin(int64_t o) const { return std::max<int64_t>(o * sh - ph, 0); }
@@ -34,8 +66,46 @@ struct PoolGeometry {
   int64_t col_end(int64_t o) const { return std::min<int64_t>(o * sw - pw + kw, w); }
 };
 
+// The inner loops of the window kernels: one window offset for nj adjacent output
+// columns, whose inputs lie at start + t * stride. STRIDE > 0 fixes the stride at compile
+// time (1 and 2 cover the models' windows), which lets the strided loads vectorise.
+//   best[t], at[t] = max(best[t], x[start + t * stride]) and where it is
+template <int STRIDE, typename T>
+void max_columns(const T* x, int32_t start, int stride, int nj, float* best, int32_t* at) {
+  const int s = STRIDE > 0 ? STRIDE : stride;
+#pragma omp simd
+  for (int t = 0; t < nj; ++t) {
+    const int32_t pos = start + t * s;
+    const float v = float(x[pos]);
+    // Strictly greater: the first of equal values stays. A NaN always wins.
+    const bool wins = (v > best[t]) | (v != v);
+    best[t] = wins ? v : best[t];
+    at[t] = wins ? pos : at[t];
+  }
+}
+
+//   sum[t] += x[start + t * stride]
+template <int STRIDE, typename T>
+void sum_columns(const T* x, int32_t start, int stride, int nj, float* sum) {
+  const int s = STRIDE > 0 ? STRIDE : stride;
+#pragma omp simd
+  for (int t = 0; t < nj; ++t) sum[t] += float(x[start + t * s]);
+}
+
+// Running max of one window, one element at a time (edge columns and narrow rows), with
+// max_columns' rule; `at < 0` lets the first element in even when it is -inf.
+struct WindowMax {
+  float best = -std::numeric_limits<float>::infinity();
+  int32_t at = -1;
+  void update(float v, int32_t index) {
+    const bool wins = (v > best) | (v != v) | (at < 0);
+    best = wins ? v : best;
+    at = wins ? index : at;
+  }
+};
+
 // y = max over the window inside the input; argmax = its index in the H * W plane (first
-// one on ties, row-major). A NaN in the window wins, so it propagates as in PyTorch.
+// one on ties, row-major).
 template <typename T>
 class MaxPoolKernel final : public Kernel {
  public:
@@ -47,6 +117,9 @@ class MaxPoolKernel final : public Kernel {
     T* y = static_cast<T*>(out[0].data());
     int32_t* argmax = out[1].data_as<int32_t>();
     const PoolGeometry g = geo_;
+    const auto update = g.sw == 1   ? max_columns<1, T>
+                        : g.sw == 2 ? max_columns<2, T>
+                                    : max_columns<0, T>;
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < g.planes; ++p) {
       const T* xp = x + p * g.h * g.w;
@@ -54,21 +127,38 @@ class MaxPoolKernel final : public Kernel {
       int32_t* ap = argmax + p * g.oh * g.ow;
       for (int64_t i = 0; i < g.oh; ++i) {
         const int64_t r0 = g.row_begin(i), r1 = g.row_end(i);
-        for (int64_t j = 0; j < g.ow; ++j) {
-          const int64_t c0 = g.col_begin(j), c1 = g.col_end(j);
-          float best = -std::numeric_limits<float>::infinity();
-          int64_t best_at = r0 * g.w + c0;
+        T* yr = yp + i * g.ow;
+        int32_t* ar = ap + i * g.ow;
+        auto edge = [&](int64_t j) {
+          WindowMax m;
           for (int64_t r = r0; r < r1; ++r)
-            for (int64_t c = c0; c < c1; ++c) {
-              const float v = float(xp[r * g.w + c]);
-              if (v > best || (std::isnan(v) && !std::isnan(best))) {
-                best = v;
-                best_at = r * g.w + c;
-              }
-            }
-          yp[i * g.ow + j] = T(best);
-          ap[i * g.ow + j] = int32_t(best_at);
+            for (int64_t c = g.col_begin(j); c < g.col_end(j); ++c)
+              m.update(float(xp[r * g.w + c]), int32_t(r * g.w + c));
+          yr[j] = T(m.best);
+          ar[j] = m.at;
+        };
+        for (int64_t j = 0; j < g.col_inner_begin; ++j) edge(j);
+        // Inner columns, kColChunk at a time: window offsets outside, columns inside, so
+        // the running max is a branch-free select per column (random data would make the
+        // branch of a scalar max mispredict half the time).
+        for (int64_t j0 = g.col_inner_begin; j0 < g.col_inner_end; j0 += kColChunk) {
+          const int nj = int(std::min(kColChunk, g.col_inner_end - j0));
+          float best[kColChunk];
+          int32_t at[kColChunk];
+          const int32_t first = int32_t(r0 * g.w + j0 * g.sw - g.pw);
+          for (int t = 0; t < nj; ++t) {
+            best[t] = -std::numeric_limits<float>::infinity();
+            at[t] = first + t * g.sw;
+          }
+          for (int64_t r = r0; r < r1; ++r)
+            for (int k = 0; k < g.kw; ++k)
+              update(xp, int32_t(r * g.w + j0 * g.sw - g.pw + k), g.sw, nj, best, at);
+          for (int t = 0; t < nj; ++t) {
+            yr[j0 + t] = T(best[t]);
+            ar[j0 + t] = at[t];
+          }
         }
+        for (int64_t j = g.col_inner_end; j < g.ow; ++j) edge(j);
       }
     }
   }
@@ -116,6 +206,9 @@ class AvgPoolKernel final : public Kernel {
     T* y = static_cast<T*>(out[0].data());
     const PoolGeometry g = geo_;
     const int64_t in_plane = g.h * g.w;
+    const auto add = g.sw == 1   ? sum_columns<1, T>
+                     : g.sw == 2 ? sum_columns<2, T>
+                                 : sum_columns<0, T>;
     if (g.is_global()) {
       const float inv_area = 1.0f / float(in_plane);
 #pragma omp parallel for schedule(static)
@@ -134,13 +227,26 @@ class AvgPoolKernel final : public Kernel {
       T* yp = y + p * g.oh * g.ow;
       for (int64_t i = 0; i < g.oh; ++i) {
         const int64_t r0 = g.row_begin(i), r1 = g.row_end(i);
-        for (int64_t j = 0; j < g.ow; ++j) {
+        T* yr = yp + i * g.ow;
+        auto edge = [&](int64_t j) {
           const int64_t c0 = g.col_begin(j), c1 = g.col_end(j);
           float s = 0.0f;
           for (int64_t r = r0; r < r1; ++r)
             for (int64_t c = c0; c < c1; ++c) s += float(xp[r * g.w + c]);
-          yp[i * g.ow + j] = T(s / float((r1 - r0) * (c1 - c0)));
+          yr[j] = T(s / float((r1 - r0) * (c1 - c0)));
+        };
+        for (int64_t j = 0; j < g.col_inner_begin; ++j) edge(j);
+        // Inner columns, kColChunk at a time, window offsets outside (see MaxPool).
+        const float inv_area = 1.0f / float((r1 - r0) * g.kw);
+        for (int64_t j0 = g.col_inner_begin; j0 < g.col_inner_end; j0 += kColChunk) {
+          const int nj = int(std::min(kColChunk, g.col_inner_end - j0));
+          float sum[kColChunk] = {};
+          for (int64_t r = r0; r < r1; ++r)
+            for (int k = 0; k < g.kw; ++k)
+              add(xp, int32_t(r * g.w + j0 * g.sw - g.pw + k), g.sw, nj, sum);
+          for (int t = 0; t < nj; ++t) yr[j0 + t] = T(sum[t] * inv_area);
         }
+        for (int64_t j = g.col_inner_end; j < g.ow; ++j) edge(j);
       }
     }
   }
@@ -181,8 +287,7 @@ class AvgPoolGradKernel final : public Kernel {
           const int64_t c0 = g.col_begin(j), c1 = g.col_end(j);
           const float v = float(dyp[i * g.ow + j]) / float((r1 - r0) * (c1 - c0));
           for (int64_t r = r0; r < r1; ++r)
-            for (int64_t c = c0; c < c1; ++c)
-              dxp[r * g.w + c] = T(float(dxp[r * g.w + c]) + v);
+            for (int64_t c = c0; c < c1; ++c) dxp[r * g.w + c] = T(float(dxp[r * g.w + c]) + v);
         }
       }
     }

@@ -21,10 +21,10 @@ constexpr int64_t kChunk = 16384;
 struct ReducePlan {
   bool input_is_empty = false;
   bool inner_is_reduced = true;
-  int64_t inner = 1;                      // length of a contiguous run
-  std::vector<int64_t> kept_offsets{0};   // input offset of each outer kept index (row-major)
+  int64_t inner = 1;                        // length of a contiguous run
+  std::vector<int64_t> kept_offsets{0};     // input offset of each outer kept index (row-major)
   std::vector<int64_t> reduced_offsets{0};  // input offset of each outer reduced index
-  int64_t count = 1;                      // input elements summed into one output
+  int64_t count = 1;                        // input elements summed into one output
 };
 
 ReducePlan make_reduce_plan(const Shape& in, const std::vector<int>& axes) {
@@ -254,8 +254,7 @@ std::unique_ptr<Kernel> make_broadcast_to(const KernelSpec& spec, CpuContext& ct
 KernelRegistrar mean_f32(OpKind::Mean, Device::cpu, DType::f32, make_mean);
 KernelRegistrar sum_f32(OpKind::Sum, Device::cpu, DType::f32, make_sum);
 KernelRegistrar mean_grad_f32(OpKind::MeanGrad, Device::cpu, DType::f32, make_mean_grad);
-KernelRegistrar broadcast_to_f32(OpKind::BroadcastTo, Device::cpu, DType::f32,
-                                 make_broadcast_to);
+KernelRegistrar broadcast_to_f32(OpKind::BroadcastTo, Device::cpu, DType::f32, make_broadcast_to);
 
 }  // namespace
 }  // namespace campo

@@ -72,7 +72,7 @@ TEST_P(IdxRoundTrip, DecodesWhatWasWritten) {
   EXPECT_EQ(image[1], 17.0f / 255.0f);
 }
 
-INSTANTIATE_TEST_SUITE_P(PlainAndGzip, IdxRoundTrip, ::testing::Values(false, true),
+INSTANTIATE_TEST_SUITE_P(Idx, IdxRoundTrip, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "gzip" : "plain"; });
 
 TEST(Idx, NormalisesWithMeanAndStd) {
@@ -269,7 +269,7 @@ TEST_P(IdxErrorsBoth, LabelOutOfRange) {
   EXPECT_TRUE(contains(msg, "label 10 of sample 2 is out of range for 10 classes"));
 }
 
-INSTANTIATE_TEST_SUITE_P(PlainAndGzip, IdxErrorsBoth, ::testing::Values(false, true),
+INSTANTIATE_TEST_SUITE_P(Idx, IdxErrorsBoth, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "gzip" : "plain"; });
 
 TEST(IdxErrors, ImplausibleHeader) {

@@ -211,7 +211,7 @@ TEST_P(LoaderPrefetch, BadLabelsFromADatasetAreCaught) {
                        "liar: sample 2 has label 2, outside [0, 2)"));
 }
 
-INSTANTIATE_TEST_SUITE_P(Depths, LoaderPrefetch, ::testing::Values(0, 1, 3),
+INSTANTIATE_TEST_SUITE_P(Loader, LoaderPrefetch, ::testing::Values(0, 1, 3),
                          [](const auto& info) { return "prefetch" + std::to_string(info.param); });
 
 TEST(Loader, PrefetchedBatchesEqualSynchronousOnes) {

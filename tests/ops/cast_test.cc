@@ -22,6 +22,11 @@ namespace {
 
 using testing::run_op;
 
+// A host f32 tensor (a plain from_vector on a braced list of integers would be i32).
+Tensor floats(const std::vector<float>& v, const Shape& shape) {
+  return Tensor::from_vector(v, shape);
+}
+
 std::string error_message(const std::function<void()>& f) {
   try {
     f();
@@ -121,7 +126,7 @@ TEST(CastOpTest, KernelRegisteredForEverySourceType) {
   for (DType t : {DType::f32, DType::f16, DType::bf16})
     EXPECT_TRUE(has_kernel(OpKind::Cast, Device::cpu, t)) << dtype_name(t);
   // A Cast node left at the default f32 compute dtype still converts from its real source.
-  Tensor x = Tensor::from_vector({1.5f, -3.0f, 1e-3f}, {3});
+  Tensor x = floats({1.5f, -3.0f, 1e-3f}, {3});
   Tensor b = cast(x, DType::bf16);
   std::vector<Tensor> out = run_op(OpKind::Cast, CastAttrs{DType::f32}, {b}, DType::f32);
   EXPECT_EQ(bytes_of(out[0]), reference_bytes(b, DType::f32));
@@ -131,7 +136,7 @@ TEST(CastOpTest, NonFloatingTypesAreRejected) {
   Tensor labels = Tensor::from_vector(std::vector<int32_t>{1, 2}, {2});
   std::string msg = error_message([&] { run_op(OpKind::Cast, CastAttrs{DType::f32}, {labels}); });
   EXPECT_NE(msg.find("i32 -> f32 is not supported"), std::string::npos) << msg;
-  Tensor x = Tensor::from_vector({1.0f}, {1});
+  Tensor x = floats({1.0f}, {1});
   msg = error_message([&] { run_op(OpKind::Cast, CastAttrs{DType::i64}, {x}); });
   EXPECT_NE(msg.find("f32 -> i64 is not supported"), std::string::npos) << msg;
 }

@@ -42,6 +42,8 @@ struct ConvCase {
   ConvAttrs attrs;
 };
 
+// The cases run both layout paths of ops/cpu/conv.cc: plain NCHW (1x1 kernels, backprop-input
+// into fewer than 16 channels) and oneDNN's blocked layouts with reorders (everything else).
 std::vector<ConvCase> conv_cases() {
   return {
       {"1x1", {2, 5, 6, 7}, {4, 5, 1, 1}, conv_attrs(1, 1, 0, 0)},
@@ -56,6 +58,13 @@ std::vector<ConvCase> conv_cases() {
       {"depthwise_multiplier2_stride2", {1, 4, 9, 9}, {8, 1, 3, 3}, conv_attrs(2, 2, 1, 1, 1, 4)},
       {"resnet_like_7x7_stride2", {1, 3, 32, 32}, {16, 3, 7, 7}, conv_attrs(2, 2, 3, 3)},
       {"wide_channels", {2, 64, 8, 8}, {32, 64, 3, 3}, conv_attrs(1, 1, 1, 1)},
+      // Channels that are not multiples of oneDNN's 16-wide blocks (padded blocked layouts).
+      {"channels_20_to_24", {2, 20, 7, 7}, {24, 20, 3, 3}, conv_attrs(1, 1, 1, 1)},
+      {"groups2_wide", {2, 32, 6, 6}, {32, 16, 3, 3}, conv_attrs(2, 2, 1, 1, 1, 2)},
+      {"depthwise_32", {2, 32, 7, 7}, {32, 1, 3, 3}, conv_attrs(1, 1, 1, 1, 1, 32)},
+      {"1x1_stride2_wide", {2, 32, 7, 7}, {48, 32, 1, 1}, conv_attrs(2, 2, 0, 0)},
+      // The DCGAN discriminator's last layer: one output channel, the kernel covers the input.
+      {"single_output_channel", {3, 32, 4, 4}, {1, 32, 4, 4}, conv_attrs(1, 1, 0, 0)},
   };
 }
 

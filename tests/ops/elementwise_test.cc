@@ -29,6 +29,11 @@ using testing::random_tensor;
 using testing::run_op;
 using testing::tolerance_for;
 
+// A host f32 tensor (a plain from_vector on a braced list of integers would be i32).
+Tensor floats(const std::vector<float>& v, const Shape& shape) {
+  return Tensor::from_vector(v, shape);
+}
+
 const testing::Tolerance kF32 = tolerance_for(DType::f32);
 
 // The message of the campo::Error `f` throws ("" when it does not throw).
@@ -71,8 +76,8 @@ TEST_P(ElementwiseShapeTest, ActivationsMatchReference) {
   EXPECT_TRUE(all_close(run_op(OpKind::LeakyRelu, LeakyReluAttrs{0.2f}, {x})[0],
                         reference::leaky_relu(x, 0.2f), kF32.rtol, kF32.atol));
   // oneDNN's JIT tanh / logistic are within a few ulp of the double reference.
-  EXPECT_TRUE(all_close(run_op(OpKind::Tanh, NoAttrs{}, {x})[0], reference::tanh(x), kF32.rtol,
-                        kF32.atol));
+  EXPECT_TRUE(
+      all_close(run_op(OpKind::Tanh, NoAttrs{}, {x})[0], reference::tanh(x), kF32.rtol, kF32.atol));
   EXPECT_TRUE(all_close(run_op(OpKind::Sigmoid, NoAttrs{}, {x})[0], reference::sigmoid(x),
                         kF32.rtol, kF32.atol));
   Tensor y = reference::relu(x);
@@ -94,12 +99,11 @@ TEST_P(ElementwiseShapeTest, SumsAndProductsMatchReference) {
   Tensor a = random_tensor(s, rng), b = random_tensor(s, rng), c = random_tensor(s, rng);
   Tensor d = random_tensor(s, rng), e = random_tensor(s, rng);
   // Add and Mul are exact in f32 (one rounding, as the reference's float result).
-  EXPECT_TRUE(all_close(run_op(OpKind::Add, NoAttrs{}, {a, b})[0],
-                        reference::add_n({a, b}), 0, 0));
+  EXPECT_TRUE(all_close(run_op(OpKind::Add, NoAttrs{}, {a, b})[0], reference::add_n({a, b}), 0, 0));
   EXPECT_TRUE(all_close(run_op(OpKind::Mul, NoAttrs{}, {a, b})[0], reference::mul(a, b), 0, 0));
   EXPECT_TRUE(all_close(run_op(OpKind::AddN, NoAttrs{}, {a})[0], a, 0, 0));
-  EXPECT_TRUE(all_close(run_op(OpKind::AddN, NoAttrs{}, {a, b, c})[0],
-                        reference::add_n({a, b, c}), kF32.rtol, kF32.atol));
+  EXPECT_TRUE(all_close(run_op(OpKind::AddN, NoAttrs{}, {a, b, c})[0], reference::add_n({a, b, c}),
+                        kF32.rtol, kF32.atol));
   EXPECT_TRUE(all_close(run_op(OpKind::AddN, NoAttrs{}, {a, b, c, d, e})[0],
                         reference::add_n({a, b, c, d, e}), kF32.rtol, kF32.atol));
 }
@@ -109,7 +113,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ElementwiseShapeTest, ::testing::ValuesIn(shape
 
 TEST(ElementwiseOpTest, ReluKinkAndNaN) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  Tensor x = Tensor::from_vector({-2.0f, -0.0f, 0.0f, 1e-30f, 3.0f, nan}, {6});
+  Tensor x = floats({-2.0f, -0.0f, 0.0f, 1e-30f, 3.0f, nan}, {6});
   std::vector<float> y = run_op(OpKind::Relu, NoAttrs{}, {x})[0].to_float_vector();
   EXPECT_EQ(y[0], 0.0f);
   EXPECT_EQ(y[1], 0.0f);
@@ -118,22 +122,21 @@ TEST(ElementwiseOpTest, ReluKinkAndNaN) {
   EXPECT_EQ(y[4], 3.0f);
   EXPECT_TRUE(std::isnan(y[5])) << "Relu must propagate NaN so loss scaling sees it";
   // The gradient at the kink (y == 0) is 0.
-  Tensor dy = Tensor::from_vector({1, 1, 1, 1, 1, 1}, {6});
-  Tensor yt = Tensor::from_vector({0.0f, 0.0f, 0.0f, 1e-30f, 3.0f, 0.0f}, {6});
+  Tensor dy = floats({1, 1, 1, 1, 1, 1}, {6});
+  Tensor yt = floats({0.0f, 0.0f, 0.0f, 1e-30f, 3.0f, 0.0f}, {6});
   EXPECT_EQ(run_op(OpKind::ReluGrad, NoAttrs{}, {dy, yt})[0].to_float_vector(),
             (std::vector<float>{0, 0, 0, 1, 1, 0}));
   // LeakyRelu at 0 takes the alpha branch: dX = alpha dY.
-  Tensor x0 = Tensor::from_vector({0.0f, -1.0f, 2.0f}, {3});
-  EXPECT_EQ(run_op(OpKind::LeakyReluGrad, LeakyReluAttrs{0.25f},
-                   {Tensor::from_vector({4, 4, 4}, {3}), x0})[0]
+  Tensor x0 = floats({0.0f, -1.0f, 2.0f}, {3});
+  EXPECT_EQ(run_op(OpKind::LeakyReluGrad, LeakyReluAttrs{0.25f}, {floats({4, 4, 4}, {3}), x0})[0]
                 .to_float_vector(),
             (std::vector<float>{1, 1, 4}));
 }
 
 TEST(ElementwiseOpTest, TanhAndSigmoidSaturate) {
-  Tensor x = Tensor::from_vector({-100.0f, -20.0f, 0.0f, 20.0f, 100.0f}, {5});
-  EXPECT_TRUE(all_close(run_op(OpKind::Tanh, NoAttrs{}, {x})[0],
-                        Tensor::from_vector({-1, -1, 0, 1, 1}, {5}), 0, 1e-7));
+  Tensor x = floats({-100.0f, -20.0f, 0.0f, 20.0f, 100.0f}, {5});
+  EXPECT_TRUE(
+      all_close(run_op(OpKind::Tanh, NoAttrs{}, {x})[0], floats({-1, -1, 0, 1, 1}, {5}), 0, 1e-7));
   std::vector<float> s = run_op(OpKind::Sigmoid, NoAttrs{}, {x})[0].to_float_vector();
   EXPECT_TRUE(all_close(s, {0, 2.0611537e-9f, 0.5f, 1, 1}, 1e-5, 1e-12));
   for (float v : s) EXPECT_TRUE(std::isfinite(v));
@@ -159,14 +162,14 @@ TEST_P(MulBroadcastTest, GradientsMatchFiniteDifferences) {
   EXPECT_TRUE(check_gradients(OpKind::Mul, NoAttrs{}, {a, b}));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Cases, MulBroadcastTest,
-    ::testing::Values(MulCase{{4, 3}, {4, 3}}, MulCase{{4, 3}, {}}, MulCase{{5, 3}, {5}},
-                      MulCase{{2, 3, 2, 2}, {2, 3}}, MulCase{{3, 1, 2}, {3, 1}},
-                      MulCase{{}, {}}, MulCase{{6}, {}}),
-    [](const auto& info) {
-      return shape_name(info.param.a) + "_times_" + shape_name(info.param.b);
-    });
+INSTANTIATE_TEST_SUITE_P(Cases, MulBroadcastTest,
+                         ::testing::Values(MulCase{{4, 3}, {4, 3}}, MulCase{{4, 3}, {}},
+                                           MulCase{{5, 3}, {5}}, MulCase{{2, 3, 2, 2}, {2, 3}},
+                                           MulCase{{3, 1, 2}, {3, 1}}, MulCase{{}, {}},
+                                           MulCase{{6}, {}}),
+                         [](const auto& info) {
+                           return shape_name(info.param.a) + "_times_" + shape_name(info.param.b);
+                         });
 
 TEST(ElementwiseOpTest, MulLargePrefixBroadcast) {
   // Both parallel paths: many rows ([300] x [300, 200]) and few long rows ([2] x [2, 40000]).

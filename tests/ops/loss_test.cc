@@ -23,6 +23,11 @@ using testing::check_gradients;
 using testing::random_tensor;
 using testing::run_op;
 
+// A host f32 tensor (a plain from_vector on a braced list of integers would be i32).
+Tensor floats(const std::vector<float>& v, const Shape& shape) {
+  return Tensor::from_vector(v, shape);
+}
+
 // exp/log in f32 against the double reference: a few ulp of the result, so the table's
 // f32 tolerance (1.3e-6 relative, 1e-5 absolute) holds.
 const testing::Tolerance kF32 = testing::tolerance_for(DType::f32);
@@ -37,7 +42,7 @@ std::string error_message(const std::function<void()>& f) {
 }
 
 Tensor random_labels(int64_t n, int64_t classes, Rng& rng) {
-  std::vector<int32_t> v(size_t(n));
+  std::vector<int32_t> v(static_cast<size_t>(n));
   for (auto& l : v) l = int32_t(rng.below(uint64_t(classes)));
   return Tensor::from_vector(v, {n});
 }
@@ -59,22 +64,19 @@ TEST_P(SoftmaxCrossEntropyTest, MatchesReference) {
   EXPECT_TRUE(all_close(out[1], backprop, kF32.rtol, kF32.atol));
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, SoftmaxCrossEntropyTest,
-                         ::testing::Values(std::pair<int64_t, int64_t>{1, 1},
-                                           std::pair<int64_t, int64_t>{4, 10},
-                                           std::pair<int64_t, int64_t>{7, 3},
-                                           std::pair<int64_t, int64_t>{3, 1000},
-                                           std::pair<int64_t, int64_t>{512, 100}),
-                         [](const auto& info) {
-                           return std::to_string(info.param.first) + "x" +
-                                  std::to_string(info.param.second);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, SoftmaxCrossEntropyTest,
+    ::testing::Values(std::pair<int64_t, int64_t>{1, 1}, std::pair<int64_t, int64_t>{4, 10},
+                      std::pair<int64_t, int64_t>{7, 3}, std::pair<int64_t, int64_t>{3, 1000},
+                      std::pair<int64_t, int64_t>{512, 100}),
+    [](const auto& info) {
+      return std::to_string(info.param.first) + "x" + std::to_string(info.param.second);
+    });
 
 TEST(SoftmaxCrossEntropyOpTest, LargeLogitsAreStable) {
   // Row 0: the label holds the huge logit (loss 0); row 1: the label holds the tiny one
   // (loss 200); row 2: ties (loss log 3); row 3: far beyond exp's f32 range.
-  Tensor logits = Tensor::from_vector(
-      {100, -100, 0, -100, 100, 0, 5, 5, 5, 1e4f, -1e4f, 3e4f}, {4, 3});
+  Tensor logits = floats({100, -100, 0, -100, 100, 0, 5, 5, 5, 1e4f, -1e4f, 3e4f}, {4, 3});
   Tensor labels = Tensor::from_vector(std::vector<int32_t>{0, 0, 1, 0}, {4});
   std::vector<Tensor> out =
       run_op(OpKind::SparseSoftmaxCrossEntropyWithLogits, NoAttrs{}, {logits, labels});
@@ -108,8 +110,9 @@ TEST(SoftmaxCrossEntropyOpTest, BadShapesAreRejected) {
   Rng rng(3);
   Tensor logits = random_tensor({3, 5}, rng);
   auto ssce = [&](const Tensor& x, const Tensor& l) {
-    return error_message(
-        [&] { run_op(OpKind::SparseSoftmaxCrossEntropyWithLogits, NoAttrs{}, {x, l}); });
+    return error_message([&] {
+      run_op(OpKind::SparseSoftmaxCrossEntropyWithLogits, NoAttrs{}, {x, l});
+    });
   };
   std::string msg = ssce(logits, random_labels(4, 5, rng));
   EXPECT_NE(msg.find("labels must be [N] = [3]"), std::string::npos) << msg;
@@ -145,15 +148,15 @@ TEST(SigmoidCrossEntropyOpTest, MatchesReference) {
 }
 
 TEST(SigmoidCrossEntropyOpTest, LargeLogitsAreStable) {
-  Tensor x = Tensor::from_vector({100, -100, 100, -100, 0, 1e4f}, {6});
-  Tensor z = Tensor::from_vector({1, 0, 0, 1, 0.5f, 0}, {6});
+  Tensor x = floats({100, -100, 100, -100, 0, 1e4f}, {6});
+  Tensor z = floats({1, 0, 0, 1, 0.5f, 0}, {6});
   std::vector<float> loss =
       run_op(OpKind::SigmoidCrossEntropyWithLogits, NoAttrs{}, {x, z})[0].to_float_vector();
   EXPECT_TRUE(all_close(loss, {0, 0, 100, 100, float(std::log(2.0)), 1e4f}, 1e-6, 1e-6));
-  Tensor ones = Tensor::from_vector({1, 1, 1, 1, 1, 1}, {6});
-  std::vector<float> dx = run_op(OpKind::SigmoidCrossEntropyWithLogitsGrad, NoAttrs{},
-                                 {ones, x, z})[0]
-                              .to_float_vector();
+  Tensor ones = floats({1, 1, 1, 1, 1, 1}, {6});
+  std::vector<float> dx =
+      run_op(OpKind::SigmoidCrossEntropyWithLogitsGrad, NoAttrs{}, {ones, x, z})[0]
+          .to_float_vector();
   EXPECT_TRUE(all_close(dx, {0, 0, 1, -1, 0, 1}, 0, 1e-6));
 }
 

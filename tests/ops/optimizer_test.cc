@@ -21,6 +21,11 @@ namespace {
 using testing::all_close;
 using testing::random_tensor;
 
+// A host f32 tensor (a plain from_vector on a braced list of integers would be i32).
+Tensor floats(const std::vector<float>& v, const Shape& shape) {
+  return Tensor::from_vector(v, shape);
+}
+
 // The kernel updates in f32, the reference in double; three steps of a few f32 roundings
 // each stay within the table's f32 tolerance.
 const testing::Tolerance kF32 = testing::tolerance_for(DType::f32);
@@ -83,8 +88,8 @@ TEST_P(MomentumTest, ThreeStepsMatchPyTorch) {
     const float lr = 0.05f;
     for (int step = 1; step <= 3; ++step) {
       Tensor grad = random_tensor(shape, rng);
-      auto out = run_op_eager(OpKind::ApplyMomentum, a, DType::f32,
-                              {var, accum, grad, scalar(lr)}, {}, ctx);
+      auto out = run_op_eager(OpKind::ApplyMomentum, a, DType::f32, {var, accum, grad, scalar(lr)},
+                              {}, ctx);
       EXPECT_TRUE(out.empty());
       sgd_reference(ref_var, ref_buf, grad, lr, a);
       EXPECT_TRUE(all_close(var.to_float_vector(), to_float(ref_var), kF32.rtol, kF32.atol))
@@ -165,18 +170,23 @@ TEST(OptimizerOpTest, SchemaChecksShapesAndHasSideEffects) {
   EXPECT_EQ(s.gradient, nullptr);
   EXPECT_TRUE(op_schema(OpKind::ApplyMomentum).has_side_effects);
 
-  std::string msg =
-      error_message([&] { b.op(OpKind::ApplyMomentum, {var, accum, bad, lr}, MomentumAttrs{}); });
+  std::string msg = error_message([&] {
+    b.op(OpKind::ApplyMomentum, {var, accum, bad, lr}, MomentumAttrs{});
+  });
   EXPECT_NE(msg.find("grad has shape [2, 3] but var has shape [3, 2]"), std::string::npos) << msg;
   msg = error_message([&] { b.op(OpKind::ApplyMomentum, {var, bad, grad, lr}, MomentumAttrs{}); });
   EXPECT_NE(msg.find("accum has shape"), std::string::npos) << msg;
-  msg = error_message([&] { b.op(OpKind::ApplyMomentum, {var, accum, grad, vec}, MomentumAttrs{}); });
+  msg = error_message([&] {
+    b.op(OpKind::ApplyMomentum, {var, accum, grad, vec}, MomentumAttrs{});
+  });
   EXPECT_NE(msg.find("lr must be a scalar"), std::string::npos) << msg;
-  msg = error_message(
-      [&] { b.op(OpKind::ApplyAdam, {var, accum, bad, grad, lr, step}, AdamAttrs{}); });
+  msg = error_message([&] {
+    b.op(OpKind::ApplyAdam, {var, accum, bad, grad, lr, step}, AdamAttrs{});
+  });
   EXPECT_NE(msg.find("v has shape"), std::string::npos) << msg;
-  msg = error_message(
-      [&] { b.op(OpKind::ApplyAdam, {var, accum, accum, grad, lr, vec}, AdamAttrs{}); });
+  msg = error_message([&] {
+    b.op(OpKind::ApplyAdam, {var, accum, accum, grad, lr, vec}, AdamAttrs{});
+  });
   EXPECT_NE(msg.find("step must be a scalar"), std::string::npos) << msg;
   msg = error_message([&] { b.op(OpKind::ApplyMomentum, {var, accum, grad}, MomentumAttrs{}); });
   EXPECT_NE(msg.find("takes 4 inputs"), std::string::npos) << msg;
@@ -195,7 +205,7 @@ TEST(OptimizerOpTest, UpdatesVariablesInPlaceThroughTheExecutor) {
   b.set_phase(Phase::update);
   b.op(OpKind::ApplyMomentum, {w, buf, grad, lr}, MomentumAttrs{0.5f, 0.0f, false});
   Executable exe(g, vars, CompileOptions{});
-  exe.input("grad").copy_from(Tensor::from_vector({1, 2, 3}, {3}));
+  exe.input("grad").copy_from(floats({1, 2, 3}, {3}));
   exe.input("lr").copy_from(scalar(0.1f));
   exe.run();  // buf = g, w = 1 - 0.1 g
   exe.run();  // buf = 0.5 g + g = 1.5 g, w -= 0.15 g

@@ -1,17 +1,20 @@
 // MaxPool / AvgPool and their gradients: kernels against the naive reference on ResNet's
 // stem window, 2x2/2, non-square inputs and windows, global pooling and batch 1; gradients
 // against finite differences; shape errors.
+#include "tests/reference/pooling.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <string>
 
 #include "graph/builder.h"
 #include "graph/executor.h"
 #include "tests/gradcheck.h"
-#include "tests/reference/pooling.h"
 #include "tests/test_util.h"
 
 namespace campo::testing {
@@ -41,6 +44,12 @@ const PoolCase kCases[] = {
     {"global_7x7", {2, 5, 7, 7}, square(7, 1, 0)},
     {"global_non_square", {1, 3, 4, 6}, window(4, 6, 1, 1, 0, 0)},
     {"batch1_single_channel", {1, 1, 5, 5}, square(2, 1, 0)},
+    // Rows wide enough for the kernels' vectorised column loops (narrow rows go one column
+    // at a time): stride 1, 2 and a generic stride, and a row longer than one chunk.
+    {"wide_stem", {2, 3, 20, 37}, square(3, 2, 1)},
+    {"wide_k2s2", {1, 2, 9, 40}, square(2, 2, 0)},
+    {"wide_stride3", {1, 2, 7, 50}, square(3, 3, 1)},
+    {"wide_stride1_two_chunks", {1, 2, 5, 300}, window(3, 2, 1, 1, 1, 1)},
 };
 
 // Distinct values spaced 0.05 apart in random order: no ties, and a finite-difference step
@@ -50,7 +59,8 @@ Tensor tie_free_tensor(const Shape& shape, uint64_t seed) {
   std::vector<int> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), 0);
   Rng rng(seed);
-  for (int64_t i = n - 1; i > 0; --i) std::swap(order[size_t(i)], order[rng.below(uint64_t(i + 1))]);
+  for (int64_t i = n - 1; i > 0; --i)
+    std::swap(order[size_t(i)], order[rng.below(uint64_t(i + 1))]);
   std::vector<float> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) v[size_t(i)] = 0.05f * float(order[size_t(i)] - n / 2);
   return Tensor::from_vector(v, shape);
@@ -91,8 +101,8 @@ TEST_P(Pooling, MaxPoolGradMatchesReference) {
   ga.input_shape = c.x;
   auto dx = run_op(OpKind::MaxPoolGrad, ga, {dy, fwd[1]});
   // Overlapping windows add in a different order than the reference's double sum.
-  EXPECT_TRUE(all_close(dx[0], reference::max_pool_backward(dy, fwd[1], c.x), kF32.rtol,
-                        kF32.atol));
+  EXPECT_TRUE(
+      all_close(dx[0], reference::max_pool_backward(dy, fwd[1], c.x), kF32.rtol, kF32.atol));
 }
 
 TEST_P(Pooling, AvgPoolMatchesReference) {
@@ -111,8 +121,8 @@ TEST_P(Pooling, AvgPoolGradMatchesReference) {
   ga.input_shape = c.x;
   const Tensor dy = random_tensor(reference::pooled(c.attrs, c.x), rng);
   auto dx = run_op(OpKind::AvgPoolGrad, ga, {dy});
-  EXPECT_TRUE(all_close(dx[0], reference::avg_pool_backward(dy, c.attrs, c.x), kF32.rtol,
-                        kF32.atol));
+  EXPECT_TRUE(
+      all_close(dx[0], reference::avg_pool_backward(dy, c.attrs, c.x), kF32.rtol, kF32.atol));
 }
 
 INSTANTIATE_TEST_SUITE_P(Windows, Pooling, ::testing::ValuesIn(kCases),
@@ -124,6 +134,20 @@ TEST(PoolingForward, MaxPoolPaddingNeverWins) {
   const Tensor x = random_tensor({1, 2, 5, 5}, rng, -3.0f, -1.0f);
   auto out = run_op(OpKind::MaxPool, square(3, 2, 1), {x});
   for (float v : out[0].to_float_vector()) EXPECT_LT(v, -0.5f);
+}
+
+TEST(PoolingForward, MaxPoolPropagatesNaN) {
+  // One NaN in a narrow plane (per-column path) and one in a wide plane (vector path).
+  for (const Shape& xs : {Shape{1, 1, 4, 4}, Shape{1, 1, 4, 40}}) {
+    Rng rng(11);
+    Tensor x = random_tensor(xs, rng);
+    x.data_as<float>()[xs[3] + 2] = std::numeric_limits<float>::quiet_NaN();  // (1, 2)
+    auto out = run_op(OpKind::MaxPool, square(2, 2, 0), {x});
+    const std::vector<float> y = out[0].to_float_vector();
+    EXPECT_TRUE(std::isnan(y[1])) << shape_str(xs);  // window rows 0-1, columns 2-3
+    EXPECT_EQ(out[1].data_as<int32_t>()[1], xs[3] + 2) << shape_str(xs);
+    EXPECT_EQ(std::count_if(y.begin(), y.end(), [](float v) { return std::isnan(v); }), 1);
+  }
 }
 
 TEST(PoolingForward, AvgPoolExcludesPaddingFromDivisor) {
@@ -149,21 +173,22 @@ TEST(PoolingForward, GlobalAvgPoolThroughBuilder) {
   const Tensor xin = random_tensor(xs, rng);
   exe.input("x").copy_from(xin);
   exe.run();
-  EXPECT_TRUE(all_close(exe.output(y), reference::avg_pool_forward(xin, square(7, 1, 0)),
-                        kF32.rtol, kF32.atol));
+  EXPECT_TRUE(all_close(exe.output(y), reference::avg_pool_forward(xin, square(7, 1, 0)), kF32.rtol,
+                        kF32.atol));
 }
 
 TEST(PoolingGradients, MaxPoolWithoutTies) {
   for (const PoolAttrs& a : {square(3, 2, 1), square(2, 2, 0), square(3, 1, 1)}) {
-    SCOPED_TRACE(::testing::Message() << "kernel " << a.kernel_h << " stride " << a.stride_h
-                                      << " pad " << a.pad_h);
+    SCOPED_TRACE(::testing::Message()
+                 << "kernel " << a.kernel_h << " stride " << a.stride_h << " pad " << a.pad_h);
     EXPECT_TRUE(check_gradients(OpKind::MaxPool, a, {tie_free_tensor({2, 2, 5, 6}, 7)}));
   }
 }
 
 TEST(PoolingGradients, AvgPoolWithPadding) {
   Rng rng(8);
-  EXPECT_TRUE(check_gradients(OpKind::AvgPool, square(3, 2, 1), {random_tensor({2, 2, 5, 6}, rng)}));
+  EXPECT_TRUE(
+      check_gradients(OpKind::AvgPool, square(3, 2, 1), {random_tensor({2, 2, 5, 6}, rng)}));
   EXPECT_TRUE(check_gradients(OpKind::AvgPool, window(3, 2, 1, 2, 1, 1),
                               {random_tensor({1, 2, 4, 5}, rng)}));
 }
@@ -194,7 +219,9 @@ TEST(PoolingSchema, BadShapesThrowNamingTheOp) {
   EXPECT_NE(msg.find("half the kernel"), std::string::npos) << msg;
   msg = error_of([&] { run_op(OpKind::AvgPool, square(2, 0, 0), {small}); });
   EXPECT_NE(msg.find("stride must be positive"), std::string::npos) << msg;
-  msg = error_of([&] { run_op(OpKind::AvgPool, square(2, 2, 0), {random_tensor({2, 4, 4}, rng)}); });
+  msg = error_of([&] {
+    run_op(OpKind::AvgPool, square(2, 2, 0), {random_tensor({2, 4, 4}, rng)});
+  });
   EXPECT_NE(msg.find("[N, C, H, W]"), std::string::npos) << msg;
 
   // Gradients: dy must be the pooled shape of input_shape.
@@ -203,8 +230,9 @@ TEST(PoolingSchema, BadShapesThrowNamingTheOp) {
   msg = error_of([&] { run_op(OpKind::AvgPoolGrad, ga, {random_tensor({1, 2, 2, 2}, rng)}); });
   EXPECT_NE(msg.find("AvgPoolGrad"), std::string::npos) << msg;
   const Tensor argmax = Tensor::from_vector(std::vector<int32_t>(8, 0), {1, 2, 2, 2});
-  msg = error_of(
-      [&] { run_op(OpKind::MaxPoolGrad, ga, {random_tensor({1, 2, 2, 2}, rng), argmax}); });
+  msg = error_of([&] {
+    run_op(OpKind::MaxPoolGrad, ga, {random_tensor({1, 2, 2, 2}, rng), argmax});
+  });
   EXPECT_NE(msg.find("MaxPoolGrad"), std::string::npos) << msg;
 }
 

@@ -51,15 +51,31 @@ std::string case_name(const ReduceCase& c) {
 
 std::vector<ReduceCase> reduce_cases() {
   return {
-      {{2, 3, 4, 5}, {}},         {{2, 3, 4, 5}, {0}},       {{2, 3, 4, 5}, {1}},
-      {{2, 3, 4, 5}, {3}},        {{2, 3, 4, 5}, {-1}},      {{2, 3, 4, 5}, {0, 2}},
-      {{2, 3, 4, 5}, {1, 3}},     {{2, 3, 4, 5}, {1, 2}},    {{2, 3, 4, 5}, {0, 2, 3}},
-      {{2, 3, 4, 5}, {3, 0, 1, 2}}, {{2, 3, 4, 5}, {-3, -2}}, {{3, 1, 4}, {1}},
-      {{3, 1, 4}, {0, 2}},        {{1, 7, 1}, {2}},          {{7}, {0}},
-      {{}, {}},                   {{5, 3}, {0}},             {{5, 3}, {1}},
+      {{2, 3, 4, 5}, {}},
+      {{2, 3, 4, 5}, {0}},
+      {{2, 3, 4, 5}, {1}},
+      {{2, 3, 4, 5}, {3}},
+      {{2, 3, 4, 5}, {-1}},
+      {{2, 3, 4, 5}, {0, 2}},
+      {{2, 3, 4, 5}, {1, 3}},
+      {{2, 3, 4, 5}, {1, 2}},
+      {{2, 3, 4, 5}, {0, 2, 3}},
+      {{2, 3, 4, 5}, {3, 0, 1, 2}},
+      {{2, 3, 4, 5}, {-3, -2}},
+      {{3, 1, 4}, {1}},
+      {{3, 1, 4}, {0, 2}},
+      {{1, 7, 1}, {2}},
+      {{7}, {0}},
+      {{}, {}},
+      {{5, 3}, {0}},
+      {{5, 3}, {1}},
       // Large: multithreaded paths, long runs (> 16384), many short runs, column sums.
-      {{4, 100003}, {1}},         {{4, 100003}, {0}},        {{400003}, {}},
-      {{2, 3, 70001}, {0, 2}},    {{70001, 3}, {0}},         {{3000, 40}, {1}},
+      {{4, 100003}, {1}},
+      {{4, 100003}, {0}},
+      {{400003}, {}},
+      {{2, 3, 70001}, {0, 2}},
+      {{70001, 3}, {0}},
+      {{3000, 40}, {1}},
   };
 }
 
@@ -89,8 +105,8 @@ TEST_P(ReduceOpTest, MeanGradAndBroadcastToMatchReference) {
     Tensor dy = random_tensor(reference::reduce_shape(c.shape, c.axes, keep_dims), rng);
     for (bool mean : {false, true}) {
       std::vector<Tensor> out = run_op(mean ? OpKind::MeanGrad : OpKind::BroadcastTo, a, {dy});
-      EXPECT_TRUE(all_close(out[0], reference::broadcast_back(dy, c.shape, c.axes, mean),
-                            kF32.rtol, kF32.atol))
+      EXPECT_TRUE(all_close(out[0], reference::broadcast_back(dy, c.shape, c.axes, mean), kF32.rtol,
+                            kF32.atol))
           << (mean ? "MeanGrad" : "BroadcastTo") << (keep_dims ? " keep_dims" : "");
     }
   }
@@ -113,8 +129,10 @@ TEST(ReduceOpTest, LargeMeanDoesNotDrift) {
 TEST(ReduceOpTest, ResultDoesNotDependOnThreadCountOrRun) {
   Rng rng(3);
   Tensor x = random_tensor({3, 200001}, rng, -1e3f, 1e3f);
-  std::vector<float> first = run_op(OpKind::Sum, ReduceAttrs{{1}, false, {}}, {x})[0].to_float_vector();
-  std::vector<float> again = run_op(OpKind::Sum, ReduceAttrs{{1}, false, {}}, {x})[0].to_float_vector();
+  std::vector<float> first =
+      run_op(OpKind::Sum, ReduceAttrs{{1}, false, {}}, {x})[0].to_float_vector();
+  std::vector<float> again =
+      run_op(OpKind::Sum, ReduceAttrs{{1}, false, {}}, {x})[0].to_float_vector();
   EXPECT_EQ(first, again);
 }
 
@@ -122,7 +140,8 @@ TEST(ReduceOpTest, EmptyInput) {
   Tensor x = Tensor::empty({0, 3}, DType::f32);
   EXPECT_EQ(run_op(OpKind::Sum, ReduceAttrs{{0}, false, {}}, {x})[0].to_float_vector(),
             (std::vector<float>{0, 0, 0}));
-  std::vector<float> m = run_op(OpKind::Mean, ReduceAttrs{{0}, false, {}}, {x})[0].to_float_vector();
+  std::vector<float> m =
+      run_op(OpKind::Mean, ReduceAttrs{{0}, false, {}}, {x})[0].to_float_vector();
   ASSERT_EQ(m.size(), 3u);
   for (float v : m) EXPECT_TRUE(std::isnan(v)) << "the mean of nothing is 0/0";
   EXPECT_EQ(run_op(OpKind::Sum, ReduceAttrs{{1}, true, {}}, {x})[0].shape(), (Shape{0, 1}));
@@ -147,8 +166,9 @@ TEST(ReduceOpTest, BadAxesAreRejected) {
   EXPECT_NE(msg.find("out of range"), std::string::npos) << msg;
   msg = error_message([&] { run_op(OpKind::Mean, ReduceAttrs{{1, -1}, false, {}}, {x}); });
   EXPECT_NE(msg.find("listed twice"), std::string::npos) << msg;
-  msg = error_message(
-      [&] { run_op(OpKind::MeanGrad, ReduceAttrs{{1}, false, {2, 3}}, {random_tensor({3}, rng)}); });
+  msg = error_message([&] {
+    run_op(OpKind::MeanGrad, ReduceAttrs{{1}, false, {2, 3}}, {random_tensor({3}, rng)});
+  });
   EXPECT_NE(msg.find("dY has shape [3] but reducing [2, 3] gives [2]"), std::string::npos) << msg;
   msg = error_message([&] {
     run_op(OpKind::Sum, ReduceAttrs{}, {Tensor::from_vector(std::vector<int32_t>{1, 2}, {2})});

@@ -70,9 +70,9 @@ struct BatchNormBackward {
 // xhat = (x - mean) * inv_std; doffset = sum dy; dscale = sum dy * xhat;
 // training:  dx = scale * inv_std * (dy - doffset / M - xhat * dscale / M)
 // inference: dx = scale * inv_std * dy
-inline BatchNormBackward batch_norm_backward(const Tensor& dy, const Tensor& x,
-                                             const Tensor& scale, const Tensor& mean,
-                                             const Tensor& inv_std, bool is_training) {
+inline BatchNormBackward batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& scale,
+                                             const Tensor& mean, const Tensor& inv_std,
+                                             bool is_training) {
   int64_t N, C, S;
   bn_dims(x, N, C, S);
   const std::vector<float> dyv = dy.to_float_vector(), xv = x.to_float_vector(),

@@ -101,8 +101,10 @@ inline Shape reduce_shape(const Shape& in, const std::vector<int>& axes, bool ke
   std::vector<bool> r = reduced_axes(int(in.size()), axes);
   Shape out;
   for (size_t d = 0; d < in.size(); ++d) {
-    if (!r[d]) out.push_back(in[d]);
-    else if (keep_dims) out.push_back(1);
+    if (!r[d])
+      out.push_back(in[d]);
+    else if (keep_dims)
+      out.push_back(1);
   }
   return out;
 }

@@ -38,7 +38,8 @@ inline Tensor sigmoid_cross_entropy(const Tensor& logits, const Tensor& targets)
   Tensor loss = Tensor::empty(logits.shape(), DType::f32);
   for (int64_t i = 0; i < logits.numel(); ++i) {
     const double x = logits.data_as<float>()[i], z = targets.data_as<float>()[i];
-    loss.data_as<float>()[i] = float(std::max(x, 0.0) - x * z + std::log1p(std::exp(-std::fabs(x))));
+    loss.data_as<float>()[i] =
+        float(std::max(x, 0.0) - x * z + std::log1p(std::exp(-std::fabs(x))));
   }
   return loss;
 }

@@ -76,7 +76,8 @@ inline Tensor max_pool_backward(const Tensor& dy, const Tensor& argmax, const Sh
   const int32_t* arg = argmax.data_as<int32_t>();
   std::vector<double> dx(size_t(planes * in_plane));
   for (int64_t p = 0; p < planes; ++p)
-    for (int64_t o = 0; o < out_plane; ++o) dx[p * in_plane + arg[p * out_plane + o]] += g[p * out_plane + o];
+    for (int64_t o = 0; o < out_plane; ++o)
+      dx[p * in_plane + arg[p * out_plane + o]] += g[p * out_plane + o];
   return Tensor::from_vector(std::vector<float>(dx.begin(), dx.end()), x_shape);
 }
 

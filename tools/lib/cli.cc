@@ -89,6 +89,13 @@ void add_train_options(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--batch", o.batch, "Training batch size")->capture_default_str();
   cmd->add_option("--eval-batch", o.eval_batch, "Evaluation batch size")->capture_default_str();
   cmd->add_option("--lr", o.lr, "Learning rate")->capture_default_str();
+  cmd->add_option("--lr-schedule", o.lr_schedule, "constant, step or cosine")
+      ->capture_default_str();
+  cmd->add_option("--lr-step-epochs", o.lr_step_epochs, "step schedule: decay every N epochs")
+      ->capture_default_str();
+  cmd->add_option("--lr-gamma", o.lr_gamma, "step schedule: decay factor")->capture_default_str();
+  cmd->add_option("--warmup-steps", o.warmup_steps, "Linear learning-rate warm-up steps")
+      ->capture_default_str();
   cmd->add_option("--optimizer", o.optimizer, "sgd (with momentum) or adam")
       ->capture_default_str();
   cmd->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str();
@@ -118,6 +125,20 @@ int run(const std::vector<std::string>& args) {
   CLI::App* train_cmd = app.add_subcommand("train", "Train a model and evaluate it");
   add_train_options(train_cmd, train_options);
 
+  TrainOptions graph_options;
+  std::string graph_format = "text";
+  CLI::App* graph_cmd =
+      app.add_subcommand("graph", "Print the compiled training-step graph (text or Graphviz DOT)");
+  graph_cmd->add_option("--model", graph_options.model, "Model: " + join(model_names()))
+      ->capture_default_str();
+  graph_cmd->add_option("--dataset", graph_options.dataset, "Data set (gives the input shape)")
+      ->capture_default_str();
+  graph_cmd->add_option("--data-dir", graph_options.data_dir, "Directory of the data set's files");
+  graph_cmd->add_option("--batch", graph_options.batch, "Batch size")->capture_default_str();
+  graph_cmd->add_option("--optimizer", graph_options.optimizer, "sgd or adam")
+      ->capture_default_str();
+  graph_cmd->add_option("--format", graph_format, "text or dot")->capture_default_str();
+
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend());
     app.parse(reversed);
@@ -137,6 +158,10 @@ int run(const std::vector<std::string>& args) {
     }
     if (train_cmd->parsed()) {
       train(train_options, std::cout, isatty(STDOUT_FILENO) != 0);
+      return 0;
+    }
+    if (graph_cmd->parsed()) {
+      std::cout << dump_training_graph(graph_options, graph_format);
       return 0;
     }
     std::cout << app.help();

@@ -162,6 +162,40 @@ double TrainingSession::evaluate(DataLoader& loader) {
   return double(correct) / double(total);
 }
 
+std::string dump_training_graph(const TrainOptions& o, const std::string& format) {
+  validate(o);
+  CAMPO_CHECK(format == "text" || format == "dot", "--format must be text or dot, got '", format,
+              "'");
+  DatasetOptions dopts;
+  dopts.data_dir = o.data_dir;
+  std::shared_ptr<const Dataset> data = open_dataset(o.dataset, "test", dopts);
+  ModelOptions mopts;
+  mopts.in_channels = int(data->image_shape()[0]);
+  mopts.image_size = int(data->image_shape()[1]);
+  mopts.num_classes = data->num_classes();
+  mopts.dropout = o.dropout;
+  OptimizerConfig ocfg;
+  ocfg.kind = o.optimizer == "adam" ? OptimizerConfig::Kind::adam : OptimizerConfig::Kind::sgd;
+  TrainingSession session(o.model, mopts, data->image_shape(), o.batch, ocfg, o.seed);
+  return format == "dot" ? session.train_graph().to_dot() : session.train_graph().to_text();
+}
+
+float learning_rate_at(const TrainOptions& o, int64_t step, int64_t total_steps,
+                       int64_t steps_per_epoch) {
+  double lr = o.lr;
+  if (o.lr_schedule == "cosine") {
+    // Cosine decay to 0 over the run (after warm-up).
+    const double span = double(std::max<int64_t>(1, total_steps - o.warmup_steps));
+    const double t = std::clamp(double(step - o.warmup_steps) / span, 0.0, 1.0);
+    lr *= 0.5 * (1.0 + std::cos(M_PI * t));
+  } else if (o.lr_schedule == "step") {
+    const int64_t epoch = step / std::max<int64_t>(1, steps_per_epoch);
+    lr *= std::pow(double(o.lr_gamma), double(epoch / std::max(1, o.lr_step_epochs)));
+  }
+  if (step < o.warmup_steps) lr *= double(step + 1) / double(o.warmup_steps);
+  return float(lr);
+}
+
 void validate(const TrainOptions& o) {
   CAMPO_CHECK(is_known_model(o.model), "unknown model '", o.model, "' (known models: ", [] {
     std::string s;
@@ -175,6 +209,11 @@ void validate(const TrainOptions& o) {
               o.max_steps);
   CAMPO_CHECK(std::isfinite(o.lr) && o.lr > 0, "--lr must be a positive learning rate, got ",
               o.lr);
+  CAMPO_CHECK(o.lr_schedule == "constant" || o.lr_schedule == "step" || o.lr_schedule == "cosine",
+              "--lr-schedule must be constant, step or cosine, got '", o.lr_schedule, "'");
+  CAMPO_CHECK(o.lr_step_epochs > 0, "--lr-step-epochs must be positive, got ", o.lr_step_epochs);
+  CAMPO_CHECK(o.lr_gamma > 0 && o.lr_gamma <= 1, "--lr-gamma must be in (0, 1], got ", o.lr_gamma);
+  CAMPO_CHECK(o.warmup_steps >= 0, "--warmup-steps must be >= 0, got ", o.warmup_steps);
   CAMPO_CHECK(o.momentum >= 0 && o.momentum < 1, "--momentum must be in [0, 1), got ",
               o.momentum);
   CAMPO_CHECK(o.weight_decay >= 0, "--weight-decay must be non-negative, got ", o.weight_decay);
@@ -247,7 +286,8 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
     train_loader.start_epoch(epoch);
     int64_t in_epoch = 0;
     while (step < total_steps && train_loader.next(batch)) {
-      float loss = session.train_step(batch, o.lr);
+      float loss =
+          session.train_step(batch, learning_rate_at(o, step, total_steps, per_epoch));
       CAMPO_CHECK(std::isfinite(loss), "training diverged: loss is ", loss, " at step ", step + 1,
                   " (try a smaller --lr)");
       ++step;

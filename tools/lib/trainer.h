@@ -24,6 +24,10 @@ struct TrainOptions {
   int64_t batch = 64;
   int64_t eval_batch = 500;
   float lr = 0.05f;
+  std::string lr_schedule = "cosine";  // constant | step | cosine (decay to 0 over the run)
+  int lr_step_epochs = 30;                // step: multiply by lr_gamma every N epochs
+  float lr_gamma = 0.1f;
+  int64_t warmup_steps = 0;  // linear warm-up from 0 over the first N steps
   std::string optimizer = "sgd";  // sgd | adam
   float momentum = 0.9f;
   bool nesterov = false;
@@ -45,6 +49,14 @@ struct TrainResult {
   int64_t steps = 0;
   int64_t parameters = 0;
 };
+
+// Builds the training graph of `o.model` for its data set's image shape and returns it as
+// text (format "text") or Graphviz DOT ("dot").
+std::string dump_training_graph(const TrainOptions& o, const std::string& format);
+
+// The learning rate at (0-based) `step` of `total_steps`, `steps_per_epoch` per epoch.
+float learning_rate_at(const TrainOptions& o, int64_t step, int64_t total_steps,
+                       int64_t steps_per_epoch);
 
 // Checks the options (one clear campo::Error per problem) before anything is loaded.
 void validate(const TrainOptions& o);
