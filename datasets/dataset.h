@@ -1,7 +1,12 @@
 // Data sets: random access to labelled images, and the host batches a loader hands out.
 // Invariants: an image is f32, CHW, dense, already normalised (what the model consumes);
-// a label is an int in [0, num_classes()); get() is const and thread-safe, since the
-// loader calls it from its prefetch thread.
+// a label is an int in [0, num_classes()); get() and get_for_epoch() are const and
+// thread-safe, since the loader calls them from its prefetch thread.
+//
+// Random augmentation: a data set that augments (random crops, flips) draws sample `index`
+// of epoch `epoch` from an Rng seeded by a hash of (its seed, epoch, index), so a sample is
+// a pure function of the three: independent of batch order, prefetching and threads, and
+// the same again when a run resumes. The loader passes the epoch (get_for_epoch).
 #pragma once
 
 #include <cstdint>
@@ -25,7 +30,15 @@ class Dataset {
 
   // Writes image_numel() floats (CHW) to `image` and the label to `*label`.
   // index must lie in [0, size()).
+  // A data set that augments returns the draw of epoch 0.
   virtual void get(int64_t index, float* image, int32_t* label) const = 0;
+
+  // The sample as epoch `epoch` (>= 0) sees it. Data sets without random augmentation
+  // need not override this: it is get(). A wrapper around another data set (a subset, a
+  // concatenation) should forward this call too, or its samples stop varying by epoch.
+  virtual void get_for_epoch(int64_t index, int epoch, float* image, int32_t* label) const {
+    get(index, image, label);
+  }
 
   int64_t image_numel() const { return shape_numel(image_shape()); }
 

@@ -118,7 +118,7 @@ bool DataLoader::fill_batch(const Job& job, int64_t b, Batch& batch) const {
   for (int64_t i = 0; i < n; ++i) {
     if (cancelled(job.generation) && options_.prefetch > 0) return false;
     const int64_t index = (*job.order)[size_t(first + i)];
-    dataset_->get(index, images + i * image_numel_, labels + i);
+    dataset_->get_for_epoch(index, job.epoch, images + i * image_numel_, labels + i);
     CAMPO_CHECK(labels[i] >= 0 && labels[i] < num_classes, dataset_->name(), ": sample ", index,
                 " has label ", labels[i], ", outside [0, ", num_classes, ")");
   }

@@ -4,7 +4,9 @@
 // by a hash of (seed, e)), or 0..N-1 without shuffling. The order depends only on
 // (seed, epoch), so a run resumes exactly with start_epoch(epoch, batch_position).
 // Batch b of an epoch holds order[b * batch_size, min((b + 1) * batch_size, N)); with
-// drop_last the final partial batch is skipped.
+// drop_last the final partial batch is skipped. Samples are read with
+// Dataset::get_for_epoch(index, epoch), so random augmentation varies by epoch and is
+// reproduced exactly on resume.
 //
 // Threading: one worker thread fills up to `prefetch` batches ahead into a bounded queue
 // while the consumer trains. start_epoch() discards whatever was prefetched for the

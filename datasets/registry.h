@@ -3,6 +3,21 @@
 //                  (Debian package dataset-fashion-mnist)
 //   mnist          IDX files; no package provides them, so data_dir is required
 //   synthetic      SyntheticDataset: learnable, deterministic, no files
+//   cifar10        the binary version (data_batch_*.bin, test_batch.bin); data_dir required
+//   folder:PATH    an image folder (datasets/image_folder.h); "folder" alone takes PATH
+//                  from data_dir. Splits:
+//                    PATH/train exists: train = PATH/train, test = PATH/test, else
+//                      PATH/val (an error when neither exists and holdout is 0);
+//                    otherwise PATH holds the class folders: train = PATH, and the test
+//                      split needs holdout > 0.
+//                  With holdout = f > 0 (only when there is no test folder), the train
+//                  folder is split per class, deterministically: test holds about f of
+//                  every class, train the rest. The test split takes the train folder's
+//                  class list, so labels agree even when a test class folder is missing.
+//
+// Augmentation (random crop with `padding`, horizontal flip), for cifar10 and folders,
+// is on by default for the train split and off for the test split; `seed` seeds it
+// (the draw of a sample is a function of (seed, epoch, index)).
 #pragma once
 
 #include <memory>
@@ -15,17 +30,35 @@
 namespace campo {
 
 struct DatasetOptions {
-  std::string data_dir;               // empty: the data set's default location
-  int image_size = 0;                 // 0: native; else a square resize (28 for synthetic)
-  int channels = 1;                   // 1, or 3 (grey replicated; synthetic draws 3 channels)
-  std::optional<float> mean, stddev;  // unset: the data set's own statistics
-  uint64_t seed = 0;                  // synthetic only
-  int64_t synthetic_size = 0;         // 0: 60000 for train, 10000 for test
+  std::string data_dir;  // empty: the data set's default location
+  // 0: native (28 for MNIST and synthetic, 32 for cifar10, 224 for folders). Otherwise
+  // the side of the square output: a resize for MNIST and synthetic, the crop for
+  // cifar10 and folders.
+  int image_size = 0;
+  // 0: native (1 for MNIST and synthetic, 3 for cifar10 and folders); 1 or 3. MNIST's
+  // grey plane is replicated; folders convert (luminance or replication); cifar10 is 3.
+  int channels = 0;
+  // Normalisation, x = (p - mean) / std with p in [0, 1]: per channel when given (one
+  // value per output channel), else mean / stddev for every channel, else the data
+  // set's own statistics (ImageNet's for colour folders, 0.5 / 0.5 for grey ones).
+  std::optional<float> mean, stddev;
+  std::vector<float> channel_mean, channel_stddev;
+  uint64_t seed = 0;  // synthetic's data, and the augmentation of cifar10 and folders
+
+  // cifar10 and folders only (an error for the others when set).
+  std::optional<bool> augment;  // unset: on for the train split, off for test
+  int resize = 0;               // the shorter side before cropping; 0: image_size
+  std::optional<int> padding;   // random-crop border; unset: 4 for cifar10, 0 for folders
+  bool skip_bad = false;        // folders: leave out files with unreadable headers
+  double holdout = 0;           // folders without a test folder: fraction held out
+
+  int64_t synthetic_size = 0;  // 0: 60000 for train, 10000 for test
   int synthetic_classes = 10;
   float synthetic_noise = 0.5f;
 };
 
-// The known names, in the order error messages list them.
+// The known names, in the order error messages list them ("folder:PATH" stands for any
+// path).
 std::vector<std::string> dataset_names();
 
 // Opens split "train" or "test" of data set `name`.

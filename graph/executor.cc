@@ -91,9 +91,40 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
     for (ValueId v : n.outputs) spec.outputs.push_back(desc_of(graph, v));
     kernels_[size_t(pos)] = create_kernel(spec, options.device, ctx_);
   }
+  update_begin_ = size_t(n_sched);
+  for (int pos = 0; pos < n_sched; ++pos) {
+    const Node& n = graph.node(schedule_[size_t(pos)]);
+    if (!kernels_[size_t(pos)]) continue;
+    if (n.phase == Phase::update && update_begin_ == size_t(n_sched)) update_begin_ = size_t(pos);
+    CAMPO_CHECK(update_begin_ == size_t(n_sched) || n.phase == Phase::update,
+                "internal: node '", n.name, "' is scheduled after an optimizer update");
+  }
 }
 
 Executable::~Executable() { free_host(arena_); }
+
+void Executable::run_range(size_t begin, size_t end) {
+  for (size_t pos = begin; pos < end; ++pos) {
+    Kernel* k = kernels_[pos].get();
+    if (!k) continue;
+    if (!timing_) {
+      k->run(ctx_, node_inputs_[pos], node_outputs_[pos]);
+      continue;
+    }
+    Timer t;
+    k->run(ctx_, node_inputs_[pos], node_outputs_[pos]);
+    double ms = t.milliseconds();
+    node_times_ms_[pos] = ms;
+    if (hook_) hook_(schedule_[pos], ms);
+  }
+}
+
+void Executable::run_until_update() { run_range(0, update_begin_); }
+
+void Executable::run_update() {
+  run_range(update_begin_, schedule_.size());
+  ++ctx_.step;
+}
 
 Tensor& Executable::input(const std::string& name) {
   for (auto& [n, t] : placeholders_)
@@ -108,20 +139,7 @@ bool Executable::has_input(const std::string& name) const {
 }
 
 void Executable::run() {
-  const size_t n = schedule_.size();
-  for (size_t pos = 0; pos < n; ++pos) {
-    Kernel* k = kernels_[pos].get();
-    if (!k) continue;
-    if (!timing_) {
-      k->run(ctx_, node_inputs_[pos], node_outputs_[pos]);
-      continue;
-    }
-    Timer t;
-    k->run(ctx_, node_inputs_[pos], node_outputs_[pos]);
-    double ms = t.milliseconds();
-    node_times_ms_[pos] = ms;
-    if (hook_) hook_(schedule_[pos], ms);
-  }
+  run_range(0, schedule_.size());
   ++ctx_.step;
 }
 

@@ -37,6 +37,11 @@ class Executable {
   bool has_input(const std::string& placeholder_name) const;
   // Runs one step.
   void run();
+  // The same step in two halves, for dynamic loss scaling: everything before the first
+  // optimizer update, then the updates (skipped when a gradient overflowed). The
+  // schedule places update nodes last; compile checks it.
+  void run_until_update();
+  void run_update();
   // A fetched value after run() (a view into the plan: copy it to keep it).
   const Tensor& output(ValueId v) const;
 
@@ -67,6 +72,8 @@ class Executable {
   std::vector<std::pair<std::string, Tensor>> placeholders_;
   MemoryPlan plan_;
   void* arena_ = nullptr;
+  size_t update_begin_ = 0;  // schedule position of the first update-phase kernel
+  void run_range(size_t begin, size_t end);
   bool timing_ = false;
   std::vector<double> node_times_ms_;
   std::function<void(NodeId, double)> hook_;

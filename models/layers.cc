@@ -4,20 +4,23 @@
 
 namespace campo::layers {
 
-ValueId linear(Builder& b, ValueId x, int64_t out_features, const std::string& name, bool bias) {
-  const Shape& s = b.shape(x);
-  CAMPO_CHECK(s.size() == 2, "linear layer '", name, "' expects [N, features], got ",
-              shape_str(s));
+ValueId linear(Builder& b, ValueId x, int64_t out_features, const std::string& name, bool bias,
+               std::optional<Init> weight_init, std::optional<Init> bias_init) {
+  const Shape s = b.shape(x);
+  CAMPO_CHECK(s.size() == 2, "linear layer '", name, "' expects [N, features], got ", shape_str(s));
   const int64_t in = s[1];
   auto scope = b.scope(name);
-  ValueId w = b.variable("weight", {out_features, in}, Init::pytorch_default(in));
+  ValueId w =
+      b.variable("weight", {out_features, in}, weight_init.value_or(Init::pytorch_default(in)));
   ValueId y = b.matmul(x, w, false, true);
-  if (bias) y = b.bias_add(y, b.variable("bias", {out_features}, Init::pytorch_default(in)));
+  if (bias)
+    y = b.bias_add(
+        y, b.variable("bias", {out_features}, bias_init.value_or(Init::pytorch_default(in))));
   return y;
 }
 
 ValueId conv2d(Builder& b, ValueId x, const Conv& c, const std::string& name) {
-  const Shape& s = b.shape(x);
+  const Shape s = b.shape(x);
   CAMPO_CHECK(s.size() == 4, "conv layer '", name, "' expects NCHW input, got ", shape_str(s));
   const int64_t in = s[1];
   CAMPO_CHECK(in % c.groups == 0 && c.out_channels % c.groups == 0, "conv layer '", name,
@@ -26,7 +29,9 @@ ValueId conv2d(Builder& b, ValueId x, const Conv& c, const std::string& name) {
   auto scope = b.scope(name);
   const int64_t fan_in = in / c.groups * c.kernel * c.kernel;
   const int64_t fan_out = c.out_channels / c.groups * c.kernel * c.kernel;
-  Init w_init = c.kaiming ? Init::kaiming_normal(fan_out) : Init::pytorch_default(fan_in);
+  Init w_init = c.weight_init ? *c.weight_init
+                : c.kaiming   ? Init::kaiming_normal(fan_out)
+                              : Init::pytorch_default(fan_in);
   ValueId w = b.variable("weight", {c.out_channels, in / c.groups, c.kernel, c.kernel}, w_init);
   ConvAttrs a;
   a.stride_h = a.stride_w = c.stride;
@@ -35,16 +40,46 @@ ValueId conv2d(Builder& b, ValueId x, const Conv& c, const std::string& name) {
   a.groups = c.groups;
   ValueId y = b.conv2d(x, w, a);
   if (c.bias) {
-    Init b_init = c.kaiming ? Init::zeros() : Init::pytorch_default(fan_in);
+    Init b_init = c.kaiming || c.weight_init ? Init::zeros() : Init::pytorch_default(fan_in);
     y = b.bias_add(y, b.variable("bias", {c.out_channels}, b_init));
   }
   return y;
 }
 
-ValueId batch_norm(Builder& b, ValueId x, const std::string& name, float eps, float momentum) {
+ValueId conv_transpose2d(Builder& b, ValueId x, const ConvTranspose& c, const std::string& name) {
+  const Shape s = b.shape(x);
+  CAMPO_CHECK(s.size() == 4, "transposed conv layer '", name, "' expects NCHW input, got ",
+              shape_str(s));
+  CAMPO_CHECK(c.kernel >= 1 && c.stride >= 1 && c.pad >= 0 && c.out_channels >= 1,
+              "transposed conv layer '", name, "': bad geometry (kernel ", c.kernel, ", stride ",
+              c.stride, ", pad ", c.pad, ", out_channels ", c.out_channels, ")");
+  const int64_t ho = (s[2] - 1) * c.stride - 2 * c.pad + c.kernel;
+  const int64_t wo = (s[3] - 1) * c.stride - 2 * c.pad + c.kernel;
+  CAMPO_CHECK(ho > 0 && wo > 0, "transposed conv layer '", name, "': input ", shape_str(s),
+              " with kernel ", c.kernel, ", stride ", c.stride, ", pad ", c.pad,
+              " gives an empty output");
+  auto scope = b.scope(name);
+  // PyTorch computes ConvTranspose2d's fan_in from weight.size(1) * k * k = out * k * k.
+  const int64_t fan = c.out_channels * c.kernel * c.kernel;
+  ValueId w = b.variable("weight", {s[1], c.out_channels, c.kernel, c.kernel},
+                         c.weight_init.value_or(Init::pytorch_default(fan)));
+  ConvAttrs a;
+  a.stride_h = a.stride_w = c.stride;
+  a.pad_h = a.pad_w = c.pad;
+  a.output_shape = {s[0], c.out_channels, ho, wo};
+  ValueId y = b.conv2d_transpose(x, w, a);
+  if (c.bias) {
+    Init b_init = c.weight_init ? Init::zeros() : Init::pytorch_default(fan);
+    y = b.bias_add(y, b.variable("bias", {c.out_channels}, b_init));
+  }
+  return y;
+}
+
+ValueId batch_norm(Builder& b, ValueId x, const std::string& name, float eps, float momentum,
+                   Init scale_init) {
   const int64_t c = b.shape(x).at(1);
   auto scope = b.scope(name);
-  ValueId scale = b.variable("weight", {c}, Init::ones());
+  ValueId scale = b.variable("weight", {c}, scale_init);
   ValueId offset = b.variable("bias", {c}, Init::zeros());
   ValueId mean = b.variable("running_mean", {c}, Init::zeros(), VariableKind::buffer);
   ValueId var = b.variable("running_var", {c}, Init::ones(), VariableKind::buffer);

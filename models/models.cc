@@ -10,8 +10,8 @@ struct Entry {
   ValueId (*build)(Builder&, ValueId, const ModelOptions&);
 };
 const Entry kModels[] = {
-    {"mlp", build_mlp},
-    {"lenet", build_lenet},
+    {"mlp", build_mlp},           {"lenet", build_lenet}, {"resnet18", build_resnet18},
+    {"resnet50", build_resnet50}, {"vgg16", build_vgg16}, {"vgg16_bn", build_vgg16_bn},
 };
 }  // namespace
 
@@ -25,6 +25,16 @@ bool is_known_model(const std::string& name) {
   for (const Entry& e : kModels)
     if (name == e.name) return true;
   return false;
+}
+
+bool uses_small_variant(const ModelOptions& o, const Shape& image_shape) {
+  CAMPO_CHECK(o.stem == "auto" || o.stem == "imagenet" || o.stem == "small",
+              "model stem must be auto, imagenet or small, got '", o.stem, "'");
+  CAMPO_CHECK(image_shape.size() >= 2, "image shape ", shape_str(image_shape),
+              " has no spatial dimensions");
+  if (o.stem != "auto") return o.stem == "small";
+  const int64_t h = image_shape[image_shape.size() - 2], w = image_shape.back();
+  return std::min(h, w) < 64;
 }
 
 ValueId build_model(const std::string& name, Builder& b, ValueId images, const ModelOptions& o) {

@@ -1,5 +1,6 @@
 // The model zoo: each model is a function that emits its forward graph through the
-// Builder and returns the logits. Parameter names follow PyTorch's state_dict.
+// Builder and returns the logits. Parameter names follow PyTorch's state_dict
+// (torchvision's for ResNet and VGG).
 #pragma once
 
 #include <string>
@@ -13,7 +14,12 @@ struct ModelOptions {
   int in_channels = 1;
   int image_size = 28;
   int num_classes = 10;
-  float dropout = 0.0f;  // where the model has dropout (mlp)
+  float dropout = 0.0f;  // where the model has a configurable dropout (mlp)
+  // The input-size variant of the ImageNet models: "imagenet" is torchvision's model as
+  // is; "small" suits 28-32 px images (ResNet: a 3x3/1 stem conv and no max-pool; VGG:
+  // no final max-pool, global average pooling and a 512-512-classes classifier); "auto"
+  // picks "imagenet" for images of at least 64 px and "small" below.
+  std::string stem = "auto";
 };
 
 // images: [N, C, H, W] f32. Returns logits [N, num_classes].
@@ -22,8 +28,18 @@ ValueId build_model(const std::string& name, Builder& b, ValueId images, const M
 std::vector<std::string> model_names();
 bool is_known_model(const std::string& name);
 
+// Whether the "small" variant applies to images of the given shape under o.stem (checks
+// o.stem; throws on an unknown value).
+bool uses_small_variant(const ModelOptions& o, const Shape& image_shape);
+
 // Individual models.
 ValueId build_mlp(Builder& b, ValueId images, const ModelOptions& o);
 ValueId build_lenet(Builder& b, ValueId images, const ModelOptions& o);
+// torchvision resnet18 / resnet50 (v1.5: the bottleneck strides on its 3x3 conv).
+ValueId build_resnet18(Builder& b, ValueId images, const ModelOptions& o);
+ValueId build_resnet50(Builder& b, ValueId images, const ModelOptions& o);
+// torchvision vgg16 / vgg16_bn (configuration "D").
+ValueId build_vgg16(Builder& b, ValueId images, const ModelOptions& o);
+ValueId build_vgg16_bn(Builder& b, ValueId images, const ModelOptions& o);
 
 }  // namespace campo

@@ -1,27 +1,62 @@
 #include "ops/kernel.h"
 
 #include <array>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
+
+#include "ops/cpu/low_precision.h"
 
 namespace campo {
 
 struct CpuContext::Impl {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  ~Impl() { free_host(workspace); }
 };
 
-CpuContext::CpuContext() : impl_(std::make_unique<Impl>()) {}
+CpuContext::CpuContext() : impl_(std::make_unique<Impl>()) {
+  const char* mode = std::getenv("CAMPO_CPU_BF16");
+  if (mode != nullptr && *mode != '\0') {
+    CAMPO_CHECK(std::strcmp(mode, "native") == 0 || std::strcmp(mode, "emulate") == 0,
+                "CAMPO_CPU_BF16 must be 'native' or 'emulate', got '", mode, "'");
+    native_bf16 = std::strcmp(mode, "native") == 0;
+  }
+}
 CpuContext::~CpuContext() = default;
 dnnl::engine& CpuContext::engine() { return impl_->engine; }
 dnnl::stream& CpuContext::stream() { return impl_->stream; }
+
+void CpuContext::reserve_emulation_workspace(size_t bytes) {
+  if (bytes <= impl_->workspace_bytes) return;
+  free_host(impl_->workspace);
+  impl_->workspace = nullptr;
+  impl_->workspace = alloc_host(bytes);
+  impl_->workspace_bytes = bytes;
+}
+void* CpuContext::emulation_workspace() { return impl_->workspace; }
 
 namespace {
 using Key = std::tuple<OpKind, Device, DType>;
 std::map<Key, KernelFactory>& registry() {
   static std::map<Key, KernelFactory> r;
   return r;
+}
+
+// The registered factory, else for f16 / bf16 on the CPU the emulation of the f32 kernel;
+// nullptr when neither exists. Resolved at lookup rather than registered at start-up, so
+// it holds whatever order the kernels' translation units initialise in.
+KernelFactory find_factory(OpKind kind, Device device, DType dtype) {
+  auto it = registry().find({kind, device, dtype});
+  if (it != registry().end()) return it->second;
+  if (device == Device::cpu && is_low_precision(dtype) &&
+      registry().count({kind, device, DType::f32}) != 0)
+    return make_emulated_kernel;
+  return nullptr;
 }
 }  // namespace
 
@@ -30,16 +65,16 @@ void register_kernel(OpKind kind, Device device, DType dtype, KernelFactory fact
 }
 
 bool has_kernel(OpKind kind, Device device, DType dtype) {
-  return registry().count({kind, device, dtype}) != 0;
+  return find_factory(kind, device, dtype) != nullptr;
 }
 
 std::unique_ptr<Kernel> create_kernel(const KernelSpec& spec, Device device, CpuContext& ctx) {
-  auto it = registry().find({spec.kind, device, spec.dtype});
-  CAMPO_CHECK(it != registry().end(), "no kernel for op ", op_name(spec.kind), " on device ",
+  const KernelFactory factory = find_factory(spec.kind, device, spec.dtype);
+  CAMPO_CHECK(factory != nullptr, "no kernel for op ", op_name(spec.kind), " on device ",
               device_name(device), " with dtype ", dtype_name(spec.dtype),
               spec.node_name.empty() ? "" : " (node '", spec.node_name,
               spec.node_name.empty() ? "" : "')");
-  return it->second(spec, ctx);
+  return factory(spec, ctx);
 }
 
 std::vector<Tensor> run_op_eager(OpKind kind, const Attrs& attrs, DType dtype,

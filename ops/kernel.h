@@ -36,14 +36,27 @@ struct KernelSpec {
 };
 
 // Per-run state handed to kernels: the oneDNN engine/stream (CPU), the RNG for dropout,
-// and the current step. Owned by the executor; no globals.
+// the current step, and the low-precision settings (ops/cpu/low_precision.h). Owned by the
+// executor; no globals.
 struct CpuContext {
+  // Reads CAMPO_CPU_BF16 (unset or `native`: native bf16 kernels where the CPU has them;
+  // `emulate`: every bf16 kernel runs as f32 emulation); throws on any other value.
   CpuContext();
   ~CpuContext();
   dnnl::engine& engine();
   dnnl::stream& stream();
   Rng rng{0};
   int64_t step = 0;
+  // Whether bf16 kernels created with this context may use their native implementation
+  // (consulted at kernel creation; tests flip it to compare native and emulated kernels).
+  bool native_bf16 = true;
+
+  // One f32 staging buffer shared by the emulated low-precision kernels: the kernels of a
+  // context run one at a time, so a buffer as large as the largest need serves them all.
+  // Grown only when a kernel is created; run() takes the current address (a later,
+  // larger reservation moves it).
+  void reserve_emulation_workspace(size_t bytes);
+  void* emulation_workspace();
 
  private:
   struct Impl;
@@ -63,6 +76,8 @@ class Kernel {
 using KernelFactory = std::unique_ptr<Kernel> (*)(const KernelSpec& spec, CpuContext& ctx);
 
 void register_kernel(OpKind kind, Device device, DType dtype, KernelFactory factory);
+// An op with an f32 CPU kernel also has (op, cpu, f16) and (op, cpu, bf16) kernels: the
+// registered native one, else the f32 kernel emulated (ops/cpu/low_precision.h).
 bool has_kernel(OpKind kind, Device device, DType dtype);
 // Throws, naming op, device and dtype, when nothing is registered.
 std::unique_ptr<Kernel> create_kernel(const KernelSpec& spec, Device device, CpuContext& ctx);

@@ -20,7 +20,7 @@ namespace campo {
   X(MaxPool) X(MaxPoolGrad) X(AvgPool) X(AvgPoolGrad) X(Add) X(AddN) X(Mul) X(Reshape)      \
   X(Dropout) X(SparseSoftmaxCrossEntropyWithLogits) X(SigmoidCrossEntropyWithLogits)       \
   X(SigmoidCrossEntropyWithLogitsGrad) X(Mean) X(MeanGrad) X(Sum) X(BroadcastTo) X(Cast)      \
-  X(ApplyMomentum) X(ApplyAdam)
+  X(AllFinite) X(ApplyMomentum) X(ApplyAdam)
 
 enum class OpKind : uint16_t {
 #define CAMPO_ENUM(name) name,

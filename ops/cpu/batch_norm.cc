@@ -11,11 +11,14 @@
 // running-statistics update (PyTorch's, with the unbiased variance) would be our own code with
 // oneDNN too.
 //
-// Templates on the data type T (float here) with f32 math, so bf16/f16 kernels are an
-// instantiation plus a conversion, not a rewrite.
+// Templates on the data type T of x, y, dy, dx (float, or bfloat16 from
+// ops/cpu/low_precision.h) with f32 math; scale, offset and every statistic are f32 for
+// every T (the schema's fp32_inputs), and the running statistics are updated in place. f16
+// is emulated.
 #include <algorithm>
 #include <cmath>
 
+#include "ops/cpu/low_precision.h"
 #include "ops/kernel.h"
 
 namespace campo {
@@ -100,14 +103,14 @@ void block_affine(const T* x, T* y, const BnDims& d, int64_t c0, int64_t nc, con
     if (d.s == 1) {
       const int64_t base = n * d.c + c0;
 #pragma omp simd
-      for (int64_t k = 0; k < nc; ++k) y[base + k] = T(float(x[base + k]) * a[k] + b[k]);
+      for (int64_t k = 0; k < nc; ++k) y[base + k] = float(x[base + k]) * a[k] + b[k];
       continue;
     }
     for (int64_t k = 0; k < nc; ++k) {
       const int64_t base = (n * d.c + c0 + k) * d.s;
       const float ak = a[k], bk = b[k];
 #pragma omp simd
-      for (int64_t i = 0; i < d.s; ++i) y[base + i] = T(float(x[base + i]) * ak + bk);
+      for (int64_t i = 0; i < d.s; ++i) y[base + i] = float(x[base + i]) * ak + bk;
     }
   }
 }
@@ -141,8 +144,7 @@ class BatchNormKernel final : public Kernel {
     const int64_t block = block_size(d);
     const int64_t num_blocks = (d.c + block - 1) / block;
 
-#pragma omp parallel for schedule(static)
-    for (int64_t bi = 0; bi < num_blocks; ++bi) {
+    parallel_for<T>(num_blocks, true, [=](int64_t bi) {
       const int64_t c0 = bi * block, nc = std::min(block, d.c - c0);
       double sums[kRowBlock];
       float mean[kRowBlock], a[kRowBlock], b[kRowBlock];
@@ -171,7 +173,7 @@ class BatchNormKernel final : public Kernel {
         b[k] = float(double(offset[c]) - double(mean[k]) * ak);
       }
       block_affine(x, y, d, c0, nc, a, b);
-    }
+    });
   }
 
  private:
@@ -220,7 +222,7 @@ void block_grad_apply(const T* dy, const T* x, T* dx, const BnDims& d, int64_t c
       const int64_t base = n * d.c + c0;
 #pragma omp simd
       for (int64_t k = 0; k < nc; ++k)
-        dx[base + k] = T(a[k] * float(dy[base + k]) + b[k] * (float(x[base + k]) - mean[k]) + e[k]);
+        dx[base + k] = a[k] * float(dy[base + k]) + b[k] * (float(x[base + k]) - mean[k]) + e[k];
       continue;
     }
     for (int64_t k = 0; k < nc; ++k) {
@@ -228,7 +230,7 @@ void block_grad_apply(const T* dy, const T* x, T* dx, const BnDims& d, int64_t c
       const float ak = a[k], bk = b[k], ek = e[k], mu = mean[k];
 #pragma omp simd
       for (int64_t i = 0; i < d.s; ++i)
-        dx[base + i] = T(ak * float(dy[base + i]) + bk * (float(x[base + i]) - mu) + ek);
+        dx[base + i] = ak * float(dy[base + i]) + bk * (float(x[base + i]) - mu) + ek;
     }
   }
 }
@@ -260,8 +262,7 @@ class BatchNormGradKernel final : public Kernel {
     const int64_t block = block_size(d);
     const int64_t num_blocks = (d.c + block - 1) / block;
 
-#pragma omp parallel for schedule(static)
-    for (int64_t bi = 0; bi < num_blocks; ++bi) {
+    parallel_for<T>(num_blocks, true, [=](int64_t bi) {
       const int64_t c0 = bi * block, nc = std::min(block, d.c - c0);
       double sum_dy[kRowBlock], sum_dy_xmu[kRowBlock];
       block_grad_sums(dy, x, d, c0, nc, mean_in + c0, sum_dy, sum_dy_xmu);
@@ -278,7 +279,7 @@ class BatchNormGradKernel final : public Kernel {
         e[k] = is_training ? float(-ak * sum_dy[k] / m) : 0.0f;
       }
       block_grad_apply(dy, x, dx, d, c0, nc, mean_in + c0, a, b, e);
-    }
+    });
   }
 
  private:
@@ -286,17 +287,19 @@ class BatchNormGradKernel final : public Kernel {
   BnDims dims_;
 };
 
-std::unique_ptr<Kernel> make_batch_norm_f32(const KernelSpec& spec, CpuContext&) {
-  return std::make_unique<BatchNormKernel<float>>(spec);
-}
-std::unique_ptr<Kernel> make_batch_norm_grad_f32(const KernelSpec& spec, CpuContext&) {
-  return std::make_unique<BatchNormGradKernel<float>>(spec);
+template <template <typename> class K, typename T>
+std::unique_ptr<Kernel> make(const KernelSpec& spec, CpuContext&) {
+  return std::make_unique<K<T>>(spec);
 }
 
 KernelRegistrar batch_norm_f32(OpKind::FusedBatchNorm, Device::cpu, DType::f32,
-                               make_batch_norm_f32);
+                               make<BatchNormKernel, float>);
 KernelRegistrar batch_norm_grad_f32(OpKind::FusedBatchNormGrad, Device::cpu, DType::f32,
-                                    make_batch_norm_grad_f32);
+                                    make<BatchNormGradKernel, float>);
+KernelRegistrar batch_norm_bf16(OpKind::FusedBatchNorm, Device::cpu, DType::bf16,
+                                native_bf16_loops<make<BatchNormKernel, bfloat16>>);
+KernelRegistrar batch_norm_grad_bf16(OpKind::FusedBatchNormGrad, Device::cpu, DType::bf16,
+                                     native_bf16_loops<make<BatchNormGradKernel, bfloat16>>);
 
 }  // namespace
 }  // namespace campo

@@ -1,8 +1,10 @@
 // CPU kernels of BiasAdd and BiasAddGrad on [N, C, S...] tensors, S = product of the axes
-// after 1 (1 for [N, C]). Plain loops; f32 only for now (a bf16/f16 variant would load and
-// store through the dtype conversions and accumulate in f32).
+// after 1 (1 for [N, C]). Plain loops templated on the element type T: float, or bfloat16
+// (ops/cpu/low_precision.h: exact loads, f32 math and accumulation, one rounding per store);
+// f16 is emulated.
 #include <algorithm>
 
+#include "ops/cpu/low_precision.h"
 #include "ops/kernel.h"
 
 namespace campo {
@@ -16,28 +18,28 @@ struct ChannelView {
 };
 
 // y[n, c, s] = x[n, c, s] + bias[c]
+template <typename T>
 class BiasAddKernel : public Kernel {
  public:
   explicit BiasAddKernel(const KernelSpec& spec) : v_(spec.inputs[0].shape) {}
 
   void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
-    const float* x = in[0].data_as<float>();
-    const float* bias = in[1].data_as<float>();
-    float* y = out[0].data_as<float>();
+    const T* x = static_cast<const T*>(in[0].data());
+    const T* bias = static_cast<const T*>(in[1].data());
+    T* y = static_cast<T*>(out[0].data());
     const int64_t C = v_.channels, S = v_.inner, rows = v_.outer * C;
     if (S == 1) {  // [N, C]: rows are examples, parallel over N
-#pragma omp parallel for if (rows > 4096)
-      for (int64_t n = 0; n < v_.outer; ++n)
-        for (int64_t c = 0; c < C; ++c) y[n * C + c] = x[n * C + c] + bias[c];
+      parallel_for<T>(v_.outer, rows > 4096, [=](int64_t n) {
+        for (int64_t c = 0; c < C; ++c) y[n * C + c] = float(x[n * C + c]) + float(bias[c]);
+      });
       return;
     }
-#pragma omp parallel for if (rows * S > 4096)
-    for (int64_t r = 0; r < rows; ++r) {
-      const float b = bias[r % C];
-      const float* xr = x + r * S;
-      float* yr = y + r * S;
-      for (int64_t s = 0; s < S; ++s) yr[s] = xr[s] + b;
-    }
+    parallel_for<T>(rows, rows * S > 4096, [=](int64_t r) {
+      const float b = float(bias[r % C]);
+      const T* xr = x + r * S;
+      T* yr = y + r * S;
+      for (int64_t s = 0; s < S; ++s) yr[s] = float(xr[s]) + b;
+    });
   }
 
  private:
@@ -45,40 +47,45 @@ class BiasAddKernel : public Kernel {
 };
 
 // dbias[c] = sum_{n, s} dy[n, c, s], accumulated in double.
+template <typename T>
 class BiasAddGradKernel : public Kernel {
  public:
   explicit BiasAddGradKernel(const KernelSpec& spec) : v_(spec.inputs[0].shape) {}
 
   void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
-    const float* dy = in[0].data_as<float>();
-    float* db = out[0].data_as<float>();
+    const T* dy = static_cast<const T*>(in[0].data());
+    T* db = static_cast<T*>(out[0].data());
     const int64_t N = v_.outer, C = v_.channels, S = v_.inner;
-#pragma omp parallel for if (N * C * S > 4096)
-    for (int64_t c = 0; c < C; ++c) {
+    parallel_for<T>(C, N * C * S > 4096, [=](int64_t c) {
       double total = 0;
       for (int64_t n = 0; n < N; ++n) {
-        const float* row = dy + (n * C + c) * S;
+        const T* row = dy + (n * C + c) * S;
         float partial = 0;  // one row (at most H*W values) in f32, vectorizable
-        for (int64_t s = 0; s < S; ++s) partial += row[s];
+        for (int64_t s = 0; s < S; ++s) partial += float(row[s]);
         total += partial;
       }
       db[c] = float(total);
-    }
+    });
   }
 
  private:
   ChannelView v_;
 };
 
-std::unique_ptr<Kernel> make_bias_add(const KernelSpec& spec, CpuContext&) {
-  return std::make_unique<BiasAddKernel>(spec);
-}
-std::unique_ptr<Kernel> make_bias_add_grad(const KernelSpec& spec, CpuContext&) {
-  return std::make_unique<BiasAddGradKernel>(spec);
+template <template <typename> class K, typename T>
+std::unique_ptr<Kernel> make(const KernelSpec& spec, CpuContext&) {
+  return std::make_unique<K<T>>(spec);
 }
 
-KernelRegistrar bias_add_f32(OpKind::BiasAdd, Device::cpu, DType::f32, make_bias_add);
-KernelRegistrar bias_add_grad_f32(OpKind::BiasAddGrad, Device::cpu, DType::f32, make_bias_add_grad);
+KernelRegistrar bias_add_f32(OpKind::BiasAdd, Device::cpu, DType::f32, make<BiasAddKernel, float>);
+KernelRegistrar bias_add_grad_f32(OpKind::BiasAddGrad, Device::cpu, DType::f32,
+                                  make<BiasAddGradKernel, float>);
+// dbias is the node's dtype (the schema's rule, as TensorFlow's BiasAddGrad<T>): the sum is
+// accumulated in f32 / double and rounded once.
+KernelRegistrar bias_add_bf16(OpKind::BiasAdd, Device::cpu, DType::bf16,
+                              native_bf16_loops<make<BiasAddKernel, bfloat16>>);
+KernelRegistrar bias_add_grad_bf16(OpKind::BiasAddGrad, Device::cpu, DType::bf16,
+                                   native_bf16_loops<make<BiasAddGradKernel, bfloat16>>);
 
 }  // namespace
 }  // namespace campo

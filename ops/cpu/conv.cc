@@ -10,6 +10,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "ops/cpu/low_precision.h"
 #include "ops/kernel.h"
 
 namespace campo {
@@ -248,6 +249,16 @@ KernelRegistrar conv2d_backprop_input_f32(OpKind::Conv2DBackpropInput, Device::c
                                           make<Conv2DBackpropInputKernel>);
 KernelRegistrar conv2d_backprop_filter_f32(OpKind::Conv2DBackpropFilter, Device::cpu, DType::f32,
                                            make<Conv2DBackpropFilterKernel>);
+
+// bf16: the same kernels on bf16 buffers (oneDNN accumulates in f32 and rounds the result
+// once) where the CPU has AVX-512 BF16; emulated otherwise (ops/cpu/low_precision.h). f16
+// has no oneDNN CPU implementation on this ISA and is always emulated.
+KernelRegistrar conv2d_bf16(OpKind::Conv2D, Device::cpu, DType::bf16,
+                            native_bf16_onednn<make<Conv2DKernel>>);
+KernelRegistrar conv2d_backprop_input_bf16(OpKind::Conv2DBackpropInput, Device::cpu, DType::bf16,
+                                           native_bf16_onednn<make<Conv2DBackpropInputKernel>>);
+KernelRegistrar conv2d_backprop_filter_bf16(OpKind::Conv2DBackpropFilter, Device::cpu, DType::bf16,
+                                            native_bf16_onednn<make<Conv2DBackpropFilterKernel>>);
 
 }  // namespace
 }  // namespace campo

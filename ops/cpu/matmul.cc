@@ -5,6 +5,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 
+#include "ops/cpu/low_precision.h"
 #include "ops/kernel.h"
 
 namespace campo {
@@ -77,6 +78,9 @@ std::unique_ptr<Kernel> make_matmul(const KernelSpec& spec, CpuContext& ctx) {
 }
 
 KernelRegistrar matmul_f32(OpKind::MatMul, Device::cpu, DType::f32, make_matmul);
+// bf16 operands and result, f32 accumulation inside oneDNN; emulated without AVX-512 BF16.
+KernelRegistrar matmul_bf16(OpKind::MatMul, Device::cpu, DType::bf16,
+                            native_bf16_onednn<make_matmul>);
 
 }  // namespace
 }  // namespace campo

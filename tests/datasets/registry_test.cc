@@ -19,6 +19,28 @@ TEST(DatasetRegistry, UnknownNameListsTheKnownOnes) {
   EXPECT_TRUE(contains(msg, "fashion-mnist, mnist, synthetic"));
 }
 
+TEST(DatasetRegistry, NamesTheImageDataSets) {
+  EXPECT_EQ(dataset_names(), (std::vector<std::string>{"fashion-mnist", "mnist", "synthetic",
+                                                       "cifar10", "folder:PATH"}));
+  std::string msg = error_message([] { open_dataset("folders:/tmp", "train"); });
+  EXPECT_TRUE(contains(msg, "cifar10, folder:PATH"));
+}
+
+TEST(DatasetRegistry, ImageOptionsAreRejectedWhereTheyMeanNothing) {
+  DatasetOptions options;
+  options.augment = true;
+  EXPECT_TRUE(contains(error_message([&] { open_dataset("synthetic", "train", options); }),
+                       "synthetic: augmentation is not available"));
+  options = {};
+  options.data_dir = "/nonexistent";
+  options.resize = 40;
+  EXPECT_TRUE(contains(error_message([&] { open_dataset("mnist", "train", options); }),
+                       "mnist: resize is not available"));
+  options = {};
+  options.augment = false;  // saying no is fine
+  EXPECT_EQ(open_dataset("synthetic", "test", options)->image_shape(), (Shape{1, 28, 28}));
+}
+
 TEST(DatasetRegistry, UnknownSplit) {
   EXPECT_TRUE(contains(error_message([] { open_dataset("synthetic", "val"); }),
                        "unknown split 'val' (expected train or test)"));
@@ -56,6 +78,16 @@ TEST(DatasetRegistry, MnistFromADirectoryUsesMnistStatistics) {
   ds = open_dataset("mnist", "test", options);
   ds->get(0, image.data(), &label);
   EXPECT_EQ(image[0], 1.0f);
+  // Per-channel statistics of a replicated grey plane must agree.
+  options.channels = 3;
+  options.channel_mean = {0.5f, 0.5f, 0.5f};
+  ds = open_dataset("mnist", "test", options);
+  image.resize(3 * 784);
+  ds->get(0, image.data(), &label);
+  EXPECT_EQ(image[2 * 784], 0.5f);
+  options.channel_mean = {0.5f, 0.4f, 0.5f};
+  EXPECT_TRUE(contains(error_message([&] { open_dataset("mnist", "test", options); }),
+                       "per-channel mean values must be equal"));
 }
 
 TEST(DatasetRegistry, FashionMnistInAWrongDirectory) {

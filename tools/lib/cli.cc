@@ -10,6 +10,7 @@
 #include "datasets/registry.h"
 #include "models/models.h"
 #include "runtime/check.h"
+#include "tools/lib/plan.h"
 #include "tools/lib/trainer.h"
 #ifdef CAMPO_HAVE_CUDA
 #include "runtime/cuda/device_info.h"
@@ -111,6 +112,42 @@ void add_train_options(CLI::App* cmd, TrainOptions& o) {
       ->capture_default_str();
   cmd->add_option("--threads", o.threads, "CPU threads (0: all cores)")->capture_default_str();
   cmd->add_flag("--profile", o.profile, "Time every node; print the time per op at the end");
+  cmd->add_option("--save", o.save_path,
+                  "Write a safetensors checkpoint at each epoch end and at the end");
+  cmd->add_option("--save-every", o.save_every, "Also checkpoint every N steps");
+  cmd->add_option("--resume", o.resume_path, "Continue training from a checkpoint");
+  cmd->add_option("--image-size", o.image_size, "Resize images to this square size (0: native)");
+  cmd->add_option("--channels", o.channels, "Image channels, 1 or 3 (0: the data set's own)");
+  cmd->add_option("--precision", o.precision, "fp32, amp (TensorFlow's list-based rewrite) or cost-aware")
+      ->capture_default_str();
+  cmd->add_option("--low-precision", o.low_precision, "Low-precision type: bf16 or fp16")
+      ->capture_default_str();
+  cmd->add_option("--loss-scale", o.loss_scale,
+                  "auto (dynamic for fp16, none for bf16), dynamic or none")
+      ->capture_default_str();
+  cmd->add_option("--loss-scale-init", o.loss_scale_init, "Initial dynamic loss scale")
+      ->capture_default_str();
+  cmd->add_option("--loss-scale-growth-interval", o.loss_scale_growth_interval,
+                  "Clean steps before the loss scale doubles")
+      ->capture_default_str();
+  cmd->add_option("--amp-lists", o.amp_lists_edit,
+                  "Edit the mixed-precision lists: 'allow+=Tanh;clear-=Relu'");
+  cmd->add_option("--amp-lists-file", o.amp_lists_file,
+                  "JSON file of list edits: {\"allow\": {\"add\": [...], \"remove\": [...]}}");
+}
+
+void add_model_run_options(CLI::App* cmd, ModelRunOptions& o) {
+  cmd->add_option("--model", o.model, "Model: " + join(model_names()))->capture_default_str();
+  cmd->add_option("--batch", o.batch, "Batch size")->capture_default_str();
+  cmd->add_option("--image-size", o.image_size, "Input height and width")->capture_default_str();
+  cmd->add_option("--channels", o.channels, "Input channels")->capture_default_str();
+  cmd->add_option("--classes", o.classes, "Number of classes")->capture_default_str();
+  cmd->add_option("--low-precision", o.low_precision, "bf16 or fp16")->capture_default_str();
+  cmd->add_option("--loss-scale", o.loss_scale, "auto, dynamic or none")->capture_default_str();
+  cmd->add_option("--amp-lists", o.amp_lists_edit, "List edits: 'allow+=Tanh;clear-=Relu'");
+  cmd->add_option("--amp-lists-file", o.amp_lists_file, "JSON file of list edits");
+  cmd->add_option("--optimizer", o.optimizer, "sgd or adam")->capture_default_str();
+  cmd->add_option("--seed", o.seed, "Random seed")->capture_default_str();
 }
 
 }  // namespace
@@ -139,6 +176,47 @@ int run(const std::vector<std::string>& args) {
       ->capture_default_str();
   graph_cmd->add_option("--format", graph_format, "text or dot")->capture_default_str();
 
+  EvalOptions eval_options;
+  CLI::App* eval_cmd = app.add_subcommand("eval", "Evaluate a checkpoint on a test split");
+  eval_cmd->add_option("--checkpoint", eval_options.checkpoint, "safetensors checkpoint")
+      ->required();
+  eval_cmd->add_option("--model", eval_options.model, "Model (default: from the checkpoint)");
+  eval_cmd->add_option("--dataset", eval_options.dataset, "Data set")->capture_default_str();
+  eval_cmd->add_option("--data-dir", eval_options.data_dir, "Directory of the data set's files");
+  eval_cmd->add_option("--batch", eval_options.batch, "Batch size")->capture_default_str();
+  eval_cmd->add_option("--limit", eval_options.limit, "Evaluate on the first N samples");
+  eval_cmd->add_option("--image-size", eval_options.image_size, "Resize images (0: native)");
+  eval_cmd->add_option("--channels", eval_options.channels, "Image channels (0: native)");
+  eval_cmd->add_option("--seed", eval_options.seed, "Seed of the synthetic data set")
+      ->capture_default_str();
+
+  PlanOptions plan_options;
+  CLI::App* plan_cmd = app.add_subcommand(
+      "plan", "Show, per node of the training step, the precision a policy chooses");
+  add_model_run_options(plan_cmd, plan_options.run);
+  plan_cmd->add_option("--precision", plan_options.precision, "fp32, amp or cost-aware")
+      ->capture_default_str();
+  plan_cmd->add_option("--dot", plan_options.dot_path,
+                       "Write a Graphviz DOT file, nodes coloured by precision, casts in red");
+  plan_cmd->add_option("--json", plan_options.json_path, "Write the plan as JSON");
+  plan_cmd->add_flag("--all-nodes", plan_options.all_nodes,
+                     "Also list variables, placeholders and optimizer updates");
+
+  BenchOptions bench_options;
+  std::string bench_precisions = "fp32,amp";
+  CLI::App* bench_cmd = app.add_subcommand(
+      "bench", "Measure training throughput of precision policies side by side");
+  add_model_run_options(bench_cmd, bench_options.run);
+  bench_cmd->add_option("--precision", bench_precisions, "Comma-separated policies")
+      ->capture_default_str();
+  bench_cmd->add_option("--steps", bench_options.steps, "Timed steps per repetition")
+      ->capture_default_str();
+  bench_cmd->add_option("--warmup", bench_options.warmup, "Untimed steps first")
+      ->capture_default_str();
+  bench_cmd->add_option("--repeats", bench_options.repeats, "Interleaved repetitions")
+      ->capture_default_str();
+  bench_cmd->add_option("--json", bench_options.json_path, "Write the results as JSON");
+
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend());
     app.parse(reversed);
@@ -158,6 +236,23 @@ int run(const std::vector<std::string>& args) {
     }
     if (train_cmd->parsed()) {
       train(train_options, std::cout, isatty(STDOUT_FILENO) != 0);
+      return 0;
+    }
+    if (eval_cmd->parsed()) {
+      evaluate_checkpoint(eval_options, std::cout);
+      return 0;
+    }
+    if (plan_cmd->parsed()) {
+      print_plan(plan_options, std::cout);
+      return 0;
+    }
+    if (bench_cmd->parsed()) {
+      bench_options.precisions.clear();
+      std::stringstream ss(bench_precisions);
+      std::string p;
+      while (std::getline(ss, p, ','))
+        if (!p.empty()) bench_options.precisions.push_back(p);
+      run_bench(bench_options, std::cout);
       return 0;
     }
     if (graph_cmd->parsed()) {

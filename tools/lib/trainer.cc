@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <deque>
+#include <map>
 #include <iomanip>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -14,6 +15,7 @@
 #include "datasets/loader.h"
 #include "datasets/registry.h"
 #include "graph/autodiff.h"
+#include "graph/checkpoint.h"
 #include "runtime/timer.h"
 
 namespace campo {
@@ -32,6 +34,10 @@ class SubsetDataset final : public Dataset {
   void get(int64_t index, float* image, int32_t* label) const override {
     check_index(index);
     base_->get(index, image, label);
+  }
+  void get_for_epoch(int64_t index, int epoch, float* image, int32_t* label) const override {
+    check_index(index);
+    base_->get_for_epoch(index, epoch, image, label);
   }
 
  private:
@@ -60,37 +66,132 @@ struct TrainingSession::EvalGraph {
   std::unique_ptr<Executable> exe;
 };
 
+TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
+                                       const TrainingGraphSpec& spec) {
+  TrainingGraphInfo info;
+  Builder b(g, vars);
+  b.set_training(true);
+  Shape input_shape = {spec.batch};
+  input_shape.insert(input_shape.end(), spec.image_shape.begin(), spec.image_shape.end());
+  ValueId images = b.placeholder("images", input_shape);
+  ValueId labels = b.placeholder("labels", {spec.batch}, DType::i32);
+  ValueId logits = build_model(spec.model, b, images, spec.model_options);
+  info.loss = b.mean(b.sparse_softmax_cross_entropy(logits, labels));
+  ValueId seed_grad = b.placeholder("loss_scale", {});
+  std::vector<std::string> params = vars.names_of_kind(VariableKind::parameter);
+  std::vector<ValueId> param_values;
+  for (const auto& name : params) param_values.push_back(g.node(g.find_node(name)).outputs[0]);
+  std::vector<ValueId> grads = append_gradients(b, info.loss, seed_grad, param_values);
+  if (spec.precision.scaler.enabled) {
+    // Unscale in f32 and check every gradient for inf/NaN in one pass.
+    b.set_phase(Phase::backward);
+    ValueId inv_scale = b.placeholder("inv_loss_scale", {});
+    for (size_t i = 0; i < grads.size(); ++i)
+      if (grads[i] != kNoValue)
+        grads[i] = b.op(OpKind::Mul, {grads[i], inv_scale}, NoAttrs{}, params[i] + "/unscale");
+    std::vector<ValueId> present;
+    for (ValueId v : grads)
+      if (v != kNoValue) present.push_back(v);
+    info.all_finite = b.op(OpKind::AllFinite, present, NoAttrs{}, "AllFinite");
+  }
+  append_optimizer(b, params, grads, spec.optimizer);
+  switch (spec.precision.policy) {
+    case Precision::fp32: break;
+    case Precision::amp:
+      apply_amp_policy(g, spec.precision.lists, spec.precision.low);
+      break;
+    case Precision::cost_aware:
+      CAMPO_FAIL("--precision cost-aware is not implemented yet (use fp32 or amp)");
+  }
+  info.summary = summarize_precision(g);
+  return info;
+}
+
 TrainingSession::TrainingSession(const std::string& model, const ModelOptions& model_options,
                                  const Shape& image_shape, int64_t batch,
-                                 const OptimizerConfig& optimizer, uint64_t seed)
+                                 const OptimizerConfig& optimizer, uint64_t seed,
+                                 const PrecisionConfig& precision)
     : model_(model),
       model_options_(model_options),
       image_shape_(image_shape),
       batch_(batch),
       seed_(seed),
-      vars_(seed) {
-  Builder b(train_graph_, vars_);
-  b.set_training(true);
-  Shape input_shape = {batch};
-  input_shape.insert(input_shape.end(), image_shape.begin(), image_shape.end());
-  ValueId images = b.placeholder("images", input_shape);
-  ValueId labels = b.placeholder("labels", {batch}, DType::i32);
-  ValueId logits = build_model(model, b, images, model_options);
-  loss_ = b.mean(b.sparse_softmax_cross_entropy(logits, labels));
-  ValueId seed_grad = b.placeholder("loss_scale", {});
-  std::vector<std::string> params = vars_.names_of_kind(VariableKind::parameter);
-  std::vector<ValueId> param_values;
-  for (const auto& name : params) param_values.push_back(train_graph_.node(train_graph_.find_node(name)).outputs[0]);
-  std::vector<ValueId> grads = append_gradients(b, loss_, seed_grad, param_values);
-  append_optimizer(b, params, grads, optimizer);
+      vars_(seed),
+      scaler_(precision.scaler) {
+  TrainingGraphInfo info = build_training_graph(
+      train_graph_, vars_,
+      {model, model_options, image_shape, batch, optimizer, precision});
+  loss_ = info.loss;
+  all_finite_ = info.all_finite;
+  summary_ = info.summary;
   CompileOptions co;
   co.fetches = {loss_};
+  if (all_finite_ != kNoValue) co.fetches.push_back(all_finite_);
   co.seed = seed;
   train_exe_ = std::make_unique<Executable>(train_graph_, vars_, co);
   train_exe_->input("loss_scale").data_as<float>()[0] = 1.0f;
 }
 
+PrecisionConfig precision_config(const TrainOptions& o) {
+  PrecisionConfig p;
+  p.policy = parse_precision(o.precision);
+  p.low = parse_dtype(o.low_precision);
+  CAMPO_CHECK(is_low_precision(p.low), "--low-precision must be bf16 or fp16, got '",
+              o.low_precision, "'");
+  CAMPO_CHECK(o.loss_scale == "auto" || o.loss_scale == "dynamic" || o.loss_scale == "none",
+              "--loss-scale must be auto, dynamic or none, got '", o.loss_scale, "'");
+  const bool mixed = p.policy != Precision::fp32;
+  p.scaler.enabled = mixed && (o.loss_scale == "dynamic" ||
+                               (o.loss_scale == "auto" && p.low == DType::f16));
+  p.scaler.init_scale = o.loss_scale_init;
+  p.scaler.growth_interval = o.loss_scale_growth_interval;
+  if (!o.amp_lists_file.empty()) p.lists.edit_from_file(o.amp_lists_file);
+  if (!o.amp_lists_edit.empty()) p.lists.edit(o.amp_lists_edit);
+  LossScaler check(p.scaler);  // validates the scaler options
+  (void)check;
+  return p;
+}
+
 TrainingSession::~TrainingSession() = default;
+
+void TrainingSession::save(const std::string& path, int64_t epoch, int64_t position,
+                           const std::string& optimizer) {
+  CheckpointMeta meta;
+  meta.model = model_;
+  meta.step = step_;
+  meta.epoch = epoch;
+  meta.position_in_epoch = position;
+  meta.optimizer = optimizer;
+  meta.rng_states["dropout"] = rng_state_to_string(train_exe_->context().rng.state());
+  meta.extra["loss_scale"] = std::to_string(scaler_.scale());
+  meta.extra["loss_scale_clean_steps"] = std::to_string(scaler_.clean_steps());
+  meta.extra["loss_scale_skipped_steps"] = std::to_string(scaler_.skipped_steps());
+  meta.extra["executor_step"] = std::to_string(train_exe_->context().step);
+  save_checkpoint(path, vars_, meta);
+}
+
+TrainingSession::Position TrainingSession::restore(const std::string& path,
+                                                   const std::string& optimizer) {
+  CheckpointMeta meta = load_checkpoint(path, vars_, LoadOptions{.allow_missing_optimizer_state = true});
+  CAMPO_CHECK(meta.model.empty() || meta.model == model_, "checkpoint ", path, " holds model '",
+              meta.model, "', not '", model_, "'");
+  CAMPO_CHECK(meta.optimizer.empty() || meta.optimizer == optimizer, "checkpoint ", path,
+              " was trained with optimizer '", meta.optimizer, "', not '", optimizer, "'");
+  step_ = meta.step;
+  auto rng = meta.rng_states.find("dropout");
+  if (rng != meta.rng_states.end())
+    train_exe_->context().rng.set_state(rng_state_from_string(rng->second));
+  auto number = [&](const char* key, double fallback) {
+    auto it = meta.extra.find(key);
+    return it == meta.extra.end() ? fallback : std::stod(it->second);
+  };
+  train_exe_->context().step = int64_t(number("executor_step", double(meta.step)));
+  if (scaler_.enabled())
+    scaler_.set_state(float(number("loss_scale", scaler_.scale())),
+                      int(number("loss_scale_clean_steps", 0)),
+                      int64_t(number("loss_scale_skipped_steps", 0)));
+  return {meta.epoch, meta.position_in_epoch};
+}
 
 void TrainingSession::set_profiling(bool on) {
   op_ms_.assign(size_t(OpKind::kCount), 0.0);
@@ -115,9 +216,20 @@ float TrainingSession::train_step(const Batch& batch, float lr) {
   train_exe_->input("images").copy_from(batch.images);
   train_exe_->input("labels").copy_from(batch.labels);
   train_exe_->input("lr").data_as<float>()[0] = lr;
-  ++step_;
-  if (train_exe_->has_input("step")) train_exe_->input("step").data_as<float>()[0] = float(step_);
-  train_exe_->run();
+  if (train_exe_->has_input("step")) train_exe_->input("step").data_as<float>()[0] = float(step_ + 1);
+  if (!scaler_.enabled()) {
+    train_exe_->run();
+    ++step_;
+    return train_exe_->output(loss_).data_as<float>()[0];
+  }
+  train_exe_->input("loss_scale").data_as<float>()[0] = scaler_.scale();
+  train_exe_->input("inv_loss_scale").data_as<float>()[0] = 1.0f / scaler_.scale();
+  train_exe_->run_until_update();
+  const bool finite = train_exe_->output(all_finite_).data_as<float>()[0] != 0.0f;
+  if (scaler_.update(finite)) {
+    train_exe_->run_update();
+    ++step_;
+  }
   return train_exe_->output(loss_).data_as<float>()[0];
 }
 
@@ -180,6 +292,76 @@ std::string dump_training_graph(const TrainOptions& o, const std::string& format
   return format == "dot" ? session.train_graph().to_dot() : session.train_graph().to_text();
 }
 
+double evaluate_checkpoint(const EvalOptions& o, std::ostream& log) {
+  CAMPO_CHECK(!o.checkpoint.empty(), "--checkpoint is required");
+  CAMPO_CHECK(o.batch > 0, "--batch must be positive, got ", o.batch);
+  std::map<std::string, std::string> meta = read_safetensors_metadata(o.checkpoint);
+  std::string model = o.model;
+  if (model.empty() && meta.count("campo.model")) model = meta.at("campo.model");
+  CAMPO_CHECK(!model.empty(), "checkpoint ", o.checkpoint,
+              " does not name its model: pass --model");
+  CAMPO_CHECK(is_known_model(model), "unknown model '", model, "'");
+  DatasetOptions dopts;
+  dopts.data_dir = o.data_dir;
+  dopts.image_size = o.image_size;
+  dopts.channels = o.channels;
+  dopts.seed = o.seed;
+  std::shared_ptr<const Dataset> test_set = open_dataset(o.dataset, "test", dopts);
+  if (o.limit > 0) test_set = std::make_shared<SubsetDataset>(test_set, o.limit);
+  ModelOptions mopts;
+  mopts.in_channels = int(test_set->image_shape()[0]);
+  mopts.image_size = int(test_set->image_shape()[1]);
+  mopts.num_classes = test_set->num_classes();
+  VariableStore vars;
+  LoaderOptions lopts;
+  lopts.batch_size = std::min<int64_t>(o.batch, test_set->size());
+  lopts.shuffle = false;
+  DataLoader loader(test_set, lopts);
+  std::vector<std::pair<int64_t, std::unique_ptr<Graph>>> graphs;
+  std::vector<std::unique_ptr<Executable>> exes;
+  std::vector<ValueId> logits_of;
+  auto executable_for = [&](int64_t n) -> size_t {
+    for (size_t i = 0; i < graphs.size(); ++i)
+      if (graphs[i].first == n) return i;
+    auto g = std::make_unique<Graph>();
+    Builder b(*g, vars);
+    b.set_training(false);
+    Shape shape = {n};
+    for (int64_t d : test_set->image_shape()) shape.push_back(d);
+    ValueId logits = build_model(model, b, b.placeholder("images", shape), mopts);
+    if (graphs.empty()) load_checkpoint(o.checkpoint, vars, LoadOptions{.allow_missing_optimizer_state = true});
+    CompileOptions co;
+    co.fetches = {logits};
+    exes.push_back(std::make_unique<Executable>(*g, vars, co));
+    logits_of.push_back(logits);
+    graphs.push_back({n, std::move(g)});
+    return graphs.size() - 1;
+  };
+  int64_t correct = 0, total = 0;
+  loader.start_epoch(0);
+  Batch batch;
+  while (loader.next(batch)) {
+    size_t k = executable_for(batch.size());
+    exes[k]->input("images").copy_from(batch.images);
+    exes[k]->run();
+    const Tensor& logits = exes[k]->output(logits_of[k]);
+    const int64_t c = logits.dim(1);
+    for (int64_t i = 0; i < batch.size(); ++i) {
+      const float* row = logits.data_as<float>() + i * c;
+      correct += (std::max_element(row, row + c) - row) == batch.labels.data_as<int32_t>()[i];
+    }
+    total += batch.size();
+  }
+  const double accuracy = double(correct) / double(std::max<int64_t>(total, 1));
+  log << "test accuracy " << std::fixed << std::setprecision(4) << accuracy << " on " << total
+      << " samples of " << test_set->name() << "\n";
+  nlohmann::json j = {{"event", "eval"},      {"model", model},
+                      {"dataset", o.dataset}, {"checkpoint", o.checkpoint},
+                      {"samples", total},     {"test_accuracy", accuracy}};
+  log << j.dump() << "\n";
+  return accuracy;
+}
+
 float learning_rate_at(const TrainOptions& o, int64_t step, int64_t total_steps,
                        int64_t steps_per_epoch) {
   double lr = o.lr;
@@ -225,6 +407,7 @@ void validate(const TrainOptions& o) {
                   o.progress == "none",
               "--progress must be auto, bar, lines or none, got '", o.progress, "'");
   CAMPO_CHECK(o.threads >= 0, "--threads must be >= 0, got ", o.threads);
+  (void)precision_config(o);  // checks --precision, --low-precision, --loss-scale, lists
 }
 
 TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal) {
@@ -234,6 +417,8 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   DatasetOptions dopts;
   dopts.data_dir = o.data_dir;
   dopts.seed = o.seed;
+  dopts.image_size = o.image_size;
+  dopts.channels = o.channels;
   std::shared_ptr<const Dataset> train_set = open_dataset(o.dataset, "train", dopts);
   std::shared_ptr<const Dataset> test_set = open_dataset(o.dataset, "test", dopts);
   if (o.train_limit > 0) train_set = std::make_shared<SubsetDataset>(train_set, o.train_limit);
@@ -252,7 +437,8 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   ocfg.momentum = o.momentum;
   ocfg.nesterov = o.nesterov;
   ocfg.weight_decay = o.weight_decay;
-  TrainingSession session(o.model, mopts, image_shape, o.batch, ocfg, o.seed);
+  const PrecisionConfig pcfg = precision_config(o);
+  TrainingSession session(o.model, mopts, image_shape, o.batch, ocfg, o.seed, pcfg);
 
   if (o.profile) session.set_profiling(true);
   LoaderOptions lopts;
@@ -269,22 +455,46 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   const std::string mode =
       o.progress == "auto" ? (log_is_terminal ? "bar" : "lines") : o.progress;
   const int64_t per_epoch = train_loader.batches_per_epoch();
+  CAMPO_CHECK(per_epoch > 0, "no full batch of ", o.batch, " in ", train_set->size(), " samples");
   const int64_t total_steps =
       o.max_steps > 0 ? std::min<int64_t>(o.max_steps, per_epoch * o.epochs) : per_epoch * o.epochs;
   log << "campo: training " << o.model << " (" << session.parameter_count() << " parameters) on "
       << train_set->name() << ", " << train_set->size() << " samples, batch " << o.batch << ", "
-      << total_steps << " steps\n";
+      << total_steps << " steps, precision " << o.precision;
+  if (pcfg.policy != Precision::fp32) {
+    log << " (" << dtype_name(pcfg.low) << ": " << session.precision_summary().low_nodes
+        << " nodes low precision, " << session.precision_summary().casts.casts << " casts";
+    if (pcfg.scaler.enabled) log << ", dynamic loss scale from " << pcfg.scaler.init_scale;
+    log << ")";
+  }
+  log << "\n";
   log.flush();
 
+  int64_t step = 0;
+  int start_epoch = 0;
+  int64_t start_batch = 0;
+  if (!o.resume_path.empty()) {
+    TrainingSession::Position pos = session.restore(o.resume_path, o.optimizer);
+    step = session.step();
+    start_epoch = int(pos.epoch);
+    start_batch = pos.position_in_epoch;
+    if (start_batch >= per_epoch) {
+      ++start_epoch;
+      start_batch = 0;
+    }
+    log << "campo: resumed from " << o.resume_path << " at step " << step << " (epoch "
+        << start_epoch + 1 << ", batch " << start_batch << ")\n";
+  }
+  TrainResult r;
   std::deque<float> recent;
   double recent_sum = 0;
   Timer train_timer;
   double last_print = -1;
-  int64_t step = 0;
+  const int64_t first_step = step;
   Batch batch;
-  for (int epoch = 0; epoch < o.epochs && step < total_steps; ++epoch) {
-    train_loader.start_epoch(epoch);
-    int64_t in_epoch = 0;
+  for (int epoch = start_epoch; epoch < o.epochs && step < total_steps; ++epoch) {
+    int64_t in_epoch = epoch == start_epoch ? start_batch : 0;
+    train_loader.start_epoch(epoch, in_epoch);
     while (step < total_steps && train_loader.next(batch)) {
       float loss =
           session.train_step(batch, learning_rate_at(o, step, total_steps, per_epoch));
@@ -292,6 +502,9 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
                   " (try a smaller --lr)");
       ++step;
       ++in_epoch;
+      r.losses.push_back(loss);
+      if (!o.save_path.empty() && o.save_every > 0 && step % o.save_every == 0)
+        session.save(o.save_path, epoch, in_epoch, o.optimizer);
       recent.push_back(loss);
       recent_sum += loss;
       if (recent.size() > 50) {
@@ -299,7 +512,7 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
         recent.pop_front();
       }
       const double elapsed = train_timer.seconds();
-      const double rate = double(step * o.batch) / std::max(elapsed, 1e-9);
+      const double rate = double((step - first_step) * o.batch) / std::max(elapsed, 1e-9);
       const double eta = double(total_steps - step) * o.batch / std::max(rate, 1e-9);
       const double avg = recent_sum / double(recent.size());
       const bool last = step == total_steps || in_epoch == per_epoch;
@@ -311,7 +524,11 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
         line << "\repoch " << epoch + 1 << "/" << o.epochs << " [" << std::string(size_t(filled), '=')
              << std::string(size_t(width - filled), ' ') << "] " << in_epoch << "/" << per_epoch
              << "  loss " << std::fixed << std::setprecision(4) << avg << "  "
-             << std::setprecision(0) << rate << " samples/s  ETA " << format_duration(eta) << "   ";
+             << std::setprecision(0) << rate << " samples/s  ETA " << format_duration(eta);
+        if (session.scaler().enabled())
+          line << "  scale " << session.scaler().scale() << " skipped "
+               << session.scaler().skipped_steps();
+        line << "   ";
         log << line.str();
         if (last) log << "\n";
         log.flush();
@@ -320,18 +537,27 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
         if (in_epoch % every == 0 || last) {
           log << "epoch " << epoch + 1 << "/" << o.epochs << " step " << in_epoch << "/" << per_epoch
               << " loss " << std::fixed << std::setprecision(4) << avg << " samples/s "
-              << std::setprecision(0) << rate << " eta " << format_duration(eta) << "\n";
+              << std::setprecision(0) << rate << " eta " << format_duration(eta);
+          if (session.scaler().enabled())
+            log << " loss_scale " << session.scaler().scale() << " skipped "
+                << session.scaler().skipped_steps();
+          log << "\n";
           log.flush();
         }
       }
     }
+    if (!o.save_path.empty()) {
+      const bool finished_epoch = in_epoch == per_epoch;
+      session.save(o.save_path, finished_epoch ? epoch + 1 : epoch,
+                   finished_epoch ? 0 : in_epoch, o.optimizer);
+    }
   }
   const double train_seconds = train_timer.seconds();
+  if (!o.save_path.empty()) log << "campo: checkpoint " << o.save_path << "\n";
 
-  TrainResult r;
   r.steps = step;
   r.final_loss = recent.empty() ? 0.0 : recent_sum / double(recent.size());
-  r.samples_per_sec = double(step * o.batch) / std::max(train_seconds, 1e-9);
+  r.samples_per_sec = double((step - first_step) * o.batch) / std::max(train_seconds, 1e-9);
   r.parameters = session.parameter_count();
   r.test_accuracy = session.evaluate(test_loader);
   r.wall_seconds = wall.seconds();
@@ -350,7 +576,11 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   nlohmann::json j = {{"event", "result"},
                       {"model", o.model},
                       {"dataset", o.dataset},
-                      {"precision", "fp32"},
+                      {"precision", o.precision},
+                      {"low_precision", pcfg.policy == Precision::fp32 ? "none" : dtype_name(pcfg.low)},
+                      {"casts", session.precision_summary().casts.casts},
+                      {"loss_scale", session.scaler().enabled() ? session.scaler().scale() : 1.0f},
+                      {"skipped_steps", session.scaler().skipped_steps()},
                       {"epochs", o.epochs},
                       {"steps", r.steps},
                       {"batch", o.batch},

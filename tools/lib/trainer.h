@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include "amp/loss_scaler.h"
+#include "amp/policy.h"
 #include "datasets/dataset.h"
 #include "graph/executor.h"
 #include "graph/optimizer.h"
@@ -39,7 +41,49 @@ struct TrainOptions {
   std::string progress = "auto";  // auto | bar | lines | none
   int threads = 0;                // 0: OpenMP default
   bool profile = false;           // time every node; print the time per op at the end
+  std::string precision = "fp32";      // fp32 | amp | cost-aware
+  std::string low_precision = "bf16";  // bf16 | fp16 (the low type of amp / cost-aware)
+  std::string loss_scale = "auto";     // auto (dynamic for fp16, none for bf16) | dynamic | none
+  float loss_scale_init = 65536.0f;
+  int loss_scale_growth_interval = 2000;
+  std::string amp_lists_edit;  // e.g. "allow+=Tanh;clear-=Relu"
+  std::string amp_lists_file;  // JSON edits
+  std::string save_path;       // checkpoint (safetensors) written at each epoch end and at the end
+  int64_t save_every = 0;      // also every N steps (0: epoch ends only)
+  std::string resume_path;     // continue a run from this checkpoint
+  int image_size = 0;          // resize images to this square size (0: native)
+  int channels = 0;            // 1 or 3 (0: the data set's own)
 };
+
+// How a training graph is made mixed precision.
+struct PrecisionConfig {
+  Precision policy = Precision::fp32;
+  DType low = DType::bf16;
+  LossScalerOptions scaler{.enabled = false};
+  AmpLists lists = AmpLists::defaults();
+};
+// From the command-line options (checks them).
+PrecisionConfig precision_config(const TrainOptions& o);
+
+// What one training step computes: model forward on placeholders "images" [batch, C, H, W]
+// and "labels" [batch] (i32), mean softmax cross-entropy, gradients seeded by the
+// placeholder "loss_scale", unscaling and the AllFinite check when loss scaling is on,
+// the optimizer updates, then the precision policy.
+struct TrainingGraphSpec {
+  std::string model;
+  ModelOptions model_options;
+  Shape image_shape;  // [C, H, W]
+  int64_t batch = 0;
+  OptimizerConfig optimizer;
+  PrecisionConfig precision;
+};
+struct TrainingGraphInfo {
+  ValueId loss = kNoValue;
+  ValueId all_finite = kNoValue;
+  PrecisionSummary summary;
+};
+TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
+                                       const TrainingGraphSpec& spec);
 
 struct TrainResult {
   double test_accuracy = 0;
@@ -48,7 +92,23 @@ struct TrainResult {
   double wall_seconds = 0;
   int64_t steps = 0;
   int64_t parameters = 0;
+  std::vector<float> losses;  // every step's training loss, in order (this run only)
 };
+
+// Evaluates the model stored in a checkpoint on a data set's test split; returns the
+// accuracy and prints a line and a JSON line to `log`.
+struct EvalOptions {
+  std::string checkpoint;
+  std::string model;  // default: the model named in the checkpoint
+  std::string dataset = "fashion-mnist";
+  std::string data_dir;
+  int64_t batch = 500;
+  int64_t limit = 0;
+  int image_size = 0;
+  int channels = 0;
+  uint64_t seed = 42;  // the synthetic data set's seed (as campo train's --seed)
+};
+double evaluate_checkpoint(const EvalOptions& o, std::ostream& log);
 
 // Builds the training graph of `o.model` for its data set's image shape and returns it as
 // text (format "text") or Graphviz DOT ("dot").
@@ -69,10 +129,11 @@ class TrainingSession {
  public:
   TrainingSession(const std::string& model, const ModelOptions& model_options,
                   const Shape& image_shape, int64_t batch, const OptimizerConfig& optimizer,
-                  uint64_t seed);
+                  uint64_t seed, const PrecisionConfig& precision = {});
   ~TrainingSession();
 
-  // One step on a batch of exactly `batch` samples; returns the loss.
+  // One step on a batch of exactly `batch` samples; returns the loss. With dynamic loss
+  // scaling, a step whose gradients overflow skips its update (see scaler()).
   float train_step(const Batch& batch, float lr);
   // Accuracy (fraction correct) over a whole loader's epoch.
   double evaluate(class DataLoader& loader);
@@ -82,6 +143,16 @@ class TrainingSession {
   std::vector<std::pair<std::string, double>> profile_by_op() const;
 
   VariableStore& variables() { return vars_; }
+  const LossScaler& scaler() const { return scaler_; }
+  const PrecisionSummary& precision_summary() const { return summary_; }
+  // Training position for checkpoints: optimizer steps, the dropout RNG, the loss scaler.
+  void save(const std::string& path, int64_t epoch, int64_t position_in_epoch,
+            const std::string& optimizer);
+  // Restores variables and position; returns the checkpoint's metadata.
+  struct Position {
+    int64_t epoch = 0, position_in_epoch = 0;
+  };
+  Position restore(const std::string& path, const std::string& optimizer);
   Graph& train_graph() { return train_graph_; }
   int64_t step() const { return step_; }
   int64_t parameter_count() const { return vars_.count_elements(VariableKind::parameter); }
@@ -98,6 +169,9 @@ class TrainingSession {
   VariableStore vars_;
   Graph train_graph_;
   ValueId loss_ = kNoValue;
+  ValueId all_finite_ = kNoValue;
+  LossScaler scaler_;
+  PrecisionSummary summary_;
   std::unique_ptr<Executable> train_exe_;
   std::vector<std::unique_ptr<EvalGraph>> eval_graphs_;
   int64_t step_ = 0;

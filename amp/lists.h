@@ -1,0 +1,37 @@
+// TensorFlow's auto-mixed-precision op lists (allow / infer / deny / clear), taken from
+// each op's schema, editable per list the way TensorFlow's
+// TF_AUTO_MIXED_PRECISION_GRAPH_REWRITE_{ALLOW,INFER,DENY,CLEAR}LIST_{ADD,REMOVE}
+// environment variables allow. An op is in at most one list; ops in none stay f32.
+#pragma once
+
+#include <set>
+#include <string>
+
+#include "ops/op.h"
+
+namespace campo {
+
+class AmpLists {
+ public:
+  // The lists as the op schemas declare them (DESIGN.md's lists).
+  static AmpLists defaults();
+
+  AmpList classify(OpKind op) const;  // AmpList::fp32 when in no list
+  // Adds `op` to `list` (removing it from any other list) or removes it from `list`.
+  void add(AmpList list, OpKind op);
+  void remove(AmpList list, OpKind op);
+  // Applies edits written as "allow+=Tanh,Sigmoid" / "clear-=Relu"; several separated by ';'.
+  void edit(const std::string& spec);
+  // Applies a JSON file {"allow": {"add": ["Tanh"], "remove": ["MatMul"]}, ...}.
+  void edit_from_file(const std::string& path);
+  const std::set<OpKind>& list(AmpList l) const;
+  std::string describe() const;
+
+ private:
+  std::set<OpKind> allow_, infer_, deny_, clear_;
+  std::set<OpKind>& mutable_list(AmpList l);
+};
+
+AmpList parse_amp_list(const std::string& name);
+
+}  // namespace campo

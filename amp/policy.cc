@@ -1,0 +1,209 @@
+#include "amp/policy.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+
+namespace campo {
+
+Precision parse_precision(const std::string& s) {
+  if (s == "fp32" || s == "f32") return Precision::fp32;
+  if (s == "amp") return Precision::amp;
+  if (s == "cost-aware" || s == "cost_aware" || s == "campo") return Precision::cost_aware;
+  CAMPO_FAIL("unknown precision policy '", s, "' (expected fp32, amp or cost-aware)");
+}
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::fp32: return "fp32";
+    case Precision::amp: return "amp";
+    case Precision::cost_aware: return "cost-aware";
+  }
+  return "?";
+}
+
+namespace {
+
+struct Adjacency {
+  std::vector<std::vector<NodeId>> inputs, outputs;  // producer / consumer nodes
+  explicit Adjacency(const Graph& g)
+      : inputs(size_t(g.num_nodes())), outputs(size_t(g.num_nodes())) {
+    for (NodeId id = 0; id < g.num_nodes(); ++id)
+      for (ValueId v : g.node(id).inputs) {
+        NodeId p = g.value(v).producer;
+        inputs[size_t(id)].push_back(p);
+        outputs[size_t(p)].push_back(id);
+      }
+  }
+};
+
+enum class Direction { inputs, outputs, both };
+
+// Depth-first traversal from `root`; `enter(idx)` decides whether to visit a neighbour
+// (the root is always visited); `visit(idx)` runs in pre-order.
+void dfs(const Adjacency& adj, NodeId root, Direction dir, const std::function<bool(NodeId)>& enter,
+         const std::function<void(NodeId)>& visit) {
+  std::vector<char> seen(adj.inputs.size(), 0);
+  std::vector<NodeId> stack = {root};
+  seen[size_t(root)] = 1;
+  while (!stack.empty()) {
+    NodeId id = stack.back();
+    stack.pop_back();
+    visit(id);
+    auto push = [&](const std::vector<NodeId>& next) {
+      for (NodeId n : next)
+        if (!seen[size_t(n)] && enter(n)) {
+          seen[size_t(n)] = 1;
+          stack.push_back(n);
+        }
+    };
+    if (dir != Direction::outputs) push(adj.inputs[size_t(id)]);
+    if (dir != Direction::inputs) push(adj.outputs[size_t(id)]);
+  }
+}
+
+bool has_kernel_node(const Node& n) {
+  return n.kind != OpKind::Variable && n.kind != OpKind::Placeholder;
+}
+
+}  // namespace
+
+std::vector<char> paint_amp(const Graph& g, const AmpLists& lists) {
+  const int n = g.num_nodes();
+  Adjacency adj(g);
+  std::vector<AmpList> cls(static_cast<size_t>(n));
+  for (NodeId i = 0; i < n; ++i) cls[size_t(i)] = lists.classify(g.node(i).kind);
+  auto is = [&](NodeId i, AmpList l) { return cls[size_t(i)] == l; };
+
+  // 1. allow-list ops.
+  std::vector<char> allow(size_t(n), 0), deny(size_t(n), 0);
+  for (NodeId i = 0; i < n; ++i) allow[size_t(i)] = is(i, AmpList::allow);
+
+  // 2. deny forward through infer ops and clear ops upstream of deny/infer ops.
+  std::vector<char> upstream_of_deny_or_infer(size_t(n), 0);
+  for (NodeId root = 0; root < n; ++root) {
+    if (!is(root, AmpList::deny) && !is(root, AmpList::infer)) continue;
+    dfs(adj, root, Direction::inputs,
+        [&](NodeId i) { return !upstream_of_deny_or_infer[size_t(i)] && is(i, AmpList::clear); },
+        [&](NodeId i) { upstream_of_deny_or_infer[size_t(i)] = 1; });
+  }
+  for (NodeId root = 0; root < n; ++root) {
+    if (deny[size_t(root)] || !is(root, AmpList::deny)) continue;
+    dfs(adj, root, Direction::outputs,
+        [&](NodeId i) { return !deny[size_t(i)] && upstream_of_deny_or_infer[size_t(i)]; },
+        [&](NodeId i) { deny[size_t(i)] = 1; });
+  }
+
+  // 3. clear/infer ops between allow ops.
+  std::vector<char> downstream_of_allow(size_t(n), 0), upstream_of_allow(size_t(n), 0);
+  for (NodeId root = 0; root < n; ++root) {
+    if (!allow[size_t(root)]) continue;
+    dfs(adj, root, Direction::outputs,
+        [&](NodeId i) {
+          return !downstream_of_allow[size_t(i)] && !allow[size_t(i)] && !deny[size_t(i)] &&
+                 (is(i, AmpList::clear) || is(i, AmpList::infer));
+        },
+        [&](NodeId i) { downstream_of_allow[size_t(i)] = 1; });
+  }
+  std::vector<char> allow_roots = allow;
+  for (NodeId root = 0; root < n; ++root) {
+    if (!allow_roots[size_t(root)]) continue;
+    dfs(adj, root, Direction::inputs,
+        [&](NodeId i) { return !upstream_of_allow[size_t(i)] && downstream_of_allow[size_t(i)]; },
+        [&](NodeId i) {
+          upstream_of_allow[size_t(i)] = 1;
+          allow[size_t(i)] = 1;
+        });
+  }
+
+  // 4. allow through connected clear ops.
+  std::vector<char> clear_propagated(size_t(n), 0);
+  allow_roots = allow;
+  for (NodeId root = 0; root < n; ++root) {
+    if (!allow_roots[size_t(root)] || clear_propagated[size_t(root)]) continue;
+    dfs(adj, root, Direction::both,
+        [&](NodeId i) {
+          return !allow[size_t(i)] && !deny[size_t(i)] && is(i, AmpList::clear) &&
+                 !clear_propagated[size_t(i)];
+        },
+        [&](NodeId i) {
+          clear_propagated[size_t(i)] = 1;
+          allow[size_t(i)] = 1;
+        });
+  }
+  for (NodeId i = 0; i < n; ++i)
+    if (!has_kernel_node(g.node(i)) || is(i, AmpList::fp32)) allow[size_t(i)] = 0;
+  return allow;
+}
+
+CastStats insert_casts(Graph& g) {
+  CastStats stats;
+  std::map<std::pair<ValueId, DType>, ValueId> cache;
+  const std::vector<NodeId> order = g.topological_order();
+  for (NodeId id : order) {
+    if (g.node(id).kind == OpKind::Cast) {
+      g.reinfer(id);
+      continue;
+    }
+    const OpSchema& schema = op_schema(g.node(id).kind);
+    const int num_inputs = int(g.node(id).inputs.size());
+    for (int slot = 0; slot < num_inputs; ++slot) {
+      const ValueId v = g.node(id).inputs[size_t(slot)];
+      const DType have = g.value(v).dtype;
+      if (!is_floating(have)) continue;
+      const bool keep_f32 = std::find(schema.fp32_inputs.begin(), schema.fp32_inputs.end(),
+                                      slot) != schema.fp32_inputs.end();
+      const DType want = keep_f32 ? DType::f32 : g.node(id).dtype;
+      if (!is_floating(want) || have == want) continue;
+      auto key = std::make_pair(v, want);
+      auto it = cache.find(key);
+      if (it == cache.end()) {
+        const Node& producer = g.node(g.value(v).producer);
+        std::string name = producer.name + "/Cast_" + dtype_name(want);
+        if (producer.outputs.size() > 1) name += "_" + std::to_string(g.value(v).output_index);
+        NodeId cast = g.add_node(OpKind::Cast, {v}, CastAttrs{want}, name, have,
+                                 g.node(id).phase);
+        it = cache.emplace(key, g.node(cast).outputs[0]).first;
+        ++stats.casts;
+        stats.cast_elements += shape_numel(g.value(v).shape);
+      }
+      g.set_input(id, slot, it->second);
+    }
+    if (num_inputs > 0 && g.node(id).kind != OpKind::Variable) g.reinfer(id);
+  }
+  return stats;
+}
+
+CastStats apply_precision(Graph& g, const std::vector<char>& low, DType low_type) {
+  CAMPO_CHECK(is_low_precision(low_type), "low precision type must be f16 or bf16, got ",
+              dtype_name(low_type));
+  CAMPO_CHECK(int(low.size()) == g.num_nodes(), "internal: precision plan covers ", low.size(),
+              " of ", g.num_nodes(), " nodes");
+  for (NodeId i = 0; i < g.num_nodes(); ++i)
+    if (low[size_t(i)]) g.node(i).dtype = low_type;
+  return insert_casts(g);
+}
+
+PrecisionSummary summarize_precision(const Graph& g) {
+  PrecisionSummary s;
+  for (const Node& n : g.nodes()) {
+    if (!has_kernel_node(n)) continue;
+    if (n.kind == OpKind::Cast) {
+      ++s.casts.casts;
+      s.casts.cast_elements += shape_numel(g.value(n.inputs[0]).shape);
+      continue;
+    }
+    if (is_low_precision(n.dtype))
+      ++s.low_nodes;
+    else
+      ++s.f32_nodes;
+  }
+  return s;
+}
+
+PrecisionSummary apply_amp_policy(Graph& g, const AmpLists& lists, DType low_type) {
+  apply_precision(g, paint_amp(g, lists), low_type);
+  return summarize_precision(g);
+}
+
+}  // namespace campo

@@ -1,0 +1,52 @@
+// Precision policies: which nodes of the training graph run in low precision, then cast
+// insertion. `fp32` leaves the graph alone; `amp` is TensorFlow's list-based
+// auto-mixed-precision rewrite; `cost-aware` (Campo) comes with its cost models.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "amp/lists.h"
+#include "graph/graph.h"
+
+namespace campo {
+
+enum class Precision : uint8_t { fp32, amp, cost_aware };
+Precision parse_precision(const std::string& s);  // "fp32", "amp", "cost-aware"
+const char* precision_name(Precision p);
+
+// TensorFlow's painting passes over the whole training graph (forward, backward and
+// update nodes), in order:
+//  1. allow-list ops are painted low precision;
+//  2. deny propagates forward from deny ops through infer ops and through clear ops that
+//     lead into deny/infer ops;
+//  3. clear/infer ops that are both downstream and upstream of allow ops (between two
+//     allow ops, through clear/infer ops only) are painted;
+//  4. low precision propagates from painted ops through connected clear ops (both
+//     directions) that are not deny-painted.
+// Returns, per node id, whether it runs in low precision.
+std::vector<char> paint_amp(const Graph& g, const AmpLists& lists);
+
+struct CastStats {
+  int casts = 0;               // Cast nodes inserted
+  int64_t cast_elements = 0;   // elements converted per step by those casts
+};
+
+// Sets node.dtype = low for every painted node, then inserts casts: every floating input
+// of a node gets the node's dtype (f32 for the schema's fp32_inputs), through one Cast per
+// (producer output, target dtype) shared by all consumers that need it. Re-infers output
+// dtypes in topological order.
+CastStats apply_precision(Graph& g, const std::vector<char>& low, DType low_type);
+
+// Inserts the casts the current node dtypes need (apply_precision's second half).
+CastStats insert_casts(Graph& g);
+
+struct PrecisionSummary {
+  int low_nodes = 0, f32_nodes = 0;  // nodes with kernels (no leaves, no casts)
+  CastStats casts;
+};
+// The `amp` policy: paint_amp + apply_precision.
+PrecisionSummary apply_amp_policy(Graph& g, const AmpLists& lists, DType low_type);
+PrecisionSummary summarize_precision(const Graph& g);
+
+}  // namespace campo

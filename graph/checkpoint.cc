@@ -1,0 +1,659 @@
+#include "graph/checkpoint.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace campo {
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors data is little-endian; a big-endian host would need byte swaps");
+
+namespace {
+
+using Json = nlohmann::ordered_json;  // keeps the header's tensor order
+
+// The reference implementation refuses headers above 100 MB; so do we, before allocating.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+// Element types of the format (sub-byte float types are not supported).
+struct StDType {
+  const char* name;
+  size_t size;
+};
+constexpr StDType kStDTypes[] = {
+    {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"F8_E8M0", 1},
+    {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},     {"U32", 4},
+    {"F32", 4},  {"F64", 8}, {"I64", 8}, {"U64", 8},     {"C64", 8},
+};
+
+const StDType* find_st_dtype(const std::string& name) {
+  for (const auto& d : kStDTypes)
+    if (name == d.name) return &d;
+  return nullptr;
+}
+
+const char* st_dtype_of(DType t) {
+  switch (t) {
+    case DType::f32:
+      return "F32";
+    case DType::f16:
+      return "F16";
+    case DType::bf16:
+      return "BF16";
+    case DType::i32:
+      return "I32";
+    case DType::i64:
+      return "I64";
+  }
+  return "?";
+}
+
+bool campo_dtype_of(const std::string& st, DType* out) {
+  if (st == "F32")
+    *out = DType::f32;
+  else if (st == "F16")
+    *out = DType::f16;
+  else if (st == "BF16")
+    *out = DType::bf16;
+  else if (st == "I32")
+    *out = DType::i32;
+  else if (st == "I64")
+    *out = DType::i64;
+  else
+    return false;
+  return true;
+}
+
+template <typename... Args>
+[[noreturn]] void fail_file(const std::string& path, const Args&... args) {
+  CAMPO_FAIL("checkpoint ", path, ": ", args...);
+}
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+std::string quoted_list(const std::vector<std::string>& names, size_t max_shown = 5) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < max_shown; ++i)
+    s += (i ? ", '" : "'") + names[i] + "'";
+  if (names.size() > max_shown) s += " and " + std::to_string(names.size() - max_shown) + " more";
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------
+// Reading
+
+// A read-only file descriptor (RAII) with positioned reads.
+class InputFile {
+ public:
+  explicit InputFile(const std::string& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) fail_file(path, "cannot open: ", errno_text(errno));
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0) {
+      int err = errno;
+      ::close(fd_);
+      fail_file(path, "cannot stat: ", errno_text(err));
+    }
+    if (!S_ISREG(st.st_mode)) {
+      ::close(fd_);
+      fail_file(path, "not a regular file");
+    }
+    size_ = uint64_t(st.st_size);
+  }
+  ~InputFile() { ::close(fd_); }
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+
+  uint64_t size() const { return size_; }
+
+  void read_at(uint64_t offset, void* dst, uint64_t n) const {
+    auto* p = static_cast<char*>(dst);
+    while (n > 0) {
+      ssize_t got = ::pread(fd_, p, size_t(std::min<uint64_t>(n, 1u << 30)), off_t(offset));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) fail_file(path_, "read error: ", errno_text(errno));
+      if (got == 0) fail_file(path_, "unexpected end of file (was it changed while reading?)");
+      p += got;
+      offset += uint64_t(got);
+      n -= uint64_t(got);
+    }
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+struct Entry {
+  std::string name;
+  std::string dtype;  // safetensors name, e.g. "F32"
+  size_t element_size = 0;
+  Shape shape;
+  uint64_t begin = 0, end = 0;  // relative to the data section
+};
+
+struct Header {
+  std::vector<Entry> entries;  // header order
+  std::map<std::string, size_t> index;
+  std::map<std::string, std::string> metadata;
+  uint64_t data_start = 0;  // absolute file offset of the data section
+};
+
+bool read_u64(const Json& j, uint64_t* out) {
+  if (!j.is_number_unsigned()) return false;
+  *out = j.get<uint64_t>();
+  return true;
+}
+
+Entry parse_entry(const std::string& path, const std::string& name, const Json& j) {
+  Entry e;
+  e.name = name;
+  if (!j.is_object()) fail_file(path, "header entry '", name, "' is not an object");
+  auto dt = j.find("dtype");
+  if (dt == j.end() || !dt->is_string())
+    fail_file(path, "tensor '", name, "' has no string \"dtype\"");
+  e.dtype = dt->get<std::string>();
+  const StDType* st = find_st_dtype(e.dtype);
+  if (!st) fail_file(path, "tensor '", name, "' has unknown dtype '", e.dtype, "'");
+  e.element_size = st->size;
+
+  auto sh = j.find("shape");
+  if (sh == j.end() || !sh->is_array())
+    fail_file(path, "tensor '", name, "' has no \"shape\" array");
+  uint64_t numel = 1;
+  for (const auto& d : *sh) {
+    uint64_t v;
+    if (!read_u64(d, &v) || v > uint64_t(INT64_MAX))
+      fail_file(path, "tensor '", name, "': \"shape\" must hold non-negative integers, got ",
+                sh->dump());
+    if (__builtin_mul_overflow(numel, v, &numel))
+      fail_file(path, "tensor '", name, "': shape ", sh->dump(), " overflows");
+    e.shape.push_back(int64_t(v));
+  }
+  uint64_t nbytes;
+  if (numel > uint64_t(INT64_MAX) || __builtin_mul_overflow(numel, uint64_t(st->size), &nbytes))
+    fail_file(path, "tensor '", name, "': shape ", sh->dump(), " overflows");
+
+  auto off = j.find("data_offsets");
+  if (off == j.end() || !off->is_array() || off->size() != 2 || !read_u64((*off)[0], &e.begin) ||
+      !read_u64((*off)[1], &e.end) || e.begin > e.end)
+    fail_file(path, "tensor '", name,
+              "': \"data_offsets\" must be [begin, end] with 0 <= begin <= end, got ",
+              off == j.end() ? std::string("nothing") : off->dump());
+  if (e.end - e.begin != nbytes)
+    fail_file(path, "tensor '", name, "': ", e.dtype, " ", shape_str(e.shape), " needs ", nbytes,
+              " bytes, but data_offsets [", e.begin, ", ", e.end, "] span ", e.end - e.begin);
+  return e;
+}
+
+// Reads and validates the header: its length against the file, the JSON, every entry, and
+// that the entries tile the data section exactly.
+Header read_header(const std::string& path, const InputFile& f) {
+  if (f.size() < 8)
+    fail_file(path, "file is ", f.size(), " bytes, too short for a safetensors header");
+  uint8_t len_bytes[8];
+  f.read_at(0, len_bytes, 8);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | len_bytes[i];
+  if (n > f.size() - 8)
+    fail_file(path, "header length ", n, " is larger than the file (", f.size(),
+              " bytes): truncated or not a safetensors file");
+  if (n > kMaxHeaderBytes)
+    fail_file(path, "header length ", n, " exceeds the limit of ", kMaxHeaderBytes, " bytes");
+
+  std::string text(size_t(n), '\0');
+  f.read_at(8, text.data(), n);
+  Json j;
+  try {
+    j = Json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    fail_file(path, "header is not valid JSON: ", e.what());
+  }
+  if (!j.is_object()) fail_file(path, "header is not a JSON object");
+
+  Header h;
+  h.data_start = 8 + n;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      if (!it->is_object()) fail_file(path, "\"__metadata__\" is not an object");
+      for (auto m = it->begin(); m != it->end(); ++m) {
+        if (!m->is_string())
+          fail_file(path, "metadata '", m.key(), "' is not a string (the format allows only ",
+                    "string values)");
+        h.metadata[m.key()] = m->get<std::string>();
+      }
+      continue;
+    }
+    h.index[it.key()] = h.entries.size();
+    h.entries.push_back(parse_entry(path, it.key(), *it));
+  }
+
+  const uint64_t data_size = f.size() - h.data_start;
+  for (const Entry& e : h.entries)
+    if (e.end > data_size)
+      fail_file(path, "tensor '", e.name, "' ends at byte ", e.end, " of the data section, which ",
+                "holds only ", data_size, " bytes: the file is truncated");
+  std::vector<const Entry*> sorted;
+  for (const Entry& e : h.entries) sorted.push_back(&e);
+  std::sort(sorted.begin(), sorted.end(), [](const Entry* a, const Entry* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  uint64_t covered = 0;
+  const Entry* prev = nullptr;
+  for (const Entry* e : sorted) {
+    if (e->begin < covered)
+      fail_file(path, "tensors '", prev->name, "' [", prev->begin, ", ", prev->end, ") and '",
+                e->name, "' [", e->begin, ", ", e->end, ") overlap");
+    if (e->begin > covered)
+      fail_file(path, "no tensor covers bytes [", covered, ", ", e->begin, ") of the data section");
+    covered = e->end;
+    prev = e;
+  }
+  if (covered != data_size)
+    fail_file(path, "the data section holds ", data_size, " bytes but the tensors cover only ",
+              covered, " (trailing bytes)");
+  return h;
+}
+
+// Reads entry `e` into a new host tensor of campo dtype `dtype`.
+Tensor read_tensor(const InputFile& f, const Header& h, const Entry& e, DType dtype) {
+  Tensor t = Tensor::empty(e.shape, dtype);
+  f.read_at(h.data_start + e.begin, t.data(), e.end - e.begin);
+  return t;
+}
+
+// Reads entry `e` (F32, F16, BF16 or F64) as an f32 tensor.
+Tensor read_as_f32(const std::string& path, const InputFile& f, const Header& h, const Entry& e) {
+  if (e.dtype == "F32") return read_tensor(f, h, e, DType::f32);
+  Tensor out = Tensor::empty(e.shape, DType::f32);
+  const size_t n = size_t(out.numel());
+  if (e.dtype == "F16" || e.dtype == "BF16") {
+    DType src = e.dtype == "F16" ? DType::f16 : DType::bf16;
+    Tensor raw = read_tensor(f, h, e, src);
+    convert(raw.data(), src, out.data(), DType::f32, n);
+  } else if (e.dtype == "F64") {
+    std::vector<double> raw(n);
+    f.read_at(h.data_start + e.begin, raw.data(), e.end - e.begin);
+    float* dst = out.data_as<float>();
+    for (size_t i = 0; i < n; ++i) dst[i] = float(raw[i]);
+  } else {
+    fail_file(path, "tensor '", e.name, "' has dtype ", e.dtype,
+              "; a variable loads only from F32, F16, BF16 or F64");
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// Writing
+
+// "<path>.tmp.<pid>", removed on destruction unless commit() renamed it over `path`.
+class AtomicFile {
+ public:
+  explicit AtomicFile(const std::string& path)
+      : path_(path), tmp_(path + ".tmp." + std::to_string(::getpid())) {
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) fail("cannot create ", tmp_, ": ", errno_text(errno));
+  }
+  ~AtomicFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(tmp_.c_str());
+  }
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  void write(const void* data, size_t n) {
+    const auto* p = static_cast<const char*>(data);
+    while (n > 0) {
+      ssize_t put = ::write(fd_, p, std::min<size_t>(n, 1u << 30));
+      if (put < 0 && errno == EINTR) continue;
+      if (put < 0) fail("write error on ", tmp_, ": ", errno_text(errno));
+      p += put;
+      n -= size_t(put);
+    }
+  }
+
+  // fsync the data, rename over the target, fsync the directory so the rename persists.
+  void commit() {
+    if (::fsync(fd_) != 0) fail("fsync of ", tmp_, " failed: ", errno_text(errno));
+    int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) fail("close of ", tmp_, " failed: ", errno_text(errno));
+    if (::rename(tmp_.c_str(), path_.c_str()) != 0)
+      fail("cannot rename ", tmp_, " to it: ", errno_text(errno));
+    committed_ = true;
+    std::string dir = std::filesystem::path(path_).parent_path().string();
+    if (dir.empty()) dir = ".";
+    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+      fail("written, but cannot open directory ", dir, " to sync it: ", errno_text(errno));
+    int rc = ::fsync(dfd);
+    int err = errno;
+    ::close(dfd);
+    if (rc != 0) fail("written, but fsync of directory ", dir, " failed: ", errno_text(err));
+  }
+
+ private:
+  template <typename... Args>
+  [[noreturn]] void fail(const Args&... args) {
+    CAMPO_FAIL("cannot write checkpoint ", path_, ": ", args...);
+  }
+  std::string path_, tmp_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Metadata keys written by save_checkpoint.
+constexpr const char* kKeyFormat = "format";  // "pt", as Hugging Face's torch writer
+constexpr const char* kKeyVersion = "campo.format_version";
+constexpr const char* kKeyModel = "campo.model";
+constexpr const char* kKeyStep = "campo.step";
+constexpr const char* kKeyEpoch = "campo.epoch";
+constexpr const char* kKeyPosition = "campo.position_in_epoch";
+constexpr const char* kKeyOptimizer = "campo.optimizer";
+const std::string kRngPrefix = "campo.rng.";
+
+bool is_reserved_key(const std::string& key) {
+  for (const char* k :
+       {kKeyFormat, kKeyVersion, kKeyModel, kKeyStep, kKeyEpoch, kKeyPosition, kKeyOptimizer})
+    if (key == k) return true;
+  return key.rfind(kRngPrefix, 0) == 0;
+}
+
+int64_t parse_int(const std::string& path, const std::map<std::string, std::string>& md,
+                  const char* key) {
+  auto it = md.find(key);
+  if (it == md.end()) fail_file(path, "metadata lacks '", key, "'");
+  const std::string& s = it->second;
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || v < 0)
+    fail_file(path, "metadata '", key, "' is '", s, "', not a non-negative integer");
+  return v;
+}
+
+// The batch-norm prefix of a running-statistics name ("layer1.0.bn1"), or "".
+std::string bn_prefix(const std::string& name) {
+  static const std::string suffix = ".running_mean";
+  return ends_with(name, suffix) ? name.substr(0, name.size() - suffix.size()) : std::string();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+
+std::string rng_state_to_string(const Rng::State& st) {
+  char buf[160];
+  uint32_t spare_bits;
+  std::memcpy(&spare_bits, &st.spare, 4);
+  std::snprintf(buf, sizeof buf, "xoshiro256**:%016llx,%016llx,%016llx,%016llx,%d,%08x",
+                (unsigned long long)st.s[0], (unsigned long long)st.s[1],
+                (unsigned long long)st.s[2], (unsigned long long)st.s[3], st.has_spare ? 1 : 0,
+                spare_bits);
+  return buf;
+}
+
+Rng::State rng_state_from_string(const std::string& text) {
+  static const std::string tag = "xoshiro256**:";
+  auto bad = [&]() { CAMPO_FAIL("malformed RNG state '", text, "'"); };
+  if (text.rfind(tag, 0) != 0) bad();
+  const char* p = text.data() + tag.size();
+  const char* end = text.data() + text.size();
+  auto hex_field = [&](uint64_t* out, size_t digits, bool last) {
+    if (size_t(end - p) < digits) bad();
+    auto [q, ec] = std::from_chars(p, p + digits, *out, 16);
+    if (ec != std::errc() || q != p + digits) bad();
+    p = q;
+    if (!last) {
+      if (p == end || *p != ',') bad();
+      ++p;
+    }
+  };
+  Rng::State st{};
+  for (auto& w : st.s) hex_field(&w, 16, false);
+  uint64_t flag, bits;
+  hex_field(&flag, 1, false);
+  hex_field(&bits, 8, true);
+  if (p != end || flag > 1) bad();
+  st.has_spare = flag == 1;
+  uint32_t b32 = uint32_t(bits);
+  std::memcpy(&st.spare, &b32, 4);
+  return st;
+}
+
+void write_safetensors(const std::string& path,
+                       const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  // Everything that can be refused is checked before the temp file exists.
+  std::set<std::string> seen;
+  for (const auto& [name, t] : tensors) {
+    CAMPO_CHECK(name != "__metadata__", "cannot write checkpoint ", path,
+                ": '__metadata__' is not a tensor name");
+    CAMPO_CHECK(seen.insert(name).second, "cannot write checkpoint ", path, ": tensor '", name,
+                "' appears twice");
+    CAMPO_CHECK(t.defined() && t.device() == Device::cpu, "cannot write checkpoint ", path,
+                ": tensor '", name, "' is not a host tensor");
+  }
+  // Data layout: 8-byte types first, then 4, 2, so every tensor is aligned to its element
+  // size (as the reference writer does); the header keeps the caller's order.
+  std::vector<size_t> order(tensors.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return dtype_size(tensors[a].second.dtype()) > dtype_size(tensors[b].second.dtype());
+  });
+  std::vector<uint64_t> begin(tensors.size());
+  uint64_t offset = 0;
+  for (size_t i : order) {
+    begin[i] = offset;
+    offset += tensors[i].second.nbytes();
+  }
+
+  Json header = Json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i].second;
+    header[tensors[i].first] = {{"dtype", st_dtype_of(t.dtype())},
+                                {"shape", t.shape()},
+                                {"data_offsets", {begin[i], begin[i] + t.nbytes()}}};
+  }
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const nlohmann::json::exception& e) {
+    CAMPO_FAIL("cannot write checkpoint ", path, ": a name is not valid UTF-8 (", e.what(), ")");
+  }
+  text.resize((text.size() + 7) / 8 * 8, ' ');  // data starts 8-byte aligned
+  uint8_t len_bytes[8];
+  for (int i = 0; i < 8; ++i) len_bytes[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
+
+  AtomicFile out(path);
+  out.write(len_bytes, 8);
+  out.write(text.data(), text.size());
+  for (size_t i : order) out.write(tensors[i].second.data(), tensors[i].second.nbytes());
+  out.commit();
+}
+
+void save_checkpoint(const std::string& path, const VariableStore& vars,
+                     const CheckpointMeta& meta) {
+  std::map<std::string, std::string> md;
+  md[kKeyFormat] = "pt";
+  md[kKeyVersion] = std::to_string(kCheckpointFormatVersion);
+  md[kKeyModel] = meta.model;
+  CAMPO_CHECK(meta.step >= 0 && meta.epoch >= 0 && meta.position_in_epoch >= 0,
+              "cannot write checkpoint ", path, ": negative step, epoch or position");
+  md[kKeyStep] = std::to_string(meta.step);
+  md[kKeyEpoch] = std::to_string(meta.epoch);
+  md[kKeyPosition] = std::to_string(meta.position_in_epoch);
+  md[kKeyOptimizer] = meta.optimizer;
+  for (const auto& [name, state] : meta.rng_states) {
+    try {
+      rng_state_from_string(state);
+    } catch (const Error& e) {
+      CAMPO_FAIL("cannot write checkpoint ", path, ": RNG state '", name, "': ", e.what());
+    }
+    md[kRngPrefix + name] = state;
+  }
+  for (const auto& [key, value] : meta.extra) {
+    CAMPO_CHECK(!is_reserved_key(key), "cannot write checkpoint ", path, ": metadata key '", key,
+                "' is reserved");
+    md[key] = value;
+  }
+
+  // All variables by name; after each batch-norm layer's running_var (or running_mean when
+  // it has none), num_batches_tracked = step as torchvision's state_dict has it.
+  Tensor tracked = Tensor::empty({}, DType::i64);
+  *tracked.data_as<int64_t>() = meta.step;
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const std::string& name : vars.names()) {
+    tensors.emplace_back(name, vars.at(name));
+    std::string prefix = bn_prefix(name);
+    if (prefix.empty() && ends_with(name, ".running_var")) {
+      prefix = name.substr(0, name.size() - std::string(".running_var").size());
+      if (!vars.contains(prefix + ".running_mean")) prefix.clear();
+    } else if (!prefix.empty() && vars.contains(prefix + ".running_var")) {
+      prefix.clear();  // emitted after running_var
+    }
+    if (!prefix.empty() && !vars.contains(prefix + ".num_batches_tracked"))
+      tensors.emplace_back(prefix + ".num_batches_tracked", tracked);
+  }
+  write_safetensors(path, tensors, md);
+}
+
+CheckpointMeta load_checkpoint(const std::string& path, VariableStore& vars,
+                               const LoadOptions& options) {
+  InputFile f(path);
+  const Header h = read_header(path, f);
+
+  // Metadata first: a file this build cannot interpret changes nothing.
+  CheckpointMeta meta;
+  const auto& md = h.metadata;
+  if (md.count(kKeyVersion)) {
+    meta.format_version = int(std::min<int64_t>(parse_int(path, md, kKeyVersion), INT32_MAX));
+    if (meta.format_version > kCheckpointFormatVersion)
+      fail_file(path, "written by a newer campo (format version ", meta.format_version,
+                "; this build reads up to ", kCheckpointFormatVersion, ")");
+    meta.step = parse_int(path, md, kKeyStep);
+    meta.epoch = parse_int(path, md, kKeyEpoch);
+    meta.position_in_epoch = parse_int(path, md, kKeyPosition);
+    if (auto it = md.find(kKeyModel); it != md.end()) meta.model = it->second;
+    if (auto it = md.find(kKeyOptimizer); it != md.end()) meta.optimizer = it->second;
+  } else {
+    meta.format_version = 0;  // not written by campo (e.g. exported from PyTorch)
+  }
+  for (const auto& [key, value] : md) {
+    if (key.rfind(kRngPrefix, 0) == 0) {
+      try {
+        rng_state_from_string(value);
+      } catch (const Error& e) {
+        fail_file(path, "metadata '", key, "': ", e.what());
+      }
+      meta.rng_states[key.substr(kRngPrefix.size())] = value;
+    } else if (!is_reserved_key(key)) {
+      meta.extra[key] = value;
+    }
+  }
+
+  // Match every variable to a tensor.
+  std::vector<std::string> missing, reset;
+  std::vector<std::pair<std::string, const Entry*>> found;
+  bool only_optimizer_state_missing = true;
+  for (const std::string& name : vars.names()) {
+    auto it = h.index.find(name);
+    if (it == h.index.end()) {
+      const bool is_state = vars.kind(name) == VariableKind::optimizer_state;
+      if (is_state && options.allow_missing_optimizer_state) {
+        reset.push_back(name);
+      } else {
+        missing.push_back(name);
+        only_optimizer_state_missing &= is_state;
+      }
+      continue;
+    }
+    const Entry& e = h.entries[it->second];
+    const Shape& want = vars.at(name).shape();
+    if (e.shape != want)
+      fail_file(path, "tensor '", name, "' has shape ", shape_str(e.shape), ", the model expects ",
+                shape_str(want));
+    if (e.dtype != "F32" && e.dtype != "F16" && e.dtype != "BF16" && e.dtype != "F64")
+      fail_file(path, "tensor '", name, "' has dtype ", e.dtype,
+                "; a variable loads only from F32, F16, BF16 or F64");
+    found.emplace_back(name, &e);
+  }
+  if (!missing.empty())
+    fail_file(path, "missing ", missing.size(),
+              " tensor(s) the model needs: ", quoted_list(missing),
+              only_optimizer_state_missing
+                  ? " (optimizer state only: allow missing optimizer state to start a fresh "
+                    "optimizer, e.g. from a PyTorch export)"
+                  : "");
+  if (options.strict_unexpected) {
+    std::vector<std::string> unexpected;
+    for (const Entry& e : h.entries) {
+      if (vars.contains(e.name)) continue;
+      static const std::string nbt = ".num_batches_tracked";
+      if (ends_with(e.name, nbt) &&
+          vars.contains(e.name.substr(0, e.name.size() - nbt.size()) + ".running_mean"))
+        continue;
+      unexpected.push_back(e.name);
+    }
+    if (!unexpected.empty())
+      fail_file(path, unexpected.size(),
+                " tensor(s) match no variable of the model: ", quoted_list(unexpected));
+  }
+
+  // Stage everything, then commit (copies cannot fail).
+  std::vector<Tensor> staged;
+  staged.reserve(found.size());
+  for (const auto& [name, e] : found) staged.push_back(read_as_f32(path, f, h, *e));
+  for (size_t i = 0; i < found.size(); ++i) {
+    Tensor& dst = vars.at(found[i].first);
+    if (dst.nbytes()) std::memcpy(dst.data(), staged[i].data(), dst.nbytes());
+  }
+  for (const std::string& name : reset) vars.at(name).fill_zero();
+  return meta;
+}
+
+std::vector<std::string> checkpoint_tensor_names(const std::string& path) {
+  InputFile f(path);
+  Header h = read_header(path, f);
+  std::vector<std::string> names;
+  for (const Entry& e : h.entries) names.push_back(e.name);
+  return names;
+}
+
+std::map<std::string, Tensor> read_safetensors(const std::string& path) {
+  InputFile f(path);
+  const Header h = read_header(path, f);
+  std::map<std::string, Tensor> out;
+  for (const Entry& e : h.entries) {
+    DType t;
+    if (!campo_dtype_of(e.dtype, &t))
+      fail_file(path, "tensor '", e.name, "' has dtype ", e.dtype,
+                ", which campo cannot represent (F32, F16, BF16, I32, I64)");
+    out.emplace(e.name, read_tensor(f, h, e, t));
+  }
+  return out;
+}
+
+std::map<std::string, std::string> read_safetensors_metadata(const std::string& path) {
+  InputFile f(path);
+  return read_header(path, f).metadata;
+}
+
+}  // namespace campo

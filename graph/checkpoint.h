@@ -1,0 +1,92 @@
+// Checkpoints in the safetensors format (https://github.com/huggingface/safetensors):
+//
+//   u64 little-endian N | N bytes of JSON header, space-padded so the data starts 8-byte
+//   aligned | data section (raw little-endian tensor bytes)
+//
+// The header maps each tensor name to {"dtype", "shape", "data_offsets": [begin, end)}
+// (offsets relative to the data section) plus an optional "__metadata__" object of
+// string -> string. Invariants this file enforces on every read: the header fits in the
+// file, each tensor's byte range equals numel * dtype size, and the ranges tile the data
+// section exactly (no gap, no overlap, nothing left over).
+//
+// A checkpoint holds every variable of a VariableStore under its PyTorch state_dict name
+// (parameters, buffers, optimizer state), as F32, and the training position in
+// "__metadata__". Writes are atomic: a temp file next to the target is fsynced and then
+// renamed over it, so `path` always holds either the old or the new complete file.
+// Loads are transactional: nothing in the store changes unless the whole load succeeds.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "graph/variables.h"
+#include "runtime/rng.h"
+#include "runtime/tensor.h"
+
+namespace campo {
+
+// Version of the metadata layout below; a file with a newer version is refused.
+inline constexpr int kCheckpointFormatVersion = 1;
+
+// The training position stored with the variables. Every field becomes a string entry of
+// "__metadata__" ("campo.step", "campo.rng.<name>", ...); `extra` keys are stored as they
+// are and must not start with "campo." or be "format" (reserved).
+struct CheckpointMeta {
+  // Written as kCheckpointFormatVersion whatever this holds; 0 after loading a file that
+  // campo did not write (e.g. one exported from PyTorch), whose other fields are defaults.
+  int format_version = kCheckpointFormatVersion;
+  std::string model;                              // registry name, e.g. "resnet18"
+  int64_t step = 0;                               // optimizer steps taken
+  int64_t epoch = 0;                              // current epoch (0-based)
+  int64_t position_in_epoch = 0;                  // batches of `epoch` already consumed
+  std::string optimizer;                          // "sgd" | "adam" | "" (none)
+  std::map<std::string, std::string> rng_states;  // name -> rng_state_to_string(...)
+  std::map<std::string, std::string> extra;
+};
+
+// Rng::State as text ("xoshiro256**:" then the four state words, the spare flag and the
+// spare float's bits, all hex), exact in both directions.
+std::string rng_state_to_string(const Rng::State& state);
+Rng::State rng_state_from_string(const std::string& text);  // throws on malformed text
+
+// Writes every variable of `vars` (in creation order) as F32 plus, for each batch-norm
+// layer ("<prefix>.running_mean"), "<prefix>.num_batches_tracked" = meta.step as an I64
+// scalar, as in torchvision's state_dict. Atomic (see above); throws campo::Error naming
+// `path` on any failure, leaving a previous file at `path` untouched.
+void save_checkpoint(const std::string& path, const VariableStore& vars,
+                     const CheckpointMeta& meta);
+
+struct LoadOptions {
+  // A file exported from PyTorch holds only the model state: load it and reset the
+  // optimizer state to zero (a fresh optimizer) instead of failing.
+  bool allow_missing_optimizer_state = false;
+  // Refuse tensors in the file that match no variable. "<prefix>.num_batches_tracked" of
+  // a batch-norm layer in `vars` is always accepted (save_checkpoint writes it).
+  bool strict_unexpected = false;
+};
+
+// Loads every variable of `vars` from the tensor of the same name (same shape; F32, or
+// F16/BF16/F64 converted to f32), copying into the existing storage so compiled
+// executables keep seeing it. Validates the whole file first and stages all tensors;
+// on any error throws campo::Error naming `path` and leaves `vars` untouched.
+CheckpointMeta load_checkpoint(const std::string& path, VariableStore& vars,
+                               const LoadOptions& options = {});
+
+// Tensor names in the file, in header order (the file is fully validated).
+std::vector<std::string> checkpoint_tensor_names(const std::string& path);
+
+// All tensors of a safetensors file with their stored dtype (F32, F16, BF16, I32, I64;
+// another dtype is an error naming the tensor). For tools and tests.
+std::map<std::string, Tensor> read_safetensors(const std::string& path);
+// The "__metadata__" of a safetensors file (empty when absent).
+std::map<std::string, std::string> read_safetensors_metadata(const std::string& path);
+
+// Writes `tensors` (host tensors of any campo dtype) in the given header order,
+// atomically as save_checkpoint. Names must be unique and not "__metadata__".
+void write_safetensors(const std::string& path,
+                       const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata);
+
+}  // namespace campo

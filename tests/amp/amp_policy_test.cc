@@ -1,0 +1,175 @@
+// The `amp` policy (TensorFlow's list-based rewrite) on small hand-built graphs with
+// exactly known colourings and cast counts.
+#include <gtest/gtest.h>
+
+#include "amp/policy.h"
+#include "graph/autodiff.h"
+#include "graph/builder.h"
+#include "graph/optimizer.h"
+#include "models/models.h"
+
+namespace campo {
+namespace {
+
+DType dtype_of_node(const Graph& g, ValueId v) { return g.node(g.value(v).producer).dtype; }
+
+int count_casts(const Graph& g) { return int(g.nodes_of_kind(OpKind::Cast).size()); }
+
+struct Fixture {
+  Graph g;
+  VariableStore vars;
+  Builder b{g, vars};
+  ValueId var(const std::string& name, Shape s) {
+    return b.variable_exact(name, s, Init::ones(), VariableKind::parameter);
+  }
+};
+
+TEST(AmpPolicyTest, ClearOpBetweenTwoAllowOpsIsPainted) {
+  Fixture f;
+  ValueId x = f.b.placeholder("x", {4, 8});
+  ValueId m1 = f.b.matmul(x, f.var("w1", {8, 8}));
+  ValueId r = f.b.relu(m1);
+  ValueId m2 = f.b.matmul(r, f.var("w2", {8, 8}));
+  ValueId loss = f.b.sum(m2);
+  PrecisionSummary s = apply_amp_policy(f.g, AmpLists::defaults(), DType::bf16);
+  EXPECT_EQ(dtype_of_node(f.g, m1), DType::bf16);
+  EXPECT_EQ(dtype_of_node(f.g, r), DType::bf16);
+  EXPECT_EQ(dtype_of_node(f.g, m2), DType::bf16);
+  EXPECT_EQ(dtype_of_node(f.g, loss), DType::f32);
+  EXPECT_EQ(f.g.value(loss).dtype, DType::f32);
+  // x, w1, w2 into bf16; m2 back to f32 for the deny-listed Sum.
+  EXPECT_EQ(count_casts(f.g), 4);
+  EXPECT_EQ(s.casts.casts, 4);
+  EXPECT_EQ(s.casts.cast_elements, 4 * 8 + 8 * 8 + 8 * 8 + 4 * 8);
+  EXPECT_EQ(s.low_nodes, 3);
+}
+
+TEST(AmpPolicyTest, DenyPropagatesForwardThroughInferOps) {
+  Fixture f;
+  ValueId x = f.b.placeholder("x", {4, 8});
+  ValueId a = f.b.matmul(x, f.var("w1", {8, 8}));
+  ValueId mean = f.b.mean(a, {1});    // deny
+  ValueId scaled = f.b.mul(a, mean);  // infer, downstream of deny: stays f32
+  ValueId o = f.b.matmul(scaled, f.var("w2", {8, 8}));
+  ValueId loss = f.b.sum(o);
+  apply_amp_policy(f.g, AmpLists::defaults(), DType::f16);
+  EXPECT_EQ(dtype_of_node(f.g, a), DType::f16);
+  EXPECT_EQ(dtype_of_node(f.g, mean), DType::f32);
+  EXPECT_EQ(dtype_of_node(f.g, scaled), DType::f32);
+  EXPECT_EQ(dtype_of_node(f.g, o), DType::f16);
+  EXPECT_EQ(dtype_of_node(f.g, loss), DType::f32);
+  // x, w1, w2 -> f16; a -> f32 once, shared by Mean and Mul; Mul's output -> f16; o -> f32.
+  EXPECT_EQ(count_casts(f.g), 6);
+}
+
+TEST(AmpPolicyTest, InferOpBetweenAllowOpsWithoutDenyIsPainted) {
+  Fixture f;
+  ValueId x = f.b.placeholder("x", {4, 8});
+  ValueId a = f.b.matmul(x, f.var("w1", {8, 8}));
+  ValueId t = f.b.tanh(a);  // infer, between two allow ops
+  ValueId o = f.b.matmul(t, f.var("w2", {8, 8}));
+  ValueId tail = f.b.sigmoid(o);  // infer, downstream only: stays f32
+  f.b.sum(tail);
+  apply_amp_policy(f.g, AmpLists::defaults(), DType::bf16);
+  EXPECT_EQ(dtype_of_node(f.g, t), DType::bf16);
+  EXPECT_EQ(dtype_of_node(f.g, tail), DType::f32);
+}
+
+TEST(AmpPolicyTest, OneSharedCastForSeveralConsumers) {
+  Fixture f;
+  ValueId x = f.b.placeholder("x", {4, 8});
+  ValueId w = f.var("w", {8, 8});
+  ValueId a = f.b.matmul(x, w);
+  ValueId c = f.b.matmul(x, w, false, true);
+  f.b.sum(f.b.add(f.b.sum(a), f.b.sum(c)));
+  apply_amp_policy(f.g, AmpLists::defaults(), DType::bf16);
+  int casts_of_x = 0, casts_of_w = 0;
+  for (NodeId id : f.g.nodes_of_kind(OpKind::Cast)) {
+    ValueId in = f.g.node(id).inputs[0];
+    casts_of_x += in == x;
+    casts_of_w += in == w;
+  }
+  EXPECT_EQ(casts_of_x, 1);
+  EXPECT_EQ(casts_of_w, 1);
+  EXPECT_EQ(count_casts(f.g), 4);  // x, w, and each MatMul's output back to f32
+}
+
+TEST(AmpPolicyTest, ClearOpNotConnectedToAllowStaysF32) {
+  Fixture f;
+  ValueId x = f.b.placeholder("x", {4, 8});
+  ValueId r = f.b.relu(x);
+  f.b.sum(r);
+  PrecisionSummary s = apply_amp_policy(f.g, AmpLists::defaults(), DType::bf16);
+  EXPECT_EQ(dtype_of_node(f.g, r), DType::f32);
+  EXPECT_EQ(s.low_nodes, 0);
+  EXPECT_EQ(count_casts(f.g), 0);
+}
+
+TEST(AmpPolicyTest, EditedListsChangeThePlan) {
+  Fixture f;
+  ValueId x = f.b.placeholder("x", {4, 8});
+  ValueId a = f.b.matmul(x, f.var("w", {8, 8}));
+  f.b.sum(a);
+  AmpLists lists = AmpLists::defaults();
+  lists.edit("allow-=MatMul");
+  EXPECT_EQ(lists.classify(OpKind::MatMul), AmpList::fp32);
+  PrecisionSummary s = apply_amp_policy(f.g, lists, DType::bf16);
+  EXPECT_EQ(s.low_nodes, 0);
+  lists.edit("allow+=MatMul;clear+=Tanh");
+  EXPECT_EQ(lists.classify(OpKind::Tanh), AmpList::clear);
+  EXPECT_THROW(lists.edit("allow+=NoSuchOp"), Error);
+  EXPECT_THROW(lists.edit("bogus+=MatMul"), Error);
+  EXPECT_THROW(lists.edit("allow+=ApplyAdam"), Error);
+}
+
+TEST(AmpPolicyTest, DefaultListsMatchDesign) {
+  AmpLists l = AmpLists::defaults();
+  for (OpKind op : {OpKind::Conv2D, OpKind::Conv2DBackpropInput, OpKind::Conv2DBackpropFilter,
+                    OpKind::MatMul})
+    EXPECT_EQ(l.classify(op), AmpList::allow) << op_name(op);
+  for (OpKind op : {OpKind::Add, OpKind::AddN, OpKind::AvgPool, OpKind::BiasAdd,
+                    OpKind::FusedBatchNorm, OpKind::FusedBatchNormGrad, OpKind::LeakyRelu,
+                    OpKind::Mul, OpKind::Sigmoid, OpKind::Tanh, OpKind::TanhGrad})
+    EXPECT_EQ(l.classify(op), AmpList::infer) << op_name(op);
+  for (OpKind op : {OpKind::Mean, OpKind::Sum, OpKind::SparseSoftmaxCrossEntropyWithLogits})
+    EXPECT_EQ(l.classify(op), AmpList::deny) << op_name(op);
+  for (OpKind op : {OpKind::Relu, OpKind::ReluGrad, OpKind::MaxPool, OpKind::MaxPoolGrad,
+                    OpKind::Reshape})
+    EXPECT_EQ(l.classify(op), AmpList::clear) << op_name(op);
+  for (OpKind op : {OpKind::ApplyMomentum, OpKind::ApplyAdam, OpKind::Cast, OpKind::Variable})
+    EXPECT_EQ(l.classify(op), AmpList::fp32) << op_name(op);
+}
+
+// On a whole training step: every allow op low precision, every deny op and every
+// optimizer update f32, master weights f32 and weight gradients cast back to f32.
+TEST(AmpPolicyTest, LenetTrainingStep) {
+  Graph g;
+  VariableStore vars;
+  Builder b(g, vars);
+  ValueId images = b.placeholder("images", {8, 1, 28, 28});
+  ValueId labels = b.placeholder("labels", {8}, DType::i32);
+  ValueId loss = b.mean(b.sparse_softmax_cross_entropy(build_model("lenet", b, images, {}), labels));
+  auto params = vars.names_of_kind(VariableKind::parameter);
+  std::vector<ValueId> pv;
+  for (auto& p : params) pv.push_back(g.node(g.find_node(p)).outputs[0]);
+  append_optimizer(b, params, append_gradients(b, loss, b.placeholder("loss_scale", {}), pv), {});
+  apply_amp_policy(g, AmpLists::defaults(), DType::bf16);
+  for (const Node& n : g.nodes()) {
+    AmpList l = AmpLists::defaults().classify(n.kind);
+    if (l == AmpList::allow) EXPECT_EQ(n.dtype, DType::bf16) << n.name;
+    if (l == AmpList::deny) EXPECT_EQ(n.dtype, DType::f32) << n.name;
+    if (n.kind == OpKind::ApplyMomentum) {
+      EXPECT_EQ(n.dtype, DType::f32);
+      for (ValueId v : n.inputs) EXPECT_EQ(g.value(v).dtype, DType::f32) << n.name;
+    }
+    if (n.kind == OpKind::Variable) EXPECT_EQ(g.value(n.outputs[0]).dtype, DType::f32);
+  }
+  // Weight gradients come out of bf16 Conv2DBackpropFilter / MatMul and are cast back.
+  NodeId update = g.find_node("conv1.weight/ApplyMomentum");
+  ASSERT_GE(update, 0);
+  const Node& grad_producer = g.node(g.value(g.node(update).inputs[2]).producer);
+  EXPECT_EQ(grad_producer.kind, OpKind::Cast);
+}
+
+}  // namespace
+}  // namespace campo

@@ -1,0 +1,869 @@
+// Low-precision CPU kernels (ops/cpu/low_precision.h): every op's bf16 and f16 kernel
+// against its f32 kernel on the same inputs, the native bf16 kernels against the emulated
+// ones, f16 overflow, batch norm's f32 running statistics, the emulation workspace, and the
+// CAMPO_CPU_BF16 switch. A disabled benchmark times conv / matmul bf16 against f32.
+//
+// Inputs are rounded to the low-precision type first and the f32 reference runs on those
+// rounded values, so what differs is only the op's own rounding. Tolerances are the
+// per-dtype table (tests/test_util.h: bf16 1.6e-2 / 1e-5, f16 1e-3 / 1e-5): one rounding
+// of each output is within half an ulp (bf16 2^-9, f16 2^-11 relative), which both cover,
+// and no op needs more (oneDNN's bf16 conv / matmul accumulate in f32 and round once).
+#include "ops/cpu/low_precision.h"
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "amp/policy.h"
+#include "graph/autodiff.h"
+#include "graph/builder.h"
+#include "graph/executor.h"
+#include "graph/graph.h"
+#include "graph/optimizer.h"
+#include "models/models.h"
+#include "ops/kernel.h"
+#include "tests/gradcheck.h"
+#include "tests/test_util.h"
+
+namespace campo::testing {
+namespace {
+
+// ---- inputs ----
+
+// A copy of `t` whose values are exactly representable in `dtype` (still an f32 tensor).
+Tensor rounded_to(const Tensor& t, DType dtype) {
+  if (t.dtype() != DType::f32 || dtype == DType::f32) return t.clone();
+  Tensor low = Tensor::empty(t.shape(), dtype);
+  convert(t.data(), DType::f32, low.data(), dtype, size_t(t.numel()));
+  Tensor back = Tensor::empty(t.shape(), DType::f32);
+  convert(low.data(), dtype, back.data(), DType::f32, size_t(t.numel()));
+  return back;
+}
+
+// `t` (f32) in `dtype`; the values must be representable (see rounded_to).
+Tensor as_dtype(const Tensor& t, DType dtype) {
+  if (t.dtype() != DType::f32 || dtype == DType::f32) return t.clone();
+  Tensor out = Tensor::empty(t.shape(), dtype);
+  convert(t.data(), DType::f32, out.data(), dtype, size_t(t.numel()));
+  return out;
+}
+
+Tensor labels(int64_t n, int32_t classes, Rng& rng) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  for (auto& x : v) x = int32_t(rng.next_u64() % uint64_t(classes));
+  return Tensor::from_vector(v, {n});
+}
+
+// The inputs a node of `kind` and compute dtype `dtype` gets from cast insertion: the f32
+// inputs converted to `dtype`, except the schema's fp32_inputs and integer inputs.
+std::vector<Tensor> node_inputs(OpKind kind, const std::vector<Tensor>& f32_inputs, DType dtype) {
+  const std::vector<int>& keep = op_schema(kind).fp32_inputs;
+  std::vector<Tensor> out;
+  for (int i = 0; i < int(f32_inputs.size()); ++i) {
+    const bool stays_f32 = std::find(keep.begin(), keep.end(), i) != keep.end();
+    out.push_back(stays_f32 ? f32_inputs[size_t(i)].clone()
+                            : as_dtype(f32_inputs[size_t(i)], dtype));
+  }
+  return out;
+}
+
+// The f32 inputs, those the node would see in `dtype` rounded to it.
+std::vector<Tensor> rounded_inputs(OpKind kind, const std::vector<Tensor>& f32_inputs,
+                                   DType dtype) {
+  const std::vector<int>& keep = op_schema(kind).fp32_inputs;
+  std::vector<Tensor> out;
+  for (int i = 0; i < int(f32_inputs.size()); ++i) {
+    const bool stays_f32 = std::find(keep.begin(), keep.end(), i) != keep.end();
+    out.push_back(stays_f32 ? f32_inputs[size_t(i)].clone()
+                            : rounded_to(f32_inputs[size_t(i)], dtype));
+  }
+  return out;
+}
+
+// ---- cases ----
+
+struct LpCase {
+  std::string name;
+  OpKind kind;
+  Attrs attrs;
+  std::function<std::vector<Tensor>(Rng&)> make_inputs;  // f32 (and i32) inputs
+  // Native bf16 kernel is oneDNN (agrees with the emulation within tolerance) rather than
+  // a plain loop (agrees bit for bit).
+  bool onednn = false;
+};
+
+std::ostream& operator<<(std::ostream& os, const LpCase& c) { return os << c.name; }
+
+ConvAttrs conv(int stride, int pad, Shape output_shape = {}, int groups = 1) {
+  ConvAttrs a;
+  a.stride_h = a.stride_w = stride;
+  a.pad_h = a.pad_w = pad;
+  a.groups = groups;
+  a.output_shape = std::move(output_shape);
+  return a;
+}
+
+PoolAttrs pool(int k, int s, int p, Shape input_shape = {}) {
+  return PoolAttrs{k, k, s, s, p, p, std::move(input_shape)};
+}
+
+// MaxPool's argmax of x, as MaxPoolGrad's input.
+Tensor argmax_of(const Tensor& x, const PoolAttrs& a) { return run_op(OpKind::MaxPool, a, {x})[1]; }
+
+std::vector<LpCase> lp_cases() {
+  using R = Rng&;
+  std::vector<LpCase> c;
+  // Native bf16 conv / matmul (oneDNN) multiply bf16 operands exactly and accumulate in
+  // f32, in their own order, then round once: within the bf16 table of the f32 result.
+  c.push_back(
+      {"Conv2D_3x3", OpKind::Conv2D, conv(1, 1),
+       [](R r) {
+         return std::vector{random_tensor({2, 8, 9, 9}, r), random_tensor({16, 8, 3, 3}, r)};
+       },
+       true});
+  c.push_back(
+      {"Conv2D_1x1_stride2", OpKind::Conv2D, conv(2, 0),
+       [](R r) {
+         return std::vector{random_tensor({2, 16, 8, 8}, r), random_tensor({32, 16, 1, 1}, r)};
+       },
+       true});
+  c.push_back({"Conv2D_grouped", OpKind::Conv2D, conv(1, 1, {}, 2),
+               [](R r) {
+                 return std::vector{random_tensor({2, 8, 6, 6}, r), random_tensor({8, 4, 3, 3}, r)};
+               },
+               true});
+  c.push_back(
+      {"Conv2DBackpropInput", OpKind::Conv2DBackpropInput, conv(1, 1, {2, 8, 9, 9}),
+       [](R r) {
+         return std::vector{random_tensor({2, 16, 9, 9}, r), random_tensor({16, 8, 3, 3}, r)};
+       },
+       true});
+  c.push_back({"Conv2DBackpropInput_3ch", OpKind::Conv2DBackpropInput, conv(2, 3, {2, 3, 16, 16}),
+               [](R r) {
+                 return std::vector{random_tensor({2, 8, 8, 8}, r), random_tensor({8, 3, 7, 7}, r)};
+               },
+               true});
+  c.push_back(
+      {"Conv2DBackpropFilter", OpKind::Conv2DBackpropFilter, conv(1, 1, {16, 8, 3, 3}),
+       [](R r) {
+         return std::vector{random_tensor({2, 8, 9, 9}, r), random_tensor({2, 16, 9, 9}, r)};
+       },
+       true});
+  c.push_back({"MatMul", OpKind::MatMul, MatMulAttrs{},
+               [](R r) {
+                 return std::vector{random_tensor({8, 64}, r), random_tensor({64, 24}, r)};
+               },
+               true});
+  c.push_back({"MatMul_transposed", OpKind::MatMul, MatMulAttrs{true, true},
+               [](R r) {
+                 return std::vector{random_tensor({64, 8}, r), random_tensor({24, 64}, r)};
+               },
+               true});
+  c.push_back({"BiasAdd_nchw", OpKind::BiasAdd, NoAttrs{}, [](R r) {
+                 return std::vector{random_tensor({2, 5, 4, 3}, r), random_tensor({5}, r)};
+               }});
+  c.push_back({"BiasAdd_nc", OpKind::BiasAdd, NoAttrs{}, [](R r) {
+                 return std::vector{random_tensor({6, 7}, r), random_tensor({7}, r)};
+               }});
+  c.push_back({"BiasAddGrad", OpKind::BiasAddGrad, NoAttrs{}, [](R r) {
+                 return std::vector{random_tensor({3, 5, 4, 4}, r)};
+               }});
+  auto bn_inputs = [](R r) {
+    return std::vector{random_tensor({4, 3, 5, 5}, r, 1.0f, 3.0f),
+                       random_tensor({3}, r, 0.5f, 1.5f), random_tensor({3}, r),
+                       random_tensor({3}, r), random_tensor({3}, r, 0.5f, 2.0f)};
+  };
+  c.push_back({"FusedBatchNorm_training", OpKind::FusedBatchNorm, BatchNormAttrs{1e-5f, 0.1f, true},
+               bn_inputs});
+  c.push_back({"FusedBatchNorm_inference", OpKind::FusedBatchNorm,
+               BatchNormAttrs{1e-5f, 0.1f, false}, bn_inputs});
+  c.push_back(
+      {"FusedBatchNorm_nc", OpKind::FusedBatchNorm, BatchNormAttrs{1e-5f, 0.1f, true}, [](R r) {
+         return std::vector{random_tensor({16, 70}, r), random_tensor({70}, r),
+                            random_tensor({70}, r), random_tensor({70}, r),
+                            random_tensor({70}, r, 0.5f, 2.0f)};
+       }});
+  c.push_back({"FusedBatchNormGrad", OpKind::FusedBatchNormGrad, BatchNormAttrs{1e-5f, 0.1f, true},
+               [](R r) {
+                 return std::vector{random_tensor({4, 3, 5, 5}, r), random_tensor({4, 3, 5, 5}, r),
+                                    random_tensor({3}, r, 0.5f, 1.5f),
+                                    random_tensor({3}, r, -0.1f, 0.1f),
+                                    random_tensor({3}, r, 0.8f, 1.5f)};
+               }});
+  auto unary = [](R r) { return std::vector{random_tensor({3, 4, 5, 6}, r, -3.0f, 3.0f)}; };
+  auto binary = [](R r) {
+    return std::vector{random_tensor({3, 4, 5, 6}, r, -3.0f, 3.0f),
+                       random_tensor({3, 4, 5, 6}, r, -3.0f, 3.0f)};
+  };
+  auto grad_of_output = [](float lo, float hi) {
+    return [=](R r) {
+      return std::vector{random_tensor({3, 4, 5, 6}, r), random_tensor({3, 4, 5, 6}, r, lo, hi)};
+    };
+  };
+  c.push_back({"Relu", OpKind::Relu, NoAttrs{}, unary});
+  c.push_back({"ReluGrad", OpKind::ReluGrad, NoAttrs{}, grad_of_output(-1.0f, 1.0f)});
+  c.push_back({"LeakyRelu", OpKind::LeakyRelu, LeakyReluAttrs{0.2f}, unary});
+  c.push_back(
+      {"LeakyReluGrad", OpKind::LeakyReluGrad, LeakyReluAttrs{0.2f}, grad_of_output(-1.0f, 1.0f)});
+  c.push_back({"Tanh", OpKind::Tanh, NoAttrs{}, unary, true});
+  c.push_back({"TanhGrad", OpKind::TanhGrad, NoAttrs{}, grad_of_output(-1.0f, 1.0f)});
+  c.push_back({"Sigmoid", OpKind::Sigmoid, NoAttrs{}, unary, true});
+  c.push_back({"SigmoidGrad", OpKind::SigmoidGrad, NoAttrs{}, grad_of_output(0.0f, 1.0f)});
+  c.push_back({"Add", OpKind::Add, NoAttrs{}, binary});
+  c.push_back({"AddN_3", OpKind::AddN, NoAttrs{}, [](R r) {
+                 return std::vector{random_tensor({5000}, r), random_tensor({5000}, r),
+                                    random_tensor({5000}, r)};
+               }});
+  // Large enough for the kernels' multithreaded paths (and several AddN / Dropout blocks).
+  c.push_back(
+      {"Add_parallel", OpKind::Add, NoAttrs{}, [](R r) {
+         return std::vector{random_tensor({4, 64, 16, 16}, r), random_tensor({4, 64, 16, 16}, r)};
+       }});
+  c.push_back({"AddN_parallel", OpKind::AddN, NoAttrs{}, [](R r) {
+                 return std::vector{random_tensor({70000}, r), random_tensor({70000}, r)};
+               }});
+  c.push_back({"Dropout_parallel", OpKind::Dropout, DropoutAttrs{0.3f},
+               [](R r) { return std::vector{random_tensor({70000}, r)}; }});
+  c.push_back(
+      {"AddN_1", OpKind::AddN, NoAttrs{}, [](R r) { return std::vector{random_tensor({7}, r)}; }});
+  c.push_back({"Mul", OpKind::Mul, NoAttrs{}, binary});
+  c.push_back({"Mul_scalar", OpKind::Mul, NoAttrs{}, [](R r) {
+                 return std::vector{random_tensor({4, 9}, r), random_tensor({}, r)};
+               }});
+  c.push_back({"Mul_prefix", OpKind::Mul, NoAttrs{}, [](R r) {
+                 return std::vector{random_tensor({80, 3}, r), random_tensor({80}, r)};
+               }});
+  c.push_back({"Dropout", OpKind::Dropout, DropoutAttrs{0.5f}, unary});
+  c.push_back({"Reshape", OpKind::Reshape, ReshapeAttrs{{12, -1}}, unary});
+  const PoolAttrs stem = pool(3, 2, 1);
+  c.push_back({"MaxPool", OpKind::MaxPool, stem, [](R r) {
+                 return std::vector{random_tensor({2, 3, 13, 13}, r)};
+               }});
+  // Overlapping windows: an input can collect the gradient of several outputs.
+  c.push_back({"MaxPoolGrad", OpKind::MaxPoolGrad, pool(3, 2, 1, {2, 3, 13, 13}), [stem](R r) {
+                 const Tensor x = random_tensor({2, 3, 13, 13}, r);
+                 return std::vector{random_tensor({2, 3, 7, 7}, r), argmax_of(x, stem)};
+               }});
+  c.push_back({"AvgPool", OpKind::AvgPool, pool(2, 2, 0), [](R r) {
+                 return std::vector{random_tensor({2, 3, 8, 8}, r)};
+               }});
+  c.push_back({"AvgPool_global", OpKind::AvgPool, pool(7, 1, 0), [](R r) {
+                 return std::vector{random_tensor({2, 5, 7, 7}, r)};
+               }});
+  c.push_back(
+      {"AvgPoolGrad_overlapping", OpKind::AvgPoolGrad, pool(3, 1, 1, {1, 2, 6, 6}), [](R r) {
+         return std::vector{random_tensor({1, 2, 6, 6}, r)};
+       }});
+  c.push_back({"AvgPoolGrad_global", OpKind::AvgPoolGrad, pool(7, 1, 0, {2, 5, 7, 7}), [](R r) {
+                 return std::vector{random_tensor({2, 5, 1, 1}, r)};
+               }});
+  // Deny-list ops never run in low precision under a policy, but their kernels exist
+  // (emulated) for any dtype a caller asks for; losses and reductions produce f32.
+  c.push_back({"SparseSoftmaxCrossEntropyWithLogits", OpKind::SparseSoftmaxCrossEntropyWithLogits,
+               NoAttrs{}, [](R r) {
+                 return std::vector{random_tensor({6, 10}, r, -4.0f, 4.0f), labels(6, 10, r)};
+               }});
+  c.push_back(
+      {"SigmoidCrossEntropyWithLogits", OpKind::SigmoidCrossEntropyWithLogits, NoAttrs{}, [](R r) {
+         return std::vector{random_tensor({4, 8}, r, -4.0f, 4.0f),
+                            random_tensor({4, 8}, r, 0.0f, 1.0f)};
+       }});
+  c.push_back({"SigmoidCrossEntropyWithLogitsGrad", OpKind::SigmoidCrossEntropyWithLogitsGrad,
+               NoAttrs{}, [](R r) {
+                 return std::vector{random_tensor({4, 8}, r), random_tensor({4, 8}, r, -4.0f, 4.0f),
+                                    random_tensor({4, 8}, r, 0.0f, 1.0f)};
+               }});
+  c.push_back({"Mean", OpKind::Mean, ReduceAttrs{{1}, false, {}}, [](R r) {
+                 return std::vector{random_tensor({4, 6, 3}, r)};
+               }});
+  c.push_back({"Sum", OpKind::Sum, ReduceAttrs{{}, false, {}}, [](R r) {
+                 return std::vector{random_tensor({4, 6, 3}, r)};
+               }});
+  c.push_back({"MeanGrad", OpKind::MeanGrad, ReduceAttrs{{1}, false, {4, 6, 3}}, [](R r) {
+                 return std::vector{random_tensor({4, 3}, r)};
+               }});
+  c.push_back({"BroadcastTo", OpKind::BroadcastTo, ReduceAttrs{{0, 2}, true, {4, 6, 3}}, [](R r) {
+                 return std::vector{random_tensor({1, 6, 1}, r)};
+               }});
+  return c;
+}
+
+// ---- every op, bf16 and f16, against f32 ----
+
+class LowPrecisionOp : public ::testing::TestWithParam<std::tuple<LpCase, DType>> {};
+
+TEST_P(LowPrecisionOp, MatchesF32OnRoundedInputs) {
+  const auto& [c, dtype] = GetParam();
+  Rng rng(42);
+  const std::vector<Tensor> inputs = c.make_inputs(rng);
+  const std::vector<Tensor> expected =
+      run_op(c.kind, c.attrs, rounded_inputs(c.kind, inputs, dtype), DType::f32);
+  const std::vector<Tensor> actual =
+      run_op(c.kind, c.attrs, node_inputs(c.kind, inputs, dtype), dtype);
+  ASSERT_EQ(actual.size(), expected.size());
+  const Tolerance tol = tolerance_for(dtype);
+  for (size_t k = 0; k < actual.size(); ++k) {
+    // Outputs keep the schema's dtype: floating outputs of the node's dtype unless declared
+    // f32 (statistics, losses, reductions); integer outputs (argmax) unchanged.
+    if (expected[k].dtype() == DType::f32)
+      EXPECT_TRUE(actual[k].dtype() == dtype || actual[k].dtype() == DType::f32);
+    else
+      EXPECT_EQ(actual[k].dtype(), expected[k].dtype());
+    EXPECT_TRUE(all_close(actual[k], expected[k], tol.rtol, tol.atol))
+        << "output " << k << " (" << dtype_name(actual[k].dtype()) << ")";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, LowPrecisionOp,
+                         ::testing::Combine(::testing::ValuesIn(lp_cases()),
+                                            ::testing::Values(DType::bf16, DType::f16)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param).name + "_" +
+                                  dtype_name(std::get<1>(info.param));
+                         });
+
+// ---- native bf16 against emulated bf16 ----
+
+// Runs the node's kernel created with `ctx` on copies of `inputs`; also reports whether
+// the kernel was the emulated one.
+std::vector<Tensor> run_with(const LpCase& c, const std::vector<Tensor>& inputs, DType dtype,
+                             CpuContext& ctx, bool* emulated) {
+  std::vector<TensorDesc> outs;
+  for (const Tensor& t : run_op(c.kind, c.attrs, inputs, dtype))
+    outs.push_back({t.shape(), t.dtype()});
+  KernelSpec spec{c.kind, c.attrs, dtype, {}, outs, c.name};
+  for (const Tensor& t : inputs) spec.inputs.push_back({t.shape(), t.dtype()});
+  auto kernel = create_kernel(spec, Device::cpu, ctx);
+  *emulated = is_emulated_kernel(*kernel);
+  std::vector<Tensor> copies, results;
+  for (const Tensor& t : inputs) copies.push_back(t.clone());
+  for (const TensorDesc& d : outs) results.push_back(Tensor::zeros(d.shape, d.dtype));
+  kernel->run(ctx, copies, results);
+  return results;
+}
+
+class NativeBf16 : public ::testing::TestWithParam<LpCase> {};
+
+TEST_P(NativeBf16, AgreesWithEmulation) {
+  const LpCase& c = GetParam();
+  if (c.onednn && !cpu_has_native_bf16())
+    GTEST_SKIP() << "this CPU has no AVX-512 BF16: oneDNN bf16 kernels are emulated here";
+  Rng rng(7);
+  const std::vector<Tensor> inputs = node_inputs(c.kind, c.make_inputs(rng), DType::bf16);
+  CpuContext native_ctx, emulated_ctx;
+  native_ctx.native_bf16 = true;
+  emulated_ctx.native_bf16 = false;
+  bool native_was_emulated = true, emulated_was_emulated = false, unused = false;
+  const auto native = run_with(c, inputs, DType::bf16, native_ctx, &native_was_emulated);
+  const auto emulated = run_with(c, inputs, DType::bf16, emulated_ctx, &emulated_was_emulated);
+  // The loops' baseline x86-64 code, which CPUs without AVX-512 run.
+  CpuContext baseline_ctx;  // fresh: Dropout draws its mask from the context's Rng
+  baseline_ctx.native_bf16 = true;
+  set_avx512_loops_enabled(false);
+  const auto baseline = run_with(c, inputs, DType::bf16, baseline_ctx, &unused);
+  set_avx512_loops_enabled(true);
+  // Reshape is a byte copy, one kernel for every dtype: never emulated.
+  EXPECT_EQ(emulated_was_emulated, c.kind != OpKind::Reshape);
+  // Which ops have a native kernel is a fixed list: conv, matmul, element-wise, bias,
+  // batch norm, pooling.
+  const std::set<OpKind> no_native = {OpKind::SparseSoftmaxCrossEntropyWithLogits,
+                                      OpKind::SigmoidCrossEntropyWithLogits,
+                                      OpKind::SigmoidCrossEntropyWithLogitsGrad,
+                                      OpKind::Mean,
+                                      OpKind::Sum,
+                                      OpKind::MeanGrad,
+                                      OpKind::BroadcastTo};
+  EXPECT_EQ(native_was_emulated, no_native.count(c.kind) != 0);
+  // Loops compute what the emulation computes, but a sum over bf16 data vectorises in
+  // another order than over f32 (batch-norm statistics, dscale, dbias): f32 results differ
+  // in the last bits, and a bf16 result may round one ulp (2^-8 relative) the other way.
+  // oneDNN's bf16 primitives sum in their own order and round the result: the bf16 table.
+  const Tolerance tol = c.onednn ? tolerance_for(DType::bf16) : Tolerance{4e-3, 1e-6};
+  for (size_t k = 0; k < native.size(); ++k) {
+    EXPECT_TRUE(all_close(native[k], emulated[k], tol.rtol, tol.atol)) << "output " << k;
+    EXPECT_TRUE(all_close(baseline[k], emulated[k], tol.rtol, tol.atol))
+        << "output " << k << ", baseline loops";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, NativeBf16, ::testing::ValuesIn(lp_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// ---- kernel selection ----
+
+TEST(LowPrecisionKernels, EveryOpWithAnF32KernelHasLowPrecisionKernels) {
+  for (int k = 0; k < int(OpKind::kCount); ++k) {
+    const OpKind kind = OpKind(k);
+    if (!has_kernel(kind, Device::cpu, DType::f32)) continue;
+    EXPECT_TRUE(has_kernel(kind, Device::cpu, DType::bf16)) << op_name(kind);
+    EXPECT_TRUE(has_kernel(kind, Device::cpu, DType::f16)) << op_name(kind);
+  }
+  // No f32 kernel, nothing to emulate: still an error naming op, device and dtype.
+  EXPECT_FALSE(has_kernel(OpKind::Placeholder, Device::cpu, DType::f16));
+  KernelSpec spec{OpKind::Placeholder, PlaceholderAttrs{}, DType::f16, {}, {}, "p"};
+  CpuContext ctx;
+  try {
+    create_kernel(spec, Device::cpu, ctx);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("no kernel for op Placeholder on device cpu with dtype f16"),
+        std::string::npos)
+        << e.what();
+  }
+}
+
+KernelSpec conv_spec(DType dtype) {
+  return {
+      OpKind::Conv2D,           conv(1, 1), dtype, {{{2, 8, 9, 9}, dtype}, {{16, 8, 3, 3}, dtype}},
+      {{{2, 16, 9, 9}, dtype}}, "conv"};
+}
+
+TEST(LowPrecisionKernels, F16IsEmulatedAndBf16NativeWhereTheCpuAllows) {
+  CpuContext ctx;
+  ctx.native_bf16 = true;
+  EXPECT_TRUE(is_emulated_kernel(*create_kernel(conv_spec(DType::f16), Device::cpu, ctx)));
+  EXPECT_EQ(is_emulated_kernel(*create_kernel(conv_spec(DType::bf16), Device::cpu, ctx)),
+            !cpu_has_native_bf16());
+  EXPECT_FALSE(is_emulated_kernel(*create_kernel(conv_spec(DType::f32), Device::cpu, ctx)));
+  ctx.native_bf16 = false;
+  EXPECT_TRUE(is_emulated_kernel(*create_kernel(conv_spec(DType::bf16), Device::cpu, ctx)));
+}
+
+// Sets an environment variable for one scope, restoring the previous value.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_.has_value())
+      setenv(name_, old_->c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST(LowPrecisionKernels, EnvironmentForcesEmulation) {
+  {
+    ScopedEnv env("CAMPO_CPU_BF16", "emulate");
+    CpuContext ctx;
+    EXPECT_FALSE(ctx.native_bf16);
+    EXPECT_TRUE(is_emulated_kernel(*create_kernel(conv_spec(DType::bf16), Device::cpu, ctx)));
+  }
+  {
+    ScopedEnv env("CAMPO_CPU_BF16", "native");
+    EXPECT_TRUE(CpuContext().native_bf16);
+  }
+  {
+    ScopedEnv env("CAMPO_CPU_BF16", "emulated");  // a typo is an error, not ignored
+    try {
+      CpuContext ctx;
+      FAIL() << "expected an error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("CAMPO_CPU_BF16 must be 'native' or 'emulate'"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+// ---- numerics the policies rely on ----
+
+// f16's largest finite value is 65504: a product or sum beyond it is inf, which the loss
+// scaler's AllFinite check sees (and bf16, with f32's range, does not overflow).
+TEST(LowPrecisionNumerics, F16OverflowIsInf) {
+  const Tensor a = Tensor::from_vector(std::vector<float>{300.0f, -300.0f, 2.0f}, {3});
+  const Tensor b = Tensor::from_vector(std::vector<float>{300.0f, 300.0f, 3.0f}, {3});
+  const auto f16 = run_op(OpKind::Mul, NoAttrs{},
+                          {as_dtype(a, DType::f16), as_dtype(b, DType::f16)}, DType::f16)[0]
+                       .to_float_vector();
+  EXPECT_EQ(f16[0], std::numeric_limits<float>::infinity());
+  EXPECT_EQ(f16[1], -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(f16[2], 6.0f);
+  const auto bf16 = run_op(OpKind::Mul, NoAttrs{},
+                           {as_dtype(a, DType::bf16), as_dtype(b, DType::bf16)}, DType::bf16)[0]
+                        .to_float_vector();
+  EXPECT_EQ(bf16[0], 90112.0f);  // 90000 rounded to bf16's 8 significant bits
+
+  // A matmul whose f32 accumulation (80000) is finite overflows only in the rounding.
+  const Tensor x = Tensor::from_vector(std::vector<float>{200.0f, 200.0f}, {1, 2});
+  const Tensor w = Tensor::from_vector(std::vector<float>{200.0f, 200.0f}, {2, 1});
+  const auto y = run_op(OpKind::MatMul, MatMulAttrs{},
+                        {as_dtype(x, DType::f16), as_dtype(w, DType::f16)}, DType::f16)[0]
+                     .to_float_vector();
+  EXPECT_EQ(y[0], std::numeric_limits<float>::infinity());
+}
+
+// NaN and inf survive every low-precision path (the loss scaler's AllFinite check relies on
+// seeing them): Relu keeps NaN, Add keeps inf, natively and emulated, bf16 and f16.
+TEST(LowPrecisionNumerics, NanAndInfPropagate) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const Tensor x = Tensor::from_vector(std::vector<float>{nan, -1.0f, inf, 2.0f}, {4});
+  const Tensor one = Tensor::from_vector(std::vector<float>{1.0f, 1.0f, 1.0f, 1.0f}, {4});
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    for (bool native : {true, false}) {
+      CpuContext ctx;
+      ctx.native_bf16 = native;
+      const TensorDesc desc{{4}, dtype};
+      const auto relu =
+          run_op_eager(OpKind::Relu, NoAttrs{}, dtype, {as_dtype(x, dtype)}, {desc}, ctx)[0]
+              .to_float_vector();
+      EXPECT_TRUE(std::isnan(relu[0])) << dtype_name(dtype);
+      EXPECT_EQ(relu[1], 0.0f);
+      EXPECT_EQ(relu[2], inf);
+      const auto sum = run_op_eager(OpKind::Add, NoAttrs{}, dtype,
+                                    {as_dtype(x, dtype), as_dtype(one, dtype)}, {desc}, ctx)[0]
+                           .to_float_vector();
+      EXPECT_TRUE(std::isnan(sum[0]));
+      EXPECT_EQ(sum[2], inf);
+      EXPECT_EQ(sum[3], 3.0f);
+    }
+  }
+}
+
+// Batch norm in bf16 takes f32 scale / offset / running statistics and updates the running
+// statistics in place, in the caller's buffers, exactly as the f32 kernel does on the same
+// (bf16-representable) data — natively and emulated.
+TEST(LowPrecisionNumerics, BatchNormBf16UpdatesF32RunningStatsInPlace) {
+  Rng rng(3);
+  const Shape xs{4, 3, 5, 5};
+  const Tensor x = rounded_to(random_tensor(xs, rng, 1.0f, 3.0f), DType::bf16);
+  const Tensor scale = random_tensor({3}, rng, 0.5f, 1.5f), offset = random_tensor({3}, rng);
+  const Tensor mean0 = random_tensor({3}, rng), var0 = random_tensor({3}, rng, 0.5f, 2.0f);
+  const BatchNormAttrs attrs{1e-5f, 0.1f, true};
+
+  CpuContext f32_ctx;
+  Tensor ref_mean = mean0.clone(), ref_var = var0.clone();
+  run_op_eager(OpKind::FusedBatchNorm, attrs, DType::f32, {x, scale, offset, ref_mean, ref_var},
+               {{xs, DType::f32}, {{3}, DType::f32}, {{3}, DType::f32}}, f32_ctx);
+
+  for (bool native : {true, false}) {
+    CpuContext ctx;
+    ctx.native_bf16 = native;
+    Tensor running_mean = mean0.clone(), running_var = var0.clone();
+    const auto out =
+        run_op_eager(OpKind::FusedBatchNorm, attrs, DType::bf16,
+                     {as_dtype(x, DType::bf16), scale, offset, running_mean, running_var},
+                     {{xs, DType::bf16}, {{3}, DType::f32}, {{3}, DType::f32}}, ctx);
+    EXPECT_EQ(out[0].dtype(), DType::bf16);
+    EXPECT_EQ(out[1].dtype(), DType::f32);
+    EXPECT_EQ(running_mean.dtype(), DType::f32);
+    EXPECT_FALSE(all_close(running_mean, mean0, 0, 0)) << "running mean was not updated";
+    EXPECT_TRUE(all_close(running_mean, ref_mean, 0, 0)) << (native ? "native" : "emulated");
+    EXPECT_TRUE(all_close(running_var, ref_var, 0, 0)) << (native ? "native" : "emulated");
+  }
+}
+
+// Emulated kernels of one context share one workspace; a later, larger reservation moves
+// it, and the earlier kernel follows (and keeps giving the same answer on every run).
+TEST(LowPrecisionKernels, EmulatedKernelsShareAGrowingWorkspace) {
+  Rng rng(5);
+  CpuContext ctx;
+  auto small_spec = conv_spec(DType::f16);
+  auto small = create_kernel(small_spec, Device::cpu, ctx);
+  const void* before = ctx.emulation_workspace();
+  KernelSpec big_spec{
+      OpKind::Relu, NoAttrs{}, DType::f16, {{{1 << 16}, DType::f16}}, {{{1 << 16}, DType::f16}},
+      "relu"};
+  auto big = create_kernel(big_spec, Device::cpu, ctx);
+  EXPECT_NE(ctx.emulation_workspace(), before);
+
+  const Tensor x = as_dtype(rounded_to(random_tensor({2, 8, 9, 9}, rng), DType::f16), DType::f16);
+  const Tensor w = as_dtype(rounded_to(random_tensor({16, 8, 3, 3}, rng), DType::f16), DType::f16);
+  const Tensor expected = run_op(OpKind::Conv2D, conv(1, 1), {x, w}, DType::f16)[0];
+  Tensor y = Tensor::zeros({2, 16, 9, 9}, DType::f16);
+  Tensor r_in = as_dtype(random_tensor({1 << 16}, rng), DType::f16);
+  Tensor r_out = Tensor::zeros({1 << 16}, DType::f16);
+  for (int step = 0; step < 2; ++step) {
+    small->run(ctx, {x, w}, {y});
+    big->run(ctx, {r_in}, {r_out});
+    EXPECT_TRUE(all_close(y, expected, 0, 0)) << "step " << step;
+  }
+}
+
+// ---- whole training steps ----
+
+// One SGD training step of a model, f32 or under the `amp` policy in a low-precision type,
+// with every placeholder filled from a fixed seed (images, labels, lr, step, loss scale 1).
+struct TrainingStep {
+  Graph graph;
+  VariableStore vars;
+  ValueId loss = kNoValue;
+  std::unique_ptr<Executable> exe;
+
+  TrainingStep(const std::string& model, const Shape& images, DType low_type) {
+    Builder b(graph, vars);
+    ModelOptions mo;
+    mo.in_channels = int(images[1]);
+    mo.image_size = int(images[2]);
+    const ValueId x = b.placeholder("images", images);
+    const ValueId y = b.placeholder("labels", {images[0]}, DType::i32);
+    loss = b.mean(b.sparse_softmax_cross_entropy(build_model(model, b, x, mo), y));
+    const auto params = vars.names_of_kind(VariableKind::parameter);
+    std::vector<ValueId> pv;
+    for (const auto& p : params) pv.push_back(graph.node(graph.find_node(p)).outputs[0]);
+    append_optimizer(b, params, append_gradients(b, loss, b.placeholder("loss_scale", {}), pv), {});
+    if (low_type != DType::f32) apply_amp_policy(graph, AmpLists::defaults(), low_type);
+    CompileOptions co;
+    co.fetches = {loss};
+    exe = std::make_unique<Executable>(graph, vars, co);
+    Rng rng(11);
+    for (const Node& n : graph.nodes()) {
+      if (n.kind != OpKind::Placeholder) continue;
+      Tensor& t = exe->input(n.name);
+      if (n.name == "labels") {
+        for (int64_t i = 0; i < t.numel(); ++i) t.data_as<int32_t>()[i] = int32_t(i % 10);
+      } else if (n.name == "lr") {
+        t.data_as<float>()[0] = 0.01f;
+      } else {  // images; step and loss_scale are 1
+        float* d = t.data_as<float>();
+        for (int64_t i = 0; i < t.numel(); ++i) d[i] = t.numel() == 1 ? 1.0f : rng.uniform(-1, 1);
+      }
+    }
+  }
+  float run() {
+    exe->run();
+    return exe->output(loss).to_float_vector()[0];
+  }
+};
+
+// LeNet's whole training step (forward, loss, backward, SGD) under the `amp` policy: every
+// op it paints runs its bf16 / f16 kernel, and the losses of two steps stay within a few
+// percent of f32's (weights identical at the start; bf16 has 8 significant bits).
+TEST(LowPrecisionTraining, LenetStepMatchesF32) {
+  const Shape images{8, 1, 28, 28};
+  TrainingStep f32("lenet", images, DType::f32);
+  const float f32_loss0 = f32.run(), f32_loss1 = f32.run();
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    TrainingStep low("lenet", images, dtype);
+    int low_nodes = 0;
+    for (const Node& n : low.graph.nodes()) low_nodes += n.dtype == dtype;
+    EXPECT_GT(low_nodes, 10) << dtype_name(dtype);
+    const float loss0 = low.run(), loss1 = low.run();
+    EXPECT_NEAR(loss0, f32_loss0, 0.03 * f32_loss0) << dtype_name(dtype);
+    EXPECT_NEAR(loss1, f32_loss1, 0.03 * f32_loss1) << dtype_name(dtype);
+    EXPECT_LT(loss1, loss0) << dtype_name(dtype);  // the step learned something
+  }
+}
+
+// ---- benchmark (disabled; run with --gtest_also_run_disabled_tests) ----
+
+// Thread CPU time of the calling thread: with OMP_NUM_THREADS=1 it is the kernel's own time
+// and does not count the time other processes on a shared machine take from it.
+double thread_ms() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+}
+
+// Best of `reps` runs after one warm-up.
+double time_kernel(const KernelSpec& spec, CpuContext& ctx, int reps) {
+  auto kernel = create_kernel(spec, Device::cpu, ctx);
+  std::vector<Tensor> in, out;
+  Rng rng(1);
+  for (const TensorDesc& d : spec.inputs)
+    in.push_back(is_floating(d.dtype) ? as_dtype(random_tensor(d.shape, rng), d.dtype)
+                                      : Tensor::zeros(d.shape, d.dtype));  // argmax 0: valid
+  for (const TensorDesc& d : spec.outputs) out.push_back(Tensor::zeros(d.shape, d.dtype));
+  kernel->run(ctx, in, out);
+  double best = 1e300;
+  for (int r = 0; r < reps; ++r) {
+    const double t0 = thread_ms();
+    kernel->run(ctx, in, out);
+    best = std::min(best, thread_ms() - t0);
+  }
+  return best;
+}
+
+KernelSpec with_dtype(KernelSpec s, DType dtype) {
+  s.dtype = dtype;
+  for (auto& d : s.inputs) d.dtype = dtype;
+  for (auto& d : s.outputs) d.dtype = dtype;
+  return s;
+}
+
+// Conv2D (fwd, backprop input, backprop filter) and MatMul on ResNet-50 / VGG-16 / LeNet
+// layer shapes: f32, native bf16 and emulated f16 kernels, side by side.
+//   OMP_NUM_THREADS=1 ./campo_tests --gtest_also_run_disabled_tests \
+//     --gtest_filter='LowPrecisionBench.*'
+TEST(LowPrecisionBench, DISABLED_ConvMatMulBf16VsF32) {
+  if (!cpu_has_native_bf16()) GTEST_SKIP() << "no AVX-512 BF16 on this CPU";
+  struct Layer {
+    const char* name;
+    int n, c, h, o, k, s, p;
+  };
+  const Layer layers[] = {
+      {"resnet50 conv1 7x7/2 3->64 @224", 16, 3, 224, 64, 7, 2, 3},
+      {"resnet50 l1 1x1 64->64 @56", 16, 64, 56, 64, 1, 1, 0},
+      {"resnet50 l1 3x3 64->64 @56", 16, 64, 56, 64, 3, 1, 1},
+      {"resnet50 l1 1x1 64->256 @56", 16, 64, 56, 256, 1, 1, 0},
+      {"resnet50 l3 3x3 256->256 @14", 16, 256, 14, 256, 3, 1, 1},
+      {"resnet50 l3 1x1 1024->256 @14", 16, 1024, 14, 256, 1, 1, 0},
+      {"resnet50 l4 3x3 512->512 @7", 16, 512, 7, 512, 3, 1, 1},
+      {"resnet50 l4 1x1 512->2048 @7", 16, 512, 7, 2048, 1, 1, 0},
+      {"vgg16 conv1_1 3x3 3->64 @224", 16, 3, 224, 64, 3, 1, 1},
+      {"vgg16 conv5 3x3 512->512 @14", 16, 512, 14, 512, 3, 1, 1},
+      {"lenet c1 5x5 1->6 @28", 32, 1, 28, 6, 5, 1, 2},
+      {"lenet c2 5x5 6->16 @14", 32, 6, 14, 16, 5, 1, 0},
+  };
+  CpuContext ctx;
+  std::printf("%-34s %-6s %9s %9s %9s %7s %7s\n", "layer (threads)", "pass", "f32 ms", "bf16 ms",
+              "f16 ms", "f32/bf", "f32/f16");
+  auto report = [&](const std::string& name, const char* pass, const KernelSpec& f32, int reps) {
+    const double t32 = time_kernel(f32, ctx, reps);
+    const double tb = time_kernel(with_dtype(f32, DType::bf16), ctx, reps);
+    const double th = time_kernel(with_dtype(f32, DType::f16), ctx, reps);
+    std::printf("%-34s %-6s %9.2f %9.2f %9.2f %7.2f %7.2f\n", name.c_str(), pass, t32, tb, th,
+                t32 / tb, t32 / th);
+    std::fflush(stdout);
+  };
+  const std::string threads = " (" + std::to_string(omp_get_max_threads()) + ")";
+  for (const Layer& l : layers) {
+    const int64_t oh = (l.h + 2 * l.p - l.k) / l.s + 1;
+    const Shape x{l.n, l.c, l.h, l.h}, w{l.o, l.c, l.k, l.k}, y{l.n, l.o, oh, oh};
+    const int reps = 3;
+    report(l.name + threads, "fwd",
+           {OpKind::Conv2D, conv(l.s, l.p), DType::f32, {{x}, {w}}, {{y}}, "c"}, reps);
+    report(l.name + threads, "bwd_x",
+           {OpKind::Conv2DBackpropInput, conv(l.s, l.p, x), DType::f32, {{y}, {w}}, {{x}}, "c"},
+           reps);
+    report(l.name + threads, "bwd_w",
+           {OpKind::Conv2DBackpropFilter, conv(l.s, l.p, w), DType::f32, {{x}, {y}}, {{w}}, "c"},
+           reps);
+  }
+  struct Gemm {
+    const char* name;
+    int64_t m, k, n;
+  };
+  const Gemm gemms[] = {{"resnet50 fc 32x2048 * 2048x1000", 32, 2048, 1000},
+                        {"vgg16 fc6 16x25088 * 25088x4096", 16, 25088, 4096},
+                        {"vgg16 fc7 16x4096 * 4096x4096", 16, 4096, 4096},
+                        {"mlp 32x784 * 784x128", 32, 784, 128},
+                        {"mlp 32x128 * 128x10", 32, 128, 10}};
+  for (const Gemm& g : gemms)
+    report(g.name + threads, "fwd",
+           {OpKind::MatMul,
+            MatMulAttrs{},
+            DType::f32,
+            {{{g.m, g.k}}, {{g.k, g.n}}},
+            {{{g.m, g.n}}},
+            "m"},
+           3);
+}
+
+// The memory-bound ops of a ResNet / VGG training step on a [16, 64, 56, 56] activation (a
+// ResNet-50 layer1 tensor): f32, native bf16 loops and emulated bf16 / f16, side by side.
+TEST(LowPrecisionBench, DISABLED_ElementwiseBf16VsF32) {
+  const Shape x{16, 64, 56, 56}, c{64}, pooled{16, 64, 28, 28};
+  const BatchNormAttrs bn{1e-5f, 0.1f, true};
+  const PoolAttrs stem = pool(3, 2, 1, x);
+  struct Op {
+    const char* name;
+    KernelSpec spec;
+  };
+  const Op ops[] = {
+      {"Relu", {OpKind::Relu, NoAttrs{}, DType::f32, {{x}}, {{x}}, "r"}},
+      {"ReluGrad", {OpKind::ReluGrad, NoAttrs{}, DType::f32, {{x}, {x}}, {{x}}, "r"}},
+      {"Add", {OpKind::Add, NoAttrs{}, DType::f32, {{x}, {x}}, {{x}}, "a"}},
+      {"AddN(3)", {OpKind::AddN, NoAttrs{}, DType::f32, {{x}, {x}, {x}}, {{x}}, "a"}},
+      {"BiasAdd", {OpKind::BiasAdd, NoAttrs{}, DType::f32, {{x}, {c}}, {{x}}, "b"}},
+      {"BiasAddGrad", {OpKind::BiasAddGrad, NoAttrs{}, DType::f32, {{x}}, {{c}}, "b"}},
+      {"FusedBatchNorm",
+       {OpKind::FusedBatchNorm, bn, DType::f32, {{x}, {c}, {c}, {c}, {c}}, {{x}, {c}, {c}}, "bn"}},
+      {"FusedBatchNormGrad",
+       {OpKind::FusedBatchNormGrad,
+        bn,
+        DType::f32,
+        {{x}, {x}, {c}, {c}, {c}},
+        {{x}, {c}, {c}},
+        "bn"}},
+      {"MaxPool 3x3/2",
+       {OpKind::MaxPool, stem, DType::f32, {{x}}, {{pooled}, {pooled, DType::i32}}, "p"}},
+      {"MaxPoolGrad 3x3/2",
+       {OpKind::MaxPoolGrad, stem, DType::f32, {{pooled}, {pooled, DType::i32}}, {{x}}, "p"}},
+  };
+  std::printf("%-22s %9s %9s %9s %9s %7s %7s\n", "op (threads)", "f32 ms", "bf16 ms", "bf16em ms",
+              "f16em ms", "f32/bf", "f32/em");
+  CpuContext native_ctx, emulated_ctx;
+  emulated_ctx.native_bf16 = false;
+  for (const Op& op : ops) {
+    // Low-precision specs: floating data in the dtype, batch-norm's per-channel tensors f32.
+    auto low = [&](DType dtype) {
+      KernelSpec s = op.spec;
+      s.dtype = dtype;
+      const std::vector<int>& keep = op_schema(s.kind).fp32_inputs;
+      for (int i = 0; i < int(s.inputs.size()); ++i)
+        if (s.inputs[size_t(i)].dtype == DType::f32 &&
+            std::find(keep.begin(), keep.end(), i) == keep.end())
+          s.inputs[size_t(i)].dtype = dtype;
+      for (auto& d : s.outputs)
+        if (d.dtype == DType::f32 && d.shape.size() > 1) d.dtype = dtype;
+      if (s.kind == OpKind::BiasAddGrad) s.outputs[0].dtype = dtype;
+      return s;
+    };
+    const int reps = 3;
+    const double t32 = time_kernel(op.spec, native_ctx, reps);
+    const double tb = time_kernel(low(DType::bf16), native_ctx, reps);
+    const double tbe = time_kernel(low(DType::bf16), emulated_ctx, reps);
+    const double th = time_kernel(low(DType::f16), native_ctx, reps);
+    std::printf("%-22s %9.2f %9.2f %9.2f %9.2f %7.2f %7.2f\n",
+                (std::string(op.name) + " (" + std::to_string(omp_get_max_threads()) + ")").c_str(),
+                t32, tb, tbe, th, t32 / tb, t32 / tbe);
+    std::fflush(stdout);
+  }
+}
+
+// Whole training steps (forward, backward, SGD) of ResNet / VGG, f32 against the `amp`
+// policy in bf16 (native kernels) and in bf16 emulated, side by side; thread CPU time of
+// the second of two steps.
+//   OMP_NUM_THREADS=1 ./campo_tests --gtest_also_run_disabled_tests \
+//     --gtest_filter='LowPrecisionBench.DISABLED_TrainingStep*'
+TEST(LowPrecisionBench, DISABLED_TrainingStepBf16VsF32) {
+  struct Model {
+    const char* name;
+    Shape images;
+  };
+  const Model models[] = {
+      {"resnet18", {32, 3, 32, 32}}, {"resnet50", {16, 3, 224, 224}}, {"vgg16", {32, 3, 32, 32}}};
+  std::printf("%-10s %-18s %10s %10s %12s %7s %7s\n", "model", "images", "f32 ms", "bf16 ms",
+              "bf16em ms", "f32/bf", "f32/em");
+  for (const Model& m : models) {
+    auto step_ms = [&](DType dtype) {
+      TrainingStep step(m.name, m.images, dtype);
+      step.run();
+      const double t0 = thread_ms();
+      step.run();
+      return thread_ms() - t0;
+    };
+    const double t32 = step_ms(DType::f32);
+    const double tb = step_ms(DType::bf16);
+    double tbe;
+    {
+      ScopedEnv env("CAMPO_CPU_BF16", "emulate");  // read by the executor's CpuContext
+      tbe = step_ms(DType::bf16);
+    }
+    std::printf("%-10s %-18s %10.0f %10.0f %12.0f %7.2f %7.2f\n", m.name,
+                shape_str(m.images).c_str(), t32, tb, tbe, t32 / tb, t32 / tbe);
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace
+}  // namespace campo::testing

@@ -1,0 +1,89 @@
+// `campo plan` and `campo bench` through the library entry points.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tools/lib/plan.h"
+
+namespace campo {
+namespace {
+
+TEST(PlanTest, AmpPlanListsEveryNodeAndTotals) {
+  PlanOptions o;
+  o.run.model = "lenet";
+  o.run.batch = 8;
+  o.precision = "amp";
+  const std::string dot = (std::filesystem::temp_directory_path() / "campo_plan_test.dot").string();
+  const std::string json = (std::filesystem::temp_directory_path() / "campo_plan_test.json").string();
+  o.dot_path = dot;
+  o.json_path = json;
+  std::ostringstream out;
+  print_plan(o, out);
+  const std::string text = out.str();
+  EXPECT_NE(text.find("conv1.Conv2D"), std::string::npos) << text;
+  EXPECT_NE(text.find("allow  bf16"), std::string::npos) << text;
+  EXPECT_NE(text.find("deny   f32"), std::string::npos) << text;
+  EXPECT_NE(text.find("totals: "), std::string::npos) << text;
+  std::ifstream jf(json);
+  nlohmann::json j = nlohmann::json::parse(jf);
+  EXPECT_GT(j["casts"].get<int>(), 0);
+  EXPECT_GT(j["low_nodes"].get<int>(), 0);
+  std::ifstream df(dot);
+  std::string dot_text((std::istreambuf_iterator<char>(df)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(dot_text.rfind("digraph", 0), 0u);
+  EXPECT_NE(dot_text.find("Cast"), std::string::npos);
+  std::filesystem::remove(dot);
+  std::filesystem::remove(json);
+}
+
+TEST(PlanTest, Fp32PlanHasNoCasts) {
+  PlanOptions o;
+  o.run.model = "mlp";
+  o.run.batch = 4;
+  o.precision = "fp32";
+  std::ostringstream out;
+  print_plan(o, out);
+  EXPECT_NE(out.str().find(" 0 casts"), std::string::npos) << out.str();
+}
+
+TEST(PlanTest, UnknownPolicyIsAClearError) {
+  PlanOptions o;
+  o.precision = "fp8";
+  std::ostringstream out;
+  try {
+    print_plan(o, out);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown precision policy 'fp8'"), std::string::npos);
+  }
+}
+
+TEST(BenchTest, RunsPoliciesSideBySide) {
+  BenchOptions o;
+  o.run.model = "mlp";
+  o.run.batch = 16;
+  o.precisions = {"fp32", "amp"};
+  o.steps = 3;
+  o.repeats = 2;
+  o.warmup = 1;
+  std::ostringstream out;
+  auto results = run_bench(o, out);
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].precision, "fp32");
+  EXPECT_EQ(results[0].casts, 0);
+  EXPECT_DOUBLE_EQ(results[0].ratio_to_fp32, 1.0);
+  EXPECT_GT(results[1].casts, 0);
+  EXPECT_GT(results[1].low_nodes, 0);
+  for (const auto& r : results) {
+    EXPECT_EQ(r.samples_per_sec.size(), 2u);
+    EXPECT_GT(r.median, 0);
+  }
+  EXPECT_NE(out.str().find("samples/s"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace campo

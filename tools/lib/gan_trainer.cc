@@ -1,0 +1,447 @@
+#include "tools/lib/gan_trainer.h"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iomanip>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <sstream>
+
+#include "datasets/loader.h"
+#include "datasets/registry.h"
+#include "datasets/synthetic.h"
+#include "graph/autodiff.h"
+#include "runtime/timer.h"
+
+// The only stb_image_write implementation in campo; static so that no other translation
+// unit (or a system libstb) can clash with it.
+#define STB_IMAGE_WRITE_STATIC
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include <stb_image_write.h>
+#pragma GCC diagnostic pop
+
+namespace campo {
+
+namespace {
+
+// A view of a data set that maps every pixel x to tanh(x) (synthetic data, ~N(0, 1)
+// pixels, into (-1, 1)) and/or keeps only the first `limit` samples.
+class GanDataset final : public Dataset {
+ public:
+  GanDataset(std::shared_ptr<const Dataset> base, int64_t limit, bool apply_tanh)
+      : base_(std::move(base)),
+        size_(limit > 0 ? std::min(limit, base_->size()) : base_->size()),
+        apply_tanh_(apply_tanh) {}
+  int64_t size() const override { return size_; }
+  Shape image_shape() const override { return base_->image_shape(); }
+  int num_classes() const override { return base_->num_classes(); }
+  std::string name() const override {
+    return size_ < base_->size() ? base_->name() + "[:" + std::to_string(size_) + "]"
+                                 : base_->name();
+  }
+  void get(int64_t index, float* image, int32_t* label) const override {
+    check_index(index);
+    base_->get(index, image, label);
+    if (apply_tanh_)
+      for (int64_t i = 0, n = image_numel(); i < n; ++i) image[i] = std::tanh(image[i]);
+  }
+
+ private:
+  std::shared_ptr<const Dataset> base_;
+  int64_t size_;
+  bool apply_tanh_;
+};
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) seconds = 0;
+  int64_t s = int64_t(seconds + 0.5);
+  char buf[32];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", (long long)(s / 3600),
+                  (long long)(s / 60 % 60), (long long)(s % 60));
+  else
+    std::snprintf(buf, sizeof buf, "%lld:%02lld", (long long)(s / 60), (long long)(s % 60));
+  return buf;
+}
+
+ValueId variable_value(const Graph& g, const std::string& name) {
+  NodeId id = g.find_node(name);
+  CAMPO_CHECK(id >= 0, "internal: no variable '", name, "' in the graph");
+  return g.node(id).outputs[0];
+}
+
+// Mean over the last `window` values of a history.
+double tail_mean(const std::vector<float>& v, size_t window = 50) {
+  if (v.empty()) return 0.0;
+  const size_t n = std::min(window, v.size());
+  double s = 0;
+  for (size_t i = v.size() - n; i < v.size(); ++i) s += v[i];
+  return s / double(n);
+}
+
+}  // namespace
+
+// ---- GanSession ----
+
+GanSession::GanSession(const DcganOptions& model, int64_t batch, const OptimizerConfig& adam,
+                       uint64_t seed, int64_t num_samples)
+    : model_(model), batch_(batch), vars_(seed), noise_rng_(mix_seed(seed, 0x6e6f697365)) {
+  check_dcgan_options(model);
+  CAMPO_CHECK(batch > 0, "GAN batch must be positive, got ", batch);
+  CAMPO_CHECK(num_samples > 0, "GAN sample count must be positive, got ", num_samples);
+  const Shape image_shape = {batch, model.channels, model.image_size, model.image_size};
+  const Shape noise_shape = {batch, model.nz, 1, 1};
+
+  {  // D step: loss_D = BCE(D(x), 1) + BCE(D(G(z)), 0); update D only.
+    Builder b(d_graph_, vars_);
+    b.set_training(true);
+    ValueId real = b.placeholder("images", image_shape);
+    ValueId z = b.placeholder("z", noise_shape);
+    ValueId ones = b.placeholder("real_label", {batch});
+    ValueId zeros = b.placeholder("fake_label", {batch});
+    ValueId fake = build_dcgan_generator(b, z, model);
+    ValueId d_real = build_dcgan_discriminator(b, real, model);
+    ValueId d_fake = build_dcgan_discriminator(b, fake, model);
+    loss_d_ = b.add(b.mean(b.sigmoid_cross_entropy(d_real, ones)),
+                    b.mean(b.sigmoid_cross_entropy(d_fake, zeros)));
+    d_x_ = b.mean(b.sigmoid(d_real));
+    d_g_z1_ = b.mean(b.sigmoid(d_fake));
+    const std::vector<std::string> params = dcgan_parameter_names(vars_, kDiscriminatorScope);
+    std::vector<ValueId> values;
+    for (const auto& p : params) values.push_back(variable_value(d_graph_, p));
+    ValueId seed_grad = b.placeholder("loss_scale", {});
+    append_optimizer(b, params, append_gradients(b, loss_d_, seed_grad, values), adam);
+    CompileOptions co;
+    co.fetches = {loss_d_, d_x_, d_g_z1_};
+    co.seed = seed;
+    d_exe_ = std::make_unique<Executable>(d_graph_, vars_, co);
+    d_exe_->input("loss_scale").data_as<float>()[0] = 1.0f;
+    std::fill_n(d_exe_->input("real_label").data_as<float>(), batch, 1.0f);
+    std::fill_n(d_exe_->input("fake_label").data_as<float>(), batch, 0.0f);
+  }
+  {  // G step: loss_G = BCE(D(G(z)), 1); update G only.
+    Builder b(g_graph_, vars_);
+    b.set_training(true);
+    ValueId z = b.placeholder("z", noise_shape);
+    ValueId ones = b.placeholder("real_label", {batch});
+    ValueId d_fake = build_dcgan_discriminator(b, build_dcgan_generator(b, z, model), model);
+    loss_g_ = b.mean(b.sigmoid_cross_entropy(d_fake, ones));
+    d_g_z2_ = b.mean(b.sigmoid(d_fake));
+    const std::vector<std::string> params = dcgan_parameter_names(vars_, kGeneratorScope);
+    std::vector<ValueId> values;
+    for (const auto& p : params) values.push_back(variable_value(g_graph_, p));
+    ValueId seed_grad = b.placeholder("loss_scale", {});
+    append_optimizer(b, params, append_gradients(b, loss_g_, seed_grad, values), adam);
+    CompileOptions co;
+    co.fetches = {loss_g_, d_g_z2_};
+    co.seed = seed + 1;
+    g_exe_ = std::make_unique<Executable>(g_graph_, vars_, co);
+    g_exe_->input("loss_scale").data_as<float>()[0] = 1.0f;
+    std::fill_n(g_exe_->input("real_label").data_as<float>(), batch, 1.0f);
+  }
+  {  // Samples of the fixed noise, G in training mode (as the example).
+    Builder b(sample_graph_, vars_);
+    b.set_training(true);
+    ValueId z = b.placeholder("z", {num_samples, model.nz, 1, 1});
+    samples_ = build_dcgan_generator(b, z, model);
+    CompileOptions co;
+    co.fetches = {samples_};
+    sample_exe_ = std::make_unique<Executable>(sample_graph_, vars_, co);
+    Rng fixed(mix_seed(seed, 0x6669786564));
+    Tensor& fz = sample_exe_->input("z");
+    float* p = fz.data_as<float>();
+    for (int64_t i = 0; i < fz.numel(); ++i) p[i] = fixed.normal();
+  }
+}
+
+GanSession::~GanSession() = default;
+
+int64_t GanSession::generator_parameters() const {
+  int64_t n = 0;
+  for (const auto& name : dcgan_parameter_names(vars_, kGeneratorScope))
+    n += vars_.at(name).numel();
+  return n;
+}
+
+int64_t GanSession::discriminator_parameters() const {
+  int64_t n = 0;
+  for (const auto& name : dcgan_parameter_names(vars_, kDiscriminatorScope))
+    n += vars_.at(name).numel();
+  return n;
+}
+
+void GanSession::set_profiling(bool on) {
+  op_ms_.assign(size_t(OpKind::kCount), 0.0);
+  using Pair = std::pair<Executable*, const Graph*>;
+  for (auto [exe, graph] : {Pair{d_exe_.get(), &d_graph_}, Pair{g_exe_.get(), &g_graph_}}) {
+    exe->set_timing(on);
+    if (on)
+      exe->set_node_hook(
+          [this, g = graph](NodeId id, double ms) { op_ms_[size_t(g->node(id).kind)] += ms; });
+    else
+      exe->set_node_hook(nullptr);
+  }
+}
+
+std::vector<std::pair<std::string, double>> GanSession::profile_by_op() const {
+  std::vector<std::pair<std::string, double>> out;
+  for (size_t k = 0; k < op_ms_.size(); ++k)
+    if (op_ms_[k] > 0) out.push_back({op_name(OpKind(k)), op_ms_[k]});
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.second > b.second; });
+  return out;
+}
+
+GanSession::StepStats GanSession::step(const Tensor& real, float lr) {
+  const Shape expected = {batch_, model_.channels, model_.image_size, model_.image_size};
+  CAMPO_CHECK(real.shape() == expected, "GAN step: real images have shape ",
+              shape_str(real.shape()), ", the graphs were compiled for ", shape_str(expected));
+  ++iterations_;
+  const float t = float(iterations_);
+
+  Tensor& z = d_exe_->input("z");
+  float* zp = z.data_as<float>();
+  for (int64_t i = 0; i < z.numel(); ++i) zp[i] = noise_rng_.normal();
+  d_exe_->input("images").copy_from(real);
+  d_exe_->input("lr").data_as<float>()[0] = lr;
+  d_exe_->input("step").data_as<float>()[0] = t;
+  d_exe_->run();
+  StepStats s;
+  s.loss_d = d_exe_->output(loss_d_).data_as<float>()[0];
+  s.d_x = d_exe_->output(d_x_).data_as<float>()[0];
+  s.d_g_z1 = d_exe_->output(d_g_z1_).data_as<float>()[0];
+
+  g_exe_->input("z").copy_from(z);
+  g_exe_->input("lr").data_as<float>()[0] = lr;
+  g_exe_->input("step").data_as<float>()[0] = t;
+  g_exe_->run();
+  s.loss_g = g_exe_->output(loss_g_).data_as<float>()[0];
+  s.d_g_z2 = g_exe_->output(d_g_z2_).data_as<float>()[0];
+  return s;
+}
+
+const Tensor& GanSession::generate_samples() {
+  sample_exe_->run();
+  return sample_exe_->output(samples_);
+}
+
+// ---- PNG output ----
+
+void write_png_grid(const std::string& path, const Tensor& images, int nrow, int padding) {
+  CAMPO_CHECK(images.rank() == 4 && images.dtype() == DType::f32,
+              "image grid: expected f32 images [N, C, H, W], got ", dtype_name(images.dtype()), " ",
+              shape_str(images.shape()));
+  const int64_t n = images.dim(0), c = images.dim(1), h = images.dim(2), w = images.dim(3);
+  CAMPO_CHECK(c == 1 || c == 3, "image grid: images need 1 or 3 channels, got ", c);
+  CAMPO_CHECK(n > 0 && nrow > 0 && padding >= 0, "image grid: bad layout (", n, " images, ", nrow,
+              " per row, padding ", padding, ")");
+  const int64_t cols = std::min<int64_t>(nrow, n), rows = (n + cols - 1) / cols;
+  const int64_t gw = cols * (w + padding) + padding, gh = rows * (h + padding) + padding;
+  std::vector<uint8_t> pixels(size_t(gw * gh * c), 0);
+  const float* src = images.data_as<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t y0 = (i / cols) * (h + padding) + padding;
+    const int64_t x0 = (i % cols) * (w + padding) + padding;
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t x = 0; x < w; ++x) {
+          const float v = src[((i * c + ch) * h + y) * w + x];
+          const float u = std::isfinite(v) ? std::clamp((v + 1.0f) * 0.5f, 0.0f, 1.0f) : 0.0f;
+          pixels[size_t(((y0 + y) * gw + x0 + x) * c + ch)] = uint8_t(std::lround(u * 255.0f));
+        }
+  }
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  std::string tmp_name = ".";  // hidden, and unique per process
+  tmp_name += target.filename().string();
+  tmp_name += ".tmp";
+  tmp_name += std::to_string(long(::getpid()));
+  const fs::path tmp = target.parent_path() / tmp_name;
+  CAMPO_CHECK(
+      stbi_write_png(tmp.c_str(), int(gw), int(gh), int(c), pixels.data(), int(gw * c)) != 0,
+      "cannot write the PNG file '", tmp.string(), "'");
+  std::error_code ec;
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    CAMPO_FAIL("cannot move the PNG into place as '", path, "'");
+  }
+}
+
+// ---- the training loop ----
+
+void validate_gan(const GanOptions& o) {
+  CAMPO_CHECK(o.dataset == "fashion-mnist" || o.dataset == "mnist" || o.dataset == "synthetic",
+              "unknown GAN dataset '", o.dataset, "' (expected fashion-mnist, mnist or synthetic)");
+  CAMPO_CHECK(o.image_size == 32 || o.image_size == 64, "--image-size must be 32 or 64, got ",
+              o.image_size);
+  CAMPO_CHECK(o.channels == 1 || o.channels == 3, "--channels must be 1 or 3, got ", o.channels);
+  CAMPO_CHECK(o.epochs > 0, "--epochs must be positive, got ", o.epochs);
+  CAMPO_CHECK(o.steps >= 0, "--steps must be zero (full epochs) or positive, got ", o.steps);
+  CAMPO_CHECK(o.batch > 0, "--batch must be a positive number of samples, got ", o.batch);
+  CAMPO_CHECK(std::isfinite(o.lr) && o.lr > 0, "--lr must be a positive learning rate, got ", o.lr);
+  CAMPO_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1,
+              "Adam betas must lie in [0, 1), got beta1 ", o.beta1, ", beta2 ", o.beta2);
+  CAMPO_CHECK(o.nz > 0 && o.ngf > 0 && o.ndf > 0, "--nz, --ngf and --ndf must be positive, got ",
+              o.nz, ", ", o.ngf, ", ", o.ndf);
+  CAMPO_CHECK(o.train_limit >= 0, "--limit-train must be >= 0, got ", o.train_limit);
+  CAMPO_CHECK(
+      o.progress == "auto" || o.progress == "bar" || o.progress == "lines" || o.progress == "none",
+      "--progress must be auto, bar, lines or none, got '", o.progress, "'");
+  CAMPO_CHECK(o.threads >= 0, "--threads must be >= 0, got ", o.threads);
+}
+
+GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal) {
+  validate_gan(o);
+  if (o.threads > 0) omp_set_num_threads(o.threads);
+  Timer wall;
+
+  DatasetOptions dopts;
+  dopts.data_dir = o.data_dir;
+  dopts.image_size = o.image_size;
+  dopts.channels = o.channels;
+  dopts.mean = 0.5f;  // [0, 1] pixels -> [-1, 1]
+  dopts.stddev = 0.5f;
+  dopts.seed = o.seed;
+  if (o.dataset == "synthetic" && o.train_limit > 0) dopts.synthetic_size = o.train_limit;
+  std::shared_ptr<const Dataset> data = std::make_shared<GanDataset>(
+      open_dataset(o.dataset, "train", dopts), o.train_limit, o.dataset == "synthetic");
+  const Shape expected = {o.channels, o.image_size, o.image_size};
+  CAMPO_CHECK(data->image_shape() == expected, "internal: ", data->name(), " gives images ",
+              shape_str(data->image_shape()), ", expected ", shape_str(expected));
+  CAMPO_CHECK(data->size() >= o.batch, "--batch ", o.batch, " is larger than the ", data->size(),
+              " training samples of ", data->name());
+
+  DcganOptions mopts;
+  mopts.image_size = o.image_size;
+  mopts.channels = o.channels;
+  mopts.nz = o.nz;
+  mopts.ngf = o.ngf;
+  mopts.ndf = o.ndf;
+  OptimizerConfig adam;
+  adam.kind = OptimizerConfig::Kind::adam;
+  adam.beta1 = o.beta1;
+  adam.beta2 = o.beta2;
+  GanSession session(mopts, o.batch, adam, o.seed);
+
+  if (!o.samples_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.samples_dir, ec);
+    CAMPO_CHECK(!ec && std::filesystem::is_directory(o.samples_dir),
+                "cannot create the samples directory '", o.samples_dir, "'",
+                ec ? ": " + ec.message() : std::string());
+  }
+
+  LoaderOptions lopts;
+  lopts.batch_size = o.batch;
+  lopts.shuffle = true;
+  lopts.drop_last = true;  // the graphs have a static batch size
+  lopts.seed = o.seed;
+  DataLoader loader(data, lopts);
+
+  const std::string mode = o.progress == "auto" ? (log_is_terminal ? "bar" : "lines") : o.progress;
+  const int64_t per_epoch = loader.batches_per_epoch();
+  const int64_t total_steps =
+      o.steps > 0 ? std::min<int64_t>(o.steps, per_epoch * o.epochs) : per_epoch * o.epochs;
+  GanResult r;
+  r.parameters_g = session.generator_parameters();
+  r.parameters_d = session.discriminator_parameters();
+  log << "campo: training dcgan " << o.image_size << "x" << o.image_size << "x" << o.channels
+      << " (G " << r.parameters_g << ", D " << r.parameters_d << " parameters) on " << data->name()
+      << ", " << data->size() << " samples, batch " << o.batch << ", " << total_steps << " steps\n";
+  log.flush();
+
+  auto write_samples = [&](int epoch) {
+    if (o.samples_dir.empty()) return;
+    char name[32];
+    std::snprintf(name, sizeof name, "epoch_%03d.png", epoch + 1);
+    const std::string path = (std::filesystem::path(o.samples_dir) / name).string();
+    write_png_grid(path, session.generate_samples(), 8, 2);
+    r.sample_files.push_back(path);
+    if (mode != "none") log << "wrote " << path << "\n";
+  };
+
+  std::vector<float> d_x, d_g_z;
+  Timer train_timer;
+  double last_print = -1;
+  int64_t step = 0;
+  Batch batch;
+  for (int epoch = 0; epoch < o.epochs && step < total_steps; ++epoch) {
+    loader.start_epoch(epoch);
+    int64_t in_epoch = 0;
+    while (step < total_steps && loader.next(batch)) {
+      const GanSession::StepStats s = session.step(batch.images, o.lr);
+      CAMPO_CHECK(std::isfinite(s.loss_d) && std::isfinite(s.loss_g),
+                  "DCGAN training diverged at step ", step + 1, ": loss_D ", s.loss_d, ", loss_G ",
+                  s.loss_g, " (try a smaller --lr)");
+      ++step;
+      ++in_epoch;
+      r.loss_d_history.push_back(s.loss_d);
+      r.loss_g_history.push_back(s.loss_g);
+      d_x.push_back(s.d_x);
+      d_g_z.push_back(s.d_g_z1);
+      const double elapsed = train_timer.seconds();
+      const double rate = double(step * o.batch) / std::max(elapsed, 1e-9);
+      const double eta = double(total_steps - step) * o.batch / std::max(rate, 1e-9);
+      const bool last = step == total_steps || in_epoch == per_epoch;
+      std::ostringstream stats;
+      stats << std::fixed << std::setprecision(4) << "loss_D " << tail_mean(r.loss_d_history, 10)
+            << "  loss_G " << tail_mean(r.loss_g_history, 10) << "  D(x) " << s.d_x << "  D(G(z)) "
+            << s.d_g_z1 << "/" << s.d_g_z2 << "  " << std::setprecision(0) << rate << " samples/s";
+      if (mode == "bar" && (elapsed - last_print >= 0.1 || last)) {
+        last_print = elapsed;
+        log << "\repoch " << epoch + 1 << "/" << o.epochs << " " << in_epoch << "/" << per_epoch
+            << "  " << stats.str() << "  ETA " << format_duration(eta) << "   ";
+        if (last) log << "\n";
+        log.flush();
+      } else if (mode == "lines") {
+        const int64_t every = std::max<int64_t>(1, per_epoch / 10);
+        if (in_epoch % every == 0 || last) {
+          log << "epoch " << epoch + 1 << "/" << o.epochs << " step " << in_epoch << "/"
+              << per_epoch << " " << stats.str() << " eta " << format_duration(eta) << "\n";
+          log.flush();
+        }
+      }
+    }
+    write_samples(epoch);
+  }
+  const double train_seconds = train_timer.seconds();
+
+  r.steps = step;
+  r.loss_d = tail_mean(r.loss_d_history);
+  r.loss_g = tail_mean(r.loss_g_history);
+  r.d_x = tail_mean(d_x);
+  r.d_g_z = tail_mean(d_g_z);
+  r.samples_per_sec = double(step * o.batch) / std::max(train_seconds, 1e-9);
+  r.wall_seconds = wall.seconds();
+  nlohmann::json j = {{"event", "result"},
+                      {"model", "dcgan"},
+                      {"dataset", o.dataset},
+                      {"precision", "fp32"},
+                      {"image_size", o.image_size},
+                      {"channels", o.channels},
+                      {"epochs", o.epochs},
+                      {"steps", r.steps},
+                      {"batch", o.batch},
+                      {"parameters_g", r.parameters_g},
+                      {"parameters_d", r.parameters_d},
+                      {"loss_d", r.loss_d},
+                      {"loss_g", r.loss_g},
+                      {"d_x", r.d_x},
+                      {"d_g_z", r.d_g_z},
+                      {"samples_per_sec", r.samples_per_sec},
+                      {"wall_seconds", r.wall_seconds},
+                      {"samples", r.sample_files.empty() ? "" : r.sample_files.back()}};
+  log << j.dump() << "\n";
+  log.flush();
+  return r;
+}
+
+}  // namespace campo

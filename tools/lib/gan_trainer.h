@@ -1,0 +1,127 @@
+// DCGAN training as PyTorch's examples/dcgan/main.py does it, on campo graphs.
+//
+// One VariableStore holds both networks ("netG.*", "netD.*", see models/dcgan.h) and their
+// Adam state. Three compiled graphs share it:
+//   D step  z -> G(z) (training-mode BN, no gradient into G: only D's parameters are
+//           differentiated, which is the example's fake.detach());
+//           loss_D = mean BCE(D(x), 1) + mean BCE(D(G(z)), 0), both with logits
+//           (SigmoidCrossEntropyWithLogits); Adam on D's parameters only.
+//   G step  the same z -> loss_G = mean BCE(D(G(z)), 1) against the just-updated D; Adam
+//           on G's parameters only. D runs in training mode, so its BN running statistics
+//           update here as in PyTorch.
+//   samples G(fixed noise), 64 samples, in training mode like the example (which never
+//           calls netG.eval()): BN normalises with the statistics of the fixed batch.
+// Each graph has its own "lr" and "step" placeholders (append_optimizer looks them up by
+// name in its graph). G's forward pass runs in both step graphs on the same z (PyTorch runs
+// it once and reuses the output); the outputs are identical since only D changes in
+// between, but G's BN running statistics get two momentum updates per iteration. They are
+// never read (G is always evaluated in training mode), so training is unaffected.
+//
+// Images are rescaled to [-1, 1] (tanh's range): IDX data sets through mean 0.5 / std 0.5
+// on [0, 1] pixels; the synthetic data set (roughly N(0, 1) pixels) through tanh.
+// At the end of every epoch (and when --steps stops a run mid-epoch) G's samples of the
+// fixed noise are written as an 8x8 grid PNG, samples_dir/epoch_NNN.png (1-based epoch),
+// via a temporary file and a rename.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "graph/executor.h"
+#include "graph/optimizer.h"
+#include "models/dcgan.h"
+#include "runtime/rng.h"
+
+namespace campo {
+
+struct GanOptions {
+  std::string dataset = "fashion-mnist";  // fashion-mnist | mnist | synthetic
+  std::string data_dir;
+  int image_size = 64;  // 32 | 64
+  int channels = 1;     // 1 | 3 (grey data replicated to 3 channels)
+  int epochs = 1;
+  int64_t steps = 0;   // 0: full epochs; else stop after this many steps
+  int64_t batch = 64;  // the example's default
+  float lr = 2e-4f;
+  float beta1 = 0.5f, beta2 = 0.999f;
+  int nz = 100, ngf = 64, ndf = 64;
+  uint64_t seed = 42;
+  std::string samples_dir = "samples";  // empty: write no sample grids
+  std::string progress = "auto";        // auto | bar | lines | none
+  int64_t train_limit = 0;              // use only the first N training samples (0: all)
+  int threads = 0;                      // 0: OpenMP default
+};
+
+struct GanResult {
+  double loss_d = 0, loss_g = 0;  // means over the last 50 steps
+  double d_x = 0, d_g_z = 0;      // mean D(x) and D(G(z)) (before D's update), last 50 steps
+  double samples_per_sec = 0;     // real images per second through both steps
+  double wall_seconds = 0;
+  int64_t steps = 0;
+  int64_t parameters_g = 0, parameters_d = 0;
+  std::vector<float> loss_d_history, loss_g_history;  // one entry per step
+  std::vector<std::string> sample_files;              // PNGs written, in order
+};
+
+// Checks the options (one clear campo::Error per problem) before anything is loaded.
+void validate_gan(const GanOptions& o);
+
+// Trains; progress goes to `log`, the final JSON line too.
+GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal);
+
+// Writes images [N, C, H, W] with values in [-1, 1] as a PNG grid of `nrow` images per row
+// with `padding` black pixels around each (torchvision's make_grid layout); grey for C = 1,
+// RGB for C = 3; pixel = round(255 * clamp((x + 1) / 2, 0, 1)). Atomic: written to a
+// temporary file in the same directory, then renamed over `path`.
+void write_png_grid(const std::string& path, const Tensor& images, int nrow = 8, int padding = 2);
+
+// The compiled graphs of one DCGAN run (see the file comment).
+class GanSession {
+ public:
+  struct StepStats {
+    float loss_d = 0, loss_g = 0;
+    float d_x = 0;     // mean D(x) on the real batch
+    float d_g_z1 = 0;  // mean D(G(z)) in the D step (before D's update)
+    float d_g_z2 = 0;  // mean D(G(z)) in the G step (after D's update)
+  };
+
+  GanSession(const DcganOptions& model, int64_t batch, const OptimizerConfig& adam, uint64_t seed,
+             int64_t num_samples = 64);
+  ~GanSession();
+
+  // One iteration: draws z ~ N(0, 1), runs the D step on (real, G(z)), then the G step.
+  // `real` is [batch, nc, S, S] in [-1, 1].
+  StepStats step(const Tensor& real, float lr);
+  // G(fixed noise) [num_samples, nc, S, S]; a view valid until the next call.
+  const Tensor& generate_samples();
+
+  // Per-node timing of both step graphs, summed per op kind (name -> total ms, largest
+  // first).
+  void set_profiling(bool on);
+  std::vector<std::pair<std::string, double>> profile_by_op() const;
+
+  VariableStore& variables() { return vars_; }
+  Graph& d_graph() { return d_graph_; }
+  Graph& g_graph() { return g_graph_; }
+  int64_t iterations() const { return iterations_; }
+  int64_t generator_parameters() const;
+  int64_t discriminator_parameters() const;
+
+ private:
+  DcganOptions model_;
+  int64_t batch_;
+  VariableStore vars_;
+  Rng noise_rng_;
+  Graph d_graph_, g_graph_, sample_graph_;
+  ValueId loss_d_ = kNoValue, d_x_ = kNoValue, d_g_z1_ = kNoValue;
+  ValueId loss_g_ = kNoValue, d_g_z2_ = kNoValue, samples_ = kNoValue;
+  std::unique_ptr<Executable> d_exe_, g_exe_, sample_exe_;
+  int64_t iterations_ = 0;
+  std::vector<double> op_ms_;  // by OpKind
+};
+
+}  // namespace campo

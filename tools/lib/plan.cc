@@ -1,0 +1,276 @@
+#include "tools/lib/plan.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iomanip>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <sstream>
+
+#include "runtime/timer.h"
+
+namespace campo {
+
+namespace {
+
+const char* phase_name(Phase p) {
+  switch (p) {
+    case Phase::forward: return "fwd";
+    case Phase::backward: return "bwd";
+    case Phase::update: return "upd";
+  }
+  return "?";
+}
+
+std::string compact_shape(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+std::string with_commas(int64_t v) {
+  std::string s = std::to_string(v), out;
+  int n = 0;
+  for (auto it = s.rbegin(); it != s.rend(); ++it) {
+    if (n && n % 3 == 0 && *it != '-') out.push_back(',');
+    out.push_back(*it);
+    ++n;
+  }
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    CAMPO_CHECK(f.good(), "cannot write '", path, "'");
+    f << text;
+    f.flush();
+    CAMPO_CHECK(f.good(), "writing '", path, "' failed");
+  }
+  CAMPO_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename '", tmp, "' to '", path,
+              "'");
+}
+
+}  // namespace
+
+TrainingGraphSpec model_run_spec(const ModelRunOptions& o, Precision policy) {
+  CAMPO_CHECK(is_known_model(o.model), "unknown model '", o.model, "'");
+  CAMPO_CHECK(o.batch > 0, "--batch must be a positive number of samples, got ", o.batch);
+  CAMPO_CHECK(o.image_size > 0 && o.channels > 0 && o.classes > 1,
+              "--image-size, --channels and --classes must be positive (classes >= 2)");
+  TrainOptions t;
+  t.precision = precision_name(policy);
+  t.low_precision = o.low_precision;
+  t.loss_scale = o.loss_scale;
+  t.amp_lists_edit = o.amp_lists_edit;
+  t.amp_lists_file = o.amp_lists_file;
+  TrainingGraphSpec spec;
+  spec.model = o.model;
+  spec.model_options.in_channels = o.channels;
+  spec.model_options.image_size = o.image_size;
+  spec.model_options.num_classes = o.classes;
+  spec.image_shape = {o.channels, o.image_size, o.image_size};
+  spec.batch = o.batch;
+  CAMPO_CHECK(o.optimizer == "sgd" || o.optimizer == "adam", "unknown optimizer '", o.optimizer,
+              "'");
+  spec.optimizer.kind =
+      o.optimizer == "adam" ? OptimizerConfig::Kind::adam : OptimizerConfig::Kind::sgd;
+  spec.precision = precision_config(t);
+  return spec;
+}
+
+void print_plan(const PlanOptions& o, std::ostream& out) {
+  const Precision policy = parse_precision(o.precision);
+  TrainingGraphSpec spec = model_run_spec(o.run, policy);
+  Graph g;
+  VariableStore vars(o.run.seed);
+  TrainingGraphInfo info = build_training_graph(g, vars, spec);
+  AmpLists lists = spec.precision.lists;
+
+  out << "plan: " << o.run.model << ", precision " << precision_name(policy);
+  if (policy != Precision::fp32) out << " (" << dtype_name(spec.precision.low) << ")";
+  out << ", batch " << o.run.batch << ", input " << compact_shape(spec.image_shape) << "\n";
+  out << std::left << std::setw(44) << "node" << std::setw(22) << "op" << std::setw(5) << "step"
+      << std::setw(7) << "list" << std::setw(6) << "dtype" << "shapes\n";
+  nlohmann::json nodes = nlohmann::json::array();
+  for (NodeId id : g.topological_order()) {
+    const Node& n = g.node(id);
+    const bool leaf = n.kind == OpKind::Variable || n.kind == OpKind::Placeholder;
+    const bool update = n.kind == OpKind::ApplyMomentum || n.kind == OpKind::ApplyAdam;
+    std::string shapes;
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      shapes += (i ? " x " : "") + compact_shape(g.value(n.inputs[i]).shape);
+    if (!n.outputs.empty()) shapes += " -> " + compact_shape(g.value(n.outputs[0]).shape);
+    const char* list = n.kind == OpKind::Cast ? "cast" : amp_list_name(lists.classify(n.kind));
+    nodes.push_back({{"name", n.name},
+                     {"op", op_name(n.kind)},
+                     {"phase", phase_name(n.phase)},
+                     {"list", list},
+                     {"dtype", dtype_name(n.dtype)},
+                     {"shapes", shapes}});
+    if ((leaf || update) && !o.all_nodes) continue;
+    std::string name = n.name.size() > 43 ? "..." + n.name.substr(n.name.size() - 40) : n.name;
+    out << std::left << std::setw(44) << name << std::setw(22) << op_name(n.kind) << std::setw(5)
+        << phase_name(n.phase) << std::setw(7) << list << std::setw(6) << dtype_name(n.dtype)
+        << shapes << "\n";
+  }
+  const PrecisionSummary& s = info.summary;
+  out << "totals: " << s.low_nodes << " nodes in " << dtype_name(spec.precision.low) << ", "
+      << s.f32_nodes << " in f32; " << s.casts.casts << " casts, "
+      << with_commas(s.casts.cast_elements) << " elements cast per step\n";
+  if (!o.dot_path.empty()) {
+    write_file_atomically(o.dot_path, g.to_dot());
+    out << "wrote " << o.dot_path << "\n";
+  }
+  if (!o.json_path.empty()) {
+    nlohmann::json j = {{"model", o.run.model},
+                        {"precision", precision_name(policy)},
+                        {"low_precision", dtype_name(spec.precision.low)},
+                        {"batch", o.run.batch},
+                        {"low_nodes", s.low_nodes},
+                        {"f32_nodes", s.f32_nodes},
+                        {"casts", s.casts.casts},
+                        {"cast_elements", s.casts.cast_elements},
+                        {"nodes", nodes}};
+    write_file_atomically(o.json_path, j.dump(1) + "\n");
+    out << "wrote " << o.json_path << "\n";
+  }
+}
+
+namespace {
+
+struct BenchSession {
+  std::string precision;
+  Graph graph;
+  VariableStore vars;
+  TrainingGraphInfo info;
+  std::unique_ptr<Executable> exe;
+  LossScaler scaler;
+  explicit BenchSession(uint64_t seed, const LossScalerOptions& so) : vars(seed), scaler(so) {}
+
+  void step() {
+    if (info.all_finite == kNoValue) {
+      exe->run();
+      return;
+    }
+    exe->input("loss_scale").data_as<float>()[0] = scaler.scale();
+    exe->input("inv_loss_scale").data_as<float>()[0] = 1.0f / scaler.scale();
+    exe->run_until_update();
+    if (scaler.update(exe->output(info.all_finite).data_as<float>()[0] != 0.0f)) exe->run_update();
+  }
+};
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+std::vector<BenchResult> run_bench(const BenchOptions& o, std::ostream& out) {
+  CAMPO_CHECK(!o.precisions.empty(), "--precision needs at least one policy");
+  CAMPO_CHECK(o.steps > 0 && o.repeats > 0 && o.warmup >= 0,
+              "--steps and --repeats must be positive and --warmup non-negative");
+  std::vector<std::unique_ptr<BenchSession>> sessions;
+  Rng rng(o.run.seed);
+  Tensor images, labels;
+  for (const std::string& p : o.precisions) {
+    TrainingGraphSpec spec = model_run_spec(o.run, parse_precision(p));
+    auto s = std::make_unique<BenchSession>(o.run.seed, spec.precision.scaler);
+    s->precision = p;
+    s->info = build_training_graph(s->graph, s->vars, spec);
+    CompileOptions co;
+    co.fetches = {s->info.loss};
+    if (s->info.all_finite != kNoValue) co.fetches.push_back(s->info.all_finite);
+    co.seed = o.run.seed;
+    s->exe = std::make_unique<Executable>(s->graph, s->vars, co);
+    if (!images.defined()) {
+      // One fixed batch of synthetic data for every policy: data loading is not measured.
+      images = Tensor::empty(s->exe->input("images").shape(), DType::f32);
+      labels = Tensor::empty(s->exe->input("labels").shape(), DType::i32);
+      for (int64_t i = 0; i < images.numel(); ++i) images.data_as<float>()[i] = rng.normal();
+      for (int64_t i = 0; i < labels.numel(); ++i)
+        labels.data_as<int32_t>()[i] = int32_t(rng.below(uint64_t(o.run.classes)));
+    }
+    s->exe->input("images").copy_from(images);
+    s->exe->input("labels").copy_from(labels);
+    s->exe->input("lr").data_as<float>()[0] = o.lr;
+    s->exe->input("loss_scale").data_as<float>()[0] = 1.0f;
+    if (s->exe->has_input("step")) s->exe->input("step").data_as<float>()[0] = 1.0f;
+    for (int i = 0; i < o.warmup; ++i) s->step();
+    sessions.push_back(std::move(s));
+  }
+  std::vector<BenchResult> results(sessions.size());
+  for (int r = 0; r < o.repeats; ++r) {
+    for (size_t k = 0; k < sessions.size(); ++k) {
+      Timer t;
+      for (int i = 0; i < o.steps; ++i) sessions[k]->step();
+      results[k].samples_per_sec.push_back(double(o.steps) * double(o.run.batch) / t.seconds());
+    }
+  }
+  double fp32_median = 0;
+  for (size_t k = 0; k < sessions.size(); ++k) {
+    BenchResult& res = results[k];
+    BenchSession& s = *sessions[k];
+    res.precision = s.precision;
+    res.median = median_of(res.samples_per_sec);
+    res.min = *std::min_element(res.samples_per_sec.begin(), res.samples_per_sec.end());
+    res.max = *std::max_element(res.samples_per_sec.begin(), res.samples_per_sec.end());
+    res.casts = s.info.summary.casts.casts;
+    res.cast_elements = s.info.summary.casts.cast_elements;
+    res.low_nodes = s.info.summary.low_nodes;
+    // Time spent in casts: a few timed steps after the measurement.
+    double cast_ms = 0, total_ms = 0;
+    s.exe->set_timing(true);
+    s.exe->set_node_hook([&](NodeId id, double ms) {
+      total_ms += ms;
+      if (s.graph.node(id).kind == OpKind::Cast) cast_ms += ms;
+    });
+    const int profiled = 3;
+    for (int i = 0; i < profiled; ++i) s.step();
+    s.exe->set_timing(false);
+    res.cast_ms_per_step = cast_ms / profiled;
+    res.step_ms = total_ms / profiled;
+    if (s.precision == "fp32") fp32_median = res.median;
+  }
+  out << "bench: " << o.run.model << ", batch " << o.run.batch << ", input [" << o.run.channels
+      << "," << o.run.image_size << "," << o.run.image_size << "], " << o.steps << " steps x "
+      << o.repeats << " interleaved repetitions, low precision " << o.run.low_precision << "\n";
+  nlohmann::json j = nlohmann::json::array();
+  for (BenchResult& res : results) {
+    res.ratio_to_fp32 = fp32_median > 0 ? res.median / fp32_median : 0;
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "%-8s %-11s %9.1f samples/s (%.1f-%.1f)  x%s  %3d casts  %6.2f ms/step in casts "
+                  "(%4.1f%%)  %d nodes low\n",
+                  o.run.model.c_str(), res.precision.c_str(), res.median, res.min, res.max,
+                  fp32_median > 0 ? (std::to_string(res.ratio_to_fp32).substr(0, 4)).c_str() : "-",
+                  res.casts, res.cast_ms_per_step,
+                  res.step_ms > 0 ? 100.0 * res.cast_ms_per_step / res.step_ms : 0.0,
+                  res.low_nodes);
+    out << line;
+    j.push_back({{"model", o.run.model},
+                 {"precision", res.precision},
+                 {"low_precision", o.run.low_precision},
+                 {"batch", o.run.batch},
+                 {"samples_per_sec", res.samples_per_sec},
+                 {"median_samples_per_sec", res.median},
+                 {"ratio_to_fp32", res.ratio_to_fp32},
+                 {"casts", res.casts},
+                 {"cast_elements", res.cast_elements},
+                 {"cast_ms_per_step", res.cast_ms_per_step},
+                 {"step_ms", res.step_ms},
+                 {"low_nodes", res.low_nodes}});
+  }
+  if (!o.json_path.empty()) {
+    write_file_atomically(o.json_path, j.dump(1) + "\n");
+    out << "wrote " << o.json_path << "\n";
+  }
+  return results;
+}
+
+}  // namespace campo

@@ -1,0 +1,62 @@
+// `campo plan` and `campo bench`: inspect and measure precision policies.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "tools/lib/trainer.h"
+
+namespace campo {
+
+// Shapes and sizes of a model run, shared by plan and bench.
+struct ModelRunOptions {
+  std::string model = "lenet";
+  int64_t batch = 64;
+  int image_size = 28;
+  int channels = 1;
+  int classes = 10;
+  std::string low_precision = "bf16";
+  std::string loss_scale = "auto";
+  std::string amp_lists_edit, amp_lists_file;
+  std::string optimizer = "sgd";
+  uint64_t seed = 42;
+};
+
+struct PlanOptions {
+  ModelRunOptions run;
+  std::string precision = "amp";
+  std::string dot_path;   // write Graphviz DOT here when set
+  std::string json_path;  // write the per-node plan as JSON here when set
+  bool all_nodes = false;  // also list variables, placeholders and optimizer updates
+};
+
+// Builds the training graph, applies the policy and prints the plan table and totals.
+void print_plan(const PlanOptions& o, std::ostream& out);
+
+struct BenchOptions {
+  ModelRunOptions run;
+  std::vector<std::string> precisions = {"fp32", "amp"};
+  int steps = 20;      // timed steps per repetition
+  int warmup = 3;      // untimed steps before the first repetition
+  int repeats = 3;     // interleaved repetitions (policy A, B, ..., A, B, ...)
+  float lr = 1e-3f;    // small, so that weights stay sane over the benchmark
+  std::string json_path;
+};
+
+struct BenchResult {
+  std::string precision;
+  std::vector<double> samples_per_sec;  // one per repetition
+  double median = 0, min = 0, max = 0;
+  double ratio_to_fp32 = 0;  // median / fp32 median (0 when fp32 was not run)
+  int casts = 0;
+  int64_t cast_elements = 0;
+  double cast_ms_per_step = 0, step_ms = 0;  // from a timed profiling step
+  int low_nodes = 0;
+};
+
+std::vector<BenchResult> run_bench(const BenchOptions& o, std::ostream& out);
+
+TrainingGraphSpec model_run_spec(const ModelRunOptions& o, Precision policy);
+
+}  // namespace campo
