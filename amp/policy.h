@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "amp/lists.h"
+#include "amp/loss_scaler.h"
 #include "graph/graph.h"
 
 namespace campo {
@@ -14,6 +15,14 @@ namespace campo {
 enum class Precision : uint8_t { fp32, amp, cost_aware };
 Precision parse_precision(const std::string& s);  // "fp32", "amp", "cost-aware"
 const char* precision_name(Precision p);
+
+// How a training graph is made mixed precision.
+struct PrecisionConfig {
+  Precision policy = Precision::fp32;
+  DType low = DType::bf16;
+  LossScalerOptions scaler{.enabled = false};
+  AmpLists lists = AmpLists::defaults();
+};
 
 // TensorFlow's painting passes over the whole training graph (forward, backward and
 // update nodes), in order:

@@ -10,6 +10,7 @@
 #include "datasets/registry.h"
 #include "models/models.h"
 #include "runtime/check.h"
+#include "tools/lib/gan_trainer.h"
 #include "tools/lib/plan.h"
 #include "tools/lib/trainer.h"
 #ifdef CAMPO_HAVE_CUDA
@@ -80,7 +81,8 @@ std::string version_text() {
 }
 
 void add_train_options(CLI::App* cmd, TrainOptions& o) {
-  cmd->add_option("--model", o.model, "Model: " + join(model_names()))->capture_default_str();
+  cmd->add_option("--model", o.model, "Model: " + join(model_names()) + ", dcgan")
+      ->capture_default_str();
   cmd->add_option("--dataset", o.dataset, "Data set: " + join(dataset_names()))
       ->capture_default_str();
   cmd->add_option("--data-dir", o.data_dir, "Directory of the data set's files");
@@ -137,7 +139,8 @@ void add_train_options(CLI::App* cmd, TrainOptions& o) {
 }
 
 void add_model_run_options(CLI::App* cmd, ModelRunOptions& o) {
-  cmd->add_option("--model", o.model, "Model: " + join(model_names()))->capture_default_str();
+  cmd->add_option("--model", o.model, "Model: " + join(model_names()) + " (bench also: dcgan)")
+      ->capture_default_str();
   cmd->add_option("--batch", o.batch, "Batch size")->capture_default_str();
   cmd->add_option("--image-size", o.image_size, "Input height and width")->capture_default_str();
   cmd->add_option("--channels", o.channels, "Input channels")->capture_default_str();
@@ -161,6 +164,10 @@ int run(const std::vector<std::string>& args) {
   TrainOptions train_options;
   CLI::App* train_cmd = app.add_subcommand("train", "Train a model and evaluate it");
   add_train_options(train_cmd, train_options);
+  std::string samples_dir = "samples";
+  train_cmd->add_option("--samples-dir", samples_dir,
+                        "dcgan: where the sample grid of each epoch is written")
+      ->capture_default_str();
 
   TrainOptions graph_options;
   std::string graph_format = "text";
@@ -232,6 +239,26 @@ int run(const std::vector<std::string>& args) {
   try {
     if (show_version) {
       std::cout << version_text();
+      return 0;
+    }
+    if (train_cmd->parsed() && train_options.model == "dcgan") {
+      const TrainOptions& t = train_options;
+      GanOptions g;
+      g.dataset = t.dataset;
+      g.data_dir = t.data_dir;
+      g.image_size = t.image_size > 0 ? t.image_size : 64;
+      g.channels = t.channels > 0 ? t.channels : 1;
+      g.epochs = t.epochs;
+      g.steps = t.max_steps;
+      g.batch = t.batch;
+      if (train_cmd->count("--lr")) g.lr = t.lr;  // else the DCGAN paper's 2e-4
+      g.seed = t.seed;
+      g.samples_dir = samples_dir;
+      g.progress = t.progress;
+      g.train_limit = t.train_limit;
+      g.threads = t.threads;
+      g.precision = precision_config(t);
+      train_gan(g, std::cout, isatty(STDOUT_FILENO) != 0);
       return 0;
     }
     if (train_cmd->parsed()) {

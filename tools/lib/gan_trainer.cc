@@ -92,9 +92,12 @@ double tail_mean(const std::vector<float>& v, size_t window = 50) {
 // ---- GanSession ----
 
 GanSession::GanSession(const DcganOptions& model, int64_t batch, const OptimizerConfig& adam,
-                       uint64_t seed, int64_t num_samples)
+                       uint64_t seed, int64_t num_samples, const PrecisionConfig& precision)
     : model_(model), batch_(batch), vars_(seed), noise_rng_(mix_seed(seed, 0x6e6f697365)) {
   check_dcgan_options(model);
+  CAMPO_CHECK(!precision.scaler.enabled,
+              "dynamic loss scaling is not supported for dcgan yet: use --low-precision bf16 or "
+              "--loss-scale none");
   CAMPO_CHECK(batch > 0, "GAN batch must be positive, got ", batch);
   CAMPO_CHECK(num_samples > 0, "GAN sample count must be positive, got ", num_samples);
   const Shape image_shape = {batch, model.channels, model.image_size, model.image_size};
@@ -122,6 +125,10 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, const Optimizer
     CompileOptions co;
     co.fetches = {loss_d_, d_x_, d_g_z1_};
     co.seed = seed;
+    if (precision.policy == Precision::amp)
+      apply_amp_policy(d_graph_, precision.lists, precision.low);
+    CAMPO_CHECK(precision.policy != Precision::cost_aware,
+                "--precision cost-aware is not implemented yet (use fp32 or amp)");
     d_exe_ = std::make_unique<Executable>(d_graph_, vars_, co);
     d_exe_->input("loss_scale").data_as<float>()[0] = 1.0f;
     std::fill_n(d_exe_->input("real_label").data_as<float>(), batch, 1.0f);
@@ -143,6 +150,8 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, const Optimizer
     CompileOptions co;
     co.fetches = {loss_g_, d_g_z2_};
     co.seed = seed + 1;
+    if (precision.policy == Precision::amp)
+      apply_amp_policy(g_graph_, precision.lists, precision.low);
     g_exe_ = std::make_unique<Executable>(g_graph_, vars_, co);
     g_exe_->input("loss_scale").data_as<float>()[0] = 1.0f;
     std::fill_n(g_exe_->input("real_label").data_as<float>(), batch, 1.0f);
@@ -329,7 +338,7 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
   adam.kind = OptimizerConfig::Kind::adam;
   adam.beta1 = o.beta1;
   adam.beta2 = o.beta2;
-  GanSession session(mopts, o.batch, adam, o.seed);
+  GanSession session(mopts, o.batch, adam, o.seed, 64, o.precision);
 
   if (!o.samples_dir.empty()) {
     std::error_code ec;
@@ -442,6 +451,19 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
   log << j.dump() << "\n";
   log.flush();
   return r;
+}
+
+}  // namespace campo
+
+namespace campo {
+
+PrecisionSummary GanSession::precision_summary() const {
+  PrecisionSummary d = summarize_precision(d_graph_), g = summarize_precision(g_graph_);
+  d.low_nodes += g.low_nodes;
+  d.f32_nodes += g.f32_nodes;
+  d.casts.casts += g.casts.casts;
+  d.casts.cast_elements += g.casts.cast_elements;
+  return d;
 }
 
 }  // namespace campo

@@ -24,6 +24,8 @@
 // via a temporary file and a rename.
 #pragma once
 
+#include "amp/policy.h"
+
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
@@ -54,6 +56,7 @@ struct GanOptions {
   std::string progress = "auto";        // auto | bar | lines | none
   int64_t train_limit = 0;              // use only the first N training samples (0: all)
   int threads = 0;                      // 0: OpenMP default
+  PrecisionConfig precision;            // fp32 unless set
 };
 
 struct GanResult {
@@ -89,8 +92,12 @@ class GanSession {
     float d_g_z2 = 0;  // mean D(G(z)) in the G step (after D's update)
   };
 
+  // `precision` applies to both step graphs (the sample graph stays f32); dynamic loss
+  // scaling is not supported for GANs yet.
   GanSession(const DcganOptions& model, int64_t batch, const OptimizerConfig& adam, uint64_t seed,
-             int64_t num_samples = 64);
+             int64_t num_samples = 64, const PrecisionConfig& precision = {});
+  // Nodes in low precision and casts over both step graphs.
+  PrecisionSummary precision_summary() const;
   ~GanSession();
 
   // One iteration: draws z ~ N(0, 1), runs the D step on (real, G(z)), then the G step.

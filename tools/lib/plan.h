@@ -56,6 +56,9 @@ struct BenchResult {
 };
 
 std::vector<BenchResult> run_bench(const BenchOptions& o, std::ostream& out);
+// Fills median/min/max and the ratios of measured results, prints the table, writes JSON.
+std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchResult>& results,
+                                      std::ostream& out);
 
 TrainingGraphSpec model_run_spec(const ModelRunOptions& o, Precision policy);
 

@@ -55,13 +55,6 @@ struct TrainOptions {
   int channels = 0;            // 1 or 3 (0: the data set's own)
 };
 
-// How a training graph is made mixed precision.
-struct PrecisionConfig {
-  Precision policy = Precision::fp32;
-  DType low = DType::bf16;
-  LossScalerOptions scaler{.enabled = false};
-  AmpLists lists = AmpLists::defaults();
-};
 // From the command-line options (checks them).
 PrecisionConfig precision_config(const TrainOptions& o);
 
