@@ -173,3 +173,39 @@ TEST(AmpPolicyTest, LenetTrainingStep) {
 
 }  // namespace
 }  // namespace campo
+
+namespace campo {
+namespace {
+
+// DESIGN/issue claim: on ResNet-50 every Conv2D / Conv2DBackprop* / MatMul is low precision
+// and every deny-list op f32, over the whole training step.
+TEST(AmpPolicyTest, ResNet50AllowOpsLowDenyOpsF32) {
+  Graph g;
+  VariableStore vars;
+  Builder b(g, vars);
+  ModelOptions mo;
+  mo.in_channels = 3;
+  mo.image_size = 32;
+  ValueId images = b.placeholder("images", {2, 3, 32, 32});
+  ValueId labels = b.placeholder("labels", {2}, DType::i32);
+  ValueId loss =
+      b.mean(b.sparse_softmax_cross_entropy(build_model("resnet50", b, images, mo), labels));
+  auto params = vars.names_of_kind(VariableKind::parameter);
+  std::vector<ValueId> pv;
+  for (auto& p : params) pv.push_back(g.node(g.find_node(p)).outputs[0]);
+  append_optimizer(b, params, append_gradients(b, loss, b.placeholder("loss_scale", {}), pv), {});
+  apply_amp_policy(g, AmpLists::defaults(), DType::bf16);
+  int allow_ops = 0;
+  for (const Node& n : g.nodes()) {
+    AmpList l = AmpLists::defaults().classify(n.kind);
+    if (l == AmpList::allow) {
+      ++allow_ops;
+      EXPECT_EQ(n.dtype, DType::bf16) << n.name;
+    }
+    if (l == AmpList::deny) EXPECT_EQ(n.dtype, DType::f32) << n.name;
+  }
+  EXPECT_GT(allow_ops, 150);  // 53 convs forward, their backprops, the fc MatMuls
+}
+
+}  // namespace
+}  // namespace campo

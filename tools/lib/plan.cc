@@ -84,17 +84,14 @@ TrainingGraphSpec model_run_spec(const ModelRunOptions& o, Precision policy) {
   return spec;
 }
 
-void print_plan(const PlanOptions& o, std::ostream& out) {
-  const Precision policy = parse_precision(o.precision);
-  TrainingGraphSpec spec = model_run_spec(o.run, policy);
-  Graph g;
-  VariableStore vars(o.run.seed);
-  TrainingGraphInfo info = build_training_graph(g, vars, spec);
-  AmpLists lists = spec.precision.lists;
+namespace {
 
-  out << "plan: " << o.run.model << ", precision " << precision_name(policy);
-  if (policy != Precision::fp32) out << " (" << dtype_name(spec.precision.low) << ")";
-  out << ", batch " << o.run.batch << ", input " << compact_shape(spec.image_shape) << "\n";
+// Prints one graph's plan table and totals; returns its JSON description. Writes the DOT
+// file when `dot_path` is set.
+nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
+                                const PrecisionConfig& precision, const PlanOptions& o,
+                                const std::string& dot_path, std::ostream& out) {
+  out << title << "\n";
   out << std::left << std::setw(44) << "node" << std::setw(22) << "op" << std::setw(5) << "step"
       << std::setw(7) << "list" << std::setw(6) << "dtype" << "shapes\n";
   nlohmann::json nodes = nlohmann::json::array();
@@ -106,7 +103,8 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
     for (size_t i = 0; i < n.inputs.size(); ++i)
       shapes += (i ? " x " : "") + compact_shape(g.value(n.inputs[i]).shape);
     if (!n.outputs.empty()) shapes += " -> " + compact_shape(g.value(n.outputs[0]).shape);
-    const char* list = n.kind == OpKind::Cast ? "cast" : amp_list_name(lists.classify(n.kind));
+    const char* list =
+        n.kind == OpKind::Cast ? "cast" : amp_list_name(precision.lists.classify(n.kind));
     nodes.push_back({{"name", n.name},
                      {"op", op_name(n.kind)},
                      {"phase", phase_name(n.phase)},
@@ -119,24 +117,77 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
         << phase_name(n.phase) << std::setw(7) << list << std::setw(6) << dtype_name(n.dtype)
         << shapes << "\n";
   }
-  const PrecisionSummary& s = info.summary;
-  out << "totals: " << s.low_nodes << " nodes in " << dtype_name(spec.precision.low) << ", "
+  const PrecisionSummary s = summarize_precision(g);
+  out << "totals: " << s.low_nodes << " nodes in " << dtype_name(precision.low) << ", "
       << s.f32_nodes << " in f32; " << s.casts.casts << " casts, "
       << with_commas(s.casts.cast_elements) << " elements cast per step\n";
-  if (!o.dot_path.empty()) {
-    write_file_atomically(o.dot_path, g.to_dot());
-    out << "wrote " << o.dot_path << "\n";
+  if (!dot_path.empty()) {
+    write_file_atomically(dot_path, g.to_dot());
+    out << "wrote " << dot_path << "\n";
+  }
+  return {{"title", title},
+          {"low_nodes", s.low_nodes},
+          {"f32_nodes", s.f32_nodes},
+          {"casts", s.casts.casts},
+          {"cast_elements", s.casts.cast_elements},
+          {"nodes", nodes}};
+}
+
+std::string with_suffix(const std::string& path, const std::string& suffix) {
+  if (path.empty()) return path;
+  size_t dot = path.rfind('.');
+  return dot == std::string::npos ? path + suffix : path.substr(0, dot) + suffix + path.substr(dot);
+}
+
+}  // namespace
+
+void print_plan(const PlanOptions& o, std::ostream& out) {
+  const Precision policy = parse_precision(o.precision);
+  std::ostringstream header;
+  header << "plan: " << o.run.model << ", precision " << precision_name(policy);
+  nlohmann::json j = {{"model", o.run.model},
+                      {"precision", precision_name(policy)},
+                      {"low_precision", o.run.low_precision},
+                      {"batch", o.run.batch}};
+  if (o.run.model == "dcgan") {
+    // Two step graphs: the discriminator's and the generator's.
+    TrainingGraphSpec spec = model_run_spec(ModelRunOptions{.model = "lenet",
+                                                            .low_precision = o.run.low_precision,
+                                                            .loss_scale = o.run.loss_scale,
+                                                            .amp_lists_edit = o.run.amp_lists_edit,
+                                                            .amp_lists_file = o.run.amp_lists_file},
+                                            policy);
+    DcganOptions m;
+    m.image_size = o.run.image_size;
+    m.channels = o.run.channels;
+    OptimizerConfig adam;
+    adam.kind = OptimizerConfig::Kind::adam;
+    GanSession session(m, o.run.batch, adam, o.run.seed, 1, spec.precision);
+    header << ", batch " << o.run.batch << ", " << m.image_size << "x" << m.image_size << "x"
+           << m.channels;
+    out << header.str() << "\n";
+    j["graphs"] = {print_graph_plan(session.d_graph(), "discriminator step", spec.precision, o,
+                                    with_suffix(o.dot_path, "_d"), out),
+                   print_graph_plan(session.g_graph(), "generator step", spec.precision, o,
+                                    with_suffix(o.dot_path, "_g"), out)};
+    PrecisionSummary s = session.precision_summary();
+    j["low_nodes"] = s.low_nodes;
+    j["f32_nodes"] = s.f32_nodes;
+    j["casts"] = s.casts.casts;
+    j["cast_elements"] = s.casts.cast_elements;
+  } else {
+    TrainingGraphSpec spec = model_run_spec(o.run, policy);
+    Graph g;
+    VariableStore vars(o.run.seed);
+    TrainingGraphInfo info = build_training_graph(g, vars, spec);
+    header << ", batch " << o.run.batch << ", input " << compact_shape(spec.image_shape);
+    j["graphs"] = {print_graph_plan(g, header.str(), spec.precision, o, o.dot_path, out)};
+    j["low_nodes"] = info.summary.low_nodes;
+    j["f32_nodes"] = info.summary.f32_nodes;
+    j["casts"] = info.summary.casts.casts;
+    j["cast_elements"] = info.summary.casts.cast_elements;
   }
   if (!o.json_path.empty()) {
-    nlohmann::json j = {{"model", o.run.model},
-                        {"precision", precision_name(policy)},
-                        {"low_precision", dtype_name(spec.precision.low)},
-                        {"batch", o.run.batch},
-                        {"low_nodes", s.low_nodes},
-                        {"f32_nodes", s.f32_nodes},
-                        {"casts", s.casts.casts},
-                        {"cast_elements", s.casts.cast_elements},
-                        {"nodes", nodes}};
     write_file_atomically(o.json_path, j.dump(1) + "\n");
     out << "wrote " << o.json_path << "\n";
   }
