@@ -72,6 +72,17 @@ TEST(CliTest, NegativeLearningRate) {
   expect_error(run_cli(train_args({"--lr", "-0.1"})), "--lr must be a positive learning rate");
 }
 
+TEST(CliTest, CudaDeviceWithoutGpuOrKernels) {
+  auto r = run_cli(train_args({"--device", "cuda"}));
+  expect_error(r, "--device cuda");
+}
+
+TEST(CliTest, UnknownDevice) { expect_error(run_cli(train_args({"--device", "tpu"})), "tpu"); }
+
+TEST(CliTest, UnknownPrecision) {
+  expect_error(run_cli(train_args({"--precision", "fp8"})), "unknown precision policy 'fp8'");
+}
+
 TEST(CliTest, UnknownOption) {
   auto r = run_cli(train_args({"--bogus", "1"}));
   EXPECT_NE(r.code, 0);

@@ -9,6 +9,8 @@
 
 #include "datasets/registry.h"
 #include "models/models.h"
+#include "ops/cpu/low_precision.h"
+#include "ops/kernel.h"
 #include "runtime/check.h"
 #include "tools/lib/gan_trainer.h"
 #include "tools/lib/plan.h"
@@ -75,8 +77,14 @@ std::string version_text() {
   os << "onednn: " << v->major << "." << v->minor << "." << v->patch << " (isa "
      << isa_name(dnnl::get_effective_cpu_isa()) << ")\n";
   os << "cpu: " << cpu_features() << "\n";
-  bool bf16 = __builtin_cpu_supports("avx512bf16");
-  os << "bf16: " << (bf16 ? "native (AVX-512 BF16)" : "emulated (no AVX-512 BF16)") << "\n";
+  CpuContext ctx;  // reads CAMPO_CPU_BF16
+  if (!cpu_has_native_bf16())
+    os << "bf16: emulated in f32 (no AVX-512 BF16)\n";
+  else if (!ctx.native_bf16)
+    os << "bf16: emulated in f32 (CAMPO_CPU_BF16=emulate; the CPU has AVX-512 BF16)\n";
+  else
+    os << "bf16: native (AVX-512 BF16)\n";
+  os << "fp16: emulated in f32 on the CPU\n";
   return os.str();
 }
 
@@ -114,6 +122,7 @@ void add_train_options(CLI::App* cmd, TrainOptions& o) {
       ->capture_default_str();
   cmd->add_option("--threads", o.threads, "CPU threads (0: all cores)")->capture_default_str();
   cmd->add_flag("--profile", o.profile, "Time every node; print the time per op at the end");
+  cmd->add_option("--device", o.device, "cpu or cuda")->capture_default_str();
   cmd->add_option("--save", o.save_path,
                   "Write a safetensors checkpoint at each epoch end and at the end");
   cmd->add_option("--save-every", o.save_every, "Also checkpoint every N steps");

@@ -17,6 +17,9 @@
 #include "graph/autodiff.h"
 #include "graph/checkpoint.h"
 #include "runtime/timer.h"
+#ifdef CAMPO_HAVE_CUDA
+#include "runtime/cuda/device_info.h"
+#endif
 
 namespace campo {
 
@@ -408,6 +411,16 @@ void validate(const TrainOptions& o) {
               "--progress must be auto, bar, lines or none, got '", o.progress, "'");
   CAMPO_CHECK(o.threads >= 0, "--threads must be >= 0, got ", o.threads);
   (void)precision_config(o);  // checks --precision, --low-precision, --loss-scale, lists
+  const Device device = parse_device(o.device);
+  if (device == Device::cuda) {
+#ifdef CAMPO_HAVE_CUDA
+    CAMPO_CHECK(cuda::device_count() > 0,
+                "--device cuda: no CUDA device is present (use --device cpu)");
+    CAMPO_FAIL("--device cuda: the CUDA kernels are not implemented yet (use --device cpu)");
+#else
+    CAMPO_FAIL("--device cuda: this build has no CUDA backend (nvcc was not found at build time)");
+#endif
+  }
 }
 
 TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal) {

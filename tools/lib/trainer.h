@@ -53,6 +53,7 @@ struct TrainOptions {
   std::string resume_path;     // continue a run from this checkpoint
   int image_size = 0;          // resize images to this square size (0: native)
   int channels = 0;            // 1 or 3 (0: the data set's own)
+  std::string device = "cpu";  // cpu | cuda
 };
 
 // From the command-line options (checks them).
