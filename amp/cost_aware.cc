@@ -1,0 +1,245 @@
+#include "amp/cost_aware.h"
+
+#include <algorithm>
+#include <functional>
+
+namespace campo {
+
+const char* traversal_name(Traversal t) {
+  switch (t) {
+    case Traversal::none: return "-";
+    case Traversal::allow: return "1:allow";
+    case Traversal::deny: return "2:deny";
+    case Traversal::neighbour: return "3:neighbour";
+    case Traversal::clear_chain: return "4:clear-chain";
+  }
+  return "?";
+}
+
+CastCostModel fit_cast_model(const std::vector<std::pair<int64_t, double>>& samples) {
+  CAMPO_CHECK(samples.size() >= 2, "the cast model needs at least two measured casts, got ",
+              samples.size());
+  double n = double(samples.size()), sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (auto [x, y] : samples) {
+    sx += double(x);
+    sy += y;
+    sxx += double(x) * double(x);
+    sxy += double(x) * y;
+  }
+  const double denom = n * sxx - sx * sx;
+  CAMPO_CHECK(denom > 0, "the cast model needs casts of at least two different sizes");
+  CastCostModel m;
+  m.per_element_ms = (n * sxy - sx * sy) / denom;
+  m.fixed_ms = (sy - m.per_element_ms * sx) / n;
+  return m;
+}
+
+namespace {
+
+bool is_leaf(const Node& n) { return n.kind == OpKind::Variable || n.kind == OpKind::Placeholder; }
+
+// Output i of a node runs in the node's precision: output 0 always; Dropout's mask too.
+// Other extra outputs (batch-norm statistics, max-pool indices) keep their own type.
+bool output_follows_node(const Node& n, int i) { return i == 0 || n.kind == OpKind::Dropout; }
+
+bool slot_is_fp32(const Node& n, int slot) {
+  const auto& f = op_schema(n.kind).fp32_inputs;
+  return std::find(f.begin(), f.end(), slot) != f.end();
+}
+
+struct CostGraph {
+  const Graph& g;
+  const CostTable& costs;
+  // consumers[v] = (node, slot) pairs reading value v
+  std::vector<std::vector<std::pair<NodeId, int>>> consumers;
+
+  CostGraph(const Graph& graph, const CostTable& c)
+      : g(graph), costs(c), consumers(size_t(graph.num_values())) {
+    for (NodeId id = 0; id < g.num_nodes(); ++id) {
+      const Node& n = g.node(id);
+      for (int s = 0; s < int(n.inputs.size()); ++s)
+        consumers[size_t(n.inputs[size_t(s)])].push_back({id, s});
+    }
+  }
+
+  double total_ms(const std::vector<char>& low) const {
+    double total = 0;
+    for (NodeId id = 0; id < g.num_nodes(); ++id) {
+      const Node& n = g.node(id);
+      if (is_leaf(n) || n.kind == OpKind::Cast) continue;
+      if (size_t(id) < costs.nodes.size())
+        total += low[size_t(id)] ? costs.nodes[size_t(id)].low_ms : costs.nodes[size_t(id)].fp32_ms;
+    }
+    for (ValueId v = 0; v < g.num_values(); ++v) {
+      const Value& val = g.value(v);
+      if (!is_floating(val.dtype) || consumers[size_t(v)].empty()) continue;
+      const Node& producer = g.node(val.producer);
+      const bool produced_low = low[size_t(val.producer)] && output_follows_node(producer, val.output_index);
+      bool need_low = false, need_f32 = false;
+      for (auto [c, slot] : consumers[size_t(v)]) {
+        const Node& cn = g.node(c);
+        if (cn.kind == OpKind::Cast) continue;
+        const bool wants_low = low[size_t(c)] && !slot_is_fp32(cn, slot);
+        (wants_low ? need_low : need_f32) = true;
+      }
+      const int64_t elements = shape_numel(val.shape);
+      if (produced_low && need_f32) total += costs.cast.cost_ms(elements);
+      if (!produced_low && need_low) total += costs.cast.cost_ms(elements);
+    }
+    return total;
+  }
+};
+
+}  // namespace
+
+double predict_step_ms(const Graph& g, const CostTable& costs, const std::vector<char>& low) {
+  return CostGraph(g, costs).total_ms(low);
+}
+
+CostAwarePlan plan_cost_aware(const Graph& g, const AmpLists& lists, const CostTable& costs) {
+  const int n = g.num_nodes();
+  CostGraph cg(g, costs);
+  CostAwarePlan plan;
+  plan.low.assign(size_t(n), 0);
+  plan.decided_by.assign(size_t(n), Traversal::none);
+  std::vector<AmpList> cls(static_cast<size_t>(n));
+  for (NodeId i = 0; i < n; ++i) cls[size_t(i)] = lists.classify(g.node(i).kind);
+  auto is = [&](NodeId i, AmpList l) { return cls[size_t(i)] == l; };
+  const std::vector<NodeId> order = g.topological_order();
+
+  // Flips `nodes` to low when that lowers (or, if `ties_to_low`, keeps) the step cost.
+  auto try_low = [&](const std::vector<NodeId>& nodes, bool ties_to_low, Traversal t) {
+    const double before = cg.total_ms(plan.low);
+    for (NodeId i : nodes) plan.low[size_t(i)] = 1;
+    const double after = cg.total_ms(plan.low);
+    if (after < before || (ties_to_low && after <= before)) {
+      for (NodeId i : nodes) plan.decided_by[size_t(i)] = t;
+      return true;
+    }
+    for (NodeId i : nodes) plan.low[size_t(i)] = 0;
+    return false;
+  };
+
+  // 1. allow-list ops.
+  for (NodeId i : order)
+    if (is(i, AmpList::allow)) try_low({i}, false, Traversal::allow);
+
+  // 2. deny, propagated forward through infer ops and clear ops that lead into deny/infer
+  //    ops (the same rule as the amp policy).
+  std::vector<std::vector<NodeId>> outs(static_cast<size_t>(n)), ins(static_cast<size_t>(n));
+  for (NodeId i = 0; i < n; ++i)
+    for (ValueId v : g.node(i).inputs) {
+      ins[size_t(i)].push_back(g.value(v).producer);
+      outs[size_t(g.value(v).producer)].push_back(i);
+    }
+  std::vector<char> upstream(size_t(n), 0), deny(size_t(n), 0);
+  for (NodeId root = 0; root < n; ++root) {
+    if (!is(root, AmpList::deny) && !is(root, AmpList::infer)) continue;
+    std::vector<NodeId> stack = {root};
+    upstream[size_t(root)] = 1;
+    while (!stack.empty()) {
+      NodeId x = stack.back();
+      stack.pop_back();
+      for (NodeId p : ins[size_t(x)])
+        if (!upstream[size_t(p)] && is(p, AmpList::clear)) {
+          upstream[size_t(p)] = 1;
+          stack.push_back(p);
+        }
+    }
+  }
+  for (NodeId root = 0; root < n; ++root) {
+    if (!is(root, AmpList::deny) || deny[size_t(root)]) continue;
+    std::vector<NodeId> stack = {root};
+    deny[size_t(root)] = 1;
+    while (!stack.empty()) {
+      NodeId x = stack.back();
+      stack.pop_back();
+      for (NodeId c : outs[size_t(x)])
+        if (!deny[size_t(c)] && upstream[size_t(c)] && !is(c, AmpList::allow)) {
+          deny[size_t(c)] = 1;
+          stack.push_back(c);
+        }
+    }
+  }
+  for (NodeId i = 0; i < n; ++i)
+    if (deny[size_t(i)]) plan.decided_by[size_t(i)] = Traversal::deny;
+
+  // 3. infer/clear ops next to a low-precision node (forward, then backward, so that
+  //    adoption can spread both ways).
+  auto has_low_neighbour = [&](NodeId i) {
+    for (NodeId p : ins[size_t(i)])
+      if (plan.low[size_t(p)]) return true;
+    for (NodeId c : outs[size_t(i)])
+      if (plan.low[size_t(c)]) return true;
+    return false;
+  };
+  auto candidate = [&](NodeId i) {
+    return !plan.low[size_t(i)] && !deny[size_t(i)] &&
+           (is(i, AmpList::infer) || is(i, AmpList::clear));
+  };
+  // First whole regions (infer/clear ops connected through infer/clear ops) next to a low
+  // node: a run between two low nodes only pays as a whole when each cast has a fixed cost.
+  {
+    std::vector<char> in_region(size_t(n), 0);
+    for (NodeId start : order) {
+      if (in_region[size_t(start)] || !candidate(start)) continue;
+      std::vector<NodeId> region, stack = {start};
+      in_region[size_t(start)] = 1;
+      bool touches_low = false;
+      while (!stack.empty()) {
+        NodeId x = stack.back();
+        stack.pop_back();
+        region.push_back(x);
+        for (const auto* nbrs : {&ins[size_t(x)], &outs[size_t(x)]})
+          for (NodeId y : *nbrs) {
+            if (plan.low[size_t(y)]) touches_low = true;
+            if (!in_region[size_t(y)] && candidate(y)) {
+              in_region[size_t(y)] = 1;
+              stack.push_back(y);
+            }
+          }
+      }
+      // A region of clear ops only is traversal 4's (a clear chain).
+      bool has_infer = false;
+      for (NodeId x : region) has_infer |= is(x, AmpList::infer);
+      if (touches_low && has_infer) try_low(region, true, Traversal::neighbour);
+    }
+  }
+  // Then single nodes, forward and backward.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t k = 0; k < order.size(); ++k) {
+      NodeId i = pass == 0 ? order[k] : order[order.size() - 1 - k];
+      if (candidate(i) && has_low_neighbour(i)) try_low({i}, true, Traversal::neighbour);
+    }
+  }
+
+  // 4. chains of clear ops (connected through clear ops) touching a low node.
+  std::vector<char> seen(size_t(n), 0);
+  for (NodeId start : order) {
+    if (seen[size_t(start)] || !candidate(start) || !is(start, AmpList::clear)) continue;
+    std::vector<NodeId> chain, stack = {start};
+    seen[size_t(start)] = 1;
+    bool touches_low = false;
+    while (!stack.empty()) {
+      NodeId x = stack.back();
+      stack.pop_back();
+      chain.push_back(x);
+      for (const auto* nbrs : {&ins[size_t(x)], &outs[size_t(x)]})
+        for (NodeId y : *nbrs) {
+          if (plan.low[size_t(y)]) touches_low = true;
+          if (!seen[size_t(y)] && candidate(y) && is(y, AmpList::clear)) {
+            seen[size_t(y)] = 1;
+            stack.push_back(y);
+          }
+        }
+    }
+    if (touches_low) try_low(chain, false, Traversal::clear_chain);
+  }
+
+  for (NodeId i = 0; i < n; ++i)
+    if (is_leaf(g.node(i)) || is(i, AmpList::fp32)) plan.low[size_t(i)] = 0;
+  plan.predicted_ms = cg.total_ms(plan.low);
+  return plan;
+}
+
+}  // namespace campo

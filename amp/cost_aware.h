@@ -1,0 +1,66 @@
+// The cost-aware policy (Campo): low precision only where the predicted gain beats the
+// cost of the casts it needs. The traversals see a CostTable (per-node predicted times in
+// f32 and in low precision, and a cast cost model) and the graph; never kernels.
+//
+// Cost of a node in a precision = its predicted time in that precision + the casts that
+// precision would need at its boundary given the neighbours' current precisions: every
+// floating input produced in the other precision needs a cast (a value's cast is paid
+// once, however many nodes read it), and so does every output read by a node that is
+// decided in the other precision.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "amp/lists.h"
+#include "graph/graph.h"
+
+namespace campo {
+
+// Cast time = fixed_ms + per_element_ms * n, fitted by least squares (fit_cast_model).
+struct CastCostModel {
+  double fixed_ms = 0.0;
+  double per_element_ms = 0.0;
+  double cost_ms(int64_t elements) const { return fixed_ms + per_element_ms * double(elements); }
+};
+
+// Least-squares fit of time = C + r * n over (n, time) samples (>= 2 distinct sizes).
+CastCostModel fit_cast_model(const std::vector<std::pair<int64_t, double>>& samples);
+
+struct NodeCost {
+  double fp32_ms = 0.0;
+  double low_ms = 0.0;
+};
+
+struct CostTable {
+  std::vector<NodeCost> nodes;  // by NodeId; nodes beyond the table cost nothing
+  CastCostModel cast;
+};
+
+// Which traversal decided a node (for plans): 0 = default f32.
+enum class Traversal : uint8_t { none = 0, allow = 1, deny = 2, neighbour = 3, clear_chain = 4 };
+const char* traversal_name(Traversal t);
+
+struct CostAwarePlan {
+  std::vector<char> low;             // by NodeId: runs in low precision
+  std::vector<Traversal> decided_by; // by NodeId
+  double predicted_ms = 0.0;         // predicted step time with casts
+};
+
+// The four traversals over the graph in data-flow order:
+//  1. allow-list ops: low where cost(low) < cost(f32);
+//  2. deny ops and everything downstream of them through infer/clear ops up to the next
+//     deny/infer op: f32 (as the amp policy's deny propagation);
+//  3. remaining infer/clear ops with a low-precision neighbour: low where
+//     cost(low) <= cost(f32) (adopting removes boundary casts). Tried first for each whole
+//     region of infer/clear ops connected through infer/clear ops that holds an infer op
+//     (with a fixed cost per cast, a run between two low nodes often pays only as a
+//     whole), then node by node;
+//  4. chains of clear ops connected (through clear ops) to a low-precision node: low
+//     when the whole chain costs less in low precision, its boundary casts included.
+CostAwarePlan plan_cost_aware(const Graph& g, const AmpLists& lists, const CostTable& costs);
+
+// Predicted step time of a graph whose node dtypes are already set (casts included).
+double predict_step_ms(const Graph& g, const CostTable& costs, const std::vector<char>& low);
+
+}  // namespace campo
