@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include <memory>
+
+#include "amp/cost_aware.h"
 #include "amp/lists.h"
 #include "amp/loss_scaler.h"
 #include "graph/graph.h"
@@ -22,6 +25,10 @@ struct PrecisionConfig {
   DType low = DType::bf16;
   LossScalerOptions scaler{.enabled = false};
   AmpLists lists = AmpLists::defaults();
+  // cost-aware: the measured or predicted costs; when null, the profiling step measures
+  // them on the training graph itself (tools/lib/profiling.h).
+  std::shared_ptr<const CostTable> costs;
+  int profile_warmup = 2, profile_steps = 3;
 };
 
 // TensorFlow's painting passes over the whole training graph (forward, backward and

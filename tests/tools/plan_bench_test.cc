@@ -87,3 +87,37 @@ TEST(BenchTest, RunsPoliciesSideBySide) {
 
 }  // namespace
 }  // namespace campo
+
+namespace campo {
+namespace {
+
+TEST(PlanTest, CostAwarePlanShowsCostsDecisionsAndTheAmpComparison) {
+  PlanOptions o;
+  o.run.model = "lenet";
+  o.run.batch = 16;
+  o.precision = "cost-aware";
+  std::ostringstream out;
+  print_plan(o, out);
+  const std::string text = out.str();
+  EXPECT_NE(text.find("decided by"), std::string::npos) << text;
+  EXPECT_NE(text.find("predicted step: cost-aware"), std::string::npos) << text;
+  EXPECT_NE(text.find("2:deny"), std::string::npos) << text;
+}
+
+TEST(BenchTest, CostAwareTrainsAndInsertsNoMoreCastsThanAmp) {
+  BenchOptions o;
+  o.run.model = "lenet";
+  o.run.batch = 16;
+  o.precisions = {"amp", "cost-aware"};
+  o.steps = 2;
+  o.repeats = 1;
+  o.warmup = 1;
+  std::ostringstream out;
+  auto results = run_bench(o, out);
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_LE(results[1].casts, results[0].casts) << out.str();
+  EXPECT_GT(results[1].median, 0);
+}
+
+}  // namespace
+}  // namespace campo

@@ -90,10 +90,15 @@ namespace {
 // file when `dot_path` is set.
 nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
                                 const PrecisionConfig& precision, const PlanOptions& o,
-                                const std::string& dot_path, std::ostream& out) {
+                                const std::string& dot_path, std::ostream& out,
+                                const TrainingGraphInfo* info = nullptr) {
+  const bool costed = info && info->cost_plan && info->costs;
   out << title << "\n";
   out << std::left << std::setw(44) << "node" << std::setw(22) << "op" << std::setw(5) << "step"
-      << std::setw(7) << "list" << std::setw(6) << "dtype" << "shapes\n";
+      << std::setw(7) << "list" << std::setw(6) << "dtype";
+  if (costed) out << std::right << std::setw(9) << "f32 ms" << std::setw(9) << "low ms" << "  "
+                  << std::left << std::setw(14) << "decided by";
+  out << "shapes\n";
   nlohmann::json nodes = nlohmann::json::array();
   for (NodeId id : g.topological_order()) {
     const Node& n = g.node(id);
@@ -105,17 +110,40 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
     if (!n.outputs.empty()) shapes += " -> " + compact_shape(g.value(n.outputs[0]).shape);
     const char* list =
         n.kind == OpKind::Cast ? "cast" : amp_list_name(precision.lists.classify(n.kind));
-    nodes.push_back({{"name", n.name},
-                     {"op", op_name(n.kind)},
-                     {"phase", phase_name(n.phase)},
-                     {"list", list},
-                     {"dtype", dtype_name(n.dtype)},
-                     {"shapes", shapes}});
+    nlohmann::json node = {{"name", n.name},
+                           {"op", op_name(n.kind)},
+                           {"phase", phase_name(n.phase)},
+                           {"list", list},
+                           {"dtype", dtype_name(n.dtype)},
+                           {"shapes", shapes}};
+    const bool has_cost = costed && size_t(id) < info->costs->nodes.size() &&
+                          size_t(id) < info->cost_plan->decided_by.size();
+    if (has_cost) {
+      node["fp32_ms"] = info->costs->nodes[size_t(id)].fp32_ms;
+      node["low_ms"] = info->costs->nodes[size_t(id)].low_ms;
+      node["decided_by"] = traversal_name(info->cost_plan->decided_by[size_t(id)]);
+    } else if (costed && n.kind == OpKind::Cast) {
+      node["cast_ms"] = info->costs->cast.cost_ms(shape_numel(g.value(n.inputs[0]).shape));
+    }
+    nodes.push_back(node);
     if ((leaf || update) && !o.all_nodes) continue;
     std::string name = n.name.size() > 43 ? "..." + n.name.substr(n.name.size() - 40) : n.name;
     out << std::left << std::setw(44) << name << std::setw(22) << op_name(n.kind) << std::setw(5)
-        << phase_name(n.phase) << std::setw(7) << list << std::setw(6) << dtype_name(n.dtype)
-        << shapes << "\n";
+        << phase_name(n.phase) << std::setw(7) << list << std::setw(6) << dtype_name(n.dtype);
+    if (costed) {
+      char buf[64];
+      if (has_cost)
+        std::snprintf(buf, sizeof buf, "%9.3f%9.3f  %-14s", info->costs->nodes[size_t(id)].fp32_ms,
+                      info->costs->nodes[size_t(id)].low_ms,
+                      traversal_name(info->cost_plan->decided_by[size_t(id)]));
+      else if (n.kind == OpKind::Cast)
+        std::snprintf(buf, sizeof buf, "%9s%9.3f  %-14s", "",
+                      info->costs->cast.cost_ms(shape_numel(g.value(n.inputs[0]).shape)), "(cast)");
+      else
+        std::snprintf(buf, sizeof buf, "%9s%9s  %-14s", "", "", "");
+      out << buf;
+    }
+    out << shapes << "\n";
   }
   const PrecisionSummary s = summarize_precision(g);
   out << "totals: " << s.low_nodes << " nodes in " << dtype_name(precision.low) << ", "
@@ -181,7 +209,36 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
     VariableStore vars(o.run.seed);
     TrainingGraphInfo info = build_training_graph(g, vars, spec);
     header << ", batch " << o.run.batch << ", input " << compact_shape(spec.image_shape);
-    j["graphs"] = {print_graph_plan(g, header.str(), spec.precision, o, o.dot_path, out)};
+    j["graphs"] = {print_graph_plan(g, header.str(), spec.precision, o, o.dot_path, out, &info)};
+    if (info.cost_plan) {
+      // Compare with amp under the same costs: same graph before casts, amp's painting.
+      TrainingGraphSpec fp32 = spec;
+      fp32.precision.policy = Precision::fp32;
+      Graph ga;
+      VariableStore va(o.run.seed);
+      build_training_graph(ga, va, fp32);
+      std::vector<char> amp_low = paint_amp(ga, spec.precision.lists);
+      const double amp_ms = predict_step_ms(ga, *info.costs, amp_low);
+      std::vector<char> none(size_t(ga.num_nodes()), 0);
+      const double fp32_ms = predict_step_ms(ga, *info.costs, none);
+      Graph gb;
+      VariableStore vb(o.run.seed);
+      TrainingGraphSpec amp_spec = spec;
+      amp_spec.precision.policy = Precision::amp;
+      TrainingGraphInfo amp_info = build_training_graph(gb, vb, amp_spec);
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "predicted step: cost-aware %.2f ms, amp %.2f ms, fp32 %.2f ms; casts: "
+                    "cost-aware %d, amp %d (cast model %.4f ms + %.3g ms/element)\n",
+                    info.cost_plan->predicted_ms, amp_ms, fp32_ms, info.summary.casts.casts,
+                    amp_info.summary.casts.casts, info.costs->cast.fixed_ms,
+                    info.costs->cast.per_element_ms);
+      out << line;
+      j["predicted_ms"] = info.cost_plan->predicted_ms;
+      j["amp_predicted_ms"] = amp_ms;
+      j["fp32_predicted_ms"] = fp32_ms;
+      j["amp_casts"] = amp_info.summary.casts.casts;
+    }
     j["low_nodes"] = info.summary.low_nodes;
     j["f32_nodes"] = info.summary.f32_nodes;
     j["casts"] = info.summary.casts.casts;

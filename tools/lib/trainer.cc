@@ -1,5 +1,6 @@
 #include "tools/lib/trainer.h"
 
+#include "tools/lib/profiling.h"
 #include "tools/lib/progress.h"
 
 #include <omp.h>
@@ -62,6 +63,9 @@ struct TrainingSession::EvalGraph {
 TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
                                        const TrainingGraphSpec& spec) {
   TrainingGraphInfo info;
+  std::shared_ptr<const CostTable> costs = spec.precision.costs;
+  if (spec.precision.policy == Precision::cost_aware && !costs)
+    costs = std::make_shared<const CostTable>(profile_costs(spec));
   Builder b(g, vars);
   b.set_training(true);
   Shape input_shape = {spec.batch};
@@ -93,8 +97,13 @@ TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
     case Precision::amp:
       apply_amp_policy(g, spec.precision.lists, spec.precision.low);
       break;
-    case Precision::cost_aware:
-      CAMPO_FAIL("--precision cost-aware is not implemented yet (use fp32 or amp)");
+    case Precision::cost_aware: {
+      auto plan = std::make_shared<CostAwarePlan>(plan_cost_aware(g, spec.precision.lists, *costs));
+      apply_precision(g, plan->low, spec.precision.low);
+      info.costs = costs;
+      info.cost_plan = plan;
+      break;
+    }
   }
   info.summary = summarize_precision(g);
   return info;

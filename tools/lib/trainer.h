@@ -75,6 +75,10 @@ struct TrainingGraphInfo {
   ValueId loss = kNoValue;
   ValueId all_finite = kNoValue;
   PrecisionSummary summary;
+  // cost-aware only: the costs used and the decisions (by node id of the graph before
+  // cast insertion, which keeps its ids).
+  std::shared_ptr<const CostTable> costs;
+  std::shared_ptr<const CostAwarePlan> cost_plan;
 };
 TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
                                        const TrainingGraphSpec& spec);
