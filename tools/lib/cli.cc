@@ -123,6 +123,15 @@ void add_train_options(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--threads", o.threads, "CPU threads (0: all cores)")->capture_default_str();
   cmd->add_flag("--profile", o.profile, "Time every node; print the time per op at the end");
   cmd->add_option("--device", o.device, "cpu or cuda")->capture_default_str();
+  cmd->add_option("--augment", o.augment,
+                  "cifar10/folders: random crop + flip: auto (training split), on, off")
+      ->capture_default_str();
+  cmd->add_option("--resize", o.resize, "cifar10/folders: shorter side before cropping");
+  cmd->add_option("--padding", o.padding, "cifar10/folders: random-crop border");
+  cmd->add_flag("--skip-bad", o.skip_bad,
+                "folders: warn about and leave out images whose header cannot be read");
+  cmd->add_option("--holdout", o.holdout,
+                  "folders without a test folder: fraction of each class held out for test");
   cmd->add_option("--save", o.save_path,
                   "Write a safetensors checkpoint at each epoch end and at the end");
   cmd->add_option("--save-every", o.save_every, "Also checkpoint every N steps");

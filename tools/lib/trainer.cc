@@ -431,8 +431,25 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   dopts.seed = o.seed;
   dopts.image_size = o.image_size;
   dopts.channels = o.channels;
+  const bool image_data = o.dataset == "cifar10" || o.dataset.rfind("folder", 0) == 0;
+  if (image_data) {
+    CAMPO_CHECK(o.augment == "auto" || o.augment == "on" || o.augment == "off",
+                "--augment must be auto, on or off, got '", o.augment, "'");
+    if (o.augment != "auto") dopts.augment = o.augment == "on";
+    dopts.resize = o.resize;
+    if (o.padding >= 0) dopts.padding = o.padding;
+    dopts.skip_bad = o.skip_bad;
+    dopts.holdout = o.holdout;
+  } else {
+    CAMPO_CHECK(o.augment == "auto" && o.resize == 0 && o.padding < 0 && !o.skip_bad &&
+                    o.holdout == 0,
+                "--augment, --resize, --padding, --skip-bad and --holdout apply to cifar10 and "
+                "folder data sets only");
+  }
   std::shared_ptr<const Dataset> train_set = open_dataset(o.dataset, "train", dopts);
-  std::shared_ptr<const Dataset> test_set = open_dataset(o.dataset, "test", dopts);
+  DatasetOptions test_opts = dopts;
+  if (image_data && o.augment == "on") test_opts.augment = false;  // never augment evaluation
+  std::shared_ptr<const Dataset> test_set = open_dataset(o.dataset, "test", test_opts);
   if (o.train_limit > 0) train_set = std::make_shared<SubsetDataset>(train_set, o.train_limit);
   if (o.test_limit > 0) test_set = std::make_shared<SubsetDataset>(test_set, o.test_limit);
   CAMPO_CHECK(train_set->size() >= o.batch, "--batch ", o.batch, " is larger than the ",

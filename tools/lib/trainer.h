@@ -54,6 +54,12 @@ struct TrainOptions {
   int image_size = 0;          // resize images to this square size (0: native)
   int channels = 0;            // 1 or 3 (0: the data set's own)
   std::string device = "cpu";  // cpu | cuda
+  // Image folders and CIFAR-10 (see datasets/registry.h).
+  std::string augment = "auto";  // auto (train split only) | on | off
+  int resize = 0;                // shorter side before cropping (0: --image-size)
+  int padding = -1;              // random-crop border (-1: the data set's default)
+  bool skip_bad = false;         // leave out images whose header cannot be read
+  double holdout = 0;            // folder without a test folder: fraction held out for test
 };
 
 // From the command-line options (checks them).
