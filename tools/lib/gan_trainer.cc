@@ -354,7 +354,14 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
   r.parameters_d = session.discriminator_parameters();
   log << "campo: training dcgan " << o.image_size << "x" << o.image_size << "x" << o.channels
       << " (G " << r.parameters_g << ", D " << r.parameters_d << " parameters) on " << data->name()
-      << ", " << data->size() << " samples, batch " << o.batch << ", " << total_steps << " steps\n";
+      << ", " << data->size() << " samples, batch " << o.batch << ", " << total_steps
+      << " steps, precision " << precision_name(o.precision.policy);
+  if (o.precision.policy != Precision::fp32) {
+    const PrecisionSummary ps = session.precision_summary();
+    log << " (" << dtype_name(o.precision.low) << ": " << ps.low_nodes << " nodes low precision, "
+        << ps.casts.casts << " casts)";
+  }
+  log << "\n";
   log.flush();
 
   auto write_samples = [&](int epoch) {
@@ -423,7 +430,7 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
   nlohmann::json j = {{"event", "result"},
                       {"model", "dcgan"},
                       {"dataset", o.dataset},
-                      {"precision", "fp32"},
+                      {"precision", precision_name(o.precision.policy)},
                       {"image_size", o.image_size},
                       {"channels", o.channels},
                       {"epochs", o.epochs},
