@@ -14,6 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "runtime/atomic_file.h"
+
 namespace campo {
 
 static_assert(std::endian::native == std::endian::little,
@@ -298,62 +300,6 @@ Tensor read_as_f32(const std::string& path, const InputFile& f, const Header& h,
 // ---------------------------------------------------------------------------------------
 // Writing
 
-// "<path>.tmp.<pid>", removed on destruction unless commit() renamed it over `path`.
-class AtomicFile {
- public:
-  explicit AtomicFile(const std::string& path)
-      : path_(path), tmp_(path + ".tmp." + std::to_string(::getpid())) {
-    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) fail("cannot create ", tmp_, ": ", errno_text(errno));
-  }
-  ~AtomicFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(tmp_.c_str());
-  }
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
-
-  void write(const void* data, size_t n) {
-    const auto* p = static_cast<const char*>(data);
-    while (n > 0) {
-      ssize_t put = ::write(fd_, p, std::min<size_t>(n, 1u << 30));
-      if (put < 0 && errno == EINTR) continue;
-      if (put < 0) fail("write error on ", tmp_, ": ", errno_text(errno));
-      p += put;
-      n -= size_t(put);
-    }
-  }
-
-  // fsync the data, rename over the target, fsync the directory so the rename persists.
-  void commit() {
-    if (::fsync(fd_) != 0) fail("fsync of ", tmp_, " failed: ", errno_text(errno));
-    int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) fail("close of ", tmp_, " failed: ", errno_text(errno));
-    if (::rename(tmp_.c_str(), path_.c_str()) != 0)
-      fail("cannot rename ", tmp_, " to it: ", errno_text(errno));
-    committed_ = true;
-    std::string dir = std::filesystem::path(path_).parent_path().string();
-    if (dir.empty()) dir = ".";
-    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0)
-      fail("written, but cannot open directory ", dir, " to sync it: ", errno_text(errno));
-    int rc = ::fsync(dfd);
-    int err = errno;
-    ::close(dfd);
-    if (rc != 0) fail("written, but fsync of directory ", dir, " failed: ", errno_text(err));
-  }
-
- private:
-  template <typename... Args>
-  [[noreturn]] void fail(const Args&... args) {
-    CAMPO_FAIL("cannot write checkpoint ", path_, ": ", args...);
-  }
-  std::string path_, tmp_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
-
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -482,7 +428,7 @@ void write_safetensors(const std::string& path,
   uint8_t len_bytes[8];
   for (int i = 0; i < 8; ++i) len_bytes[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
 
-  AtomicFile out(path);
+  AtomicFile out(path, "checkpoint");
   out.write(len_bytes, 8);
   out.write(text.data(), text.size());
   for (size_t i : order) out.write(tensors[i].second.data(), tensors[i].second.nbytes());

@@ -1,5 +1,6 @@
 #include "tools/lib/gan_trainer.h"
 
+#include "runtime/atomic_file.h"
 #include "tools/lib/progress.h"
 
 #include <omp.h>
@@ -256,22 +257,14 @@ void write_png_grid(const std::string& path, const Tensor& images, int nrow, int
           pixels[size_t(((y0 + y) * gw + x0 + x) * c + ch)] = uint8_t(std::lround(u * 255.0f));
         }
   }
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  std::string tmp_name = ".";  // hidden, and unique per process
-  tmp_name += target.filename().string();
-  tmp_name += ".tmp";
-  tmp_name += std::to_string(long(::getpid()));
-  const fs::path tmp = target.parent_path() / tmp_name;
-  CAMPO_CHECK(
-      stbi_write_png(tmp.c_str(), int(gw), int(gh), int(c), pixels.data(), int(gw * c)) != 0,
-      "cannot write the PNG file '", tmp.string(), "'");
-  std::error_code ec;
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    CAMPO_FAIL("cannot move the PNG into place as '", path, "'");
-  }
+  std::string png;
+  auto append = [](void* context, void* data, int size) {
+    static_cast<std::string*>(context)->append(static_cast<const char*>(data), size_t(size));
+  };
+  CAMPO_CHECK(stbi_write_png_to_func(append, &png, int(gw), int(gh), int(c), pixels.data(),
+                                     int(gw * c)) != 0,
+              "cannot encode the PNG image '", path, "'");
+  write_file_atomically(path, png, "PNG image");
 }
 
 // ---- the training loop ----

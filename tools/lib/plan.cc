@@ -8,6 +8,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "runtime/atomic_file.h"
 #include "runtime/timer.h"
 #include "models/dcgan.h"
 #include "tools/lib/gan_trainer.h"
@@ -43,32 +44,24 @@ std::string with_commas(int64_t v) {
   return out;
 }
 
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    CAMPO_CHECK(f.good(), "cannot write '", path, "'");
-    f << text;
-    f.flush();
-    CAMPO_CHECK(f.good(), "writing '", path, "' failed");
-  }
-  CAMPO_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename '", tmp, "' to '", path,
-              "'");
-}
 
 }  // namespace
 
-TrainingGraphSpec model_run_spec(const ModelRunOptions& o, Precision policy) {
-  CAMPO_CHECK(is_known_model(o.model), "unknown model '", o.model, "'");
-  CAMPO_CHECK(o.batch > 0, "--batch must be a positive number of samples, got ", o.batch);
-  CAMPO_CHECK(o.image_size > 0 && o.channels > 0 && o.classes > 1,
-              "--image-size, --channels and --classes must be positive (classes >= 2)");
+PrecisionConfig model_run_precision(const ModelRunOptions& o, Precision policy) {
   TrainOptions t;
   t.precision = precision_name(policy);
   t.low_precision = o.low_precision;
   t.loss_scale = o.loss_scale;
   t.amp_lists_edit = o.amp_lists_edit;
   t.amp_lists_file = o.amp_lists_file;
+  return precision_config(t);
+}
+
+TrainingGraphSpec model_run_spec(const ModelRunOptions& o, Precision policy) {
+  CAMPO_CHECK(is_known_model(o.model), "unknown model '", o.model, "'");
+  CAMPO_CHECK(o.batch > 0, "--batch must be a positive number of samples, got ", o.batch);
+  CAMPO_CHECK(o.image_size > 0 && o.channels > 0 && o.classes > 1,
+              "--image-size, --channels and --classes must be positive (classes >= 2)");
   TrainingGraphSpec spec;
   spec.model = o.model;
   spec.model_options.in_channels = o.channels;
@@ -80,7 +73,7 @@ TrainingGraphSpec model_run_spec(const ModelRunOptions& o, Precision policy) {
               "'");
   spec.optimizer.kind =
       o.optimizer == "adam" ? OptimizerConfig::Kind::adam : OptimizerConfig::Kind::sgd;
-  spec.precision = precision_config(t);
+  spec.precision = model_run_precision(o, policy);
   return spec;
 }
 
@@ -179,24 +172,19 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
                       {"batch", o.run.batch}};
   if (o.run.model == "dcgan") {
     // Two step graphs: the discriminator's and the generator's.
-    TrainingGraphSpec spec = model_run_spec(ModelRunOptions{.model = "lenet",
-                                                            .low_precision = o.run.low_precision,
-                                                            .loss_scale = o.run.loss_scale,
-                                                            .amp_lists_edit = o.run.amp_lists_edit,
-                                                            .amp_lists_file = o.run.amp_lists_file},
-                                            policy);
+    const PrecisionConfig precision = model_run_precision(o.run, policy);
     DcganOptions m;
     m.image_size = o.run.image_size;
     m.channels = o.run.channels;
     OptimizerConfig adam;
     adam.kind = OptimizerConfig::Kind::adam;
-    GanSession session(m, o.run.batch, adam, o.run.seed, 1, spec.precision);
+    GanSession session(m, o.run.batch, adam, o.run.seed, 1, precision);
     header << ", batch " << o.run.batch << ", " << m.image_size << "x" << m.image_size << "x"
            << m.channels;
     out << header.str() << "\n";
-    j["graphs"] = {print_graph_plan(session.d_graph(), "discriminator step", spec.precision, o,
+    j["graphs"] = {print_graph_plan(session.d_graph(), "discriminator step", precision, o,
                                     with_suffix(o.dot_path, "_d"), out),
-                   print_graph_plan(session.g_graph(), "generator step", spec.precision, o,
+                   print_graph_plan(session.g_graph(), "generator step", precision, o,
                                     with_suffix(o.dot_path, "_g"), out)};
     PrecisionSummary s = session.precision_summary();
     j["low_nodes"] = s.low_nodes;
@@ -221,23 +209,19 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
       const double amp_ms = predict_step_ms(ga, *info.costs, amp_low);
       std::vector<char> none(size_t(ga.num_nodes()), 0);
       const double fp32_ms = predict_step_ms(ga, *info.costs, none);
-      Graph gb;
-      VariableStore vb(o.run.seed);
-      TrainingGraphSpec amp_spec = spec;
-      amp_spec.precision.policy = Precision::amp;
-      TrainingGraphInfo amp_info = build_training_graph(gb, vb, amp_spec);
+      const CastStats amp_casts = apply_precision(ga, amp_low, spec.precision.low);
       char line[256];
       std::snprintf(line, sizeof line,
                     "predicted step: cost-aware %.2f ms, amp %.2f ms, fp32 %.2f ms; casts: "
                     "cost-aware %d, amp %d (cast model %.4f ms + %.3g ms/element)\n",
                     info.cost_plan->predicted_ms, amp_ms, fp32_ms, info.summary.casts.casts,
-                    amp_info.summary.casts.casts, info.costs->cast.fixed_ms,
+                    amp_casts.casts, info.costs->cast.fixed_ms,
                     info.costs->cast.per_element_ms);
       out << line;
       j["predicted_ms"] = info.cost_plan->predicted_ms;
       j["amp_predicted_ms"] = amp_ms;
       j["fp32_predicted_ms"] = fp32_ms;
-      j["amp_casts"] = amp_info.summary.casts.casts;
+      j["amp_casts"] = amp_casts.casts;
     }
     j["low_nodes"] = info.summary.low_nodes;
     j["f32_nodes"] = info.summary.f32_nodes;
@@ -296,14 +280,9 @@ std::vector<BenchResult> run_gan_bench(const BenchOptions& o) {
   Tensor real = Tensor::empty({o.run.batch, m.channels, m.image_size, m.image_size}, DType::f32);
   for (int64_t i = 0; i < real.numel(); ++i) real.data_as<float>()[i] = rng.uniform(-1, 1);
   for (const std::string& p : o.precisions) {
-    TrainingGraphSpec spec = model_run_spec(ModelRunOptions{.model = "lenet",
-                                                            .low_precision = o.run.low_precision,
-                                                            .loss_scale = o.run.loss_scale,
-                                                            .amp_lists_edit = o.run.amp_lists_edit,
-                                                            .amp_lists_file = o.run.amp_lists_file},
-                                            parse_precision(p));
+    const PrecisionConfig precision = model_run_precision(o.run, parse_precision(p));
     sessions.push_back(
-        std::make_unique<GanSession>(m, o.run.batch, adam, o.run.seed, 1, spec.precision));
+        std::make_unique<GanSession>(m, o.run.batch, adam, o.run.seed, 1, precision));
     for (int i = 0; i < o.warmup; ++i) sessions.back()->step(real, 2e-4f);
   }
   std::vector<BenchResult> results(sessions.size());

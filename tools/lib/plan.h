@@ -61,5 +61,7 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
                                       std::ostream& out);
 
 TrainingGraphSpec model_run_spec(const ModelRunOptions& o, Precision policy);
+// The precision settings of a run (checks them), for graphs other than the classifier's.
+PrecisionConfig model_run_precision(const ModelRunOptions& o, Precision policy);
 
 }  // namespace campo
