@@ -3,10 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "amp/policy.h"
-#include "graph/autodiff.h"
 #include "graph/builder.h"
-#include "graph/optimizer.h"
-#include "models/models.h"
+#include "tools/lib/trainer.h"
 
 namespace campo {
 namespace {
@@ -145,14 +143,11 @@ TEST(AmpPolicyTest, DefaultListsMatchDesign) {
 TEST(AmpPolicyTest, LenetTrainingStep) {
   Graph g;
   VariableStore vars;
-  Builder b(g, vars);
-  ValueId images = b.placeholder("images", {8, 1, 28, 28});
-  ValueId labels = b.placeholder("labels", {8}, DType::i32);
-  ValueId loss = b.mean(b.sparse_softmax_cross_entropy(build_model("lenet", b, images, {}), labels));
-  auto params = vars.names_of_kind(VariableKind::parameter);
-  std::vector<ValueId> pv;
-  for (auto& p : params) pv.push_back(g.node(g.find_node(p)).outputs[0]);
-  append_optimizer(b, params, append_gradients(b, loss, b.placeholder("loss_scale", {}), pv), {});
+  TrainingGraphSpec spec;
+  spec.model = "lenet";
+  spec.image_shape = {1, 28, 28};
+  spec.batch = 8;
+  build_training_graph(g, vars, spec);
   apply_amp_policy(g, AmpLists::defaults(), DType::bf16);
   for (const Node& n : g.nodes()) {
     AmpList l = AmpLists::defaults().classify(n.kind);
@@ -182,18 +177,13 @@ namespace {
 TEST(AmpPolicyTest, ResNet50AllowOpsLowDenyOpsF32) {
   Graph g;
   VariableStore vars;
-  Builder b(g, vars);
-  ModelOptions mo;
-  mo.in_channels = 3;
-  mo.image_size = 32;
-  ValueId images = b.placeholder("images", {2, 3, 32, 32});
-  ValueId labels = b.placeholder("labels", {2}, DType::i32);
-  ValueId loss =
-      b.mean(b.sparse_softmax_cross_entropy(build_model("resnet50", b, images, mo), labels));
-  auto params = vars.names_of_kind(VariableKind::parameter);
-  std::vector<ValueId> pv;
-  for (auto& p : params) pv.push_back(g.node(g.find_node(p)).outputs[0]);
-  append_optimizer(b, params, append_gradients(b, loss, b.placeholder("loss_scale", {}), pv), {});
+  TrainingGraphSpec spec;
+  spec.model = "resnet50";
+  spec.model_options.in_channels = 3;
+  spec.model_options.image_size = 32;
+  spec.image_shape = {3, 32, 32};
+  spec.batch = 2;
+  build_training_graph(g, vars, spec);
   apply_amp_policy(g, AmpLists::defaults(), DType::bf16);
   int allow_ops = 0;
   for (const Node& n : g.nodes()) {

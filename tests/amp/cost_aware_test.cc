@@ -5,10 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "amp/policy.h"
-#include "graph/autodiff.h"
 #include "graph/builder.h"
-#include "graph/optimizer.h"
-#include "models/models.h"
+#include "tools/lib/trainer.h"
 
 namespace campo {
 namespace {
@@ -143,14 +141,11 @@ TEST(CostAwareTest, ClearChainAdoptedOnlyWhenItPays) {
 
 Graph lenet_training_graph(VariableStore& vars) {
   Graph g;
-  Builder b(g, vars);
-  ValueId images = b.placeholder("images", {8, 1, 28, 28});
-  ValueId labels = b.placeholder("labels", {8}, DType::i32);
-  ValueId loss = b.mean(b.sparse_softmax_cross_entropy(build_model("lenet", b, images, {}), labels));
-  auto params = vars.names_of_kind(VariableKind::parameter);
-  std::vector<ValueId> pv;
-  for (auto& p : params) pv.push_back(g.node(g.find_node(p)).outputs[0]);
-  append_optimizer(b, params, append_gradients(b, loss, b.placeholder("loss_scale", {}), pv), {});
+  TrainingGraphSpec spec;
+  spec.model = "lenet";
+  spec.image_shape = {1, 28, 28};
+  spec.batch = 8;
+  build_training_graph(g, vars, spec);
   return g;
 }
 
