@@ -11,5 +11,5 @@ mkdir -p bench/results
 "$campo" bench --model resnet50 --precision "$policies" --low-precision "$low" --batch 16 --image-size 32 --channels 3 --steps 3 --repeats 3 --warmup 1 --json bench/results/resnet50.json
 "$campo" bench --model vgg16    --precision "$policies" --low-precision "$low" --batch 32 --image-size 32 --channels 3 --steps 3 --repeats 3 --warmup 1 --json bench/results/vgg16.json
 if "$campo" bench --help | grep -q dcgan; then
-  "$campo" bench --model dcgan --precision "$policies" --low-precision "$low" --batch 32 --image-size 64 --channels 3 --steps 3 --repeats 3 --warmup 1 --json bench/results/dcgan.json
+  "$campo" bench --model dcgan --precision "$policies" --low-precision "$low" --batch 32 --image-size 64 --channels 3 --steps 2 --repeats 3 --warmup 1 --json bench/results/dcgan.json
 fi
