@@ -54,7 +54,9 @@ PrecisionConfig model_run_precision(const ModelRunOptions& o, Precision policy) 
   t.loss_scale = o.loss_scale;
   t.amp_lists_edit = o.amp_lists_edit;
   t.amp_lists_file = o.amp_lists_file;
-  return precision_config(t);
+  PrecisionConfig c = precision_config(t);
+  c.costs = o.costs;
+  return c;
 }
 
 TrainingGraphSpec model_run_spec(const ModelRunOptions& o, Precision policy) {

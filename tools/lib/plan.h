@@ -2,6 +2,7 @@
 #pragma once
 
 #include <iosfwd>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@ struct ModelRunOptions {
   std::string amp_lists_edit, amp_lists_file;
   std::string optimizer = "sgd";
   uint64_t seed = 42;
+  // cost-aware only: use these costs instead of profiling (tests, saved cost tables).
+  std::shared_ptr<const CostTable> costs;
 };
 
 struct PlanOptions {
