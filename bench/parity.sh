@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Training parity of the precision policies: LeNet on Fashion-MNIST for one epoch with the
-# same seed in fp32, amp/bf16 and amp/fp16; prints each test accuracy and its difference
+# same seed in fp32, amp/bf16, amp/fp16 and cost-aware/bf16; prints each test accuracy and its difference
 # to fp32 in points.
 #   bash bench/parity.sh [model=lenet] [epochs=1] [extra campo train options...]
 set -euo pipefail
@@ -17,3 +17,5 @@ for low in bf16 fp16; do
   acc=$(run --precision amp --low-precision "$low" "$@")
   python3 -c "print(f'amp/$low   accuracy $acc  ({100 * ($acc - $base):+.2f} points vs fp32)')"
 done
+acc=$(run --precision cost-aware --low-precision bf16 "$@")
+python3 -c "print(f'cost-aware/bf16 accuracy $acc  ({100 * ($acc - $base):+.2f} points vs fp32)')"
