@@ -12,6 +12,7 @@
 #include "ops/cpu/low_precision.h"
 #include "ops/kernel.h"
 #include "runtime/check.h"
+#include "tools/lib/calibrate.h"
 #include "tools/lib/gan_trainer.h"
 #include "tools/lib/plan.h"
 #include "tools/lib/trainer.h"
@@ -99,7 +100,8 @@ void add_train_options(CLI::App* cmd, TrainOptions& o) {
       ->capture_default_str();
   cmd->add_option("--batch", o.batch, "Training batch size")->capture_default_str();
   cmd->add_option("--eval-batch", o.eval_batch, "Evaluation batch size")->capture_default_str();
-  cmd->add_option("--lr", o.lr, "Learning rate")->capture_default_str();
+  cmd->add_option("--lr", o.lr, "Learning rate (when not given: vgg16 0.01, dcgan 2e-4)")
+      ->capture_default_str();
   cmd->add_option("--lr-schedule", o.lr_schedule, "constant, step or cosine")
       ->capture_default_str();
   cmd->add_option("--lr-step-epochs", o.lr_step_epochs, "step schedule: decay every N epochs")
@@ -169,6 +171,23 @@ void add_model_run_options(CLI::App* cmd, ModelRunOptions& o) {
   cmd->add_option("--amp-lists-file", o.amp_lists_file, "JSON file of list edits");
   cmd->add_option("--optimizer", o.optimizer, "sgd or adam")->capture_default_str();
   cmd->add_option("--seed", o.seed, "Random seed")->capture_default_str();
+  cmd->add_option("--calibration", o.calibration,
+                  "cost-aware: calibration file (default: this machine's, found or made by a "
+                  "quick calibration; 'none': time both precisions instead)");
+}
+
+// cost-aware plan/bench without --calibration: this machine's default calibration (a
+// quick automatic one when there is none); "none" keeps the profiling of both precisions.
+void resolve_calibration(ModelRunOptions& run, bool cost_aware) {
+  if (!cost_aware || run.model == "dcgan") return;
+  if (run.calibration == "none") {
+    run.calibration.clear();
+    return;
+  }
+  if (!run.calibration.empty()) return;
+  const DType low = run.low_precision == "fp16" || run.low_precision == "f16" ? DType::f16
+                                                                               : DType::bf16;
+  default_calibration(low, std::cerr, &run.calibration);
 }
 
 }  // namespace
@@ -242,6 +261,26 @@ int run(const std::vector<std::string>& args) {
       ->capture_default_str();
   bench_cmd->add_option("--json", bench_options.json_path, "Write the results as JSON");
 
+  CalibrateOptions calibrate_options;
+  std::string calibrate_models;
+  CLI::App* calibrate_cmd = app.add_subcommand(
+      "calibrate", "Fit this machine's cost models for --precision cost-aware (offline, once)");
+  calibrate_cmd->add_option("--device", calibrate_options.device, "cpu or cuda")
+      ->capture_default_str();
+  calibrate_cmd->add_option("--out", calibrate_options.out,
+                            "Calibration file to write (default: this machine's, in "
+                            "$XDG_CACHE_HOME/campo or ~/.cache/campo)");
+  calibrate_cmd->add_option("--budget-minutes", calibrate_options.budget_minutes,
+                            "Time budget: no configuration starts that would overrun it "
+                            "(default 10, 1 with --quick)");
+  calibrate_cmd->add_option("--low-precision", calibrate_options.low_precision, "bf16 or fp16")
+      ->capture_default_str();
+  calibrate_cmd->add_flag("--quick", calibrate_options.quick,
+                          "About a minute: LeNet, ResNet-18 and DCGAN at small batches");
+  calibrate_cmd->add_option("--models", calibrate_models,
+                            "Only these models (comma-separated: lenet, resnet18, resnet50, "
+                            "vgg16, dcgan)");
+
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend());
     app.parse(reversed);
@@ -280,6 +319,9 @@ int run(const std::vector<std::string>& args) {
       return 0;
     }
     if (train_cmd->parsed()) {
+      // VGG-16 trains at 0.01 (torchvision's recipe); the default 0.05 suits lenet and resnet.
+      const bool vgg = train_options.model == "vgg16" || train_options.model == "vgg16_bn";
+      if (vgg && !train_cmd->count("--lr")) train_options.lr = 0.01f;
       train(train_options, std::cout, isatty(STDOUT_FILENO) != 0);
       return 0;
     }
@@ -287,7 +329,16 @@ int run(const std::vector<std::string>& args) {
       evaluate_checkpoint(eval_options, std::cout);
       return 0;
     }
+    if (calibrate_cmd->parsed()) {
+      std::stringstream ss(calibrate_models);
+      std::string m;
+      while (std::getline(ss, m, ','))
+        if (!m.empty()) calibrate_options.models.push_back(m);
+      run_calibration(calibrate_options, std::cout);
+      return 0;
+    }
     if (plan_cmd->parsed()) {
+      resolve_calibration(plan_options.run, plan_options.precision == "cost-aware");
       print_plan(plan_options, std::cout);
       return 0;
     }
@@ -297,6 +348,9 @@ int run(const std::vector<std::string>& args) {
       std::string p;
       while (std::getline(ss, p, ','))
         if (!p.empty()) bench_options.precisions.push_back(p);
+      resolve_calibration(bench_options.run,
+                          std::count(bench_options.precisions.begin(),
+                                     bench_options.precisions.end(), "cost-aware") > 0);
       run_bench(bench_options, std::cout);
       return 0;
     }

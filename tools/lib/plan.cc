@@ -8,6 +8,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "amp/calibration.h"
 #include "runtime/atomic_file.h"
 #include "runtime/timer.h"
 #include "models/dcgan.h"
@@ -56,6 +57,8 @@ PrecisionConfig model_run_precision(const ModelRunOptions& o, Precision policy) 
   t.amp_lists_file = o.amp_lists_file;
   PrecisionConfig c = precision_config(t);
   c.costs = o.costs;
+  if (policy == Precision::cost_aware && !o.costs && !o.calibration.empty())
+    c.calibration = std::make_shared<const Calibration>(load_calibration(o.calibration));
   return c;
 }
 

@@ -24,6 +24,9 @@ struct ModelRunOptions {
   uint64_t seed = 42;
   // cost-aware only: use these costs instead of profiling (tests, saved cost tables).
   std::shared_ptr<const CostTable> costs;
+  // cost-aware only: a calibration file (amp/calibration.h); the profiling step then times
+  // the f32 step only and predicts the low-precision times. Empty: both are timed.
+  std::string calibration;
 };
 
 struct PlanOptions {

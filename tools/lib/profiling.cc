@@ -1,83 +1,231 @@
 #include "tools/lib/profiling.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <limits>
+#include <ostream>
 
 namespace campo {
 
-namespace {
+namespace fs = std::filesystem;
 
-// Per-node fastest times (ms) over `steps` timed steps after `warmup` untimed ones.
-std::vector<double> time_nodes(const Graph& g, VariableStore& vars, const TrainingGraphInfo& info,
-                               int warmup, int steps, uint64_t seed, int64_t classes) {
+TimingInputs training_timing_inputs(int64_t classes) {
+  TimingInputs in;
+  in.constants = {{"lr", 0.0f}, {"loss_scale", 1.0f}, {"inv_loss_scale", 1.0f}, {"step", 1.0f}};
+  in.int_range = classes;
+  return in;
+}
+
+std::vector<double> measure_node_times(const Graph& g, VariableStore& vars,
+                                       const std::vector<ValueId>& fetches,
+                                       const TimingInputs& inputs, int warmup, int steps,
+                                       uint64_t seed) {
+  CAMPO_CHECK(warmup >= 0 && steps > 0, "timing needs >= 0 warm-up and > 0 timed steps");
   CompileOptions co;
-  co.fetches = {info.loss};
-  if (info.all_finite != kNoValue) co.fetches.push_back(info.all_finite);
+  co.fetches = fetches;
   co.seed = seed;
   Executable exe(g, vars, co);
   Rng rng(seed);
-  Tensor& images = exe.input("images");
-  for (int64_t i = 0; i < images.numel(); ++i) images.data_as<float>()[i] = rng.normal();
-  Tensor& labels = exe.input("labels");
-  for (int64_t i = 0; i < labels.numel(); ++i)
-    labels.data_as<int32_t>()[i] = int32_t(rng.below(uint64_t(classes)));
-  exe.input("lr").data_as<float>()[0] = 0.0f;  // profile without moving the weights
-  exe.input("loss_scale").data_as<float>()[0] = 1.0f;
-  if (exe.has_input("inv_loss_scale")) exe.input("inv_loss_scale").data_as<float>()[0] = 1.0f;
-  if (exe.has_input("step")) exe.input("step").data_as<float>()[0] = 1.0f;
+  for (const Node& n : g.nodes()) {
+    if (n.kind != OpKind::Placeholder || !exe.has_input(n.name)) continue;
+    Tensor& t = exe.input(n.name);
+    if (auto it = inputs.tensors.find(n.name); it != inputs.tensors.end()) {
+      t.copy_from(it->second);
+    } else if (auto c = inputs.constants.find(n.name); c != inputs.constants.end()) {
+      CAMPO_CHECK(t.dtype() == DType::f32, "timing: constant for non-f32 placeholder ", n.name);
+      std::fill_n(t.data_as<float>(), t.numel(), c->second);
+    } else if (t.dtype() == DType::i32) {
+      for (int64_t i = 0; i < t.numel(); ++i)
+        t.data_as<int32_t>()[i] =
+            int32_t(rng.below(uint64_t(std::max<int64_t>(1, inputs.int_range))));
+    } else {
+      CAMPO_CHECK(t.dtype() == DType::f32, "timing: placeholder ", n.name, " of type ",
+                  dtype_name(t.dtype()), " needs an input");
+      for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = rng.normal();
+    }
+  }
   for (int i = 0; i < warmup; ++i) exe.run();
   std::vector<double> best(size_t(g.num_nodes()), std::numeric_limits<double>::infinity());
   exe.set_timing(true);
-  exe.set_node_hook([&](NodeId id, double ms) { best[size_t(id)] = std::min(best[size_t(id)], ms); });
-  for (int i = 0; i < std::max(1, steps); ++i) exe.run();
+  exe.set_node_hook(
+      [&](NodeId id, double ms) { best[size_t(id)] = std::min(best[size_t(id)], ms); });
+  for (int i = 0; i < steps; ++i) exe.run();
   for (double& b : best)
     if (!std::isfinite(b)) b = 0.0;
   return best;
 }
 
-}  // namespace
+std::vector<char> all_low_nodes(const Graph& g, const AmpLists& lists) {
+  std::vector<char> low(size_t(g.num_nodes()), 0);
+  for (NodeId i = 0; i < g.num_nodes(); ++i) {
+    const Node& n = g.node(i);
+    const AmpList l = lists.classify(n.kind);
+    low[size_t(i)] = (l == AmpList::allow || l == AmpList::infer || l == AmpList::clear) &&
+                     n.kind != OpKind::Variable && n.kind != OpKind::Placeholder;
+  }
+  return low;
+}
+
+BothPrecisionTimes measure_both_precisions(const Graph& g, VariableStore& vars,
+                                           const std::vector<ValueId>& fetches,
+                                           const TimingInputs& inputs, const AmpLists& lists,
+                                           DType low, int warmup, int steps, uint64_t seed) {
+  BothPrecisionTimes t;
+  t.low = all_low_nodes(g, lists);
+  Graph glow = g;  // node and value ids of g are kept; casts are appended
+  apply_precision(glow, t.low, low);
+  t.fp32_ms = measure_node_times(g, vars, fetches, inputs, warmup, steps, seed);
+  const std::vector<double> tlow =
+      measure_node_times(glow, vars, fetches, inputs, warmup, steps, seed);
+  t.low_ms = t.fp32_ms;
+  for (NodeId i = 0; i < g.num_nodes(); ++i)
+    if (t.low[size_t(i)]) t.low_ms[size_t(i)] = tlow[size_t(i)];
+  for (NodeId id : glow.nodes_of_kind(OpKind::Cast)) {
+    if (tlow[size_t(id)] <= 0) continue;  // dead code
+    const Node& n = glow.node(id);
+    t.casts.push_back({shape_numel(glow.value(n.inputs[0]).shape), glow.value(n.inputs[0]).dtype,
+                       attrs_as<CastAttrs>(n.attrs).to, tlow[size_t(id)]});
+  }
+  return t;
+}
 
 CostTable profile_costs(const TrainingGraphSpec& spec) {
-  CAMPO_CHECK(spec.precision.profile_warmup >= 0 && spec.precision.profile_steps > 0,
+  const PrecisionConfig& pc = spec.precision;
+  CAMPO_CHECK(pc.profile_warmup >= 0 && pc.profile_steps > 0,
               "profiling needs >= 0 warm-up and > 0 timed steps");
   TrainingGraphSpec fp32 = spec;
   fp32.precision.policy = Precision::fp32;
+  fp32.precision.calibration = nullptr;
   Graph g32;
   VariableStore v32(1);
-  TrainingGraphInfo i32 = build_training_graph(g32, v32, fp32);
-  const int original_nodes = g32.num_nodes();
+  const TrainingGraphInfo info = build_training_graph(g32, v32, fp32);
+  std::vector<ValueId> fetches = {info.loss};
+  if (info.all_finite != kNoValue) fetches.push_back(info.all_finite);
+  const TimingInputs inputs = training_timing_inputs(spec.model_options.num_classes);
 
-  Graph glow;
-  VariableStore vlow(1);
-  TrainingGraphInfo ilow = build_training_graph(glow, vlow, fp32);
-  CAMPO_CHECK(glow.num_nodes() == original_nodes, "internal: profiling graphs differ");
-  std::vector<char> all_low(size_t(original_nodes), 0);
-  for (NodeId i = 0; i < original_nodes; ++i) {
-    const Node& n = glow.node(i);
-    AmpList l = spec.precision.lists.classify(n.kind);
-    all_low[size_t(i)] = (l == AmpList::allow || l == AmpList::infer || l == AmpList::clear) &&
-                         n.kind != OpKind::Variable && n.kind != OpKind::Placeholder;
+  if (pc.calibration) {
+    const Calibration& cal = *pc.calibration;
+    CAMPO_CHECK(cal.low == pc.low, "the calibration was made for ", dtype_name(cal.low),
+                ", this run's low precision is ", dtype_name(pc.low),
+                "; run `campo calibrate --device cpu --low-precision ",
+                pc.low == DType::f16 ? "fp16" : "bf16", "`");
+    const std::vector<double> t32 =
+        measure_node_times(g32, v32, fetches, inputs, pc.profile_warmup, pc.profile_steps);
+    return predict_costs(g32, t32, cal, pc.lists);
   }
-  apply_precision(glow, all_low, spec.precision.low);
 
-  const int64_t classes = spec.model_options.num_classes;
-  std::vector<double> t32 = time_nodes(g32, v32, i32, spec.precision.profile_warmup,
-                                       spec.precision.profile_steps, 7, classes);
-  std::vector<double> tlow = time_nodes(glow, vlow, ilow, spec.precision.profile_warmup,
-                                        spec.precision.profile_steps, 7, classes);
+  const BothPrecisionTimes t = measure_both_precisions(g32, v32, fetches, inputs, pc.lists, pc.low,
+                                                       pc.profile_warmup, pc.profile_steps);
   CostTable costs;
-  costs.nodes.resize(size_t(original_nodes));
-  for (NodeId i = 0; i < original_nodes; ++i) {
-    costs.nodes[size_t(i)].fp32_ms = t32[size_t(i)];
-    costs.nodes[size_t(i)].low_ms = all_low[size_t(i)] ? tlow[size_t(i)] : t32[size_t(i)];
-  }
+  costs.nodes.resize(size_t(g32.num_nodes()));
+  for (NodeId i = 0; i < g32.num_nodes(); ++i)
+    costs.nodes[size_t(i)] = {t.fp32_ms[size_t(i)], t.low_ms[size_t(i)]};
   std::vector<std::pair<int64_t, double>> casts;
-  for (NodeId id : glow.nodes_of_kind(OpKind::Cast))
-    casts.push_back({shape_numel(glow.value(glow.node(id).inputs[0]).shape), tlow[size_t(id)]});
+  for (const CastTiming& c : t.casts) casts.push_back({c.elements, c.ms});
   costs.cast = fit_cast_model(casts);
   costs.cast.fixed_ms = std::max(0.0, costs.cast.fixed_ms);
   costs.cast.per_element_ms = std::max(0.0, costs.cast.per_element_ms);
   return costs;
+}
+
+// ---- where the calibration of this machine lives ----
+
+namespace {
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// The repository's calibration/ folder: CAMPO_SOURCE_DIR when the build defines it, else
+// two levels above this executable (build-dir/campo -> repository root).
+std::string repository_calibration_dir() {
+#ifdef CAMPO_SOURCE_DIR
+  return std::string(CAMPO_SOURCE_DIR) + "/calibration";
+#else
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  return (exe.parent_path().parent_path() / "calibration").string();
+#endif
+}
+
+const char* low_name(DType low) { return low == DType::f16 ? "fp16" : "bf16"; }
+
+}  // namespace
+
+std::string default_calibration_path(DType low) {
+  std::string dir = env("XDG_CACHE_HOME");
+  if (dir.empty()) {
+    const std::string home = env("HOME");
+    if (home.empty()) return "";
+    dir = home + "/.cache";
+  }
+  return dir + "/campo/calibration-" + machine_hash(this_machine()) + "-" + low_name(low) + ".json";
+}
+
+std::shared_ptr<const Calibration> find_default_calibration(DType low, std::ostream& log,
+                                                            std::string* path) {
+  const MachineIdentity machine = this_machine();
+  auto use = [&](Calibration cal, const std::string& file, const std::string& from) {
+    log << "cost-aware: calibration " << file << " (" << from << ", made " << cal.created << ")\n";
+    if (path) *path = file;
+    return std::make_shared<const Calibration>(std::move(cal));
+  };
+  // Returns the calibration, or null after a note when the file belongs to another machine
+  // or low precision; throws when it is this machine's but unusable.
+  auto try_file = [&](const std::string& file,
+                      const std::string& from) -> std::shared_ptr<const Calibration> {
+    Calibration cal;
+    const CalibrationCheck check = read_calibration(file, machine, cal);
+    if (check.problem == CalibrationProblem::foreign) {
+      log << "cost-aware: skipping " << file << ": another machine's\n";
+      return nullptr;
+    }
+    CAMPO_CHECK(check.problem == CalibrationProblem::none, check.message);
+    if (cal.low != low) {
+      log << "cost-aware: skipping " << file << ": made for " << dtype_name(cal.low) << "\n";
+      return nullptr;
+    }
+    return use(std::move(cal), file, from);
+  };
+
+  const std::string explicit_file = env("CAMPO_CALIBRATION");
+  if (!explicit_file.empty()) {
+    Calibration cal = load_calibration(explicit_file);
+    CAMPO_CHECK(cal.low == low, "calibration file ", explicit_file, " ($CAMPO_CALIBRATION) is for ",
+                dtype_name(cal.low), ", this run's low precision is ", dtype_name(low),
+                "; run `campo calibrate --device cpu --low-precision ", low_name(low),
+                "` to recalibrate");
+    return use(std::move(cal), explicit_file, "$CAMPO_CALIBRATION");
+  }
+  std::vector<std::string> looked;
+  const std::string cache = default_calibration_path(low);
+  if (!cache.empty()) {
+    looked.push_back(cache);
+    std::error_code ec;
+    if (fs::exists(cache, ec))
+      if (auto cal = try_file(cache, "this machine's cache")) return cal;
+  }
+  const std::string repo = repository_calibration_dir();
+  std::error_code ec;
+  if (!repo.empty() && fs::is_directory(repo, ec)) {
+    looked.push_back(repo + "/*.json");
+    std::vector<std::string> files;
+    for (const auto& e : fs::directory_iterator(repo, ec))
+      if (e.path().extension() == ".json") files.push_back(e.path().string());
+    std::sort(files.begin(), files.end());
+    for (const std::string& f : files)
+      if (auto cal = try_file(f, "the repository's calibration folder")) return cal;
+  }
+  log << "cost-aware: no " << dtype_name(low) << " calibration for this machine (looked in ";
+  for (size_t i = 0; i < looked.size(); ++i) log << (i ? ", " : "") << looked[i];
+  log << (looked.empty() ? "no place: HOME is not set" : "") << ")\n";
+  return nullptr;
 }
 
 }  // namespace campo

@@ -1,17 +1,87 @@
 // The profiling step of the cost-aware policy: measured per-node costs on this machine.
+// Two ways to get a node's low-precision time:
+//  - with a calibration (amp/calibration.h): only the f32 step is timed and the low times
+//    are predicted by the calibration's per-op models (the method of DESIGN.md);
+//  - without one: the step is also timed with every allow/infer/clear op in low precision.
+// Also the timing helpers the calibration runner and other trainers share, and where the
+// default calibration file of this machine is looked for.
 #pragma once
 
+#include <iosfwd>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "amp/calibration.h"
 #include "amp/cost_aware.h"
 #include "tools/lib/trainer.h"
 
 namespace campo {
 
-// Builds the training graph of `spec` twice — all f32, and with every allow/infer/clear op
-// in the low precision — runs `spec.precision.profile_warmup` untimed and
-// `profile_steps` timed steps of each on random inputs (separate variables, so the
-// model being trained is untouched), and returns each node's fastest time in both
-// precisions plus the cast model C_I + r * n fitted by least squares on the casts of the
-// low-precision graph. Node ids match those of build_training_graph(spec) before casts.
+// What the placeholders of a timed graph hold. Placeholders named in `tensors` get a copy,
+// those in `constants` one value everywhere; other integer placeholders are uniform in
+// [0, int_range), other floating ones N(0, 1).
+struct TimingInputs {
+  std::map<std::string, Tensor> tensors;
+  std::map<std::string, float> constants;
+  int64_t int_range = 2;
+};
+// A training step's: lr 0 (the weights do not move), loss_scale / inv_loss_scale 1,
+// step 1, labels in [0, classes).
+TimingInputs training_timing_inputs(int64_t classes);
+
+// Compiles g over `vars` (fetching `fetches`; side-effecting nodes run regardless), fills
+// its placeholders from `inputs` (seeded by `seed`), runs `warmup` untimed and `steps`
+// timed steps and returns each node's fastest time in ms by node id (0 for nodes that did
+// not run: leaves, dead code).
+std::vector<double> measure_node_times(const Graph& g, VariableStore& vars,
+                                       const std::vector<ValueId>& fetches,
+                                       const TimingInputs& inputs, int warmup, int steps,
+                                       uint64_t seed = 7);
+
+// The nodes profiling runs in low precision: every allow/infer/clear op but the leaves.
+std::vector<char> all_low_nodes(const Graph& g, const AmpLists& lists);
+
+struct CastTiming {
+  int64_t elements = 0;
+  DType from = DType::f32, to = DType::f32;
+  double ms = 0;
+};
+struct BothPrecisionTimes {
+  std::vector<double> fp32_ms;    // by node id of the graph given
+  std::vector<double> low_ms;     // same ids; = fp32_ms for nodes kept f32
+  std::vector<char> low;          // all_low_nodes
+  std::vector<CastTiming> casts;  // the casts of the low-precision copy
+};
+// Times g (a graph without casts) as is, then a copy with all_low_nodes in `low`
+// precision and its casts inserted, both over the same `vars`.
+BothPrecisionTimes measure_both_precisions(const Graph& g, VariableStore& vars,
+                                           const std::vector<ValueId>& fetches,
+                                           const TimingInputs& inputs, const AmpLists& lists,
+                                           DType low, int warmup, int steps, uint64_t seed = 7);
+
+// The costs of the training graph of `spec` (node ids as build_training_graph(spec) gives
+// before casts), measured on random inputs with separate variables (the model being trained
+// is untouched), `spec.precision.profile_warmup` untimed and `profile_steps` timed steps,
+// each node's fastest time. With spec.precision.calibration: the f32 step is timed and the
+// low times and cast model come from predict_costs. Without: both precisions are timed and
+// the cast model C_I + r * n is fitted on the casts of the low-precision graph.
 CostTable profile_costs(const TrainingGraphSpec& spec);
+
+// Where `campo calibrate` writes by default and the first place looked in:
+// $XDG_CACHE_HOME/campo/ (else ~/.cache/campo/) calibration-<machine hash>-<low>.json.
+// Empty when neither XDG_CACHE_HOME nor HOME is set.
+std::string default_calibration_path(DType low);
+
+// The calibration of this machine for `low`, or null, saying on `log` what it did:
+//  1. $CAMPO_CALIBRATION when set: used, or an error if it cannot be (any problem);
+//  2. the cache file default_calibration_path(low);
+//  3. the *.json files of the repository's calibration/ folder (CAMPO_SOURCE_DIR when the
+//     build defines it, else ../../calibration from this executable).
+// In 2 and 3 a file made on another machine (or for another low precision) is skipped
+// with a note; a corrupt or stale one is an error. `path` (when given) gets the file used.
+std::shared_ptr<const Calibration> find_default_calibration(DType low, std::ostream& log,
+                                                            std::string* path = nullptr);
 
 }  // namespace campo

@@ -1,0 +1,762 @@
+#include "amp/calibration.h"
+
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <sstream>
+#include <thread>
+
+#include "ops/cpu/low_precision.h"
+#include "runtime/atomic_file.h"
+
+namespace campo {
+
+// ---- features ----
+
+const char* feature_name(Feature f) {
+  switch (f) {
+    case Feature::flops: return "flops";
+    case Feature::bytes: return "bytes";
+    case Feature::intensity: return "intensity";
+    case Feature::elements: return "elements";
+    case Feature::aligned: return "aligned";
+    case Feature::kCount: break;
+  }
+  return "?";
+}
+
+Feature parse_feature(const std::string& name) {
+  for (int i = 0; i < kNumFeatures; ++i)
+    if (name == feature_name(Feature(i))) return Feature(i);
+  CAMPO_FAIL("unknown calibration feature '", name, "'");
+}
+
+namespace {
+
+constexpr int64_t kFastPathBlock = 16;  // oneDNN AVX-512 BF16 blocks channels by 16
+
+bool multiple_of_block(int64_t v) { return v > 0 && v % kFastPathBlock == 0; }
+
+const Shape& shape_of(const Graph& g, ValueId v) { return g.value(v).shape; }
+
+// The "y side" [N, K, Ho, Wo] and the filter [K, C/groups, R, S] of a conv-family node.
+void conv_operands(const Graph& g, const Node& n, Shape& y_side, Shape& filter) {
+  switch (n.kind) {
+    case OpKind::Conv2D:  // {x, w} -> y
+      y_side = shape_of(g, n.outputs[0]);
+      filter = shape_of(g, n.inputs[1]);
+      break;
+    case OpKind::Conv2DBackpropInput:  // {dy, w} -> dx
+      y_side = shape_of(g, n.inputs[0]);
+      filter = shape_of(g, n.inputs[1]);
+      break;
+    default:  // Conv2DBackpropFilter {x, dy} -> dw
+      y_side = shape_of(g, n.inputs[1]);
+      filter = shape_of(g, n.outputs[0]);
+      break;
+  }
+}
+
+}  // namespace
+
+NodeFeatures node_features(const Graph& g, NodeId id) {
+  const Node& n = g.node(id);
+  NodeFeatures f{};
+  int64_t in_elements = 0, out_elements = 0, bytes = 0;
+  for (ValueId v : n.inputs) {
+    in_elements = std::max(in_elements, shape_numel(shape_of(g, v)));
+    bytes += 4 * shape_numel(shape_of(g, v));
+  }
+  for (ValueId v : n.outputs) {
+    out_elements = std::max(out_elements, shape_numel(shape_of(g, v)));
+    bytes += 4 * shape_numel(shape_of(g, v));
+  }
+  const Shape out0 = n.outputs.empty() ? Shape{} : shape_of(g, n.outputs[0]);
+  double flops = double(std::max(in_elements, out_elements));
+  bool aligned = false, is_gemm = false;
+  switch (n.kind) {
+    case OpKind::Conv2D:
+    case OpKind::Conv2DBackpropInput:
+    case OpKind::Conv2DBackpropFilter: {
+      Shape y_side, filter;
+      conv_operands(g, n, y_side, filter);
+      const int groups = attrs_as<ConvAttrs>(n.attrs).groups;
+      const int64_t k = filter[0], c_per_group = filter[1];
+      flops = 2.0 * double(shape_numel(y_side)) * double(shape_numel(filter) / k);
+      aligned = multiple_of_block(k) && multiple_of_block(c_per_group * groups);
+      is_gemm = true;
+      break;
+    }
+    case OpKind::MatMul: {
+      const auto& t = attrs_as<MatMulAttrs>(n.attrs);
+      const Shape& a = shape_of(g, n.inputs[0]);
+      const int64_t m = t.transpose_a ? a[1] : a[0], k = t.transpose_a ? a[0] : a[1];
+      const int64_t cols = out0[1];
+      flops = 2.0 * double(m) * double(cols) * double(k);
+      aligned = multiple_of_block(m) && multiple_of_block(cols) && multiple_of_block(k);
+      is_gemm = true;
+      break;
+    }
+    case OpKind::MaxPool:
+    case OpKind::AvgPool:
+    case OpKind::MaxPoolGrad:
+    case OpKind::AvgPoolGrad: {
+      const auto& p = attrs_as<PoolAttrs>(n.attrs);
+      // Forward: one window per output; gradients: one window per dy element (input 0).
+      const bool forward = n.kind == OpKind::MaxPool || n.kind == OpKind::AvgPool;
+      const int64_t windows = forward ? shape_numel(out0) : shape_numel(shape_of(g, n.inputs[0]));
+      flops = double(windows) * p.kernel_h * p.kernel_w;
+      break;
+    }
+    default: break;
+  }
+  if (!is_gemm) {
+    // Channel dimension: dim 1 of NCHW data or of a [rows, features] matrix.
+    const int64_t channels = out0.size() == 4 || out0.size() == 2 ? out0[1] : shape_numel(out0);
+    aligned = multiple_of_block(channels);
+  }
+  f[size_t(Feature::flops)] = flops;
+  f[size_t(Feature::bytes)] = double(bytes);
+  f[size_t(Feature::intensity)] = bytes > 0 ? flops / double(bytes) : 0.0;
+  f[size_t(Feature::elements)] = double(shape_numel(out0));
+  f[size_t(Feature::aligned)] = aligned ? 1.0 : 0.0;
+  return f;
+}
+
+// ---- statistics ----
+
+namespace {
+
+// Ranks 1..n, ties get the average of the ranks they span.
+std::vector<double> average_ranks(const std::vector<double>& v) {
+  std::vector<size_t> order(v.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
+  std::vector<double> rank(v.size());
+  for (size_t i = 0; i < order.size();) {
+    size_t j = i;
+    while (j + 1 < order.size() && v[order[j + 1]] == v[order[i]]) ++j;
+    const double r = 0.5 * double(i + j) + 1.0;  // average of ranks i+1 .. j+1
+    for (size_t k = i; k <= j; ++k) rank[order[k]] = r;
+    i = j + 1;
+  }
+  return rank;
+}
+
+}  // namespace
+
+double spearman(const std::vector<double>& a, const std::vector<double>& b) {
+  CAMPO_CHECK(a.size() == b.size(), "spearman: ", a.size(), " values against ", b.size());
+  if (a.size() < 2) return 0.0;
+  // Pearson correlation of the ranks (exact with ties, unlike 1 - 6 sum d^2 / n(n^2-1)).
+  const std::vector<double> ra = average_ranks(a), rb = average_ranks(b);
+  const double n = double(a.size()), mean = (n + 1) / 2;  // mean rank, ties or not
+  double sab = 0, saa = 0, sbb = 0;
+  for (size_t i = 0; i < ra.size(); ++i) {
+    sab += (ra[i] - mean) * (rb[i] - mean);
+    saa += (ra[i] - mean) * (ra[i] - mean);
+    sbb += (rb[i] - mean) * (rb[i] - mean);
+  }
+  if (saa <= 0 || sbb <= 0) return 0.0;
+  return sab / std::sqrt(saa * sbb);
+}
+
+namespace {
+
+// Solves min |A x - b| over the columns in `active` by Householder QR (A is n x k, row
+// major, columns already scaled). Returns the index (into `active`) of the first column
+// found linearly dependent on the earlier ones, or -1 when all are independent (x set).
+int householder_solve(std::vector<std::vector<double>> a, std::vector<double> b,
+                      const std::vector<int>& active, std::vector<double>& x) {
+  const size_t n = a.size(), k = active.size();
+  // Work on a copy restricted to the active columns.
+  std::vector<std::vector<double>> r(n, std::vector<double>(k));
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < k; ++j) r[i][j] = a[i][size_t(active[j])];
+  for (size_t j = 0; j < k; ++j) {
+    double norm = 0, column_norm = 0;
+    for (size_t i = j; i < n; ++i) norm += r[i][j] * r[i][j];
+    for (size_t i = 0; i < n; ++i) column_norm += r[i][j] * r[i][j];
+    norm = std::sqrt(norm);
+    // What is left of the column after removing earlier directions is (relatively) noise.
+    if (j >= n || norm <= 1e-9 * std::sqrt(column_norm) || norm == 0) return int(j);
+    const double alpha = r[j][j] > 0 ? -norm : norm;
+    std::vector<double> v(n, 0.0);
+    for (size_t i = j; i < n; ++i) v[i] = r[i][j];
+    v[j] -= alpha;
+    double vv = 0;
+    for (size_t i = j; i < n; ++i) vv += v[i] * v[i];
+    if (vv == 0) continue;
+    for (size_t c = j; c < k; ++c) {
+      double s = 0;
+      for (size_t i = j; i < n; ++i) s += v[i] * r[i][c];
+      s = 2 * s / vv;
+      for (size_t i = j; i < n; ++i) r[i][c] -= s * v[i];
+    }
+    double s = 0;
+    for (size_t i = j; i < n; ++i) s += v[i] * b[i];
+    s = 2 * s / vv;
+    for (size_t i = j; i < n; ++i) b[i] -= s * v[i];
+  }
+  x.assign(k, 0.0);
+  for (size_t j = k; j-- > 0;) {
+    double s = b[j];
+    for (size_t c = j + 1; c < k; ++c) s -= r[j][c] * x[c];
+    x[j] = s / r[j][j];
+  }
+  return -1;
+}
+
+}  // namespace
+
+std::vector<double> least_squares(const std::vector<std::vector<double>>& rows,
+                                  const std::vector<double>& y,
+                                  const std::vector<double>& weights) {
+  CAMPO_CHECK(!rows.empty() && rows.size() == y.size(), "least squares: ", rows.size(),
+              " rows against ", y.size(), " targets");
+  CAMPO_CHECK(weights.empty() || weights.size() == y.size(), "least squares: ", weights.size(),
+              " weights for ", y.size(), " rows");
+  const size_t n = rows.size(), k = rows[0].size();
+  for (const auto& r : rows) CAMPO_CHECK(r.size() == k, "least squares: rows of unequal length");
+  // sqrt(w) * row, sqrt(w) * y; then each column scaled to unit RMS.
+  std::vector<std::vector<double>> a(n, std::vector<double>(k));
+  std::vector<double> b(n);
+  for (size_t i = 0; i < n; ++i) {
+    const double w = weights.empty() ? 1.0 : weights[i];
+    CAMPO_CHECK(w >= 0 && std::isfinite(w), "least squares: weight ", w, " of row ", i);
+    const double sw = std::sqrt(w);
+    for (size_t j = 0; j < k; ++j) a[i][j] = sw * rows[i][j];
+    b[i] = sw * y[i];
+  }
+  std::vector<double> scale(k, 0.0);
+  std::vector<int> active;
+  for (size_t j = 0; j < k; ++j) {
+    for (size_t i = 0; i < n; ++i) scale[j] += a[i][j] * a[i][j];
+    scale[j] = std::sqrt(scale[j] / double(n));
+    if (scale[j] > 0 && std::isfinite(scale[j])) {
+      for (size_t i = 0; i < n; ++i) a[i][j] /= scale[j];
+      active.push_back(int(j));
+    }
+  }
+  std::vector<double> solution(k, 0.0), x;
+  while (!active.empty()) {
+    const int dependent = householder_solve(a, b, active, x);
+    if (dependent < 0) {
+      for (size_t j = 0; j < active.size(); ++j)
+        solution[size_t(active[j])] = x[j] / scale[size_t(active[j])];
+      break;
+    }
+    active.erase(active.begin() + dependent);
+  }
+  return solution;
+}
+
+double mape_percent(const std::vector<double>& predicted, const std::vector<double>& truth) {
+  CAMPO_CHECK(predicted.size() == truth.size() && !truth.empty(), "MAPE of ", predicted.size(),
+              " predictions against ", truth.size(), " truths");
+  double s = 0;
+  for (size_t i = 0; i < truth.size(); ++i) s += std::fabs(predicted[i] - truth[i]) / truth[i];
+  return 100.0 * s / double(truth.size());
+}
+
+// ---- op models ----
+
+double OpModel::predict_low_ms(const NodeFeatures& f, double fp32_ms) const {
+  double t = sigma * fp32_ms + bias;
+  for (size_t i = 0; i < features.size(); ++i) t += weights[i] * f[size_t(features[i])];
+  return std::max(0.0, t);
+}
+
+namespace {
+
+double score(const OpModel& m, const std::vector<OpSample>& samples) {
+  if (samples.empty()) return -1;
+  std::vector<double> p, t;
+  for (const OpSample& s : samples) {
+    p.push_back(m.predict_low_ms(s.features, s.fp32_ms));
+    t.push_back(s.low_ms);
+  }
+  return mape_percent(p, t);
+}
+
+}  // namespace
+
+OpModel fit_op_model(const std::string& key, const std::vector<OpSample>& train,
+                     const std::vector<OpSample>& heldout) {
+  CAMPO_CHECK(!train.empty(), "no calibration samples for ", key);
+  for (const OpSample& s : train)
+    CAMPO_CHECK(s.low_ms > 0 && s.fp32_ms >= 0, "calibration sample of ", key,
+                " with a non-positive time");
+  OpModel m;
+  m.key = key;
+  m.train_samples = int(train.size());
+  m.heldout_samples = int(heldout.size());
+  std::vector<double> low, weights;
+  for (const OpSample& s : train) {
+    low.push_back(s.low_ms);
+    weights.push_back(1.0 / (s.low_ms * s.low_ms));  // relative error
+  }
+  std::vector<Feature> selected;
+  std::vector<double> selected_rho;
+  for (int f = 0; f < kNumFeatures; ++f) {
+    std::vector<double> column;
+    for (const OpSample& s : train) column.push_back(s.features[size_t(f)]);
+    const double rho = spearman(column, low);
+    if (std::fabs(rho) > kFeatureRhoThreshold) {
+      selected.push_back(Feature(f));
+      selected_rho.push_back(rho);
+    }
+  }
+  const size_t n = train.size();
+  const size_t unknowns = selected.size() + 2;
+  // A fit whose sigma is not positive (the low time falling as the f32 time grows) is
+  // fitting noise: the next simpler form is used instead.
+  bool fitted = false;
+  if (!selected.empty() && n >= std::max<size_t>(8, 3 * unknowns)) {
+    // Columns T_fp32, 1, features: a feature that is a combination of T_fp32 and the
+    // constant (or of earlier features) is the one dropped, never sigma.
+    std::vector<std::vector<double>> rows;
+    for (const OpSample& s : train) {
+      std::vector<double> r = {s.fp32_ms, 1.0};
+      for (Feature f : selected) r.push_back(s.features[size_t(f)]);
+      rows.push_back(r);
+    }
+    std::vector<double> x = least_squares(rows, low, weights);
+    m.fit = "features";
+    m.sigma = x[0];
+    m.bias = x[1];
+    for (size_t i = 0; i < selected.size(); ++i) {
+      if (x[i + 2] == 0) continue;  // dropped as a combination of the others
+      m.features.push_back(selected[i]);
+      m.rho.push_back(selected_rho[i]);
+      m.weights.push_back(x[i + 2]);
+    }
+    fitted = m.sigma > 0;
+  }
+  if (!fitted && n >= 4) {
+    std::vector<std::vector<double>> rows;
+    for (const OpSample& s : train) rows.push_back({s.fp32_ms, 1.0});
+    std::vector<double> x = least_squares(rows, low, weights);
+    m = OpModel{.key = key, .train_samples = m.train_samples, .heldout_samples = m.heldout_samples};
+    m.fit = "sigma+bias";
+    m.sigma = x[0];
+    m.bias = x[1];
+    fitted = m.sigma > 0;
+  }
+  if (!fitted) {
+    // min sum ((sigma x - y) / y)^2  =>  sigma = sum(x/y) / sum((x/y)^2)
+    double sxy = 0, sxx = 0;
+    for (const OpSample& s : train) {
+      const double r = s.fp32_ms / s.low_ms;
+      sxy += r;
+      sxx += r * r;
+    }
+    m = OpModel{.key = key, .train_samples = m.train_samples, .heldout_samples = m.heldout_samples};
+    m.fit = "ratio";
+    m.sigma = sxx > 0 ? sxy / sxx : 1.0;
+  }
+  m.train_mape = score(m, train);
+  m.heldout_mape = score(m, heldout);
+  return m;
+}
+
+CastFit fit_cast_relative(const std::vector<std::pair<int64_t, double>>& samples) {
+  CastFit f;
+  std::vector<std::vector<double>> rows;
+  std::vector<double> y, w;
+  std::vector<int64_t> sizes;
+  for (auto [n, ms] : samples) {
+    if (!(ms > 0)) continue;
+    rows.push_back({1.0, double(n)});
+    y.push_back(ms);
+    w.push_back(1.0 / (ms * ms));
+    sizes.push_back(n);
+  }
+  std::sort(sizes.begin(), sizes.end());
+  if (std::unique(sizes.begin(), sizes.end()) - sizes.begin() < 2) return f;
+  const std::vector<double> x = least_squares(rows, y, w);
+  f.model.fixed_ms = x[0];
+  f.model.per_element_ms = x[1];
+  f.samples = int(y.size());
+  std::vector<double> p;
+  for (const auto& r : rows) p.push_back(std::max(0.0, f.model.cost_ms(int64_t(r[1]))));
+  f.mape = mape_percent(p, y);
+  return f;
+}
+
+// ---- machine identity ----
+
+namespace {
+
+const char* isa_name(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::sse41: return "sse41";
+    default: return "other";
+  }
+}
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string name = line.substr(colon + 1);
+    name.erase(0, name.find_first_not_of(" \t"));
+    name.erase(name.find_last_not_of(" \t") + 1);
+    return name;
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+MachineIdentity this_machine() {
+  MachineIdentity m;
+  m.cpu_model = cpu_model_name();
+  m.logical_cores = int(std::thread::hardware_concurrency());
+  m.onednn_isa = isa_name(dnnl::get_effective_cpu_isa());
+  const dnnl_version_t* v = dnnl_version();
+  m.onednn_version =
+      std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+  CpuContext ctx;  // reads CAMPO_CPU_BF16
+  m.native_bf16 = cpu_has_native_bf16() && ctx.native_bf16;
+  m.campo_version = CAMPO_VERSION;
+  return m;
+}
+
+std::string machine_hash(const MachineIdentity& m) {
+  // FNV-1a 64 over the fields that make a file foreign.
+  const std::string key = m.cpu_model + "|" + std::to_string(m.logical_cores) + "|" + m.onednn_isa +
+                          "|" + (m.native_bf16 ? "native" : "emulated");
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : key) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::string probe_hardware_counters() {
+  std::ifstream paranoid_file("/proc/sys/kernel/perf_event_paranoid");
+  int paranoid = 99;
+  if (!(paranoid_file >> paranoid))
+    return "unavailable: /proc/sys/kernel/perf_event_paranoid unreadable";
+  perf_event_attr attr;
+  std::memset(&attr, 0, sizeof attr);
+  attr.type = PERF_TYPE_HARDWARE;
+  attr.size = sizeof attr;
+  attr.config = PERF_COUNT_HW_INSTRUCTIONS;
+  attr.disabled = 1;
+  attr.exclude_kernel = 1;
+  attr.exclude_hv = 1;
+  const long fd = syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
+  const std::string where = "perf_event_paranoid " + std::to_string(paranoid);
+  if (fd < 0)
+    return "unavailable: perf_event_open(instructions) failed: " +
+           std::string(std::strerror(errno)) + " (" + where + "); analytic features only";
+  close(int(fd));
+  return "readable (" + where + ") but not used: analytic features only";
+}
+
+// ---- the calibration file ----
+
+const OpModel* Calibration::model_for(OpKind kind, const NodeFeatures& f) const {
+  const std::string name = op_name(kind);
+  if (f[size_t(Feature::aligned)] == 0) {
+    auto it = ops.find(name + ":unaligned");
+    if (it != ops.end()) return &it->second;
+  }
+  auto it = ops.find(name);
+  return it == ops.end() ? nullptr : &it->second;
+}
+
+namespace {
+
+using nlohmann::json;
+
+json cast_json(const CastFit& c) {
+  return {{"fixed_ms", c.model.fixed_ms},
+          {"per_element_ms", c.model.per_element_ms},
+          {"samples", c.samples},
+          {"mape", c.mape}};
+}
+
+// Every number in the tree is finite (JSON cannot say otherwise, nlohmann would write null).
+bool all_finite(const json& j) {
+  if (j.is_number_float()) return std::isfinite(j.get<double>());
+  if (j.is_structured())
+    for (const auto& e : j)
+      if (!all_finite(e)) return false;
+  return true;
+}
+
+// A problem with the file's contents (caught in read_calibration).
+struct Corrupt {
+  std::string what;
+};
+
+const json& field(const json& j, const std::string& name, const std::string& where) {
+  if (!j.is_object()) throw Corrupt{where + " is not an object"};
+  auto it = j.find(name);
+  if (it == j.end()) throw Corrupt{"missing field '" + where + "." + name + "'"};
+  return *it;
+}
+double number(const json& j, const std::string& name, const std::string& where) {
+  const json& v = field(j, name, where);
+  if (!v.is_number()) throw Corrupt{"'" + where + "." + name + "' is not a number"};
+  const double d = v.get<double>();
+  if (!std::isfinite(d)) throw Corrupt{"'" + where + "." + name + "' is not finite"};
+  return d;
+}
+int integer(const json& j, const std::string& name, const std::string& where) {
+  const json& v = field(j, name, where);
+  if (!v.is_number_integer()) throw Corrupt{"'" + where + "." + name + "' is not an integer"};
+  return v.get<int>();
+}
+std::string text(const json& j, const std::string& name, const std::string& where) {
+  const json& v = field(j, name, where);
+  if (!v.is_string()) throw Corrupt{"'" + where + "." + name + "' is not a string"};
+  return v.get<std::string>();
+}
+bool boolean(const json& j, const std::string& name, const std::string& where) {
+  const json& v = field(j, name, where);
+  if (!v.is_boolean()) throw Corrupt{"'" + where + "." + name + "' is not true or false"};
+  return v.get<bool>();
+}
+
+CastFit read_cast(const json& j, const std::string& where) {
+  CastFit c;
+  c.model.fixed_ms = number(j, "fixed_ms", where);
+  c.model.per_element_ms = number(j, "per_element_ms", where);
+  c.samples = integer(j, "samples", where);
+  c.mape = number(j, "mape", where);
+  return c;
+}
+
+std::string with_advice(const std::string& path, const std::string& problem) {
+  return "calibration file " + path + " " + problem +
+         "; run `campo calibrate --device cpu` to recalibrate";
+}
+
+}  // namespace
+
+void save_calibration(const Calibration& cal, const std::string& path) {
+  json ops = json::array();
+  for (const auto& [key, m] : cal.ops) {
+    json features = json::array();
+    for (size_t i = 0; i < m.features.size(); ++i)
+      features.push_back(
+          {{"name", feature_name(m.features[i])}, {"rho", m.rho[i]}, {"weight", m.weights[i]}});
+    ops.push_back({{"key", key},
+                   {"fit", m.fit},
+                   {"features", features},
+                   {"sigma", m.sigma},
+                   {"bias_ms", m.bias},
+                   {"train_samples", m.train_samples},
+                   {"heldout_samples", m.heldout_samples},
+                   {"train_mape", m.train_mape},
+                   {"heldout_mape", m.heldout_mape}});
+  }
+  const MachineIdentity& id = cal.machine;
+  json j = {
+      {"format", "campo-calibration"},
+      {"version", cal.version},
+      {"machine",
+       {{"cpu_model", id.cpu_model},
+        {"logical_cores", id.logical_cores},
+        {"onednn_isa", id.onednn_isa},
+        {"onednn_version", id.onednn_version},
+        {"native_bf16", id.native_bf16},
+        {"campo_version", id.campo_version},
+        {"hash", machine_hash(id)}}},
+      {"device", cal.device},
+      {"low_precision", dtype_name(cal.low)},
+      {"created", cal.created},
+      {"hardware_counters", cal.hardware_counters},
+      {"cast", {{"fixed_ms", cal.cast.fixed_ms}, {"per_element_ms", cal.cast.per_element_ms}}},
+      {"cast_fits",
+       {{"both", cast_json(cal.cast_all)},
+        {"to_low", cast_json(cal.cast_to_low)},
+        {"to_f32", cast_json(cal.cast_to_f32)}}},
+      {"ops", ops},
+      {"configurations", cal.configurations},
+      {"heldout_configurations", cal.heldout_configurations},
+      {"seconds", cal.seconds}};
+  CAMPO_CHECK(all_finite(j), "internal: calibration for ", path, " holds a non-finite number");
+  write_file_atomically(path, j.dump(1) + "\n", "calibration file");
+}
+
+CalibrationCheck read_calibration(const std::string& path, const MachineIdentity& machine,
+                                  Calibration& out) {
+  auto problem = [&](CalibrationProblem p, const std::string& what) {
+    return CalibrationCheck{p, with_advice(path, what)};
+  };
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return problem(CalibrationProblem::missing,
+                   std::string("cannot be read (") + std::strerror(errno) + ")");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  json j;
+  try {
+    j = json::parse(buffer.str());
+  } catch (const json::exception& e) {
+    // nlohmann's message carries its own "[json.exception...]" prefix; keep the position.
+    std::string what = e.what();
+    size_t bracket = what.find("] ");
+    if (bracket != std::string::npos) what = what.substr(bracket + 2);
+    return problem(CalibrationProblem::corrupt, "is corrupt (not JSON: " + what + ")");
+  }
+  Calibration cal;
+  try {
+    if (!j.is_object() || !j.contains("format") || j["format"] != "campo-calibration")
+      throw Corrupt{"not a campo calibration file"};
+    cal.version = integer(j, "version", "file");
+    if (cal.version < kCalibrationVersion)
+      return problem(CalibrationProblem::stale,
+                     "is stale (format version " + std::to_string(cal.version) +
+                         ", this campo reads version " + std::to_string(kCalibrationVersion) + ")");
+    if (cal.version > kCalibrationVersion)
+      return problem(CalibrationProblem::stale,
+                     "is from a newer campo (format version " + std::to_string(cal.version) +
+                         ", this campo reads version " + std::to_string(kCalibrationVersion) + ")");
+    const json& m = field(j, "machine", "file");
+    cal.machine.cpu_model = text(m, "cpu_model", "machine");
+    cal.machine.logical_cores = integer(m, "logical_cores", "machine");
+    cal.machine.onednn_isa = text(m, "onednn_isa", "machine");
+    cal.machine.onednn_version = text(m, "onednn_version", "machine");
+    cal.machine.native_bf16 = boolean(m, "native_bf16", "machine");
+    cal.machine.campo_version = text(m, "campo_version", "machine");
+    cal.device = text(j, "device", "file");
+    const std::string low = text(j, "low_precision", "file");
+    if (low != "bf16" && low != "f16")
+      throw Corrupt{"low_precision '" + low + "' is not bf16 or f16"};
+    cal.low = parse_dtype(low);
+    cal.created = text(j, "created", "file");
+    cal.hardware_counters = text(j, "hardware_counters", "file");
+    const json& cast = field(j, "cast", "file");
+    cal.cast.fixed_ms = number(cast, "fixed_ms", "cast");
+    cal.cast.per_element_ms = number(cast, "per_element_ms", "cast");
+    const json& fits = field(j, "cast_fits", "file");
+    cal.cast_all = read_cast(field(fits, "both", "cast_fits"), "cast_fits.both");
+    cal.cast_to_low = read_cast(field(fits, "to_low", "cast_fits"), "cast_fits.to_low");
+    cal.cast_to_f32 = read_cast(field(fits, "to_f32", "cast_fits"), "cast_fits.to_f32");
+    const json& ops = field(j, "ops", "file");
+    if (!ops.is_array()) throw Corrupt{"'ops' is not a list"};
+    for (const json& o : ops) {
+      OpModel model;
+      model.key = text(o, "key", "ops[]");
+      const std::string where = "ops[" + model.key + "]";
+      const std::string op = model.key.substr(0, model.key.find(':'));
+      if (!parse_op_kind(op)) throw Corrupt{"unknown op '" + op + "' in " + where};
+      model.fit = text(o, "fit", where);
+      const json& features = field(o, "features", where);
+      if (!features.is_array()) throw Corrupt{"'" + where + ".features' is not a list"};
+      for (const json& f : features) {
+        const std::string name = text(f, "name", where + ".features[]");
+        bool known = false;
+        for (int i = 0; i < kNumFeatures; ++i) known |= name == feature_name(Feature(i));
+        if (!known) throw Corrupt{"unknown feature '" + name + "' in " + where};
+        model.features.push_back(parse_feature(name));
+        model.rho.push_back(number(f, "rho", where + ".features[]"));
+        model.weights.push_back(number(f, "weight", where + ".features[]"));
+      }
+      model.sigma = number(o, "sigma", where);
+      model.bias = number(o, "bias_ms", where);
+      model.train_samples = integer(o, "train_samples", where);
+      model.heldout_samples = integer(o, "heldout_samples", where);
+      model.train_mape = number(o, "train_mape", where);
+      model.heldout_mape = number(o, "heldout_mape", where);
+      cal.ops[model.key] = model;
+    }
+    cal.configurations = integer(j, "configurations", "file");
+    cal.heldout_configurations = integer(j, "heldout_configurations", "file");
+    cal.seconds = number(j, "seconds", "file");
+  } catch (const Corrupt& c) {
+    return problem(CalibrationProblem::corrupt, "is corrupt (" + c.what + ")");
+  } catch (const json::exception& e) {
+    return problem(CalibrationProblem::corrupt, std::string("is corrupt (") + e.what() + ")");
+  }
+  // Another machine's file: timings do not transfer.
+  const MachineIdentity& f = cal.machine;
+  if (cal.device != "cpu")
+    return problem(CalibrationProblem::foreign,
+                   "was made for device '" + cal.device + "', not this cpu");
+  if (f.cpu_model != machine.cpu_model)
+    return problem(CalibrationProblem::foreign, "was made on another machine (cpu '" + f.cpu_model +
+                                                    "', this one is '" + machine.cpu_model + "')");
+  if (f.logical_cores != machine.logical_cores)
+    return problem(CalibrationProblem::foreign, "was made on another machine (" +
+                                                    std::to_string(f.logical_cores) +
+                                                    " logical cores, this one has " +
+                                                    std::to_string(machine.logical_cores) + ")");
+  if (f.onednn_isa != machine.onednn_isa)
+    return problem(CalibrationProblem::foreign, "was made on another machine (oneDNN ISA " +
+                                                    f.onednn_isa + ", this one uses " +
+                                                    machine.onednn_isa + ")");
+  if (f.native_bf16 != machine.native_bf16)
+    return problem(CalibrationProblem::foreign,
+                   std::string("was made with ") + (f.native_bf16 ? "native" : "emulated") +
+                       " bf16 kernels, this run uses " +
+                       (machine.native_bf16 ? "native" : "emulated") + " ones (CAMPO_CPU_BF16)");
+  // Same machine, other software: kernels (and so timings) may have changed.
+  if (f.campo_version != machine.campo_version)
+    return problem(CalibrationProblem::stale, "is stale (made by campo " + f.campo_version +
+                                                  ", this is campo " + machine.campo_version + ")");
+  if (f.onednn_version != machine.onednn_version)
+    return problem(CalibrationProblem::stale, "is stale (made with oneDNN " + f.onednn_version +
+                                                  ", this campo uses oneDNN " +
+                                                  machine.onednn_version + ")");
+  out = std::move(cal);
+  return {};
+}
+
+Calibration load_calibration(const std::string& path) {
+  Calibration cal;
+  const CalibrationCheck check = read_calibration(path, this_machine(), cal);
+  CAMPO_CHECK(check.problem == CalibrationProblem::none, check.message);
+  return cal;
+}
+
+CostTable predict_costs(const Graph& g, const std::vector<double>& fp32_ms, const Calibration& cal,
+                        const AmpLists& lists) {
+  CostTable costs;
+  costs.nodes.resize(size_t(g.num_nodes()));
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    const Node& n = g.node(id);
+    const double t32 = size_t(id) < fp32_ms.size() ? fp32_ms[size_t(id)] : 0.0;
+    NodeCost& c = costs.nodes[size_t(id)];
+    c.fp32_ms = c.low_ms = t32;
+    const AmpList l = lists.classify(n.kind);
+    const bool may_go_low = (l == AmpList::allow || l == AmpList::infer || l == AmpList::clear) &&
+                            n.kind != OpKind::Variable && n.kind != OpKind::Placeholder;
+    if (!may_go_low || t32 <= 0) continue;  // not in the lists, or not run at all
+    const NodeFeatures f = node_features(g, id);
+    if (const OpModel* m = cal.model_for(n.kind, f)) c.low_ms = m->predict_low_ms(f, t32);
+  }
+  costs.cast = cal.cast;
+  return costs;
+}
+
+}  // namespace campo

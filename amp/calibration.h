@@ -1,0 +1,174 @@
+// Calibration of the cost-aware policy (DESIGN.md "The cost-aware policy", steps 2 and 3):
+// per-op models of the low-precision time of a node from what an FP32 step shows,
+//   T_lp = sum_i w_i * PC_i + sigma * T_fp32 + bias,
+// where the PC_i are node features known without timing (analytic FLOPs, bytes moved,
+// arithmetic intensity, output elements, the oneDNN fast-path alignment) whose Spearman
+// |rho| with T_lp over the calibration samples exceeds 0.75. A Calibration holds one model
+// per op type (and per aligned / unaligned GEMM path where both have enough samples), the
+// cast model, and the identity of the machine it was measured on; it is saved as versioned
+// JSON and refused when corrupt, made on another machine, or stale.
+//
+// Hardware counters: not used. perf_event_open of a hardware event is probed at calibration
+// time and the result is recorded in the file (`hardware_counters`); on machines without an
+// exposed PMU (virtual machines) it fails, and analytic features are all there is.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "amp/cost_aware.h"
+#include "amp/lists.h"
+#include "graph/graph.h"
+
+namespace campo {
+
+constexpr int kCalibrationVersion = 1;
+
+// ---- node features ----
+
+enum class Feature : uint8_t { flops, bytes, intensity, elements, aligned, kCount };
+constexpr int kNumFeatures = int(Feature::kCount);
+const char* feature_name(Feature f);  // "flops", "bytes", "intensity", "elements", "aligned"
+Feature parse_feature(const std::string& name);  // throws on an unknown name
+
+// Features of one node, indexed by Feature.
+//   flops     conv family 2 * N*K*Ho*Wo * (C/groups)*R*S (the same count for both
+//             backprops); MatMul 2*M*N*K; pooling output (or dy) elements * window area;
+//             every other op max(input, output) elements.
+//   bytes     every input and output at 4 bytes (f32), whatever the node's dtype.
+//   intensity flops / bytes.
+//   elements  elements of output 0.
+//   aligned   1 when the GEMM dimensions (MatMul M, N, K; conv input and output channels)
+//             are multiples of 16 (oneDNN's AVX-512 BF16 block), else 0; for other ops the
+//             channel dimension (dim 1 of a 4-D output, the last of a 2-D one, else all
+//             elements).
+using NodeFeatures = std::array<double, kNumFeatures>;
+NodeFeatures node_features(const Graph& g, NodeId id);
+
+// ---- statistics ----
+
+// Spearman's rank correlation, ties given their average rank. 0 when either side is
+// constant (no ranking) or there are fewer than two samples.
+double spearman(const std::vector<double>& a, const std::vector<double>& b);
+
+// Weighted least squares: the x minimising sum_r weights[r] * (rows[r] . x - y[r])^2
+// (weights empty: all 1). Columns are scaled to unit RMS and solved by Householder QR;
+// a column that is (numerically) a combination of earlier ones gets coefficient 0.
+// Needs rows.size() >= 1 and every row of the same length (<= ~8 unknowns in practice).
+std::vector<double> least_squares(const std::vector<std::vector<double>>& rows,
+                                  const std::vector<double>& y,
+                                  const std::vector<double>& weights = {});
+
+// Mean absolute percentage error of predictions against truths (truths > 0), in percent.
+double mape_percent(const std::vector<double>& predicted, const std::vector<double>& truth);
+
+// ---- per-op models ----
+
+// One calibration sample: a node measured in both precisions.
+struct OpSample {
+  NodeFeatures features{};
+  double fp32_ms = 0, low_ms = 0;
+};
+
+struct OpModel {
+  std::string key;                // OpKind name, or "<name>:unaligned" for the slow GEMM path
+  std::vector<Feature> features;  // selected: Spearman |rho| with T_lp > kFeatureRhoThreshold
+  std::vector<double> rho;        // their rho over the training samples
+  std::vector<double> weights;    // their coefficients (ms per unit of the feature)
+  double sigma = 1.0;             // coefficient of T_fp32
+  double bias = 0.0;              // ms
+  // How it was fitted: "features" (the full model), "sigma+bias" (too few samples for the
+  // features), "ratio" (T_lp = sigma * T_fp32 only: fewer samples still).
+  std::string fit = "features";
+  int train_samples = 0, heldout_samples = 0;
+  double heldout_mape = -1;  // percent; -1 when nothing was held out
+  double train_mape = -1;
+
+  double predict_low_ms(const NodeFeatures& f, double fp32_ms) const;  // >= 0
+};
+
+constexpr double kFeatureRhoThreshold = 0.75;
+
+// Fits T_lp by weighted least squares with weights 1/T_lp^2 (i.e. on relative error, as
+// MAPE is what is reported), features selected on `train`; `heldout` only scores it.
+// Fewer than max(8, 3 * unknowns) samples: sigma and bias only; fewer than 4: the ratio.
+// A fit whose sigma comes out <= 0 falls back the same way.
+OpModel fit_op_model(const std::string& key, const std::vector<OpSample>& train,
+                     const std::vector<OpSample>& heldout);
+
+// ---- the calibration file ----
+
+// What makes timings of one machine valid on another: all of it must match.
+struct MachineIdentity {
+  std::string cpu_model;       // /proc/cpuinfo "model name"
+  int logical_cores = 0;       // std::thread::hardware_concurrency
+  std::string onednn_isa;      // effective oneDNN ISA ("avx512_core_bf16")
+  std::string onednn_version;  // "3.1.1" (a different one makes a file stale, not foreign)
+  bool native_bf16 = false;    // bf16 kernels native (CPU has it and CAMPO_CPU_BF16 allows)
+  std::string campo_version;   // CAMPO_VERSION (a different one makes a file stale)
+};
+
+// A cast fit with how well it fits its own samples.
+struct CastFit {
+  CastCostModel model;
+  int samples = 0;
+  double mape = -1;  // percent over the samples it was fitted on
+};
+
+// C_I + r * n by weighted least squares on relative error (weights 1/t^2, as the op
+// models): small casts, whose fixed cost matters when there are many, count as much as
+// large ones. Needs samples of >= 2 distinct sizes (else samples = 0 and a zero model).
+CastFit fit_cast_relative(const std::vector<std::pair<int64_t, double>>& samples);
+
+struct Calibration {
+  int version = kCalibrationVersion;
+  MachineIdentity machine;
+  std::string device = "cpu";
+  DType low = DType::bf16;
+  std::string created;            // UTC, ISO 8601
+  std::string hardware_counters;  // what the perf_event_open probe found
+  CastCostModel cast;             // both directions together (what the policy uses)
+  CastFit cast_all, cast_to_low, cast_to_f32;
+  std::map<std::string, OpModel> ops;  // by OpModel::key
+  // What was measured (for the report; not checked on load).
+  int configurations = 0, heldout_configurations = 0;
+  double seconds = 0;
+
+  // The model for a node: "<op>:unaligned" for an unaligned node when that model exists,
+  // else "<op>"; null when the op has none.
+  const OpModel* model_for(OpKind kind, const NodeFeatures& f) const;
+};
+
+MachineIdentity this_machine();
+// A short stable hash of the parts of the identity that make a file foreign (16 hex).
+std::string machine_hash(const MachineIdentity& m);
+// perf_event_open probe: "available (...)" or "unavailable: <reason>".
+std::string probe_hardware_counters();
+
+// Writes versioned JSON through write_file_atomically (checks every number is finite).
+void save_calibration(const Calibration& cal, const std::string& path);
+
+// Why a file cannot be used.
+enum class CalibrationProblem : uint8_t { none, missing, corrupt, foreign, stale };
+struct CalibrationCheck {
+  CalibrationProblem problem = CalibrationProblem::none;
+  std::string message;  // one line naming the file, the problem and how to recalibrate
+};
+// Reads `path` into `out` and checks it against `machine`; never throws for problems of
+// the file itself (they are returned).
+CalibrationCheck read_calibration(const std::string& path, const MachineIdentity& machine,
+                                  Calibration& out);
+// read_calibration against this_machine(); throws campo::Error with the check's message.
+Calibration load_calibration(const std::string& path);
+
+// The cost table of g (a graph without casts) from its measured f32 node times: low_ms
+// predicted for every allow/infer/clear node that has a model, = fp32_ms otherwise; the
+// cast model from the calibration.
+CostTable predict_costs(const Graph& g, const std::vector<double>& fp32_ms, const Calibration& cal,
+                        const AmpLists& lists = AmpLists::defaults());
+
+}  // namespace campo

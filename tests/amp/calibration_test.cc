@@ -1,0 +1,506 @@
+// Calibration of the cost-aware policy: the statistics (least squares, Spearman), feature
+// selection and model fits on synthetic data with known answers, node features against
+// hand-computed FLOPs, the calibration file (round trip; corrupt, foreign and stale files
+// refused), the default lookup, and predicted cost tables. No test looks at a timing.
+#include "amp/calibration.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+
+#include "graph/builder.h"
+#include "tools/lib/profiling.h"
+
+namespace campo {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(CalibrationStatsTest, LeastSquaresRecoversKnownCoefficients) {
+  // y = 2 + 3 x1 - 0.5 x2, exact.
+  std::vector<std::vector<double>> rows;
+  std::vector<double> y;
+  Rng rng(1);
+  for (int i = 0; i < 20; ++i) {
+    const double x1 = rng.uniform(0, 10), x2 = rng.uniform(-5, 5) * 1e6;  // scales differ
+    rows.push_back({1.0, x1, x2});
+    y.push_back(2 + 3 * x1 - 0.5e-6 * x2);
+  }
+  std::vector<double> x = least_squares(rows, y);
+  ASSERT_EQ(x.size(), 3u);
+  EXPECT_NEAR(x[0], 2.0, 1e-9);
+  EXPECT_NEAR(x[1], 3.0, 1e-9);
+  EXPECT_NEAR(x[2], -0.5e-6, 1e-15);
+}
+
+TEST(CalibrationStatsTest, WeightedLeastSquaresIgnoresZeroWeightRowsAndFollowsWeights) {
+  // Consistent rows y = 1 + 2 x, plus an outlier: weight 0 removes it exactly.
+  std::vector<std::vector<double>> rows = {{1, 0}, {1, 1}, {1, 2}, {1, 3}, {1, 4}};
+  std::vector<double> y = {1, 3, 5, 7, 100};
+  std::vector<double> x = least_squares(rows, y, {1, 1, 1, 1, 0});
+  EXPECT_NEAR(x[0], 1.0, 1e-9);
+  EXPECT_NEAR(x[1], 2.0, 1e-9);
+  // A constant fit to {0, 10} with weights 1 and 3 is the weighted mean 7.5.
+  x = least_squares({{1.0}, {1.0}}, {0.0, 10.0}, {1.0, 3.0});
+  EXPECT_NEAR(x[0], 7.5, 1e-12);
+  // Unweighted, the same rows give the plain mean.
+  x = least_squares({{1.0}, {1.0}}, {0.0, 10.0});
+  EXPECT_NEAR(x[0], 5.0, 1e-12);
+}
+
+TEST(CalibrationStatsTest, LeastSquaresDropsADependentColumn) {
+  // The third column is twice the second: it gets 0 and the fit stays exact.
+  std::vector<std::vector<double>> rows;
+  std::vector<double> y;
+  for (int i = 0; i < 6; ++i) {
+    rows.push_back({1.0, double(i), 2.0 * i});
+    y.push_back(4 - double(i));
+  }
+  std::vector<double> x = least_squares(rows, y);
+  EXPECT_NEAR(x[0], 4.0, 1e-9);
+  EXPECT_NEAR(x[1], -1.0, 1e-9);
+  EXPECT_EQ(x[2], 0.0);
+}
+
+TEST(CalibrationStatsTest, SpearmanOnKnownRankings) {
+  EXPECT_NEAR(spearman({1, 2, 3, 4}, {10, 20, 30, 40}), 1.0, 1e-12);
+  EXPECT_NEAR(spearman({1, 2, 3, 4}, {1, 8, 27, 1000}), 1.0, 1e-12);  // monotone, not linear
+  EXPECT_NEAR(spearman({1, 2, 3, 4}, {4, 3, 2, 1}), -1.0, 1e-12);
+  // Ties in b: ranks of b are 1, 2, 3.5, 5, 3.5; sum da db = 8, sum da^2 = 10,
+  // sum db^2 = 9.5, rho = 8 / sqrt(95).
+  EXPECT_NEAR(spearman({1, 2, 3, 4, 5}, {5, 6, 7, 8, 7}), 8 / std::sqrt(95.0), 1e-12);
+  // Ties on both sides: ranks (1.5, 1.5, 3, 4) and (1, 2.5, 2.5, 4): rho = 3.75 / 4.5.
+  EXPECT_NEAR(spearman({1, 1, 2, 3}, {1, 2, 2, 3}), 3.75 / 4.5, 1e-12);
+  // No ranking on one side: 0.
+  EXPECT_EQ(spearman({1, 2, 3}, {7, 7, 7}), 0.0);
+  EXPECT_EQ(spearman({1}, {2}), 0.0);
+}
+
+TEST(CalibrationStatsTest, MapeInPercent) {
+  EXPECT_NEAR(mape_percent({1.1, 1.8}, {1.0, 2.0}), 10.0, 1e-9);
+}
+
+// Samples of T_lp = 0.5 T_fp32 + 2e-9 flops + 0.1, with bytes and elements drawn at random
+// (no relation to T_lp) and every node aligned.
+std::vector<OpSample> synthetic_samples(int n, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<OpSample> out;
+  for (int i = 0; i < n; ++i) {
+    OpSample s;
+    s.fp32_ms = rng.uniform(1, 2);
+    s.features[size_t(Feature::flops)] = rng.uniform(1e8, 1e10);
+    s.features[size_t(Feature::bytes)] = rng.uniform(1e3, 1e6);
+    s.features[size_t(Feature::elements)] = rng.uniform(1e3, 1e6);
+    s.features[size_t(Feature::intensity)] = rng.uniform(1, 2);
+    s.features[size_t(Feature::aligned)] = 1;
+    s.low_ms = 0.5 * s.fp32_ms + 2e-9 * s.features[size_t(Feature::flops)] + 0.1;
+    out.push_back(s);
+  }
+  return out;
+}
+
+TEST(CalibrationModelTest, SelectsCorrelatedFeaturesAndRecoversCoefficients) {
+  const std::vector<OpSample> train = synthetic_samples(40, 2), heldout = synthetic_samples(10, 3);
+  OpModel m = fit_op_model("Conv2D", train, heldout);
+  EXPECT_EQ(m.fit, "features");
+  // flops decides T_lp (|rho| near 1); bytes, elements and intensity are noise
+  // (|rho| < 0.75) and the constant `aligned` has no ranking: all dropped.
+  ASSERT_EQ(m.features.size(), 1u);
+  EXPECT_EQ(m.features[0], Feature::flops);
+  EXPECT_GT(m.rho[0], 0.75);
+  EXPECT_NEAR(m.weights[0], 2e-9, 1e-15);
+  EXPECT_NEAR(m.sigma, 0.5, 1e-6);
+  EXPECT_NEAR(m.bias, 0.1, 1e-6);
+  EXPECT_EQ(m.train_samples, 40);
+  EXPECT_EQ(m.heldout_samples, 10);
+  EXPECT_NEAR(m.heldout_mape, 0.0, 1e-6);
+  EXPECT_NEAR(m.predict_low_ms(heldout[0].features, heldout[0].fp32_ms), heldout[0].low_ms, 1e-9);
+}
+
+TEST(CalibrationModelTest, FallsBackWithFewSamples) {
+  // Five samples: too few for features (needs >= 8): sigma and bias.
+  OpModel m = fit_op_model("Relu", synthetic_samples(5, 4), {});
+  EXPECT_EQ(m.fit, "sigma+bias");
+  EXPECT_TRUE(m.features.empty());
+  EXPECT_EQ(m.heldout_mape, -1);
+  // Two samples of T_lp = 0.25 T_fp32: the ratio, exactly.
+  std::vector<OpSample> two(2);
+  two[0].fp32_ms = 2;
+  two[0].low_ms = 0.5;
+  two[1].fp32_ms = 8;
+  two[1].low_ms = 2;
+  m = fit_op_model("Relu", two, {});
+  EXPECT_EQ(m.fit, "ratio");
+  EXPECT_NEAR(m.sigma, 0.25, 1e-12);
+  EXPECT_EQ(m.bias, 0.0);
+  // Predictions never go below zero.
+  OpModel negative;
+  negative.sigma = 1;
+  negative.bias = -5;
+  EXPECT_EQ(negative.predict_low_ms({}, 1.0), 0.0);
+}
+
+TEST(CalibrationModelTest, CastFitOnRelativeError) {
+  std::vector<std::pair<int64_t, double>> samples;
+  for (int64_t n : {1 << 10, 1 << 14, 1 << 18, 1 << 22})
+    samples.push_back({n, 0.002 + 1e-7 * double(n)});
+  CastFit f = fit_cast_relative(samples);
+  EXPECT_EQ(f.samples, 4);
+  EXPECT_NEAR(f.model.fixed_ms, 0.002, 1e-9);
+  EXPECT_NEAR(f.model.per_element_ms, 1e-7, 1e-13);
+  EXPECT_NEAR(f.mape, 0.0, 1e-6);
+  EXPECT_EQ(fit_cast_relative({{10, 1.0}}).samples, 0);  // one size: no fit
+}
+
+TEST(CalibrationFeaturesTest, ConvAndMatMulFlopsAreExact) {
+  Graph g;
+  VariableStore vars;
+  Builder b(g, vars);
+  // Conv2D x [2, 3, 8, 8], w [16, 3, 3, 3], stride 1, pad 1 -> y [2, 16, 8, 8].
+  ValueId x = b.placeholder("x", {2, 3, 8, 8});
+  ValueId w = b.variable("w", {16, 3, 3, 3}, Init::ones());
+  ConvAttrs a;
+  a.pad_h = a.pad_w = 1;
+  ValueId y = b.conv2d(x, w, a);
+  // 2 * N*K*Ho*Wo * C*R*S = 2 * (2*16*8*8) * 27
+  NodeFeatures f = node_features(g, g.value(y).producer);
+  EXPECT_EQ(f[size_t(Feature::flops)], 2.0 * 2048 * 27);
+  EXPECT_EQ(f[size_t(Feature::elements)], 2048);
+  // bytes: x 384, w 432, y 2048 elements at 4 bytes
+  EXPECT_EQ(f[size_t(Feature::bytes)], 4.0 * (384 + 432 + 2048));
+  EXPECT_NEAR(f[size_t(Feature::intensity)], 2.0 * 2048 * 27 / (4.0 * (384 + 432 + 2048)), 1e-12);
+  EXPECT_EQ(f[size_t(Feature::aligned)], 0);  // 3 input channels
+
+  // The backprops of the same convolution count the same FLOPs.
+  ConvAttrs bi = a;
+  bi.output_shape = {2, 3, 8, 8};
+  ValueId dx = b.op(OpKind::Conv2DBackpropInput, {y, w}, bi);
+  EXPECT_EQ(node_features(g, g.value(dx).producer)[size_t(Feature::flops)], 2.0 * 2048 * 27);
+  ConvAttrs bf = a;
+  bf.output_shape = {16, 3, 3, 3};
+  ValueId dw = b.op(OpKind::Conv2DBackpropFilter, {x, y}, bf);
+  EXPECT_EQ(node_features(g, g.value(dw).producer)[size_t(Feature::flops)], 2.0 * 2048 * 27);
+
+  // 32 -> 16 channels: aligned.
+  ValueId x2 = b.placeholder("x2", {1, 32, 4, 4});
+  ValueId w2 = b.variable("w2", {16, 32, 1, 1}, Init::ones());
+  EXPECT_EQ(
+      node_features(g, g.value(b.conv2d(x2, w2, ConvAttrs{})).producer)[size_t(Feature::aligned)],
+      1);
+
+  // MatMul [4, 32] x [32, 16]: 2 M N K = 2 * 4 * 16 * 32; M = 4 is not a multiple of 16.
+  ValueId p = b.placeholder("p", {4, 32});
+  ValueId q = b.variable("q", {32, 16}, Init::ones());
+  NodeFeatures m = node_features(g, g.value(b.matmul(p, q)).producer);
+  EXPECT_EQ(m[size_t(Feature::flops)], 2.0 * 4 * 16 * 32);
+  EXPECT_EQ(m[size_t(Feature::aligned)], 0);
+  // Transposed A [32, 16]^T x B [32, 16]: M = 16, K = 32, N = 16: aligned.
+  ValueId at = b.placeholder("at", {32, 16});
+  NodeFeatures mt = node_features(g, g.value(b.matmul(at, q, true, false)).producer);
+  EXPECT_EQ(mt[size_t(Feature::flops)], 2.0 * 16 * 16 * 32);
+  EXPECT_EQ(mt[size_t(Feature::aligned)], 1);
+
+  // Element-wise: one per element.
+  NodeFeatures r = node_features(g, g.value(b.relu(y)).producer);
+  EXPECT_EQ(r[size_t(Feature::flops)], 2048);
+  EXPECT_EQ(r[size_t(Feature::aligned)], 1);  // 16 channels
+}
+
+// A calibration that this machine accepts, with two op models.
+Calibration sample_calibration() {
+  Calibration cal;
+  cal.machine = this_machine();
+  cal.created = "2024-01-01T00:00:00Z";
+  cal.hardware_counters = "unavailable: test";
+  cal.cast = {0.01, 1e-6};
+  cal.cast_all = {{0.01, 1e-6}, 30, 12.5};
+  cal.cast_to_low = {{0.011, 1.1e-6}, 15, 10.0};
+  cal.cast_to_f32 = {{0.009, 0.9e-6}, 15, 11.0};
+  OpModel mm;
+  mm.key = "MatMul";
+  mm.features = {Feature::flops};
+  mm.rho = {0.9};
+  mm.weights = {1e-9};
+  mm.sigma = 0.5;
+  mm.bias = 0.0;
+  mm.train_samples = 30;
+  mm.heldout_samples = 10;
+  mm.train_mape = 5;
+  mm.heldout_mape = 7.5;
+  cal.ops[mm.key] = mm;
+  OpModel slow = mm;
+  slow.key = "MatMul:unaligned";
+  slow.features.clear();
+  slow.rho.clear();
+  slow.weights.clear();
+  slow.sigma = 2.0;
+  cal.ops[slow.key] = slow;
+  OpModel relu;
+  relu.key = "Relu";
+  relu.fit = "ratio";
+  relu.sigma = 0.8;
+  relu.heldout_mape = -1;
+  cal.ops[relu.key] = relu;
+  cal.configurations = 8;
+  cal.heldout_configurations = 2;
+  cal.seconds = 12.5;
+  return cal;
+}
+
+struct TempFile {
+  std::string path;
+  explicit TempFile(const std::string& name)
+      : path((fs::temp_directory_path() / ("campo_calib_" + std::to_string(getpid()) + "_" + name))
+                 .string()) {}
+  ~TempFile() { fs::remove(path); }
+  nlohmann::json read() const {
+    std::ifstream in(path);
+    return nlohmann::json::parse(in);
+  }
+  void write(const std::string& text) const { std::ofstream(path) << text; }
+};
+
+TEST(CalibrationFileTest, RoundTrip) {
+  TempFile f("round_trip.json");
+  const Calibration cal = sample_calibration();
+  save_calibration(cal, f.path);
+  const Calibration back = load_calibration(f.path);
+  EXPECT_EQ(back.version, kCalibrationVersion);
+  EXPECT_EQ(back.machine.cpu_model, cal.machine.cpu_model);
+  EXPECT_EQ(back.machine.logical_cores, cal.machine.logical_cores);
+  EXPECT_EQ(back.machine.onednn_version, cal.machine.onednn_version);
+  EXPECT_EQ(back.machine.native_bf16, cal.machine.native_bf16);
+  EXPECT_EQ(back.low, DType::bf16);
+  EXPECT_EQ(back.created, cal.created);
+  EXPECT_EQ(back.cast.fixed_ms, 0.01);
+  EXPECT_EQ(back.cast.per_element_ms, 1e-6);
+  EXPECT_EQ(back.cast_to_low.samples, 15);
+  EXPECT_EQ(back.cast_to_f32.model.fixed_ms, 0.009);
+  ASSERT_EQ(back.ops.size(), 3u);
+  const OpModel& mm = back.ops.at("MatMul");
+  ASSERT_EQ(mm.features.size(), 1u);
+  EXPECT_EQ(mm.features[0], Feature::flops);
+  EXPECT_EQ(mm.weights[0], 1e-9);
+  EXPECT_EQ(mm.rho[0], 0.9);
+  EXPECT_EQ(mm.sigma, 0.5);
+  EXPECT_EQ(mm.heldout_mape, 7.5);
+  EXPECT_EQ(back.ops.at("Relu").fit, "ratio");
+  EXPECT_EQ(back.ops.at("MatMul:unaligned").sigma, 2.0);
+  EXPECT_EQ(back.configurations, 8);
+}
+
+// Loading the file fails with one line naming the file and how to recalibrate.
+void expect_refused(const std::string& path, const std::string& needle) {
+  try {
+    load_calibration(path);
+    FAIL() << "loaded " << path << " (expected: " << needle << ")";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find("recalibrate"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("campo calibrate --device cpu"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+}
+
+TEST(CalibrationFileTest, CorruptFilesAreRefused) {
+  TempFile f("corrupt.json");
+  f.write("{\"format\": \"campo-calibration\", \"version\": 1, ");
+  expect_refused(f.path, "corrupt");
+  f.write("not json at all");
+  expect_refused(f.path, "corrupt");
+
+  save_calibration(sample_calibration(), f.path);
+  nlohmann::json j = f.read();
+  j.erase("cast");
+  f.write(j.dump());
+  expect_refused(f.path, "missing field 'file.cast'");
+
+  save_calibration(sample_calibration(), f.path);
+  j = f.read();
+  j["ops"][0]["sigma"] = "fast";
+  f.write(j.dump());
+  expect_refused(f.path, "is not a number");
+
+  // NaN is not JSON; written as a bare token it is a parse error, as null (what JSON
+  // writers make of it) an ill-typed field.
+  save_calibration(sample_calibration(), f.path);
+  std::string text = f.read().dump();
+  const std::string sigma = "\"sigma\":0.5";
+  ASSERT_NE(text.find(sigma), std::string::npos);
+  f.write(std::string(text).replace(text.find(sigma), sigma.size(), "\"sigma\":NaN"));
+  expect_refused(f.path, "corrupt");
+  f.write(std::string(text).replace(text.find(sigma), sigma.size(), "\"sigma\":null"));
+  expect_refused(f.path, "is not a number");
+  // Too large for a double: parsed as infinity.
+  f.write(std::string(text).replace(text.find(sigma), sigma.size(), "\"sigma\":1e999"));
+  expect_refused(f.path, "corrupt");
+
+  expect_refused(f.path + ".absent", "cannot be read");
+}
+
+TEST(CalibrationFileTest, ForeignAndStaleFilesAreRefused) {
+  TempFile f("foreign.json");
+  save_calibration(sample_calibration(), f.path);
+  const nlohmann::json good = f.read();
+
+  nlohmann::json j = good;
+  j["machine"]["cpu_model"] = "Imaginary CPU 9000";
+  f.write(j.dump());
+  expect_refused(f.path, "another machine");
+  j = good;
+  j["machine"]["logical_cores"] = good["machine"]["logical_cores"].get<int>() + 1;
+  f.write(j.dump());
+  expect_refused(f.path, "another machine");
+  j = good;
+  j["machine"]["native_bf16"] = !good["machine"]["native_bf16"].get<bool>();
+  f.write(j.dump());
+  expect_refused(f.path, "bf16 kernels");
+
+  j = good;
+  j["version"] = 0;
+  f.write(j.dump());
+  expect_refused(f.path, "stale");
+  j = good;
+  j["machine"]["campo_version"] = "0.0.1";
+  f.write(j.dump());
+  expect_refused(f.path, "stale");
+  j = good;
+  j["machine"]["onednn_version"] = "1.0.0";
+  f.write(j.dump());
+  expect_refused(f.path, "stale");
+
+  // read_calibration says which problem it was.
+  Calibration out;
+  j = good;
+  j["machine"]["cpu_model"] = "Imaginary CPU 9000";
+  f.write(j.dump());
+  EXPECT_EQ(read_calibration(f.path, this_machine(), out).problem, CalibrationProblem::foreign);
+  j = good;
+  j["version"] = 0;
+  f.write(j.dump());
+  EXPECT_EQ(read_calibration(f.path, this_machine(), out).problem, CalibrationProblem::stale);
+}
+
+TEST(CalibrationPredictTest, PredictsListedNodesWithAModel) {
+  Graph g;
+  VariableStore vars;
+  Builder b(g, vars);
+  ValueId x = b.placeholder("x", {4, 32});
+  ValueId w = b.variable("w", {32, 16}, Init::ones());
+  ValueId m = b.matmul(x, w);  // M = 4: unaligned
+  ValueId x16 = b.placeholder("x16", {16, 32});
+  ValueId m16 = b.matmul(x16, w);  // aligned
+  ValueId added = b.add(m, m);
+  ValueId r = b.relu(added);
+  ValueId s = b.sum(b.add(r, r));
+  const NodeId mm = g.value(m).producer, mm16 = g.value(m16).producer;
+  const NodeId relu = g.value(r).producer, sum = g.value(s).producer;
+  std::vector<double> fp32(size_t(g.num_nodes()), 1.0);
+  for (NodeId id = 0; id < g.num_nodes(); ++id)  // leaves do not run
+    if (g.node(id).kind == OpKind::Placeholder || g.node(id).kind == OpKind::Variable)
+      fp32[size_t(id)] = 0.0;
+  const Calibration cal = sample_calibration();
+  const CostTable t = predict_costs(g, fp32, cal);
+  ASSERT_EQ(t.nodes.size(), size_t(g.num_nodes()));
+  // Unaligned MatMul: its own model, 2 * T_fp32.
+  EXPECT_DOUBLE_EQ(t.nodes[size_t(mm)].low_ms, 2.0);
+  // Aligned MatMul: 0.5 T_fp32 + 1e-9 flops (2 * 16 * 16 * 32).
+  EXPECT_DOUBLE_EQ(t.nodes[size_t(mm16)].low_ms, 0.5 + 1e-9 * 2 * 16 * 16 * 32);
+  EXPECT_DOUBLE_EQ(t.nodes[size_t(relu)].low_ms, 0.8);
+  // Add (infer list) has no model: its f32 time; Sum (deny list) too.
+  EXPECT_DOUBLE_EQ(t.nodes[size_t(g.value(added).producer)].low_ms, 1.0);
+  EXPECT_DOUBLE_EQ(t.nodes[size_t(sum)].low_ms, 1.0);
+  for (const NodeCost& c : t.nodes) EXPECT_GE(c.low_ms, 0.0);
+  EXPECT_EQ(t.nodes[0].low_ms, 0.0);
+  EXPECT_EQ(t.cast.fixed_ms, 0.01);
+  EXPECT_EQ(t.cast.per_element_ms, 1e-6);
+  for (NodeId id = 0; id < g.num_nodes(); ++id)
+    EXPECT_EQ(t.nodes[size_t(id)].fp32_ms, fp32[size_t(id)]);
+}
+
+// Sets an environment variable for one scope.
+struct ScopedEnv {
+  std::string name;
+  std::optional<std::string> old;
+  ScopedEnv(const std::string& n, const std::string& value) : name(n) {
+    if (const char* v = std::getenv(n.c_str())) old = v;
+    setenv(n.c_str(), value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old)
+      setenv(name.c_str(), old->c_str(), 1);
+    else
+      unsetenv(name.c_str());
+  }
+};
+
+TEST(CalibrationLookupTest, EnvironmentCacheAndErrors) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("campo_calib_cache_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  ScopedEnv cache("XDG_CACHE_HOME", dir.string());
+  ScopedEnv none("CAMPO_CALIBRATION", "");
+  std::ostringstream log;
+  // Nothing in the cache (and no calibration/ folder next to the build of this test unless
+  // the repository has one for this machine, which it may: only the cache path is checked).
+  const std::string cache_path = default_calibration_path(DType::bf16);
+  EXPECT_EQ(cache_path.rfind(dir.string(), 0), 0u) << cache_path;
+  EXPECT_NE(cache_path.find(machine_hash(this_machine())), std::string::npos);
+
+  // This machine's file in the cache is found.
+  fs::create_directories(fs::path(cache_path).parent_path());
+  save_calibration(sample_calibration(), cache_path);
+  std::string used;
+  auto cal = find_default_calibration(DType::bf16, log, &used);
+  ASSERT_TRUE(cal);
+  EXPECT_EQ(used, cache_path);
+  EXPECT_EQ(cal->ops.size(), 3u);
+  // Another machine's file in the cache is skipped with a note.
+  {
+    nlohmann::json j;
+    std::ifstream(cache_path) >> j;
+    j["machine"]["cpu_model"] = "Imaginary CPU 9000";
+    std::ofstream(cache_path) << j.dump();
+  }
+  log.str("");
+  find_default_calibration(DType::bf16, log);
+  EXPECT_NE(log.str().find("skipping " + cache_path), std::string::npos) << log.str();
+  // A stale one is an error.
+  {
+    nlohmann::json j;
+    std::ifstream(cache_path) >> j;
+    j["machine"]["cpu_model"] = this_machine().cpu_model;
+    j["version"] = 0;
+    std::ofstream(cache_path) << j.dump();
+  }
+  EXPECT_THROW(find_default_calibration(DType::bf16, log), Error);
+
+  // $CAMPO_CALIBRATION wins, and must be usable.
+  TempFile f("env.json");
+  save_calibration(sample_calibration(), f.path);
+  {
+    ScopedEnv e("CAMPO_CALIBRATION", f.path);
+    cal = find_default_calibration(DType::bf16, log, &used);
+    ASSERT_TRUE(cal);
+    EXPECT_EQ(used, f.path);
+    EXPECT_THROW(find_default_calibration(DType::f16, log), Error);  // made for bf16
+  }
+  f.write("{}");
+  {
+    ScopedEnv e("CAMPO_CALIBRATION", f.path);
+    EXPECT_THROW(find_default_calibration(DType::bf16, log), Error);
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace campo

@@ -1,0 +1,154 @@
+// `campo calibrate` and the calibrated profiling step: a tiny calibration run gives a file
+// that loads and covers the GEMM ops; the profiling step with a calibration times f32 only
+// and takes its low-precision times from the models; plan accepts --calibration; a CUDA
+// calibration without CUDA is one clear error. No test looks at a timing.
+#include "tools/lib/calibrate.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "tools/lib/cli.h"
+#include "tools/lib/plan.h"
+#include "tools/lib/profiling.h"
+
+namespace campo {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string temp_path(const std::string& name) {
+  return (fs::temp_directory_path() / ("campo_calibrate_" + std::to_string(getpid()) + "_" + name))
+      .string();
+}
+
+TEST(CalibrateTest, TinyRunWritesALoadableFileCoveringConvAndMatMul) {
+  CalibrateOptions o;
+  o.quick = true;
+  o.models = {"lenet"};
+  o.batches = {2, 3, 4, 6};  // the second is held out
+  o.out = temp_path("tiny.json");
+  std::ostringstream log;
+  const Calibration cal = run_calibration(o, log);
+  const std::string report = log.str();
+  EXPECT_NE(report.find("held-out MAPE"), std::string::npos) << report;
+  EXPECT_NE(report.find("cast directions"), std::string::npos) << report;
+  EXPECT_NE(report.find("wrote " + o.out), std::string::npos) << report;
+  EXPECT_EQ(cal.configurations, 4);
+  EXPECT_EQ(cal.heldout_configurations, 1);
+
+  const Calibration loaded = load_calibration(o.out);
+  EXPECT_EQ(loaded.low, DType::bf16);
+  EXPECT_TRUE(loaded.ops.count("Conv2D")) << report;
+  EXPECT_TRUE(loaded.ops.count("MatMul")) << report;
+  EXPECT_TRUE(loaded.ops.count("Conv2DBackpropFilter")) << report;
+  for (const auto& [key, m] : loaded.ops) {
+    EXPECT_GT(m.sigma, 0.0) << key;
+    EXPECT_GT(m.train_samples, 0) << key;
+  }
+  EXPECT_GE(loaded.cast.fixed_ms, 0.0);
+  EXPECT_GE(loaded.cast.per_element_ms, 0.0);
+  EXPECT_GT(loaded.cast_to_low.samples, 0);
+  EXPECT_GT(loaded.cast_to_f32.samples, 0);
+  fs::remove(o.out);
+}
+
+// A calibration of this machine with known models: Conv2D at half its f32 time, and
+// every other op without a model.
+std::shared_ptr<const Calibration> half_conv_calibration() {
+  auto cal = std::make_shared<Calibration>();
+  cal->machine = this_machine();
+  cal->created = "test";
+  cal->cast = {0.001, 1e-6};
+  OpModel conv;
+  conv.key = "Conv2D";
+  conv.fit = "ratio";
+  conv.sigma = 0.5;
+  cal->ops[conv.key] = conv;
+  return cal;
+}
+
+TEST(CalibrateTest, ProfilingWithACalibrationPredictsTheLowTimes) {
+  TrainingGraphSpec spec;
+  spec.model = "lenet";
+  spec.image_shape = {1, 28, 28};
+  spec.batch = 4;
+  spec.precision.policy = Precision::cost_aware;
+  spec.precision.profile_warmup = 0;
+  spec.precision.profile_steps = 1;
+  spec.precision.calibration = half_conv_calibration();
+  const CostTable costs = profile_costs(spec);
+
+  Graph g;
+  VariableStore vars;
+  TrainingGraphSpec fp32 = spec;
+  fp32.precision.policy = Precision::fp32;
+  build_training_graph(g, vars, fp32);
+  ASSERT_EQ(costs.nodes.size(), size_t(g.num_nodes()));
+  int convs = 0;
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    const NodeCost& c = costs.nodes[size_t(id)];
+    if (g.node(id).kind == OpKind::Conv2D) {
+      ++convs;
+      EXPECT_DOUBLE_EQ(c.low_ms, 0.5 * c.fp32_ms);
+    } else {
+      EXPECT_DOUBLE_EQ(c.low_ms, c.fp32_ms) << g.node(id).name;  // no model: unchanged
+    }
+  }
+  EXPECT_EQ(convs, 2);
+  EXPECT_EQ(costs.cast.fixed_ms, 0.001);
+
+  // A calibration for another low precision is refused.
+  spec.precision.low = DType::f16;
+  EXPECT_THROW(profile_costs(spec), Error);
+}
+
+TEST(CalibrateTest, PlanTakesACalibrationFile) {
+  const std::string path = temp_path("plan.json");
+  save_calibration(*half_conv_calibration(), path);
+  PlanOptions o;
+  o.run.model = "lenet";
+  o.run.batch = 4;
+  o.run.calibration = path;
+  o.precision = "cost-aware";
+  std::ostringstream out;
+  print_plan(o, out);
+  EXPECT_NE(out.str().find("predicted step: cost-aware"), std::string::npos) << out.str();
+  fs::remove(path);
+
+  o.run.calibration = path + ".absent";
+  try {
+    print_plan(o, out);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("recalibrate"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CalibrateTest, BadOptionsAreClearErrors) {
+  CalibrateOptions o;
+  o.out = temp_path("never.json");
+  o.low_precision = "fp8";
+  std::ostringstream log;
+  EXPECT_THROW(run_calibration(o, log), Error);
+  o.low_precision = "bf16";
+  o.models = {"resnet9000"};
+  EXPECT_THROW(run_calibration(o, log), Error);
+  EXPECT_FALSE(fs::exists(o.out));
+}
+
+TEST(CalibrateTest, CudaWithoutCudaIsOneClearLine) {
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  const int code = cli::run({"calibrate", "--device", "cuda", "--out", temp_path("cuda.json")});
+  ::testing::internal::GetCapturedStdout();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(code, 0);
+  EXPECT_EQ(err.rfind("campo: error: --device cuda", 0), 0u) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+}
+
+}  // namespace
+}  // namespace campo

@@ -1,0 +1,501 @@
+#include "tools/lib/calibrate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <ostream>
+#include <set>
+#include <sstream>
+
+#include "graph/builder.h"
+#include "runtime/device.h"
+#include "runtime/timer.h"
+#include "tools/lib/gan_trainer.h"
+#include "tools/lib/plan.h"
+#include "tools/lib/profiling.h"
+#ifdef CAMPO_HAVE_CUDA
+#include "runtime/cuda/device_info.h"
+#endif
+
+namespace campo {
+
+namespace {
+
+// Nodes faster than this are timer noise: left out of fits and scores.
+constexpr double kMinSampleMs = 1e-3;
+// Both the aligned and the unaligned GEMM path need this many training samples for a
+// model of their own.
+constexpr int kMinSplitSamples = 16;
+
+// One model at one input shape; each gets several batch sizes.
+struct ModelShape {
+  std::string model;
+  int image_size, channels;
+};
+
+struct Configuration {
+  ModelShape shape;
+  int64_t batch = 0;
+  bool heldout = false;
+  bool minimal = false;  // part of the minimal set: run whatever the budget
+  std::string describe() const {
+    return shape.model + " " + std::to_string(shape.image_size) + "x" +
+           std::to_string(shape.image_size) + "x" + std::to_string(shape.channels) + " batch " +
+           std::to_string(batch);
+  }
+};
+
+struct Sample {
+  std::string op;  // OpKind name
+  OpSample s;
+  bool heldout = false;
+};
+
+struct Measurements {
+  std::vector<Sample> ops;
+  std::vector<CastTiming> casts;
+  int dropped_fast = 0;  // nodes under kMinSampleMs
+};
+
+void check_device(const std::string& name) {
+  const Device device = parse_device(name);
+  if (device != Device::cuda) return;
+#ifdef CAMPO_HAVE_CUDA
+  CAMPO_CHECK(cuda::device_count() > 0,
+              "--device cuda: no CUDA device is present (use --device cpu)");
+  CAMPO_FAIL(
+      "--device cuda: calibration of the CUDA kernels is not implemented yet (use "
+      "--device cpu)");
+#else
+  CAMPO_FAIL("--device cuda: this build has no CUDA backend (nvcc was not found at build time)");
+#endif
+}
+
+DType parse_low(const std::string& s) {
+  CAMPO_CHECK(s == "bf16" || s == "fp16" || s == "f16",
+              "--low-precision must be bf16 or fp16, got '", s, "'");
+  return s == "bf16" ? DType::bf16 : DType::f16;
+}
+
+// The calibration set: each model shape at batch sizes 4..64 and seeded random ones around
+// them, ordered so that every shape's smallest batches come first (round robin over the
+// shapes by batch rank); within a shape every fourth batch (ranks 1, 5, ...) is held out.
+// The first two rounds are the minimal set.
+std::vector<Configuration> calibration_set(const CalibrateOptions& o) {
+  std::vector<ModelShape> shapes;
+  if (o.quick)
+    shapes = {{"lenet", 28, 1}, {"resnet18", 32, 3}, {"dcgan", 32, 1}};
+  else
+    shapes = {{"lenet", 28, 1},    {"resnet18", 32, 3}, {"vgg16", 32, 3},
+              {"dcgan", 32, 1},    {"resnet50", 32, 3}, {"lenet", 32, 3},
+              {"resnet18", 28, 1}, {"vgg16", 28, 1},    {"dcgan", 32, 3}};
+  if (!o.models.empty()) {
+    for (const std::string& m : o.models)
+      CAMPO_CHECK(m == "dcgan" || is_known_model(m), "unknown model '", m, "' for calibration");
+    std::vector<ModelShape> kept;
+    for (const ModelShape& s : shapes)
+      if (std::find(o.models.begin(), o.models.end(), s.model) != o.models.end()) kept.push_back(s);
+    shapes = kept;
+    CAMPO_CHECK(!shapes.empty(), "no calibration shapes for the models given");
+  }
+  Rng rng(o.seed);
+  std::vector<std::vector<int64_t>> batches;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    std::set<int64_t> b;
+    if (!o.batches.empty()) {
+      b.insert(o.batches.begin(), o.batches.end());
+    } else if (o.quick) {
+      b = {4, 8, 16};
+      b.insert(int64_t(std::lround(6 * rng.uniform(0.8f, 1.3f))));
+    } else {
+      b = {4, 8, 16, 32, 64};
+      for (int64_t around : {6, 12, 24, 48})
+        b.insert(int64_t(std::lround(double(around) * rng.uniform(0.75f, 1.35f))));
+    }
+    for (int64_t v : b) CAMPO_CHECK(v > 0, "calibration batch sizes must be positive, got ", v);
+    batches.emplace_back(b.begin(), b.end());
+  }
+  std::vector<Configuration> set;
+  for (size_t round = 0;; ++round) {
+    bool any = false;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      if (round >= batches[i].size()) continue;
+      any = true;
+      set.push_back({shapes[i], batches[i][round], round % 4 == 1, round < 2});
+    }
+    if (!any) break;
+  }
+  return set;
+}
+
+void collect(const Graph& g, const BothPrecisionTimes& t, bool heldout, Measurements& m) {
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    if (!t.low[size_t(id)]) continue;
+    const double t32 = t.fp32_ms[size_t(id)], tlow = t.low_ms[size_t(id)];
+    if (t32 <= 0 && tlow <= 0) continue;  // not run (dead code)
+    if (t32 < kMinSampleMs || tlow < kMinSampleMs) {
+      ++m.dropped_fast;
+      continue;
+    }
+    Sample s;
+    s.op = op_name(g.node(id).kind);
+    s.s.features = node_features(g, id);
+    s.s.fp32_ms = t32;
+    s.s.low_ms = tlow;
+    s.heldout = heldout;
+    m.ops.push_back(s);
+  }
+  m.casts.insert(m.casts.end(), t.casts.begin(), t.casts.end());
+}
+
+struct Timing {
+  int warmup, steps;
+};
+
+// Times one configuration: its nodes in both precisions, the casts of its low graphs.
+void measure_configuration(const Configuration& c, DType low, const Timing& timing, uint64_t seed,
+                           Measurements& m) {
+  const AmpLists lists = AmpLists::defaults();
+  if (c.shape.model == "dcgan") {
+    DcganOptions d;
+    d.image_size = c.shape.image_size;
+    d.channels = c.shape.channels;
+    OptimizerConfig adam;
+    adam.kind = OptimizerConfig::Kind::adam;
+    adam.beta1 = 0.5f;
+    GanSession session(d, c.batch, adam, seed, 1);
+    TimingInputs in;
+    in.constants = {{"lr", 0.0f},
+                    {"loss_scale", 1.0f},
+                    {"step", 1.0f},
+                    {"real_label", 1.0f},
+                    {"fake_label", 0.0f}};
+    for (Graph* g : {&session.d_graph(), &session.g_graph()}) {
+      // No fetches: the optimizer updates (side effects) keep the whole step alive.
+      BothPrecisionTimes t = measure_both_precisions(*g, session.variables(), {}, in, lists, low,
+                                                     timing.warmup, timing.steps, seed);
+      collect(*g, t, c.heldout, m);
+    }
+    return;
+  }
+  ModelRunOptions r;
+  r.model = c.shape.model;
+  r.batch = c.batch;
+  r.image_size = c.shape.image_size;
+  r.channels = c.shape.channels;
+  r.seed = seed;
+  const TrainingGraphSpec spec = model_run_spec(r, Precision::fp32);
+  Graph g;
+  VariableStore vars(seed);
+  const TrainingGraphInfo info = build_training_graph(g, vars, spec);
+  std::vector<ValueId> fetches = {info.loss};
+  BothPrecisionTimes t =
+      measure_both_precisions(g, vars, fetches, training_timing_inputs(r.classes), lists, low,
+                              timing.warmup, timing.steps, seed);
+  collect(g, t, c.heldout, m);
+}
+
+// Standalone casts x (f32) -> low -> f32 of 2^10 .. 2^max_log2 elements.
+void measure_standalone_casts(DType low, int max_log2, int log2_step, const Timing& timing,
+                              Measurements& m) {
+  for (int p = 10; p <= max_log2; p += log2_step) {
+    const int64_t n = int64_t(1) << p;
+    Graph g;
+    VariableStore vars;
+    Builder b(g, vars);
+    ValueId x = b.placeholder("x", {n});
+    NodeId to_low = g.add_node(OpKind::Cast, {x}, CastAttrs{low}, "to_low", DType::f32);
+    ValueId y = g.node(to_low).outputs[0];
+    NodeId to_f32 = g.add_node(OpKind::Cast, {y}, CastAttrs{DType::f32}, "to_f32", low);
+    ValueId z = g.node(to_f32).outputs[0];
+    const std::vector<double> t =
+        measure_node_times(g, vars, {z}, TimingInputs{}, timing.warmup, timing.steps);
+    m.casts.push_back({n, DType::f32, low, t[size_t(to_low)]});
+    m.casts.push_back({n, low, DType::f32, t[size_t(to_f32)]});
+  }
+}
+
+CastFit fit_casts(const std::vector<CastTiming>& casts,
+                  const std::function<bool(const CastTiming&)>& keep) {
+  std::vector<std::pair<int64_t, double>> samples;
+  for (const CastTiming& c : casts)
+    if (keep(c)) samples.push_back({c.elements, c.ms});
+  return fit_cast_relative(samples);
+}
+
+std::string utc_now() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// Fits every op model; GEMM ops get an unaligned model of their own when both paths have
+// enough training samples.
+std::map<std::string, OpModel> fit_models(const Measurements& m, std::ostream& log) {
+  std::map<std::string, std::vector<const Sample*>> by_op;
+  for (const Sample& s : m.ops) by_op[s.op].push_back(&s);
+  std::map<std::string, OpModel> models;
+  auto fit = [&](const std::string& key, const std::vector<const Sample*>& samples) {
+    std::vector<OpSample> train, heldout;
+    for (const Sample* s : samples) (s->heldout ? heldout : train).push_back(s->s);
+    if (train.empty()) {
+      log << "  " << key << ": only held-out samples (" << heldout.size()
+          << "), no model: its nodes keep their f32 time as low-precision estimate\n";
+      return;
+    }
+    models[key] = fit_op_model(key, train, heldout);
+  };
+  for (const auto& [op, samples] : by_op) {
+    const bool gemm = op == "Conv2D" || op == "Conv2DBackpropInput" ||
+                      op == "Conv2DBackpropFilter" || op == "MatMul";
+    std::vector<const Sample*> aligned, unaligned;
+    int aligned_train = 0, unaligned_train = 0;
+    for (const Sample* s : samples) {
+      const bool a = s->s.features[size_t(Feature::aligned)] != 0;
+      (a ? aligned : unaligned).push_back(s);
+      if (!s->heldout) ++(a ? aligned_train : unaligned_train);
+    }
+    if (gemm && aligned_train >= kMinSplitSamples && unaligned_train >= kMinSplitSamples) {
+      fit(op, aligned);
+      fit(op + ":unaligned", unaligned);
+    } else {
+      fit(op, samples);
+    }
+  }
+  return models;
+}
+
+// Held-out score of simpler predictors, for the report: T_lp = T_fp32 (no change) and the
+// ratio model alone.
+struct Baselines {
+  double same = -1, ratio = -1;
+};
+Baselines baselines(const Calibration& cal, const std::string& key, const Measurements& m) {
+  std::vector<OpSample> train, heldout;
+  for (const Sample& s : m.ops) {
+    const OpModel* model = cal.model_for(*parse_op_kind(s.op), s.s.features);
+    if (!model || model->key != key) continue;  // another op, or the other GEMM path
+    (s.heldout ? heldout : train).push_back(s.s);
+  }
+  Baselines b;
+  if (heldout.empty() || train.empty()) return b;
+  std::vector<double> same, truth;
+  for (const OpSample& s : heldout) {
+    same.push_back(s.fp32_ms);
+    truth.push_back(s.low_ms);
+  }
+  b.same = mape_percent(same, truth);
+  // The ratio fit on the training samples (fit_op_model's last resort).
+  double sxy = 0, sxx = 0;
+  for (const OpSample& s : train) {
+    const double r = s.fp32_ms / s.low_ms;
+    sxy += r;
+    sxx += r * r;
+  }
+  const double sigma = sxx > 0 ? sxy / sxx : 1.0;
+  std::vector<double> p;
+  for (const OpSample& s : heldout) p.push_back(sigma * s.fp32_ms);
+  b.ratio = mape_percent(p, truth);
+  return b;
+}
+
+void print_report(const Calibration& cal, const Measurements& m, std::ostream& log) {
+  char line[512];
+  log << "\nper-op models (T_lp = sum w_i PC_i + sigma T_fp32 + bias; features kept where "
+         "Spearman |rho| > 0.75 on the training samples):\n";
+  std::snprintf(line, sizeof line, "  %-30s %-10s %5s %5s %8s %9s %8s %8s %8s  %s\n", "op model",
+                "fit", "train", "held", "sigma", "bias ms", "MAPE %", "=f32 %", "ratio %",
+                "features (rho)");
+  log << line;
+  // Held-out T_lp per op model, for the time-share weighting.
+  std::map<std::string, double> heldout_ms;
+  double heldout_total = 0;
+  for (const Sample& s : m.ops) {
+    if (!s.heldout) continue;
+    const OpModel* model = cal.model_for(*parse_op_kind(s.op), s.s.features);
+    if (!model) continue;
+    heldout_ms[model->key] += s.s.low_ms;
+    heldout_total += s.s.low_ms;
+  }
+  double mape_sum = 0, weighted = 0, weight = 0;
+  int scored = 0;
+  for (const auto& [key, model] : cal.ops) {
+    std::string features;
+    for (size_t i = 0; i < model.features.size(); ++i) {
+      char f[64];
+      std::snprintf(f, sizeof f, "%s%s (%.2f)", i ? ", " : "", feature_name(model.features[i]),
+                    model.rho[i]);
+      features += f;
+    }
+    if (features.empty()) features = "-";
+    const Baselines b = baselines(cal, key, m);
+    auto pct = [](double v) { return v < 0 ? std::string("-") : std::to_string(v).substr(0, 6); };
+    std::snprintf(line, sizeof line, "  %-30s %-10s %5d %5d %8.3f %9.4f %8s %8s %8s  %s\n",
+                  key.c_str(), model.fit.c_str(), model.train_samples, model.heldout_samples,
+                  model.sigma, model.bias, pct(model.heldout_mape).c_str(), pct(b.same).c_str(),
+                  pct(b.ratio).c_str(), features.c_str());
+    log << line;
+    if (model.heldout_mape >= 0) {
+      mape_sum += model.heldout_mape;
+      ++scored;
+      weighted += model.heldout_mape * heldout_ms[key];
+      weight += heldout_ms[key];
+    }
+  }
+  log << "  (MAPE: the model on held-out configurations; =f32: predicting T_lp = T_fp32; "
+         "ratio: T_lp = sigma T_fp32 alone)\n";
+  if (scored > 0) {
+    std::snprintf(line, sizeof line,
+                  "held-out MAPE over %d op models: mean %.1f%%, weighted by time share %.1f%% "
+                  "(%.1f ms of held-out low-precision time)\n",
+                  scored, mape_sum / scored, weight > 0 ? weighted / weight : 0.0, heldout_total);
+    log << line;
+  } else {
+    log << "held-out MAPE: nothing was held out\n";
+  }
+  auto cast_line = [&](const char* name, const CastFit& f) {
+    std::snprintf(line, sizeof line,
+                  "  %-12s %4d samples  C_I %.5f ms  r %.4g ms/element  (%.3f ms at 2^20)  "
+                  "fit MAPE %.1f%%\n",
+                  name, f.samples, f.model.fixed_ms, f.model.per_element_ms,
+                  f.model.cost_ms(int64_t(1) << 20), f.mape);
+    log << line;
+  };
+  log << "cast model C_I + r n (least squares on relative error, in-graph and standalone "
+         "casts):\n";
+  cast_line("both", cal.cast_all);
+  cast_line(("f32->" + std::string(dtype_name(cal.low))).c_str(), cal.cast_to_low);
+  cast_line((std::string(dtype_name(cal.low)) + "->f32").c_str(), cal.cast_to_f32);
+  const double a = cal.cast_to_low.model.per_element_ms, b = cal.cast_to_f32.model.per_element_ms;
+  if (a > 0 && b > 0) {
+    const double diff = std::fabs(a - b) / std::max(a, b);
+    std::snprintf(line, sizeof line,
+                  "cast directions: per-element cost differs by %.0f%% (%s within 10%%; the "
+                  "paper found the two directions equal)\n",
+                  100 * diff, diff <= 0.10 ? "agree" : "do NOT agree");
+    log << line;
+  }
+}
+
+}  // namespace
+
+Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
+  check_device(o.device);
+  const DType low = parse_low(o.low_precision);
+  CAMPO_CHECK(o.budget_minutes >= 0 && std::isfinite(o.budget_minutes),
+              "--budget-minutes must be positive, got ", o.budget_minutes);
+  const double budget_minutes = o.budget_minutes > 0 ? o.budget_minutes : o.quick ? 1 : 10;
+  const std::string out = o.out.empty() ? default_calibration_path(low) : o.out;
+  CAMPO_CHECK(!out.empty(),
+              "no --out given and no cache folder (neither XDG_CACHE_HOME nor HOME "
+              "is set)");
+  const Timer wall;
+  const double budget_s = 60.0 * budget_minutes;
+  const Timing timing = o.quick ? Timing{1, 2} : Timing{1, 3};
+
+  Calibration cal;
+  cal.machine = this_machine();
+  cal.low = low;
+  cal.created = utc_now();
+  cal.hardware_counters = probe_hardware_counters();
+  log << "calibrate: " << cal.machine.cpu_model << ", " << cal.machine.logical_cores
+      << " logical cores, oneDNN " << cal.machine.onednn_version << " (" << cal.machine.onednn_isa
+      << "), bf16 " << (cal.machine.native_bf16 ? "native" : "emulated") << "; low precision "
+      << dtype_name(low) << ", budget " << budget_minutes << " min" << (o.quick ? " (quick)" : "")
+      << "\n";
+  log << "hardware counters: " << cal.hardware_counters << "\n";
+
+  const std::vector<Configuration> set = calibration_set(o);  // checks the models first
+  Measurements m;
+  measure_standalone_casts(low, o.quick ? 22 : 24, o.quick ? 2 : 1, timing, m);
+  log << "standalone casts (ms, f32->" << dtype_name(low) << " / " << dtype_name(low) << "->f32):";
+  for (size_t i = 0; i + 1 < m.casts.size(); i += 2) {
+    char c[80];
+    std::snprintf(c, sizeof c, "%s2^%d %.4g/%.4g", i % 8 == 0 ? "\n  " : "  ",
+                  int(std::lround(std::log2(double(m.casts[i].elements)))), m.casts[i].ms,
+                  m.casts[i + 1].ms);
+    log << c;
+  }
+  log << "\n";
+
+  // A configuration's time is estimated before it starts from the last one of its model
+  // shape (seconds per sample: time grows about linearly with the batch, and the fixed part
+  // makes the estimate err on the long side), so that none starts that would overrun the
+  // budget; the minimal set runs whatever the budget.
+  std::map<std::string, double> seconds_per_sample;
+  int skipped = 0;
+  for (const Configuration& c : set) {
+    const std::string shape = c.describe().substr(0, c.describe().rfind(" batch"));
+    if (!c.minimal) {
+      const double estimate =
+          seconds_per_sample.count(shape) ? seconds_per_sample[shape] * double(c.batch) : 0.0;
+      if (wall.seconds() + estimate > budget_s) {
+        ++skipped;
+        continue;
+      }
+    }
+    const Timer t;
+    measure_configuration(c, low, timing, o.seed, m);
+    const double seconds = t.seconds();
+    seconds_per_sample[shape] = seconds / double(c.batch);
+    ++cal.configurations;
+    cal.heldout_configurations += c.heldout;
+    char line[256];
+    std::snprintf(line, sizeof line, "  %-34s %s %6.1f s  (%zu samples so far, %.0f s elapsed)\n",
+                  c.describe().c_str(), c.heldout ? "held-out" : "train   ", seconds, m.ops.size(),
+                  wall.seconds());
+    log << line << std::flush;
+  }
+  if (skipped > 0)
+    log << skipped << " of " << set.size()
+        << " configurations left out to stay within the budget\n";
+  log << m.ops.size() << " node samples";
+  if (m.dropped_fast > 0) log << " (" << m.dropped_fast << " nodes under 1 us left out)";
+  log << ", " << m.casts.size() << " casts\n";
+
+  cal.ops = fit_models(m, log);
+  cal.cast_all = fit_casts(m.casts, [](const CastTiming&) { return true; });
+  cal.cast_to_low = fit_casts(m.casts, [](const CastTiming& c) { return c.to != DType::f32; });
+  cal.cast_to_f32 = fit_casts(m.casts, [](const CastTiming& c) { return c.to == DType::f32; });
+  // What the policy uses: the joint fit, with no negative part (a negative intercept only
+  // says the smallest casts were faster than the line, not that casts pay back).
+  cal.cast.fixed_ms = std::max(0.0, cal.cast_all.model.fixed_ms);
+  cal.cast.per_element_ms = std::max(0.0, cal.cast_all.model.per_element_ms);
+  cal.seconds = wall.seconds();
+  print_report(cal, m, log);
+
+  std::error_code ec;
+  const std::filesystem::path parent = std::filesystem::path(out).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  CAMPO_CHECK(!ec, "cannot create the folder of ", out, ": ", ec.message());
+  save_calibration(cal, out);
+  log << "wrote " << out << " (" << std::lround(cal.seconds) << " s)\n";
+  return cal;
+}
+
+std::shared_ptr<const Calibration> default_calibration(DType low, std::ostream& log,
+                                                       std::string* path) {
+  if (auto cal = find_default_calibration(low, log, path)) return cal;
+  CalibrateOptions o;
+  o.quick = true;  // budget 1 minute
+  o.low_precision = low == DType::f16 ? "fp16" : "bf16";
+  o.out = default_calibration_path(low);
+  log << "cost-aware: running a quick automatic calibration (about a minute; `campo calibrate "
+         "--device cpu` makes a better one) -> "
+      << o.out << "\n";
+  std::ostringstream report;  // the file holds the numbers; one line here
+  auto cal = std::make_shared<const Calibration>(run_calibration(o, report));
+  log << "cost-aware: calibrated " << cal->ops.size() << " op models from " << cal->configurations
+      << " configurations in " << std::lround(cal->seconds) << " s\n";
+  if (path) *path = o.out;
+  return cal;
+}
+
+}  // namespace campo
