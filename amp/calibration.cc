@@ -341,6 +341,7 @@ OpModel fit_op_model(const std::string& key, const std::vector<OpSample>& train,
       m.rho.push_back(selected_rho[i]);
       m.weights.push_back(x[i + 2]);
     }
+    if (m.features.empty()) m.fit = "sigma+bias";
     fitted = m.sigma > 0;
   }
   if (!fitted && n >= 4) {

@@ -20,43 +20,77 @@ TimingInputs training_timing_inputs(int64_t classes) {
   return in;
 }
 
+namespace {
+
+CompileOptions compile_options(const std::vector<ValueId>& fetches, uint64_t seed) {
+  CompileOptions co;
+  co.fetches = fetches;
+  co.seed = seed;
+  return co;
+}
+
+// One compiled graph with its placeholders filled, keeping every node's fastest time over
+// its timed steps.
+class NodeTimer {
+ public:
+  NodeTimer(const Graph& g, VariableStore& vars, const std::vector<ValueId>& fetches,
+            const TimingInputs& inputs, uint64_t seed)
+      : exe_(g, vars, compile_options(fetches, seed)),
+        best_(size_t(g.num_nodes()), std::numeric_limits<double>::infinity()) {
+    Rng rng(seed);
+    for (const Node& n : g.nodes()) {
+      if (n.kind != OpKind::Placeholder || !exe_.has_input(n.name)) continue;
+      Tensor& t = exe_.input(n.name);
+      if (auto it = inputs.tensors.find(n.name); it != inputs.tensors.end()) {
+        t.copy_from(it->second);
+      } else if (auto c = inputs.constants.find(n.name); c != inputs.constants.end()) {
+        CAMPO_CHECK(t.dtype() == DType::f32, "timing: constant for non-f32 placeholder ", n.name);
+        std::fill_n(t.data_as<float>(), t.numel(), c->second);
+      } else if (t.dtype() == DType::i32) {
+        for (int64_t i = 0; i < t.numel(); ++i)
+          t.data_as<int32_t>()[i] =
+              int32_t(rng.below(uint64_t(std::max<int64_t>(1, inputs.int_range))));
+      } else {
+        CAMPO_CHECK(t.dtype() == DType::f32, "timing: placeholder ", n.name, " of type ",
+                    dtype_name(t.dtype()), " needs an input");
+        for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = rng.normal();
+      }
+    }
+    exe_.set_node_hook(
+        [this](NodeId id, double ms) { best_[size_t(id)] = std::min(best_[size_t(id)], ms); });
+  }
+  void run_untimed() {
+    exe_.set_timing(false);
+    exe_.run();
+  }
+  void run_timed() {
+    exe_.set_timing(true);
+    exe_.run();
+  }
+  // By node id; 0 for nodes that never ran.
+  std::vector<double> fastest() const {
+    std::vector<double> out = best_;
+    for (double& b : out)
+      if (!std::isfinite(b)) b = 0.0;
+    return out;
+  }
+
+ private:
+  Executable exe_;
+  std::vector<double> best_;
+};
+
+}  // namespace
+
 std::vector<double> measure_node_times(const Graph& g, VariableStore& vars,
                                        const std::vector<ValueId>& fetches,
                                        const TimingInputs& inputs, int warmup, int steps,
                                        uint64_t seed) {
   CAMPO_CHECK(warmup >= 0 && steps > 0, "timing needs >= 0 warm-up and > 0 timed steps");
-  CompileOptions co;
-  co.fetches = fetches;
-  co.seed = seed;
-  Executable exe(g, vars, co);
-  Rng rng(seed);
-  for (const Node& n : g.nodes()) {
-    if (n.kind != OpKind::Placeholder || !exe.has_input(n.name)) continue;
-    Tensor& t = exe.input(n.name);
-    if (auto it = inputs.tensors.find(n.name); it != inputs.tensors.end()) {
-      t.copy_from(it->second);
-    } else if (auto c = inputs.constants.find(n.name); c != inputs.constants.end()) {
-      CAMPO_CHECK(t.dtype() == DType::f32, "timing: constant for non-f32 placeholder ", n.name);
-      std::fill_n(t.data_as<float>(), t.numel(), c->second);
-    } else if (t.dtype() == DType::i32) {
-      for (int64_t i = 0; i < t.numel(); ++i)
-        t.data_as<int32_t>()[i] =
-            int32_t(rng.below(uint64_t(std::max<int64_t>(1, inputs.int_range))));
-    } else {
-      CAMPO_CHECK(t.dtype() == DType::f32, "timing: placeholder ", n.name, " of type ",
-                  dtype_name(t.dtype()), " needs an input");
-      for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = rng.normal();
-    }
-  }
-  for (int i = 0; i < warmup; ++i) exe.run();
-  std::vector<double> best(size_t(g.num_nodes()), std::numeric_limits<double>::infinity());
-  exe.set_timing(true);
-  exe.set_node_hook(
-      [&](NodeId id, double ms) { best[size_t(id)] = std::min(best[size_t(id)], ms); });
-  for (int i = 0; i < steps; ++i) exe.run();
-  for (double& b : best)
-    if (!std::isfinite(b)) b = 0.0;
-  return best;
+  NodeTimer timer(g, vars, fetches, inputs, seed);
+  for (int i = 0; i < warmup; ++i) timer.run_untimed();
+  for (int i = 0; i < steps; ++i) timer.run_timed();
+  return timer.fastest();
 }
 
 std::vector<char> all_low_nodes(const Graph& g, const AmpLists& lists) {
@@ -78,9 +112,20 @@ BothPrecisionTimes measure_both_precisions(const Graph& g, VariableStore& vars,
   t.low = all_low_nodes(g, lists);
   Graph glow = g;  // node and value ids of g are kept; casts are appended
   apply_precision(glow, t.low, low);
-  t.fp32_ms = measure_node_times(g, vars, fetches, inputs, warmup, steps, seed);
-  const std::vector<double> tlow =
-      measure_node_times(glow, vars, fetches, inputs, warmup, steps, seed);
+  CAMPO_CHECK(warmup >= 0 && steps > 0, "timing needs >= 0 warm-up and > 0 timed steps");
+  // Both compiled at once and their steps interleaved, so that whatever else the machine
+  // does in the meantime falls on both precisions alike.
+  NodeTimer f32(g, vars, fetches, inputs, seed), lowp(glow, vars, fetches, inputs, seed);
+  for (int i = 0; i < warmup; ++i) {
+    f32.run_untimed();
+    lowp.run_untimed();
+  }
+  for (int i = 0; i < steps; ++i) {
+    f32.run_timed();
+    lowp.run_timed();
+  }
+  t.fp32_ms = f32.fastest();
+  const std::vector<double> tlow = lowp.fastest();
   t.low_ms = t.fp32_ms;
   for (NodeId i = 0; i < g.num_nodes(); ++i)
     if (t.low[size_t(i)]) t.low_ms[size_t(i)] = tlow[size_t(i)];
@@ -93,10 +138,35 @@ BothPrecisionTimes measure_both_precisions(const Graph& g, VariableStore& vars,
   return t;
 }
 
-CostTable profile_costs(const TrainingGraphSpec& spec) {
-  const PrecisionConfig& pc = spec.precision;
+CostTable graph_costs(const Graph& g, VariableStore& vars, const std::vector<ValueId>& fetches,
+                      const TimingInputs& inputs, const PrecisionConfig& pc) {
   CAMPO_CHECK(pc.profile_warmup >= 0 && pc.profile_steps > 0,
               "profiling needs >= 0 warm-up and > 0 timed steps");
+  if (pc.calibration) {
+    const Calibration& cal = *pc.calibration;
+    CAMPO_CHECK(cal.low == pc.low, "the calibration was made for ", dtype_name(cal.low),
+                ", this run's low precision is ", dtype_name(pc.low),
+                "; run `campo calibrate --device cpu --low-precision ",
+                pc.low == DType::f16 ? "fp16" : "bf16", "`");
+    const std::vector<double> t32 =
+        measure_node_times(g, vars, fetches, inputs, pc.profile_warmup, pc.profile_steps);
+    return predict_costs(g, t32, cal, pc.lists);
+  }
+  const BothPrecisionTimes t = measure_both_precisions(g, vars, fetches, inputs, pc.lists, pc.low,
+                                                       pc.profile_warmup, pc.profile_steps);
+  CostTable costs;
+  costs.nodes.resize(size_t(g.num_nodes()));
+  for (NodeId i = 0; i < g.num_nodes(); ++i)
+    costs.nodes[size_t(i)] = {t.fp32_ms[size_t(i)], t.low_ms[size_t(i)]};
+  std::vector<std::pair<int64_t, double>> casts;
+  for (const CastTiming& c : t.casts) casts.push_back({c.elements, c.ms});
+  costs.cast = fit_cast_model(casts);
+  costs.cast.fixed_ms = std::max(0.0, costs.cast.fixed_ms);
+  costs.cast.per_element_ms = std::max(0.0, costs.cast.per_element_ms);
+  return costs;
+}
+
+CostTable profile_costs(const TrainingGraphSpec& spec) {
   TrainingGraphSpec fp32 = spec;
   fp32.precision.policy = Precision::fp32;
   fp32.precision.calibration = nullptr;
@@ -105,31 +175,8 @@ CostTable profile_costs(const TrainingGraphSpec& spec) {
   const TrainingGraphInfo info = build_training_graph(g32, v32, fp32);
   std::vector<ValueId> fetches = {info.loss};
   if (info.all_finite != kNoValue) fetches.push_back(info.all_finite);
-  const TimingInputs inputs = training_timing_inputs(spec.model_options.num_classes);
-
-  if (pc.calibration) {
-    const Calibration& cal = *pc.calibration;
-    CAMPO_CHECK(cal.low == pc.low, "the calibration was made for ", dtype_name(cal.low),
-                ", this run's low precision is ", dtype_name(pc.low),
-                "; run `campo calibrate --device cpu --low-precision ",
-                pc.low == DType::f16 ? "fp16" : "bf16", "`");
-    const std::vector<double> t32 =
-        measure_node_times(g32, v32, fetches, inputs, pc.profile_warmup, pc.profile_steps);
-    return predict_costs(g32, t32, cal, pc.lists);
-  }
-
-  const BothPrecisionTimes t = measure_both_precisions(g32, v32, fetches, inputs, pc.lists, pc.low,
-                                                       pc.profile_warmup, pc.profile_steps);
-  CostTable costs;
-  costs.nodes.resize(size_t(g32.num_nodes()));
-  for (NodeId i = 0; i < g32.num_nodes(); ++i)
-    costs.nodes[size_t(i)] = {t.fp32_ms[size_t(i)], t.low_ms[size_t(i)]};
-  std::vector<std::pair<int64_t, double>> casts;
-  for (const CastTiming& c : t.casts) casts.push_back({c.elements, c.ms});
-  costs.cast = fit_cast_model(casts);
-  costs.cast.fixed_ms = std::max(0.0, costs.cast.fixed_ms);
-  costs.cast.per_element_ms = std::max(0.0, costs.cast.per_element_ms);
-  return costs;
+  return graph_costs(g32, v32, fetches, training_timing_inputs(spec.model_options.num_classes),
+                     spec.precision);
 }
 
 // ---- where the calibration of this machine lives ----

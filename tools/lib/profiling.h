@@ -54,19 +54,25 @@ struct BothPrecisionTimes {
   std::vector<char> low;          // all_low_nodes
   std::vector<CastTiming> casts;  // the casts of the low-precision copy
 };
-// Times g (a graph without casts) as is, then a copy with all_low_nodes in `low`
-// precision and its casts inserted, both over the same `vars`.
+// Times g (a graph without casts) as is and a copy with all_low_nodes in `low` precision
+// and its casts inserted, both over the same `vars`, their steps interleaved (f32, low,
+// f32, low, ...) so that load from elsewhere falls on both alike.
 BothPrecisionTimes measure_both_precisions(const Graph& g, VariableStore& vars,
                                            const std::vector<ValueId>& fetches,
                                            const TimingInputs& inputs, const AmpLists& lists,
                                            DType low, int warmup, int steps, uint64_t seed = 7);
 
+// The costs of any graph without casts (node ids as g's), measured on `vars` with
+// `inputs`: with precision.calibration the f32 step is timed and the low times and the cast
+// model come from predict_costs; without, both precisions are timed (interleaved) and the
+// cast model C_I + r * n is fitted by least squares on the casts of the low-precision copy.
+// `precision.profile_warmup` untimed and `profile_steps` timed steps, each node's fastest.
+CostTable graph_costs(const Graph& g, VariableStore& vars, const std::vector<ValueId>& fetches,
+                      const TimingInputs& inputs, const PrecisionConfig& precision);
+
 // The costs of the training graph of `spec` (node ids as build_training_graph(spec) gives
-// before casts), measured on random inputs with separate variables (the model being trained
-// is untouched), `spec.precision.profile_warmup` untimed and `profile_steps` timed steps,
-// each node's fastest time. With spec.precision.calibration: the f32 step is timed and the
-// low times and cast model come from predict_costs. Without: both precisions are timed and
-// the cast model C_I + r * n is fitted on the casts of the low-precision graph.
+// before casts): graph_costs on random inputs with separate variables (the model being
+// trained is untouched).
 CostTable profile_costs(const TrainingGraphSpec& spec);
 
 // Where `campo calibrate` writes by default and the first place looked in:
