@@ -86,7 +86,7 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
     for (ValueId v : n.inputs) node_inputs_[size_t(pos)].push_back(values_[size_t(v)]);
     for (ValueId v : n.outputs) node_outputs_[size_t(pos)].push_back(values_[size_t(v)]);
     if (n.kind == OpKind::Variable || n.kind == OpKind::Placeholder) continue;
-    KernelSpec spec{n.kind, n.attrs, n.dtype, {}, {}, n.name};
+    KernelSpec spec{n.kind, n.attrs, n.dtype, {}, {}, n.name, n.pad_to};
     for (ValueId v : n.inputs) spec.inputs.push_back(desc_of(graph, v));
     for (ValueId v : n.outputs) spec.outputs.push_back(desc_of(graph, v));
     kernels_[size_t(pos)] = create_kernel(spec, options.device, ctx_);

@@ -173,7 +173,9 @@ std::string Graph::to_text() const {
     os << "%" << id << " " << n.name << " = " << op_name(n.kind) << "<" << dtype_name(n.dtype)
        << ">(";
     for (size_t i = 0; i < n.inputs.size(); ++i) os << (i ? ", " : "") << "v" << n.inputs[i];
-    os << ")" << attrs_summary(n) << " ->";
+    os << ")" << attrs_summary(n);
+    if (n.pad_to > 0) os << " pad" << n.pad_to;
+    os << " ->";
     for (ValueId v : n.outputs)
       os << " v" << v << ":" << dtype_name(values_[size_t(v)].dtype)
          << shape_str(values_[size_t(v)].shape);

@@ -36,6 +36,11 @@ struct Node {
   std::vector<ValueId> outputs;
   DType dtype = DType::f32;  // compute type; set by mixed-precision policies
   Phase phase = Phase::forward;
+  // Padding request of the cost-aware policy (amp/padding.h): 0 = none; p > 0 = the kernel
+  // runs the op on operands zero-padded to multiples of p in its GEMM dimensions and hands
+  // back the valid part, so shapes and results seen by the graph do not change. Only
+  // kernels that implement it read it (bf16 MatMul, ops/cpu/matmul.cc); others ignore it.
+  int pad_to = 0;
 };
 
 class Graph {

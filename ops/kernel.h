@@ -33,6 +33,7 @@ struct KernelSpec {
   std::vector<TensorDesc> inputs;
   std::vector<TensorDesc> outputs;
   std::string node_name;  // for error messages
+  int pad_to = 0;         // the node's padding request (graph/graph.h Node::pad_to)
 };
 
 // Per-run state handed to kernels: the oneDNN engine/stream (CPU), the RNG for dropout,

@@ -2,6 +2,20 @@
 // A transposed operand is not copied: it is described to oneDNN as the logical matrix with
 // swapped strides (format tag `ba` on row-major [K, M] storage is [M, K] read by columns).
 // The primitive and its scratchpad are built once, at construction.
+//
+// Padding (KernelSpec::pad_to = p > 0, set by the cost-aware policy, amp/padding.h): a
+// native bf16 MatMul whose K or N is not a multiple of p runs on zero-padded operands,
+//   C_pad [M, Np] = op(A_pad) [M, Kp] op(B_pad) [Kp, Np],  Kp = ceil(K / p) p, Np likewise,
+// and hands back C = C_pad[:, :N]. The extra K terms are products with zeros, so they add
+// exact zeros to every sum; the extra N columns are computed and dropped. M is not padded:
+// rows of C are independent, so an unaligned M only leaves a shorter last block of rows
+// (reasoned, not measured).
+// The padded buffers are allocated and zeroed once, at construction; run() copies only the
+// valid part of each operand into them, so their padding stays zero and nothing is
+// allocated per step. f32 kernels ignore pad_to (the policy pads low-precision nodes only),
+// and so does every emulated kernel (f16 on CPU, bf16 without AVX-512 BF16): its GEMM is
+// the f32 one, so the bf16 fast path that padding aims at is not involved.
+#include <cstring>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 
@@ -27,18 +41,55 @@ memory::data_type dnnl_type(DType t) {
   }
 }
 
+int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+// Copies a row-major [rows, cols] matrix into the top-left corner of a row-major
+// [>= rows, dst_cols] one (dst_cols >= cols), leaving the rest of dst as it is.
+void copy_rows(const void* src, int64_t rows, int64_t cols, void* dst, int64_t dst_cols,
+               size_t elem) {
+  const auto* s = static_cast<const char*>(src);
+  auto* d = static_cast<char*>(dst);
+  const size_t row_bytes = size_t(cols) * elem;
+  if (cols == dst_cols) {  // only new rows: the valid part is one block
+    std::memcpy(d, s, size_t(rows) * row_bytes);
+    return;
+  }
+  // Rows are split over the threads when there is enough to copy (a few hundred KiB).
+  parallel_for<float>(rows, size_t(rows) * row_bytes >= (size_t(1) << 18), [&](int64_t r) {
+    std::memcpy(d + size_t(r) * size_t(dst_cols) * elem, s + size_t(r) * row_bytes, row_bytes);
+  });
+}
+
 // inputs {A, B}, output C.
 class MatMulKernel : public Kernel {
  public:
   MatMulKernel(const KernelSpec& spec, CpuContext& ctx) {
     const auto& t = attrs_as<MatMulAttrs>(spec.attrs);
+    transpose_a_ = t.transpose_a;
+    transpose_b_ = t.transpose_b;
     const Shape& a = spec.inputs[0].shape;
     const Shape& c = spec.outputs[0].shape;
-    const int64_t M = c[0], N = c[1], K = t.transpose_a ? a[0] : a[1];
+    M_ = c[0];
+    N_ = c[1];
+    K_ = t.transpose_a ? a[0] : a[1];
+    CAMPO_CHECK(spec.pad_to >= 0, "MatMul '", spec.node_name, "': pad_to must be >= 0, not ",
+                spec.pad_to);
+    const bool pads = spec.pad_to > 0 && spec.dtype == DType::bf16;
+    Kp_ = pads ? round_up(K_, spec.pad_to) : K_;
+    Np_ = pads ? round_up(N_, spec.pad_to) : N_;
+    elem_ = dtype_size(spec.dtype);
+    // Zeroed once; see the file comment. A needs a copy only when K grows, C only when N
+    // does, B when either does.
+    if (Kp_ != K_)
+      a_pad_ = Tensor::zeros(t.transpose_a ? Shape{Kp_, M_} : Shape{M_, Kp_}, spec.dtype);
+    if (Kp_ != K_ || Np_ != N_)
+      b_pad_ = Tensor::zeros(t.transpose_b ? Shape{Np_, Kp_} : Shape{Kp_, Np_}, spec.dtype);
+    if (Np_ != N_) c_pad_ = Tensor::zeros({M_, Np_}, spec.dtype);
+
     const memory::data_type dt = dnnl_type(spec.dtype);
-    const memory::desc a_md({M, K}, dt, t.transpose_a ? tag::ba : tag::ab);
-    const memory::desc b_md({K, N}, dt, t.transpose_b ? tag::ba : tag::ab);
-    const memory::desc c_md({M, N}, dt, tag::ab);
+    const memory::desc a_md({M_, Kp_}, dt, t.transpose_a ? tag::ba : tag::ab);
+    const memory::desc b_md({Kp_, Np_}, dt, t.transpose_b ? tag::ba : tag::ab);
+    const memory::desc c_md({M_, Np_}, dt, tag::ab);
     const dnnl::engine& eng = ctx.engine();
     try {
       dnnl::primitive_attr attr;
@@ -53,24 +104,59 @@ class MatMulKernel : public Kernel {
         args_[DNNL_ARG_SCRATCHPAD] = memory(pd.scratchpad_desc(), eng);
     } catch (const dnnl::error& e) {
       CAMPO_FAIL("MatMul '", spec.node_name, "': oneDNN could not build a ", dtype_name(spec.dtype),
-                 " kernel for ", shape_str(a), " x ", shape_str(spec.inputs[1].shape), ": ",
-                 e.what());
+                 " kernel for ", shape_str(a), " x ", shape_str(spec.inputs[1].shape),
+                 (pads ? " (padded to K=" + std::to_string(Kp_) + ", N=" + std::to_string(Np_) + ")"
+                       : std::string()),
+                 ": ", e.what());
     }
+    // The padded buffers never move: bind them now.
+    if (a_pad_.defined()) a_.set_data_handle(a_pad_.data());
+    if (b_pad_.defined()) b_.set_data_handle(b_pad_.data());
+    if (c_pad_.defined()) c_.set_data_handle(c_pad_.data());
   }
 
   void run(CpuContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
-    a_.set_data_handle(in[0].data());
-    b_.set_data_handle(in[1].data());
-    c_.set_data_handle(out[0].data());
+    // A: [M, K] -> [M, Kp] (new columns), or stored [K, M] -> [Kp, M] (new rows).
+    if (a_pad_.defined()) {
+      if (transpose_a_)
+        copy_rows(in[0].data(), K_, M_, a_pad_.data(), M_, elem_);
+      else
+        copy_rows(in[0].data(), M_, K_, a_pad_.data(), Kp_, elem_);
+    } else {
+      a_.set_data_handle(in[0].data());
+    }
+    // B: [K, N] -> [Kp, Np], or stored [N, K] -> [Np, Kp].
+    if (b_pad_.defined()) {
+      if (transpose_b_)
+        copy_rows(in[1].data(), N_, K_, b_pad_.data(), Kp_, elem_);
+      else
+        copy_rows(in[1].data(), K_, N_, b_pad_.data(), Np_, elem_);
+    } else {
+      b_.set_data_handle(in[1].data());
+    }
+    if (!c_pad_.defined()) c_.set_data_handle(out[0].data());
     primitive_.execute(ctx.stream(), args_);
     ctx.stream().wait();
+    // C = C_pad[:, :N]: the inverse of copy_rows, row by row.
+    if (c_pad_.defined()) {
+      const auto* s = static_cast<const char*>(c_pad_.data());
+      auto* d = static_cast<char*>(out[0].data());
+      const size_t row_bytes = size_t(N_) * elem_;
+      parallel_for<float>(M_, size_t(M_) * row_bytes >= (size_t(1) << 18), [&](int64_t r) {
+        std::memcpy(d + size_t(r) * row_bytes, s + size_t(r) * size_t(Np_) * elem_, row_bytes);
+      });
+    }
   }
 
  private:
   dnnl::primitive primitive_;
   memory a_, b_, c_;
   std::unordered_map<int, memory> args_;
+  bool transpose_a_ = false, transpose_b_ = false;
+  int64_t M_ = 0, N_ = 0, K_ = 0, Kp_ = 0, Np_ = 0;
+  size_t elem_ = 0;
+  Tensor a_pad_, b_pad_, c_pad_;  // undefined where that operand is used in place
 };
 
 std::unique_ptr<Kernel> make_matmul(const KernelSpec& spec, CpuContext& ctx) {

@@ -1,0 +1,63 @@
+// Padding of low-precision GEMMs (DESIGN.md, the cost-aware policy, item 7): a MatMul that
+// runs in low precision with K or N not a multiple of the fast path's alignment may run on
+// zero-padded operands inside its kernel (Node::pad_to, ops/cpu/matmul.cc), transparently
+// to the model and its results. Whether that pays depends on the shape, the CPU and the
+// GEMM library, and the copies of the operands count against it: PyTorch's oneDNN bf16
+// GEMM ran 64x4097x1000 1.27x faster with K pre-padded to 4112 on this project's Zen 4
+// machine, while campo's oneDNN 2.6 runs the unpadded shape as fast as the aligned one, so
+// there padding with copies is a loss (PaddingBench, tests/ops/padding_test.cc). It is
+// therefore decided per node: this file finds the candidates, times a candidate unpadded
+// and padded in isolation, and sets pad_to where a decision says so.
+// amp/ sees graphs, never kernels: the timing compiles a one-node graph with the executor.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace campo {
+
+// The alignment padded GEMMs are rounded up to (elements along K and N).
+constexpr int kPadTo = 16;
+
+// A MatMul node computing in a low-precision dtype (bf16, f16) whose K or N is not a
+// multiple of pad_to. M does not count: the kernels do not pad it.
+bool is_padding_candidate(const Graph& g, NodeId id, int pad_to = kPadTo);
+// The candidates of the graph, in id order.
+std::vector<NodeId> padding_candidates(const Graph& g);
+
+struct PaddingTimingOptions {
+  int pad_to = kPadTo;
+  int warmup = 2;       // untimed runs of each variant first
+  int repetitions = 5;  // timed runs of each variant; the minimum counts
+  // Padding pays only when it is faster by more than this fraction (noise on a shared
+  // machine, and on an emulated kernel where pad_to changes nothing, must not decide).
+  double min_gain = 0.05;
+};
+
+// Wall-clock kernel times (ms, minimum over repetitions) of one node without and with
+// padding, measured side by side: the two variants' runs alternate. With several OpenMP
+// threads on a busy machine the times are the scheduler's, not the GEMM's (2 threads on 2
+// loaded cores: a 6 us GEMM timed at 5-10 ms), so measure on a quiet machine or with
+// OMP_NUM_THREADS=1, where the minimum is stable.
+struct PaddingTiming {
+  double unpadded_ms = 0.0;
+  double padded_ms = 0.0;
+  bool pays(double min_gain) const { return padded_ms < unpadded_ms * (1.0 - min_gain); }
+};
+
+// Times node `id` (a padding candidate) in isolation on the CPU: a graph of two
+// placeholders of its inputs' shapes and dtypes and a copy of the node, compiled twice
+// (pad_to = 0 and options.pad_to), inputs filled with fixed pseudo-random values.
+PaddingTiming time_padding(const Graph& g, NodeId id, const PaddingTimingOptions& options = {});
+// time_padding(...).pays(options.min_gain); the times go to *timing when given.
+bool padding_pays(const Graph& g, NodeId id, const PaddingTimingOptions& options = {},
+                  PaddingTiming* timing = nullptr);
+
+// Sets pad_to = kPadTo on every padding candidate for which pays(id) is true and returns
+// how many; other nodes are left as they are. With measurements:
+//   apply_padding(g, [&](NodeId id) { return padding_pays(g, id); });
+int apply_padding(Graph& g, const std::function<bool(NodeId)>& pays);
+
+}  // namespace campo
