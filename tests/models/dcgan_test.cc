@@ -172,6 +172,36 @@ TEST(GanSessionTest, EachStepUpdatesOnlyItsNetwork) {
   EXPECT_EQ(s.generate_samples().shape(), Shape({16, 1, 32, 32}));
 }
 
+// Cost-aware on both step graphs: each is profiled on scratch variables (the session's
+// weights are untouched by the timed steps), planned and cast; deny ops stay f32.
+TEST(GanSessionTest, CostAwarePlansBothStepGraphs) {
+  OptimizerConfig adam;
+  adam.kind = OptimizerConfig::Kind::adam;
+  DcganOptions o = options(32, 1);
+  o.ngf = o.ndf = 8;
+  PrecisionConfig precision;
+  precision.policy = Precision::cost_aware;
+  precision.profile_warmup = 1;
+  precision.profile_steps = 1;
+  GanSession fp32(o, 4, adam, 1, 16);
+  GanSession s(o, 4, adam, 1, 16, precision);
+  ASSERT_NE(s.d_plan(), nullptr);
+  ASSERT_NE(s.g_plan(), nullptr);
+  EXPECT_EQ(fp32.d_plan(), nullptr);
+  EXPECT_EQ(s.d_costs()->nodes.size(), s.d_plan()->low.size());
+  for (const Graph* g : {&s.d_graph(), &s.g_graph()})
+    for (NodeId id : g->nodes_of_kind(OpKind::SigmoidCrossEntropyWithLogits))
+      EXPECT_EQ(g->node(id).dtype, DType::f32);
+  // Profiling did not move the session's weights: same initial values as the fp32 session.
+  EXPECT_TRUE(testing::all_close(s.variables().at("netG.main.0.weight"),
+                                 fp32.variables().at("netG.main.0.weight"), 0, 0));
+  Rng rng(4);
+  const GanSession::StepStats st = s.step(testing::random_tensor({4, 1, 32, 32}, rng), 2e-4f);
+  EXPECT_TRUE(std::isfinite(st.loss_d) && std::isfinite(st.loss_g));
+  precision.costs = std::make_shared<CostTable>();
+  EXPECT_THROW(GanSession(o, 4, adam, 1, 16, precision), Error);
+}
+
 std::string temp_dir(const std::string& tag) {
   auto dir = std::filesystem::temp_directory_path() /
              ("campo_" + tag + "_" + std::to_string(long(::getpid())));

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iomanip>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -19,6 +20,7 @@
 #include "datasets/registry.h"
 #include "datasets/synthetic.h"
 #include "graph/autodiff.h"
+#include "tools/lib/profiling.h"
 #include "runtime/timer.h"
 
 // The only stb_image_write implementation in campo; static so that no other translation
@@ -82,6 +84,94 @@ double tail_mean(const std::vector<float>& v, size_t window = 50) {
 
 // ---- GanSession ----
 
+namespace {
+
+struct DStep {
+  ValueId loss, d_x, d_g_z1;
+};
+// D step: loss_D = BCE(D(x), 1) + BCE(D(G(z)), 0); update D only.
+DStep build_d_step(Graph& g, VariableStore& vars, const DcganOptions& model, int64_t batch,
+                   const OptimizerConfig& adam) {
+  Builder b(g, vars);
+  b.set_training(true);
+  ValueId real = b.placeholder("images", {batch, model.channels, model.image_size, model.image_size});
+  ValueId z = b.placeholder("z", {batch, model.nz, 1, 1});
+  ValueId ones = b.placeholder("real_label", {batch});
+  ValueId zeros = b.placeholder("fake_label", {batch});
+  ValueId fake = build_dcgan_generator(b, z, model);
+  ValueId d_real = build_dcgan_discriminator(b, real, model);
+  ValueId d_fake = build_dcgan_discriminator(b, fake, model);
+  DStep d;
+  d.loss = b.add(b.mean(b.sigmoid_cross_entropy(d_real, ones)),
+                 b.mean(b.sigmoid_cross_entropy(d_fake, zeros)));
+  d.d_x = b.mean(b.sigmoid(d_real));
+  d.d_g_z1 = b.mean(b.sigmoid(d_fake));
+  const std::vector<std::string> params = dcgan_parameter_names(vars, kDiscriminatorScope);
+  std::vector<ValueId> values;
+  for (const auto& p : params) values.push_back(variable_value(g, p));
+  ValueId seed_grad = b.placeholder("loss_scale", {});
+  append_optimizer(b, params, append_gradients(b, d.loss, seed_grad, values), adam);
+  return d;
+}
+
+struct GStep {
+  ValueId loss, d_g_z2;
+};
+// G step: loss_G = BCE(D(G(z)), 1); update G only.
+GStep build_g_step(Graph& g, VariableStore& vars, const DcganOptions& model, int64_t batch,
+                   const OptimizerConfig& adam) {
+  Builder b(g, vars);
+  b.set_training(true);
+  ValueId z = b.placeholder("z", {batch, model.nz, 1, 1});
+  ValueId ones = b.placeholder("real_label", {batch});
+  ValueId d_fake = build_dcgan_discriminator(b, build_dcgan_generator(b, z, model), model);
+  GStep s;
+  s.loss = b.mean(b.sigmoid_cross_entropy(d_fake, ones));
+  s.d_g_z2 = b.mean(b.sigmoid(d_fake));
+  const std::vector<std::string> params = dcgan_parameter_names(vars, kGeneratorScope);
+  std::vector<ValueId> values;
+  for (const auto& p : params) values.push_back(variable_value(g, p));
+  ValueId seed_grad = b.placeholder("loss_scale", {});
+  append_optimizer(b, params, append_gradients(b, s.loss, seed_grad, values), adam);
+  return s;
+}
+
+// Applies the precision policy to a step graph built by `build` (which it calls again on
+// scratch variables for the cost-aware profiling step, so that the session's weights and
+// Adam state are not touched by the timed steps).
+std::shared_ptr<const CostAwarePlan> apply_gan_precision(
+    Graph& g, const PrecisionConfig& precision,
+    const std::function<std::vector<ValueId>(Graph&, VariableStore&)>& build,
+    std::shared_ptr<const CostTable>& costs_out) {
+  switch (precision.policy) {
+    case Precision::fp32: return nullptr;
+    case Precision::amp: apply_amp_policy(g, precision.lists, precision.low); return nullptr;
+    case Precision::cost_aware: break;
+  }
+  CAMPO_CHECK(!precision.costs, "dcgan: cost-aware profiles its two step graphs itself; a "
+                                "fixed cost table describes one graph and cannot be used");
+  std::shared_ptr<const CostTable> costs;
+  {
+    Graph scratch;
+    VariableStore scratch_vars(1);
+    const std::vector<ValueId> fetches = build(scratch, scratch_vars);
+    TimingInputs inputs;
+    inputs.constants = {{"lr", 0.0f},         {"step", 1.0f},      {"loss_scale", 1.0f},
+                        {"real_label", 1.0f}, {"fake_label", 0.0f}};
+    costs = std::make_shared<const CostTable>(
+        graph_costs(scratch, scratch_vars, fetches, inputs, precision));
+  }
+  CAMPO_CHECK(costs->nodes.size() == size_t(g.num_nodes()),
+              "internal: the GAN cost table has ", costs->nodes.size(), " nodes, the graph ",
+              g.num_nodes());
+  auto plan = std::make_shared<const CostAwarePlan>(plan_cost_aware(g, precision.lists, *costs));
+  apply_precision(g, plan->low, precision.low);
+  costs_out = costs;
+  return plan;
+}
+
+}  // namespace
+
 GanSession::GanSession(const DcganOptions& model, int64_t batch, const OptimizerConfig& adam,
                        uint64_t seed, int64_t num_samples, const PrecisionConfig& precision)
     : model_(model), batch_(batch), vars_(seed), noise_rng_(mix_seed(seed, 0x6e6f697365)) {
@@ -91,58 +181,40 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, const Optimizer
               "--loss-scale none");
   CAMPO_CHECK(batch > 0, "GAN batch must be positive, got ", batch);
   CAMPO_CHECK(num_samples > 0, "GAN sample count must be positive, got ", num_samples);
-  const Shape image_shape = {batch, model.channels, model.image_size, model.image_size};
-  const Shape noise_shape = {batch, model.nz, 1, 1};
-
-  {  // D step: loss_D = BCE(D(x), 1) + BCE(D(G(z)), 0); update D only.
-    Builder b(d_graph_, vars_);
-    b.set_training(true);
-    ValueId real = b.placeholder("images", image_shape);
-    ValueId z = b.placeholder("z", noise_shape);
-    ValueId ones = b.placeholder("real_label", {batch});
-    ValueId zeros = b.placeholder("fake_label", {batch});
-    ValueId fake = build_dcgan_generator(b, z, model);
-    ValueId d_real = build_dcgan_discriminator(b, real, model);
-    ValueId d_fake = build_dcgan_discriminator(b, fake, model);
-    loss_d_ = b.add(b.mean(b.sigmoid_cross_entropy(d_real, ones)),
-                    b.mean(b.sigmoid_cross_entropy(d_fake, zeros)));
-    d_x_ = b.mean(b.sigmoid(d_real));
-    d_g_z1_ = b.mean(b.sigmoid(d_fake));
-    const std::vector<std::string> params = dcgan_parameter_names(vars_, kDiscriminatorScope);
-    std::vector<ValueId> values;
-    for (const auto& p : params) values.push_back(variable_value(d_graph_, p));
-    ValueId seed_grad = b.placeholder("loss_scale", {});
-    append_optimizer(b, params, append_gradients(b, loss_d_, seed_grad, values), adam);
+  {
+    const DStep d = build_d_step(d_graph_, vars_, model, batch, adam);
+    loss_d_ = d.loss;
+    d_x_ = d.d_x;
+    d_g_z1_ = d.d_g_z1;
+    d_plan_ = apply_gan_precision(
+        d_graph_, precision,
+        [&](Graph& g, VariableStore& v) {
+          const DStep s = build_d_step(g, v, model, batch, adam);
+          return std::vector<ValueId>{s.loss, s.d_x, s.d_g_z1};
+        },
+        d_costs_);
     CompileOptions co;
     co.fetches = {loss_d_, d_x_, d_g_z1_};
     co.seed = seed;
-    if (precision.policy == Precision::amp)
-      apply_amp_policy(d_graph_, precision.lists, precision.low);
-    CAMPO_CHECK(precision.policy != Precision::cost_aware,
-                "--precision cost-aware is not implemented yet (use fp32 or amp)");
     d_exe_ = std::make_unique<Executable>(d_graph_, vars_, co);
     d_exe_->input("loss_scale").data_as<float>()[0] = 1.0f;
     std::fill_n(d_exe_->input("real_label").data_as<float>(), batch, 1.0f);
     std::fill_n(d_exe_->input("fake_label").data_as<float>(), batch, 0.0f);
   }
-  {  // G step: loss_G = BCE(D(G(z)), 1); update G only.
-    Builder b(g_graph_, vars_);
-    b.set_training(true);
-    ValueId z = b.placeholder("z", noise_shape);
-    ValueId ones = b.placeholder("real_label", {batch});
-    ValueId d_fake = build_dcgan_discriminator(b, build_dcgan_generator(b, z, model), model);
-    loss_g_ = b.mean(b.sigmoid_cross_entropy(d_fake, ones));
-    d_g_z2_ = b.mean(b.sigmoid(d_fake));
-    const std::vector<std::string> params = dcgan_parameter_names(vars_, kGeneratorScope);
-    std::vector<ValueId> values;
-    for (const auto& p : params) values.push_back(variable_value(g_graph_, p));
-    ValueId seed_grad = b.placeholder("loss_scale", {});
-    append_optimizer(b, params, append_gradients(b, loss_g_, seed_grad, values), adam);
+  {
+    const GStep s = build_g_step(g_graph_, vars_, model, batch, adam);
+    loss_g_ = s.loss;
+    d_g_z2_ = s.d_g_z2;
+    g_plan_ = apply_gan_precision(
+        g_graph_, precision,
+        [&](Graph& g, VariableStore& v) {
+          const GStep t = build_g_step(g, v, model, batch, adam);
+          return std::vector<ValueId>{t.loss, t.d_g_z2};
+        },
+        g_costs_);
     CompileOptions co;
     co.fetches = {loss_g_, d_g_z2_};
     co.seed = seed + 1;
-    if (precision.policy == Precision::amp)
-      apply_amp_policy(g_graph_, precision.lists, precision.low);
     g_exe_ = std::make_unique<Executable>(g_graph_, vars_, co);
     g_exe_->input("loss_scale").data_as<float>()[0] = 1.0f;
     std::fill_n(g_exe_->input("real_label").data_as<float>(), batch, 1.0f);

@@ -114,6 +114,12 @@ class GanSession {
   VariableStore& variables() { return vars_; }
   Graph& d_graph() { return d_graph_; }
   Graph& g_graph() { return g_graph_; }
+  // cost-aware only (else null): the costs and decisions of each step graph, by node id of
+  // the graph before casts.
+  const CostAwarePlan* d_plan() const { return d_plan_.get(); }
+  const CostAwarePlan* g_plan() const { return g_plan_.get(); }
+  const CostTable* d_costs() const { return d_costs_.get(); }
+  const CostTable* g_costs() const { return g_costs_.get(); }
   int64_t iterations() const { return iterations_; }
   int64_t generator_parameters() const;
   int64_t discriminator_parameters() const;
@@ -127,6 +133,8 @@ class GanSession {
   ValueId loss_d_ = kNoValue, d_x_ = kNoValue, d_g_z1_ = kNoValue;
   ValueId loss_g_ = kNoValue, d_g_z2_ = kNoValue, samples_ = kNoValue;
   std::unique_ptr<Executable> d_exe_, g_exe_, sample_exe_;
+  std::shared_ptr<const CostAwarePlan> d_plan_, g_plan_;
+  std::shared_ptr<const CostTable> d_costs_, g_costs_;
   int64_t iterations_ = 0;
   std::vector<double> op_ms_;  // by OpKind
 };
