@@ -30,6 +30,9 @@ struct PrecisionConfig {
   std::shared_ptr<const CostTable> costs;
   std::shared_ptr<const struct Calibration> calibration;  // set: profiling times f32 only
   int profile_warmup = 2, profile_steps = 3;
+  // cost-aware: pad low-precision GEMMs with unaligned K/N where a side-by-side timing of
+  // the node says it pays (amp/padding.h).
+  bool padding = true;
 };
 
 // TensorFlow's painting passes over the whole training graph (forward, backward and

@@ -147,3 +147,42 @@ TEST(BenchTest, CostAwareWithFixedCostsNeedsNoMoreCastsThanAmp) {
 
 }  // namespace
 }  // namespace campo
+
+namespace campo {
+namespace {
+
+// Cost-aware pads only low-precision GEMMs with unaligned K/N (LeNet's 400-120-84-10
+// classifier has them), and only when asked; which ones pay is measured, so only the
+// invariants are checked.
+TEST(PaddingPolicyTest, CostAwarePadsOnlyCandidatesAndOnlyWhenAsked) {
+  ModelRunOptions run;
+  run.model = "lenet";
+  run.batch = 8;
+  Graph probe;
+  VariableStore probe_vars(1);
+  build_training_graph(probe, probe_vars, model_run_spec(run, Precision::fp32));
+  auto costs = std::make_shared<CostTable>();
+  costs->nodes.assign(size_t(probe.num_nodes()), NodeCost{1.0, 0.5});
+  run.costs = costs;
+  for (bool padding : {false, true}) {
+    TrainingGraphSpec spec = model_run_spec(run, Precision::cost_aware);
+    spec.precision.padding = padding;
+    Graph g;
+    VariableStore vars(1);
+    const TrainingGraphInfo info = build_training_graph(g, vars, spec);
+    EXPECT_GT(info.padding_candidates, 0);
+    int padded = 0;
+    for (NodeId id = 0; id < g.num_nodes(); ++id)
+      if (g.node(id).pad_to > 0) {
+        ++padded;
+        EXPECT_EQ(g.node(id).kind, OpKind::MatMul);
+        EXPECT_NE(g.node(id).dtype, DType::f32);
+      }
+    EXPECT_EQ(padded, info.padded);
+    if (!padding) EXPECT_EQ(info.padded, 0);
+    EXPECT_LE(info.padded, info.padding_candidates);
+  }
+}
+
+}  // namespace
+}  // namespace campo

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "amp/calibration.h"
+#include "amp/padding.h"
 #include "runtime/atomic_file.h"
 #include "runtime/timer.h"
 #include "models/dcgan.h"
@@ -113,6 +114,7 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
                            {"phase", phase_name(n.phase)},
                            {"list", list},
                            {"dtype", dtype_name(n.dtype)},
+                           {"pad_to", n.pad_to},
                            {"shapes", shapes}};
     const bool has_cost = costed && size_t(id) < info->costs->nodes.size() &&
                           size_t(id) < info->cost_plan->decided_by.size();
@@ -127,7 +129,8 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
     if ((leaf || update) && !o.all_nodes) continue;
     std::string name = n.name.size() > 43 ? "..." + n.name.substr(n.name.size() - 40) : n.name;
     out << std::left << std::setw(44) << name << std::setw(22) << op_name(n.kind) << std::setw(5)
-        << phase_name(n.phase) << std::setw(7) << list << std::setw(6) << dtype_name(n.dtype);
+        << phase_name(n.phase) << std::setw(7) << list << std::setw(6)
+        << (std::string(dtype_name(n.dtype)) + (n.pad_to > 0 ? "+p" : ""));
     if (costed) {
       char buf[64];
       if (has_cost)
@@ -223,6 +226,11 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
                     amp_casts.casts, info.costs->cast.fixed_ms,
                     info.costs->cast.per_element_ms);
       out << line;
+      out << "padding: " << info.padded << " of " << info.padding_candidates
+          << " low-precision GEMMs with unaligned K/N padded to multiples of " << kPadTo
+          << " (where timing the node both ways showed a gain)\n";
+      j["padding_candidates"] = info.padding_candidates;
+      j["padded"] = info.padded;
       j["predicted_ms"] = info.cost_plan->predicted_ms;
       j["amp_predicted_ms"] = amp_ms;
       j["fp32_predicted_ms"] = fp32_ms;

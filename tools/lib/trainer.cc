@@ -1,5 +1,6 @@
 #include "tools/lib/trainer.h"
 
+#include "amp/padding.h"
 #include "tools/lib/profiling.h"
 #include "tools/lib/progress.h"
 
@@ -100,6 +101,9 @@ TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
     case Precision::cost_aware: {
       auto plan = std::make_shared<CostAwarePlan>(plan_cost_aware(g, spec.precision.lists, *costs));
       apply_precision(g, plan->low, spec.precision.low);
+      info.padding_candidates = int(padding_candidates(g).size());
+      if (spec.precision.padding)
+        info.padded = apply_padding(g, [&](NodeId id) { return padding_pays(g, id); });
       info.costs = costs;
       info.cost_plan = plan;
       break;

@@ -85,6 +85,7 @@ struct TrainingGraphInfo {
   // cast insertion, which keeps its ids).
   std::shared_ptr<const CostTable> costs;
   std::shared_ptr<const CostAwarePlan> cost_plan;
+  int padding_candidates = 0, padded = 0;  // cost-aware: low-precision GEMMs, padded ones
 };
 TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
                                        const TrainingGraphSpec& spec);
