@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <ostream>
@@ -229,6 +230,13 @@ CastFit fit_casts(const std::vector<CastTiming>& casts,
   return fit_cast_relative(samples);
 }
 
+// The 1-minute load average (0 when unknown).
+double load_average() {
+  std::ifstream in("/proc/loadavg");
+  double load = 0;
+  return in >> load ? load : 0.0;
+}
+
 std::string utc_now() {
   std::time_t now = std::time(nullptr);
   std::tm tm{};
@@ -274,10 +282,11 @@ std::map<std::string, OpModel> fit_models(const Measurements& m, std::ostream& l
   return models;
 }
 
-// Held-out score of simpler predictors, for the report: T_lp = T_fp32 (no change) and the
-// ratio model alone.
+// Held-out scores for the report: the model's median absolute percentage error (MAPE is a
+// mean, and a few timings hit by a scheduling hiccup can dominate it), and the MAPE of
+// simpler predictors, T_lp = T_fp32 (no change) and the ratio model alone.
 struct Baselines {
-  double same = -1, ratio = -1;
+  double median = -1, same = -1, ratio = -1;
 };
 Baselines baselines(const Calibration& cal, const std::string& key, const Measurements& m) {
   std::vector<OpSample> train, heldout;
@@ -288,11 +297,17 @@ Baselines baselines(const Calibration& cal, const std::string& key, const Measur
   }
   Baselines b;
   if (heldout.empty() || train.empty()) return b;
-  std::vector<double> same, truth;
+  std::vector<double> same, truth, errors;
+  const OpModel& model = cal.ops.at(key);
   for (const OpSample& s : heldout) {
     same.push_back(s.fp32_ms);
     truth.push_back(s.low_ms);
+    errors.push_back(100 * std::fabs(model.predict_low_ms(s.features, s.fp32_ms) - s.low_ms) /
+                     s.low_ms);
   }
+  std::sort(errors.begin(), errors.end());
+  const size_t n = errors.size();
+  b.median = n % 2 ? errors[n / 2] : 0.5 * (errors[n / 2 - 1] + errors[n / 2]);
   b.same = mape_percent(same, truth);
   // The ratio fit on the training samples (fit_op_model's last resort).
   double sxy = 0, sxx = 0;
@@ -312,9 +327,9 @@ void print_report(const Calibration& cal, const Measurements& m, std::ostream& l
   char line[512];
   log << "\nper-op models (T_lp = sum w_i PC_i + sigma T_fp32 + bias; features kept where "
          "Spearman |rho| > 0.75 on the training samples):\n";
-  std::snprintf(line, sizeof line, "  %-30s %-10s %5s %5s %8s %9s %8s %8s %8s  %s\n", "op model",
-                "fit", "train", "held", "sigma", "bias ms", "MAPE %", "=f32 %", "ratio %",
-                "features (rho)");
+  std::snprintf(line, sizeof line, "  %-30s %-10s %5s %5s %8s %9s %8s %8s %8s %8s  %s\n",
+                "op model", "fit", "train", "held", "sigma", "bias ms", "MAPE %", "median %",
+                "=f32 %", "ratio %", "features (rho)");
   log << line;
   // Held-out T_lp per op model, for the time-share weighting.
   std::map<std::string, double> heldout_ms;
@@ -326,7 +341,7 @@ void print_report(const Calibration& cal, const Measurements& m, std::ostream& l
     heldout_ms[model->key] += s.s.low_ms;
     heldout_total += s.s.low_ms;
   }
-  double mape_sum = 0, weighted = 0, weight = 0;
+  double mape_sum = 0, median_sum = 0, weighted = 0, weight = 0;
   int scored = 0;
   for (const auto& [key, model] : cal.ops) {
     std::string features;
@@ -339,25 +354,28 @@ void print_report(const Calibration& cal, const Measurements& m, std::ostream& l
     if (features.empty()) features = "-";
     const Baselines b = baselines(cal, key, m);
     auto pct = [](double v) { return v < 0 ? std::string("-") : std::to_string(v).substr(0, 6); };
-    std::snprintf(line, sizeof line, "  %-30s %-10s %5d %5d %8.3f %9.4f %8s %8s %8s  %s\n",
+    std::snprintf(line, sizeof line, "  %-30s %-10s %5d %5d %8.3f %9.4f %8s %8s %8s %8s  %s\n",
                   key.c_str(), model.fit.c_str(), model.train_samples, model.heldout_samples,
-                  model.sigma, model.bias, pct(model.heldout_mape).c_str(), pct(b.same).c_str(),
-                  pct(b.ratio).c_str(), features.c_str());
+                  model.sigma, model.bias, pct(model.heldout_mape).c_str(), pct(b.median).c_str(),
+                  pct(b.same).c_str(), pct(b.ratio).c_str(), features.c_str());
     log << line;
     if (model.heldout_mape >= 0) {
       mape_sum += model.heldout_mape;
+      median_sum += b.median;
       ++scored;
       weighted += model.heldout_mape * heldout_ms[key];
       weight += heldout_ms[key];
     }
   }
-  log << "  (MAPE: the model on held-out configurations; =f32: predicting T_lp = T_fp32; "
-         "ratio: T_lp = sigma T_fp32 alone)\n";
+  log << "  (MAPE and median: the model's absolute percentage error on held-out "
+         "configurations; =f32: MAPE of predicting T_lp = T_fp32; ratio: of T_lp = sigma T_fp32 "
+         "alone)\n";
   if (scored > 0) {
     std::snprintf(line, sizeof line,
                   "held-out MAPE over %d op models: mean %.1f%%, weighted by time share %.1f%% "
-                  "(%.1f ms of held-out low-precision time)\n",
-                  scored, mape_sum / scored, weight > 0 ? weighted / weight : 0.0, heldout_total);
+                  "(%.1f ms of held-out low-precision time); mean of the median errors %.1f%%\n",
+                  scored, mape_sum / scored, weight > 0 ? weighted / weight : 0.0, heldout_total,
+                  median_sum / scored);
     log << line;
   } else {
     log << "held-out MAPE: nothing was held out\n";
@@ -400,7 +418,7 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
               "is set)");
   const Timer wall;
   const double budget_s = 60.0 * budget_minutes;
-  const Timing timing = o.quick ? Timing{1, 2} : Timing{1, 3};
+  const Timing timing = o.quick ? Timing{1, 3} : Timing{1, 5};
 
   Calibration cal;
   cal.machine = this_machine();
@@ -413,6 +431,10 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
       << dtype_name(low) << ", budget " << budget_minutes << " min" << (o.quick ? " (quick)" : "")
       << "\n";
   log << "hardware counters: " << cal.hardware_counters << "\n";
+  if (const double load = load_average(); load > 0.5 * cal.machine.logical_cores)
+    log << "warning: the machine is busy (load average " << load << " on "
+        << cal.machine.logical_cores
+        << " logical cores): timings will be noisy; calibrate on a quiet machine\n";
 
   const std::vector<Configuration> set = calibration_set(o);  // checks the models first
   Measurements m;
