@@ -179,7 +179,7 @@ void add_model_run_options(CLI::App* cmd, ModelRunOptions& o) {
 // cost-aware plan/bench without --calibration: this machine's default calibration (a
 // quick automatic one when there is none); "none" keeps the profiling of both precisions.
 void resolve_calibration(ModelRunOptions& run, bool cost_aware) {
-  if (!cost_aware || run.model == "dcgan") return;
+  if (!cost_aware) return;
   if (run.calibration == "none") {
     run.calibration.clear();
     return;
