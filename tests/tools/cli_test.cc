@@ -147,8 +147,10 @@ TEST_F(CliDataTest, TruncatedImageFile) {
 }
 
 TEST(CliTrainTest, TrainsMlpAndPrintsJson) {
+  // The default precision is cost-aware; "--calibration none" keeps the test off this
+  // machine's calibration cache (the profiling step times both precisions instead).
   std::vector<std::string> a = train_args({"--model", "mlp", "--dataset", "synthetic", "--epochs",
-                                           "1", "--lr", "0.05"});
+                                           "1", "--lr", "0.05", "--calibration", "none"});
   a.insert(a.end(), kQuick.begin(), kQuick.end());
   auto r = run_cli(a);
   ASSERT_EQ(r.code, 0) << r.err;
@@ -159,6 +161,7 @@ TEST(CliTrainTest, TrainsMlpAndPrintsJson) {
   EXPECT_NE(json.find("\"samples_per_sec\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"final_loss\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"wall_seconds\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"precision\":\"cost-aware\""), std::string::npos) << json;
 }
 
 }  // namespace

@@ -13,6 +13,7 @@ namespace {
 TrainOptions small_run(const std::string& optimizer) {
   TrainOptions o;
   o.model = "mlp";
+  o.precision = "fp32";
   o.dataset = "synthetic";
   o.dropout = 0.2f;  // exercises the dropout RNG state
   o.epochs = 2;

@@ -140,8 +140,12 @@ void add_train_options(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--resume", o.resume_path, "Continue training from a checkpoint");
   cmd->add_option("--image-size", o.image_size, "Resize images to this square size (0: native)");
   cmd->add_option("--channels", o.channels, "Image channels, 1 or 3 (0: the data set's own)");
-  cmd->add_option("--precision", o.precision, "fp32, amp (TensorFlow's list-based rewrite) or cost-aware")
+  cmd->add_option("--precision", o.precision,
+                  "cost-aware (Campo), amp (TensorFlow's list-based rewrite) or fp32")
       ->capture_default_str();
+  cmd->add_option("--calibration", o.calibration,
+                  "cost-aware: calibration file (default: this machine's, or a quick automatic "
+                  "calibration first; none: time both precisions in the profiling step)");
   cmd->add_option("--low-precision", o.low_precision, "Low-precision type: bf16 or fp16")
       ->capture_default_str();
   cmd->add_option("--loss-scale", o.loss_scale,
@@ -238,7 +242,7 @@ int run(const std::vector<std::string>& args) {
   CLI::App* plan_cmd = app.add_subcommand(
       "plan", "Show, per node of the training step, the precision a policy chooses");
   add_model_run_options(plan_cmd, plan_options.run);
-  plan_cmd->add_option("--precision", plan_options.precision, "fp32, amp or cost-aware")
+  plan_cmd->add_option("--precision", plan_options.precision, "cost-aware, amp or fp32")
       ->capture_default_str();
   plan_cmd->add_option("--dot", plan_options.dot_path,
                        "Write a Graphviz DOT file, nodes coloured by precision, casts in red");
@@ -247,7 +251,7 @@ int run(const std::vector<std::string>& args) {
                      "Also list variables, placeholders and optimizer updates");
 
   BenchOptions bench_options;
-  std::string bench_precisions = "fp32,amp";
+  std::string bench_precisions = "fp32,amp,cost-aware";
   CLI::App* bench_cmd = app.add_subcommand(
       "bench", "Measure training throughput of precision policies side by side");
   add_model_run_options(bench_cmd, bench_options.run);
@@ -315,6 +319,7 @@ int run(const std::vector<std::string>& args) {
       g.train_limit = t.train_limit;
       g.threads = t.threads;
       g.precision = precision_config(t);
+      g.calibration = t.calibration;
       train_gan(g, std::cout, isatty(STDOUT_FILENO) != 0);
       return 0;
     }

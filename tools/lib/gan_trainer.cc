@@ -393,7 +393,9 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
   adam.kind = OptimizerConfig::Kind::adam;
   adam.beta1 = o.beta1;
   adam.beta2 = o.beta2;
-  GanSession session(mopts, o.batch, adam, o.seed, 64, o.precision);
+  PrecisionConfig precision = o.precision;
+  attach_calibration(precision, o.calibration, log);
+  GanSession session(mopts, o.batch, adam, o.seed, 64, precision);
 
   if (!o.samples_dir.empty()) {
     std::error_code ec;

@@ -57,6 +57,7 @@ struct GanOptions {
   int64_t train_limit = 0;              // use only the first N training samples (0: all)
   int threads = 0;                      // 0: OpenMP default
   PrecisionConfig precision;            // fp32 unless set
+  std::string calibration;              // cost-aware: as TrainOptions::calibration
 };
 
 struct GanResult {

@@ -31,7 +31,7 @@ struct ModelRunOptions {
 
 struct PlanOptions {
   ModelRunOptions run;
-  std::string precision = "amp";
+  std::string precision = "cost-aware";
   std::string dot_path;   // write Graphviz DOT here when set
   std::string json_path;  // write the per-node plan as JSON here when set
   bool all_nodes = false;  // also list variables, placeholders and optimizer updates
@@ -42,7 +42,7 @@ void print_plan(const PlanOptions& o, std::ostream& out);
 
 struct BenchOptions {
   ModelRunOptions run;
-  std::vector<std::string> precisions = {"fp32", "amp"};
+  std::vector<std::string> precisions = {"fp32", "amp", "cost-aware"};
   int steps = 20;      // timed steps per repetition
   int warmup = 3;      // untimed steps before the first repetition
   int repeats = 3;     // interleaved repetitions (policy A, B, ..., A, B, ...)

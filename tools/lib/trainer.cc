@@ -1,6 +1,7 @@
 #include "tools/lib/trainer.h"
 
 #include "amp/padding.h"
+#include "tools/lib/calibrate.h"
 #include "tools/lib/profiling.h"
 #include "tools/lib/progress.h"
 
@@ -156,6 +157,18 @@ PrecisionConfig precision_config(const TrainOptions& o) {
   LossScaler check(p.scaler);  // validates the scaler options
   (void)check;
   return p;
+}
+
+void attach_calibration(PrecisionConfig& p, const std::string& calibration, std::ostream& log) {
+  if (p.policy != Precision::cost_aware || calibration == "none") return;
+  if (!calibration.empty()) {
+    p.calibration = std::make_shared<const Calibration>(load_calibration(calibration));
+    log << "campo: calibration " << calibration << "\n";
+  } else {
+    std::string path;
+    p.calibration = default_calibration(p.low, log, &path);
+    if (p.calibration) log << "campo: calibration " << path << "\n";
+  }
 }
 
 TrainingSession::~TrainingSession() = default;
@@ -470,7 +483,8 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   ocfg.momentum = o.momentum;
   ocfg.nesterov = o.nesterov;
   ocfg.weight_decay = o.weight_decay;
-  const PrecisionConfig pcfg = precision_config(o);
+  PrecisionConfig pcfg = precision_config(o);
+  attach_calibration(pcfg, o.calibration, log);
   TrainingSession session(o.model, mopts, image_shape, o.batch, ocfg, o.seed, pcfg);
 
   if (o.profile) session.set_profiling(true);

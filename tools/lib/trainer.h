@@ -41,7 +41,11 @@ struct TrainOptions {
   std::string progress = "auto";  // auto | bar | lines | none
   int threads = 0;                // 0: OpenMP default
   bool profile = false;           // time every node; print the time per op at the end
-  std::string precision = "fp32";      // fp32 | amp | cost-aware
+  std::string precision = "cost-aware";  // fp32 | amp | cost-aware
+  // cost-aware: the calibration file; "" = this machine's (tools/lib/calibrate.h
+  // default_calibration: found, or a quick automatic calibration first); "none" = no
+  // calibration, the profiling step times both precisions instead.
+  std::string calibration;
   std::string low_precision = "bf16";  // bf16 | fp16 (the low type of amp / cost-aware)
   std::string loss_scale = "auto";     // auto (dynamic for fp16, none for bf16) | dynamic | none
   float loss_scale_init = 65536.0f;
@@ -62,8 +66,11 @@ struct TrainOptions {
   double holdout = 0;            // folder without a test folder: fraction held out for test
 };
 
-// From the command-line options (checks them).
+// From the command-line options (checks them). Leaves the calibration out.
 PrecisionConfig precision_config(const TrainOptions& o);
+// Sets p.calibration for a cost-aware policy as `calibration` says (see TrainOptions);
+// what it looked for or ran goes to `log`.
+void attach_calibration(PrecisionConfig& p, const std::string& calibration, std::ostream& log);
 
 // What one training step computes: model forward on placeholders "images" [batch, C, H, W]
 // and "labels" [batch] (i32), mean softmax cross-entropy, gradients seeded by the
