@@ -184,10 +184,12 @@ CastStats apply_precision(Graph& g, const std::vector<char>& low, DType low_type
   return insert_casts(g);
 }
 
-PrecisionSummary summarize_precision(const Graph& g) {
+PrecisionSummary summarize_precision(const Graph& g, const std::vector<ValueId>& fetches) {
   PrecisionSummary s;
-  for (const Node& n : g.nodes()) {
-    if (!has_kernel_node(n)) continue;
+  const std::vector<char> live = fetches.empty() ? std::vector<char>() : live_nodes(g, fetches);
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    const Node& n = g.node(id);
+    if (!has_kernel_node(n) || (!live.empty() && !live[size_t(id)])) continue;
     if (n.kind == OpKind::Cast) {
       ++s.casts.casts;
       s.casts.cast_elements += shape_numel(g.value(n.inputs[0]).shape);

@@ -67,6 +67,8 @@ struct PrecisionSummary {
 };
 // The `amp` policy: paint_amp + apply_precision.
 PrecisionSummary apply_amp_policy(Graph& g, const AmpLists& lists, DType low_type);
-PrecisionSummary summarize_precision(const Graph& g);
+// With `fetches`: only the nodes a step fetching them runs (live_nodes) count, so that
+// casts feeding dead code (never run) are not counted.
+PrecisionSummary summarize_precision(const Graph& g, const std::vector<ValueId>& fetches = {});
 
 }  // namespace campo

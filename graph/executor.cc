@@ -14,21 +14,7 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
   const int num_nodes = graph.num_nodes();
 
   // Dead-code elimination: keep what the fetches and side-effecting nodes need.
-  std::vector<char> live(size_t(num_nodes), 0);
-  std::vector<NodeId> stack;
-  for (ValueId v : options.fetches) {
-    CAMPO_CHECK(v >= 0 && v < graph.num_values(), "fetch of unknown value ", v);
-    stack.push_back(graph.value(v).producer);
-  }
-  for (NodeId id = 0; id < num_nodes; ++id)
-    if (op_schema(graph.node(id).kind).has_side_effects) stack.push_back(id);
-  while (!stack.empty()) {
-    NodeId id = stack.back();
-    stack.pop_back();
-    if (live[size_t(id)]) continue;
-    live[size_t(id)] = 1;
-    for (ValueId v : graph.node(id).inputs) stack.push_back(graph.value(v).producer);
-  }
+  const std::vector<char> live = live_nodes(graph, options.fetches);
   for (NodeId id : graph.topological_order())
     if (live[size_t(id)]) schedule_.push_back(id);
 

@@ -205,4 +205,23 @@ std::string Graph::to_dot() const {
   return os.str();
 }
 
+std::vector<char> live_nodes(const Graph& g, const std::vector<ValueId>& fetches) {
+  std::vector<char> live(size_t(g.num_nodes()), 0);
+  std::vector<NodeId> stack;
+  for (ValueId v : fetches) {
+    CAMPO_CHECK(v >= 0 && v < g.num_values(), "fetch of unknown value ", v);
+    stack.push_back(g.value(v).producer);
+  }
+  for (NodeId id = 0; id < g.num_nodes(); ++id)
+    if (op_schema(g.node(id).kind).has_side_effects) stack.push_back(id);
+  while (!stack.empty()) {
+    const NodeId id = stack.back();
+    stack.pop_back();
+    if (live[size_t(id)]) continue;
+    live[size_t(id)] = 1;
+    for (ValueId v : g.node(id).inputs) stack.push_back(g.value(v).producer);
+  }
+  return live;
+}
+
 }  // namespace campo

@@ -108,6 +108,11 @@ struct OpSchema {
 void register_schema(const OpSchema& schema);
 const OpSchema& op_schema(OpKind kind);
 
+// The nodes a step that fetches `fetches` runs: those the fetched values and the
+// side-effecting nodes (optimizer updates) depend on, by node id. The others are dead
+// code, which the compiler removes.
+std::vector<char> live_nodes(const Graph& g, const std::vector<ValueId>& fetches);
+
 struct SchemaRegistrar {
   explicit SchemaRegistrar(const OpSchema& s) { register_schema(s); }
 };

@@ -42,6 +42,25 @@ TEST(AmpPolicyTest, ClearOpBetweenTwoAllowOpsIsPainted) {
   EXPECT_EQ(s.low_nodes, 3);
 }
 
+// Casts that only feed dead code (never run by a step fetching the loss) are not counted
+// when the summary is given the fetches.
+TEST(AmpPolicyTest, SummaryWithFetchesSkipsDeadCasts) {
+  Fixture f;
+  ValueId x = f.b.placeholder("x", {4, 8});
+  ValueId m1 = f.b.matmul(x, f.var("w1", {8, 8}));
+  ValueId loss = f.b.sum(m1);   // deny: m1 cast back to f32
+  ValueId dead = f.b.mean(m1);  // deny, fetched by nobody: shares that cast
+  ValueId dead2 = f.b.sum(f.b.relu(x));  // a branch that runs nowhere
+  (void)dead;
+  apply_amp_policy(f.g, AmpLists::defaults(), DType::bf16);
+  const PrecisionSummary all = summarize_precision(f.g);
+  const PrecisionSummary live = summarize_precision(f.g, {loss});
+  EXPECT_EQ(all.casts.casts, live.casts.casts);  // the shared cast is live
+  EXPECT_EQ(live.f32_nodes, 1);                   // Sum(m1) only
+  EXPECT_EQ(all.f32_nodes, 4);                    // + Mean, Relu, Sum of the dead branch
+  (void)dead2;
+}
+
 TEST(AmpPolicyTest, DenyPropagatesForwardThroughInferOps) {
   Fixture f;
   ValueId x = f.b.placeholder("x", {4, 8});

@@ -522,7 +522,8 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
 namespace campo {
 
 PrecisionSummary GanSession::precision_summary() const {
-  PrecisionSummary d = summarize_precision(d_graph_), g = summarize_precision(g_graph_);
+  PrecisionSummary d = summarize_precision(d_graph_, d_fetches()),
+                   g = summarize_precision(g_graph_, g_fetches());
   d.low_nodes += g.low_nodes;
   d.f32_nodes += g.f32_nodes;
   d.casts.casts += g.casts.casts;

@@ -117,10 +117,13 @@ class GanSession {
   Graph& g_graph() { return g_graph_; }
   // cost-aware only (else null): the costs and decisions of each step graph, by node id of
   // the graph before casts.
-  const CostAwarePlan* d_plan() const { return d_plan_.get(); }
-  const CostAwarePlan* g_plan() const { return g_plan_.get(); }
-  const CostTable* d_costs() const { return d_costs_.get(); }
-  const CostTable* g_costs() const { return g_costs_.get(); }
+  // What each step fetches (its live nodes are those these and the updates need).
+  std::vector<ValueId> d_fetches() const { return {loss_d_, d_x_, d_g_z1_}; }
+  std::vector<ValueId> g_fetches() const { return {loss_g_, d_g_z2_}; }
+  const std::shared_ptr<const CostAwarePlan>& d_plan() const { return d_plan_; }
+  const std::shared_ptr<const CostAwarePlan>& g_plan() const { return g_plan_; }
+  const std::shared_ptr<const CostTable>& d_costs() const { return d_costs_; }
+  const std::shared_ptr<const CostTable>& g_costs() const { return g_costs_; }
   int64_t iterations() const { return iterations_; }
   int64_t generator_parameters() const;
   int64_t discriminator_parameters() const;

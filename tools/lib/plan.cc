@@ -90,6 +90,7 @@ namespace {
 nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
                                 const PrecisionConfig& precision, const PlanOptions& o,
                                 const std::string& dot_path, std::ostream& out,
+                                const std::vector<ValueId>& fetches,
                                 const TrainingGraphInfo* info = nullptr) {
   const bool costed = info && info->cost_plan && info->costs;
   out << title << "\n";
@@ -146,7 +147,7 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
     }
     out << shapes << "\n";
   }
-  const PrecisionSummary s = summarize_precision(g);
+  const PrecisionSummary s = summarize_precision(g, fetches);
   out << "totals: " << s.low_nodes << " nodes in " << dtype_name(precision.low) << ", "
       << s.f32_nodes << " in f32; " << s.casts.casts << " casts, "
       << with_commas(s.casts.cast_elements) << " elements cast per step\n";
@@ -190,10 +191,17 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
     header << ", batch " << o.run.batch << ", " << m.image_size << "x" << m.image_size << "x"
            << m.channels;
     out << header.str() << "\n";
+    TrainingGraphInfo d_info, g_info;  // cost-aware: the costs and decisions to show
+    d_info.costs = session.d_costs();
+    d_info.cost_plan = session.d_plan();
+    g_info.costs = session.g_costs();
+    g_info.cost_plan = session.g_plan();
     j["graphs"] = {print_graph_plan(session.d_graph(), "discriminator step", precision, o,
-                                    with_suffix(o.dot_path, "_d"), out),
+                                    with_suffix(o.dot_path, "_d"), out, session.d_fetches(),
+                                    &d_info),
                    print_graph_plan(session.g_graph(), "generator step", precision, o,
-                                    with_suffix(o.dot_path, "_g"), out)};
+                                    with_suffix(o.dot_path, "_g"), out, session.g_fetches(),
+                                    &g_info)};
     PrecisionSummary s = session.precision_summary();
     j["low_nodes"] = s.low_nodes;
     j["f32_nodes"] = s.f32_nodes;
@@ -205,19 +213,25 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
     VariableStore vars(o.run.seed);
     TrainingGraphInfo info = build_training_graph(g, vars, spec);
     header << ", batch " << o.run.batch << ", input " << compact_shape(spec.image_shape);
-    j["graphs"] = {print_graph_plan(g, header.str(), spec.precision, o, o.dot_path, out, &info)};
+    std::vector<ValueId> fetches = {info.loss};
+    if (info.all_finite != kNoValue) fetches.push_back(info.all_finite);
+    j["graphs"] = {
+        print_graph_plan(g, header.str(), spec.precision, o, o.dot_path, out, fetches, &info)};
     if (info.cost_plan) {
       // Compare with amp under the same costs: same graph before casts, amp's painting.
       TrainingGraphSpec fp32 = spec;
       fp32.precision.policy = Precision::fp32;
       Graph ga;
       VariableStore va(o.run.seed);
-      build_training_graph(ga, va, fp32);
+      const TrainingGraphInfo ia = build_training_graph(ga, va, fp32);
       std::vector<char> amp_low = paint_amp(ga, spec.precision.lists);
       const double amp_ms = predict_step_ms(ga, *info.costs, amp_low);
       std::vector<char> none(size_t(ga.num_nodes()), 0);
       const double fp32_ms = predict_step_ms(ga, *info.costs, none);
-      const CastStats amp_casts = apply_precision(ga, amp_low, spec.precision.low);
+      apply_precision(ga, amp_low, spec.precision.low);
+      std::vector<ValueId> amp_fetches = {ia.loss};
+      if (ia.all_finite != kNoValue) amp_fetches.push_back(ia.all_finite);
+      const CastStats amp_casts = summarize_precision(ga, amp_fetches).casts;
       char line[256];
       std::snprintf(line, sizeof line,
                     "predicted step: cost-aware %.2f ms, amp %.2f ms, fp32 %.2f ms; casts: "
@@ -312,6 +326,8 @@ std::vector<BenchResult> run_gan_bench(const BenchOptions& o) {
     results[k].cast_elements = s.casts.cast_elements;
     results[k].low_nodes = s.low_nodes;
     results[k].cast_ms_per_step = -1;  // not profiled for GAN steps
+    if (sessions[k]->d_plan())
+      results[k].predicted_ms = sessions[k]->d_plan()->predicted_ms + sessions[k]->g_plan()->predicted_ms;
   }
   return results;
 }
@@ -374,6 +390,7 @@ std::vector<BenchResult> run_bench(const BenchOptions& o, std::ostream& out) {
     res.casts = s.info.summary.casts.casts;
     res.cast_elements = s.info.summary.casts.cast_elements;
     res.low_nodes = s.info.summary.low_nodes;
+    if (s.info.cost_plan) res.predicted_ms = s.info.cost_plan->predicted_ms;
     // Time spent in casts: a few timed steps after the measurement.
     double cast_ms = 0, total_ms = 0;
     s.exe->set_timing(true);
@@ -407,6 +424,9 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
   nlohmann::json j = nlohmann::json::array();
   for (BenchResult& res : results) {
     res.ratio_to_fp32 = fp32_median > 0 ? res.median / fp32_median : 0;
+    const double measured_ms = res.median > 0 ? 1000.0 * double(o.run.batch) / res.median : 0;
+    if (res.predicted_ms > 0 && measured_ms > 0)
+      res.prediction_error_pct = 100.0 * (res.predicted_ms - measured_ms) / measured_ms;
     char line[512];
     char cast_time[64] = "cast time n/a";
     if (res.cast_ms_per_step >= 0)
@@ -419,6 +439,12 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
                   fp32_median > 0 ? (std::to_string(res.ratio_to_fp32).substr(0, 4)).c_str() : "-",
                   res.casts, cast_time, res.low_nodes);
     out << line;
+    if (res.predicted_ms > 0) {
+      std::snprintf(line, sizeof line,
+                    "%-8s %-11s predicted %.2f ms/step, measured %.2f ms/step (%+.1f%%)\n", "",
+                    "", res.predicted_ms, measured_ms, res.prediction_error_pct);
+      out << line;
+    }
     j.push_back({{"model", o.run.model},
                  {"precision", res.precision},
                  {"low_precision", o.run.low_precision},
@@ -430,7 +456,10 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
                  {"cast_elements", res.cast_elements},
                  {"cast_ms_per_step", res.cast_ms_per_step},
                  {"step_ms", res.step_ms},
-                 {"low_nodes", res.low_nodes}});
+                 {"low_nodes", res.low_nodes},
+                 {"predicted_ms", res.predicted_ms},
+                 {"measured_ms", measured_ms},
+                 {"prediction_error_pct", res.prediction_error_pct}});
   }
   if (!o.json_path.empty()) {
     write_file_atomically(o.json_path, j.dump(1) + "\n");

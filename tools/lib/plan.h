@@ -59,6 +59,9 @@ struct BenchResult {
   int64_t cast_elements = 0;
   double cast_ms_per_step = 0, step_ms = 0;  // from a timed profiling step
   int low_nodes = 0;
+  // cost-aware: the plan's predicted step time (ms) and its error against the measured
+  // median step time, in percent (0 when not cost-aware).
+  double predicted_ms = 0, prediction_error_pct = 0;
 };
 
 std::vector<BenchResult> run_bench(const BenchOptions& o, std::ostream& out);

@@ -110,7 +110,9 @@ TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
       break;
     }
   }
-  info.summary = summarize_precision(g);
+  std::vector<ValueId> fetches = {info.loss};
+  if (info.all_finite != kNoValue) fetches.push_back(info.all_finite);
+  info.summary = summarize_precision(g, fetches);
   return info;
 }
 
