@@ -757,6 +757,10 @@ CostTable predict_costs(const Graph& g, const std::vector<double>& fp32_ms, cons
     if (const OpModel* m = cal.model_for(n.kind, f)) c.low_ms = m->predict_low_ms(f, t32);
   }
   costs.cast = cal.cast;
+  if (cal.cast_to_low.samples > 0 && cal.cast_to_f32.samples > 0) {  // per direction
+    costs.cast = cal.cast_to_low.model;
+    costs.cast_to_f32 = cal.cast_to_f32.model;
+  }
   return costs;
 }
 

@@ -83,8 +83,8 @@ struct CostGraph {
         (wants_low ? need_low : need_f32) = true;
       }
       const int64_t elements = shape_numel(val.shape);
-      if (produced_low && need_f32) total += costs.cast.cost_ms(elements);
-      if (!produced_low && need_low) total += costs.cast.cost_ms(elements);
+      if (produced_low && need_f32) total += costs.cast_ms(false, elements);
+      if (!produced_low && need_low) total += costs.cast_ms(true, elements);
     }
     return total;
   }

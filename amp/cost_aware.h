@@ -9,6 +9,7 @@
 // decided in the other precision.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,13 @@ struct NodeCost {
 
 struct CostTable {
   std::vector<NodeCost> nodes;  // by NodeId; nodes beyond the table cost nothing
-  CastCostModel cast;
+  CastCostModel cast;           // f32 -> low, and low -> f32 unless cast_to_f32 is set
+  // low -> f32 when the two directions cost differently (on the Zen 4 CPU of this project
+  // f32 -> bf16 costs ~2x bf16 -> f32 per element; the paper's GPU had them equal).
+  std::optional<CastCostModel> cast_to_f32;
+  double cast_ms(bool to_low, int64_t elements) const {
+    return (!to_low && cast_to_f32 ? *cast_to_f32 : cast).cost_ms(elements);
+  }
 };
 
 // Which traversal decided a node (for plans): 0 = default f32.

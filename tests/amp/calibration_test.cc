@@ -421,8 +421,12 @@ TEST(CalibrationPredictTest, PredictsListedNodesWithAModel) {
   EXPECT_DOUBLE_EQ(t.nodes[size_t(sum)].low_ms, 1.0);
   for (const NodeCost& c : t.nodes) EXPECT_GE(c.low_ms, 0.0);
   EXPECT_EQ(t.nodes[0].low_ms, 0.0);
-  EXPECT_EQ(t.cast.fixed_ms, 0.01);
-  EXPECT_EQ(t.cast.per_element_ms, 1e-6);
+  // One cast model per direction, from the calibration's separate fits.
+  EXPECT_EQ(t.cast.fixed_ms, 0.011);
+  EXPECT_EQ(t.cast.per_element_ms, 1.1e-6);
+  ASSERT_TRUE(t.cast_to_f32.has_value());
+  EXPECT_EQ(t.cast_to_f32->fixed_ms, 0.009);
+  EXPECT_EQ(t.cast_to_f32->per_element_ms, 0.9e-6);
   for (NodeId id = 0; id < g.num_nodes(); ++id)
     EXPECT_EQ(t.nodes[size_t(id)].fp32_ms, fp32[size_t(id)]);
 }

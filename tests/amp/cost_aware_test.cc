@@ -55,6 +55,28 @@ TEST(CostAwareTest, AllowOpThatDoesNotPayStaysF32) {
   EXPECT_NEAR(p.predicted_ms, 0.5 + 1.0 /*Sum*/ + 0.3, 1e-9);
 }
 
+// Casts into the low precision and back can cost differently (they do on CPUs): the two
+// input casts (x, w) are f32 -> low, the output cast (m for the Sum) low -> f32.
+TEST(CostAwareTest, CastDirectionsArePricedSeparately) {
+  Fixture f;
+  ValueId x = f.b.placeholder("x", {4, 8});
+  ValueId m = f.b.matmul(x, f.var("w", {8, 8}));
+  f.b.sum(m);
+  f.uniform_costs(1.0, 1.0);
+  f.set(m, 1.0, 0.5);
+  f.costs.cast = {0.1, 0.0};
+  f.costs.cast_to_f32 = CastCostModel{0.02, 0.0};
+  std::vector<char> low(size_t(f.g.num_nodes()), 0);
+  low[size_t(f.node_of(m))] = 1;
+  EXPECT_NEAR(predict_step_ms(f.g, f.costs, low), 0.5 + 1.0 + 2 * 0.1 + 0.02, 1e-9);
+  // Cheaper way back tips the decision: 0.5 ms saved vs 0.2 + 0.4 ms of casts is a loss...
+  f.costs.cast_to_f32 = CastCostModel{0.4, 0.0};
+  EXPECT_FALSE(plan_cost_aware(f.g, AmpLists::defaults(), f.costs).low[size_t(f.node_of(m))]);
+  // ... and with a cheap way back (0.2 + 0.02 ms) a gain.
+  f.costs.cast_to_f32 = CastCostModel{0.02, 0.0};
+  EXPECT_TRUE(plan_cost_aware(f.g, AmpLists::defaults(), f.costs).low[size_t(f.node_of(m))]);
+}
+
 TEST(CostAwareTest, SharedWeightCastIsPaidOnce) {
   Fixture f;
   ValueId x = f.b.placeholder("x", {4, 8});

@@ -124,7 +124,8 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
       node["low_ms"] = info->costs->nodes[size_t(id)].low_ms;
       node["decided_by"] = traversal_name(info->cost_plan->decided_by[size_t(id)]);
     } else if (costed && n.kind == OpKind::Cast) {
-      node["cast_ms"] = info->costs->cast.cost_ms(shape_numel(g.value(n.inputs[0]).shape));
+      node["cast_ms"] = info->costs->cast_ms(is_low_precision(g.value(n.outputs[0]).dtype),
+                                             shape_numel(g.value(n.inputs[0]).shape));
     }
     nodes.push_back(node);
     if ((leaf || update) && !o.all_nodes) continue;
@@ -140,7 +141,9 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
                       traversal_name(info->cost_plan->decided_by[size_t(id)]));
       else if (n.kind == OpKind::Cast)
         std::snprintf(buf, sizeof buf, "%9s%9.3f  %-14s", "",
-                      info->costs->cast.cost_ms(shape_numel(g.value(n.inputs[0]).shape)), "(cast)");
+                      info->costs->cast_ms(is_low_precision(g.value(n.outputs[0]).dtype),
+                                           shape_numel(g.value(n.inputs[0]).shape)),
+                      "(cast)");
       else
         std::snprintf(buf, sizeof buf, "%9s%9s  %-14s", "", "", "");
       out << buf;
@@ -240,6 +243,9 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
                     amp_casts.casts, info.costs->cast.fixed_ms,
                     info.costs->cast.per_element_ms);
       out << line;
+      if (info.costs->cast_to_f32)
+        out << "cast model low -> f32: " << info.costs->cast_to_f32->fixed_ms << " ms + "
+            << info.costs->cast_to_f32->per_element_ms << " ms/element (the line above: f32 -> low)\n";
       out << "padding: " << info.padded << " of " << info.padding_candidates
           << " low-precision GEMMs with unaligned K/N padded to multiples of " << kPadTo
           << " (where timing the node both ways showed a gain)\n";

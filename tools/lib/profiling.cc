@@ -158,11 +158,30 @@ CostTable graph_costs(const Graph& g, VariableStore& vars, const std::vector<Val
   costs.nodes.resize(size_t(g.num_nodes()));
   for (NodeId i = 0; i < g.num_nodes(); ++i)
     costs.nodes[size_t(i)] = {t.fp32_ms[size_t(i)], t.low_ms[size_t(i)]};
-  std::vector<std::pair<int64_t, double>> casts;
-  for (const CastTiming& c : t.casts) casts.push_back({c.elements, c.ms});
-  costs.cast = fit_cast_model(casts);
-  costs.cast.fixed_ms = std::max(0.0, costs.cast.fixed_ms);
-  costs.cast.per_element_ms = std::max(0.0, costs.cast.per_element_ms);
+  // One cast model per direction (they differ on CPUs), each C_I + r * n by least squares;
+  // both together when a direction has fewer than two distinct sizes.
+  std::vector<std::pair<int64_t, double>> all, to_low, to_f32;
+  for (const CastTiming& c : t.casts) {
+    all.push_back({c.elements, c.ms});
+    (c.to == DType::f32 ? to_f32 : to_low).push_back({c.elements, c.ms});
+  }
+  auto fit = [](const std::vector<std::pair<int64_t, double>>& samples) {
+    CastCostModel m = fit_cast_model(samples);
+    m.fixed_ms = std::max(0.0, m.fixed_ms);
+    m.per_element_ms = std::max(0.0, m.per_element_ms);
+    return m;
+  };
+  auto distinct_sizes = [](const std::vector<std::pair<int64_t, double>>& samples) {
+    std::vector<int64_t> n;
+    for (const auto& s : samples) n.push_back(s.first);
+    std::sort(n.begin(), n.end());
+    return std::unique(n.begin(), n.end()) - n.begin();
+  };
+  costs.cast = fit(all);
+  if (distinct_sizes(to_low) >= 2 && distinct_sizes(to_f32) >= 2) {
+    costs.cast = fit(to_low);
+    costs.cast_to_f32 = fit(to_f32);
+  }
   return costs;
 }
 
