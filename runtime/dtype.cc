@@ -150,6 +150,44 @@ __attribute__((target("avx2,f16c"))) void f16_to_f32_f16c(const uint16_t* src, f
   for (; i < n; ++i) dst[i] = f16_bits_to_f32(src[i]);
 }
 
+// The same bits as f32_to_bf16_block, 16 at a time with AVX-512F (GCC does not vectorise
+// the plain loop beyond SSE2 without -march: 4x slower than the way back, measured).
+// vcvtneps2bf16 (AVX512-BF16) is not used: it flushes subnormal inputs to zero.
+__attribute__((target("avx512f"))) void f32_to_bf16_avx512(const float* src, uint16_t* dst,
+                                                            size_t n) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  const __m512i inf = _mm512_set1_epi32(0x7f800000);
+  const __m512i bias = _mm512_set1_epi32(0x7fff);
+  const __m512i one = _mm512_set1_epi32(1);
+  const __m512i quiet = _mm512_set1_epi32(0x40);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i v = _mm512_loadu_si512(src + i);
+    const __m512i high = _mm512_srli_epi32(v, 16);
+    const __m512i rounded =
+        _mm512_srli_epi32(_mm512_add_epi32(v, _mm512_add_epi32(bias, _mm512_and_si512(high, one))), 16);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(v, abs_mask), inf);
+    const __m512i r = _mm512_mask_blend_epi32(nan, rounded, _mm512_or_si512(high, quiet));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm512_cvtepi32_epi16(r));
+  }
+  f32_to_bf16_block(src + i, dst + i, n - i);
+}
+
+__attribute__((target("avx512f"))) void bf16_to_f32_avx512(const uint16_t* src, float* dst,
+                                                            size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    _mm512_storeu_si512(dst + i, _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  bf16_to_f32_block(src + i, dst + i, n - i);
+}
+
+bool cpu_has_avx512f() {
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
+}
+
 bool cpu_has_f16c() {
   static const bool has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
   return has;
@@ -185,11 +223,13 @@ void convert_block(const void* src, DType st, void* dst, DType dt, size_t n, boo
   } else if (st == DType::f32 && dt == DType::bf16) {
     const float* s = static_cast<const float*>(src);
     uint16_t* d = static_cast<uint16_t*>(dst);
+    if (vectorized && cpu_has_avx512f()) return f32_to_bf16_avx512(s, d, n);
     if (vectorized) return f32_to_bf16_block(s, d, n);
     for (size_t i = 0; i < n; ++i) d[i] = f32_to_bf16_bits(s[i]);
   } else if (st == DType::bf16 && dt == DType::f32) {
     const uint16_t* s = static_cast<const uint16_t*>(src);
     float* d = static_cast<float*>(dst);
+    if (vectorized && cpu_has_avx512f()) return bf16_to_f32_avx512(s, d, n);
     if (vectorized) return bf16_to_f32_block(s, d, n);
     for (size_t i = 0; i < n; ++i) d[i] = bf16_bits_to_f32(s[i]);
   } else {

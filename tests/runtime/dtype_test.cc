@@ -95,7 +95,8 @@ TEST(DTypeTest, VectorizedMatchesScalarBitForBit) {
   for (auto& v : src) v = from_bits(uint32_t(rng.next_u64()));
   for (size_t i = 0; i < 1000; ++i) src[i] = rng.normal() * 1e-6f;  // f16 subnormal range
   for (DType t : {DType::f16, DType::bf16}) {
-    for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(8), size_t(1023), src.size()}) {
+    for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(8), size_t(16), size_t(17), size_t(1023),
+                     src.size()}) {
       std::vector<uint16_t> fast(n), slow(n);
       convert(src.data(), DType::f32, fast.data(), t, n);
       convert_scalar(src.data(), DType::f32, slow.data(), t, n);
