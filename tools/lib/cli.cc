@@ -7,6 +7,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <sstream>
 
+#include "amp/calibration.h"
 #include "datasets/registry.h"
 #include "models/models.h"
 #include "ops/cpu/low_precision.h"
@@ -47,20 +48,6 @@ std::string cpu_features() {
   return s.empty() ? "none" : s;
 }
 
-const char* isa_name(dnnl::cpu_isa isa) {
-  switch (isa) {
-    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
-    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
-    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
-    case dnnl::cpu_isa::avx512_core: return "avx512_core";
-    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
-    case dnnl::cpu_isa::avx2: return "avx2";
-    case dnnl::cpu_isa::avx: return "avx";
-    case dnnl::cpu_isa::sse41: return "sse41";
-    default: return "other";
-  }
-}
-
 std::string version_text() {
   std::ostringstream os;
   const dnnl_version_t* v = dnnl_version();
@@ -76,7 +63,7 @@ std::string version_text() {
   os << "cuda: off (built without nvcc)\n";
 #endif
   os << "onednn: " << v->major << "." << v->minor << "." << v->patch << " (isa "
-     << isa_name(dnnl::get_effective_cpu_isa()) << ")\n";
+     << this_machine().onednn_isa << ")\n";
   os << "cpu: " << cpu_features() << "\n";
   CpuContext ctx;  // reads CAMPO_CPU_BF16
   if (!cpu_has_native_bf16())
