@@ -86,6 +86,17 @@ double tail_mean(const std::vector<float>& v, size_t window = 50) {
 
 namespace {
 
+// The gradients of `loss` (seeded by a "loss_scale" placeholder) with respect to the
+// parameters of one network (`net`: netG or netD), and their Adam updates.
+void append_net_update(Builder& b, const Graph& g, const VariableStore& vars, ValueId loss,
+                       const char* net, const OptimizerConfig& adam) {
+  const std::vector<std::string> params = dcgan_parameter_names(vars, net);
+  std::vector<ValueId> values;
+  for (const auto& p : params) values.push_back(variable_value(g, p));
+  ValueId seed_grad = b.placeholder("loss_scale", {});
+  append_optimizer(b, params, append_gradients(b, loss, seed_grad, values), adam);
+}
+
 struct DStep {
   ValueId loss, d_x, d_g_z1;
 };
@@ -106,11 +117,7 @@ DStep build_d_step(Graph& g, VariableStore& vars, const DcganOptions& model, int
                  b.mean(b.sigmoid_cross_entropy(d_fake, zeros)));
   d.d_x = b.mean(b.sigmoid(d_real));
   d.d_g_z1 = b.mean(b.sigmoid(d_fake));
-  const std::vector<std::string> params = dcgan_parameter_names(vars, kDiscriminatorScope);
-  std::vector<ValueId> values;
-  for (const auto& p : params) values.push_back(variable_value(g, p));
-  ValueId seed_grad = b.placeholder("loss_scale", {});
-  append_optimizer(b, params, append_gradients(b, d.loss, seed_grad, values), adam);
+  append_net_update(b, g, vars, d.loss, kDiscriminatorScope, adam);
   return d;
 }
 
@@ -128,11 +135,7 @@ GStep build_g_step(Graph& g, VariableStore& vars, const DcganOptions& model, int
   GStep s;
   s.loss = b.mean(b.sigmoid_cross_entropy(d_fake, ones));
   s.d_g_z2 = b.mean(b.sigmoid(d_fake));
-  const std::vector<std::string> params = dcgan_parameter_names(vars, kGeneratorScope);
-  std::vector<ValueId> values;
-  for (const auto& p : params) values.push_back(variable_value(g, p));
-  ValueId seed_grad = b.placeholder("loss_scale", {});
-  append_optimizer(b, params, append_gradients(b, s.loss, seed_grad, values), adam);
+  append_net_update(b, g, vars, s.loss, kGeneratorScope, adam);
   return s;
 }
 
