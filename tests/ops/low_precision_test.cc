@@ -781,6 +781,9 @@ TEST(LowPrecisionBench, DISABLED_ElementwiseBf16VsF32) {
   const Op ops[] = {
       {"Relu", {OpKind::Relu, NoAttrs{}, DType::f32, {{x}}, {{x}}, "r"}},
       {"ReluGrad", {OpKind::ReluGrad, NoAttrs{}, DType::f32, {{x}, {x}}, {{x}}, "r"}},
+      {"LeakyRelu", {OpKind::LeakyRelu, LeakyReluAttrs{0.2f}, DType::f32, {{x}}, {{x}}, "l"}},
+      {"LeakyReluGrad",
+       {OpKind::LeakyReluGrad, LeakyReluAttrs{0.2f}, DType::f32, {{x}, {x}}, {{x}}, "l"}},
       {"Add", {OpKind::Add, NoAttrs{}, DType::f32, {{x}, {x}}, {{x}}, "a"}},
       {"AddN(3)", {OpKind::AddN, NoAttrs{}, DType::f32, {{x}, {x}, {x}}, {{x}}, "a"}},
       {"BiasAdd", {OpKind::BiasAdd, NoAttrs{}, DType::f32, {{x}, {c}}, {{x}}, "b"}},
