@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <functional>
 
+#include "amp/min_cut.h"
+#include "runtime/check.h"
+
 namespace campo {
 
 const char* traversal_name(Traversal t) {
@@ -12,8 +15,19 @@ const char* traversal_name(Traversal t) {
     case Traversal::deny: return "2:deny";
     case Traversal::neighbour: return "3:neighbour";
     case Traversal::clear_chain: return "4:clear-chain";
+    case Traversal::exact: return "5:exact";
   }
   return "?";
+}
+
+const char* search_name(CostAwareSearch s) {
+  return s == CostAwareSearch::exact ? "exact" : "traversals";
+}
+
+CostAwareSearch parse_search(const std::string& s) {
+  if (s == "exact") return CostAwareSearch::exact;
+  if (s == "traversals") return CostAwareSearch::traversals;
+  CAMPO_FAIL("unknown cost-aware search '", s, "' (expected exact or traversals)");
 }
 
 CastCostModel fit_cast_model(const std::vector<std::pair<int64_t, double>>& samples) {
@@ -90,13 +104,69 @@ struct CostGraph {
   }
 };
 
+// The assignment of least predicted step time over the nodes `is_free` marks (the others
+// stay f32), by minimum cut. x = 1 means low precision.
+std::vector<char> exact_assignment(const CostGraph& cg, const std::vector<char>& is_free) {
+  const Graph& g = cg.g;
+  BinaryCut cut;
+  std::vector<BinaryCut::Lit> lit(size_t(g.num_nodes()), BinaryCut::zero());
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    if (!is_free[size_t(id)]) continue;
+    lit[size_t(id)] = cut.new_var();
+    if (size_t(id) < cg.costs.nodes.size())
+      cut.add_unary(lit[size_t(id)], cg.costs.nodes[size_t(id)].fp32_ms,
+                    cg.costs.nodes[size_t(id)].low_ms);
+  }
+  const double inf = BinaryCut::infinity();
+  for (ValueId v = 0; v < g.num_values(); ++v) {
+    const Value& val = g.value(v);
+    if (!is_floating(val.dtype) || cg.consumers[size_t(v)].empty()) continue;
+    const Node& producer = g.node(val.producer);
+    const BinaryCut::Lit made = output_follows_node(producer, val.output_index)
+                                    ? lit[size_t(val.producer)] : BinaryCut::zero();
+    std::vector<BinaryCut::Lit> wants;  // per consumer: reads v in low precision
+    bool some_free = false, some_f32 = false;
+    for (auto [c, slot] : cg.consumers[size_t(v)]) {
+      if (g.node(c).kind == OpKind::Cast) continue;
+      const BinaryCut::Lit w = slot_is_fp32(g.node(c), slot) ? BinaryCut::zero() : lit[size_t(c)];
+      (w.var >= 0 ? some_free : some_f32) = true;
+      if (w.var >= 0) wants.push_back(w);
+    }
+    const int64_t elements = shape_numel(val.shape);
+    // f32 -> low: paid when the value is made in f32 and some consumer reads it low. The
+    // helper y = "a low copy exists" must be 1 for every consumer that reads low.
+    if (some_free && !(made.var < 0 && made.value == 1)) {
+      const BinaryCut::Lit y = cut.new_var();
+      cut.add_if_0_1(made, y, cg.costs.cast_ms(true, elements) + kCastTieBreakMs);
+      for (BinaryCut::Lit w : wants) cut.add_if_0_1(y, w, inf);
+    }
+    // low -> f32: paid when the value is made low and some consumer reads it in f32. The
+    // helper a = "all consumers read low" must be 0 when any consumer reads f32.
+    if (made.var >= 0 && (some_f32 || some_free)) {
+      if (some_f32) {
+        cut.add_unary(made, 0.0, cg.costs.cast_ms(false, elements) + kCastTieBreakMs);
+      } else {
+        const BinaryCut::Lit all_low = cut.new_var();
+        cut.add_if_0_1(all_low, made, cg.costs.cast_ms(false, elements) + kCastTieBreakMs);
+        for (BinaryCut::Lit w : wants) cut.add_if_0_1(w, all_low, inf);
+      }
+    }
+  }
+  const std::vector<char> labels = cut.minimize();
+  std::vector<char> low(size_t(g.num_nodes()), 0);
+  for (NodeId id = 0; id < g.num_nodes(); ++id)
+    if (lit[size_t(id)].var >= 0) low[size_t(id)] = labels[size_t(lit[size_t(id)].var)];
+  return low;
+}
+
 }  // namespace
 
 double predict_step_ms(const Graph& g, const CostTable& costs, const std::vector<char>& low) {
   return CostGraph(g, costs).total_ms(low);
 }
 
-CostAwarePlan plan_cost_aware(const Graph& g, const AmpLists& lists, const CostTable& costs) {
+CostAwarePlan plan_cost_aware(const Graph& g, const AmpLists& lists, const CostTable& costs,
+                              CostAwareSearch search) {
   const int n = g.num_nodes();
   CostGraph cg(g, costs);
   CostAwarePlan plan;
@@ -238,7 +308,26 @@ CostAwarePlan plan_cost_aware(const Graph& g, const AmpLists& lists, const CostT
 
   for (NodeId i = 0; i < n; ++i)
     if (is_leaf(g.node(i)) || is(i, AmpList::fp32)) plan.low[size_t(i)] = 0;
-  plan.predicted_ms = cg.total_ms(plan.low);
+  plan.predicted_ms = plan.traversals_ms = cg.total_ms(plan.low);
+  if (search == CostAwareSearch::traversals) return plan;
+
+  // 5. The exact search over the nodes the traversals could have made low.
+  std::vector<char> is_free(size_t(n), 0);
+  for (NodeId i = 0; i < n; ++i)
+    is_free[size_t(i)] = !is_leaf(g.node(i)) && g.node(i).kind != OpKind::Cast && !deny[size_t(i)] &&
+                         (is(i, AmpList::allow) || is(i, AmpList::infer) || is(i, AmpList::clear));
+  std::vector<char> best = exact_assignment(cg, is_free);
+  const double exact_ms = cg.total_ms(best);
+  // The cut is exact (it may give up at most the tie-break per cast for fewer casts); the
+  // check guards against rounding in the flow: never take a worse plan.
+  if (exact_ms > plan.traversals_ms + kCastTieBreakMs * double(g.num_values()) + 1e-9) return plan;
+  for (NodeId i = 0; i < n; ++i)
+    if (best[size_t(i)] != plan.low[size_t(i)]) {
+      plan.decided_by[size_t(i)] = Traversal::exact;
+      ++plan.exact_changes;
+    }
+  plan.low = std::move(best);
+  plan.predicted_ms = exact_ms;
   return plan;
 }
 

@@ -45,14 +45,35 @@ struct CostTable {
 };
 
 // Which traversal decided a node (for plans): 0 = default f32.
-enum class Traversal : uint8_t { none = 0, allow = 1, deny = 2, neighbour = 3, clear_chain = 4 };
+// `exact`: changed by the exact search after the traversals.
+enum class Traversal : uint8_t {
+  none = 0, allow = 1, deny = 2, neighbour = 3, clear_chain = 4, exact = 5
+};
 const char* traversal_name(Traversal t);
 
 struct CostAwarePlan {
   std::vector<char> low;             // by NodeId: runs in low precision
   std::vector<Traversal> decided_by; // by NodeId
   double predicted_ms = 0.0;         // predicted step time with casts
+  double traversals_ms = 0.0;        // the same for the four traversals' plan alone
+  int exact_changes = 0;             // nodes the exact search flipped
 };
+
+// How the plan is searched.
+//  traversals: the paper's four greedy traversals, as below.
+//  exact: the traversals, then the assignment of least predicted step time over the same
+//    free nodes (allow/infer/clear ops that deny propagation left alone), found exactly as
+//    a minimum cut: node times are unary terms, and a value's cast (paid once, however
+//    many consumers need it) is a pair term through one helper variable per direction.
+//    The traversals decide one node or region at a time with its neighbours' current
+//    precisions, so an allow op whose neighbours become low only later can stay f32 with
+//    casts around it; the exact search cannot do worse than them, nor than the amp or
+//    fp32 assignment, under the same costs. Ties go to fewer casts (each cast counts
+//    kCastTieBreakMs more in the search only).
+enum class CostAwareSearch : uint8_t { traversals, exact };
+constexpr double kCastTieBreakMs = 1e-6;
+const char* search_name(CostAwareSearch s);
+CostAwareSearch parse_search(const std::string& s);  // "traversals" or "exact"
 
 // The four traversals over the graph in data-flow order:
 //  1. allow-list ops: low where cost(low) < cost(f32);
@@ -65,7 +86,8 @@ struct CostAwarePlan {
 //     whole), then node by node;
 //  4. chains of clear ops connected (through clear ops) to a low-precision node: low
 //     when the whole chain costs less in low precision, its boundary casts included.
-CostAwarePlan plan_cost_aware(const Graph& g, const AmpLists& lists, const CostTable& costs);
+CostAwarePlan plan_cost_aware(const Graph& g, const AmpLists& lists, const CostTable& costs,
+                              CostAwareSearch search = CostAwareSearch::exact);
 
 // Predicted step time of a graph whose node dtypes are already set (casts included).
 double predict_step_ms(const Graph& g, const CostTable& costs, const std::vector<char>& low);

@@ -33,6 +33,8 @@ struct PrecisionConfig {
   // cost-aware: pad low-precision GEMMs with unaligned K/N where a side-by-side timing of
   // the node says it pays (amp/padding.h).
   bool padding = true;
+  // cost-aware: the four traversals alone, or followed by the exact search (amp/cost_aware.h).
+  CostAwareSearch search = CostAwareSearch::exact;
 };
 
 // TensorFlow's painting passes over the whole training graph (forward, backward and

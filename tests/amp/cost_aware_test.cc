@@ -4,12 +4,16 @@
 
 #include <gtest/gtest.h>
 
+#include "amp/min_cut.h"
 #include "amp/policy.h"
+#include "runtime/rng.h"
 #include "graph/builder.h"
 #include "tools/lib/trainer.h"
 
 namespace campo {
 namespace {
+
+constexpr CostAwareSearch kTraversals = CostAwareSearch::traversals;
 
 struct Fixture {
   Graph g;
@@ -46,10 +50,10 @@ TEST(CostAwareTest, AllowOpThatDoesNotPayStaysF32) {
   f.uniform_costs(1.0, 1.0);
   f.set(m, 1.0, 0.9);                 // saves 0.1 ms ...
   f.costs.cast = {0.1, 0.0};          // ... but needs three casts of 0.1 ms (x, w, m)
-  CostAwarePlan p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs);
+  CostAwarePlan p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs, kTraversals);
   EXPECT_FALSE(p.low[size_t(f.node_of(m))]);
   f.set(m, 1.0, 0.5);                 // saves 0.5 ms > 0.3 ms of casts
-  p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs);
+  p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs, kTraversals);
   EXPECT_TRUE(p.low[size_t(f.node_of(m))]);
   EXPECT_EQ(p.decided_by[size_t(f.node_of(m))], Traversal::allow);
   EXPECT_NEAR(p.predicted_ms, 0.5 + 1.0 /*Sum*/ + 0.3, 1e-9);
@@ -71,10 +75,10 @@ TEST(CostAwareTest, CastDirectionsArePricedSeparately) {
   EXPECT_NEAR(predict_step_ms(f.g, f.costs, low), 0.5 + 1.0 + 2 * 0.1 + 0.02, 1e-9);
   // Cheaper way back tips the decision: 0.5 ms saved vs 0.2 + 0.4 ms of casts is a loss...
   f.costs.cast_to_f32 = CastCostModel{0.4, 0.0};
-  EXPECT_FALSE(plan_cost_aware(f.g, AmpLists::defaults(), f.costs).low[size_t(f.node_of(m))]);
+  EXPECT_FALSE(plan_cost_aware(f.g, AmpLists::defaults(), f.costs, kTraversals).low[size_t(f.node_of(m))]);
   // ... and with a cheap way back (0.2 + 0.02 ms) a gain.
   f.costs.cast_to_f32 = CastCostModel{0.02, 0.0};
-  EXPECT_TRUE(plan_cost_aware(f.g, AmpLists::defaults(), f.costs).low[size_t(f.node_of(m))]);
+  EXPECT_TRUE(plan_cost_aware(f.g, AmpLists::defaults(), f.costs, kTraversals).low[size_t(f.node_of(m))]);
 }
 
 TEST(CostAwareTest, SharedWeightCastIsPaidOnce) {
@@ -83,19 +87,28 @@ TEST(CostAwareTest, SharedWeightCastIsPaidOnce) {
   ValueId w = f.var("w", {8, 8});
   ValueId a = f.b.matmul(x, w);
   ValueId c = f.b.matmul(x, w, false, true);
-  f.b.sum(f.b.add(a, c));
+  ValueId ac = f.b.add(a, c);
+  f.b.sum(ac);
   f.uniform_costs(1.0, 1.0);
   f.set(a, 1.0, 0.75);
   f.set(c, 1.0, 0.75);
   f.costs.cast = {0.1, 0.0};
   // The first MatMul alone: saves 0.25, pays x, w and its output: 0.3 -> stays f32.
   // Deciding in data-flow order, it does not pay; the second one neither (same costs).
-  CostAwarePlan p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs);
+  CostAwarePlan p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs, kTraversals);
   EXPECT_FALSE(p.low[size_t(f.node_of(a))]);
   // With both low, x and w are cast once each: the second MatMul pays only its output.
   std::vector<char> both = p.low;
   both[size_t(f.node_of(a))] = both[size_t(f.node_of(c))] = 1;
   EXPECT_NEAR(predict_step_ms(f.g, f.costs, both), 0.75 * 2 + 1.0 + 1.0 + 4 * 0.1, 1e-9);
+  // The exact search sees the pair, and the Add after it: all three low, one cast (the
+  // Add's result, for the Sum) instead of two: 3.8 ms instead of 4.0.
+  p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs, CostAwareSearch::exact);
+  for (ValueId v : {a, c, ac}) EXPECT_TRUE(p.low[size_t(f.node_of(v))]);
+  EXPECT_EQ(p.decided_by[size_t(f.node_of(a))], Traversal::exact);
+  EXPECT_EQ(p.exact_changes, 3);
+  EXPECT_NEAR(p.traversals_ms, 4.0, 1e-9);
+  EXPECT_NEAR(p.predicted_ms, 0.75 * 2 + 1.0 + 1.0 + 3 * 0.1, 1e-9);
 }
 
 TEST(CostAwareTest, DenyPropagatesThroughInferOps) {
@@ -108,7 +121,7 @@ TEST(CostAwareTest, DenyPropagatesThroughInferOps) {
   f.b.sum(o);
   f.uniform_costs(1.0, 0.0);  // low precision is free everywhere
   f.costs.cast = {0.0, 0.0};
-  CostAwarePlan p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs);
+  CostAwarePlan p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs, kTraversals);
   EXPECT_TRUE(p.low[size_t(f.node_of(a))]);
   EXPECT_TRUE(p.low[size_t(f.node_of(o))]);
   EXPECT_FALSE(p.low[size_t(f.node_of(scaled))]);
@@ -127,7 +140,7 @@ TEST(CostAwareTest, ClearOpBetweenLowNeighboursIsAdopted) {
   f.set(m1, 10.0, 1.0);
   f.set(m2, 10.0, 1.0);
   f.costs.cast = {0.5, 0.0};
-  CostAwarePlan p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs);
+  CostAwarePlan p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs, kTraversals);
   EXPECT_TRUE(p.low[size_t(f.node_of(m1))]);
   EXPECT_TRUE(p.low[size_t(f.node_of(m2))]);
   EXPECT_TRUE(p.low[size_t(f.node_of(r))]);  // removes two boundary casts
@@ -150,7 +163,7 @@ TEST(CostAwareTest, ClearChainAdoptedOnlyWhenItPays) {
     f.uniform_costs(1.0, 1.01);
     f.set(c, 100.0, 1.0);
     f.costs.cast = {0.0, per_element};
-    CostAwarePlan p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs);
+    CostAwarePlan p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs, kTraversals);
     ASSERT_TRUE(p.low[size_t(f.node_of(c))]);
     // Casting 512 elements instead of 128 after the chain: 384 * per_element saved vs
     // 0.02 ms more for the two clear ops.
@@ -177,7 +190,7 @@ TEST(CostAwareTest, LowNeverPaysGivesTheFp32Plan) {
   CostTable costs;
   costs.nodes.assign(size_t(g.num_nodes()), NodeCost{1.0, 2.0});
   costs.cast = {0.01, 1e-6};
-  CostAwarePlan p = plan_cost_aware(g, AmpLists::defaults(), costs);
+  CostAwarePlan p = plan_cost_aware(g, AmpLists::defaults(), costs, kTraversals);
   for (NodeId i = 0; i < g.num_nodes(); ++i) EXPECT_FALSE(p.low[size_t(i)]) << g.node(i).name;
 }
 
@@ -190,7 +203,7 @@ TEST(CostAwareTest, LowPaysOnAllowOpsGivesAmpsAllowAndDenyDecisionsAtNoMoreCost)
   for (NodeId i = 0; i < g.num_nodes(); ++i)
     if (lists.classify(g.node(i).kind) == AmpList::allow) costs.nodes[size_t(i)] = {100.0, 1.0};
   costs.cast = {0.01, 1e-6};
-  CostAwarePlan p = plan_cost_aware(g, lists, costs);
+  CostAwarePlan p = plan_cost_aware(g, lists, costs, kTraversals);
   std::vector<char> amp = paint_amp(g, lists);
   for (NodeId i = 0; i < g.num_nodes(); ++i) {
     if (lists.classify(g.node(i).kind) == AmpList::allow) EXPECT_TRUE(p.low[size_t(i)]);
@@ -200,6 +213,105 @@ TEST(CostAwareTest, LowPaysOnAllowOpsGivesAmpsAllowAndDenyDecisionsAtNoMoreCost)
   // and casts its small [C] result instead of casting the large incoming gradient.
   // Never more cast cost than amp: the traversals only adopt a node when it removes cast cost.
   EXPECT_LE(predict_step_ms(g, costs, p.low), predict_step_ms(g, costs, amp) + 1e-9);
+}
+
+// ---- the exact search ----
+
+// Every assignment of a few variables, against the cut.
+TEST(BinaryCutTest, MatchesBruteForceOnRandomTerms) {
+  Rng rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int n = 1 + int(rng.below(9));
+    BinaryCut cut;
+    std::vector<BinaryCut::Lit> x;
+    for (int i = 0; i < n; ++i) x.push_back(cut.new_var());
+    struct Term { int a, b; double c; };
+    std::vector<std::pair<double, double>> unary(size_t(n), {0.0, 0.0});
+    std::vector<Term> pairs;
+    auto lit = [&](int k) { return k < n ? x[size_t(k)] : k == n ? BinaryCut::zero() : BinaryCut::one(); };
+    auto value = [&](int k, unsigned bits) { return k < n ? int((bits >> k) & 1) : k == n ? 0 : 1; };
+    for (int i = 0; i < n; ++i) {
+      const double e0 = rng.uniform() * 4 - 2, e1 = rng.uniform() * 4 - 2;
+      unary[size_t(i)] = {e0, e1};
+      cut.add_unary(x[size_t(i)], e0, e1);
+    }
+    const int m = int(rng.below(uint64_t(3 * n + 1)));
+    for (int k = 0; k < m; ++k) {  // operands may be constants (n: 0, n + 1: 1)
+      const int a = int(rng.below(uint64_t(n + 2))), b = int(rng.below(uint64_t(n + 2)));
+      const double c = rng.below(10) == 0 ? BinaryCut::infinity() : rng.uniform() * 3;
+      pairs.push_back({a, b, c});
+      cut.add_if_0_1(lit(a), lit(b), c);
+    }
+    double best = 1e308;
+    for (unsigned bits = 0; bits < (1u << n); ++bits) {
+      double e = 0;
+      for (int i = 0; i < n; ++i) e += (bits >> i) & 1 ? unary[size_t(i)].second : unary[size_t(i)].first;
+      for (const Term& t : pairs)
+        if (value(t.a, bits) == 0 && value(t.b, bits) == 1) e += t.c;
+      best = std::min(best, e);
+    }
+    double got = 0;
+    const std::vector<char> labels = cut.minimize(&got);
+    ASSERT_EQ(int(labels.size()), n);
+    EXPECT_NEAR(got, best, 1e-9 * (1 + std::abs(best))) << "trial " << trial;
+  }
+}
+
+// Two allow ops that pay only together: deciding one at a time (traversal 1) keeps both
+// f32; the exact search makes them, and the infer op between them, low.
+TEST(CostAwareTest, ExactSearchFindsAssignmentsTheTraversalsMiss) {
+  Fixture f;
+  ValueId x = f.b.placeholder("x", {4, 8});
+  ValueId m1 = f.b.matmul(x, f.var("w1", {8, 8}));
+  ValueId t = f.b.tanh(m1);  // infer
+  ValueId m2 = f.b.matmul(t, f.var("w2", {8, 8}));
+  f.b.sum(m2);
+  f.uniform_costs(1.0, 0.9);
+  f.set(m1, 1.0, 0.6);
+  f.set(m2, 1.0, 0.6);
+  f.costs.cast = {0.15, 0.0};  // one MatMul alone: 0.6 + 3 casts = 1.05 > 1.0
+  CostAwarePlan trav = plan_cost_aware(f.g, AmpLists::defaults(), f.costs, kTraversals);
+  EXPECT_FALSE(trav.low[size_t(f.node_of(m1))]);
+  EXPECT_FALSE(trav.low[size_t(f.node_of(m2))]);
+  CostAwarePlan p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs);  // exact: the default
+  for (ValueId v : {m1, t, m2}) EXPECT_TRUE(p.low[size_t(f.node_of(v))]);
+  EXPECT_EQ(p.decided_by[size_t(f.node_of(t))], Traversal::exact);
+  // x, w1, w2 into low, m2 back to f32 for the Sum (deny): 4 casts.
+  EXPECT_NEAR(p.predicted_ms, 0.6 + 0.9 + 0.6 + 1.0 /*Sum, f32*/ + 4 * 0.15, 1e-9);
+  EXPECT_LT(p.predicted_ms, trav.predicted_ms);
+}
+
+// On LeNet's whole training graph with random costs: never worse than the traversals, the
+// amp plan or all-f32; and no single flip of a free node improves it (a local check of
+// optimality on a graph too large to enumerate).
+TEST(CostAwareTest, ExactSearchIsNoWorseThanAnyOtherPlan) {
+  VariableStore vars;
+  Graph g = lenet_training_graph(vars);
+  const AmpLists lists = AmpLists::defaults();
+  const std::vector<char> amp = paint_amp(g, lists);
+  Rng rng(3);
+  for (int trial = 0; trial < 20; ++trial) {
+    CostTable costs;
+    for (NodeId i = 0; i < g.num_nodes(); ++i)
+      costs.nodes.push_back({0.5 + rng.uniform(), 0.3 + rng.uniform()});
+    costs.cast = {0.2 * rng.uniform(), 1e-4 * rng.uniform()};
+    costs.cast_to_f32 = CastCostModel{0.2 * rng.uniform(), 1e-4 * rng.uniform()};
+    const CostAwarePlan p = plan_cost_aware(g, lists, costs);
+    const double tol = kCastTieBreakMs * g.num_values() + 1e-9;
+    EXPECT_LE(p.predicted_ms, p.traversals_ms + tol);
+    EXPECT_LE(p.predicted_ms, predict_step_ms(g, costs, amp) + tol);
+    EXPECT_LE(p.predicted_ms, predict_step_ms(g, costs, std::vector<char>(size_t(g.num_nodes()), 0)) + tol);
+    EXPECT_NEAR(p.predicted_ms, predict_step_ms(g, costs, p.low), 1e-9);
+    for (NodeId i = 0; i < g.num_nodes(); ++i) {
+      const AmpList l = lists.classify(g.node(i).kind);
+      if (l == AmpList::deny || l == AmpList::fp32) EXPECT_FALSE(p.low[size_t(i)]) << g.node(i).name;
+      const bool free = l == AmpList::allow || l == AmpList::infer || l == AmpList::clear;
+      if (!free || p.decided_by[size_t(i)] == Traversal::deny) continue;
+      std::vector<char> flipped = p.low;
+      flipped[size_t(i)] ^= 1;
+      EXPECT_GE(predict_step_ms(g, costs, flipped), p.predicted_ms - tol) << g.node(i).name;
+    }
+  }
 }
 
 }  // namespace

@@ -133,6 +133,10 @@ void add_train_options(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--calibration", o.calibration,
                   "cost-aware: calibration file (default: this machine's, or a quick automatic "
                   "calibration first; none: time both precisions in the profiling step)");
+  cmd->add_option("--search", o.search,
+                  "cost-aware: exact (the four traversals, then the least predicted step time "
+                  "found exactly by a minimum cut) or traversals (the paper's four alone)")
+      ->capture_default_str();
   cmd->add_option("--low-precision", o.low_precision, "Low-precision type: bf16 or fp16")
       ->capture_default_str();
   cmd->add_option("--loss-scale", o.loss_scale,
@@ -165,6 +169,7 @@ void add_model_run_options(CLI::App* cmd, ModelRunOptions& o) {
   cmd->add_option("--calibration", o.calibration,
                   "cost-aware: calibration file (default: this machine's, found or made by a "
                   "quick calibration; 'none': time both precisions instead)");
+  cmd->add_option("--search", o.search, "cost-aware: exact or traversals")->capture_default_str();
 }
 
 // cost-aware plan/bench without --calibration: this machine's default calibration (a

@@ -167,7 +167,8 @@ std::shared_ptr<const CostAwarePlan> apply_gan_precision(
   CAMPO_CHECK(costs->nodes.size() == size_t(g.num_nodes()),
               "internal: the GAN cost table has ", costs->nodes.size(), " nodes, the graph ",
               g.num_nodes());
-  auto plan = std::make_shared<const CostAwarePlan>(plan_cost_aware(g, precision.lists, *costs));
+  auto plan = std::make_shared<const CostAwarePlan>(
+      plan_cost_aware(g, precision.lists, *costs, precision.search));
   apply_precision(g, plan->low, precision.low);
   costs_out = costs;
   return plan;

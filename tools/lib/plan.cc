@@ -56,6 +56,7 @@ PrecisionConfig model_run_precision(const ModelRunOptions& o, Precision policy) 
   t.loss_scale = o.loss_scale;
   t.amp_lists_edit = o.amp_lists_edit;
   t.amp_lists_file = o.amp_lists_file;
+  t.search = o.search;
   PrecisionConfig c = precision_config(t);
   c.costs = o.costs;
   if (policy == Precision::cost_aware && !o.costs && !o.calibration.empty())
@@ -246,6 +247,13 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
       if (info.costs->cast_to_f32)
         out << "cast model low -> f32: " << info.costs->cast_to_f32->fixed_ms << " ms + "
             << info.costs->cast_to_f32->per_element_ms << " ms/element (the line above: f32 -> low)\n";
+      if (spec.precision.search == CostAwareSearch::exact) {
+        std::snprintf(line, sizeof line,
+                      "search: exact; the four traversals alone predicted %.2f ms, the exact "
+                      "search changed %d nodes (decided by 5:exact)\n",
+                      info.cost_plan->traversals_ms, info.cost_plan->exact_changes);
+        out << line;
+      }
       out << "padding: " << info.padded << " of " << info.padding_candidates
           << " low-precision GEMMs with unaligned K/N padded to multiples of " << kPadTo
           << " (where timing the node both ways showed a gain)\n";
@@ -255,6 +263,9 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
       j["amp_predicted_ms"] = amp_ms;
       j["fp32_predicted_ms"] = fp32_ms;
       j["amp_casts"] = amp_casts.casts;
+      j["search"] = search_name(spec.precision.search);
+      j["traversals_predicted_ms"] = info.cost_plan->traversals_ms;
+      j["exact_changes"] = info.cost_plan->exact_changes;
     }
     j["low_nodes"] = info.summary.low_nodes;
     j["f32_nodes"] = info.summary.f32_nodes;

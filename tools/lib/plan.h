@@ -27,6 +27,7 @@ struct ModelRunOptions {
   // cost-aware only: a calibration file (amp/calibration.h); the profiling step then times
   // the f32 step only and predicts the low-precision times. Empty: both are timed.
   std::string calibration;
+  std::string search = "exact";  // cost-aware: exact or traversals
 };
 
 struct PlanOptions {

@@ -100,7 +100,8 @@ TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
       apply_amp_policy(g, spec.precision.lists, spec.precision.low);
       break;
     case Precision::cost_aware: {
-      auto plan = std::make_shared<CostAwarePlan>(plan_cost_aware(g, spec.precision.lists, *costs));
+      auto plan = std::make_shared<CostAwarePlan>(
+          plan_cost_aware(g, spec.precision.lists, *costs, spec.precision.search));
       apply_precision(g, plan->low, spec.precision.low);
       info.padding_candidates = int(padding_candidates(g).size());
       if (spec.precision.padding)
@@ -145,6 +146,7 @@ PrecisionConfig precision_config(const TrainOptions& o) {
   PrecisionConfig p;
   p.policy = parse_precision(o.precision);
   p.low = parse_dtype(o.low_precision);
+  p.search = parse_search(o.search);
   CAMPO_CHECK(is_low_precision(p.low), "--low-precision must be bf16 or fp16, got '",
               o.low_precision, "'");
   CAMPO_CHECK(o.loss_scale == "auto" || o.loss_scale == "dynamic" || o.loss_scale == "none",

@@ -46,6 +46,7 @@ struct TrainOptions {
   // default_calibration: found, or a quick automatic calibration first); "none" = no
   // calibration, the profiling step times both precisions instead.
   std::string calibration;
+  std::string search = "exact";  // cost-aware: exact or traversals
   std::string low_precision = "bf16";  // bf16 | fp16 (the low type of amp / cost-aware)
   std::string loss_scale = "auto";     // auto (dynamic for fp16, none for bf16) | dynamic | none
   float loss_scale_init = 65536.0f;
