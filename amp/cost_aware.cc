@@ -56,6 +56,11 @@ bool is_leaf(const Node& n) { return n.kind == OpKind::Variable || n.kind == OpK
 // Other extra outputs (batch-norm statistics, max-pool indices) keep their own type.
 bool output_follows_node(const Node& n, int i) { return i == 0 || n.kind == OpKind::Dropout; }
 
+// A low -> f32 cast of this output can be folded into its producer (CostAwareOptions).
+bool foldable(const Node& producer, int output_index) {
+  return output_index == 0 && op_schema(producer.kind).can_write_f32_output;
+}
+
 bool slot_is_fp32(const Node& n, int slot) {
   const auto& f = op_schema(n.kind).fp32_inputs;
   return std::find(f.begin(), f.end(), slot) != f.end();
@@ -64,11 +69,12 @@ bool slot_is_fp32(const Node& n, int slot) {
 struct CostGraph {
   const Graph& g;
   const CostTable& costs;
+  bool fold = false;
   // consumers[v] = (node, slot) pairs reading value v
   std::vector<std::vector<std::pair<NodeId, int>>> consumers;
 
-  CostGraph(const Graph& graph, const CostTable& c)
-      : g(graph), costs(c), consumers(size_t(graph.num_values())) {
+  CostGraph(const Graph& graph, const CostTable& c, bool fold_casts)
+      : g(graph), costs(c), fold(fold_casts), consumers(size_t(graph.num_values())) {
     for (NodeId id = 0; id < g.num_nodes(); ++id) {
       const Node& n = g.node(id);
       for (int s = 0; s < int(n.inputs.size()); ++s)
@@ -97,7 +103,8 @@ struct CostGraph {
         (wants_low ? need_low : need_f32) = true;
       }
       const int64_t elements = shape_numel(val.shape);
-      if (produced_low && need_f32) total += costs.cast_ms(false, elements);
+      const bool folded = fold && !need_low && foldable(producer, val.output_index);
+      if (produced_low && need_f32 && !folded) total += costs.cast_ms(false, elements);
       if (!produced_low && need_low) total += costs.cast_ms(true, elements);
     }
     return total;
@@ -142,7 +149,8 @@ std::vector<char> exact_assignment(const CostGraph& cg, const std::vector<char>&
     }
     // low -> f32: paid when the value is made low and some consumer reads it in f32. The
     // helper a = "all consumers read low" must be 0 when any consumer reads f32.
-    if (made.var >= 0 && (some_f32 || some_free)) {
+    const bool folded = cg.fold && !some_free && foldable(producer, val.output_index);
+    if (made.var >= 0 && (some_f32 || some_free) && !folded) {
       if (some_f32) {
         cut.add_unary(made, 0.0, cg.costs.cast_ms(false, elements) + kCastTieBreakMs);
       } else {
@@ -161,14 +169,15 @@ std::vector<char> exact_assignment(const CostGraph& cg, const std::vector<char>&
 
 }  // namespace
 
-double predict_step_ms(const Graph& g, const CostTable& costs, const std::vector<char>& low) {
-  return CostGraph(g, costs).total_ms(low);
+double predict_step_ms(const Graph& g, const CostTable& costs, const std::vector<char>& low,
+                       bool fold_casts) {
+  return CostGraph(g, costs, fold_casts).total_ms(low);
 }
 
 CostAwarePlan plan_cost_aware(const Graph& g, const AmpLists& lists, const CostTable& costs,
-                              CostAwareSearch search) {
+                              const CostAwareOptions& options) {
   const int n = g.num_nodes();
-  CostGraph cg(g, costs);
+  CostGraph cg(g, costs, options.fold_casts);
   CostAwarePlan plan;
   plan.low.assign(size_t(n), 0);
   plan.decided_by.assign(size_t(n), Traversal::none);
@@ -309,7 +318,7 @@ CostAwarePlan plan_cost_aware(const Graph& g, const AmpLists& lists, const CostT
   for (NodeId i = 0; i < n; ++i)
     if (is_leaf(g.node(i)) || is(i, AmpList::fp32)) plan.low[size_t(i)] = 0;
   plan.predicted_ms = plan.traversals_ms = cg.total_ms(plan.low);
-  if (search == CostAwareSearch::traversals) return plan;
+  if (options.search == CostAwareSearch::traversals) return plan;
 
   // 5. The exact search over the nodes the traversals could have made low.
   std::vector<char> is_free(size_t(n), 0);

@@ -86,10 +86,19 @@ CostAwareSearch parse_search(const std::string& s);  // "traversals" or "exact"
 //     whole), then node by node;
 //  4. chains of clear ops connected (through clear ops) to a low-precision node: low
 //     when the whole chain costs less in low precision, its boundary casts included.
+struct CostAwareOptions {
+  CostAwareSearch search = CostAwareSearch::exact;
+  // The runtime folds a low -> f32 cast into its producer where the producer's op can write
+  // f32 (OpSchema::can_write_f32_output) and every consumer reads f32 (apply_precision):
+  // such a cast costs nothing. In the exact search only where every consumer is f32
+  // whatever the plan (optimizer updates: weight gradients).
+  bool fold_casts = false;
+};
 CostAwarePlan plan_cost_aware(const Graph& g, const AmpLists& lists, const CostTable& costs,
-                              CostAwareSearch search = CostAwareSearch::exact);
+                              const CostAwareOptions& options = {});
 
-// Predicted step time of a graph whose node dtypes are already set (casts included).
-double predict_step_ms(const Graph& g, const CostTable& costs, const std::vector<char>& low);
+// Predicted step time of `g` with `low` nodes in low precision (casts included).
+double predict_step_ms(const Graph& g, const CostTable& costs, const std::vector<char>& low,
+                       bool fold_casts = false);
 
 }  // namespace campo

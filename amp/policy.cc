@@ -136,6 +136,23 @@ std::vector<char> paint_amp(const Graph& g, const AmpLists& lists) {
   return allow;
 }
 
+bool f32_consumers_only(const Graph& g, ValueId v) {
+  bool any = false;
+  for (NodeId c : g.consumers(v)) {
+    const Node& n = g.node(c);
+    const auto& keep = op_schema(n.kind).fp32_inputs;
+    for (int slot = 0; slot < int(n.inputs.size()); ++slot) {
+      if (n.inputs[size_t(slot)] != v) continue;
+      const bool reads_f32 = n.kind == OpKind::Cast ? attrs_as<CastAttrs>(n.attrs).to == DType::f32
+                             : !is_low_precision(n.dtype) ||
+                                   std::find(keep.begin(), keep.end(), slot) != keep.end();
+      if (!reads_f32) return false;
+      any = true;
+    }
+  }
+  return any;
+}
+
 CastStats insert_casts(Graph& g) {
   CastStats stats;
   std::map<std::pair<ValueId, DType>, ValueId> cache;
@@ -174,14 +191,28 @@ CastStats insert_casts(Graph& g) {
   return stats;
 }
 
-CastStats apply_precision(Graph& g, const std::vector<char>& low, DType low_type) {
+CastStats apply_precision(Graph& g, const std::vector<char>& low, DType low_type,
+                          bool fold_casts) {
   CAMPO_CHECK(is_low_precision(low_type), "low precision type must be f16 or bf16, got ",
               dtype_name(low_type));
   CAMPO_CHECK(int(low.size()) == g.num_nodes(), "internal: precision plan covers ", low.size(),
               " of ", g.num_nodes(), " nodes");
   for (NodeId i = 0; i < g.num_nodes(); ++i)
     if (low[size_t(i)]) g.node(i).dtype = low_type;
-  return insert_casts(g);
+  int folded = 0;
+  if (fold_casts) {
+    for (NodeId i = 0; i < g.num_nodes(); ++i) {
+      Node& n = g.node(i);
+      if (!is_low_precision(n.dtype) || !op_schema(n.kind).can_write_f32_output ||
+          !f32_consumers_only(g, n.outputs[0]))
+        continue;
+      n.f32_output = true;  // insert_casts re-infers the output type, after the inputs' casts
+      ++folded;
+    }
+  }
+  CastStats stats = insert_casts(g);
+  stats.folded = folded;
+  return stats;
 }
 
 PrecisionSummary summarize_precision(const Graph& g, const std::vector<ValueId>& fetches) {
@@ -195,6 +226,7 @@ PrecisionSummary summarize_precision(const Graph& g, const std::vector<ValueId>&
       s.casts.cast_elements += shape_numel(g.value(n.inputs[0]).shape);
       continue;
     }
+    if (n.f32_output) ++s.casts.folded;
     if (is_low_precision(n.dtype))
       ++s.low_nodes;
     else

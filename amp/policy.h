@@ -33,6 +33,9 @@ struct PrecisionConfig {
   // cost-aware: pad low-precision GEMMs with unaligned K/N where a side-by-side timing of
   // the node says it pays (amp/padding.h).
   bool padding = true;
+  // cost-aware: fold the casts of weight gradients into their producers (apply_precision).
+  // amp, as TensorFlow's rewrite, inserts them as Cast nodes.
+  bool fold_casts = true;
   // cost-aware: the four traversals alone, or followed by the exact search (amp/cost_aware.h).
   CostAwareSearch search = CostAwareSearch::exact;
 };
@@ -52,13 +55,21 @@ std::vector<char> paint_amp(const Graph& g, const AmpLists& lists);
 struct CastStats {
   int casts = 0;               // Cast nodes inserted
   int64_t cast_elements = 0;   // elements converted per step by those casts
+  int folded = 0;              // casts folded into their producers instead (Node::f32_output)
 };
 
 // Sets node.dtype = low for every painted node, then inserts casts: every floating input
 // of a node gets the node's dtype (f32 for the schema's fp32_inputs), through one Cast per
 // (producer output, target dtype) shared by all consumers that need it. Re-infers output
 // dtypes in topological order.
-CastStats apply_precision(Graph& g, const std::vector<char>& low, DType low_type);
+// With `fold_casts`, a low-precision node whose schema can_write_f32_output and whose output
+// 0 is read only in f32 writes it in f32 itself (Node::f32_output) instead of through a
+// Cast: weight gradients (Conv2DBackpropFilter) for the f32 optimizer updates.
+CastStats apply_precision(Graph& g, const std::vector<char>& low, DType low_type,
+                          bool fold_casts = false);
+
+// Whether every consumer of `v` reads it in f32 (and there is one).
+bool f32_consumers_only(const Graph& g, ValueId v);
 
 // Inserts the casts the current node dtypes need (apply_precision's second half).
 CastStats insert_casts(Graph& g);

@@ -55,6 +55,7 @@ NodeId Graph::add_node(OpKind kind, std::vector<ValueId> inputs, Attrs attrs, st
   n.dtype = dtype;
   n.phase = phase;
   std::vector<TensorDesc> outs = schema.infer(*this, n);
+  if (n.f32_output && !outs.empty()) outs[0].dtype = DType::f32;
   for (size_t i = 0; i < outs.size(); ++i) {
     values_.push_back(Value{outs[i].shape, outs[i].dtype, id, int(i)});
     n.outputs.push_back(ValueId(values_.size() - 1));
@@ -68,6 +69,11 @@ void Graph::reinfer(NodeId id) {
   Node& n = nodes_.at(size_t(id));
   std::vector<TensorDesc> outs = op_schema(n.kind).infer(*this, n);
   CAMPO_CHECK(outs.size() == n.outputs.size(), "internal: reinfer changed output count");
+  if (n.f32_output) {
+    CAMPO_CHECK(op_schema(n.kind).can_write_f32_output, "internal: ", op_name(n.kind),
+                " cannot write an f32 output from ", dtype_name(n.dtype));
+    outs[0].dtype = DType::f32;
+  }
   for (size_t i = 0; i < outs.size(); ++i) {
     values_[size_t(n.outputs[i])].shape = outs[i].shape;
     values_[size_t(n.outputs[i])].dtype = outs[i].dtype;

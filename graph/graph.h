@@ -41,6 +41,10 @@ struct Node {
   // back the valid part, so shapes and results seen by the graph do not change. Only
   // kernels that implement it read it (bf16 MatMul, ops/cpu/matmul.cc); others ignore it.
   int pad_to = 0;
+  // A cast folded into the node (the cost-aware policy, amp/policy.h): the node computes in
+  // `dtype` and writes output 0 in f32, so that its f32 consumers need no Cast. Only for
+  // ops whose schema says can_write_f32_output (their kernels read the output's dtype).
+  bool f32_output = false;
 };
 
 class Graph {
@@ -103,6 +107,8 @@ struct OpSchema {
   bool is_tensor_core_candidate = false;
   bool has_side_effects = false;  // never removed by dead-code elimination
   std::vector<int> fp32_inputs;   // inputs that stay f32 when the node runs in low precision
+  // Its low-precision kernels can write output 0 in f32 (Node::f32_output).
+  bool can_write_f32_output = false;
 };
 
 void register_schema(const OpSchema& schema);

@@ -147,7 +147,8 @@ SchemaRegistrar conv2d_backprop_filter({.kind = OpKind::Conv2DBackpropFilter,
                                         .num_inputs = 2,
                                         .infer = infer_conv2d_backprop_filter,
                                         .gradient = grad_conv2d_backprop_filter,
-                                        .fp32_inputs = {}});
+                                        .fp32_inputs = {},
+                                        .can_write_f32_output = true});
 
 }  // namespace
 }  // namespace campo

@@ -54,6 +54,7 @@ struct ConvProblem {
   memory::desc plain_x, plain_w, plain_y;
   memory::desc prim_x, prim_w, prim_y;
   memory::dims strides, dilates, pads;
+  bool weights_blocked = false;
 
   ConvProblem(OpKind kind, const Shape& x, const Shape& w, const Shape& y, const ConvAttrs& a,
               DType dtype) {
@@ -74,9 +75,18 @@ struct ConvProblem {
     } else {
       prim_x = plain_x, prim_y = plain_y, prim_w = plain_w;
     }
+    weights_blocked = prim_w != plain_w;
     strides = {a.stride_h, a.stride_w};
     dilates = {a.dilation_h - 1, a.dilation_w - 1};  // oneDNN counts dilation from 0
     pads = {a.pad_h, a.pad_w};                       // symmetric: padding_l == padding_r
+  }
+
+  // The weights (dw for Conv2DBackpropFilter) in another type than the data: bf16 x and dy
+  // with an f32 dw is a cast folded into the kernel (Node::f32_output).
+  void set_weights_type(DType t) {
+    plain_w = memory::desc(plain_w.dims(), dnnl_type(t), plain_w.dims().size() == 5 ? tag::goihw
+                                                                                   : tag::oihw);
+    prim_w = weights_blocked ? memory::desc(plain_w.dims(), dnnl_type(t), tag::any) : plain_w;
   }
 
   dnnl::convolution_forward::primitive_desc forward_pd(const dnnl::engine& eng,
@@ -219,6 +229,7 @@ class Conv2DBackpropFilterKernel : public Kernel {
                     attrs_as<ConvAttrs>(spec.attrs), spec.dtype);
       const dnnl::primitive_attr attr = user_scratchpad();
       auto hint = p.forward_pd(ctx.engine(), attr);
+      if (spec.outputs[0].dtype != spec.dtype) p.set_weights_type(spec.outputs[0].dtype);
       dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, p.prim_x,
                                                  p.prim_w, p.prim_y, p.strides, p.dilates, p.pads,
                                                  p.pads);

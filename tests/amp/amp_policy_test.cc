@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 
 #include "amp/policy.h"
+#include "graph/autodiff.h"
 #include "graph/builder.h"
+#include "graph/executor.h"
+#include "graph/optimizer.h"
+#include "models/models.h"
 #include "tools/lib/trainer.h"
 
 namespace campo {
@@ -214,6 +218,82 @@ TEST(AmpPolicyTest, ResNet50AllowOpsLowDenyOpsF32) {
     if (l == AmpList::deny) EXPECT_EQ(n.dtype, DType::f32) << n.name;
   }
   EXPECT_GT(allow_ops, 150);  // 53 convs forward, their backprops, the fc MatMuls
+}
+
+}  // namespace
+}  // namespace campo
+
+namespace campo {
+namespace {
+
+// Cast folding (cost-aware): amp's painting of LeNet's training graph with and without
+// folding. Folded, each bf16 Conv2DBackpropFilter writes its f32 weight gradient straight
+// to ApplyMomentum, with one Cast fewer per convolution, and a training step updates the
+// weights as the unfolded graph does to bf16 rounding (it skips one rounding of dw).
+TEST(AmpPolicyTest, FoldedCastsWriteWeightGradientsInF32) {
+  struct Step {
+    Graph g;
+    VariableStore vars{1};
+    CastStats casts;
+    std::unique_ptr<Executable> exe;
+    explicit Step(bool fold) {
+      Builder b(g, vars);
+      ValueId images = b.placeholder("images", {8, 1, 28, 28});
+      ValueId labels = b.placeholder("labels", {8}, DType::i32);
+      ValueId loss = b.mean(b.sparse_softmax_cross_entropy(
+          build_model("lenet", b, images, ModelOptions{}), labels));
+      ValueId seed = b.placeholder("loss_scale", {});
+      auto params = vars.names_of_kind(VariableKind::parameter);
+      std::vector<ValueId> pv;
+      for (auto& n : params) pv.push_back(g.node(g.find_node(n)).outputs[0]);
+      append_optimizer(b, params, append_gradients(b, loss, seed, pv), OptimizerConfig{});
+      casts = apply_precision(g, paint_amp(g, AmpLists::defaults()), DType::bf16, fold);
+      CompileOptions co;
+      co.fetches = {loss};
+      exe = std::make_unique<Executable>(g, vars, co);
+      Rng rng(5);
+      Tensor& x = exe->input("images");
+      for (int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] = rng.normal();
+      Tensor& y = exe->input("labels");
+      for (int64_t i = 0; i < y.numel(); ++i) y.data_as<int32_t>()[i] = int32_t(rng.below(10));
+      exe->input("loss_scale").data_as<float>()[0] = 1.0f;
+      exe->input("lr").data_as<float>()[0] = 0.5f;  // large, so the update shows
+    }
+  };
+  Step plain(false), folded(true);
+  const int filters = int(folded.g.nodes_of_kind(OpKind::Conv2DBackpropFilter).size());
+  ASSERT_EQ(filters, 2);
+  EXPECT_EQ(plain.casts.folded, 0);
+  EXPECT_EQ(folded.casts.folded, filters);
+  EXPECT_EQ(plain.casts.casts - folded.casts.casts, filters);
+  EXPECT_EQ(summarize_precision(folded.g).casts.folded, filters);
+  for (NodeId id : folded.g.nodes_of_kind(OpKind::Conv2DBackpropFilter)) {
+    const Node& n = folded.g.node(id);
+    EXPECT_EQ(n.dtype, DType::bf16);
+    EXPECT_TRUE(n.f32_output);
+    EXPECT_EQ(folded.g.value(n.outputs[0]).dtype, DType::f32);
+    for (NodeId c : folded.g.consumers(n.outputs[0]))
+      EXPECT_EQ(folded.g.node(c).kind, OpKind::ApplyMomentum) << folded.g.node(c).name;
+  }
+  const std::vector<std::string> weights = {"conv1.weight", "conv2.weight"};
+  std::vector<Tensor> befores;
+  for (const std::string& w : weights) befores.push_back(plain.vars.at(w).clone());
+  plain.exe->run();
+  folded.exe->run();
+  for (size_t k = 0; k < weights.size(); ++k) {
+    const std::string& w = weights[k];
+    const Tensor& before = befores[k];
+    const Tensor& a = plain.vars.at(w);
+    const Tensor& b = folded.vars.at(w);
+    double moved = 0;
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      const float pa = a.data_as<float>()[i], pb = b.data_as<float>()[i];
+      const float step = pa - before.data_as<float>()[i];
+      moved = std::max(moved, double(std::abs(step)));
+      EXPECT_NEAR(pb, pa, std::abs(step) / 64.0f + 1e-6f) << w << " " << i;
+    }
+    EXPECT_GT(moved, 1e-3) << w;  // the step did update the weights
+  }
 }
 
 }  // namespace

@@ -13,7 +13,7 @@
 namespace campo {
 namespace {
 
-constexpr CostAwareSearch kTraversals = CostAwareSearch::traversals;
+constexpr CostAwareOptions kTraversals{CostAwareSearch::traversals};
 
 struct Fixture {
   Graph g;
@@ -103,7 +103,7 @@ TEST(CostAwareTest, SharedWeightCastIsPaidOnce) {
   EXPECT_NEAR(predict_step_ms(f.g, f.costs, both), 0.75 * 2 + 1.0 + 1.0 + 4 * 0.1, 1e-9);
   // The exact search sees the pair, and the Add after it: all three low, one cast (the
   // Add's result, for the Sum) instead of two: 3.8 ms instead of 4.0.
-  p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs, CostAwareSearch::exact);
+  p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs, {});
   for (ValueId v : {a, c, ac}) EXPECT_TRUE(p.low[size_t(f.node_of(v))]);
   EXPECT_EQ(p.decided_by[size_t(f.node_of(a))], Traversal::exact);
   EXPECT_EQ(p.exact_changes, 3);
@@ -312,6 +312,24 @@ TEST(CostAwareTest, ExactSearchIsNoWorseThanAnyOtherPlan) {
       EXPECT_GE(predict_step_ms(g, costs, flipped), p.predicted_ms - tol) << g.node(i).name;
     }
   }
+}
+
+// Folded casts cost nothing: in LeNet's amp plan the only low -> f32 casts that folding
+// removes are the two bf16 Conv2DBackpropFilter results read by ApplyMomentum.
+TEST(CostAwareTest, FoldedWeightGradientCastsCostNothing) {
+  VariableStore vars;
+  Graph g = lenet_training_graph(vars);
+  CostTable costs;
+  costs.nodes.assign(size_t(g.num_nodes()), NodeCost{1.0, 0.5});
+  costs.cast = {0.0, 1e-7};
+  costs.cast_to_f32 = CastCostModel{0.25, 0.0};  // every cast back: 0.25 ms
+  const std::vector<char> amp = paint_amp(g, AmpLists::defaults());
+  EXPECT_NEAR(predict_step_ms(g, costs, amp) - predict_step_ms(g, costs, amp, true), 2 * 0.25, 1e-9);
+  // The search prices them the same way: with folding, its plan is predicted cheaper.
+  const CostAwarePlan folded = plan_cost_aware(g, AmpLists::defaults(), costs, {.fold_casts = true});
+  const CostAwarePlan plain = plan_cost_aware(g, AmpLists::defaults(), costs);
+  EXPECT_NEAR(folded.predicted_ms, predict_step_ms(g, costs, folded.low, true), 1e-9);
+  EXPECT_LE(folded.predicted_ms, plain.predicted_ms - 2 * 0.25 + 1e-6);
 }
 
 }  // namespace

@@ -774,9 +774,21 @@ TEST(LowPrecisionBench, DISABLED_ElementwiseBf16VsF32) {
   const Shape x{16, 64, 56, 56}, c{64}, pooled{16, 64, 28, 28};
   const BatchNormAttrs bn{1e-5f, 0.1f, true};
   const PoolAttrs stem = pool(3, 2, 1, x);
+  const Shape global{16, 2048, 4, 4}, gap{16, 2048, 1, 1};
   struct Op {
-    const char* name;
+    std::string name;
     KernelSpec spec;
+  };
+  // MaxPool 2x2/2 (or its gradient) on input shape s.
+  auto max_pool_2x2 = [](const Shape& s, bool grad) -> Op {
+    const Shape p{s[0], s[1], s[2] / 2, s[3] / 2};
+    const std::string name = (grad ? "MaxPoolGrad 2/2 " : "MaxPool 2x2/2 ") +
+                             std::to_string(s[1]) + "x" + std::to_string(s[2]);
+    if (grad)
+      return {name, {OpKind::MaxPoolGrad, pool(2, 2, 0, s), DType::f32, {{p}, {p, DType::i32}},
+                     {{s}}, "p"}};
+    return {name, {OpKind::MaxPool, pool(2, 2, 0, s), DType::f32, {{s}}, {{p}, {p, DType::i32}},
+                   "p"}};
   };
   const Op ops[] = {
       {"Relu", {OpKind::Relu, NoAttrs{}, DType::f32, {{x}}, {{x}}, "r"}},
@@ -801,6 +813,19 @@ TEST(LowPrecisionBench, DISABLED_ElementwiseBf16VsF32) {
        {OpKind::MaxPool, stem, DType::f32, {{x}}, {{pooled}, {pooled, DType::i32}}, "p"}},
       {"MaxPoolGrad 3x3/2",
        {OpKind::MaxPoolGrad, stem, DType::f32, {{pooled}, {pooled, DType::i32}}, {{x}}, "p"}},
+      // VGG-16's pools at batch 32 on 32x32 images, and ResNet's global average pool.
+      max_pool_2x2({32, 64, 32, 32}, false),
+      max_pool_2x2({32, 64, 32, 32}, true),
+      max_pool_2x2({32, 128, 16, 16}, false),
+      max_pool_2x2({32, 128, 16, 16}, true),
+      max_pool_2x2({32, 256, 8, 8}, false),
+      max_pool_2x2({32, 256, 8, 8}, true),
+      max_pool_2x2({32, 512, 4, 4}, false),
+      max_pool_2x2({32, 512, 4, 4}, true),
+      {"AvgPool global 2048x4",
+       {OpKind::AvgPool, pool(4, 1, 0, global), DType::f32, {{global}}, {{gap}}, "p"}},
+      {"AvgPoolGrad gl 2048x4",
+       {OpKind::AvgPoolGrad, pool(4, 1, 0, global), DType::f32, {{gap}}, {{global}}, "p"}},
   };
   std::printf("%-22s %9s %9s %9s %9s %7s %7s\n", "op (threads)", "f32 ms", "bf16 ms", "bf16em ms",
               "f16em ms", "f32/bf", "f32/em");
@@ -827,7 +852,7 @@ TEST(LowPrecisionBench, DISABLED_ElementwiseBf16VsF32) {
     const double tbe = time_kernel(low(DType::bf16), emulated_ctx, reps);
     const double th = time_kernel(low(DType::f16), native_ctx, reps);
     std::printf("%-22s %9.2f %9.2f %9.2f %9.2f %7.2f %7.2f\n",
-                (std::string(op.name) + " (" + std::to_string(omp_get_max_threads()) + ")").c_str(),
+                (op.name + " (" + std::to_string(omp_get_max_threads()) + ")").c_str(),
                 t32, tb, tbe, th, t32 / tb, t32 / tbe);
     std::fflush(stdout);
   }
@@ -865,6 +890,56 @@ TEST(LowPrecisionBench, DISABLED_TrainingStepBf16VsF32) {
     std::printf("%-10s %-18s %10.0f %10.0f %12.0f %7.2f %7.2f\n", m.name,
                 shape_str(m.images).c_str(), t32, tb, tbe, t32 / tb, t32 / tbe);
     std::fflush(stdout);
+  }
+}
+
+}  // namespace
+}  // namespace campo::testing
+
+namespace campo::testing {
+namespace {
+
+// A cast folded into Conv2DBackpropFilter (Node::f32_output): bf16 x and dy, f32 dw. The
+// f32 result is the f32 kernel's on the same (bf16-exact) inputs up to the order of the
+// sums, and rounding it to bf16 gives the bf16-output kernel's result to one bf16 ulp. For
+// the oneDNN kernel (AVX-512 BF16) and the emulated one.
+TEST(LowPrecisionTest, Bf16BackpropFilterWritesF32Weights) {
+  Rng rng(11);
+  const Shape xs{4, 8, 10, 10}, dys{4, 16, 10, 10}, ws{16, 8, 3, 3};
+  const Tensor x = rounded_to(random_tensor(xs, rng), DType::bf16);
+  const Tensor dy = rounded_to(random_tensor(dys, rng), DType::bf16);
+  const ConvAttrs a = conv(1, 1, ws);
+  const Tensor want = run_op(OpKind::Conv2DBackpropFilter, a, {x, dy}, DType::f32)[0];
+  for (bool native : {true, false}) {
+    if (native && !cpu_has_native_bf16()) continue;
+    CpuContext ctx;
+    ctx.native_bf16 = native;
+    auto run = [&](DType out_dtype) {
+      KernelSpec spec{OpKind::Conv2DBackpropFilter,
+                      a,
+                      DType::bf16,
+                      {{xs, DType::bf16}, {dys, DType::bf16}},
+                      {{ws, out_dtype}},
+                      "dw"};
+      auto kernel = create_kernel(spec, Device::cpu, ctx);
+      std::vector<Tensor> out = {Tensor::zeros(ws, out_dtype)};
+      kernel->run(ctx, {as_dtype(x, DType::bf16), as_dtype(dy, DType::bf16)}, out);
+      return out[0];
+    };
+    const Tensor f32_out = run(DType::f32), bf16_out = run(DType::bf16);
+    ASSERT_EQ(f32_out.dtype(), DType::f32);
+    const float* got = f32_out.data_as<float>();
+    const float* ref = want.data_as<float>();
+    Tensor rounded = Tensor::empty(ws, DType::bf16);
+    convert(got, DType::f32, rounded.data(), DType::bf16, size_t(f32_out.numel()));
+    std::vector<float> r(size_t(f32_out.numel())), b(size_t(f32_out.numel()));
+    convert(rounded.data(), DType::bf16, r.data(), DType::f32, r.size());
+    convert(bf16_out.data(), DType::bf16, b.data(), DType::f32, b.size());
+    for (int64_t i = 0; i < f32_out.numel(); ++i) {
+      EXPECT_NEAR(got[i], ref[i], 1e-4f * (1.0f + std::abs(ref[i])))
+          << (native ? "native " : "emulated ") << i;
+      EXPECT_NEAR(r[size_t(i)], b[size_t(i)], std::abs(b[size_t(i)]) / 128.0f + 1e-6f) << i;
+    }
   }
 }
 

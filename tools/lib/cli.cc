@@ -137,6 +137,9 @@ void add_train_options(CLI::App* cmd, TrainOptions& o) {
                   "cost-aware: exact (the four traversals, then the least predicted step time "
                   "found exactly by a minimum cut) or traversals (the paper's four alone)")
       ->capture_default_str();
+  cmd->add_flag("--no-fold-casts{false}", o.fold_casts,
+                "cost-aware: insert weight-gradient casts as Cast nodes, as amp does (by default "
+                "bf16 Conv2DBackpropFilter writes its f32 result itself)");
   cmd->add_option("--low-precision", o.low_precision, "Low-precision type: bf16 or fp16")
       ->capture_default_str();
   cmd->add_option("--loss-scale", o.loss_scale,
@@ -170,6 +173,8 @@ void add_model_run_options(CLI::App* cmd, ModelRunOptions& o) {
                   "cost-aware: calibration file (default: this machine's, found or made by a "
                   "quick calibration; 'none': time both precisions instead)");
   cmd->add_option("--search", o.search, "cost-aware: exact or traversals")->capture_default_str();
+  cmd->add_flag("--no-fold-casts{false}", o.fold_casts,
+                "cost-aware: insert weight-gradient casts as Cast nodes, as amp does");
 }
 
 // cost-aware plan/bench without --calibration: this machine's default calibration (a

@@ -168,8 +168,8 @@ std::shared_ptr<const CostAwarePlan> apply_gan_precision(
               "internal: the GAN cost table has ", costs->nodes.size(), " nodes, the graph ",
               g.num_nodes());
   auto plan = std::make_shared<const CostAwarePlan>(
-      plan_cost_aware(g, precision.lists, *costs, precision.search));
-  apply_precision(g, plan->low, precision.low);
+      plan_cost_aware(g, precision.lists, *costs, {precision.search, precision.fold_casts}));
+  apply_precision(g, plan->low, precision.low, precision.fold_casts);
   costs_out = costs;
   return plan;
 }

@@ -57,6 +57,7 @@ PrecisionConfig model_run_precision(const ModelRunOptions& o, Precision policy) 
   t.amp_lists_edit = o.amp_lists_edit;
   t.amp_lists_file = o.amp_lists_file;
   t.search = o.search;
+  t.fold_casts = o.fold_casts;
   PrecisionConfig c = precision_config(t);
   c.costs = o.costs;
   if (policy == Precision::cost_aware && !o.costs && !o.calibration.empty())
@@ -117,6 +118,7 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
                            {"list", list},
                            {"dtype", dtype_name(n.dtype)},
                            {"pad_to", n.pad_to},
+                           {"f32_output", n.f32_output},
                            {"shapes", shapes}};
     const bool has_cost = costed && size_t(id) < info->costs->nodes.size() &&
                           size_t(id) < info->cost_plan->decided_by.size();
@@ -133,7 +135,8 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
     std::string name = n.name.size() > 43 ? "..." + n.name.substr(n.name.size() - 40) : n.name;
     out << std::left << std::setw(44) << name << std::setw(22) << op_name(n.kind) << std::setw(5)
         << phase_name(n.phase) << std::setw(7) << list << std::setw(6)
-        << (std::string(dtype_name(n.dtype)) + (n.pad_to > 0 ? "+p" : ""));
+        << (std::string(dtype_name(n.dtype)) + (n.pad_to > 0 ? "+p" : "") +
+            (n.f32_output ? "*" : ""));
     if (costed) {
       char buf[64];
       if (has_cost)
@@ -155,6 +158,10 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
   out << "totals: " << s.low_nodes << " nodes in " << dtype_name(precision.low) << ", "
       << s.f32_nodes << " in f32; " << s.casts.casts << " casts, "
       << with_commas(s.casts.cast_elements) << " elements cast per step\n";
+  if (s.casts.folded > 0)
+    out << "folded: " << s.casts.folded << " casts to f32 done by their producers' kernels "
+        << "instead (marked *: computes in " << dtype_name(precision.low)
+        << ", writes f32 for the f32 optimizer update)\n";
   if (!dot_path.empty()) {
     write_file_atomically(dot_path, g.to_dot());
     out << "wrote " << dot_path << "\n";
@@ -164,6 +171,7 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
           {"f32_nodes", s.f32_nodes},
           {"casts", s.casts.casts},
           {"cast_elements", s.casts.cast_elements},
+          {"folded_casts", s.casts.folded},
           {"nodes", nodes}};
 }
 

@@ -28,6 +28,7 @@ struct ModelRunOptions {
   // the f32 step only and predicts the low-precision times. Empty: both are timed.
   std::string calibration;
   std::string search = "exact";  // cost-aware: exact or traversals
+  bool fold_casts = true;        // cost-aware: fold weight-gradient casts into producers
 };
 
 struct PlanOptions {

@@ -101,8 +101,10 @@ TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
       break;
     case Precision::cost_aware: {
       auto plan = std::make_shared<CostAwarePlan>(
-          plan_cost_aware(g, spec.precision.lists, *costs, spec.precision.search));
-      apply_precision(g, plan->low, spec.precision.low);
+          plan_cost_aware(g, spec.precision.lists, *costs,
+                          {spec.precision.search, spec.precision.fold_casts}));
+      info.folded_casts =
+          apply_precision(g, plan->low, spec.precision.low, spec.precision.fold_casts).folded;
       info.padding_candidates = int(padding_candidates(g).size());
       if (spec.precision.padding)
         info.padded = apply_padding(g, [&](NodeId id) { return padding_pays(g, id); });
@@ -147,6 +149,7 @@ PrecisionConfig precision_config(const TrainOptions& o) {
   p.policy = parse_precision(o.precision);
   p.low = parse_dtype(o.low_precision);
   p.search = parse_search(o.search);
+  p.fold_casts = o.fold_casts;
   CAMPO_CHECK(is_low_precision(p.low), "--low-precision must be bf16 or fp16, got '",
               o.low_precision, "'");
   CAMPO_CHECK(o.loss_scale == "auto" || o.loss_scale == "dynamic" || o.loss_scale == "none",

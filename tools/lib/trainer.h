@@ -47,6 +47,7 @@ struct TrainOptions {
   // calibration, the profiling step times both precisions instead.
   std::string calibration;
   std::string search = "exact";  // cost-aware: exact or traversals
+  bool fold_casts = true;        // cost-aware: fold weight-gradient casts into producers
   std::string low_precision = "bf16";  // bf16 | fp16 (the low type of amp / cost-aware)
   std::string loss_scale = "auto";     // auto (dynamic for fp16, none for bf16) | dynamic | none
   float loss_scale_init = 65536.0f;
@@ -94,6 +95,7 @@ struct TrainingGraphInfo {
   std::shared_ptr<const CostTable> costs;
   std::shared_ptr<const CostAwarePlan> cost_plan;
   int padding_candidates = 0, padded = 0;  // cost-aware: low-precision GEMMs, padded ones
+  int folded_casts = 0;  // cost-aware: casts folded into their producers (apply_precision)
 };
 TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
                                        const TrainingGraphSpec& spec);
