@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "tools/lib/cli.h"
@@ -30,6 +32,7 @@ TEST(CalibrateTest, TinyRunWritesALoadableFileCoveringConvAndMatMul) {
   o.models = {"lenet"};
   o.batches = {2, 3, 4, 6};  // the second is held out
   o.out = temp_path("tiny.json");
+  o.samples_out = temp_path("tiny_samples.json");
   std::ostringstream log;
   const Calibration cal = run_calibration(o, log);
   const std::string report = log.str();
@@ -52,7 +55,20 @@ TEST(CalibrateTest, TinyRunWritesALoadableFileCoveringConvAndMatMul) {
   EXPECT_GE(loaded.cast.per_element_ms, 0.0);
   EXPECT_GT(loaded.cast_to_low.samples, 0);
   EXPECT_GT(loaded.cast_to_f32.samples, 0);
+  // The raw samples: at least those the models were fitted and scored on (an op with
+  // held-out samples only gets no model).
+  std::ifstream in(o.samples_out);
+  const nlohmann::json samples = nlohmann::json::parse(in);
+  int fitted = 0;
+  for (const auto& [key, m] : loaded.ops) fitted += m.train_samples + m.heldout_samples;
+  EXPECT_GE(int(samples.at("ops").size()), fitted);
+  EXPECT_GT(fitted, 0);
+  EXPECT_EQ(samples.at("casts").size(), size_t(loaded.cast_to_low.samples + loaded.cast_to_f32.samples));
+  const auto& first = samples.at("ops").at(0);
+  EXPECT_GT(first.at("low_ms").get<double>(), 0.0);
+  EXPECT_TRUE(first.at("features").contains("flops"));
   fs::remove(o.out);
+  fs::remove(o.samples_out);
 }
 
 // A calibration of this machine with known models: Conv2D at half its f32 time, and

@@ -12,7 +12,10 @@
 #include <set>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "graph/builder.h"
+#include "runtime/atomic_file.h"
 #include "runtime/device.h"
 #include "runtime/timer.h"
 #include "tools/lib/gan_trainer.h"
@@ -485,6 +488,23 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
   if (m.dropped_fast > 0) log << " (" << m.dropped_fast << " nodes under 1 us left out)";
   log << ", " << m.casts.size() << " casts\n";
 
+  if (!o.samples_out.empty()) {
+    nlohmann::json ops = nlohmann::json::array(), casts = nlohmann::json::array();
+    for (const Sample& s : m.ops) {
+      nlohmann::json features;
+      for (int f = 0; f < kNumFeatures; ++f)
+        features[feature_name(Feature(f))] = s.s.features[size_t(f)];
+      ops.push_back({{"op", s.op}, {"heldout", s.heldout}, {"fp32_ms", s.s.fp32_ms},
+                     {"low_ms", s.s.low_ms}, {"features", features}});
+    }
+    for (const CastTiming& c : m.casts)
+      casts.push_back({{"elements", c.elements}, {"from", dtype_name(c.from)},
+                       {"to", dtype_name(c.to)}, {"ms", c.ms}});
+    write_file_atomically(o.samples_out,
+                          nlohmann::json{{"low_precision", dtype_name(low)}, {"ops", ops},
+                                         {"casts", casts}}.dump(1));
+    log << "wrote the raw samples to " << o.samples_out << "\n";
+  }
   cal.ops = fit_models(m, log);
   cal.cast_all = fit_casts(m.casts, [](const CastTiming&) { return true; });
   cal.cast_to_low = fit_casts(m.casts, [](const CastTiming& c) { return c.to != DType::f32; });

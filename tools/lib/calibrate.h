@@ -28,6 +28,9 @@ struct CalibrateOptions {
   std::vector<std::string> models;
   std::vector<int64_t> batches;
   uint64_t seed = 42;
+  // Also write every measured sample (op, features, f32 and low-precision ms, held out or
+  // not; casts) as JSON, to study other model forms offline.
+  std::string samples_out;
 };
 
 // Runs the calibration, prints the report to `log`, writes opts.out (or the default path)

@@ -278,6 +278,8 @@ int run(const std::vector<std::string>& args) {
       ->capture_default_str();
   calibrate_cmd->add_flag("--quick", calibrate_options.quick,
                           "About a minute: LeNet, ResNet-18 and DCGAN at small batches");
+  calibrate_cmd->add_option("--samples", calibrate_options.samples_out,
+                            "Also write the raw measurements (every node sample and cast) as JSON");
   calibrate_cmd->add_option("--models", calibrate_models,
                             "Only these models (comma-separated: lenet, resnet18, resnet50, "
                             "vgg16, dcgan)");
