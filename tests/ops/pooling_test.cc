@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -44,8 +46,8 @@ const PoolCase kCases[] = {
     {"global_7x7", {2, 5, 7, 7}, square(7, 1, 0)},
     {"global_non_square", {1, 3, 4, 6}, window(4, 6, 1, 1, 0, 0)},
     {"batch1_single_channel", {1, 1, 5, 5}, square(2, 1, 0)},
-    // Rows wide enough for the kernels' vectorised column loops (narrow rows go one column
-    // at a time): stride 1, 2 and a generic stride, and a row longer than one chunk.
+    // Rows wider than one block of output columns (16 in the AVX-512 MaxPool, 4 in the SSE
+    // one): stride 1, 2 and a generic stride, and a row of many blocks.
     {"wide_stem", {2, 3, 20, 37}, square(3, 2, 1)},
     {"wide_k2s2", {1, 2, 9, 40}, square(2, 2, 0)},
     {"wide_stride3", {1, 2, 7, 50}, square(3, 3, 1)},
@@ -137,7 +139,7 @@ TEST(PoolingForward, MaxPoolPaddingNeverWins) {
 }
 
 TEST(PoolingForward, MaxPoolPropagatesNaN) {
-  // One NaN in a narrow plane (per-column path) and one in a wide plane (vector path).
+  // One NaN in a narrow plane (one block of output columns) and one in a wide plane.
   for (const Shape& xs : {Shape{1, 1, 4, 4}, Shape{1, 1, 4, 40}}) {
     Rng rng(11);
     Tensor x = random_tensor(xs, rng);
@@ -147,6 +149,76 @@ TEST(PoolingForward, MaxPoolPropagatesNaN) {
     EXPECT_TRUE(std::isnan(y[1])) << shape_str(xs);  // window rows 0-1, columns 2-3
     EXPECT_EQ(out[1].data_as<int32_t>()[1], xs[3] + 2) << shape_str(xs);
     EXPECT_EQ(std::count_if(y.begin(), y.end(), [](float v) { return std::isnan(v); }), 1);
+  }
+}
+
+// `t` (f32, values exact in bf16) as a bf16 tensor.
+Tensor to_bf16(const Tensor& t) {
+  Tensor out = Tensor::empty(t.shape(), DType::bf16);
+  convert(t.data(), DType::f32, out.data(), DType::bf16, size_t(t.numel()));
+  return out;
+}
+
+// The bf16 MaxPool (AVX-512 lanes where the CPU has them, 16 or 4 columns per block) gives
+// the f32 kernel's maxima and argmax on the same values, with ties, -0, +-inf and NaN (a NaN
+// wins; the last one when several), narrow and wide rows, with and without padding.
+TEST(PoolingForward, MaxPoolBf16MatchesF32WithNaNAndTies) {
+  for (const PoolCase& c : kCases) {
+    Rng rng(12);
+    Tensor x = random_tensor(c.x, rng);
+    float* xv = x.data_as<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const uint64_t r = rng.below(100);
+      if (r < 40)
+        xv[i] = std::round(xv[i] * 4) / 4;  // ties, and -0
+      else if (r < 43)
+        xv[i] = std::numeric_limits<float>::quiet_NaN();
+      else if (r < 46)
+        xv[i] = -std::numeric_limits<float>::infinity();
+    }
+    x = to_bf16(x);
+    std::vector<float> exact(size_t(x.numel()));
+    convert(x.data(), DType::bf16, exact.data(), DType::f32, exact.size());
+    const auto want = run_op(OpKind::MaxPool, c.attrs, {Tensor::from_vector(exact, c.x)});
+    const auto got = run_op(OpKind::MaxPool, c.attrs, {x}, DType::bf16);
+    const std::vector<float> y = got[0].to_float_vector(), y_ref = want[0].to_float_vector();
+    for (size_t i = 0; i < y.size(); ++i)
+      EXPECT_TRUE(std::isnan(y[i])
+                      ? std::isnan(y_ref[i])
+                      : std::bit_cast<uint32_t>(y[i]) == std::bit_cast<uint32_t>(y_ref[i]))
+          << c.name << " " << i;
+    EXPECT_TRUE(all_close(got[1], want[1], 0, 0)) << c.name;
+  }
+}
+
+// Global average pooling of bf16 sums 16 planes at a time where the CPU has AVX-512, in the
+// order of the one-plane reduction (which the last planes < 16 take): the same bits, for
+// planes of 1 to 70 elements (below, at and past one 16-lane chunk, with tails).
+TEST(PoolingForward, GlobalAvgPoolBf16BlocksMatchOnePlane) {
+  Rng rng(13);
+  for (int n = 1; n <= 70; ++n) {
+    const int planes = 45;
+    Tensor x = random_tensor({1, planes, 1, n}, rng);
+    float* xv = x.data_as<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const uint64_t r = rng.below(100);
+      if (r < 5)
+        xv[i] = -0.0f;
+      else if (r < 30)
+        xv[i] *= 1e6f;  // sums that round differently in another order
+    }
+    x = to_bf16(x);
+    const PoolAttrs a = window(1, n, 1, 1, 0, 0);
+    const Tensor all = run_op(OpKind::AvgPool, a, {x}, DType::bf16)[0];
+    for (int p = 0; p < planes; ++p) {
+      Tensor one = Tensor::empty({1, 1, 1, n}, DType::bf16);
+      std::memcpy(one.data(), static_cast<const uint16_t*>(x.data()) + p * n,
+                  size_t(n) * sizeof(uint16_t));
+      const Tensor y = run_op(OpKind::AvgPool, a, {one}, DType::bf16)[0];
+      EXPECT_EQ(static_cast<const uint16_t*>(y.data())[0],
+                static_cast<const uint16_t*>(all.data())[p])
+          << "n " << n << " plane " << p;
+    }
   }
 }
 
