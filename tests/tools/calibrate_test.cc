@@ -38,6 +38,7 @@ TEST(CalibrateTest, TinyRunWritesALoadableFileCoveringConvAndMatMul) {
   const std::string report = log.str();
   EXPECT_NE(report.find("held-out MAPE"), std::string::npos) << report;
   EXPECT_NE(report.find("cast directions"), std::string::npos) << report;
+  EXPECT_NE(report.find("spread %"), std::string::npos) << report;
   EXPECT_NE(report.find("wrote " + o.out), std::string::npos) << report;
   EXPECT_EQ(cal.configurations, 4);
   EXPECT_EQ(cal.heldout_configurations, 1);

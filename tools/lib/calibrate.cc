@@ -290,6 +290,10 @@ std::map<std::string, OpModel> fit_models(const Measurements& m, std::ostream& l
 // simpler predictors, T_lp = T_fp32 (no change) and the ratio model alone.
 struct Baselines {
   double median = -1, same = -1, ratio = -1;
+  // The noise floor: samples of one op with identical features (the same layer shape at
+  // the same batch, at several places of a graph), each against their group's median low
+  // time, mean absolute percentage; -1 without a group of 3 or more.
+  double spread = -1;
 };
 Baselines baselines(const Calibration& cal, const std::string& key, const Measurements& m) {
   std::vector<OpSample> train, heldout;
@@ -299,6 +303,22 @@ Baselines baselines(const Calibration& cal, const std::string& key, const Measur
     (s.heldout ? heldout : train).push_back(s.s);
   }
   Baselines b;
+  {
+    std::map<NodeFeatures, std::vector<double>> groups;
+    for (const auto* set : {&train, &heldout})
+      for (const OpSample& s : *set) groups[s.features].push_back(s.low_ms);
+    double sum = 0;
+    int count = 0;
+    for (auto& [features, times] : groups) {
+      if (times.size() < 3) continue;
+      std::sort(times.begin(), times.end());
+      const size_t k = times.size();
+      const double median = k % 2 ? times[k / 2] : 0.5 * (times[k / 2 - 1] + times[k / 2]);
+      for (double t : times) sum += 100 * std::fabs(t - median) / median;
+      count += int(k);
+    }
+    if (count > 0) b.spread = sum / count;
+  }
   if (heldout.empty() || train.empty()) return b;
   std::vector<double> same, truth, errors;
   const OpModel& model = cal.ops.at(key);
@@ -330,9 +350,9 @@ void print_report(const Calibration& cal, const Measurements& m, std::ostream& l
   char line[512];
   log << "\nper-op models (T_lp = sum w_i PC_i + sigma T_fp32 + bias; features kept where "
          "Spearman |rho| > 0.75 on the training samples):\n";
-  std::snprintf(line, sizeof line, "  %-30s %-10s %5s %5s %8s %9s %8s %8s %8s %8s  %s\n",
+  std::snprintf(line, sizeof line, "  %-30s %-10s %5s %5s %8s %9s %8s %8s %8s %8s %8s  %s\n",
                 "op model", "fit", "train", "held", "sigma", "bias ms", "MAPE %", "median %",
-                "=f32 %", "ratio %", "features (rho)");
+                "=f32 %", "ratio %", "spread %", "features (rho)");
   log << line;
   // Held-out T_lp per op model, for the time-share weighting.
   std::map<std::string, double> heldout_ms;
@@ -357,10 +377,12 @@ void print_report(const Calibration& cal, const Measurements& m, std::ostream& l
     if (features.empty()) features = "-";
     const Baselines b = baselines(cal, key, m);
     auto pct = [](double v) { return v < 0 ? std::string("-") : std::to_string(v).substr(0, 6); };
-    std::snprintf(line, sizeof line, "  %-30s %-10s %5d %5d %8.3f %9.4f %8s %8s %8s %8s  %s\n",
-                  key.c_str(), model.fit.c_str(), model.train_samples, model.heldout_samples,
-                  model.sigma, model.bias, pct(model.heldout_mape).c_str(), pct(b.median).c_str(),
-                  pct(b.same).c_str(), pct(b.ratio).c_str(), features.c_str());
+    std::snprintf(line, sizeof line,
+                  "  %-30s %-10s %5d %5d %8.3f %9.4f %8s %8s %8s %8s %8s  %s\n", key.c_str(),
+                  model.fit.c_str(), model.train_samples, model.heldout_samples, model.sigma,
+                  model.bias, pct(model.heldout_mape).c_str(), pct(b.median).c_str(),
+                  pct(b.same).c_str(), pct(b.ratio).c_str(), pct(b.spread).c_str(),
+                  features.c_str());
     log << line;
     if (model.heldout_mape >= 0) {
       mape_sum += model.heldout_mape;
@@ -372,7 +394,8 @@ void print_report(const Calibration& cal, const Measurements& m, std::ostream& l
   }
   log << "  (MAPE and median: the model's absolute percentage error on held-out "
          "configurations; =f32: MAPE of predicting T_lp = T_fp32; ratio: of T_lp = sigma T_fp32 "
-         "alone)\n";
+         "alone; spread: how far the low-precision times of identical shapes in one graph lie "
+         "from their median, the noise no model of these features can go below)\n";
   if (scored > 0) {
     std::snprintf(line, sizeof line,
                   "held-out MAPE over %d op models: mean %.1f%%, weighted by time share %.1f%% "
