@@ -138,6 +138,10 @@ TEST(BenchTest, CostAwareWithFixedCostsNeedsNoMoreCastsThanAmp) {
     if (pays) {
       EXPECT_GT(results[1].casts, 0) << out.str();
       EXPECT_LE(results[1].casts, results[0].casts) << out.str();
+      // LeNet's two BF16 Conv2DBackpropFilter write their FP32 weight gradients themselves.
+      EXPECT_EQ(results[1].folded, 2) << out.str();
+      EXPECT_EQ(results[0].folded, 0) << out.str();
+      EXPECT_NE(out.str().find("(+2 folded)"), std::string::npos) << out.str();
     } else {
       EXPECT_EQ(results[1].casts, 0) << out.str();
       EXPECT_EQ(results[1].low_nodes, 0) << out.str();

@@ -348,6 +348,7 @@ std::vector<BenchResult> run_gan_bench(const BenchOptions& o) {
     results[k].precision = o.precisions[k];
     PrecisionSummary s = sessions[k]->precision_summary();
     results[k].casts = s.casts.casts;
+    results[k].folded = s.casts.folded;
     results[k].cast_elements = s.casts.cast_elements;
     results[k].low_nodes = s.low_nodes;
     results[k].cast_ms_per_step = -1;  // not profiled for GAN steps
@@ -413,6 +414,7 @@ std::vector<BenchResult> run_bench(const BenchOptions& o, std::ostream& out) {
     res.min = *std::min_element(res.samples_per_sec.begin(), res.samples_per_sec.end());
     res.max = *std::max_element(res.samples_per_sec.begin(), res.samples_per_sec.end());
     res.casts = s.info.summary.casts.casts;
+    res.folded = s.info.summary.casts.folded;
     res.cast_elements = s.info.summary.casts.cast_elements;
     res.low_nodes = s.info.summary.low_nodes;
     if (s.info.cost_plan) res.predicted_ms = s.info.cost_plan->predicted_ms;
@@ -458,11 +460,13 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
       std::snprintf(cast_time, sizeof cast_time, "%6.2f ms/step in casts (%4.1f%%)",
                     res.cast_ms_per_step,
                     res.step_ms > 0 ? 100.0 * res.cast_ms_per_step / res.step_ms : 0.0);
+    char folded[32] = "";
+    if (res.folded > 0) std::snprintf(folded, sizeof folded, " (+%d folded)", res.folded);
     std::snprintf(line, sizeof line,
-                  "%-8s %-11s %9.1f samples/s (%.1f-%.1f)  x%s  %3d casts  %s  %d nodes low\n",
+                  "%-8s %-11s %9.1f samples/s (%.1f-%.1f)  x%s  %3d casts%s  %s  %d nodes low\n",
                   o.run.model.c_str(), res.precision.c_str(), res.median, res.min, res.max,
                   fp32_median > 0 ? (std::to_string(res.ratio_to_fp32).substr(0, 4)).c_str() : "-",
-                  res.casts, cast_time, res.low_nodes);
+                  res.casts, folded, cast_time, res.low_nodes);
     out << line;
     if (res.predicted_ms > 0) {
       std::snprintf(line, sizeof line,
@@ -478,6 +482,7 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
                  {"median_samples_per_sec", res.median},
                  {"ratio_to_fp32", res.ratio_to_fp32},
                  {"casts", res.casts},
+                 {"folded_casts", res.folded},
                  {"cast_elements", res.cast_elements},
                  {"cast_ms_per_step", res.cast_ms_per_step},
                  {"step_ms", res.step_ms},
