@@ -24,6 +24,20 @@ inline Tolerance tolerance_for(DType t) {
   }
 }
 
+// The inputs of a classifier's training step (graph::Executable or alike): normal random
+// "images", labels uniform in [0, classes), loss scale 1, learning rate `lr`.
+template <typename Executable>
+void fill_classifier_step_inputs(Executable& exe, uint64_t seed, int classes, float lr) {
+  Rng rng(seed);
+  Tensor& x = exe.input("images");
+  for (int64_t i = 0; i < x.numel(); ++i) x.template data_as<float>()[i] = rng.normal();
+  Tensor& y = exe.input("labels");
+  for (int64_t i = 0; i < y.numel(); ++i)
+    y.template data_as<int32_t>()[i] = int32_t(rng.below(uint64_t(classes)));
+  exe.input("loss_scale").template data_as<float>()[0] = 1.0f;
+  exe.input("lr").template data_as<float>()[0] = lr;
+}
+
 inline Tensor random_tensor(const Shape& shape, Rng& rng, float lo = -1.0f, float hi = 1.0f) {
   Tensor t = Tensor::empty(shape, DType::f32);
   float* p = t.data_as<float>();

@@ -8,6 +8,7 @@
 #include "graph/executor.h"
 #include "graph/optimizer.h"
 #include "models/models.h"
+#include "tests/test_util.h"
 #include "tools/lib/trainer.h"
 
 namespace campo {
@@ -251,13 +252,7 @@ TEST(AmpPolicyTest, FoldedCastsWriteWeightGradientsInF32) {
       CompileOptions co;
       co.fetches = {loss};
       exe = std::make_unique<Executable>(g, vars, co);
-      Rng rng(5);
-      Tensor& x = exe->input("images");
-      for (int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] = rng.normal();
-      Tensor& y = exe->input("labels");
-      for (int64_t i = 0; i < y.numel(); ++i) y.data_as<int32_t>()[i] = int32_t(rng.below(10));
-      exe->input("loss_scale").data_as<float>()[0] = 1.0f;
-      exe->input("lr").data_as<float>()[0] = 0.5f;  // large, so the update shows
+      testing::fill_classifier_step_inputs(*exe, 5, 10, 0.5f);  // large lr: the update shows
     }
   };
   Step plain(false), folded(true);

@@ -54,13 +54,7 @@ struct LenetStep {
     CompileOptions co;
     co.fetches = {loss};
     exe = std::make_unique<Executable>(g, vars, co);
-    Rng rng(5);
-    Tensor& x = exe->input("images");
-    for (int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] = rng.normal();
-    Tensor& y = exe->input("labels");
-    for (int64_t i = 0; i < y.numel(); ++i) y.data_as<int32_t>()[i] = int32_t(rng.below(10));
-    exe->input("loss_scale").data_as<float>()[0] = 1.0f;
-    exe->input("lr").data_as<float>()[0] = 0.01f;
+    testing::fill_classifier_step_inputs(*exe, 5, 10, 0.01f);
   }
 };
 
