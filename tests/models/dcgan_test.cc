@@ -189,9 +189,14 @@ TEST(GanSessionTest, CostAwarePlansBothStepGraphs) {
   ASSERT_NE(s.g_plan(), nullptr);
   EXPECT_EQ(fp32.d_plan(), nullptr);
   EXPECT_EQ(s.d_costs()->nodes.size(), s.d_plan()->low.size());
-  for (const Graph* g : {&s.d_graph(), &s.g_graph()})
+  int folded = 0;
+  for (const Graph* g : {&s.d_graph(), &s.g_graph()}) {
     for (NodeId id : g->nodes_of_kind(OpKind::SigmoidCrossEntropyWithLogits))
       EXPECT_EQ(g->node(id).dtype, DType::f32);
+    for (const Node& n : g->nodes()) folded += n.f32_output;
+  }
+  // The summary counts the casts folded into both graphs' producers.
+  EXPECT_EQ(s.precision_summary().casts.folded, folded);
   // Profiling did not move the session's weights: same initial values as the fp32 session.
   EXPECT_TRUE(testing::all_close(s.variables().at("netG.main.0.weight"),
                                  fp32.variables().at("netG.main.0.weight"), 0, 0));

@@ -532,6 +532,7 @@ PrecisionSummary GanSession::precision_summary() const {
   d.f32_nodes += g.f32_nodes;
   d.casts.casts += g.casts.casts;
   d.casts.cast_elements += g.casts.cast_elements;
+  d.casts.folded += g.casts.folded;
   return d;
 }
 
