@@ -55,7 +55,6 @@ NodeId Graph::add_node(OpKind kind, std::vector<ValueId> inputs, Attrs attrs, st
   n.dtype = dtype;
   n.phase = phase;
   std::vector<TensorDesc> outs = schema.infer(*this, n);
-  if (n.f32_output && !outs.empty()) outs[0].dtype = DType::f32;
   for (size_t i = 0; i < outs.size(); ++i) {
     values_.push_back(Value{outs[i].shape, outs[i].dtype, id, int(i)});
     n.outputs.push_back(ValueId(values_.size() - 1));

@@ -122,13 +122,17 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
                            {"shapes", shapes}};
     const bool has_cost = costed && size_t(id) < info->costs->nodes.size() &&
                           size_t(id) < info->cost_plan->decided_by.size();
+    const double cast_ms =
+        costed && n.kind == OpKind::Cast
+            ? info->costs->cast_ms(is_low_precision(g.value(n.outputs[0]).dtype),
+                                   shape_numel(g.value(n.inputs[0]).shape))
+            : 0.0;
     if (has_cost) {
       node["fp32_ms"] = info->costs->nodes[size_t(id)].fp32_ms;
       node["low_ms"] = info->costs->nodes[size_t(id)].low_ms;
       node["decided_by"] = traversal_name(info->cost_plan->decided_by[size_t(id)]);
     } else if (costed && n.kind == OpKind::Cast) {
-      node["cast_ms"] = info->costs->cast_ms(is_low_precision(g.value(n.outputs[0]).dtype),
-                                             shape_numel(g.value(n.inputs[0]).shape));
+      node["cast_ms"] = cast_ms;
     }
     nodes.push_back(node);
     if ((leaf || update) && !o.all_nodes) continue;
@@ -144,10 +148,7 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
                       info->costs->nodes[size_t(id)].low_ms,
                       traversal_name(info->cost_plan->decided_by[size_t(id)]));
       else if (n.kind == OpKind::Cast)
-        std::snprintf(buf, sizeof buf, "%9s%9.3f  %-14s", "",
-                      info->costs->cast_ms(is_low_precision(g.value(n.outputs[0]).dtype),
-                                           shape_numel(g.value(n.inputs[0]).shape)),
-                      "(cast)");
+        std::snprintf(buf, sizeof buf, "%9s%9.3f  %-14s", "", cast_ms, "(cast)");
       else
         std::snprintf(buf, sizeof buf, "%9s%9s  %-14s", "", "", "");
       out << buf;

@@ -103,8 +103,7 @@ TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
       auto plan = std::make_shared<CostAwarePlan>(
           plan_cost_aware(g, spec.precision.lists, *costs,
                           {spec.precision.search, spec.precision.fold_casts}));
-      info.folded_casts =
-          apply_precision(g, plan->low, spec.precision.low, spec.precision.fold_casts).folded;
+      apply_precision(g, plan->low, spec.precision.low, spec.precision.fold_casts);
       info.padding_candidates = int(padding_candidates(g).size());
       if (spec.precision.padding)
         info.padded = apply_padding(g, [&](NodeId id) { return padding_pays(g, id); });

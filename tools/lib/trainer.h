@@ -95,7 +95,6 @@ struct TrainingGraphInfo {
   std::shared_ptr<const CostTable> costs;
   std::shared_ptr<const CostAwarePlan> cost_plan;
   int padding_candidates = 0, padded = 0;  // cost-aware: low-precision GEMMs, padded ones
-  int folded_casts = 0;  // cost-aware: casts folded into their producers (apply_precision)
 };
 TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
                                        const TrainingGraphSpec& spec);
