@@ -61,10 +61,7 @@ bool foldable(const Node& producer, int output_index) {
   return output_index == 0 && op_schema(producer.kind).can_write_f32_output;
 }
 
-bool slot_is_fp32(const Node& n, int slot) {
-  const auto& f = op_schema(n.kind).fp32_inputs;
-  return std::find(f.begin(), f.end(), slot) != f.end();
-}
+bool slot_is_fp32(const Node& n, int slot) { return op_schema(n.kind).input_stays_f32(slot); }
 
 struct CostGraph {
   const Graph& g;

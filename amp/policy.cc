@@ -136,22 +136,26 @@ std::vector<char> paint_amp(const Graph& g, const AmpLists& lists) {
   return allow;
 }
 
+namespace {
+
+// Whether every consumer of `v` reads it in f32 (and there is one).
 bool f32_consumers_only(const Graph& g, ValueId v) {
   bool any = false;
   for (NodeId c : g.consumers(v)) {
     const Node& n = g.node(c);
-    const auto& keep = op_schema(n.kind).fp32_inputs;
     for (int slot = 0; slot < int(n.inputs.size()); ++slot) {
       if (n.inputs[size_t(slot)] != v) continue;
       const bool reads_f32 = n.kind == OpKind::Cast ? attrs_as<CastAttrs>(n.attrs).to == DType::f32
                              : !is_low_precision(n.dtype) ||
-                                   std::find(keep.begin(), keep.end(), slot) != keep.end();
+                                   op_schema(n.kind).input_stays_f32(slot);
       if (!reads_f32) return false;
       any = true;
     }
   }
   return any;
 }
+
+}  // namespace
 
 CastStats insert_casts(Graph& g) {
   CastStats stats;
@@ -168,9 +172,7 @@ CastStats insert_casts(Graph& g) {
       const ValueId v = g.node(id).inputs[size_t(slot)];
       const DType have = g.value(v).dtype;
       if (!is_floating(have)) continue;
-      const bool keep_f32 = std::find(schema.fp32_inputs.begin(), schema.fp32_inputs.end(),
-                                      slot) != schema.fp32_inputs.end();
-      const DType want = keep_f32 ? DType::f32 : g.node(id).dtype;
+      const DType want = schema.input_stays_f32(slot) ? DType::f32 : g.node(id).dtype;
       if (!is_floating(want) || have == want) continue;
       auto key = std::make_pair(v, want);
       auto it = cache.find(key);

@@ -68,9 +68,6 @@ struct CastStats {
 CastStats apply_precision(Graph& g, const std::vector<char>& low, DType low_type,
                           bool fold_casts = false);
 
-// Whether every consumer of `v` reads it in f32 (and there is one).
-bool f32_consumers_only(const Graph& g, ValueId v);
-
 // Inserts the casts the current node dtypes need (apply_precision's second half).
 CastStats insert_casts(Graph& g);
 

@@ -4,6 +4,7 @@
 // appended last, after every read of the variables they write.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -109,6 +110,10 @@ struct OpSchema {
   std::vector<int> fp32_inputs;   // inputs that stay f32 when the node runs in low precision
   // Its low-precision kernels can write output 0 in f32 (Node::f32_output).
   bool can_write_f32_output = false;
+
+  bool input_stays_f32(int slot) const {
+    return std::find(fp32_inputs.begin(), fp32_inputs.end(), slot) != fp32_inputs.end();
+  }
 };
 
 void register_schema(const OpSchema& schema);

@@ -1,14 +1,11 @@
 #include "ops/schema_util.h"
 
-#include <algorithm>
 
 namespace campo {
 
 void check_input_dtype(const Graph& g, const Node& n, int i) {
   const OpSchema& s = op_schema(n.kind);
-  DType want = std::find(s.fp32_inputs.begin(), s.fp32_inputs.end(), i) != s.fp32_inputs.end()
-                   ? DType::f32
-                   : n.dtype;
+  DType want = s.input_stays_f32(i) ? DType::f32 : n.dtype;
   DType got = in_dtype(g, n, i);
   CAMPO_CHECK(got == want, op_name(n.kind), " '", n.name, "': input ", i, " is ", dtype_name(got),
               ", expected ", dtype_name(want));
