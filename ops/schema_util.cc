@@ -1,6 +1,5 @@
 #include "ops/schema_util.h"
 
-
 namespace campo {
 
 void check_input_dtype(const Graph& g, const Node& n, int i) {
