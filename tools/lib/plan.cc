@@ -226,10 +226,8 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
     VariableStore vars(o.run.seed);
     TrainingGraphInfo info = build_training_graph(g, vars, spec);
     header << ", batch " << o.run.batch << ", input " << compact_shape(spec.image_shape);
-    std::vector<ValueId> fetches = {info.loss};
-    if (info.all_finite != kNoValue) fetches.push_back(info.all_finite);
-    j["graphs"] = {
-        print_graph_plan(g, header.str(), spec.precision, o, o.dot_path, out, fetches, &info)};
+    j["graphs"] = {print_graph_plan(g, header.str(), spec.precision, o, o.dot_path, out,
+                                    info.fetches(), &info)};
     if (info.cost_plan) {
       // Compare with amp under the same costs: same graph before casts, amp's painting.
       TrainingGraphSpec fp32 = spec;
@@ -242,9 +240,7 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
       std::vector<char> none(size_t(ga.num_nodes()), 0);
       const double fp32_ms = predict_step_ms(ga, *info.costs, none);
       apply_precision(ga, amp_low, spec.precision.low);
-      std::vector<ValueId> amp_fetches = {ia.loss};
-      if (ia.all_finite != kNoValue) amp_fetches.push_back(ia.all_finite);
-      const CastStats amp_casts = summarize_precision(ga, amp_fetches).casts;
+      const CastStats amp_casts = summarize_precision(ga, ia.fetches()).casts;
       char line[256];
       std::snprintf(line, sizeof line,
                     "predicted step: cost-aware %.2f ms, amp %.2f ms, fp32 %.2f ms; casts: "
@@ -378,8 +374,7 @@ std::vector<BenchResult> run_bench(const BenchOptions& o, std::ostream& out) {
     s->precision = p;
     s->info = build_training_graph(s->graph, s->vars, spec);
     CompileOptions co;
-    co.fetches = {s->info.loss};
-    if (s->info.all_finite != kNoValue) co.fetches.push_back(s->info.all_finite);
+    co.fetches = s->info.fetches();
     co.seed = o.run.seed;
     s->exe = std::make_unique<Executable>(s->graph, s->vars, co);
     if (!images.defined()) {

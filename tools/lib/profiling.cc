@@ -192,9 +192,7 @@ CostTable profile_costs(const TrainingGraphSpec& spec) {
   Graph g32;
   VariableStore v32(1);
   const TrainingGraphInfo info = build_training_graph(g32, v32, fp32);
-  std::vector<ValueId> fetches = {info.loss};
-  if (info.all_finite != kNoValue) fetches.push_back(info.all_finite);
-  return graph_costs(g32, v32, fetches, training_timing_inputs(spec.model_options.num_classes),
+  return graph_costs(g32, v32, info.fetches(), training_timing_inputs(spec.model_options.num_classes),
                      spec.precision);
 }
 

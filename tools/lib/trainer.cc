@@ -112,9 +112,7 @@ TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
       break;
     }
   }
-  std::vector<ValueId> fetches = {info.loss};
-  if (info.all_finite != kNoValue) fetches.push_back(info.all_finite);
-  info.summary = summarize_precision(g, fetches);
+  info.summary = summarize_precision(g, info.fetches());
   return info;
 }
 
@@ -136,8 +134,7 @@ TrainingSession::TrainingSession(const std::string& model, const ModelOptions& m
   all_finite_ = info.all_finite;
   summary_ = info.summary;
   CompileOptions co;
-  co.fetches = {loss_};
-  if (all_finite_ != kNoValue) co.fetches.push_back(all_finite_);
+  co.fetches = info.fetches();
   co.seed = seed;
   train_exe_ = std::make_unique<Executable>(train_graph_, vars_, co);
   train_exe_->input("loss_scale").data_as<float>()[0] = 1.0f;

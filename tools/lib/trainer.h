@@ -89,6 +89,12 @@ struct TrainingGraphSpec {
 struct TrainingGraphInfo {
   ValueId loss = kNoValue;
   ValueId all_finite = kNoValue;
+  // What a training step fetches: the loss, and the gradients' finiteness check when there
+  // is one (the live nodes are those these and the updates need).
+  std::vector<ValueId> fetches() const {
+    if (all_finite == kNoValue) return {loss};
+    return {loss, all_finite};
+  }
   PrecisionSummary summary;
   // cost-aware only: the costs used and the decisions (by node id of the graph before
   // cast insertion, which keeps its ids).
