@@ -198,9 +198,8 @@ void measure_configuration(const Configuration& c, DType low, const Timing& timi
   Graph g;
   VariableStore vars(seed);
   const TrainingGraphInfo info = build_training_graph(g, vars, spec);
-  std::vector<ValueId> fetches = {info.loss};
   BothPrecisionTimes t =
-      measure_both_precisions(g, vars, fetches, training_timing_inputs(r.classes), lists, low,
+      measure_both_precisions(g, vars, info.fetches(), training_timing_inputs(r.classes), lists, low,
                               timing.warmup, timing.steps, seed);
   collect(g, t, c.heldout, m);
 }
