@@ -99,6 +99,7 @@ void append_net_update(Builder& b, const Graph& g, const VariableStore& vars, Va
 
 struct DStep {
   ValueId loss, d_x, d_g_z1;
+  std::vector<ValueId> fetches() const { return {loss, d_x, d_g_z1}; }
 };
 // D step: loss_D = BCE(D(x), 1) + BCE(D(G(z)), 0); update D only.
 DStep build_d_step(Graph& g, VariableStore& vars, const DcganOptions& model, int64_t batch,
@@ -123,6 +124,7 @@ DStep build_d_step(Graph& g, VariableStore& vars, const DcganOptions& model, int
 
 struct GStep {
   ValueId loss, d_g_z2;
+  std::vector<ValueId> fetches() const { return {loss, d_g_z2}; }
 };
 // G step: loss_G = BCE(D(G(z)), 1); update G only.
 GStep build_g_step(Graph& g, VariableStore& vars, const DcganOptions& model, int64_t batch,
@@ -192,13 +194,10 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, const Optimizer
     d_g_z1_ = d.d_g_z1;
     d_plan_ = apply_gan_precision(
         d_graph_, precision,
-        [&](Graph& g, VariableStore& v) {
-          const DStep s = build_d_step(g, v, model, batch, adam);
-          return std::vector<ValueId>{s.loss, s.d_x, s.d_g_z1};
-        },
+        [&](Graph& g, VariableStore& v) { return build_d_step(g, v, model, batch, adam).fetches(); },
         d_costs_);
     CompileOptions co;
-    co.fetches = {loss_d_, d_x_, d_g_z1_};
+    co.fetches = d_fetches();
     co.seed = seed;
     d_exe_ = std::make_unique<Executable>(d_graph_, vars_, co);
     d_exe_->input("loss_scale").data_as<float>()[0] = 1.0f;
@@ -211,13 +210,10 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, const Optimizer
     d_g_z2_ = s.d_g_z2;
     g_plan_ = apply_gan_precision(
         g_graph_, precision,
-        [&](Graph& g, VariableStore& v) {
-          const GStep t = build_g_step(g, v, model, batch, adam);
-          return std::vector<ValueId>{t.loss, t.d_g_z2};
-        },
+        [&](Graph& g, VariableStore& v) { return build_g_step(g, v, model, batch, adam).fetches(); },
         g_costs_);
     CompileOptions co;
-    co.fetches = {loss_g_, d_g_z2_};
+    co.fetches = g_fetches();
     co.seed = seed + 1;
     g_exe_ = std::make_unique<Executable>(g_graph_, vars_, co);
     g_exe_->input("loss_scale").data_as<float>()[0] = 1.0f;

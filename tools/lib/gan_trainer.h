@@ -115,11 +115,11 @@ class GanSession {
   VariableStore& variables() { return vars_; }
   Graph& d_graph() { return d_graph_; }
   Graph& g_graph() { return g_graph_; }
-  // cost-aware only (else null): the costs and decisions of each step graph, by node id of
-  // the graph before casts.
   // What each step fetches (its live nodes are those these and the updates need).
   std::vector<ValueId> d_fetches() const { return {loss_d_, d_x_, d_g_z1_}; }
   std::vector<ValueId> g_fetches() const { return {loss_g_, d_g_z2_}; }
+  // cost-aware only (else null): the costs and decisions of each step graph, by node id of
+  // the graph before casts.
   const std::shared_ptr<const CostAwarePlan>& d_plan() const { return d_plan_; }
   const std::shared_ptr<const CostAwarePlan>& g_plan() const { return g_plan_; }
   const std::shared_ptr<const CostTable>& d_costs() const { return d_costs_; }
