@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "amp/min_cut.h"
+#include "graph/optimizer.h"
 #include "runtime/check.h"
 
 namespace campo {
@@ -69,13 +70,20 @@ struct CostGraph {
   bool fold = false;
   // consumers[v] = (node, slot) pairs reading value v
   std::vector<std::vector<std::pair<NodeId, int>>> consumers;
+  // By value: an updated weight, whose f32 -> low cast becomes a weight copy the optimizer
+  // update writes (apply_precision) when casts fold. It is priced at 0: the update's extra
+  // stores (2 bytes per element, in the same pass) are not modelled.
+  std::vector<char> weight_copy;
 
   CostGraph(const Graph& graph, const CostTable& c, bool fold_casts)
-      : g(graph), costs(c), fold(fold_casts), consumers(size_t(graph.num_values())) {
+      : g(graph), costs(c), fold(fold_casts), consumers(size_t(graph.num_values())),
+        weight_copy(size_t(graph.num_values()), 0) {
     for (NodeId id = 0; id < g.num_nodes(); ++id) {
       const Node& n = g.node(id);
       for (int s = 0; s < int(n.inputs.size()); ++s)
         consumers[size_t(n.inputs[size_t(s)])].push_back({id, s});
+      if (fold && n.kind == OpKind::Variable)
+        weight_copy[size_t(n.outputs[0])] = optimizer_update_of(g, n.outputs[0]) >= 0;
     }
   }
 
@@ -102,7 +110,8 @@ struct CostGraph {
       const int64_t elements = shape_numel(val.shape);
       const bool folded = fold && !need_low && foldable(producer, val.output_index);
       if (produced_low && need_f32 && !folded) total += costs.cast_ms(false, elements);
-      if (!produced_low && need_low) total += costs.cast_ms(true, elements);
+      if (!produced_low && need_low && !weight_copy[size_t(v)])
+        total += costs.cast_ms(true, elements);
     }
     return total;
   }
@@ -139,7 +148,7 @@ std::vector<char> exact_assignment(const CostGraph& cg, const std::vector<char>&
     const int64_t elements = shape_numel(val.shape);
     // f32 -> low: paid when the value is made in f32 and some consumer reads it low. The
     // helper y = "a low copy exists" must be 1 for every consumer that reads low.
-    if (some_free && !(made.var < 0 && made.value == 1)) {
+    if (some_free && !(made.var < 0 && made.value == 1) && !cg.weight_copy[size_t(v)]) {
       const BinaryCut::Lit y = cut.new_var();
       cut.add_if_0_1(made, y, cg.costs.cast_ms(true, elements) + kCastTieBreakMs);
       for (BinaryCut::Lit w : wants) cut.add_if_0_1(y, w, inf);

@@ -91,7 +91,9 @@ struct CostAwareOptions {
   // The runtime folds a low -> f32 cast into its producer where the producer's op can write
   // f32 (OpSchema::can_write_f32_output) and every consumer reads f32 (apply_precision):
   // such a cast costs nothing. In the exact search only where every consumer is f32
-  // whatever the plan (optimizer updates: weight gradients).
+  // whatever the plan (optimizer updates: weight gradients). Likewise the f32 -> low cast
+  // of a weight the graph's optimizer updates, which becomes a weight copy that update
+  // writes (Node::weight_copy).
   bool fold_casts = false;
 };
 CostAwarePlan plan_cost_aware(const Graph& g, const AmpLists& lists, const CostTable& costs,

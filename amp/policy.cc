@@ -4,6 +4,8 @@
 #include <functional>
 #include <map>
 
+#include "graph/optimizer.h"
+
 namespace campo {
 
 Precision parse_precision(const std::string& s) {
@@ -193,6 +195,23 @@ CastStats insert_casts(Graph& g) {
   return stats;
 }
 
+CastStats fold_weight_casts(Graph& g) {
+  CastStats stats;
+  for (NodeId c : g.nodes_of_kind(OpKind::Cast)) {
+    Node& cast = g.node(c);
+    const ValueId var = cast.inputs[0];
+    if (cast.weight_copy || !is_low_precision(attrs_as<CastAttrs>(cast.attrs).to)) continue;
+    const NodeId update = optimizer_update_of(g, var);
+    if (update < 0) continue;
+    cast.weight_copy = true;
+    g.node(update).inputs.push_back(cast.outputs[0]);
+    g.reinfer(update);
+    ++stats.weight_copies;
+    stats.cast_elements += shape_numel(g.value(var).shape);
+  }
+  return stats;
+}
+
 CastStats apply_precision(Graph& g, const std::vector<char>& low, DType low_type,
                           bool fold_casts) {
   CAMPO_CHECK(is_low_precision(low_type), "low precision type must be f16 or bf16, got ",
@@ -214,6 +233,13 @@ CastStats apply_precision(Graph& g, const std::vector<char>& low, DType low_type
   }
   CastStats stats = insert_casts(g);
   stats.folded = folded;
+  if (fold_casts) {
+    const CastStats copies = fold_weight_casts(g);
+    stats.casts -= copies.weight_copies;
+    stats.cast_elements -= copies.cast_elements;
+    stats.folded += copies.weight_copies;
+    stats.weight_copies = copies.weight_copies;
+  }
   return stats;
 }
 
@@ -223,6 +249,11 @@ PrecisionSummary summarize_precision(const Graph& g, const std::vector<ValueId>&
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
     const Node& n = g.node(id);
     if (!has_kernel_node(n) || (!live.empty() && !live[size_t(id)])) continue;
+    if (n.kind == OpKind::Cast && n.weight_copy) {
+      ++s.casts.folded;
+      ++s.casts.weight_copies;
+      continue;
+    }
     if (n.kind == OpKind::Cast) {
       ++s.casts.casts;
       s.casts.cast_elements += shape_numel(g.value(n.inputs[0]).shape);

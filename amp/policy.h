@@ -33,8 +33,9 @@ struct PrecisionConfig {
   // cost-aware: pad low-precision GEMMs with unaligned K/N where a side-by-side timing of
   // the node says it pays (amp/padding.h).
   bool padding = true;
-  // cost-aware: fold the casts of weight gradients into their producers (apply_precision).
-  // amp, as TensorFlow's rewrite, inserts them as Cast nodes.
+  // cost-aware: fold the casts of weight gradients into their producers and those of
+  // weights into the optimizer updates (apply_precision). amp, as TensorFlow's rewrite,
+  // inserts them as Cast nodes.
   bool fold_casts = true;
   // cost-aware: the four traversals alone, or followed by the exact search (amp/cost_aware.h).
   CostAwareSearch search = CostAwareSearch::exact;
@@ -55,7 +56,9 @@ std::vector<char> paint_amp(const Graph& g, const AmpLists& lists);
 struct CastStats {
   int casts = 0;               // Cast nodes inserted
   int64_t cast_elements = 0;   // elements converted per step by those casts
-  int folded = 0;              // casts folded into their producers instead (Node::f32_output)
+  int folded = 0;              // casts folded away instead: into their producers
+                               // (Node::f32_output) or into optimizer updates (weight copies)
+  int weight_copies = 0;       // of which weight copies (Node::weight_copy)
 };
 
 // Sets node.dtype = low for every painted node, then inserts casts: every floating input
@@ -64,12 +67,19 @@ struct CastStats {
 // dtypes in topological order.
 // With `fold_casts`, a low-precision node whose schema can_write_f32_output and whose output
 // 0 is read only in f32 writes it in f32 itself (Node::f32_output) instead of through a
-// Cast: weight gradients (Conv2DBackpropFilter) for the f32 optimizer updates.
+// Cast: weight gradients (Conv2DBackpropFilter) for the f32 optimizer updates. And a
+// low-precision Cast of a weight the graph's optimizer updates becomes a weight copy
+// (Node::weight_copy): the update rewrites it, so no Cast runs per step.
 CastStats apply_precision(Graph& g, const std::vector<char>& low, DType low_type,
                           bool fold_casts = false);
 
 // Inserts the casts the current node dtypes need (apply_precision's second half).
 CastStats insert_casts(Graph& g);
+
+// Turns every f32 -> low Cast of a variable that the graph's optimizer updates into a
+// weight copy (Node::weight_copy) the update writes (apply_precision's last step with
+// `fold_casts`). Returns weight_copies and their cast_elements.
+CastStats fold_weight_casts(Graph& g);
 
 struct PrecisionSummary {
   int low_nodes = 0, f32_nodes = 0;  // nodes with kernels (no leaves, no casts)

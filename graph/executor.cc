@@ -11,7 +11,6 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
   CAMPO_CHECK(options.device == Device::cpu, "device ", device_name(options.device),
               " is not supported by this executor yet");
   ctx_.rng.reseed(options.seed);
-  const int num_nodes = graph.num_nodes();
 
   // Dead-code elimination: keep what the fetches and side-effecting nodes need.
   const std::vector<char> live = live_nodes(graph, options.fetches);
@@ -45,6 +44,14 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
       Tensor t = Tensor::zeros(val.shape, val.dtype);
       values_[size_t(n.outputs[0])] = t;
       placeholders_.push_back({n.name, t});
+    } else if (n.weight_copy) {
+      // Persistent: it lives from one step to the next, outside the arena.
+      CAMPO_CHECK(n.kind == OpKind::Cast && graph.node(graph.value(n.inputs[0]).producer).kind ==
+                                                OpKind::Variable,
+                  "internal: weight copy '", n.name, "' is not a Cast of a variable");
+      const Value& val = graph.value(n.outputs[0]);
+      values_[size_t(n.outputs[0])] = Tensor::zeros(val.shape, val.dtype);
+      copy_positions_.push_back(size_t(pos));
     } else {
       for (ValueId v : n.outputs) {
         const Value& val = graph.value(v);
@@ -77,6 +84,8 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
     for (ValueId v : n.outputs) spec.outputs.push_back(desc_of(graph, v));
     kernels_[size_t(pos)] = create_kernel(spec, options.device, ctx_);
   }
+  // Weight copies run apart from the step (refresh_weight_copies).
+  for (size_t pos : copy_positions_) copy_kernels_.push_back(std::move(kernels_[pos]));
   update_begin_ = size_t(n_sched);
   for (int pos = 0; pos < n_sched; ++pos) {
     const Node& n = graph.node(schedule_[size_t(pos)]);
@@ -88,6 +97,18 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
 }
 
 Executable::~Executable() { free_host(arena_); }
+
+void Executable::refresh_weight_copies() {
+  if (copy_positions_.empty() || (copies_fresh_ && copies_generation_ == vars_.generation()))
+    return;
+  for (size_t i = 0; i < copy_positions_.size(); ++i) {
+    const size_t pos = copy_positions_[i];
+    copy_kernels_[i]->run(ctx_, node_inputs_[pos], node_outputs_[pos]);
+  }
+  copies_generation_ = vars_.generation();
+  copies_fresh_ = true;
+  ++copy_refreshes_;
+}
 
 void Executable::run_range(size_t begin, size_t end) {
   for (size_t pos = begin; pos < end; ++pos) {
@@ -105,7 +126,10 @@ void Executable::run_range(size_t begin, size_t end) {
   }
 }
 
-void Executable::run_until_update() { run_range(0, update_begin_); }
+void Executable::run_until_update() {
+  refresh_weight_copies();
+  run_range(0, update_begin_);
+}
 
 void Executable::run_update() {
   run_range(update_begin_, schedule_.size());
@@ -125,6 +149,7 @@ bool Executable::has_input(const std::string& name) const {
 }
 
 void Executable::run() {
+  refresh_weight_copies();
   run_range(0, schedule_.size());
   ++ctx_.step;
 }

@@ -35,7 +35,8 @@ class Executable {
   // The persistent buffer of a placeholder: fill it before run().
   Tensor& input(const std::string& placeholder_name);
   bool has_input(const std::string& placeholder_name) const;
-  // Runs one step.
+  // Runs one step. Each run first refreshes the weight copies (Node::weight_copy) if the
+  // variables may have changed since the last refresh (VariableStore::generation).
   void run();
   // The same step in two halves, for dynamic loss scaling: everything before the first
   // optimizer update, then the updates (skipped when a gradient overflowed). The
@@ -53,6 +54,8 @@ class Executable {
   const Graph& graph() const { return graph_; }
   CpuContext& context() { return ctx_; }
   const MemoryPlan& memory_plan() const { return plan_; }
+  // How many times the weight copies were rebuilt from the variables (0 without copies).
+  int weight_copy_refreshes() const { return copy_refreshes_; }
 
   // Per-node wall time of the last run(), in schedule order, when timing is on.
   void set_timing(bool on) { timing_ = on; }
@@ -74,6 +77,12 @@ class Executable {
   void* arena_ = nullptr;
   size_t update_begin_ = 0;  // schedule position of the first update-phase kernel
   void run_range(size_t begin, size_t end);
+  void refresh_weight_copies();
+  std::vector<size_t> copy_positions_;  // schedule positions of weight-copy Casts
+  std::vector<std::unique_ptr<Kernel>> copy_kernels_;  // their kernels, by copy_positions_
+  uint64_t copies_generation_ = 0;      // VariableStore::generation at the last refresh
+  bool copies_fresh_ = false;
+  int copy_refreshes_ = 0;
   bool timing_ = false;
   std::vector<double> node_times_ms_;
   std::function<void(NodeId, double)> hook_;

@@ -46,6 +46,12 @@ struct Node {
   // `dtype` and writes output 0 in f32, so that its f32 consumers need no Cast. Only for
   // ops whose schema says can_write_f32_output (their kernels read the output's dtype).
   bool f32_output = false;
+  // A Cast of a variable whose result persists across steps (the cost-aware policy,
+  // amp/policy.h): the optimizer update of that variable rewrites it after each update
+  // (its weight-copy input, ops/optimizer.cc), so the executor runs the Cast itself only
+  // when the variables may have been changed from outside the step (VariableStore::
+  // generation): before the first step and after a checkpoint load.
+  bool weight_copy = false;
 };
 
 class Graph {

@@ -42,4 +42,14 @@ void append_optimizer(Builder& b, const std::vector<std::string>& params,
   b.set_phase(saved);
 }
 
+NodeId optimizer_update_of(const Graph& g, ValueId var) {
+  if (g.node(g.value(var).producer).kind != OpKind::Variable) return -1;
+  for (NodeId c : g.consumers(var)) {
+    const Node& n = g.node(c);
+    if ((n.kind == OpKind::ApplyMomentum || n.kind == OpKind::ApplyAdam) && n.inputs[0] == var)
+      return c;
+  }
+  return -1;
+}
+
 }  // namespace campo

@@ -25,4 +25,8 @@ struct OptimizerConfig {
 void append_optimizer(Builder& b, const std::vector<std::string>& params,
                       const std::vector<ValueId>& grads, const OptimizerConfig& config);
 
+// The optimizer update (ApplyMomentum / ApplyAdam) that writes the variable whose value is
+// `var`, or -1 when the graph updates none.
+NodeId optimizer_update_of(const Graph& g, ValueId var);
+
 }  // namespace campo

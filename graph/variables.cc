@@ -33,6 +33,7 @@ static void fill(Tensor& t, const Init& init, Rng& rng) {
 
 Tensor& VariableStore::get_or_create(const std::string& name, const Shape& shape, Init init,
                                      VariableKind kind) {
+  ++generation_;
   auto it = vars_.find(name);
   if (it != vars_.end()) {
     CAMPO_CHECK(it->second.tensor.shape() == shape, "variable '", name, "' exists with shape ",
@@ -46,6 +47,7 @@ Tensor& VariableStore::get_or_create(const std::string& name, const Shape& shape
 }
 
 Tensor& VariableStore::at(const std::string& name) {
+  ++generation_;
   auto it = vars_.find(name);
   CAMPO_CHECK(it != vars_.end(), "no variable named '", name, "'");
   return it->second.tensor;

@@ -52,11 +52,16 @@ class VariableStore {
   std::vector<std::string> names_of_kind(VariableKind kind) const;
   int64_t count_elements(VariableKind kind) const;
   Rng& rng() { return rng_; }
+  // Counts the calls that could change a variable from outside a compiled step (get_or_create
+  // and the non-const at()), so that executables holding low-precision weight copies know
+  // when to refresh them (Node::weight_copy). Optimizer updates inside a step do not count.
+  uint64_t generation() const { return generation_; }
 
  private:
   std::map<std::string, VariableEntry> vars_;
   std::vector<std::string> order_;
   Rng rng_;
+  uint64_t generation_ = 0;
 };
 
 }  // namespace campo

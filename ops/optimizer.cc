@@ -1,8 +1,11 @@
 // Optimizer updates (PyTorch semantics, formulas in ops/op.h). They have no outputs and
 // write var and the optimizer state IN PLACE (persistent variables), so they are marked
 // as side effects and stay f32 whatever the precision policy.
-//  ApplyMomentum {var, accum, grad, lr []}
-//  ApplyAdam     {var, m, v, grad, lr [], step [] (1-based)}
+//  ApplyMomentum {var, accum, grad, lr [] [, copy]}
+//  ApplyAdam     {var, m, v, grad, lr [], step [] (1-based) [, copy]}
+// `copy`, when given, is a low-precision (f16/bf16) copy of var that the update rewrites
+// from the updated var (rounded to nearest even, as Cast): the weight copy that replaces
+// a per-step Cast of the weight under the cost-aware policy (Node::weight_copy).
 #include "ops/schema_util.h"
 
 namespace campo {
@@ -24,7 +27,19 @@ void check_scalar(const Graph& g, const Node& n, int i, const char* what) {
               " must be a scalar (shape []), got ", shape_str(in_shape(g, n, i)));
 }
 
+// The optional last input: a low-precision copy of var.
+void check_copy(const Graph& g, const Node& n, int required) {
+  const int have = int(n.inputs.size());
+  CAMPO_CHECK(have == required || have == required + 1, op_name(n.kind), " '", n.name,
+              "' takes ", required, " inputs (", required + 1, " with a weight copy), got ", have);
+  if (have == required) return;
+  CAMPO_CHECK(is_low_precision(in_dtype(g, n, required)), op_name(n.kind), " '", n.name,
+              "': the weight copy must be f16 or bf16, got ", dtype_name(in_dtype(g, n, required)));
+  check_same_shape(g, n, required, "the weight copy");
+}
+
 std::vector<TensorDesc> infer_momentum(const Graph& g, const Node& n) {
+  check_copy(g, n, 4);
   const char* names[] = {"var", "accum", "grad", "lr"};
   for (int i = 0; i < 4; ++i) check_f32(g, n, i, names[i]);
   check_same_shape(g, n, 1, "accum");
@@ -34,6 +49,7 @@ std::vector<TensorDesc> infer_momentum(const Graph& g, const Node& n) {
 }
 
 std::vector<TensorDesc> infer_adam(const Graph& g, const Node& n) {
+  check_copy(g, n, 6);
   const char* names[] = {"var", "m", "v", "grad", "lr", "step"};
   for (int i = 0; i < 6; ++i) check_f32(g, n, i, names[i]);
   for (int i = 1; i < 4; ++i) check_same_shape(g, n, i, names[i]);
@@ -44,13 +60,13 @@ std::vector<TensorDesc> infer_adam(const Graph& g, const Node& n) {
 
 SchemaRegistrar momentum({.kind = OpKind::ApplyMomentum,
                           .amp_list = AmpList::fp32,
-                          .num_inputs = 4,
+                          .num_inputs = -1,  // 4, or 5 with a weight copy
                           .infer = infer_momentum,
                           .gradient = nullptr,
                           .has_side_effects = true});
 SchemaRegistrar adam({.kind = OpKind::ApplyAdam,
                       .amp_list = AmpList::fp32,
-                      .num_inputs = 6,
+                      .num_inputs = -1,  // 6, or 7 with a weight copy
                       .infer = infer_adam,
                       .gradient = nullptr,
                       .has_side_effects = true});

@@ -5,6 +5,10 @@
 //    g = grad + wd var; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
 //    var -= (lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps)
 //  Bias corrections are computed in double once per step, as PyTorch does in Python floats.
+// With a weight copy (the optional last input, f16/bf16), each block of var is converted
+// into it right after its update, while it is still in cache: the same rounding as Cast
+// (campo::convert), without a separate pass over the weights.
+#include <algorithm>
 #include <cmath>
 
 #include "ops/kernel.h"
@@ -13,6 +17,28 @@ namespace campo {
 namespace {
 
 constexpr int64_t kParallelElements = int64_t(1) << 15;
+constexpr int64_t kBlock = 4096;  // elements updated, then converted into the copy
+
+// Runs update(begin, end) over [0, n) in blocks (in parallel when n is large), converting
+// each updated block of var into `copy` when there is one.
+template <typename Update>
+void update_blocks(int64_t n, const float* var, const Tensor* copy, Update update) {
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (n >= kParallelElements)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t begin = b * kBlock, end = std::min(n, begin + kBlock);
+    update(begin, end);
+    if (copy)
+      convert(var + begin, DType::f32,
+              static_cast<char*>(copy->data()) + begin * int64_t(dtype_size(copy->dtype())),
+              copy->dtype(), size_t(end - begin));
+  }
+}
+
+// The weight copy input, if the node has one.
+const Tensor* weight_copy(const std::vector<Tensor>& in, size_t required) {
+  return in.size() > required ? &in[required] : nullptr;
+}
 
 class ApplyMomentumKernel : public Kernel {
  public:
@@ -25,23 +51,26 @@ class ApplyMomentumKernel : public Kernel {
     const float lr = *in[3].data_as<float>();
     const float mu = attrs_.momentum, wd = attrs_.weight_decay;
     const int64_t n = in[0].numel();
-    if (attrs_.nesterov) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelElements)
-      for (int64_t i = 0; i < n; ++i) {
-        const float g = grad[i] + wd * var[i];
-        const float a = mu * accum[i] + g;
-        accum[i] = a;
-        var[i] -= lr * (g + mu * a);
+    const bool nesterov = attrs_.nesterov;
+    update_blocks(n, var, weight_copy(in, 4), [&](int64_t begin, int64_t end) {
+      if (nesterov) {
+#pragma omp simd
+        for (int64_t i = begin; i < end; ++i) {
+          const float g = grad[i] + wd * var[i];
+          const float a = mu * accum[i] + g;
+          accum[i] = a;
+          var[i] -= lr * (g + mu * a);
+        }
+      } else {
+#pragma omp simd
+        for (int64_t i = begin; i < end; ++i) {
+          const float g = grad[i] + wd * var[i];
+          const float a = mu * accum[i] + g;
+          accum[i] = a;
+          var[i] -= lr * a;
+        }
       }
-    } else {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelElements)
-      for (int64_t i = 0; i < n; ++i) {
-        const float g = grad[i] + wd * var[i];
-        const float a = mu * accum[i] + g;
-        accum[i] = a;
-        var[i] -= lr * a;
-      }
-    }
+    });
   }
 
  private:
@@ -65,15 +94,17 @@ class ApplyAdamKernel : public Kernel {
     const float step_size = float(lr / (1.0 - std::pow(double(b1), t)));
     const float bc2_sqrt = float(std::sqrt(1.0 - std::pow(double(b2), t)));
     const int64_t n = in[0].numel();
-#pragma omp parallel for simd schedule(static) if (n >= kParallelElements)
-    for (int64_t i = 0; i < n; ++i) {
-      const float g = grad[i] + wd * var[i];
-      const float mi = b1 * m[i] + (1.0f - b1) * g;
-      const float vi = b2 * v[i] + (1.0f - b2) * g * g;
-      m[i] = mi;
-      v[i] = vi;
-      var[i] -= step_size * mi / (std::sqrt(vi) / bc2_sqrt + eps);
-    }
+    update_blocks(n, var, weight_copy(in, 6), [&](int64_t begin, int64_t end) {
+#pragma omp simd
+      for (int64_t i = begin; i < end; ++i) {
+        const float g = grad[i] + wd * var[i];
+        const float mi = b1 * m[i] + (1.0f - b1) * g;
+        const float vi = b2 * v[i] + (1.0f - b2) * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        var[i] -= step_size * mi / (std::sqrt(vi) / bc2_sqrt + eps);
+      }
+    });
   }
 
  private:

@@ -227,41 +227,56 @@ TEST(AmpPolicyTest, ResNet50AllowOpsLowDenyOpsF32) {
 namespace campo {
 namespace {
 
+// LeNet's training step on batches of 8, painted by amp, with its casts as they are, all
+// folded, or only the weight casts folded into weight copies (fold_weight_casts).
+enum class Fold { none, all, weight_copies };
+struct LenetStep {
+  Graph g;
+  VariableStore vars{1};
+  CastStats casts;
+  ValueId loss = kNoValue;
+  std::unique_ptr<Executable> exe;
+  explicit LenetStep(Fold fold, const OptimizerConfig& optimizer = {}) {
+    Builder b(g, vars);
+    ValueId images = b.placeholder("images", {8, 1, 28, 28});
+    ValueId labels = b.placeholder("labels", {8}, DType::i32);
+    loss = b.mean(b.sparse_softmax_cross_entropy(
+        build_model("lenet", b, images, ModelOptions{}), labels));
+    ValueId seed = b.placeholder("loss_scale", {});
+    auto params = vars.names_of_kind(VariableKind::parameter);
+    std::vector<ValueId> pv;
+    for (auto& n : params) pv.push_back(g.node(g.find_node(n)).outputs[0]);
+    append_optimizer(b, params, append_gradients(b, loss, seed, pv), optimizer);
+    casts = apply_precision(g, paint_amp(g, AmpLists::defaults()), DType::bf16, fold == Fold::all);
+    if (fold == Fold::weight_copies) casts.weight_copies = fold_weight_casts(g).weight_copies;
+    CompileOptions co;
+    co.fetches = {loss};
+    exe = std::make_unique<Executable>(g, vars, co);
+    testing::fill_classifier_step_inputs(*exe, 5, 10, 0.5f);  // large lr: the update shows
+  }
+};
+
 // Cast folding (cost-aware): amp's painting of LeNet's training graph with and without
 // folding. Folded, each bf16 Conv2DBackpropFilter writes its f32 weight gradient straight
 // to ApplyMomentum, with one Cast fewer per convolution, and a training step updates the
 // weights as the unfolded graph does to bf16 rounding (it skips one rounding of dw).
 TEST(AmpPolicyTest, FoldedCastsWriteWeightGradientsInF32) {
-  struct Step {
-    Graph g;
-    VariableStore vars{1};
-    CastStats casts;
-    std::unique_ptr<Executable> exe;
-    explicit Step(bool fold) {
-      Builder b(g, vars);
-      ValueId images = b.placeholder("images", {8, 1, 28, 28});
-      ValueId labels = b.placeholder("labels", {8}, DType::i32);
-      ValueId loss = b.mean(b.sparse_softmax_cross_entropy(
-          build_model("lenet", b, images, ModelOptions{}), labels));
-      ValueId seed = b.placeholder("loss_scale", {});
-      auto params = vars.names_of_kind(VariableKind::parameter);
-      std::vector<ValueId> pv;
-      for (auto& n : params) pv.push_back(g.node(g.find_node(n)).outputs[0]);
-      append_optimizer(b, params, append_gradients(b, loss, seed, pv), OptimizerConfig{});
-      casts = apply_precision(g, paint_amp(g, AmpLists::defaults()), DType::bf16, fold);
-      CompileOptions co;
-      co.fetches = {loss};
-      exe = std::make_unique<Executable>(g, vars, co);
-      testing::fill_classifier_step_inputs(*exe, 5, 10, 0.5f);  // large lr: the update shows
-    }
-  };
-  Step plain(false), folded(true);
+  LenetStep plain(Fold::none), folded(Fold::all);
   const int filters = int(folded.g.nodes_of_kind(OpKind::Conv2DBackpropFilter).size());
   ASSERT_EQ(filters, 2);
+  // Every bf16 cast of a variable in the plain graph is a weight the optimizer updates:
+  // folded, each becomes a weight copy.
+  int weight_casts = 0;
+  for (NodeId id : plain.g.nodes_of_kind(OpKind::Cast))
+    weight_casts += plain.g.node(plain.g.value(plain.g.node(id).inputs[0]).producer).kind ==
+                    OpKind::Variable;
+  ASSERT_EQ(weight_casts, 9);  // LeNet's 5 weights and the 4 biases read by bf16 BiasAdds
   EXPECT_EQ(plain.casts.folded, 0);
-  EXPECT_EQ(folded.casts.folded, filters);
-  EXPECT_EQ(plain.casts.casts - folded.casts.casts, filters);
-  EXPECT_EQ(summarize_precision(folded.g).casts.folded, filters);
+  EXPECT_EQ(folded.casts.folded, filters + weight_casts);
+  EXPECT_EQ(folded.casts.weight_copies, weight_casts);
+  EXPECT_EQ(plain.casts.casts - folded.casts.casts, filters + weight_casts);
+  EXPECT_EQ(summarize_precision(folded.g).casts.folded, filters + weight_casts);
+  EXPECT_EQ(summarize_precision(folded.g).casts.weight_copies, weight_casts);
   for (NodeId id : folded.g.nodes_of_kind(OpKind::Conv2DBackpropFilter)) {
     const Node& n = folded.g.node(id);
     EXPECT_EQ(n.dtype, DType::bf16);
@@ -288,6 +303,47 @@ TEST(AmpPolicyTest, FoldedCastsWriteWeightGradientsInF32) {
       EXPECT_NEAR(pb, pa, std::abs(step) / 64.0f + 1e-6f) << w << " " << i;
     }
     EXPECT_GT(moved, 1e-3) << w;  // the step did update the weights
+  }
+}
+
+// Weight copies: the optimizer update writes the bf16 copy of each weight that the Cast
+// would have made at the start of the next step, with the same rounding, so training with
+// them is bit-identical to training with the Casts, for SGD and Adam. The executable
+// rebuilds the copies before its first step and after a write to the variables from
+// outside (a checkpoint load), and not otherwise.
+TEST(AmpPolicyTest, WeightCopiesTrainBitIdenticallyToCasts) {
+  OptimizerConfig adam;
+  adam.kind = OptimizerConfig::Kind::adam;
+  for (const OptimizerConfig& optimizer : {OptimizerConfig{}, adam}) {
+    LenetStep casts(Fold::none, optimizer), copies(Fold::weight_copies, optimizer);
+    ASSERT_EQ(copies.casts.weight_copies, 9);
+    EXPECT_EQ(summarize_precision(copies.g).casts.casts + 9, summarize_precision(casts.g).casts.casts);
+    auto same_weights = [&] {
+      for (const std::string& name : casts.vars.names())
+        ASSERT_TRUE(testing::all_close(copies.vars.at(name), casts.vars.at(name), 0, 0)) << name;
+    };
+    auto step = [&](int k) {
+      for (LenetStep* s : {&casts, &copies}) {
+        testing::fill_classifier_step_inputs(*s->exe, 10 + uint64_t(k), 10, 0.05f);
+        if (optimizer.kind == OptimizerConfig::Kind::adam)
+          s->exe->input("step").data_as<float>()[0] = float(k + 1);
+        s->exe->run();
+      }
+      EXPECT_EQ(copies.exe->output(copies.loss).data_as<float>()[0],
+                casts.exe->output(casts.loss).data_as<float>()[0]) << "step " << k;
+    };
+    for (int k = 0; k < 3; ++k) step(k);
+    same_weights();
+    EXPECT_EQ(copies.exe->weight_copy_refreshes(), 1);
+    EXPECT_EQ(casts.exe->weight_copy_refreshes(), 0);
+    // A write from outside the step, as a checkpoint load does.
+    for (LenetStep* s : {&casts, &copies}) {
+      Tensor& w = s->vars.at("conv1.weight");
+      for (int64_t i = 0; i < w.numel(); ++i) w.data_as<float>()[i] *= 0.5f;
+    }
+    step(3);
+    same_weights();
+    EXPECT_EQ(copies.exe->weight_copy_refreshes(), 2);
   }
 }
 

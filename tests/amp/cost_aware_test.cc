@@ -321,7 +321,7 @@ TEST(CostAwareTest, FoldedWeightGradientCastsCostNothing) {
   Graph g = lenet_training_graph(vars);
   CostTable costs;
   costs.nodes.assign(size_t(g.num_nodes()), NodeCost{1.0, 0.5});
-  costs.cast = {0.0, 1e-7};
+  costs.cast = {0.0, 0.0};  // casts to bf16 (those of weights fold too) are free here
   costs.cast_to_f32 = CastCostModel{0.25, 0.0};  // every cast back: 0.25 ms
   const std::vector<char> amp = paint_amp(g, AmpLists::defaults());
   EXPECT_NEAR(predict_step_ms(g, costs, amp) - predict_step_ms(g, costs, amp, true), 2 * 0.25, 1e-9);
@@ -330,6 +330,26 @@ TEST(CostAwareTest, FoldedWeightGradientCastsCostNothing) {
   const CostAwarePlan plain = plan_cost_aware(g, AmpLists::defaults(), costs);
   EXPECT_NEAR(folded.predicted_ms, predict_step_ms(g, costs, folded.low, true), 1e-9);
   EXPECT_LE(folded.predicted_ms, plain.predicted_ms - 2 * 0.25 + 1e-6);
+}
+
+// Weight casts fold into the optimizer updates (weight copies) and cost nothing either:
+// in LeNet's amp plan, the nine casts of updated variables to bf16 (apply_precision makes
+// exactly those weight copies).
+TEST(CostAwareTest, WeightCopiesCostNothing) {
+  VariableStore vars;
+  Graph g = lenet_training_graph(vars);
+  CostTable costs;
+  costs.nodes.assign(size_t(g.num_nodes()), NodeCost{1.0, 0.5});
+  costs.cast = {0.125, 0.0};  // every cast to bf16: 0.125 ms
+  costs.cast_to_f32 = CastCostModel{0.0, 0.0};
+  const std::vector<char> amp = paint_amp(g, AmpLists::defaults());
+  Graph painted = g;
+  const CastStats copies = apply_precision(painted, amp, DType::bf16, true);
+  ASSERT_EQ(copies.weight_copies, 9);
+  EXPECT_NEAR(predict_step_ms(g, costs, amp) - predict_step_ms(g, costs, amp, true),
+              copies.weight_copies * 0.125, 1e-9);
+  const CostAwarePlan folded = plan_cost_aware(g, AmpLists::defaults(), costs, {.fold_casts = true});
+  EXPECT_NEAR(folded.predicted_ms, predict_step_ms(g, costs, folded.low, true), 1e-9);
 }
 
 }  // namespace

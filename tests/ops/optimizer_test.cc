@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -211,6 +212,59 @@ TEST(OptimizerOpTest, UpdatesVariablesInPlaceThroughTheExecutor) {
   exe.run();  // buf = 0.5 g + g = 1.5 g, w -= 0.15 g
   EXPECT_TRUE(all_close(vars.at("w").to_float_vector(), {0.75f, 0.5f, 0.25f}, 1e-6, 1e-7));
   EXPECT_TRUE(all_close(vars.at("w.momentum").to_float_vector(), {1.5f, 3.0f, 4.5f}, 1e-6, 0));
+}
+
+// A weight copy (the optional last input) is the updated var rounded as Cast rounds it,
+// and does not change the update: every block, on the multithreaded path and the tail.
+TEST(OptimizerOpTest, WeightCopyIsTheUpdatedVarRounded) {
+  Rng rng(3);
+  for (DType low : {DType::bf16, DType::f16}) {
+    for (int variant = 0; variant < 3; ++variant) {
+      const Shape shape{70001};
+      Tensor var = random_tensor(shape, rng), grad = random_tensor(shape, rng);
+      Tensor state = random_tensor(shape, rng, 0.0f, 1.0f);
+      Tensor var2 = var.clone(), state2 = state.clone(), state3 = state.clone();
+      Tensor state4 = state.clone(), copy = Tensor::zeros(shape, low);
+      CpuContext ctx;
+      if (variant < 2) {
+        const MomentumAttrs a{0.9f, 1e-2f, variant == 1};
+        run_op_eager(OpKind::ApplyMomentum, a, DType::f32, {var, state, grad, scalar(0.1f)}, {}, ctx);
+        run_op_eager(OpKind::ApplyMomentum, a, DType::f32,
+                     {var2, state2, grad, scalar(0.1f), copy}, {}, ctx);
+      } else {
+        run_op_eager(OpKind::ApplyAdam, AdamAttrs{}, DType::f32,
+                     {var, state, state3, grad, scalar(0.1f), scalar(2.0f)}, {}, ctx);
+        run_op_eager(OpKind::ApplyAdam, AdamAttrs{}, DType::f32,
+                     {var2, state2, state4, grad, scalar(0.1f), scalar(2.0f), copy}, {}, ctx);
+      }
+      EXPECT_TRUE(all_close(var2, var, 0, 0)) << dtype_name(low) << " variant " << variant;
+      Tensor want = Tensor::zeros(shape, low);
+      convert(var.data(), DType::f32, want.data(), low, size_t(var.numel()));
+      EXPECT_EQ(std::memcmp(copy.data(), want.data(), want.nbytes()), 0)
+          << dtype_name(low) << " variant " << variant;
+    }
+  }
+}
+
+TEST(OptimizerOpTest, WeightCopyMustBeLowPrecisionOfVarsShape) {
+  Graph g;
+  VariableStore vars;
+  Builder b(g, vars);
+  ValueId var = b.placeholder("var", {3, 2});
+  ValueId grad = b.placeholder("grad", {3, 2});
+  ValueId lr = b.placeholder("lr", {});
+  ValueId f32_copy = b.placeholder("f32_copy", {3, 2});
+  ValueId short_copy = b.placeholder("short_copy", {3}, DType::bf16);
+  std::string msg = error_message(
+      [&] { b.op(OpKind::ApplyMomentum, {var, var, grad, lr, f32_copy}, MomentumAttrs{}); });
+  EXPECT_NE(msg.find("the weight copy must be f16 or bf16, got f32"), std::string::npos) << msg;
+  msg = error_message(
+      [&] { b.op(OpKind::ApplyMomentum, {var, var, grad, lr, short_copy}, MomentumAttrs{}); });
+  EXPECT_NE(msg.find("the weight copy has shape [3]"), std::string::npos) << msg;
+  msg = error_message([&] {
+    b.op(OpKind::ApplyMomentum, {var, var, grad, lr, short_copy, short_copy}, MomentumAttrs{});
+  });
+  EXPECT_NE(msg.find("takes 4 inputs (5 with a weight copy), got 6"), std::string::npos) << msg;
 }
 
 }  // namespace

@@ -529,6 +529,7 @@ PrecisionSummary GanSession::precision_summary() const {
   d.casts.casts += g.casts.casts;
   d.casts.cast_elements += g.casts.cast_elements;
   d.casts.folded += g.casts.folded;
+  d.casts.weight_copies += g.casts.weight_copies;
   return d;
 }
 

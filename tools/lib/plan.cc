@@ -110,8 +110,9 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
     for (size_t i = 0; i < n.inputs.size(); ++i)
       shapes += (i ? " x " : "") + compact_shape(g.value(n.inputs[i]).shape);
     if (!n.outputs.empty()) shapes += " -> " + compact_shape(g.value(n.outputs[0]).shape);
-    const char* list =
-        n.kind == OpKind::Cast ? "cast" : amp_list_name(precision.lists.classify(n.kind));
+    const char* list = n.weight_copy            ? "copy"
+                       : n.kind == OpKind::Cast ? "cast"
+                                                : amp_list_name(precision.lists.classify(n.kind));
     nlohmann::json node = {{"name", n.name},
                            {"op", op_name(n.kind)},
                            {"phase", phase_name(n.phase)},
@@ -119,11 +120,12 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
                            {"dtype", dtype_name(n.dtype)},
                            {"pad_to", n.pad_to},
                            {"f32_output", n.f32_output},
+                           {"weight_copy", n.weight_copy},
                            {"shapes", shapes}};
     const bool has_cost = costed && size_t(id) < info->costs->nodes.size() &&
                           size_t(id) < info->cost_plan->decided_by.size();
     const double cast_ms =
-        costed && n.kind == OpKind::Cast
+        costed && n.kind == OpKind::Cast && !n.weight_copy
             ? info->costs->cast_ms(is_low_precision(g.value(n.outputs[0]).dtype),
                                    shape_numel(g.value(n.inputs[0]).shape))
             : 0.0;
@@ -148,7 +150,8 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
                       info->costs->nodes[size_t(id)].low_ms,
                       traversal_name(info->cost_plan->decided_by[size_t(id)]));
       else if (n.kind == OpKind::Cast)
-        std::snprintf(buf, sizeof buf, "%9s%9.3f  %-14s", "", cast_ms, "(cast)");
+        std::snprintf(buf, sizeof buf, "%9s%9.3f  %-14s", "", cast_ms,
+                      n.weight_copy ? "(weight copy)" : "(cast)");
       else
         std::snprintf(buf, sizeof buf, "%9s%9s  %-14s", "", "", "");
       out << buf;
@@ -159,10 +162,15 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
   out << "totals: " << s.low_nodes << " nodes in " << dtype_name(precision.low) << ", "
       << s.f32_nodes << " in f32; " << s.casts.casts << " casts, "
       << with_commas(s.casts.cast_elements) << " elements cast per step\n";
-  if (s.casts.folded > 0)
-    out << "folded: " << s.casts.folded << " casts to f32 done by their producers' kernels "
+  const int into_producers = s.casts.folded - s.casts.weight_copies;
+  if (into_producers > 0)
+    out << "folded: " << into_producers << " casts to f32 done by their producers' kernels "
         << "instead (marked *: computes in " << dtype_name(precision.low)
         << ", writes f32 for the f32 optimizer update)\n";
+  if (s.casts.weight_copies > 0)
+    out << "folded: " << s.casts.weight_copies << " casts of weights to "
+        << dtype_name(precision.low) << " (list 'copy'): " << dtype_name(precision.low)
+        << " weight copies that the optimizer updates write, instead of a Cast per step\n";
   if (!dot_path.empty()) {
     write_file_atomically(dot_path, g.to_dot());
     out << "wrote " << dot_path << "\n";
@@ -173,6 +181,7 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
           {"casts", s.casts.casts},
           {"cast_elements", s.casts.cast_elements},
           {"folded_casts", s.casts.folded},
+          {"weight_copies", s.casts.weight_copies},
           {"nodes", nodes}};
 }
 
@@ -346,6 +355,7 @@ std::vector<BenchResult> run_gan_bench(const BenchOptions& o) {
     PrecisionSummary s = sessions[k]->precision_summary();
     results[k].casts = s.casts.casts;
     results[k].folded = s.casts.folded;
+    results[k].weight_copies = s.casts.weight_copies;
     results[k].cast_elements = s.casts.cast_elements;
     results[k].low_nodes = s.low_nodes;
     results[k].cast_ms_per_step = -1;  // not profiled for GAN steps
@@ -411,6 +421,7 @@ std::vector<BenchResult> run_bench(const BenchOptions& o, std::ostream& out) {
     res.max = *std::max_element(res.samples_per_sec.begin(), res.samples_per_sec.end());
     res.casts = s.info.summary.casts.casts;
     res.folded = s.info.summary.casts.folded;
+    res.weight_copies = s.info.summary.casts.weight_copies;
     res.cast_elements = s.info.summary.casts.cast_elements;
     res.low_nodes = s.info.summary.low_nodes;
     if (s.info.cost_plan) res.predicted_ms = s.info.cost_plan->predicted_ms;
@@ -479,6 +490,7 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
                  {"ratio_to_fp32", res.ratio_to_fp32},
                  {"casts", res.casts},
                  {"folded_casts", res.folded},
+                 {"weight_copies", res.weight_copies},
                  {"cast_elements", res.cast_elements},
                  {"cast_ms_per_step", res.cast_ms_per_step},
                  {"step_ms", res.step_ms},

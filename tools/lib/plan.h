@@ -58,7 +58,8 @@ struct BenchResult {
   double median = 0, min = 0, max = 0;
   double ratio_to_fp32 = 0;  // median / fp32 median (0 when fp32 was not run)
   int casts = 0;
-  int folded = 0;  // casts folded into their producers instead (cost-aware)
+  int folded = 0;  // casts folded away (cost-aware): into producers or weight copies
+  int weight_copies = 0;  // of which weight copies the optimizer updates write
   int64_t cast_elements = 0;
   double cast_ms_per_step = 0, step_ms = 0;  // from a timed profiling step
   int low_nodes = 0;
