@@ -1,6 +1,7 @@
 // `campo plan` and `campo bench` through the library entry points.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -145,6 +146,10 @@ TEST(BenchTest, CostAwareWithFixedCostsNeedsNoMoreCastsThanAmp) {
       EXPECT_EQ(results[1].folded, 2 + 10) << out.str();
       EXPECT_EQ(results[0].folded, 0) << out.str();
       EXPECT_NE(out.str().find("(+12 folded)"), std::string::npos) << out.str();
+      ASSERT_TRUE(results[1].vs_amp.has_value());
+      EXPECT_FALSE(results[0].vs_amp.has_value());
+      EXPECT_NE(out.str().find("of amp, paired by repetition (95% CI needs 6 or more"),
+                std::string::npos) << out.str();
     } else {
       EXPECT_EQ(results[1].casts, 0) << out.str();
       EXPECT_EQ(results[1].low_nodes, 0) << out.str();
@@ -188,6 +193,37 @@ TEST(PaddingPolicyTest, CostAwarePadsOnlyCandidatesAndOnlyWhenAsked) {
     EXPECT_EQ(padded, info.padded);
     if (!padding) EXPECT_EQ(info.padded, 0);
     EXPECT_LE(info.padded, info.padding_candidates);
+  }
+}
+
+// Paired ratios: b / a per repetition; the sign-test interval for the median takes the
+// k-th smallest and largest ratios, k = 1 for 6-8 pairs, 4 for 15 (P(X < 4) = 1.8% for
+// X ~ Binomial(15, 1/2), P(X < 5) = 5.9%), and none exists below 6 pairs.
+TEST(BenchTest, PairedRatioMedianAndSignTestInterval) {
+  PairedRatio p = paired_ratio({10, 10, 10, 10, 10}, {11, 9, 10.5, 12, 10});
+  EXPECT_EQ(p.ratios, (std::vector<double>{1.1, 0.9, 1.05, 1.2, 1.0}));
+  EXPECT_DOUBLE_EQ(p.median, 1.05);
+  EXPECT_EQ(p.faster, 3);
+  EXPECT_TRUE(std::isnan(p.ci_low) && std::isnan(p.ci_high));
+
+  p = paired_ratio(std::vector<double>(6, 2.0), {2.2, 1.8, 2.1, 2.4, 2.0, 2.6});
+  EXPECT_DOUBLE_EQ(p.median, 1.075);
+  EXPECT_DOUBLE_EQ(p.ci_low, 0.9);
+  EXPECT_DOUBLE_EQ(p.ci_high, 1.3);
+
+  std::vector<double> a(15, 1.0), b;
+  for (int i = 1; i <= 15; ++i) b.push_back(1.0 + 0.01 * i);  // ratios 1.01 .. 1.15
+  p = paired_ratio(a, b);
+  EXPECT_DOUBLE_EQ(p.median, 1.08);
+  EXPECT_DOUBLE_EQ(p.ci_low, 1.04);
+  EXPECT_DOUBLE_EQ(p.ci_high, 1.12);
+  EXPECT_EQ(p.faster, 15);
+
+  try {
+    paired_ratio({1, 2}, {1});
+    ADD_FAILURE() << "unequal repetition counts accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("2 and 1 repetitions"), std::string::npos) << e.what();
   }
 }
 

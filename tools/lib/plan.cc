@@ -1,6 +1,7 @@
 #include "tools/lib/plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
@@ -411,14 +412,10 @@ std::vector<BenchResult> run_bench(const BenchOptions& o, std::ostream& out) {
       results[k].samples_per_sec.push_back(double(o.steps) * double(o.run.batch) / t.seconds());
     }
   }
-  double fp32_median = 0;
   for (size_t k = 0; k < sessions.size(); ++k) {
     BenchResult& res = results[k];
     BenchSession& s = *sessions[k];
     res.precision = s.precision;
-    res.median = median_of(res.samples_per_sec);
-    res.min = *std::min_element(res.samples_per_sec.begin(), res.samples_per_sec.end());
-    res.max = *std::max_element(res.samples_per_sec.begin(), res.samples_per_sec.end());
     res.casts = s.info.summary.casts.casts;
     res.folded = s.info.summary.casts.folded;
     res.weight_copies = s.info.summary.casts.weight_copies;
@@ -437,21 +434,50 @@ std::vector<BenchResult> run_bench(const BenchOptions& o, std::ostream& out) {
     s.exe->set_timing(false);
     res.cast_ms_per_step = cast_ms / profiled;
     res.step_ms = total_ms / profiled;
-    if (s.precision == "fp32") fp32_median = res.median;
   }
-  (void)fp32_median;
   return finish_bench(o, results, out);
+}
+
+PairedRatio paired_ratio(const std::vector<double>& a, const std::vector<double>& b) {
+  CAMPO_CHECK(a.size() == b.size() && !a.empty(), "paired_ratio: ", a.size(), " and ", b.size(),
+              " repetitions");
+  PairedRatio p;
+  for (size_t r = 0; r < a.size(); ++r) {
+    p.ratios.push_back(b[r] / a[r]);
+    p.faster += b[r] > a[r];
+  }
+  p.median = median_of(p.ratios);
+  // The k-th smallest and k-th largest ratios bound the median with probability
+  // 1 - 2 P(X < k), X ~ Binomial(n, 1/2): the largest k with P(X < k) <= 2.5%.
+  const int n = int(p.ratios.size());
+  std::vector<double> sorted = p.ratios;
+  std::sort(sorted.begin(), sorted.end());
+  double below = 0, pmf = std::ldexp(1.0, -n);  // P(X < k), P(X = k - 1)
+  int k = 0;
+  for (int i = 0; i < n && below + pmf <= 0.025; ++i) {
+    below += pmf;
+    pmf = pmf * double(n - i) / double(i + 1);
+    k = i + 1;
+  }
+  p.ci_low = k > 0 ? sorted[size_t(k - 1)] : std::nan("");
+  p.ci_high = k > 0 ? sorted[size_t(n - k)] : std::nan("");
+  return p;
 }
 
 std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchResult>& results,
                                       std::ostream& out) {
   double fp32_median = 0;
+  const BenchResult* amp = nullptr;
   for (BenchResult& res : results) {
     res.median = median_of(res.samples_per_sec);
     res.min = *std::min_element(res.samples_per_sec.begin(), res.samples_per_sec.end());
     res.max = *std::max_element(res.samples_per_sec.begin(), res.samples_per_sec.end());
     if (res.precision == "fp32") fp32_median = res.median;
+    if (res.precision == "amp") amp = &res;
   }
+  for (BenchResult& res : results)
+    if (amp && res.precision != "fp32" && res.precision != "amp")
+      res.vs_amp = paired_ratio(amp->samples_per_sec, res.samples_per_sec);
   out << "bench: " << o.run.model << ", batch " << o.run.batch << ", input [" << o.run.channels
       << "," << o.run.image_size << "," << o.run.image_size << "], " << o.steps << " steps x "
       << o.repeats << " interleaved repetitions, low precision " << o.run.low_precision << "\n";
@@ -481,6 +507,15 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
                     "", res.predicted_ms, measured_ms, res.prediction_error_pct);
       out << line;
     }
+    if (res.vs_amp) {
+      const PairedRatio& p = *res.vs_amp;
+      char ci[64] = "95% CI needs 6 or more repetitions";
+      if (!std::isnan(p.ci_low)) std::snprintf(ci, sizeof ci, "95%% CI %.3f-%.3f", p.ci_low, p.ci_high);
+      std::snprintf(line, sizeof line,
+                    "%-8s %-11s x%.3f of amp, paired by repetition (%s; faster in %d of %zu)\n", "",
+                    "", p.median, ci, p.faster, p.ratios.size());
+      out << line;
+    }
     j.push_back({{"model", o.run.model},
                  {"precision", res.precision},
                  {"low_precision", o.run.low_precision},
@@ -498,6 +533,13 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
                  {"predicted_ms", res.predicted_ms},
                  {"measured_ms", measured_ms},
                  {"prediction_error_pct", res.prediction_error_pct}});
+    if (res.vs_amp)
+      j.back()["vs_amp"] = {{"ratios", res.vs_amp->ratios},
+                            {"median", res.vs_amp->median},
+                            {"ci95", std::isnan(res.vs_amp->ci_low)
+                                         ? nlohmann::json(nullptr)
+                                         : nlohmann::json{res.vs_amp->ci_low, res.vs_amp->ci_high}},
+                            {"faster", res.vs_amp->faster}};
   }
   if (!o.json_path.empty()) {
     write_file_atomically(o.json_path, j.dump(1) + "\n");

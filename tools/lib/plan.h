@@ -3,6 +3,7 @@
 
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,16 @@ struct BenchOptions {
   std::string json_path;
 };
 
+// Throughput ratios b[r] / a[r] of paired repetitions: their median, a distribution-free
+// 95% confidence interval for the median (order statistics of the sign test; NaN below 6
+// pairs, where no pair of order statistics covers 95%) and in how many pairs b was faster.
+struct PairedRatio {
+  std::vector<double> ratios;
+  double median = 0, ci_low = 0, ci_high = 0;
+  int faster = 0;
+};
+PairedRatio paired_ratio(const std::vector<double>& a, const std::vector<double>& b);
+
 struct BenchResult {
   std::string precision;
   std::vector<double> samples_per_sec;  // one per repetition
@@ -66,7 +77,11 @@ struct BenchResult {
   // cost-aware: the plan's predicted step time (ms) and its error against the measured
   // median step time, in percent (0 when not cost-aware).
   double predicted_ms = 0, prediction_error_pct = 0;
+  // Against amp, repetition by repetition (policies other than fp32 and amp, when amp ran):
+  // the interleaved repetitions r of both policies ran back to back, under the same load.
+  std::optional<PairedRatio> vs_amp;
 };
+
 
 std::vector<BenchResult> run_bench(const BenchOptions& o, std::ostream& out);
 // Fills median/min/max and the ratios of measured results, prints the table, writes JSON.
