@@ -5,7 +5,7 @@
 //    g = grad + wd var; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
 //    var -= (lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps)
 //  Bias corrections are computed in double once per step, as PyTorch does in Python floats.
-// With a weight copy (the optional last input, f16/bf16), each block of var is converted
+// With a weight copy (the optional last input, f16/bf16), each block of var is rounded
 // into it right after its update, while it is still in cache: the same rounding as Cast
 // (campo::convert), without a separate pass over the weights.
 #include <algorithm>
@@ -17,18 +17,104 @@ namespace campo {
 namespace {
 
 constexpr int64_t kParallelElements = int64_t(1) << 15;
-constexpr int64_t kBlock = 4096;  // elements updated, then converted into the copy
+constexpr int64_t kBlock = 4096;  // elements per parallel work item
 
-// Runs update(begin, end) over [0, n) in blocks (in parallel when n is large), converting
-// each updated block of var into `copy` when there is one.
-template <typename Update>
-void update_blocks(int64_t n, const float* var, const Tensor* copy, Update update) {
+// The bf16 rounding of Cast (runtime/dtype.h: to nearest even, NaN stays a quiet NaN), in
+// a form the loops below vectorise.
+inline uint16_t round_to_bf16(float x) {
+  const uint32_t u = __builtin_bit_cast(uint32_t, x);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = (u >> 16) | 0x40u;
+  return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+}
+
+// One block of an update, compiled for AVX-512 and for the baseline ISA (picked at load
+// time). The project builds with -ffp-contract=off, so both give the same bits.
+struct MomentumBlock {
+  float* var;
+  float* accum;
+  const float* grad;
+  uint16_t* copy_bf16;  // or null
+  float lr, mu, wd;
+  bool nesterov;
+};
+
+__attribute__((target_clones("avx512f", "default"))) void momentum_block(const MomentumBlock& p,
+                                                                          int64_t begin,
+                                                                          int64_t end) {
+  float* __restrict var = p.var;
+  float* __restrict accum = p.accum;
+  const float* __restrict grad = p.grad;
+  uint16_t* __restrict copy = p.copy_bf16;
+  const float lr = p.lr, mu = p.mu, wd = p.wd;
+  if (p.nesterov) {
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) {
+      const float g = grad[i] + wd * var[i];
+      const float a = mu * accum[i] + g;
+      accum[i] = a;
+      var[i] -= lr * (g + mu * a);
+    }
+  } else {
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) {
+      const float g = grad[i] + wd * var[i];
+      const float a = mu * accum[i] + g;
+      accum[i] = a;
+      var[i] -= lr * a;
+    }
+  }
+  if (copy) {
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) copy[i] = round_to_bf16(var[i]);
+  }
+}
+
+struct AdamBlock {
+  float* var;
+  float* m;
+  float* v;
+  const float* grad;
+  uint16_t* copy_bf16;  // or null
+  float step_size, bc2_sqrt, b1, b2, eps, wd;
+};
+
+__attribute__((target_clones("avx512f", "default"))) void adam_block(const AdamBlock& p,
+                                                                      int64_t begin, int64_t end) {
+  float* __restrict var = p.var;
+  float* __restrict m = p.m;
+  float* __restrict v = p.v;
+  const float* __restrict grad = p.grad;
+  uint16_t* __restrict copy = p.copy_bf16;
+  const float b1 = p.b1, b2 = p.b2, eps = p.eps, wd = p.wd;
+  const float step_size = p.step_size, bc2_sqrt = p.bc2_sqrt;
+#pragma omp simd
+  for (int64_t i = begin; i < end; ++i) {
+    const float g = grad[i] + wd * var[i];
+    const float mi = b1 * m[i] + (1.0f - b1) * g;
+    const float vi = b2 * v[i] + (1.0f - b2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    var[i] -= step_size * mi / (std::sqrt(vi) / bc2_sqrt + eps);
+  }
+  if (copy) {
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) copy[i] = round_to_bf16(var[i]);
+  }
+}
+
+// Runs block(begin, end) over [0, n) in blocks of kBlock (in parallel when n is large); a
+// weight copy that is not bf16 (f16) is converted block by block after its update, while
+// the block is in cache.
+template <typename Block>
+void update_blocks(int64_t n, const float* var, const Tensor* copy, Block block) {
+  const bool other_copy = copy && copy->dtype() != DType::bf16;
   const int64_t blocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static) if (n >= kParallelElements)
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t begin = b * kBlock, end = std::min(n, begin + kBlock);
-    update(begin, end);
-    if (copy)
+    block(begin, end);
+    if (other_copy)
       convert(var + begin, DType::f32,
               static_cast<char*>(copy->data()) + begin * int64_t(dtype_size(copy->dtype())),
               copy->dtype(), size_t(end - begin));
@@ -38,6 +124,10 @@ void update_blocks(int64_t n, const float* var, const Tensor* copy, Update updat
 // The weight copy input, if the node has one.
 const Tensor* weight_copy(const std::vector<Tensor>& in, size_t required) {
   return in.size() > required ? &in[required] : nullptr;
+}
+
+uint16_t* bf16_copy(const Tensor* copy) {
+  return copy && copy->dtype() == DType::bf16 ? static_cast<uint16_t*>(copy->data()) : nullptr;
 }
 
 class ApplyMomentumKernel : public Kernel {
@@ -50,27 +140,10 @@ class ApplyMomentumKernel : public Kernel {
     const float* grad = in[2].data_as<float>();
     const float lr = *in[3].data_as<float>();
     const float mu = attrs_.momentum, wd = attrs_.weight_decay;
-    const int64_t n = in[0].numel();
-    const bool nesterov = attrs_.nesterov;
-    update_blocks(n, var, weight_copy(in, 4), [&](int64_t begin, int64_t end) {
-      if (nesterov) {
-#pragma omp simd
-        for (int64_t i = begin; i < end; ++i) {
-          const float g = grad[i] + wd * var[i];
-          const float a = mu * accum[i] + g;
-          accum[i] = a;
-          var[i] -= lr * (g + mu * a);
-        }
-      } else {
-#pragma omp simd
-        for (int64_t i = begin; i < end; ++i) {
-          const float g = grad[i] + wd * var[i];
-          const float a = mu * accum[i] + g;
-          accum[i] = a;
-          var[i] -= lr * a;
-        }
-      }
-    });
+    const Tensor* copy = weight_copy(in, 4);
+    const MomentumBlock p{var, accum, grad, bf16_copy(copy), lr, mu, wd, attrs_.nesterov};
+    update_blocks(in[0].numel(), var, copy,
+                  [&](int64_t begin, int64_t end) { momentum_block(p, begin, end); });
   }
 
  private:
@@ -93,18 +166,10 @@ class ApplyAdamKernel : public Kernel {
     const float wd = attrs_.weight_decay;
     const float step_size = float(lr / (1.0 - std::pow(double(b1), t)));
     const float bc2_sqrt = float(std::sqrt(1.0 - std::pow(double(b2), t)));
-    const int64_t n = in[0].numel();
-    update_blocks(n, var, weight_copy(in, 6), [&](int64_t begin, int64_t end) {
-#pragma omp simd
-      for (int64_t i = begin; i < end; ++i) {
-        const float g = grad[i] + wd * var[i];
-        const float mi = b1 * m[i] + (1.0f - b1) * g;
-        const float vi = b2 * v[i] + (1.0f - b2) * g * g;
-        m[i] = mi;
-        v[i] = vi;
-        var[i] -= step_size * mi / (std::sqrt(vi) / bc2_sqrt + eps);
-      }
-    });
+    const Tensor* copy = weight_copy(in, 6);
+    const AdamBlock p{var, m, v, grad, bf16_copy(copy), step_size, bc2_sqrt, b1, b2, eps, wd};
+    update_blocks(in[0].numel(), var, copy,
+                  [&](int64_t begin, int64_t end) { adam_block(p, begin, end); });
   }
 
  private:
