@@ -278,7 +278,7 @@ namespace {
 // Cast the copy replaces. Minimum of 6 repetitions of 5 updates each.
 TEST(OptimizerBench, DISABLED_WeightCopyAgainstCast) {
   Rng rng(1);
-  const Shape shape{235929};
+  const Shape shape{23520842};
   Tensor var = random_tensor(shape, rng), accum = random_tensor(shape, rng);
   Tensor grad = random_tensor(shape, rng), copy = Tensor::zeros(shape, DType::bf16);
   CpuContext ctx;
