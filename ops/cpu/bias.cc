@@ -17,6 +17,24 @@ struct ChannelView {
       : outer(s[0]), channels(s[1]), inner(shape_numel(s) / std::max<int64_t>(1, s[0] * s[1])) {}
 };
 
+// Sum of one row (at most H*W values) in f32, in kLanes interleaved partial sums (lane j
+// takes s = j mod kLanes), then the lanes in order: a fixed order whatever the vector ISA,
+// and independent chains the compiler vectorises (a single running sum is one dependent
+// add per element: ~8x slower, BiasAddGrad of [32,64,32,32] in 0.83 ms).
+constexpr int64_t kLanes = 16;
+
+template <typename T>
+float row_sum(const T* row, int64_t S) {
+  float lanes[kLanes] = {};
+  int64_t s = 0;
+  for (; s + kLanes <= S; s += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) lanes[j] += float(row[s + j]);
+  for (int64_t j = 0; s < S; ++s, ++j) lanes[j] += float(row[s]);
+  float sum = 0;
+  for (int64_t j = 0; j < kLanes; ++j) sum += lanes[j];
+  return sum;
+}
+
 // y[n, c, s] = x[n, c, s] + bias[c]
 template <typename T>
 class BiasAddKernel : public Kernel {
@@ -58,12 +76,7 @@ class BiasAddGradKernel : public Kernel {
     const int64_t N = v_.outer, C = v_.channels, S = v_.inner;
     parallel_for<T>(C, N * C * S > 4096, [=](int64_t c) {
       double total = 0;
-      for (int64_t n = 0; n < N; ++n) {
-        const T* row = dy + (n * C + c) * S;
-        float partial = 0;  // one row (at most H*W values) in f32, vectorizable
-        for (int64_t s = 0; s < S; ++s) partial += float(row[s]);
-        total += partial;
-      }
+      for (int64_t n = 0; n < N; ++n) total += row_sum(dy + (n * C + c) * S, S);
       db[c] = float(total);
     });
   }
