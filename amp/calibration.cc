@@ -740,6 +740,22 @@ Calibration load_calibration(const std::string& path) {
   return cal;
 }
 
+bool may_run_low(const Node& n, const AmpLists& lists) {
+  const AmpList l = lists.classify(n.kind);
+  return (l == AmpList::allow || l == AmpList::infer || l == AmpList::clear) &&
+         n.kind != OpKind::Variable && n.kind != OpKind::Placeholder;
+}
+
+std::vector<char> untrusted_nodes(const Graph& g, const Calibration& cal, const AmpLists& lists) {
+  std::vector<char> out(size_t(g.num_nodes()), 0);
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    if (!may_run_low(g.node(id), lists)) continue;
+    const OpModel* m = cal.model_for(g.node(id).kind, node_features(g, id));
+    out[size_t(id)] = !m || m->heldout_mape < 0 || m->heldout_mape > kUntrustedMapePercent;
+  }
+  return out;
+}
+
 CostTable predict_costs(const Graph& g, const std::vector<double>& fp32_ms, const Calibration& cal,
                         const AmpLists& lists) {
   CostTable costs;
@@ -749,10 +765,7 @@ CostTable predict_costs(const Graph& g, const std::vector<double>& fp32_ms, cons
     const double t32 = size_t(id) < fp32_ms.size() ? fp32_ms[size_t(id)] : 0.0;
     NodeCost& c = costs.nodes[size_t(id)];
     c.fp32_ms = c.low_ms = t32;
-    const AmpList l = lists.classify(n.kind);
-    const bool may_go_low = (l == AmpList::allow || l == AmpList::infer || l == AmpList::clear) &&
-                            n.kind != OpKind::Variable && n.kind != OpKind::Placeholder;
-    if (!may_go_low || t32 <= 0) continue;  // not in the lists, or not run at all
+    if (!may_run_low(n, lists) || t32 <= 0) continue;  // not in the lists, or not run at all
     const NodeFeatures f = node_features(g, id);
     if (const OpModel* m = cal.model_for(n.kind, f)) c.low_ms = m->predict_low_ms(f, t32);
   }

@@ -165,6 +165,20 @@ CalibrationCheck read_calibration(const std::string& path, const MachineIdentity
 // read_calibration against this_machine(); throws campo::Error with the check's message.
 Calibration load_calibration(const std::string& path);
 
+// Whether a node may run in low precision at all: an allow/infer/clear op, not a leaf.
+bool may_run_low(const Node& n, const AmpLists& lists);
+
+// Held-out MAPE above which an op model is not trusted (untrusted_nodes).
+constexpr double kUntrustedMapePercent = 30.0;
+
+// The nodes of g that may run low whose low-precision time the calibration says it cannot
+// predict: no model for the op (or its GEMM path), a model without a held-out score, or
+// one whose held-out MAPE exceeds kUntrustedMapePercent. The profiling step times these
+// in low precision instead (tools/lib/profiling.h); on this project's CPU they are the
+// filter gradients of unaligned convolutions (LeNet's 1-channel conv1: 3x slower in bf16,
+// which no model of these features predicts), BiasAdd and a few small ops.
+std::vector<char> untrusted_nodes(const Graph& g, const Calibration& cal, const AmpLists& lists);
+
 // The cost table of g (a graph without casts) from its measured f32 node times: low_ms
 // predicted for every allow/infer/clear node that has a model, = fp32_ms otherwise; the
 // cast model from the calibration.

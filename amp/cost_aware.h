@@ -35,6 +35,9 @@ struct NodeCost {
 
 struct CostTable {
   std::vector<NodeCost> nodes;  // by NodeId; nodes beyond the table cost nothing
+  // By NodeId (may be empty): low_ms was timed in the profiling step rather than predicted
+  // by a calibration's model (untrusted_nodes, amp/calibration.h). For plans only.
+  std::vector<char> low_measured;
   CastCostModel cast;           // f32 -> low, and low -> f32 unless cast_to_f32 is set
   // low -> f32 when the two directions cost differently (on the Zen 4 CPU of this project
   // f32 -> bf16 costs ~2x bf16 -> f32 per element; the paper's GPU had them equal).

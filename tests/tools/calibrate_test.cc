@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "graph/builder.h"
 #include "tools/lib/cli.h"
 #include "tools/lib/plan.h"
 #include "tools/lib/profiling.h"
@@ -83,6 +84,7 @@ std::shared_ptr<const Calibration> half_conv_calibration() {
   conv.key = "Conv2D";
   conv.fit = "ratio";
   conv.sigma = 0.5;
+  conv.heldout_mape = 5;  // trusted
   cal->ops[conv.key] = conv;
   return cal;
 }
@@ -104,22 +106,54 @@ TEST(CalibrateTest, ProfilingWithACalibrationPredictsTheLowTimes) {
   fp32.precision.policy = Precision::fp32;
   build_training_graph(g, vars, fp32);
   ASSERT_EQ(costs.nodes.size(), size_t(g.num_nodes()));
-  int convs = 0;
+  ASSERT_EQ(costs.low_measured.size(), size_t(g.num_nodes()));
+  int convs = 0, measured = 0;
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
     const NodeCost& c = costs.nodes[size_t(id)];
+    const bool ran = c.fp32_ms > 0;
     if (g.node(id).kind == OpKind::Conv2D) {
       ++convs;
-      EXPECT_DOUBLE_EQ(c.low_ms, 0.5 * c.fp32_ms);
+      EXPECT_DOUBLE_EQ(c.low_ms, 0.5 * c.fp32_ms);  // predicted by the trusted model
+      EXPECT_FALSE(costs.low_measured[size_t(id)]);
+    } else if (ran && may_run_low(g.node(id), AmpLists::defaults())) {
+      // No model: timed in low precision instead.
+      EXPECT_TRUE(costs.low_measured[size_t(id)]) << g.node(id).name;
+      EXPECT_GT(c.low_ms, 0) << g.node(id).name;
+      ++measured;
     } else {
-      EXPECT_DOUBLE_EQ(c.low_ms, c.fp32_ms) << g.node(id).name;  // no model: unchanged
+      EXPECT_DOUBLE_EQ(c.low_ms, c.fp32_ms) << g.node(id).name;  // stays f32: unchanged
+      EXPECT_FALSE(costs.low_measured[size_t(id)]) << g.node(id).name;
     }
   }
   EXPECT_EQ(convs, 2);
+  EXPECT_GT(measured, 10);
   EXPECT_EQ(costs.cast.fixed_ms, 0.001);
 
   // A calibration for another low precision is refused.
   spec.precision.low = DType::f16;
   EXPECT_THROW(profile_costs(spec), Error);
+}
+
+// A model whose held-out error is over kUntrustedMapePercent, or that has none, is not
+// trusted; neither is a missing one. Ops that never run low are never "untrusted".
+TEST(CalibrateTest, UntrustedNodesAreThoseTheCalibrationCannotPredict) {
+  VariableStore vars;
+  Graph g;
+  Builder b(g, vars);
+  ValueId x = b.placeholder("x", {2, 3, 8, 8});
+  ValueId y = b.conv2d(x, b.variable("w", {16, 3, 3, 3}, Init::ones()), ConvAttrs{});
+  ValueId r = b.relu(y);
+  ValueId s = b.sum(r);
+  const NodeId conv = g.value(y).producer, relu = g.value(r).producer, sum = g.value(s).producer;
+  Calibration cal = *half_conv_calibration();
+  auto untrusted = [&] { return untrusted_nodes(g, cal, AmpLists::defaults()); };
+  EXPECT_FALSE(untrusted()[size_t(conv)]);  // held-out 5%
+  EXPECT_TRUE(untrusted()[size_t(relu)]);   // no model
+  EXPECT_FALSE(untrusted()[size_t(sum)]);   // a deny op: stays f32 anyway
+  cal.ops["Conv2D"].heldout_mape = kUntrustedMapePercent + 1;
+  EXPECT_TRUE(untrusted()[size_t(conv)]);
+  cal.ops["Conv2D"].heldout_mape = -1;  // nothing held out
+  EXPECT_TRUE(untrusted()[size_t(conv)]);
 }
 
 TEST(CalibrateTest, PlanTakesACalibrationFile) {

@@ -130,9 +130,12 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
             ? info->costs->cast_ms(is_low_precision(g.value(n.outputs[0]).dtype),
                                    shape_numel(g.value(n.inputs[0]).shape))
             : 0.0;
+    const bool measured = costed && size_t(id) < info->costs->low_measured.size() &&
+                          info->costs->low_measured[size_t(id)];
     if (has_cost) {
       node["fp32_ms"] = info->costs->nodes[size_t(id)].fp32_ms;
       node["low_ms"] = info->costs->nodes[size_t(id)].low_ms;
+      node["low_measured"] = measured;
       node["decided_by"] = traversal_name(info->cost_plan->decided_by[size_t(id)]);
     } else if (costed && n.kind == OpKind::Cast) {
       node["cast_ms"] = cast_ms;
@@ -147,8 +150,8 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
     if (costed) {
       char buf[64];
       if (has_cost)
-        std::snprintf(buf, sizeof buf, "%9.3f%9.3f  %-14s", info->costs->nodes[size_t(id)].fp32_ms,
-                      info->costs->nodes[size_t(id)].low_ms,
+        std::snprintf(buf, sizeof buf, "%9.3f%8.3f%c  %-14s", info->costs->nodes[size_t(id)].fp32_ms,
+                      info->costs->nodes[size_t(id)].low_ms, measured ? 'm' : ' ',
                       traversal_name(info->cost_plan->decided_by[size_t(id)]));
       else if (n.kind == OpKind::Cast)
         std::snprintf(buf, sizeof buf, "%9s%9.3f  %-14s", "", cast_ms,
@@ -269,6 +272,13 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
                       info.cost_plan->traversals_ms, info.cost_plan->exact_changes);
         out << line;
       }
+      const int measured = int(std::count(info.costs->low_measured.begin(),
+                                          info.costs->low_measured.end(), 1));
+      if (measured > 0)
+        out << "measured: " << measured << " low-precision times marked m were timed in the "
+            << "profiling step: the calibration does not trust its model of those ops (held-out "
+            << "MAPE over " << kUntrustedMapePercent << "%, or none); the others are predicted\n";
+      j["low_measured"] = measured;
       out << "padding: " << info.padded << " of " << info.padding_candidates
           << " low-precision GEMMs with unaligned K/N padded to multiples of " << kPadTo
           << " (where timing the node both ways showed a gain)\n";

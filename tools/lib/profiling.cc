@@ -95,12 +95,7 @@ std::vector<double> measure_node_times(const Graph& g, VariableStore& vars,
 
 std::vector<char> all_low_nodes(const Graph& g, const AmpLists& lists) {
   std::vector<char> low(size_t(g.num_nodes()), 0);
-  for (NodeId i = 0; i < g.num_nodes(); ++i) {
-    const Node& n = g.node(i);
-    const AmpList l = lists.classify(n.kind);
-    low[size_t(i)] = (l == AmpList::allow || l == AmpList::infer || l == AmpList::clear) &&
-                     n.kind != OpKind::Variable && n.kind != OpKind::Placeholder;
-  }
+  for (NodeId i = 0; i < g.num_nodes(); ++i) low[size_t(i)] = may_run_low(g.node(i), lists);
   return low;
 }
 
@@ -108,8 +103,17 @@ BothPrecisionTimes measure_both_precisions(const Graph& g, VariableStore& vars,
                                            const std::vector<ValueId>& fetches,
                                            const TimingInputs& inputs, const AmpLists& lists,
                                            DType low, int warmup, int steps, uint64_t seed) {
+  return measure_both_precisions(g, vars, fetches, inputs, all_low_nodes(g, lists), low, warmup,
+                                 steps, seed);
+}
+
+BothPrecisionTimes measure_both_precisions(const Graph& g, VariableStore& vars,
+                                           const std::vector<ValueId>& fetches,
+                                           const TimingInputs& inputs,
+                                           const std::vector<char>& low_nodes, DType low,
+                                           int warmup, int steps, uint64_t seed) {
   BothPrecisionTimes t;
-  t.low = all_low_nodes(g, lists);
+  t.low = low_nodes;
   Graph glow = g;  // node and value ids of g are kept; casts are appended
   apply_precision(glow, t.low, low);
   CAMPO_CHECK(warmup >= 0 && steps > 0, "timing needs >= 0 warm-up and > 0 timed steps");
@@ -148,9 +152,24 @@ CostTable graph_costs(const Graph& g, VariableStore& vars, const std::vector<Val
                 ", this run's low precision is ", dtype_name(pc.low),
                 "; run `campo calibrate --device cpu --low-precision ",
                 pc.low == DType::f16 ? "fp16" : "bf16", "`");
-    const std::vector<double> t32 =
-        measure_node_times(g, vars, fetches, inputs, pc.profile_warmup, pc.profile_steps);
-    return predict_costs(g, t32, cal, pc.lists);
+    const std::vector<char> untrusted = untrusted_nodes(g, cal, pc.lists);
+    if (std::find(untrusted.begin(), untrusted.end(), 1) == untrusted.end()) {
+      const std::vector<double> t32 =
+          measure_node_times(g, vars, fetches, inputs, pc.profile_warmup, pc.profile_steps);
+      return predict_costs(g, t32, cal, pc.lists);
+    }
+    // The nodes the calibration cannot predict are timed in low precision too, in steps
+    // interleaved with the f32 ones; the others are predicted from the same f32 times.
+    const BothPrecisionTimes t = measure_both_precisions(
+        g, vars, fetches, inputs, untrusted, pc.low, pc.profile_warmup, pc.profile_steps);
+    CostTable costs = predict_costs(g, t.fp32_ms, cal, pc.lists);
+    costs.low_measured.assign(size_t(g.num_nodes()), 0);
+    for (NodeId i = 0; i < g.num_nodes(); ++i) {
+      if (!untrusted[size_t(i)] || t.fp32_ms[size_t(i)] <= 0) continue;  // dead code
+      costs.nodes[size_t(i)].low_ms = t.low_ms[size_t(i)];
+      costs.low_measured[size_t(i)] = 1;
+    }
+    return costs;
   }
   const BothPrecisionTimes t = measure_both_precisions(g, vars, fetches, inputs, pc.lists, pc.low,
                                                        pc.profile_warmup, pc.profile_steps);

@@ -1,7 +1,9 @@
 // The profiling step of the cost-aware policy: measured per-node costs on this machine.
 // Two ways to get a node's low-precision time:
-//  - with a calibration (amp/calibration.h): only the f32 step is timed and the low times
-//    are predicted by the calibration's per-op models (the method of DESIGN.md);
+//  - with a calibration (amp/calibration.h): the f32 step is timed and the low times are
+//    predicted by the calibration's per-op models (the method of DESIGN.md), but for the
+//    nodes whose model the calibration's own held-out error says not to trust, which are
+//    timed in low precision too (untrusted_nodes);
 //  - without one: the step is also timed with every allow/infer/clear op in low precision.
 // Also the timing helpers the calibration runner and other trainers share, and where the
 // default calibration file of this machine is looked for.
@@ -51,7 +53,7 @@ struct CastTiming {
 struct BothPrecisionTimes {
   std::vector<double> fp32_ms;    // by node id of the graph given
   std::vector<double> low_ms;     // same ids; = fp32_ms for nodes kept f32
-  std::vector<char> low;          // all_low_nodes
+  std::vector<char> low;          // the nodes timed in low precision
   std::vector<CastTiming> casts;  // the casts of the low-precision copy
 };
 // Times g (a graph without casts) as is and a copy with all_low_nodes in `low` precision
@@ -61,10 +63,18 @@ BothPrecisionTimes measure_both_precisions(const Graph& g, VariableStore& vars,
                                            const std::vector<ValueId>& fetches,
                                            const TimingInputs& inputs, const AmpLists& lists,
                                            DType low, int warmup, int steps, uint64_t seed = 7);
+// The same with the nodes `low_nodes` marks in low precision (by node id of g).
+BothPrecisionTimes measure_both_precisions(const Graph& g, VariableStore& vars,
+                                           const std::vector<ValueId>& fetches,
+                                           const TimingInputs& inputs,
+                                           const std::vector<char>& low_nodes, DType low,
+                                           int warmup, int steps, uint64_t seed = 7);
 
 // The costs of any graph without casts (node ids as g's), measured on `vars` with
 // `inputs`: with precision.calibration the f32 step is timed and the low times and the cast
-// model come from predict_costs; without, both precisions are timed (interleaved) and the
+// model come from predict_costs, except for the nodes the calibration does not trust
+// (untrusted_nodes), which are timed in low precision in steps interleaved with the f32
+// ones (CostTable::low_measured); without, both precisions are timed (interleaved) and the
 // cast model C_I + r * n is fitted by least squares on the casts of the low-precision copy.
 // `precision.profile_warmup` untimed and `profile_steps` timed steps, each node's fastest.
 CostTable graph_costs(const Graph& g, VariableStore& vars, const std::vector<ValueId>& fetches,
