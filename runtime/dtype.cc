@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 
+#include <cstdint>
 #include <cstring>
 
 #include "runtime/check.h"
@@ -153,13 +154,15 @@ __attribute__((target("avx2,f16c"))) void f16_to_f32_f16c(const uint16_t* src, f
 // The same bits as f32_to_bf16_block, 16 at a time with AVX-512F (GCC does not vectorise
 // the plain loop beyond SSE2 without -march: 4x slower than the way back, measured).
 // vcvtneps2bf16 (AVX512-BF16) is not used: it flushes subnormal inputs to zero.
+// `stream`: non-temporal stores where dst is 32-byte aligned.
 __attribute__((target("avx512f"))) void f32_to_bf16_avx512(const float* src, uint16_t* dst,
-                                                            size_t n) {
+                                                            size_t n, bool stream = false) {
   const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
   const __m512i inf = _mm512_set1_epi32(0x7f800000);
   const __m512i bias = _mm512_set1_epi32(0x7fff);
   const __m512i one = _mm512_set1_epi32(1);
   const __m512i quiet = _mm512_set1_epi32(0x40);
+  stream = stream && (reinterpret_cast<uintptr_t>(dst) & 31) == 0;
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m512i v = _mm512_loadu_si512(src + i);
@@ -168,8 +171,13 @@ __attribute__((target("avx512f"))) void f32_to_bf16_avx512(const float* src, uin
         _mm512_srli_epi32(_mm512_add_epi32(v, _mm512_add_epi32(bias, _mm512_and_si512(high, one))), 16);
     const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(v, abs_mask), inf);
     const __m512i r = _mm512_mask_blend_epi32(nan, rounded, _mm512_or_si512(high, quiet));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm512_cvtepi32_epi16(r));
+    __m256i* out = reinterpret_cast<__m256i*>(dst + i);
+    if (stream)
+      _mm256_stream_si256(out, _mm512_cvtepi32_epi16(r));
+    else
+      _mm256_storeu_si256(out, _mm512_cvtepi32_epi16(r));
   }
+  if (stream) _mm_sfence();  // the streamed stores are visible before this returns
   f32_to_bf16_block(src + i, dst + i, n - i);
 }
 
@@ -254,6 +262,11 @@ void convert(const void* src, DType st, void* dst, DType dt, size_t n) {
     size_t m = std::min(chunk, n - begin);
     convert_block(s + begin * ss, st, d + begin * ds, dt, m, true);
   }
+}
+
+void f32_to_bf16_streaming(const float* src, uint16_t* dst, size_t n) {
+  if (cpu_has_avx512f()) return f32_to_bf16_avx512(src, dst, n, true);
+  f32_to_bf16_block(src, dst, n);
 }
 
 void convert_scalar(const void* src, DType st, void* dst, DType dt, size_t n) {

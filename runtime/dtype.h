@@ -34,6 +34,10 @@ inline float bf16_bits_to_f32(uint16_t b) {
 // Uses F16C / AVX-512 (BF16) when the CPU has them, multithreaded for large n;
 // bit-identical to the scalar functions above.
 void convert(const void* src, DType src_type, void* dst, DType dst_type, size_t n);
+// convert() of f32 to bf16 on the calling thread, with non-temporal stores where the CPU
+// has AVX-512 and dst is 32-byte aligned: for data read again only much later (weight
+// copies, read in the next step), so as not to fetch its lines or evict others.
+void f32_to_bf16_streaming(const float* src, uint16_t* dst, size_t n);
 // The scalar reference of convert(), used by tests.
 void convert_scalar(const void* src, DType src_type, void* dst, DType dst_type, size_t n);
 

@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <immintrin.h>
 
 #include "ops/kernel.h"
 
@@ -21,49 +20,12 @@ namespace {
 constexpr int64_t kParallelElements = int64_t(1) << 15;
 constexpr int64_t kBlock = 4096;  // elements per parallel work item
 
-// The bf16 rounding of Cast (runtime/dtype.h: to nearest even, NaN stays a quiet NaN), in
-// a form the loops below vectorise.
-inline uint16_t round_to_bf16(float x) {
-  const uint32_t u = __builtin_bit_cast(uint32_t, x);
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const uint32_t quiet_nan = (u >> 16) | 0x40u;
-  return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
-}
-
-// Rounds n floats to bf16 as round_to_bf16 does, with non-temporal stores: the copy is
+// copy[i] = bf16(var[i]) over [begin, end), rounded as Cast rounds; streamed (the copy is
 // read only in the next step, by then out of cache anyway, and streaming it saves reading
-// its lines first (ApplyMomentum over 15M weights: +0.6-1.2 ms for the copy instead of
-// +1.5-2.8 ms, OptimizerBench). dst 32-byte aligned, n a multiple of 16.
-__attribute__((target("avx512f"))) void stream_bf16_avx512(const float* src, uint16_t* dst,
-                                                            int64_t n) {
-  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
-  const __m512i inf = _mm512_set1_epi32(0x7f800000);
-  const __m512i bias = _mm512_set1_epi32(0x7fff);
-  const __m512i one = _mm512_set1_epi32(1);
-  const __m512i quiet = _mm512_set1_epi32(0x40);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __m512i v = _mm512_loadu_si512(src + i);
-    const __m512i high = _mm512_srli_epi32(v, 16);
-    const __m512i rounded = _mm512_srli_epi32(
-        _mm512_add_epi32(v, _mm512_add_epi32(bias, _mm512_and_si512(high, one))), 16);
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(v, abs_mask), inf);
-    const __m512i r = _mm512_mask_blend_epi32(nan, rounded, _mm512_or_si512(high, quiet));
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i), _mm512_cvtepi32_epi16(r));
-  }
-  _mm_sfence();  // the streamed stores are visible before the update returns
-}
-
-bool has_avx512f() {
-  static const bool has = __builtin_cpu_supports("avx512f");
-  return has;
-}
-
-// copy[i] = bf16(var[i]) over [begin, end): streamed where the block allows it.
+// its lines first: ApplyMomentum over 15M weights costs +0.6-1.2 ms for the copy instead
+// of +1.5-2.8 ms, OptimizerBench).
 inline void write_bf16_copy(const float* var, uint16_t* copy, int64_t begin, int64_t end) {
-  if (has_avx512f() && (end - begin) % 16 == 0 &&
-      (reinterpret_cast<uintptr_t>(copy + begin) & 31) == 0)
-    return stream_bf16_avx512(var + begin, copy + begin, end - begin);
-  for (int64_t i = begin; i < end; ++i) copy[i] = round_to_bf16(var[i]);
+  f32_to_bf16_streaming(var + begin, copy + begin, size_t(end - begin));
 }
 
 // One block of an update, compiled for AVX-512 and for the baseline ISA (picked at load
