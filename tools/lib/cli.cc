@@ -138,8 +138,9 @@ void add_train_options(CLI::App* cmd, TrainOptions& o) {
                   "found exactly by a minimum cut) or traversals (the paper's four alone)")
       ->capture_default_str();
   cmd->add_flag("--no-fold-casts{false}", o.fold_casts,
-                "cost-aware: insert weight-gradient casts as Cast nodes, as amp does (by default "
-                "bf16 Conv2DBackpropFilter writes its f32 result itself)");
+                "cost-aware: insert weight and weight-gradient casts as Cast nodes, as amp does "
+                "(by default bf16 Conv2DBackpropFilter writes its f32 result itself and the "
+                "optimizer keeps bf16 weight copies)");
   cmd->add_option("--low-precision", o.low_precision, "Low-precision type: bf16 or fp16")
       ->capture_default_str();
   cmd->add_option("--loss-scale", o.loss_scale,
@@ -174,7 +175,7 @@ void add_model_run_options(CLI::App* cmd, ModelRunOptions& o) {
                   "quick calibration; 'none': time both precisions instead)");
   cmd->add_option("--search", o.search, "cost-aware: exact or traversals")->capture_default_str();
   cmd->add_flag("--no-fold-casts{false}", o.fold_casts,
-                "cost-aware: insert weight-gradient casts as Cast nodes, as amp does");
+                "cost-aware: insert weight and weight-gradient casts as Cast nodes, as amp does");
 }
 
 // cost-aware plan/bench without --calibration: this machine's default calibration (a
