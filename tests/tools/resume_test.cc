@@ -89,5 +89,46 @@ TEST(ResumeTest, WrongModelIsRefused) {
   std::filesystem::remove(path);
 }
 
+// Cost-aware with weight copies: a checkpoint restored into a fresh session continues
+// bit-identically, because the restore's writes make the executable rebuild the copies
+// from the restored weights (without that they would hold the fresh session's initial
+// weights, which differ from the checkpoint's after three steps). Steady-state steps do
+// not rebuild them.
+TEST(ResumeTest, CostAwareWeightCopiesFollowARestore) {
+  PrecisionConfig p;
+  p.policy = Precision::cost_aware;
+  auto costs = std::make_shared<CostTable>();
+  costs->nodes.assign(10000, NodeCost{1.0, 0.5});  // low precision pays everywhere
+  costs->cast = CastCostModel{1e-4, 1e-8};
+  p.costs = costs;
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "campo_resume_copies.safetensors").string();
+  Rng rng(3);
+  std::vector<Batch> batches;
+  for (int i = 0; i < 5; ++i) {
+    Batch b;
+    b.images = Tensor::empty({8, 1, 28, 28}, DType::f32);
+    b.labels = Tensor::empty({8}, DType::i32);
+    for (int64_t k = 0; k < b.images.numel(); ++k) b.images.data_as<float>()[k] = rng.normal();
+    for (int64_t k = 0; k < 8; ++k) b.labels.data_as<int32_t>()[k] = int32_t(rng.below(10));
+    batches.push_back(b);
+  }
+  TrainingSession a("lenet", ModelOptions{}, {1, 28, 28}, 8, OptimizerConfig{}, 7, p);
+  ASSERT_GT(a.precision_summary().casts.weight_copies, 0);
+  for (int i = 0; i < 3; ++i) a.train_step(batches[size_t(i)], 0.1f);
+  EXPECT_EQ(a.train_executable().weight_copy_refreshes(), 1);
+  a.save(path, 0, 3, "sgd");
+  std::vector<float> continued;
+  for (int i = 3; i < 5; ++i) continued.push_back(a.train_step(batches[size_t(i)], 0.1f));
+
+  TrainingSession b("lenet", ModelOptions{}, {1, 28, 28}, 8, OptimizerConfig{}, 7, p);
+  b.train_step(batches[0], 0.1f);  // builds b's copies from its own weights first
+  b.restore(path, "sgd");
+  for (int i = 3; i < 5; ++i)
+    EXPECT_EQ(b.train_step(batches[size_t(i)], 0.1f), continued[size_t(i - 3)]) << "step " << i;
+  EXPECT_EQ(b.train_executable().weight_copy_refreshes(), 2);
+  std::filesystem::remove(path);
+}
+
 }  // namespace
 }  // namespace campo

@@ -174,6 +174,7 @@ class TrainingSession {
   };
   Position restore(const std::string& path, const std::string& optimizer);
   Graph& train_graph() { return train_graph_; }
+  const Executable& train_executable() const { return *train_exe_; }
   int64_t step() const { return step_; }
   int64_t parameter_count() const { return vars_.count_elements(VariableKind::parameter); }
 
