@@ -261,6 +261,13 @@ std::vector<double> least_squares(const std::vector<std::vector<double>>& rows,
   return solution;
 }
 
+double median_of(std::vector<double> v) {
+  CAMPO_CHECK(!v.empty(), "the median of no values");
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 double mape_percent(const std::vector<double>& predicted, const std::vector<double>& truth) {
   CAMPO_CHECK(predicted.size() == truth.size() && !truth.empty(), "MAPE of ", predicted.size(),
               " predictions against ", truth.size(), " truths");

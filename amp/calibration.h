@@ -66,6 +66,9 @@ std::vector<double> least_squares(const std::vector<std::vector<double>>& rows,
 // Mean absolute percentage error of predictions against truths (truths > 0), in percent.
 double mape_percent(const std::vector<double>& predicted, const std::vector<double>& truth);
 
+// The median (the mean of the middle two for an even count); needs at least one value.
+double median_of(std::vector<double> v);
+
 // ---- per-op models ----
 
 // One calibration sample: a node measured in both precisions.

@@ -310,11 +310,9 @@ Baselines baselines(const Calibration& cal, const std::string& key, const Measur
     int count = 0;
     for (auto& [features, times] : groups) {
       if (times.size() < 3) continue;
-      std::sort(times.begin(), times.end());
-      const size_t k = times.size();
-      const double median = k % 2 ? times[k / 2] : 0.5 * (times[k / 2 - 1] + times[k / 2]);
+      const double median = median_of(times);
       for (double t : times) sum += 100 * std::fabs(t - median) / median;
-      count += int(k);
+      count += int(times.size());
     }
     if (count > 0) b.spread = sum / count;
   }
@@ -327,9 +325,7 @@ Baselines baselines(const Calibration& cal, const std::string& key, const Measur
     errors.push_back(100 * std::fabs(model.predict_low_ms(s.features, s.fp32_ms) - s.low_ms) /
                      s.low_ms);
   }
-  std::sort(errors.begin(), errors.end());
-  const size_t n = errors.size();
-  b.median = n % 2 ? errors[n / 2] : 0.5 * (errors[n / 2 - 1] + errors[n / 2]);
+  b.median = median_of(errors);
   b.same = mape_percent(same, truth);
   // The ratio fit on the training samples (fit_op_model's last resort).
   double sxy = 0, sxx = 0;

@@ -326,16 +326,6 @@ struct BenchSession {
   }
 };
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-}  // namespace
-
-namespace {
-
 // DCGAN: one iteration = the discriminator step and the generator step (GanSession).
 std::vector<BenchResult> run_gan_bench(const BenchOptions& o) {
   DcganOptions m;
