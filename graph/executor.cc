@@ -99,14 +99,12 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
 Executable::~Executable() { free_host(arena_); }
 
 void Executable::refresh_weight_copies() {
-  if (copy_positions_.empty() || (copies_fresh_ && copies_generation_ == vars_.generation()))
-    return;
+  if (copy_positions_.empty() || copies_generation_ == vars_.generation()) return;
   for (size_t i = 0; i < copy_positions_.size(); ++i) {
     const size_t pos = copy_positions_[i];
     copy_kernels_[i]->run(ctx_, node_inputs_[pos], node_outputs_[pos]);
   }
   copies_generation_ = vars_.generation();
-  copies_fresh_ = true;
   ++copy_refreshes_;
 }
 

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,8 +81,7 @@ class Executable {
   void refresh_weight_copies();
   std::vector<size_t> copy_positions_;  // schedule positions of weight-copy Casts
   std::vector<std::unique_ptr<Kernel>> copy_kernels_;  // their kernels, by copy_positions_
-  uint64_t copies_generation_ = 0;      // VariableStore::generation at the last refresh
-  bool copies_fresh_ = false;
+  std::optional<uint64_t> copies_generation_;  // VariableStore::generation at the last refresh
   int copy_refreshes_ = 0;
   bool timing_ = false;
   std::vector<double> node_times_ms_;
