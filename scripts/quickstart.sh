@@ -10,8 +10,10 @@ cd "$(dirname "$0")/.."
 mode="${1:-test}"
 build_dir="${BUILD_DIR:-build}"
 
-packages=(cmake ninja-build g++ libdnnl-dev zlib1g-dev libstb-dev nlohmann-json3-dev
-          libcli11-dev libgtest-dev dataset-fashion-mnist)
+# ocl-icd-opencl-dev: Debian's oneDNN CMake package looks for OpenCL, which libdnnl-dev only
+# recommends (and recommends are not installed below).
+packages=(cmake ninja-build g++ libdnnl-dev ocl-icd-opencl-dev zlib1g-dev libstb-dev
+          nlohmann-json3-dev libcli11-dev libgtest-dev dataset-fashion-mnist)
 
 install_dependencies() {
   local missing=()
