@@ -2,6 +2,13 @@
 // path. Data goes to "<path>.tmp.<pid>"; commit() fsyncs it, renames it over the path and
 // fsyncs the directory. Destroyed without commit(), it removes the temporary file.
 // Errors throw campo::Error "cannot write <kind> <path>: <reason>".
+//
+// A writer killed mid-write (kill -9, power loss) leaves its "<path>.tmp.<pid>" behind.
+// The constructor removes such leftovers of the same path: a sibling named exactly
+// "<basename>.tmp.<digits>" whose pid is not a live process (kill(pid, 0) fails with
+// ESRCH). A live process's file is never touched, nor any other file. Pids are those of
+// this host's (namespace's) processes: writers in another PID namespace or on another host
+// sharing the directory are not seen, so two such writers must not save the same path.
 #pragma once
 
 #include <string>
@@ -28,6 +35,10 @@ class AtomicFile {
 };
 
 // The whole of `bytes` to `path`, atomically.
+// Removes the stale temporary files of `path` described above; returns how many. Best
+// effort: a leftover that cannot be removed is left as it was. Called by AtomicFile.
+int remove_stale_temporary_files(const std::string& path);
+
 void write_file_atomically(const std::string& path, const std::string& bytes,
                            const std::string& kind = "file");
 
