@@ -7,9 +7,17 @@
 
 campo names its variables as torchvision's state_dict does ("layer1.0.conv1.weight",
 "bn1.running_mean", "bn1.num_batches_tracked"), so to-torch output loads with
-`model.load_state_dict(torch.load(path))`. campo's optimizer state ("<param>.momentum_buffer",
-"<param>.exp_avg", "<param>.exp_avg_sq") is dropped by to-torch; a file written by
+`model.load_state_dict(torch.load(path))`. campo's optimizer state sits under "optimizer."
+("optimizer.<param>.momentum_buffer", ".exp_avg", ".exp_avg_sq"; checkpoints of format
+version 1 kept it beside the parameters) and is dropped by to-torch; a file written by
 from-torch has none, and campo loads it with missing optimizer state allowed.
+
+from-torch never unpickles arbitrary objects: a .pt file is a pickle, and the full
+unpickler runs whatever code the file names. Files are read with
+torch.load(weights_only=True) (torch >= 1.13), which accepts tensors, dicts, lists and
+numbers only; anything else (a pickled nn.Module, custom classes) is refused, and so is
+every file under a torch too old to have weights_only. Re-save such a file as a plain
+state_dict with `torch.save(model.state_dict(), "model.pt")`.
 
 DCGAN: campo keeps both networks in one file under "netG." / "netD."; the PyTorch example
 saves each network separately without the prefix:
@@ -24,7 +32,9 @@ data section, and the tensors tile it exactly.
 
 import argparse
 import collections
+import inspect
 import json
+import pickle
 import struct
 
 import torch
@@ -43,12 +53,19 @@ DTYPES = {
     "BOOL": torch.bool,
 }
 NAMES = {v: k for k, v in DTYPES.items()}
-OPTIMIZER_STATE_SUFFIXES = (".momentum_buffer", ".exp_avg", ".exp_avg_sq")
+OPTIMIZER_PREFIX = "optimizer."  # campo checkpoints from format version 2 on
+V1_OPTIMIZER_STATE_SUFFIXES = (".momentum_buffer", ".exp_avg", ".exp_avg_sq")
+RESAVE_HINT = 're-save it as a plain state_dict: torch.save(model.state_dict(), "model.pt")'
 MAX_HEADER = 100_000_000
 
 
 def fail(msg):
     raise SystemExit(f"safetensors_torch: {msg}")
+
+
+def first_line(e):
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
 
 
 def element_size(dtype):
@@ -142,28 +159,40 @@ def write_safetensors(path, tensors, metadata=None):
 
 
 def load_torch(path):
+    """The state_dict in a .pt file, read with the restricted unpickler only: the full one
+    would run any code a crafted file names, so a file it refuses is refused here too."""
+    if "weights_only" not in inspect.signature(torch.load).parameters:
+        fail(f"{path}: torch {torch.__version__} cannot load a file without running the code "
+             f"it may hold (torch.load has no weights_only, added in 1.13); upgrade torch")
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
-    except TypeError:  # torch < 1.13 has no weights_only
-        obj = torch.load(path, map_location="cpu")
-    except Exception:  # a pickled nn.Module needs the full unpickler
-        obj = torch.load(path, map_location="cpu")
-    if isinstance(obj, torch.nn.Module):
-        obj = obj.state_dict()
+    except pickle.UnpicklingError as e:  # the restricted unpickler met something else
+        fail(f"{path}: refused: it holds more than tensors and plain containers (loading it "
+             f"would run code from the file: {first_line(e)}); {RESAVE_HINT}")
+    except OSError:
+        raise
+    except Exception as e:  # a damaged or foreign file; still nothing unpickled in full
+        fail(f"{path}: cannot read it as a torch file ({type(e).__name__}: {first_line(e)})")
     for key in ("state_dict", "model_state_dict", "model"):
         if isinstance(obj, dict) and isinstance(obj.get(key), dict):
             obj = obj[key]
             break
     if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
-        fail(f"{path}: not a state_dict (a dict of tensors)")
+        fail(f"{path}: not a state_dict (a dict of tensors); {RESAVE_HINT}")
     return obj
 
 
+def is_optimizer_state(name, metadata):
+    if metadata.get("campo.format_version") == "1":
+        return name.endswith(V1_OPTIMIZER_STATE_SUFFIXES)
+    return name.startswith(OPTIMIZER_PREFIX)
+
+
 def to_torch(src, dst, prefix=""):
-    tensors, _ = read_safetensors(src)
+    tensors, metadata = read_safetensors(src)
     state = collections.OrderedDict()
     for name, t in tensors.items():
-        if name.endswith(OPTIMIZER_STATE_SUFFIXES):
+        if is_optimizer_state(name, metadata):
             continue
         if prefix:
             if not name.startswith(prefix):
@@ -183,6 +212,9 @@ def from_torch(srcs, dst, prefixes=None):
     out = collections.OrderedDict()
     for src, prefix in zip(srcs, prefixes):
         for name, t in load_torch(src).items():
+            if (prefix + name).startswith(OPTIMIZER_PREFIX):
+                fail(f"{src}: tensor '{prefix + name}': campo checkpoints reserve the prefix "
+                     f"'{OPTIMIZER_PREFIX}' for optimizer state; rename the module")
             if prefix + name in out:
                 fail(f"tensor '{prefix + name}' appears twice")
             out[prefix + name] = t
@@ -223,9 +255,14 @@ def self_test():
             assert torch.equal(t, state[name]), name
         # optimizer state is dropped; a prefix selects and strips one network
         extra = collections.OrderedDict(("netG." + k, v) for k, v in state.items())
-        extra["netG.fc.weight.momentum_buffer"] = torch.zeros_like(state["fc.weight"])
+        extra["optimizer.netG.fc.weight.momentum_buffer"] = torch.zeros_like(state["fc.weight"])
         write_safetensors(st, extra)
         assert list(to_torch(st, back, prefix="netG.")) == list(state)
+        # a format-1 campo file kept optimizer state beside the parameters
+        extra = collections.OrderedDict(state)
+        extra["fc.weight.momentum_buffer"] = torch.zeros_like(state["fc.weight"])
+        write_safetensors(st, extra, {"campo.format_version": "1"})
+        assert list(to_torch(st, back)) == list(state)
     print(f"self-test passed: resnet18, {len(state)} tensors "
           f"({sum(t.numel() for t in state.values())} elements) round trip bit-exact")
 
