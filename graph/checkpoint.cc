@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <bit>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include <set>
 
 #include "runtime/atomic_file.h"
+#include "runtime/file_check.h"
 
 namespace campo {
 
@@ -99,6 +101,7 @@ std::string quoted_list(const std::vector<std::string>& names, size_t max_shown 
 class InputFile {
  public:
   explicit InputFile(const std::string& path) : path_(path) {
+    require_input_file(path, "checkpoint");  // a FIFO would block open() below
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd_ < 0) fail_file(path, "cannot open: ", errno_text(errno));
     struct stat st {};
@@ -322,16 +325,71 @@ bool is_reserved_key(const std::string& key) {
   return key.rfind(kRngPrefix, 0) == 0;
 }
 
-int64_t parse_int(const std::string& path, const std::map<std::string, std::string>& md,
-                  const char* key) {
+// Counts (steps, epochs, batches) above 2^53 cannot come from a real run (2^53 steps at
+// one per microsecond take 285 years); refusing them keeps later arithmetic far from
+// int64 overflow.
+constexpr int64_t kMaxCount = int64_t(1) << 53;
+
+// A decimal integer: the whole string, optional '-', digits, no spaces, '+' or junk.
+bool parse_whole_int(const std::string& s, int64_t* out) {
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return !s.empty() && ec == std::errc() && end == s.data() + s.size();
+}
+
+int64_t metadata_int_value(const std::string& path, const std::string& key,
+                           const std::string& value, int64_t min, int64_t max) {
+  int64_t v = 0;
+  if (!parse_whole_int(value, &v) || v < min || v > max)
+    fail_file(path, "metadata '", key, "' is '", value, "', not an integer from ", min, " to ",
+              max);
+  return v;
+}
+
+int64_t required_int(const std::string& path, const std::map<std::string, std::string>& md,
+                     const char* key, int64_t min, int64_t max) {
   auto it = md.find(key);
   if (it == md.end()) fail_file(path, "metadata lacks '", key, "'");
-  const std::string& s = it->second;
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || v < 0)
-    fail_file(path, "metadata '", key, "' is '", s, "', not a non-negative integer");
+  return metadata_int_value(path, key, it->second, min, max);
+}
+
+// Model and optimizer names are registry names: letters, digits, '_', '-', '.'.
+std::string plain_name(const std::string& path, const std::map<std::string, std::string>& md,
+                       const char* key) {
+  auto it = md.find(key);
+  if (it == md.end()) return "";
+  const std::string& v = it->second;
+  bool ok = v.size() <= 64;
+  for (char c : v)
+    ok &= std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+  if (!ok)
+    fail_file(path, "metadata '", key, "' is '", v,
+              "', not a name (at most 64 letters, digits, '_', '-' or '.')");
   return v;
+}
+
+// Where variable `name` lives in a file of format `version`: since version 2, optimizer
+// state sits under "optimizer." so that the top level is exactly the model's state_dict;
+// version 1 stored it beside the parameters ("conv1.weight.momentum_buffer").
+std::string stored_name(const VariableStore& vars, const std::string& name, int version) {
+  if (vars.kind(name) == VariableKind::optimizer_state && version != 1)
+    return kOptimizerStatePrefix + name;
+  return name;
+}
+
+// Refuses a tensor holding NaN or inf: such weights come from a diverged run, and
+// evaluating or resuming them would only report garbage.
+void require_finite(const std::string& path, const std::string& name, const Tensor& t) {
+  const float* p = t.data_as<float>();
+  int64_t nan = 0, inf = 0;
+  for (int64_t i = 0, n = t.numel(); i < n; ++i) {
+    nan += std::isnan(p[i]);
+    inf += std::isinf(p[i]);
+  }
+  if (nan || inf)
+    fail_file(path, "tensor '", name, "' holds ",
+              nan ? std::to_string(nan) + " NaN" : std::string(), nan && inf ? " and " : "",
+              inf ? std::to_string(inf) + " infinite" : std::string(), " value(s) of ", t.numel(),
+              " (the run that wrote it diverged): it cannot be evaluated or resumed");
 }
 
 // The batch-norm prefix of a running-statistics name ("layer1.0.bn1"), or "".
@@ -461,12 +519,21 @@ void save_checkpoint(const std::string& path, const VariableStore& vars,
     md[key] = value;
   }
 
-  // All variables by name; after each batch-norm layer's running_var (or running_mean when
-  // it has none), num_batches_tracked = step as torchvision's state_dict has it.
+  // The model's variables by name; after each batch-norm layer's running_var (or
+  // running_mean when it has none), num_batches_tracked = step as torchvision's state_dict
+  // has it. Then the optimizer state under "optimizer.".
   Tensor tracked = Tensor::empty({}, DType::i64);
   *tracked.data_as<int64_t>() = meta.step;
-  std::vector<std::pair<std::string, Tensor>> tensors;
+  std::vector<std::pair<std::string, Tensor>> tensors, optimizer_state;
   for (const std::string& name : vars.names()) {
+    if (vars.kind(name) == VariableKind::optimizer_state) {
+      optimizer_state.emplace_back(stored_name(vars, name, kCheckpointFormatVersion),
+                                   vars.at(name));
+      continue;
+    }
+    CAMPO_CHECK(!name.starts_with(kOptimizerStatePrefix), "cannot write checkpoint ", path,
+                ": model variable '", name, "' starts with '", kOptimizerStatePrefix,
+                "', which checkpoints reserve for optimizer state");
     tensors.emplace_back(name, vars.at(name));
     std::string prefix = bn_prefix(name);
     if (prefix.empty() && ends_with(name, ".running_var")) {
@@ -478,6 +545,7 @@ void save_checkpoint(const std::string& path, const VariableStore& vars,
     if (!prefix.empty() && !vars.contains(prefix + ".num_batches_tracked"))
       tensors.emplace_back(prefix + ".num_batches_tracked", tracked);
   }
+  tensors.insert(tensors.end(), optimizer_state.begin(), optimizer_state.end());
   write_safetensors(path, tensors, md);
 }
 
@@ -486,21 +554,29 @@ CheckpointMeta load_checkpoint(const std::string& path, VariableStore& vars,
   InputFile f(path);
   const Header h = read_header(path, f);
 
-  // Metadata first: a file this build cannot interpret changes nothing.
+  // Metadata first: a file this build cannot interpret changes nothing. Every field is
+  // checked here, so a caller never sees a value this format cannot hold.
   CheckpointMeta meta;
   const auto& md = h.metadata;
   if (md.count(kKeyVersion)) {
-    meta.format_version = int(std::min<int64_t>(parse_int(path, md, kKeyVersion), INT32_MAX));
-    if (meta.format_version > kCheckpointFormatVersion)
-      fail_file(path, "written by a newer campo (format version ", meta.format_version,
+    auto it = md.find(kKeyVersion);
+    int64_t version = 0;
+    if (parse_whole_int(it->second, &version) && version > kCheckpointFormatVersion)
+      fail_file(path, "written by a newer campo (format version ", it->second,
                 "; this build reads up to ", kCheckpointFormatVersion, ")");
-    meta.step = parse_int(path, md, kKeyStep);
-    meta.epoch = parse_int(path, md, kKeyEpoch);
-    meta.position_in_epoch = parse_int(path, md, kKeyPosition);
-    if (auto it = md.find(kKeyModel); it != md.end()) meta.model = it->second;
-    if (auto it = md.find(kKeyOptimizer); it != md.end()) meta.optimizer = it->second;
+    meta.format_version =
+        int(metadata_int_value(path, kKeyVersion, it->second, 1, kCheckpointFormatVersion));
+    meta.step = required_int(path, md, kKeyStep, 0, kMaxCount);
+    meta.epoch = required_int(path, md, kKeyEpoch, 0, kMaxCount);
+    meta.position_in_epoch = required_int(path, md, kKeyPosition, 0, kMaxCount);
+    meta.model = plain_name(path, md, kKeyModel);
+    meta.optimizer = plain_name(path, md, kKeyOptimizer);
   } else {
     meta.format_version = 0;  // not written by campo (e.g. exported from PyTorch)
+    for (const auto& [key, value] : md)
+      if (key.starts_with("campo."))
+        fail_file(path, "metadata has '", key, "' but no '", kKeyVersion,
+                  "': written by an unknown tool, refusing to guess its meaning");
   }
   for (const auto& [key, value] : md) {
     if (key.rfind(kRngPrefix, 0) == 0) {
@@ -518,15 +594,18 @@ CheckpointMeta load_checkpoint(const std::string& path, VariableStore& vars,
   // Match every variable to a tensor.
   std::vector<std::string> missing, reset;
   std::vector<std::pair<std::string, const Entry*>> found;
+  std::set<std::string> expected;  // tensor names the variables read
   bool only_optimizer_state_missing = true;
   for (const std::string& name : vars.names()) {
-    auto it = h.index.find(name);
+    const std::string stored = stored_name(vars, name, meta.format_version);
+    expected.insert(stored);
+    auto it = h.index.find(stored);
     if (it == h.index.end()) {
       const bool is_state = vars.kind(name) == VariableKind::optimizer_state;
       if (is_state && options.allow_missing_optimizer_state) {
         reset.push_back(name);
       } else {
-        missing.push_back(name);
+        missing.push_back(stored);
         only_optimizer_state_missing &= is_state;
       }
       continue;
@@ -534,10 +613,10 @@ CheckpointMeta load_checkpoint(const std::string& path, VariableStore& vars,
     const Entry& e = h.entries[it->second];
     const Shape& want = vars.at(name).shape();
     if (e.shape != want)
-      fail_file(path, "tensor '", name, "' has shape ", shape_str(e.shape), ", the model expects ",
-                shape_str(want));
+      fail_file(path, "tensor '", stored, "' has shape ", shape_str(e.shape),
+                ", the model expects ", shape_str(want));
     if (e.dtype != "F32" && e.dtype != "F16" && e.dtype != "BF16" && e.dtype != "F64")
-      fail_file(path, "tensor '", name, "' has dtype ", e.dtype,
+      fail_file(path, "tensor '", stored, "' has dtype ", e.dtype,
                 "; a variable loads only from F32, F16, BF16 or F64");
     found.emplace_back(name, &e);
   }
@@ -551,7 +630,7 @@ CheckpointMeta load_checkpoint(const std::string& path, VariableStore& vars,
   if (options.strict_unexpected) {
     std::vector<std::string> unexpected;
     for (const Entry& e : h.entries) {
-      if (vars.contains(e.name)) continue;
+      if (expected.count(e.name)) continue;
       static const std::string nbt = ".num_batches_tracked";
       if (ends_with(e.name, nbt) &&
           vars.contains(e.name.substr(0, e.name.size() - nbt.size()) + ".running_mean"))
@@ -566,13 +645,36 @@ CheckpointMeta load_checkpoint(const std::string& path, VariableStore& vars,
   // Stage everything, then commit (copies cannot fail).
   std::vector<Tensor> staged;
   staged.reserve(found.size());
-  for (const auto& [name, e] : found) staged.push_back(read_as_f32(path, f, h, *e));
+  for (const auto& [name, e] : found) {
+    staged.push_back(read_as_f32(path, f, h, *e));
+    require_finite(path, e->name, staged.back());
+  }
   for (size_t i = 0; i < found.size(); ++i) {
     Tensor& dst = vars.at(found[i].first);
     if (dst.nbytes()) std::memcpy(dst.data(), staged[i].data(), dst.nbytes());
   }
   for (const std::string& name : reset) vars.at(name).fill_zero();
   return meta;
+}
+
+int64_t checkpoint_extra_int(const std::string& path, const CheckpointMeta& meta,
+                             const std::string& key, int64_t min, int64_t max, int64_t fallback) {
+  auto it = meta.extra.find(key);
+  return it == meta.extra.end() ? fallback : metadata_int_value(path, key, it->second, min, max);
+}
+
+double checkpoint_extra_float(const std::string& path, const CheckpointMeta& meta,
+                              const std::string& key, double min, double max, double fallback) {
+  auto it = meta.extra.find(key);
+  if (it == meta.extra.end()) return fallback;
+  const std::string& s = it->second;
+  double v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v) ||
+      v < min || v > max)
+    fail_file(path, "metadata '", key, "' is '", s, "', not a finite number from ", min, " to ",
+              max);
+  return v;
 }
 
 std::vector<std::string> checkpoint_tensor_names(const std::string& path) {

@@ -9,11 +9,16 @@
 // file, each tensor's byte range equals numel * dtype size, and the ranges tile the data
 // section exactly (no gap, no overlap, nothing left over).
 //
-// A checkpoint holds every variable of a VariableStore under its PyTorch state_dict name
-// (parameters, buffers, optimizer state), as F32, and the training position in
-// "__metadata__". Writes are atomic: a temp file next to the target is fsynced and then
-// renamed over it, so `path` always holds either the old or the new complete file.
-// Loads are transactional: nothing in the store changes unless the whole load succeeds.
+// A checkpoint holds the model's parameters and buffers under their PyTorch state_dict names
+// and nothing else at the top level, so PyTorch loads it with
+//   sd = safetensors.torch.load_file(path)
+//   model.load_state_dict({k: v for k, v in sd.items() if not k.startswith("optimizer.")})
+// The optimizer state follows under "optimizer." ("optimizer.conv1.weight.momentum_buffer"),
+// all as F32, and the training position is in "__metadata__". Writes are atomic: a temp file
+// next to the target is fsynced and then renamed over it, so `path` always holds either the
+// old or the new complete file. Loads are transactional: nothing in the store changes
+// unless the whole load succeeds; every metadata field is validated, and a tensor holding
+// NaN or inf (a diverged run) is refused.
 #pragma once
 
 #include <map>
@@ -27,8 +32,13 @@
 
 namespace campo {
 
-// Version of the metadata layout below; a file with a newer version is refused.
-inline constexpr int kCheckpointFormatVersion = 1;
+// Version of the layout below; a file with a newer version is refused. Version 1 stored
+// optimizer state beside the parameters ("conv1.weight.momentum_buffer"); it still loads.
+inline constexpr int kCheckpointFormatVersion = 2;
+
+// Prefix of the optimizer state's tensor names (format version 2 on); a model variable may
+// not start with it.
+inline constexpr char kOptimizerStatePrefix[] = "optimizer.";
 
 // The training position stored with the variables. Every field becomes a string entry of
 // "__metadata__" ("campo.step", "campo.rng.<name>", ...); `extra` keys are stored as they
@@ -36,6 +46,7 @@ inline constexpr int kCheckpointFormatVersion = 1;
 struct CheckpointMeta {
   // Written as kCheckpointFormatVersion whatever this holds; 0 after loading a file that
   // campo did not write (e.g. one exported from PyTorch), whose other fields are defaults.
+  // Loaded counts are at most 2^53; model and optimizer are plain names.
   int format_version = kCheckpointFormatVersion;
   std::string model;                              // registry name, e.g. "resnet18"
   int64_t step = 0;                               // optimizer steps taken
@@ -51,10 +62,11 @@ struct CheckpointMeta {
 std::string rng_state_to_string(const Rng::State& state);
 Rng::State rng_state_from_string(const std::string& text);  // throws on malformed text
 
-// Writes every variable of `vars` (in creation order) as F32 plus, for each batch-norm
-// layer ("<prefix>.running_mean"), "<prefix>.num_batches_tracked" = meta.step as an I64
-// scalar, as in torchvision's state_dict. Atomic (see above); throws campo::Error naming
-// `path` on any failure, leaving a previous file at `path` untouched.
+// Writes every parameter and buffer of `vars` (in creation order) as F32 plus, for each
+// batch-norm layer ("<prefix>.running_mean"), "<prefix>.num_batches_tracked" = meta.step as
+// an I64 scalar, as in torchvision's state_dict; then the optimizer state under
+// kOptimizerStatePrefix. Atomic (see above); throws campo::Error naming `path` on any
+// failure, leaving a previous file at `path` untouched.
 void save_checkpoint(const std::string& path, const VariableStore& vars,
                      const CheckpointMeta& meta);
 
@@ -67,12 +79,23 @@ struct LoadOptions {
   bool strict_unexpected = false;
 };
 
-// Loads every variable of `vars` from the tensor of the same name (same shape; F32, or
+// Loads every variable of `vars` from the tensor of its name (optimizer state under
+// kOptimizerStatePrefix, or beside the parameters in a version-1 file; same shape; F32, or
 // F16/BF16/F64 converted to f32), copying into the existing storage so compiled
-// executables keep seeing it. Validates the whole file first and stages all tensors;
-// on any error throws campo::Error naming `path` and leaves `vars` untouched.
+// executables keep seeing it. Validates the whole file (a FIFO or directory is refused
+// before it is opened) and its metadata first and stages all tensors, refusing NaN and
+// inf; on any error throws campo::Error naming `path` and leaves `vars` untouched.
 CheckpointMeta load_checkpoint(const std::string& path, VariableStore& vars,
                                const LoadOptions& options = {});
+
+// Typed readers of the `extra` fields callers store in a checkpoint ("loss_scale"): the
+// whole string must be the number (no spaces or trailing junk, no overflow) and lie in
+// [min, max]; a float must also be finite. `fallback` when the key is absent. Throws
+// campo::Error "checkpoint <path>: metadata '<key>' is '<value>', ..." otherwise.
+int64_t checkpoint_extra_int(const std::string& path, const CheckpointMeta& meta,
+                             const std::string& key, int64_t min, int64_t max, int64_t fallback);
+double checkpoint_extra_float(const std::string& path, const CheckpointMeta& meta,
+                              const std::string& key, double min, double max, double fallback);
 
 // Tensor names in the file, in header order (the file is fully validated).
 std::vector<std::string> checkpoint_tensor_names(const std::string& path);

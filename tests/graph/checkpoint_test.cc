@@ -4,9 +4,11 @@
 // leaves the previous file as it was).
 #include "graph/checkpoint.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -23,7 +25,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A small store with every kind of variable, a scalar, an empty tensor and special values.
+// A small store with every kind of variable, a scalar, an empty tensor and special values
+// (-0 and a denormal; NaN and inf are refused at load, see NonFiniteTensorsAreRefused).
 VariableStore make_store(uint64_t seed, int64_t fc_in = 5) {
   VariableStore vars(seed);
   vars.get_or_create("conv1.weight", {4, 3, 3, 3}, Init::normal(0, 1), VariableKind::parameter);
@@ -40,9 +43,7 @@ VariableStore make_store(uint64_t seed, int64_t fc_in = 5) {
   vars.get_or_create("fc.weight.exp_avg", {2, fc_in}, Init::normal(0, 1),
                      VariableKind::optimizer_state);
   float* w = vars.at("fc.weight").data_as<float>();
-  w[0] = std::numeric_limits<float>::quiet_NaN();
   w[1] = -0.0f;
-  w[2] = std::numeric_limits<float>::infinity();
   w[3] = std::numeric_limits<float>::denorm_min();
   return vars;
 }
@@ -339,7 +340,9 @@ TEST_F(CheckpointTest, CorruptFilesAreRefusedWithoutTouchingTheStore) {
                          f32x2),
        "written by a newer campo (format version 99"},
       {"malformed RNG state",
-       safetensors_bytes(R"({"__metadata__":{"campo.rng.loader":"zzz"},)"
+       safetensors_bytes(R"({"__metadata__":{"campo.rng.loader":"zzz",)"
+                         R"("campo.format_version":"2","campo.step":"0","campo.epoch":"0",)"
+                         R"("campo.position_in_epoch":"0"},)"
                          R"("a.weight":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
                          f32x2),
        "metadata 'campo.rng.loader': malformed RNG state 'zzz'"},
@@ -349,6 +352,191 @@ TEST_F(CheckpointTest, CorruptFilesAreRefusedWithoutTouchingTheStore) {
     write_file(path_, c.file);
     expect_refused(vars, c.expected);
   }
+}
+
+// A campo file whose metadata is `md` (the given keys on top of a valid set) and one tensor.
+std::string file_with_metadata(const std::map<std::string, std::string>& overrides,
+                               const std::vector<std::string>& removed = {}) {
+  nlohmann::ordered_json md = {{"format", "pt"},          {"campo.format_version", "2"},
+                               {"campo.model", "mlp"},    {"campo.step", "5"},
+                               {"campo.epoch", "1"},      {"campo.position_in_epoch", "3"},
+                               {"campo.optimizer", "sgd"}};
+  for (const auto& [k, v] : overrides) md[k] = v;
+  for (const auto& k : removed) md.erase(k);
+  nlohmann::ordered_json header = {{"__metadata__", md}};
+  header["a.weight"] = {{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", {0, 8}}};
+  return safetensors_bytes(header.dump(), raw<float>({1, 2}));
+}
+
+TEST_F(CheckpointTest, MetadataFieldsAreValidated) {
+  VariableStore vars(0);
+  vars.get_or_create("a.weight", {2}, Init::constant(7), VariableKind::parameter);
+  write_file(path_, file_with_metadata({}));
+  CheckpointMeta ok = load_checkpoint(path_, vars);
+  EXPECT_EQ(ok.step, 5);
+  EXPECT_EQ(ok.position_in_epoch, 3);
+  vars.at("a.weight").fill_zero();
+
+  struct Case {
+    std::string key, value, expected;
+  };
+  const std::string range = "', not an integer from 0 to 9007199254740992";
+  const std::vector<Case> cases = {
+      {"campo.step", "abc", "metadata 'campo.step' is 'abc" + range},
+      {"campo.step", "-1", "metadata 'campo.step' is '-1" + range},
+      {"campo.step", "12x", "metadata 'campo.step' is '12x" + range},
+      {"campo.step", " 5", "metadata 'campo.step' is ' 5" + range},
+      {"campo.step", "+5", "metadata 'campo.step' is '+5" + range},
+      {"campo.step", "", "metadata 'campo.step' is '" + range},
+      {"campo.step", "99999999999999999999", "metadata 'campo.step' is '99999999999999999999"},
+      {"campo.step", "9007199254740993", "metadata 'campo.step' is '9007199254740993" + range},
+      {"campo.epoch", "1.5", "metadata 'campo.epoch' is '1.5" + range},
+      {"campo.position_in_epoch", "nan", "metadata 'campo.position_in_epoch' is 'nan" + range},
+      {"campo.format_version", "0", "metadata 'campo.format_version' is '0', not an integer"},
+      {"campo.format_version", "two", "metadata 'campo.format_version' is 'two'"},
+      {"campo.format_version", "3", "written by a newer campo (format version 3"},
+      {"campo.optimizer", "sgd; rm -rf", "metadata 'campo.optimizer' is 'sgd; rm -rf', not a name"},
+      {"campo.model", "res net", "metadata 'campo.model' is 'res net', not a name"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.key + " = '" + c.value + "'");
+    write_file(path_, file_with_metadata({{c.key, c.value}}));
+    expect_refused(vars, c.expected);
+  }
+  write_file(path_, file_with_metadata({}, {"campo.epoch"}));
+  expect_refused(vars, "metadata lacks 'campo.epoch'");
+  write_file(path_, file_with_metadata({}, {"campo.format_version"}));
+  expect_refused(vars, "metadata has 'campo.epoch' but no 'campo.format_version'");
+}
+
+TEST_F(CheckpointTest, ExtraNumbersAreParsedStrictly) {
+  CheckpointMeta meta;
+  meta.extra = {{"n", "42"},      {"neg", "-3"},    {"junk", "4x"},
+                {"float", "0.5"}, {"tiny", "1e-9"}, {"nan", "nan"},
+                {"inf", "inf"},   {"big", "1e999"}, {"sp", "1 "}};
+  EXPECT_EQ(checkpoint_extra_int("f", meta, "n", 0, 100, -1), 42);
+  EXPECT_EQ(checkpoint_extra_int("f", meta, "absent", 0, 100, -1), -1);
+  EXPECT_EQ(checkpoint_extra_float("f", meta, "float", 0, 1, -1), 0.5);
+  EXPECT_EQ(checkpoint_extra_float("f", meta, "absent", 0, 1, -1), -1);
+  auto error_of = [](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error_of([&] {
+              checkpoint_extra_int("ck.st", meta, "neg", 0, 100, 0);
+            }).find("checkpoint ck.st: metadata 'neg' is '-3', not an integer from 0 to 100"),
+            std::string::npos);
+  for (const char* key : {"junk", "float", "n"})
+    EXPECT_THROW(checkpoint_extra_int("f", meta, key, 0, 10, 0), Error) << key;
+  for (const char* key : {"nan", "inf", "big", "sp", "junk", "tiny"})
+    EXPECT_THROW(checkpoint_extra_float("f", meta, key, 1e-6, 1e6, 0), Error) << key;
+  EXPECT_NE(error_of([&] {
+              checkpoint_extra_float("ck.st", meta, "nan", 0, 1, 0);
+            }).find("checkpoint ck.st: metadata 'nan' is 'nan', not a finite number"),
+            std::string::npos);
+}
+
+TEST_F(CheckpointTest, NonFiniteTensorsAreRefused) {
+  VariableStore saved = make_store(1);
+  saved.at("conv1.weight").data_as<float>()[5] = std::numeric_limits<float>::quiet_NaN();
+  saved.at("conv1.weight").data_as<float>()[6] = -std::numeric_limits<float>::quiet_NaN();
+  save_checkpoint(path_, saved, full_meta());
+  VariableStore target = make_store(2);
+  expect_refused(target,
+                 "tensor 'conv1.weight' holds 2 NaN value(s) of 108 (the run that wrote it "
+                 "diverged)");
+
+  saved = make_store(1);
+  saved.at("fc.weight.exp_avg").data_as<float>()[0] = -std::numeric_limits<float>::infinity();
+  save_checkpoint(path_, saved, full_meta());
+  expect_refused(target, "tensor 'optimizer.fc.weight.exp_avg' holds 1 infinite value(s) of 10");
+
+  // An F64 value beyond f32's range would load as inf.
+  write_file(path_,
+             safetensors_bytes(R"({"a.weight":{"dtype":"F64","shape":[2],"data_offsets":[0,16]}})",
+                               raw<double>({1.0, 1e300})));
+  VariableStore small(0);
+  small.get_or_create("a.weight", {2}, Init::zeros(), VariableKind::parameter);
+  expect_refused(small, "tensor 'a.weight' holds 1 infinite value(s)");
+}
+
+TEST_F(CheckpointTest, FifoAndDirectoryAreRefusedBeforeOpening) {
+  VariableStore vars = make_store(1);
+  const std::string fifo = (dir_ / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // Holding the FIFO open read-write keeps a plain open() from blocking, so that this test
+  // fails instead of hanging if the check is missing.
+  const int holder = ::open(fifo.c_str(), O_RDWR | O_NONBLOCK);
+  ASSERT_GE(holder, 0);
+  for (const auto& [path, expected] : std::vector<std::pair<std::string, std::string>>{
+           {fifo, "checkpoint " + fifo + " is a FIFO, not a regular file"},
+           {dir_.string(),
+            "checkpoint " + dir_.string() + " is a directory, not a regular file"}}) {
+    SCOPED_TRACE(path);
+    try {
+      load_checkpoint(path, vars);
+      ADD_FAILURE() << "loaded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(read_safetensors_metadata(path), Error);
+  }
+  ::close(holder);
+}
+
+TEST_F(CheckpointTest, OptimizerStateSitsUnderItsOwnPrefix) {
+  save_checkpoint(path_, make_store(1), full_meta());
+  const std::vector<std::string> expected = {"conv1.weight",
+                                             "bn1.weight",
+                                             "bn1.bias",
+                                             "bn1.running_mean",
+                                             "bn1.running_var",
+                                             "bn1.num_batches_tracked",
+                                             "fc.weight",
+                                             "fc.bias",
+                                             "temperature",
+                                             "empty",
+                                             "optimizer.conv1.weight.momentum_buffer",
+                                             "optimizer.fc.weight.exp_avg"};
+  EXPECT_EQ(checkpoint_tensor_names(path_), expected);
+  EXPECT_EQ(read_safetensors_metadata(path_).at("campo.format_version"), "2");
+
+  VariableStore clash(1);
+  clash.get_or_create("optimizer.lr", {1}, Init::zeros(), VariableKind::parameter);
+  EXPECT_THROW(save_checkpoint((dir_ / "clash.safetensors").string(), clash, {}), Error);
+}
+
+TEST_F(CheckpointTest, FormatVersionOneFilesStillLoad) {
+  // As campo wrote them before version 2: optimizer state beside the parameters.
+  VariableStore saved = make_store(1);
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& n : saved.names()) tensors.emplace_back(n, saved.at(n));
+  Tensor tracked = Tensor::empty({}, DType::i64);
+  *tracked.data_as<int64_t>() = 1234;
+  tensors.emplace_back("bn1.num_batches_tracked", tracked);
+  write_safetensors(path_, tensors,
+                    {{"format", "pt"},
+                     {"campo.format_version", "1"},
+                     {"campo.model", "resnet18"},
+                     {"campo.step", "1234"},
+                     {"campo.epoch", "3"},
+                     {"campo.position_in_epoch", "17"},
+                     {"campo.optimizer", "adam"}});
+  VariableStore loaded = make_store(2);
+  CheckpointMeta meta = load_checkpoint(path_, loaded, {.strict_unexpected = true});
+  EXPECT_EQ(meta.format_version, 1);
+  EXPECT_EQ(meta.step, 1234);
+  for (const auto& n : saved.names()) EXPECT_EQ(bytes_of(loaded.at(n)), bytes_of(saved.at(n))) << n;
+
+  // Saved again, it is a version-2 file with the same contents.
+  save_checkpoint(path_, loaded, meta);
+  VariableStore again = make_store(3);
+  EXPECT_EQ(load_checkpoint(path_, again, {.strict_unexpected = true}).format_version, 2);
+  for (const auto& n : saved.names()) EXPECT_EQ(bytes_of(again.at(n)), bytes_of(saved.at(n))) << n;
 }
 
 TEST_F(CheckpointTest, TruncatedCheckpointIsRefused) {
@@ -507,6 +695,9 @@ TEST_F(CheckpointTest, KilledMidWriteKeepsTheOldFile) {
   ASSERT_EQ(names.size(), 2u);
   EXPECT_TRUE(names[1].starts_with("ck.safetensors.tmp.")) << names[1];
   EXPECT_EQ(fs::file_size(dir_ / names[1]), 64u * 1024);
+  // Its writer is dead, so the next save of the same path removes it.
+  save_checkpoint(path_, make_store(4), full_meta());
+  EXPECT_EQ(files_in_dir(), std::vector<std::string>{"ck.safetensors"});
 }
 
 TEST_F(CheckpointTest, ReadOnlyDirectoryKeepsTheOldFile) {
