@@ -8,11 +8,13 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <deque>
 #include <map>
 #include <iomanip>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <sstream>
@@ -185,7 +187,11 @@ void TrainingSession::save(const std::string& path, int64_t epoch, int64_t posit
   meta.position_in_epoch = position;
   meta.optimizer = optimizer;
   meta.rng_states["dropout"] = rng_state_to_string(train_exe_->context().rng.state());
-  meta.extra["loss_scale"] = std::to_string(scaler_.scale());
+  // Shortest text that reads back as the same float (std::to_string's six decimals would
+  // turn a scale below 5e-7 into "0.000000").
+  char scale[32];
+  *std::to_chars(scale, scale + sizeof scale - 1, scaler_.scale()).ptr = '\0';
+  meta.extra["loss_scale"] = scale;
   meta.extra["loss_scale_clean_steps"] = std::to_string(scaler_.clean_steps());
   meta.extra["loss_scale_skipped_steps"] = std::to_string(scaler_.skipped_steps());
   meta.extra["executor_step"] = std::to_string(train_exe_->context().step);
@@ -199,20 +205,23 @@ TrainingSession::Position TrainingSession::restore(const std::string& path,
               meta.model, "', not '", model_, "'");
   CAMPO_CHECK(meta.optimizer.empty() || meta.optimizer == optimizer, "checkpoint ", path,
               " was trained with optimizer '", meta.optimizer, "', not '", optimizer, "'");
+  // Every field is checked before any is applied. The scale's range keeps it and its
+  // reciprocal (the unscale factor) normal f32 numbers.
+  const int64_t executor_step =
+      checkpoint_extra_int(path, meta, "executor_step", 0, int64_t(1) << 53, meta.step);
+  const double scale =
+      checkpoint_extra_float(path, meta, "loss_scale", 0x1p-126, 0x1p126, scaler_.scale());
+  const int64_t clean = checkpoint_extra_int(path, meta, "loss_scale_clean_steps", 0,
+                                             std::numeric_limits<int>::max(), 0);
+  const int64_t skipped =
+      checkpoint_extra_int(path, meta, "loss_scale_skipped_steps", 0, int64_t(1) << 53, 0);
   step_ = meta.step;
   auto rng = meta.rng_states.find("dropout");
   if (rng != meta.rng_states.end())
     train_exe_->context().rng.set_state(rng_state_from_string(rng->second));
-  auto number = [&](const char* key, double fallback) {
-    auto it = meta.extra.find(key);
-    return it == meta.extra.end() ? fallback : std::stod(it->second);
-  };
-  train_exe_->context().step = int64_t(number("executor_step", double(meta.step)));
-  if (scaler_.enabled())
-    scaler_.set_state(float(number("loss_scale", scaler_.scale())),
-                      int(number("loss_scale_clean_steps", 0)),
-                      int64_t(number("loss_scale_skipped_steps", 0)));
-  return {meta.epoch, meta.position_in_epoch};
+  train_exe_->context().step = executor_step;
+  if (scaler_.enabled()) scaler_.set_state(float(scale), int(clean), skipped);
+  return {meta.epoch, meta.position_in_epoch, skipped};
 }
 
 void TrainingSession::set_profiling(bool on) {
@@ -525,13 +534,35 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   int64_t start_batch = 0;
   if (!o.resume_path.empty()) {
     TrainingSession::Position pos = session.restore(o.resume_path, o.optimizer);
-    step = session.step();
-    start_epoch = int(pos.epoch);
+    // The position must lie within this run's epochs. The epoch is checked before it is
+    // multiplied, so `consumed` below stays far from overflow.
+    const std::string where = "checkpoint " + o.resume_path + ": ";
+    CAMPO_CHECK(pos.position_in_epoch <= per_epoch, where, "campo.position_in_epoch is ",
+                pos.position_in_epoch, ", beyond the ", per_epoch,
+                " batches of an epoch of this run (was it written with another --batch or "
+                "--limit-train?)");
+    start_epoch = int(std::min<int64_t>(pos.epoch, o.epochs + int64_t(1)));
     start_batch = pos.position_in_epoch;
-    if (start_batch >= per_epoch) {
+    if (start_batch == per_epoch) {
       ++start_epoch;
       start_batch = 0;
     }
+    CAMPO_CHECK(start_epoch < o.epochs || (start_epoch == o.epochs && start_batch == 0), where,
+                "campo.epoch is ", pos.epoch, " (batch ", pos.position_in_epoch,
+                "), past the end of this run's --epochs ", o.epochs,
+                " (raise --epochs to train further)");
+    // Every batch consumed either updated the weights (a step) or was skipped by the loss
+    // scaler, so the two together cannot exceed the batches the position accounts for.
+    const int64_t consumed = pos.epoch * per_epoch + pos.position_in_epoch;
+    CAMPO_CHECK(session.step() + pos.skipped_steps <= consumed, where, "campo.step is ",
+                session.step(),
+                (pos.skipped_steps ? " (+ " + std::to_string(pos.skipped_steps) + " skipped)" : ""),
+                ", more than the ", consumed, " batches its position (epoch ", pos.epoch,
+                ", batch ", pos.position_in_epoch,
+                ") accounts for (was it written with another --batch or --limit-train?)");
+    // `step` counts batches (the learning-rate schedule and --steps follow it), including
+    // those whose update the loss scaler skipped; the session counts applied updates only.
+    step = session.step() + pos.skipped_steps;
     log << "campo: resumed from " << o.resume_path << " at step " << step << " (epoch "
         << start_epoch + 1 << ", batch " << start_batch << ")\n";
   }

@@ -171,6 +171,7 @@ class TrainingSession {
   // Restores variables and position; returns the checkpoint's metadata.
   struct Position {
     int64_t epoch = 0, position_in_epoch = 0;
+    int64_t skipped_steps = 0;  // batches whose update the loss scaler skipped
   };
   Position restore(const std::string& path, const std::string& optimizer);
   Graph& train_graph() { return train_graph_; }
