@@ -69,8 +69,9 @@ TEST(ResumeTest, SgdMomentumReproducesTheUninterruptedRun) { check_resume("sgd")
 TEST(ResumeTest, AdamReproducesTheUninterruptedRun) { check_resume("adam"); }
 
 // With fp16 and a loss scale so large that the first steps overflow, the loss scaler skips
-// their updates: the resumed run still continues at the batch where the first one stopped
-// (the skipped batches count as consumed) and reproduces the uninterrupted run.
+// their updates: the resumed run still counts the skipped batches as consumed, so its
+// learning-rate schedule and --steps continue where the first run stopped and it
+// reproduces the uninterrupted run.
 TEST(ResumeTest, SkippedLossScaleStepsCountAsConsumedBatches) {
   auto run = [] {
     TrainOptions o = small_run("sgd");
@@ -78,6 +79,9 @@ TEST(ResumeTest, SkippedLossScaleStepsCountAsConsumedBatches) {
     o.low_precision = "fp16";
     o.loss_scale = "dynamic";
     o.loss_scale_init = 0x1p40f;  // overflows fp16 gradients: about 25 skipped steps
+    o.lr_schedule = "step";       // the learning rate halves each epoch of batches
+    o.lr_step_epochs = 1;
+    o.lr_gamma = 0.5f;
     return o;
   };
   const std::string path =
