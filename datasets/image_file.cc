@@ -124,7 +124,7 @@ DecodedImage decode_image(std::span<const uint8_t> bytes, const std::string& nam
 bool probe_image_file(const std::string& path, ImageFileInfo* info, std::string* reason) {
   int w = 0, h = 0, n = 0;
   if (!stbi_info(path.c_str(), &w, &h, &n)) {
-    if (reason) *reason = failure_reason();
+    if (reason) *reason = "stb_image: " + failure_reason();
     return false;
   }
   if (int64_t(w) * int64_t(h) > kMaxImagePixels) {

@@ -36,7 +36,7 @@ DecodedImage decode_image(std::span<const uint8_t> bytes, const std::string& nam
 
 // The cheap check: reads only the header. Returns true and the size when stb_image
 // recognises the file and it is within kMaxImagePixels; otherwise false with the reason
-// (stb_image's, or the size) in *reason.
+// ("stb_image: <its reason>", or the size) in *reason.
 struct ImageFileInfo {
   int64_t height = 0, width = 0, channels = 0;
 };

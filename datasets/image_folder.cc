@@ -184,7 +184,7 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, const ImageFolde
     size_t kept = 0;
     for (int64_t i = 0; i < n; ++i) {
       if (!ok[size_t(i)]) {
-        std::fprintf(stderr, "campo: warning: %s: skipping an unreadable image (stb_image: %s)\n",
+        std::fprintf(stderr, "campo: warning: %s: skipping an unreadable image (%s)\n",
                      files_[size_t(i)].c_str(), reasons[size_t(i)].c_str());
         continue;
       }

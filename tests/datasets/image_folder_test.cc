@@ -305,6 +305,24 @@ TEST(ImageFolder, SkipBadLeavesOutUnreadableFilesWithOneWarningEach) {
   EXPECT_TRUE(contains(msg, "no usable images"));
 }
 
+TEST(ImageFolder, SkipBadLeavesOutImagesOverThePixelLimit) {
+  TempDir dir;
+  write_image(dir.file("a/good.png"), solid(4, 4, {1, 2, 3}));
+  const std::string header = "P5\n10000 10000\n255\n";  // 100 M pixels announced, none there
+  write_file(dir.file("a/huge.pgm"), std::vector<uint8_t>(header.begin(), header.end()));
+  write_file(dir.file("a/bad.png"), std::vector<uint8_t>(100, 0xab));
+  ImageFolderOptions o = plain_options(4);
+  o.skip_bad = true;
+  ::testing::internal::CaptureStderr();
+  ImageFolderDataset ds(dir.str(), o);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_EQ(ds.size(), 1);
+  EXPECT_TRUE(contains(err, dir.file("a/huge.pgm") +
+                                ": skipping an unreadable image (10000x10000 pixels, more than "
+                                "the 67108864 this reader decodes)"));
+  EXPECT_TRUE(contains(err, dir.file("a/bad.png") + ": skipping an unreadable image (stb_image: "));
+}
+
 TEST(ImageFolder, EmptyOrMissingFoldersAreClearErrors) {
   TempDir dir;
   std::string msg = error_message([&] { ImageFolderDataset(dir.file("nope"), {}); });
