@@ -10,6 +10,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -18,6 +19,7 @@
 
 #include "ops/cpu/low_precision.h"
 #include "runtime/atomic_file.h"
+#include "runtime/file_check.h"
 
 namespace campo {
 
@@ -25,12 +27,18 @@ namespace campo {
 
 const char* feature_name(Feature f) {
   switch (f) {
-    case Feature::flops: return "flops";
-    case Feature::bytes: return "bytes";
-    case Feature::intensity: return "intensity";
-    case Feature::elements: return "elements";
-    case Feature::aligned: return "aligned";
-    case Feature::kCount: break;
+    case Feature::flops:
+      return "flops";
+    case Feature::bytes:
+      return "bytes";
+    case Feature::intensity:
+      return "intensity";
+    case Feature::elements:
+      return "elements";
+    case Feature::aligned:
+      return "aligned";
+    case Feature::kCount:
+      break;
   }
   return "?";
 }
@@ -118,7 +126,8 @@ NodeFeatures node_features(const Graph& g, NodeId id) {
       flops = double(windows) * p.kernel_h * p.kernel_w;
       break;
     }
-    default: break;
+    default:
+      break;
   }
   if (!is_gemm) {
     // Channel dimension: dim 1 of NCHW data or of a [rows, features] matrix.
@@ -408,15 +417,24 @@ namespace {
 
 const char* isa_name(dnnl::cpu_isa isa) {
   switch (isa) {
-    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
-    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
-    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
-    case dnnl::cpu_isa::avx512_core: return "avx512_core";
-    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
-    case dnnl::cpu_isa::avx2: return "avx2";
-    case dnnl::cpu_isa::avx: return "avx";
-    case dnnl::cpu_isa::sse41: return "sse41";
-    default: return "other";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "avx2_vnni";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    case dnnl::cpu_isa::avx:
+      return "avx";
+    case dnnl::cpu_isa::sse41:
+      return "sse41";
+    default:
+      return "other";
   }
 }
 
@@ -540,6 +558,12 @@ double number(const json& j, const std::string& name, const std::string& where) 
 int integer(const json& j, const std::string& name, const std::string& where) {
   const json& v = field(j, name, where);
   if (!v.is_number_integer()) throw Corrupt{"'" + where + "." + name + "' is not an integer"};
+  // get<int>() would wrap a larger value silently.
+  const bool fits = v.is_number_unsigned()
+                        ? v.get<uint64_t>() <= uint64_t(std::numeric_limits<int>::max())
+                        : v.get<int64_t>() >= std::numeric_limits<int>::min() &&
+                              v.get<int64_t>() <= std::numeric_limits<int>::max();
+  if (!fits) throw Corrupt{"'" + where + "." + name + "' is out of range"};
   return v.get<int>();
 }
 std::string text(const json& j, const std::string& name, const std::string& where) {
@@ -560,6 +584,112 @@ CastFit read_cast(const json& j, const std::string& where) {
   c.samples = integer(j, "samples", where);
   c.mape = number(j, "mape", where);
   return c;
+}
+
+// ---- plausibility: what a fit on real timings can produce ----
+//
+// A file that parses can still hold a model no machine could have produced; used, it
+// would make every prediction 0 ms (or infinite) and the policy's choices meaningless.
+// Rules, each a physical fact or a bound no honest fit comes near:
+//   sigma        in (0, kMaxSigma]: the low time grows with the f32 time (fit_op_model
+//                falls back to a simpler form rather than write sigma <= 0)
+//   bias_ms      in [kMinBiasMs, kMaxMs]: a fitted intercept a little below zero is usual
+//                (the repository's files hold -0.003 ms), one below -1 ms would predict
+//                0 for every op under a millisecond
+//   weights      finite, |w| <= kMaxMagnitude; a weight may be negative (features are
+//                correlated, so a partial effect can be)
+//   rho          in [-1, 1]; features named once; "ratio" fits have no bias and no
+//                features, "sigma+bias" fits no features
+//   samples      counts >= 0; MAPEs -1 (not scored) or in [0, kMaxMs]
+//   casts        per_element_ms in [0, 1] (a larger cast is not cheaper); the policy's
+//                cast model has fixed_ms in [0, kMaxMs] (calibrate clamps it), a per-
+//                direction fit fixed_ms in [kMinBiasMs, kMaxMs]
+constexpr double kMaxSigma = 1e3;
+constexpr double kMinBiasMs = -1.0;
+constexpr double kMaxMs = 1e6;
+constexpr double kMaxMagnitude = 1e6;
+
+std::string show(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+void require_in(double v, double lo, double hi, const std::string& field, const std::string& why) {
+  if (!(v >= lo && v <= hi))
+    throw Corrupt{"implausible " + field + " = " + show(v) + ": " + why + " (expected " + show(lo) +
+                  " .. " + show(hi) + ")"};
+}
+
+void require_mape(double v, const std::string& field) {
+  if (v != -1) require_in(v, 0, kMaxMs, field, "a percentage error is not negative");
+}
+
+void check_cast_fit(const CastFit& c, const std::string& where) {
+  require_in(c.model.fixed_ms, kMinBiasMs, kMaxMs, where + ".fixed_ms",
+             "a cast's fixed cost cannot be that");
+  require_in(c.model.per_element_ms, 0, 1, where + ".per_element_ms",
+             "a larger cast is not cheaper than a smaller one");
+  if (c.samples < 0)
+    throw Corrupt{"implausible " + where + ".samples = " + std::to_string(c.samples)};
+  require_mape(c.mape, where + ".mape");
+}
+
+void check_op_model(const OpModel& m) {
+  const std::string where = "ops[" + m.key + "]";
+  const size_t colon = m.key.find(':');
+  if (colon != std::string::npos && m.key.substr(colon) != ":unaligned")
+    throw Corrupt{"unknown model key '" + m.key + "' (expected <op> or <op>:unaligned)"};
+  if (m.fit != "features" && m.fit != "sigma+bias" && m.fit != "ratio")
+    throw Corrupt{"unknown fit '" + m.fit + "' in " + where +
+                  " (expected features, sigma+bias or ratio)"};
+  if (!(m.sigma > 0 && m.sigma <= kMaxSigma))
+    throw Corrupt{"implausible " + where + ".sigma = " + show(m.sigma) +
+                  ": the low-precision time must grow with the f32 time (expected > 0 .. " +
+                  show(kMaxSigma) + ")"};
+  require_in(m.bias, kMinBiasMs, kMaxMs, where + ".bias_ms",
+             "it would predict 0 ms for every op under " + show(-m.bias) + " ms");
+  if (m.fit != "features" && !m.features.empty())
+    throw Corrupt{where + " is a '" + m.fit + "' fit but lists features"};
+  if (m.fit == "ratio" && m.bias != 0) throw Corrupt{where + " is a 'ratio' fit but has a bias"};
+  for (size_t i = 0; i < m.features.size(); ++i) {
+    const std::string f = where + ".features[" + feature_name(m.features[i]) + "]";
+    for (size_t k = 0; k < i; ++k)
+      if (m.features[k] == m.features[i]) throw Corrupt{f + " is listed twice"};
+    require_in(m.rho[i], -1, 1, f + ".rho", "a correlation lies in [-1, 1]");
+    require_in(m.weights[i], -kMaxMagnitude, kMaxMagnitude, f + ".weight",
+               "no feature is worth that many ms");
+  }
+  if (m.train_samples < 0 || m.heldout_samples < 0)
+    throw Corrupt{"implausible sample counts in " + where + " (train " +
+                  std::to_string(m.train_samples) + ", held out " +
+                  std::to_string(m.heldout_samples) + ")"};
+  require_mape(m.train_mape, where + ".train_mape");
+  require_mape(m.heldout_mape, where + ".heldout_mape");
+}
+
+// Throws Corrupt naming the first implausible field.
+void check_plausible(const Calibration& cal) {
+  require_in(cal.cast.fixed_ms, 0, kMaxMs, "cast.fixed_ms", "a cast takes time");
+  require_in(cal.cast.per_element_ms, 0, 1, "cast.per_element_ms",
+             "a larger cast is not cheaper than a smaller one");
+  check_cast_fit(cal.cast_all, "cast_fits.both");
+  check_cast_fit(cal.cast_to_low, "cast_fits.to_low");
+  check_cast_fit(cal.cast_to_f32, "cast_fits.to_f32");
+  for (const auto& [key, m] : cal.ops) check_op_model(m);
+  if (cal.machine.logical_cores < 1)
+    throw Corrupt{"implausible machine.logical_cores = " +
+                  std::to_string(cal.machine.logical_cores)};
+  if (cal.configurations < 0 || cal.heldout_configurations < 0)
+    throw Corrupt{"implausible configuration counts (negative)"};
+  require_in(cal.seconds, 0, 1e9, "seconds", "a calibration takes a non-negative time");
+}
+
+// nlohmann's message without its "[json.exception.type_error.302] " prefix.
+std::string json_reason(const json::exception& e) {
+  std::string what = e.what();
+  const size_t bracket = what.find("] ");
+  return bracket == std::string::npos ? what : what.substr(bracket + 2);
 }
 
 std::string with_advice(const std::string& path, const std::string& problem) {
@@ -612,6 +742,13 @@ void save_calibration(const Calibration& cal, const std::string& path) {
       {"heldout_configurations", cal.heldout_configurations},
       {"seconds", cal.seconds}};
   CAMPO_CHECK(all_finite(j), "internal: calibration for ", path, " holds a non-finite number");
+  try {
+    check_plausible(cal);  // what is written must load
+  } catch (const Corrupt& c) {
+    CAMPO_FAIL("calibration for ", path, " not written: ", c.what,
+               "; the timings were too noisy to fit, run `campo calibrate` again on an idle "
+               "machine");
+  }
   write_file_atomically(path, j.dump(1) + "\n", "calibration file");
 }
 
@@ -620,6 +757,13 @@ CalibrationCheck read_calibration(const std::string& path, const MachineIdentity
   auto problem = [&](CalibrationProblem p, const std::string& what) {
     return CalibrationCheck{p, with_advice(path, what)};
   };
+  try {
+    require_input_file(path, "calibration file");  // a FIFO would hang the read below
+  } catch (const Error& e) {
+    return CalibrationCheck{
+        CalibrationProblem::missing,
+        std::string(e.what()) + "; run `campo calibrate --device cpu` to recalibrate"};
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return problem(CalibrationProblem::missing,
@@ -630,11 +774,7 @@ CalibrationCheck read_calibration(const std::string& path, const MachineIdentity
   try {
     j = json::parse(buffer.str());
   } catch (const json::exception& e) {
-    // nlohmann's message carries its own "[json.exception...]" prefix; keep the position.
-    std::string what = e.what();
-    size_t bracket = what.find("] ");
-    if (bracket != std::string::npos) what = what.substr(bracket + 2);
-    return problem(CalibrationProblem::corrupt, "is corrupt (not JSON: " + what + ")");
+    return problem(CalibrationProblem::corrupt, "is corrupt (not JSON: " + json_reason(e) + ")");
   }
   Calibration cal;
   try {
@@ -696,15 +836,17 @@ CalibrationCheck read_calibration(const std::string& path, const MachineIdentity
       model.heldout_samples = integer(o, "heldout_samples", where);
       model.train_mape = number(o, "train_mape", where);
       model.heldout_mape = number(o, "heldout_mape", where);
-      cal.ops[model.key] = model;
+      if (!cal.ops.emplace(model.key, model).second)
+        throw Corrupt{"two models for '" + model.key + "' in 'ops'"};
     }
     cal.configurations = integer(j, "configurations", "file");
     cal.heldout_configurations = integer(j, "heldout_configurations", "file");
     cal.seconds = number(j, "seconds", "file");
+    check_plausible(cal);
   } catch (const Corrupt& c) {
     return problem(CalibrationProblem::corrupt, "is corrupt (" + c.what + ")");
   } catch (const json::exception& e) {
-    return problem(CalibrationProblem::corrupt, std::string("is corrupt (") + e.what() + ")");
+    return problem(CalibrationProblem::corrupt, "is corrupt (" + json_reason(e) + ")");
   }
   // Another machine's file: timings do not transfer.
   const MachineIdentity& f = cal.machine;

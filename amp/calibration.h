@@ -152,7 +152,8 @@ std::string machine_hash(const MachineIdentity& m);
 // perf_event_open probe: "available (...)" or "unavailable: <reason>".
 std::string probe_hardware_counters();
 
-// Writes versioned JSON through write_file_atomically (checks every number is finite).
+// Writes versioned JSON through write_file_atomically (checks every number is finite, and
+// that the models are plausible: what is written always loads).
 void save_calibration(const Calibration& cal, const std::string& path);
 
 // Why a file cannot be used.
@@ -162,7 +163,11 @@ struct CalibrationCheck {
   std::string message;  // one line naming the file, the problem and how to recalibrate
 };
 // Reads `path` into `out` and checks it against `machine`; never throws for problems of
-// the file itself (they are returned).
+// the file itself (they are returned). `missing`: not a readable regular file (a FIFO or
+// a directory is refused unread). `corrupt`: not JSON, a field missing, ill-typed or out of
+// range, or a model no fit on real timings produces (sigma <= 0, a bias below -1 ms, a
+// negative cast cost, ...: the rules are at check_plausible in calibration.cc); the
+// message names the field, e.g. "implausible ops[MatMul].sigma = -1".
 CalibrationCheck read_calibration(const std::string& path, const MachineIdentity& machine,
                                   Calibration& out);
 // read_calibration against this_machine(); throws campo::Error with the check's message.

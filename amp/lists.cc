@@ -1,10 +1,14 @@
 #include "amp/lists.h"
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <vector>
 
 #include "graph/graph.h"
+#include "runtime/file_check.h"
 
 namespace campo {
 
@@ -20,11 +24,16 @@ AmpLists AmpLists::defaults() {
 
 std::set<OpKind>& AmpLists::mutable_list(AmpList l) {
   switch (l) {
-    case AmpList::allow: return allow_;
-    case AmpList::infer: return infer_;
-    case AmpList::deny: return deny_;
-    case AmpList::clear: return clear_;
-    default: CAMPO_FAIL("fp32 is not an editable mixed-precision list");
+    case AmpList::allow:
+      return allow_;
+    case AmpList::infer:
+      return infer_;
+    case AmpList::deny:
+      return deny_;
+    case AmpList::clear:
+      return clear_;
+    default:
+      CAMPO_FAIL("fp32 is not an editable mixed-precision list");
   }
 }
 
@@ -40,11 +49,14 @@ AmpList AmpLists::classify(OpKind op) const {
   return AmpList::fp32;
 }
 
+bool AmpLists::may_be_listed(OpKind op) {
+  return op != OpKind::Variable && op != OpKind::Placeholder && op != OpKind::Cast &&
+         op != OpKind::ApplyMomentum && op != OpKind::ApplyAdam && op != OpKind::AllFinite;
+}
+
 void AmpLists::add(AmpList list, OpKind op) {
-  CAMPO_CHECK(op != OpKind::Variable && op != OpKind::Placeholder && op != OpKind::Cast &&
-                  op != OpKind::ApplyMomentum && op != OpKind::ApplyAdam &&
-                  op != OpKind::AllFinite,
-              op_name(op), " always runs in f32 and cannot be put on a mixed-precision list");
+  CAMPO_CHECK(may_be_listed(op), op_name(op),
+              " always runs in f32 and cannot be put on a mixed-precision list");
   for (AmpList l : {AmpList::allow, AmpList::infer, AmpList::deny, AmpList::clear})
     mutable_list(l).erase(op);
   mutable_list(list).insert(op);
@@ -60,53 +72,157 @@ AmpList parse_amp_list(const std::string& name) {
   CAMPO_FAIL("unknown mixed-precision list '", name, "' (expected allow, infer, deny or clear)");
 }
 
-static OpKind parse_op_or_fail(const std::string& name) {
+namespace {
+
+using nlohmann::json;
+
+// Echoes of user text in messages stay one readable line.
+std::string shown(const std::string& text) {
+  constexpr size_t kMax = 60;
+  return text.size() <= kMax
+             ? text
+             : text.substr(0, kMax) + "... (" + std::to_string(text.size()) + " characters)";
+}
+
+std::string trimmed(const std::string& s) {
+  const size_t first = s.find_first_not_of(" \t");
+  if (first == std::string::npos) return "";
+  return s.substr(first, s.find_last_not_of(" \t") - first + 1);
+}
+
+// One edit, parsed and checked before any is applied; `where` says where it came from.
+struct ListEdit {
+  AmpList list;
+  bool adding;
+  OpKind op;
+  std::string where;
+};
+
+AmpList parse_list_in(const std::string& name, const std::string& where) {
+  try {
+    return parse_amp_list(name);
+  } catch (const Error& e) {
+    CAMPO_FAIL(where, ": ", e.what());
+  }
+}
+
+OpKind parse_op_in(const std::string& name, const std::string& where) {
+  CAMPO_CHECK(!name.empty(), where, ": an empty op name");
   auto op = parse_op_kind(name);
-  CAMPO_CHECK(op.has_value(), "unknown op '", name, "' in a mixed-precision list edit");
+  CAMPO_CHECK(op.has_value(), where, ": unknown op '", shown(name),
+              "' (op names are TensorFlow's, e.g. MatMul, Conv2D, Tanh; `campo graph` lists a ",
+              "model's)");
   return *op;
 }
 
-void AmpLists::edit(const std::string& spec) {
-  std::stringstream all(spec);
-  std::string one;
-  while (std::getline(all, one, ';')) {
-    if (one.empty()) continue;
-    size_t pos = one.find("+=");
-    bool adding = pos != std::string::npos;
-    if (!adding) pos = one.find("-=");
-    CAMPO_CHECK(pos != std::string::npos, "list edit '", one,
-                "' must look like allow+=Op1,Op2 or clear-=Op");
-    AmpList list = parse_amp_list(one.substr(0, pos));
-    std::stringstream ops(one.substr(pos + 2));
-    std::string op;
-    while (std::getline(ops, op, ','))
-      if (!op.empty()) adding ? add(list, parse_op_or_fail(op)) : remove(list, parse_op_or_fail(op));
+// Each op is edited at most once per spec or file: two edits of one op (allow+=Tanh and
+// deny+=Tanh) would leave the result to their order, which is easy to get wrong unseen.
+void check_each_op_once(const std::vector<ListEdit>& edits) {
+  for (size_t i = 0; i < edits.size(); ++i)
+    for (size_t k = 0; k < i; ++k)
+      CAMPO_CHECK(edits[k].op != edits[i].op, edits[i].where, ": ", op_name(edits[i].op),
+                  " is edited twice (also in ", edits[k].where, "); edit each op once");
+}
+
+// A JSON value whose objects hold no key twice (nlohmann would keep the last silently).
+json parse_json_without_duplicate_keys(const std::string& text, const std::string& path) {
+  std::vector<std::vector<std::string>> keys;  // per open object
+  auto on_event = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) keys.emplace_back();
+    if (event == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
+    if (event == json::parse_event_t::key && !keys.empty()) {
+      const std::string key = parsed.get<std::string>();
+      for (const std::string& k : keys.back())
+        CAMPO_CHECK(k != key, "mixed-precision list file ", path, ": the key \"", shown(key),
+                    "\" appears twice in one object");
+      keys.back().push_back(key);
+    }
+    return true;
+  };
+  try {
+    return json::parse(text, on_event);
+  } catch (const json::exception& e) {
+    std::string what = e.what();  // without nlohmann's "[json.exception.parse_error.101] "
+    const size_t bracket = what.find("] ");
+    if (bracket != std::string::npos) what = what.substr(bracket + 2);
+    CAMPO_FAIL("mixed-precision list file ", path, " is not valid JSON: ", what);
   }
 }
 
-void AmpLists::edit_from_file(const std::string& path) {
-  std::ifstream f(path);
-  CAMPO_CHECK(f.good(), "cannot open mixed-precision list file '", path, "'");
-  nlohmann::json j;
-  try {
-    f >> j;
-  } catch (const std::exception& e) {
-    CAMPO_FAIL("mixed-precision list file '", path, "' is not valid JSON: ", e.what());
+// Checked in full first, so a failing edit leaves the lists as they were.
+void apply_edits(AmpLists& lists, const std::vector<ListEdit>& edits) {
+  check_each_op_once(edits);
+  for (const ListEdit& e : edits) {
+    if (e.adding)
+      CAMPO_CHECK(AmpLists::may_be_listed(e.op), e.where, ": ", op_name(e.op),
+                  " always runs in f32 and cannot be put on a mixed-precision list");
+    else
+      CAMPO_CHECK(lists.list(e.list).count(e.op), e.where, ": ", op_name(e.op), " is not on the ",
+                  amp_list_name(e.list), " list (",
+                  lists.classify(e.op) == AmpList::fp32
+                      ? std::string("it is on none")
+                      : std::string("it is on ") + amp_list_name(lists.classify(e.op)),
+                  "), so there is nothing to remove");
   }
-  CAMPO_CHECK(j.is_object(), "mixed-precision list file '", path, "' must hold a JSON object");
-  for (auto& [name, edits] : j.items()) {
-    AmpList list = parse_amp_list(name);
-    CAMPO_CHECK(edits.is_object(), "'", name, "' in '", path,
-                "' must be an object with \"add\" and/or \"remove\" arrays");
-    for (auto& [what, ops] : edits.items()) {
-      CAMPO_CHECK((what == "add" || what == "remove") && ops.is_array(), "'", name, ".", what,
-                  "' in '", path, "': expected \"add\" or \"remove\" with an array of op names");
-      for (auto& op : ops) {
-        CAMPO_CHECK(op.is_string(), "op names in '", path, "' must be strings");
-        what == "add" ? add(list, parse_op_or_fail(op)) : remove(list, parse_op_or_fail(op));
+  for (const ListEdit& e : edits) e.adding ? lists.add(e.list, e.op) : lists.remove(e.list, e.op);
+}
+
+}  // namespace
+
+void AmpLists::edit(const std::string& spec) {
+  std::vector<ListEdit> edits;
+  std::stringstream all(spec);
+  std::string one;
+  while (std::getline(all, one, ';')) {
+    if (trimmed(one).empty()) continue;  // "a;;b" and a trailing ';' are harmless
+    const std::string where = "mixed-precision list edit '" + shown(trimmed(one)) + "'";
+    size_t pos = one.find("+=");
+    const bool adding = pos != std::string::npos;
+    if (!adding) pos = one.find("-=");
+    CAMPO_CHECK(pos != std::string::npos, where,
+                " must look like allow+=Op1,Op2 or clear-=Op (lists: allow, infer, deny, ",
+                "clear; edits separated by ';')");
+    const AmpList list = parse_list_in(trimmed(one.substr(0, pos)), where);
+    const std::string names = one.substr(pos + 2);
+    CAMPO_CHECK(!trimmed(names).empty(), where, " names no op (allow+=Op1,Op2)");
+    std::stringstream ops(names + ",");  // the comma keeps a trailing empty name
+    std::string op;
+    while (std::getline(ops, op, ','))
+      edits.push_back({list, adding, parse_op_in(trimmed(op), where), where});
+  }
+  CAMPO_CHECK(!edits.empty(), "mixed-precision list edits '", shown(spec),
+              "' hold no edit (expected e.g. allow+=Tanh;clear-=Relu)");
+  apply_edits(*this, edits);
+}
+
+void AmpLists::edit_from_file(const std::string& path) {
+  require_input_file(path, "mixed-precision list file");  // a FIFO would hang the read
+  std::ifstream f(path, std::ios::binary);
+  CAMPO_CHECK(f.good(), "mixed-precision list file ", path,
+              ": cannot open: ", std::strerror(errno));
+  std::stringstream text;
+  text << f.rdbuf();
+  const json j = parse_json_without_duplicate_keys(text.str(), path);
+  const std::string file = "mixed-precision list file " + path;
+  const char* shape =
+      " (expected {\"allow\": {\"add\": [\"Tanh\"], \"remove\": [\"MatMul\"]}, ...})";
+  CAMPO_CHECK(j.is_object(), file, " must hold a JSON object", shape);
+  std::vector<ListEdit> edits;
+  for (const auto& [name, list_edits] : j.items()) {
+    const AmpList list = parse_list_in(name, file);
+    CAMPO_CHECK(list_edits.is_object(), file, ": \"", name,
+                "\" must be an object with \"add\" and/or \"remove\" arrays", shape);
+    for (const auto& [what, ops] : list_edits.items()) {
+      const std::string where = file + ", " + name + "." + shown(what);
+      CAMPO_CHECK(what == "add" || what == "remove", where, ": expected \"add\" or \"remove\"");
+      CAMPO_CHECK(ops.is_array(), where, " must be an array of op names");
+      for (const json& op : ops) {
+        CAMPO_CHECK(op.is_string(), where, ": op names are strings, got ", shown(op.dump()));
+        edits.push_back({list, what == "add", parse_op_in(op.get<std::string>(), where), where});
       }
     }
   }
+  apply_edits(*this, edits);
 }
 
 std::string AmpLists::describe() const {

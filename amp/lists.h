@@ -20,10 +20,18 @@ class AmpLists {
   // Adds `op` to `list` (removing it from any other list) or removes it from `list`.
   void add(AmpList list, OpKind op);
   void remove(AmpList list, OpKind op);
-  // Applies edits written as "allow+=Tanh,Sigmoid" / "clear-=Relu"; several separated by ';'.
+  // Applies edits written as "allow+=Tanh,Sigmoid" / "clear-=Relu"; several separated by
+  // ';' (spaces around names allowed, empty edits between ';' skipped).
   void edit(const std::string& spec);
   // Applies a JSON file {"allow": {"add": ["Tanh"], "remove": ["MatMul"]}, ...}.
+  // Both check every edit before applying any, and throw one line naming the edit (and the
+  // file) for: an unknown list or op, an empty op name, an edit with no op, an op edited
+  // twice in one spec or file, an always-f32 op added, an op removed from a list it is not
+  // on; the file also for: not a regular file (a FIFO would hang), invalid JSON, a key
+  // twice in one object, and anything not of the shape above.
   void edit_from_file(const std::string& path);
+  // Whether an op may be put on a list (leaves, casts and optimizer updates may not).
+  static bool may_be_listed(OpKind op);
   const std::set<OpKind>& list(AmpList l) const;
   std::string describe() const;
 

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "datasets/synthetic.h"
+#include "runtime/file_check.h"
 
 namespace campo {
 namespace {
@@ -69,36 +70,48 @@ Cifar10Dataset::Cifar10Dataset(const std::vector<std::string>& files, const Cifa
   CAMPO_CHECK(!files.empty(), name_, ": no batch files given");
 
   for (const std::string& path : files) {
+    require_input_file(path, "CIFAR-10 batch file");  // a FIFO would hang the read
     std::error_code ec;
-    CAMPO_CHECK(fs::is_regular_file(path, ec), path, ": no such file (or not a regular file)");
     const uintmax_t bytes = fs::file_size(path, ec);
     CAMPO_CHECK(!ec, path, ": cannot read the size: ", ec.message());
-    CAMPO_CHECK(bytes > 0 && bytes % uintmax_t(kCifar10RecordBytes) == 0, path,
-                ": truncated or not a CIFAR-10 binary batch: ", bytes,
-                " bytes is not a whole number of ", kCifar10RecordBytes,
-                "-byte records (1 label byte + 3072 pixel bytes)",
-                bytes % uintmax_t(kCifar10RecordBytes + 1) == 0
-                    ? " (3074-byte records would be CIFAR-100, which is not supported)"
-                    : "");
-    const int64_t records = int64_t(bytes / uintmax_t(kCifar10RecordBytes));
+    CAMPO_CHECK(bytes <= kMaxCifar10BatchBytes, path, ": ", bytes,
+                " bytes, too large for a CIFAR-10 batch (one holds 10000 records, ",
+                10000 * kCifar10RecordBytes, " bytes)");
     std::vector<uint8_t> raw(static_cast<size_t>(bytes));
     std::ifstream in(path, std::ios::binary);
     CAMPO_CHECK(in.good(), path, ": cannot open: ", std::strerror(errno));
     in.read(reinterpret_cast<char*>(raw.data()), std::streamsize(bytes));
     CAMPO_CHECK(in.gcount() == std::streamsize(bytes), path, ": read ", in.gcount(), " of ", bytes,
                 " bytes");
-    const size_t first = labels_.size();
-    labels_.resize(first + size_t(records));
-    pixels_.resize(labels_.size() * size_t(kPixelBytes));
-    for (int64_t r = 0; r < records; ++r) {
-      const uint8_t* rec = raw.data() + r * kCifar10RecordBytes;
-      CAMPO_CHECK(rec[0] <= 9, path, ": record ", r, " has label ", int(rec[0]),
-                  "; CIFAR-10 labels are 0..9");
-      labels_[first + size_t(r)] = rec[0];
-      std::memcpy(pixels_.data() + (first + size_t(r)) * size_t(kPixelBytes), rec + 1,
-                  size_t(kPixelBytes));
-    }
+    Cifar10Batch batch = parse_cifar10_batch(raw, path);
+    labels_.insert(labels_.end(), batch.labels.begin(), batch.labels.end());
+    pixels_.insert(pixels_.end(), batch.pixels.begin(), batch.pixels.end());
   }
+}
+
+Cifar10Batch parse_cifar10_batch(std::span<const uint8_t> bytes, const std::string& name) {
+  const size_t size = bytes.size();
+  CAMPO_CHECK(size > 0 && size % size_t(kCifar10RecordBytes) == 0, name,
+              ": truncated or not a CIFAR-10 binary batch: ", size,
+              " bytes is not a whole number of ", kCifar10RecordBytes,
+              "-byte records (1 label byte + 3072 pixel bytes)",
+              size % size_t(kCifar10RecordBytes + 1) == 0
+                  ? " (3074-byte records would be CIFAR-100, which is not supported)"
+                  : "");
+  CAMPO_CHECK(size <= kMaxCifar10BatchBytes, name, ": ", size,
+              " bytes, too large for a CIFAR-10 batch");
+  const size_t records = size / size_t(kCifar10RecordBytes);
+  Cifar10Batch batch;
+  batch.labels.resize(records);
+  batch.pixels.resize(records * size_t(kPixelBytes));
+  for (size_t r = 0; r < records; ++r) {
+    const uint8_t* rec = bytes.data() + r * size_t(kCifar10RecordBytes);
+    CAMPO_CHECK(rec[0] <= 9, name, ": record ", r, " has label ", int(rec[0]),
+                "; CIFAR-10 labels are 0..9");
+    batch.labels[r] = rec[0];
+    std::memcpy(batch.pixels.data() + r * size_t(kPixelBytes), rec + 1, size_t(kPixelBytes));
+  }
+  return batch;
 }
 
 const uint8_t* Cifar10Dataset::raw_pixels(int64_t index) const {

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,20 @@ namespace campo {
 
 inline constexpr int64_t kCifar10Side = 32;
 inline constexpr int64_t kCifar10RecordBytes = 1 + 3 * kCifar10Side * kCifar10Side;  // 3073
+
+// The largest batch file read (a real one holds 10000 records, 30 MB): a bound on what a
+// wrong path can make the reader allocate.
+inline constexpr uint64_t kMaxCifar10BatchBytes = uint64_t(1) << 30;
+
+// One batch file's records, parsed from its bytes: a size that is not a whole number of
+// records, over kMaxCifar10BatchBytes, or a label above 9 throws a campo::Error starting
+// with `name`. What the data set's constructor uses, and what a fuzzer calls.
+struct Cifar10Batch {
+  std::vector<int32_t> labels;
+  std::vector<uint8_t> pixels;  // records * 3072: R, G, B planes of 32x32
+};
+Cifar10Batch parse_cifar10_batch(std::span<const uint8_t> bytes,
+                                 const std::string& name = "<memory>");
 
 // airplane, automobile, bird, cat, deer, dog, frog, horse, ship, truck.
 const std::vector<std::string>& cifar10_class_names();
@@ -39,8 +54,9 @@ struct Cifar10Options {
 
 class Cifar10Dataset final : public Dataset {
  public:
-  // Reads the batch files in order. A missing file, a size that is not a whole number of
-  // 3073-byte records, or a label above 9 throws a campo::Error naming the file.
+  // Reads the batch files in order. A missing file or one that is not a regular file (a
+  // FIFO), a size that is not a whole number of 3073-byte records or over
+  // kMaxCifar10BatchBytes, or a label above 9 throws a campo::Error naming the file.
   Cifar10Dataset(const std::vector<std::string>& files, const Cifar10Options& options,
                  std::string split = "");
 

@@ -1,5 +1,9 @@
 #include "datasets/idx.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -8,6 +12,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
+
+#include "runtime/file_check.h"
 
 namespace campo {
 namespace {
@@ -27,12 +34,15 @@ uint32_t read_be32(const uint8_t* p) {
 // (ended_early()) so the caller can say how much data it expected.
 class GzReader {
  public:
-  explicit GzReader(const std::string& path) : path_(path) {
-    std::error_code ec;
-    CAMPO_CHECK(std::filesystem::is_regular_file(path, ec), path,
-                ": no such file (or not a regular file)");
-    file_ = gzopen(path.c_str(), "rb");
-    CAMPO_CHECK(file_ != nullptr, path, ": cannot open: ", std::strerror(errno));
+  // Reads the open descriptor `fd` (owned from here on); `name` is for messages.
+  GzReader(int fd, std::string name) : path_(std::move(name)) {
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) size_ = uint64_t(st.st_size);
+    file_ = gzdopen(fd, "rb");
+    if (file_ == nullptr) {
+      ::close(fd);
+      CAMPO_FAIL(path_, ": cannot open: ", std::strerror(errno));
+    }
     gzbuffer(file_, 1 << 20);  // before the first read; fewer, larger reads
   }
   ~GzReader() {
@@ -55,12 +65,12 @@ class GzReader {
     return got;
   }
 
-  // Reads n bytes into a growing vector (so a lying header cannot force a huge
-  // allocation before the data is there); returns fewer only at the end.
+  // Reads n bytes into a growing vector (so a lying header in a gzip file cannot force a
+  // huge allocation before the data is there); returns fewer only at the end.
   std::vector<uint8_t> read_vector(size_t n) {
-    std::vector<uint8_t> out;
-    out.reserve(std::min<size_t>(n, size_t(256) << 20));
     const size_t step = size_t(64) << 20;
+    std::vector<uint8_t> out;
+    out.reserve(std::min(n, step));
     while (out.size() < n) {
       size_t want = std::min(step, n - out.size());
       size_t old = out.size();
@@ -72,18 +82,26 @@ class GzReader {
     return out;
   }
 
-  // Counts the bytes left (reading to the end also checks the gzip CRC).
-  size_t count_remaining() {
+  // Counts the bytes left (reading to the end also checks the gzip CRC), stopping past
+  // `limit`: a gzip stream can expand a thousandfold, so trailing data is not inflated
+  // without bound just to be counted.
+  size_t count_remaining(size_t limit) {
     char buf[1 << 14];
     size_t total = 0;
-    for (;;) {
+    while (total <= limit) {
       size_t got = read(buf, sizeof buf);
       total += got;
-      if (got < sizeof buf) return total;
+      if (got < sizeof buf) break;
     }
+    return total;
   }
 
-  bool is_gzip() const { return gzdirect(file_) == 0; }
+  bool is_gzip() { return gzdirect(file_) == 0; }
+  // The size of a plain (not gzip) regular file; empty for gzip streams.
+  std::optional<uint64_t> plain_size() {
+    if (!size_ || is_gzip()) return std::nullopt;
+    return size_;
+  }
   bool ended_early() const { return ended_early_; }
   const std::string& path() const { return path_; }
 
@@ -99,13 +117,41 @@ class GzReader {
     if (errnum == Z_ERRNO) CAMPO_FAIL(path_, ": read error: ", std::strerror(errno));
     std::string detail = message ? message : "unknown error";
     if (detail.rfind(path_ + ": ", 0) == 0) detail.erase(0, path_.size() + 2);  // zlib adds it
+    if (detail.rfind("<fd:", 0) == 0 && detail.find(">: ") != std::string::npos)
+      detail.erase(0, detail.find(">: ") + 3);  // gzdopen's name
     CAMPO_FAIL(path_, ": corrupt gzip stream (zlib: ", detail, ")");
   }
 
   std::string path_;
   gzFile file_ = nullptr;
+  std::optional<uint64_t> size_;
   bool ended_early_ = false;
 };
+
+GzReader open_file(const std::string& path) {
+  require_input_file(path, "IDX file");  // a FIFO would hang the read
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  CAMPO_CHECK(fd >= 0, path, ": cannot open: ", std::strerror(errno));
+  return GzReader(fd, path);
+}
+
+// The bytes in an anonymous in-memory file, read by the same code as a file on disk.
+GzReader open_bytes(std::span<const uint8_t> bytes, const std::string& name) {
+  const int fd = ::memfd_create("campo-idx", MFD_CLOEXEC);
+  CAMPO_CHECK(fd >= 0, name, ": cannot make an in-memory file: ", std::strerror(errno));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (w <= 0) {
+      const int err = errno;
+      ::close(fd);
+      CAMPO_FAIL(name, ": cannot fill an in-memory file: ", std::strerror(err));
+    }
+    done += size_t(w);
+  }
+  ::lseek(fd, 0, SEEK_SET);
+  return GzReader(fd, name);
+}
 
 // Reads the magic number and dims of an IDX header, checking the magic.
 std::vector<int64_t> read_idx_header(GzReader& in, uint32_t expected_magic, const char* what) {
@@ -132,16 +178,56 @@ std::vector<int64_t> read_idx_header(GzReader& in, uint32_t expected_magic, cons
   return dims;
 }
 
-// Reads the payload of `expected` bytes and checks nothing follows it.
-std::vector<uint8_t> read_idx_payload(GzReader& in, size_t expected, const char* what) {
+// Reads the payload of `expected` bytes (which the caller has bounded by kMaxIdxBytes) and
+// checks nothing follows it. A plain file's size is compared first, so a lying header
+// costs no allocation; a gzip stream is read in steps and stops where the data does.
+std::vector<uint8_t> read_idx_payload(GzReader& in, size_t header_bytes, size_t expected,
+                                      const char* what) {
+  if (const std::optional<uint64_t> size = in.plain_size()) {
+    const uint64_t follows = *size - std::min<uint64_t>(*size, header_bytes);
+    CAMPO_CHECK(follows >= expected, in.path(), ": truncated file: the header announces ", expected,
+                " bytes of ", what, " data, but only ", follows, " follow it");
+    CAMPO_CHECK(follows == expected, in.path(), ": ", follows - expected,
+                " unexpected bytes after the ", expected, " bytes of ", what,
+                " data that the header announces");
+  }
   std::vector<uint8_t> data = in.read_vector(expected);
   CAMPO_CHECK(data.size() == expected, in.path(), ": truncated file: expected ", expected,
               " bytes of ", what, " data, got ", data.size(),
               in.ended_early() ? " (the gzip stream ends early)" : "");
-  size_t extra = in.count_remaining();
-  CAMPO_CHECK(extra == 0, in.path(), ": ", extra, " unexpected bytes after the ", expected,
+  constexpr size_t kTrailingLimit = size_t(1) << 20;
+  const size_t extra = in.count_remaining(kTrailingLimit);
+  CAMPO_CHECK(extra == 0, in.path(), ": ", extra > kTrailingLimit ? "more than " : "",
+              std::min(extra, kTrailingLimit), " unexpected bytes after the ", expected,
               " bytes of ", what, " data that the header announces");
   return data;
+}
+
+IdxImages read_images(GzReader& in) {
+  std::vector<int64_t> dims = read_idx_header(in, kIdxImagesMagic, "image");
+  IdxImages out;
+  out.count = dims[0];
+  out.rows = dims[1];
+  out.cols = dims[2];
+  CAMPO_CHECK(out.rows > 0 && out.cols > 0, in.path(), ": image size ", out.rows, "x", out.cols,
+              " in the header is empty");
+  CAMPO_CHECK(out.rows <= kMaxIdxSide && out.cols <= kMaxIdxSide, in.path(), ": image size ",
+              out.rows, "x", out.cols, " in the header is implausibly large (sides up to ",
+              kMaxIdxSide, ")");
+  // Each dim is < 2^32, so the product is exact in 128 bits.
+  const unsigned __int128 bytes =
+      (unsigned __int128)out.count * uint64_t(out.rows) * uint64_t(out.cols);
+  CAMPO_CHECK(bytes <= kMaxIdxBytes, in.path(), ": the header announces ", out.count, " images of ",
+              out.rows, "x", out.cols, ", implausibly large (more than the ", kMaxIdxBytes >> 30,
+              " GiB of pixels this reader accepts)");
+  out.pixels = read_idx_payload(in, 16, size_t(bytes), "pixel");
+  return out;
+}
+
+std::vector<uint8_t> read_labels(GzReader& in) {
+  std::vector<int64_t> dims = read_idx_header(in, kIdxLabelsMagic, "label");
+  static_assert(kMaxIdxBytes > UINT32_MAX, "a label count is a u32: always within the bound");
+  return read_idx_payload(in, 8, size_t(dims[0]), "label");
 }
 
 std::string find_split_file(const std::string& dir, const std::string& base,
@@ -160,28 +246,23 @@ std::string find_split_file(const std::string& dir, const std::string& base,
 }  // namespace
 
 IdxImages read_idx_images(const std::string& path) {
-  GzReader in(path);
-  std::vector<int64_t> dims = read_idx_header(in, kIdxImagesMagic, "image");
-  IdxImages out;
-  out.count = dims[0];
-  out.rows = dims[1];
-  out.cols = dims[2];
-  CAMPO_CHECK(out.rows > 0 && out.cols > 0, path, ": image size ", out.rows, "x", out.cols,
-              " in the header is empty");
-  // Each dim is < 2^32, so the product is exact in 128 bits; a lying header fails here
-  // rather than in the allocator.
-  const unsigned __int128 bytes =
-      (unsigned __int128)out.count * uint64_t(out.rows) * uint64_t(out.cols);
-  CAMPO_CHECK(bytes <= (unsigned __int128)(int64_t(1) << 40), path, ": the header announces ",
-              out.count, " images of ", out.rows, "x", out.cols, ", implausibly large");
-  out.pixels = read_idx_payload(in, size_t(bytes), "pixel");
-  return out;
+  GzReader in = open_file(path);
+  return read_images(in);
 }
 
 std::vector<uint8_t> read_idx_labels(const std::string& path) {
-  GzReader in(path);
-  std::vector<int64_t> dims = read_idx_header(in, kIdxLabelsMagic, "label");
-  return read_idx_payload(in, size_t(dims[0]), "label");
+  GzReader in = open_file(path);
+  return read_labels(in);
+}
+
+IdxImages parse_idx_images(std::span<const uint8_t> bytes, const std::string& name) {
+  GzReader in = open_bytes(bytes, name);
+  return read_images(in);
+}
+
+std::vector<uint8_t> parse_idx_labels(std::span<const uint8_t> bytes, const std::string& name) {
+  GzReader in = open_bytes(bytes, name);
+  return read_labels(in);
 }
 
 IdxDataset::IdxDataset(const std::string& images_path, const std::string& labels_path,

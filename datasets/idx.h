@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,11 +30,26 @@ struct IdxImages {
   std::vector<uint8_t> pixels;  // count * rows * cols, row-major
 };
 
-// Read one IDX file, plain or gzip. Every malformed input (missing file, wrong magic,
-// short header, truncated data, trailing bytes, corrupt gzip stream) throws a campo::Error
-// whose message starts with the path.
+// The most payload bytes one IDX file may announce (4 GiB of pixels, 16 GiB once cached as
+// f32; EMNIST, the largest IDX set, has 0.6 GiB). It bounds what a lying header, or a
+// gzip stream that inflates a thousandfold, can make the reader allocate.
+inline constexpr uint64_t kMaxIdxBytes = uint64_t(4) << 30;
+// The longest image side accepted (MNIST's is 28); keeps resize taps and shapes in int32.
+inline constexpr int64_t kMaxIdxSide = 65536;
+
+// Read one IDX file, plain or gzip. Every malformed input (missing file, not a regular
+// file, wrong magic, short header, truncated data, trailing bytes, corrupt gzip stream, a
+// payload over kMaxIdxBytes) throws a campo::Error whose message starts with the path. A
+// plain file's size is checked against its header before anything is allocated; trailing
+// data is counted up to 1 MiB ("more than 1048576 unexpected bytes").
 IdxImages read_idx_images(const std::string& path);
 std::vector<uint8_t> read_idx_labels(const std::string& path);
+
+// The same parsers on bytes in memory (plain or gzip), `name` standing for the path in
+// messages: what a fuzzer calls. They go through exactly the code of the file readers.
+IdxImages parse_idx_images(std::span<const uint8_t> bytes, const std::string& name = "<memory>");
+std::vector<uint8_t> parse_idx_labels(std::span<const uint8_t> bytes,
+                                      const std::string& name = "<memory>");
 
 struct IdxOptions {
   std::string name = "fashion-mnist";  // for messages and Dataset::name()

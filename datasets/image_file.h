@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "datasets/image_transform.h"
@@ -21,12 +22,21 @@ struct DecodedImage {
   ImageView view() const { return ImageView::interleaved(pixels.get(), height, width, channels); }
 };
 
-// Decodes a whole file. A missing, unreadable, corrupt or truncated file throws a
-// campo::Error naming the path and stb_image's reason.
+// The most pixels (width x height) an image may have: 64 Mi, 8192 x 8192. The header is
+// read first (stbi_info) and a larger image is refused before decoding, so a small file
+// that claims a huge size (a PNG or JPEG "bomb") cannot make stb_image allocate gigabytes.
+inline constexpr int64_t kMaxImagePixels = int64_t(1) << 26;
+
+// Decodes a whole file. A missing, unreadable, corrupt or truncated file, or one over
+// kMaxImagePixels, throws a campo::Error naming the path and the reason (stb_image's).
 DecodedImage decode_image_file(const std::string& path);
+// The same on the bytes of an image file in memory, `name` standing for the path in
+// messages: what a fuzzer calls.
+DecodedImage decode_image(std::span<const uint8_t> bytes, const std::string& name = "<memory>");
 
 // The cheap check: reads only the header. Returns true and the size when stb_image
-// recognises the file; otherwise false with stb_image's reason in *reason.
+// recognises the file and it is within kMaxImagePixels; otherwise false with the reason
+// ("stb_image: <its reason>", or the size) in *reason.
 struct ImageFileInfo {
   int64_t height = 0, width = 0, channels = 0;
 };

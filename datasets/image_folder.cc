@@ -36,11 +36,20 @@ std::string extension_list() {
   return s;
 }
 
-// The image files below `dir`, recursively, sorted; hidden files and folders left out.
+// Whether canonical path `p` is `dir` or lies below it (both canonical).
+bool is_within(const fs::path& p, const fs::path& dir) {
+  return std::mismatch(dir.begin(), dir.end(), p.begin(), p.end()).first == dir.end();
+}
+
+// The image files below class folder `dir`, recursively, sorted; hidden files and folders
+// left out. Symbolic links below `dir` are followed only to a file inside `dir` (see the
+// header); any other link is an error naming it.
 std::vector<std::string> list_images(const fs::path& dir) {
   std::vector<std::string> files;
   std::error_code ec;
-  fs::recursive_directory_iterator it(dir, fs::directory_options::follow_directory_symlink, ec);
+  const fs::path real_dir = fs::canonical(dir, ec);
+  CAMPO_CHECK(!ec, dir.string(), ": cannot resolve the folder: ", ec.message());
+  fs::recursive_directory_iterator it(dir, ec);  // never descends into a linked folder
   CAMPO_CHECK(!ec, dir.string(), ": cannot list the folder: ", ec.message());
   for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
     CAMPO_CHECK(!ec, dir.string(), ": cannot list the folder: ", ec.message());
@@ -48,6 +57,26 @@ std::vector<std::string> list_images(const fs::path& dir) {
     if (is_hidden(entry.path())) {
       if (entry.is_directory(ec)) it.disable_recursion_pending();
       continue;
+    }
+    if (entry.is_symlink(ec)) {
+      const std::string link = entry.path().string();
+      std::error_code target_ec;
+      const fs::path target = fs::canonical(entry.path(), target_ec);
+      if (target_ec) {
+        // A dangling link or a loop of links; only an error where it would be an image.
+        if (!has_image_extension(entry.path())) continue;
+        CAMPO_FAIL(link, ": a symbolic link that leads nowhere (", target_ec.message(),
+                   "); remove it or point it at an image file");
+      }
+      CAMPO_CHECK(!fs::is_directory(target, target_ec), link, ": a symbolic link to a folder (",
+                  target.string(),
+                  ") inside a class folder; such links are not followed, as they can loop or ",
+                  "show one class's images under another label: move or copy the images into ",
+                  dir.string());
+      if (!has_image_extension(entry.path())) continue;  // not an image: ignored
+      CAMPO_CHECK(is_within(target, real_dir), link, ": a symbolic link to ", target.string(),
+                  ", outside its class folder ", dir.string(),
+                  "; its image would be labelled as this class: copy the file in instead");
     }
     if (entry.is_regular_file(ec) && has_image_extension(entry.path()))
       files.push_back(entry.path().string());
@@ -107,6 +136,22 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, const ImageFolde
 
   const std::vector<std::string> found = list_image_classes(root);
   classes_ = options.classes.empty() ? found : options.classes;
+  // A class folder may itself be a symbolic link, but no two may share images: one that
+  // resolves to another, or into it, would give its images two labels.
+  std::vector<fs::path> real_dirs;
+  for (const std::string& cls : found) {
+    std::error_code ec;
+    real_dirs.push_back(fs::canonical(fs::path(root) / cls, ec));
+    CAMPO_CHECK(!ec, (fs::path(root) / cls).string(),
+                ": cannot resolve the folder: ", ec.message());
+  }
+  for (size_t a = 0; a < found.size(); ++a)
+    for (size_t b = 0; b < found.size(); ++b)
+      CAMPO_CHECK(a == b || !is_within(real_dirs[b], real_dirs[a]),
+                  (fs::path(root) / found[a]).string(), " (", real_dirs[a].string(),
+                  ") holds class folder ", (fs::path(root) / found[b]).string(), " (",
+                  real_dirs[b].string(), "), through a symbolic link; its images would carry ",
+                  "two labels: give every class its own folder");
   for (const std::string& cls : found) {
     auto pos = std::find(classes_.begin(), classes_.end(), cls);
     CAMPO_CHECK(pos != classes_.end(), (fs::path(root) / cls).string(),
@@ -139,7 +184,7 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, const ImageFolde
     size_t kept = 0;
     for (int64_t i = 0; i < n; ++i) {
       if (!ok[size_t(i)]) {
-        std::fprintf(stderr, "campo: warning: %s: skipping an unreadable image (stb_image: %s)\n",
+        std::fprintf(stderr, "campo: warning: %s: skipping an unreadable image (%s)\n",
                      files_[size_t(i)].c_str(), reasons[size_t(i)].c_str());
         continue;
       }

@@ -7,6 +7,15 @@
 // macOS droppings such as "._cat.jpg"). Construction only lists files: it fails, naming
 // the folder, when root has no class folder or a class folder has no image.
 //
+// Symbolic links, where a wrong one would silently give images a wrong label: a class
+// folder may itself be a link (to a folder elsewhere), but two class folders that resolve
+// to the same folder, or one inside the other, are refused. Below a class folder a link is
+// followed only when it resolves to a file inside that same class folder; a link to any
+// folder (it could loop, as `up -> ..`, or bring in another class) and an image-named link
+// to a file outside the class folder or to nothing (dangling, or a loop of links) are
+// errors naming the link. Links whose name is not an image's and whose target is a file
+// or nothing are ignored like any other non-image file.
+//
 // Decoding happens in get() (on the loader's prefetch thread), through stb_image; a
 // colour image feeds a grey model by luminance, a grey one a colour model by
 // replication. Preprocessing is datasets/image_transform.h: resize the shorter side to

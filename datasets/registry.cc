@@ -158,6 +158,25 @@ std::shared_ptr<Dataset> open_folder(const std::string& name, const std::string&
 
 }  // namespace
 
+void check_splits_match(const Dataset& train, const Dataset& test) {
+  auto shape_text = [](const Shape& s) {
+    std::string t;
+    for (int64_t d : s) t += (t.empty() ? "" : "x") + std::to_string(d);
+    return t;
+  };
+  const Shape a = train.image_shape(), b = test.image_shape();
+  CAMPO_CHECK(a == b, "the test split ", test.name(), " has images of ", shape_text(b),
+              " (CxHxW) but the train split ", train.name(), " has ", shape_text(a),
+              ", so the model cannot evaluate it",
+              a.size() == 3 && b.size() == 3 && a[0] == b[0]
+                  ? "; pass --image-size N to resize both splits to NxN (e.g. --image-size " +
+                        std::to_string(a[1]) + ")"
+                  : "; give both splits the same channels (--channels) and size (--image-size)");
+  CAMPO_CHECK(train.num_classes() == test.num_classes(), "the test split ", test.name(), " has ",
+              test.num_classes(), " classes but the train split ", train.name(), " has ",
+              train.num_classes(), "; the labels would not match");
+}
+
 std::vector<std::string> dataset_names() {
   return {"fashion-mnist", "mnist", "synthetic", "cifar10", "folder:PATH"};
 }

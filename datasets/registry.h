@@ -65,4 +65,12 @@ std::vector<std::string> dataset_names();
 std::shared_ptr<Dataset> open_dataset(const std::string& name, const std::string& split,
                                       const DatasetOptions& options = {});
 
+// Throws, naming both splits, unless a model built for `train` can evaluate `test`: the
+// same image shape [C, H, W] and class count. Splits opened by open_dataset with one
+// image_size always agree; native sizes can differ (IDX files of a --data-dir whose test
+// images are 32x32 and train images 28x28), and the message then says to pass an image
+// size (--image-size), which resizes both. Call it when both splits are open, before
+// training, rather than learn of it from the first evaluation.
+void check_splits_match(const Dataset& train, const Dataset& test);
+
 }  // namespace campo

@@ -5,6 +5,7 @@
 #include "amp/calibration.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -344,7 +345,150 @@ TEST(CalibrationFileTest, CorruptFilesAreRefused) {
   f.write(std::string(text).replace(text.find(sigma), sigma.size(), "\"sigma\":1e999"));
   expect_refused(f.path, "corrupt");
 
-  expect_refused(f.path + ".absent", "cannot be read");
+  expect_refused(f.path + ".absent", "no such file");
+}
+
+TEST(CalibrationFileTest, AFifoOrAFolderIsRefusedWithoutReading) {
+  // Opening a FIFO for reading would block until a writer comes.
+  TempFile fifo("fifo.json");
+  ASSERT_EQ(::mkfifo(fifo.path.c_str(), 0600), 0);
+  expect_refused(fifo.path, "is a FIFO, not a regular file");
+  Calibration out;
+  EXPECT_EQ(read_calibration(fifo.path, this_machine(), out).problem, CalibrationProblem::missing);
+  const std::string dir = fs::temp_directory_path().string();
+  expect_refused(dir, "is a directory, not a regular file");
+}
+
+// Writes the sample calibration with one field of its JSON changed by `edit`, and expects
+// loading it to fail naming the file and `needle`.
+template <typename Edit>
+void expect_edit_refused(const TempFile& f, Edit edit, const std::string& needle) {
+  save_calibration(sample_calibration(), f.path);
+  nlohmann::json j = f.read();
+  edit(j);
+  f.write(j.dump());
+  expect_refused(f.path, needle);
+}
+
+// The sample's ops in the file are sorted by key: MatMul, MatMul:unaligned, Relu.
+TEST(CalibrationFileTest, PhysicallyImpossibleModelsAreRefused) {
+  TempFile f("implausible.json");
+  using nlohmann::json;
+  expect_edit_refused(
+      f, [](json& j) { j["ops"][0]["sigma"] = -0.5; }, "implausible ops[MatMul].sigma = -0.5");
+  expect_edit_refused(
+      f, [](json& j) { j["ops"][0]["sigma"] = 0; }, "implausible ops[MatMul].sigma = 0");
+  expect_edit_refused(
+      f, [](json& j) { j["ops"][1]["bias_ms"] = -5; },
+      "implausible ops[MatMul:unaligned].bias_ms = -5: it would predict 0 ms");
+  expect_edit_refused(
+      f, [](json& j) { j["ops"][0]["bias_ms"] = 1e300; },
+      "implausible ops[MatMul].bias_ms = 1e+300");
+  expect_edit_refused(
+      f, [](json& j) { j["ops"][0]["features"][0]["weight"] = -1e30; },
+      "implausible ops[MatMul].features[flops].weight = -1e+30");
+  expect_edit_refused(
+      f, [](json& j) { j["ops"][0]["features"][0]["rho"] = 3; },
+      "implausible ops[MatMul].features[flops].rho = 3");
+  expect_edit_refused(
+      f, [](json& j) { j["ops"][0]["heldout_mape"] = -7; },
+      "implausible ops[MatMul].heldout_mape = -7");
+  expect_edit_refused(
+      f, [](json& j) { j["ops"][0]["train_samples"] = -1; },
+      "implausible sample counts in ops[MatMul]");
+  expect_edit_refused(
+      f, [](json& j) { j["ops"][2]["bias_ms"] = 0.5; },
+      "ops[Relu] is a 'ratio' fit but has a bias");
+  expect_edit_refused(
+      f, [](json& j) { j["ops"][2]["fit"] = "guess"; }, "unknown fit 'guess' in ops[Relu]");
+  expect_edit_refused(
+      f, [](json& j) { j["ops"][2]["key"] = "Relu:fast"; }, "unknown model key 'Relu:fast'");
+  expect_edit_refused(
+      f, [](json& j) { j["ops"][1]["key"] = "MatMul"; }, "two models for 'MatMul'");
+  expect_edit_refused(
+      f, [](json& j) { j["ops"][0]["features"].push_back(j["ops"][0]["features"][0]); },
+      "ops[MatMul].features[flops] is listed twice");
+  expect_edit_refused(
+      f, [](json& j) { j["cast"]["fixed_ms"] = -0.01; }, "implausible cast.fixed_ms = -0.01");
+  expect_edit_refused(
+      f, [](json& j) { j["cast"]["per_element_ms"] = -1e-6; },
+      "implausible cast.per_element_ms = -1e-06");
+  expect_edit_refused(
+      f, [](json& j) { j["cast_fits"]["to_low"]["per_element_ms"] = -1e-6; },
+      "implausible cast_fits.to_low.per_element_ms");
+  expect_edit_refused(
+      f, [](json& j) { j["cast_fits"]["to_f32"]["fixed_ms"] = -50; },
+      "implausible cast_fits.to_f32.fixed_ms = -50");
+  expect_edit_refused(
+      f, [](json& j) { j["seconds"] = -1; }, "implausible seconds = -1");
+}
+
+TEST(CalibrationFileTest, IllTypedFieldsNameTheFieldNotTheParser) {
+  TempFile f("ill_typed.json");
+  using nlohmann::json;
+  auto no_parser_text = [&](auto edit, const std::string& needle) {
+    expect_edit_refused(f, edit, needle);
+    try {
+      load_calibration(f.path);
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).find("json.exception"), std::string::npos) << e.what();
+    }
+  };
+  no_parser_text([](json& j) { j["ops"][0]["train_samples"] = "many"; },
+                 "'ops[MatMul].train_samples' is not an integer");
+  no_parser_text([](json& j) { j["ops"][0]["train_samples"] = int64_t(1) << 40; },
+                 "'ops[MatMul].train_samples' is out of range");
+  no_parser_text([](json& j) { j["version"] = uint64_t(1) << 63; },
+                 "'file.version' is out of range");
+  no_parser_text([](json& j) { j["ops"][0]["features"] = "flops"; },
+                 "'ops[MatMul].features' is not a list");
+  no_parser_text([](json& j) { j["ops"] = json::array({5}); }, "ops[] is not an object");
+  no_parser_text([](json& j) { j["ops"][0]["key"] = 7; }, "'ops[].key' is not a string");
+  no_parser_text([](json& j) { j["machine"] = json::array(); }, "machine is not an object");
+  no_parser_text([](json& j) { j["ops"][0].erase("bias_ms"); },
+                 "missing field 'ops[MatMul].bias_ms'");
+  no_parser_text([](json& j) { j["cast"]["fixed_ms"] = true; }, "'cast.fixed_ms' is not a number");
+}
+
+TEST(CalibrationFileTest, TheRepositoryCalibrationsArePlausible) {
+  // Every file in calibration/ passes the checks (read against its own machine).
+  // __FILE__ may be relative to the build directory, where the campo binary lies.
+  const fs::path source = fs::path(CAMPO_BINARY).parent_path() / __FILE__;
+  const fs::path dir = source.parent_path().parent_path().parent_path() / "calibration";
+  ASSERT_TRUE(fs::is_directory(dir)) << dir;
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".json") continue;
+    std::ifstream in(e.path());
+    const nlohmann::json j = nlohmann::json::parse(in);
+    MachineIdentity m;
+    m.cpu_model = j["machine"]["cpu_model"];
+    m.logical_cores = j["machine"]["logical_cores"];
+    m.onednn_isa = j["machine"]["onednn_isa"];
+    m.onednn_version = j["machine"]["onednn_version"];
+    m.native_bf16 = j["machine"]["native_bf16"];
+    m.campo_version = j["machine"]["campo_version"];
+    Calibration cal;
+    const CalibrationCheck check = read_calibration(e.path().string(), m, cal);
+    EXPECT_EQ(check.problem, CalibrationProblem::none) << check.message;
+    ++files;
+  }
+  EXPECT_GT(files, 0);
+}
+
+TEST(CalibrationFileTest, AnImplausibleFitIsNotWritten) {
+  TempFile f("unwritten.json");
+  Calibration cal = sample_calibration();
+  cal.ops["MatMul"].sigma = -1;
+  try {
+    save_calibration(cal, f.path);
+    FAIL() << "saved an implausible calibration";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not written: implausible ops[MatMul].sigma = -1"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(f.path));
 }
 
 TEST(CalibrationFileTest, ForeignAndStaleFilesAreRefused) {

@@ -3,6 +3,7 @@
 #include "datasets/cifar10.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <set>
@@ -154,6 +155,36 @@ TEST(Cifar10, MalformedFilesAreClearErrors) {
   EXPECT_TRUE(contains(msg, "not supported"));
   msg = error_message([&] { load_cifar10_split(python.file("none"), "test"); });
   EXPECT_TRUE(contains(msg, "no such directory"));
+}
+
+TEST(Cifar10, ParsesABatchFromBytes) {
+  // What a fuzzer calls; the data set's constructor goes through it too.
+  const Cifar10Batch batch = parse_cifar10_batch(batch_bytes(2, 3), "mem");
+  ASSERT_EQ(batch.labels, (std::vector<int32_t>{2, 3, 4}));
+  ASSERT_EQ(batch.pixels.size(), 3u * 3072);
+  // Record 1, pixel (c, y, x) = (2, 3, 4) of the planar 3 x 32 x 32 layout.
+  EXPECT_EQ(batch.pixels[3072 + 2 * 1024 + 3 * 32 + 4], pixel(2, 1, 2, 3, 4));
+  EXPECT_TRUE(contains(error_message([] { parse_cifar10_batch({}); }),
+                       "<memory>: truncated or not a CIFAR-10 binary batch: 0 bytes"));
+  std::vector<uint8_t> bad = batch_bytes(0, 1);
+  bad[0] = 200;
+  EXPECT_TRUE(contains(error_message([&] { parse_cifar10_batch(bad, "mem"); }),
+                       "mem: record 0 has label 200"));
+}
+
+TEST(Cifar10, AFifoOrAnOversizedFileIsRefusedWithoutReading) {
+  TempDir dir;
+  ASSERT_EQ(::mkfifo(dir.file("fifo.bin").c_str(), 0600), 0);
+  std::string msg = error_message([&] { Cifar10Dataset({dir.file("fifo.bin")}, {}); });
+  EXPECT_TRUE(contains(msg, "CIFAR-10 batch file " + dir.file("fifo.bin") + " is a FIFO"));
+  // A sparse file of whole records just over the bound: refused from its size alone.
+  const std::string big = dir.file("big.bin");
+  testing::write_bytes(big, {}, false);
+  const uintmax_t records = kMaxCifar10BatchBytes / uintmax_t(kCifar10RecordBytes) + 1;
+  fs::resize_file(big, records * uintmax_t(kCifar10RecordBytes));
+  msg = error_message([&] { Cifar10Dataset({big}, {}); });
+  EXPECT_TRUE(contains(msg, big + ": " + std::to_string(records * uintmax_t(kCifar10RecordBytes)) +
+                                " bytes, too large for a CIFAR-10 batch"));
 }
 
 TEST(Cifar10Registry, OpensTheArchiveLayoutWithAugmentationOnlyForTrain) {

@@ -3,6 +3,7 @@
 #include "datasets/idx.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cmath>
 
@@ -227,7 +228,80 @@ TEST_P(IdxErrorsBoth, TruncatedPixelData) {
                        GetParam());
   std::string msg = error_message([&] { read_idx_images(path); });
   EXPECT_TRUE(contains(msg, path));
-  EXPECT_TRUE(contains(msg, "truncated file: expected 60 bytes of pixel data, got 50"));
+  // A plain file's size is checked against the header before anything is read.
+  EXPECT_TRUE(contains(msg, GetParam() ? "truncated file: expected 60 bytes of pixel data, got 50"
+                                       : "truncated file: the header announces 60 bytes of "
+                                         "pixel data, but only 50 follow it"));
+}
+
+TEST_P(IdxErrorsBoth, AFifoIsRefusedWithoutReading) {
+  TempDir dir;
+  const std::string path = dir.file("images");
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  std::string msg = error_message([&] { read_idx_images(path); });
+  EXPECT_TRUE(contains(msg, "IDX file " + path + " is a FIFO, not a regular file"));
+}
+
+TEST_P(IdxErrorsBoth, ParsesBytesInMemoryLikeAFile) {
+  // What a fuzzer calls: the same results and messages as the file readers.
+  TempDir dir;
+  const Small s;
+  testing::write_bytes(
+      dir.file("images"),
+      testing::idx_bytes(0x803, {Small::kCount, Small::kRows, Small::kCols}, s.pixels), GetParam());
+  testing::write_bytes(dir.file("labels"), testing::idx_bytes(0x801, {Small::kCount}, s.labels),
+                       GetParam());
+  const std::vector<uint8_t> image_bytes = testing::read_bytes(dir.file("images"));
+  const IdxImages images = parse_idx_images(image_bytes, "mem-images");
+  EXPECT_EQ(images.count, Small::kCount);
+  EXPECT_EQ(images.rows, Small::kRows);
+  EXPECT_EQ(images.cols, Small::kCols);
+  EXPECT_EQ(images.pixels, s.pixels);
+  EXPECT_EQ(parse_idx_labels(testing::read_bytes(dir.file("labels"))), s.labels);
+  std::vector<uint8_t> cut(image_bytes.begin(), image_bytes.end() - 10);
+  std::string msg = error_message([&] { parse_idx_images(cut, "mem-images"); });
+  EXPECT_TRUE(contains(msg, "mem-images: truncated file")) << msg;
+  EXPECT_TRUE(contains(error_message([&] { parse_idx_labels(image_bytes); }),
+                       "<memory>: wrong magic number 0x00000803"));
+  EXPECT_TRUE(contains(error_message([&] { parse_idx_images({}); }), "<memory>: truncated file"));
+}
+
+TEST_P(IdxErrorsBoth, AHeaderOverTheSizeBoundIsRefusedBeforeReading) {
+  // 3 x 65536 x 32768 = 6 GiB of pixels: over kMaxIdxBytes, refused from the header alone.
+  TempDir dir;
+  const std::string path = dir.file("images");
+  testing::write_bytes(path, testing::idx_bytes(0x803, {3, 65536, 32768}, {}), GetParam());
+  std::string msg = error_message([&] { read_idx_images(path); });
+  EXPECT_TRUE(contains(msg, path + ": the header announces 3 images of 65536x32768, implausibly "
+                                   "large (more than the 4 GiB"));
+}
+
+TEST(IdxErrors, APlainFileShorterThanItsHeaderSaysIsRefusedBeforeAllocating) {
+  // A million 28x28 images announced, 100 bytes present.
+  TempDir dir;
+  const std::string path = dir.file("images");
+  testing::write_bytes(
+      path, testing::idx_bytes(0x803, {1000000, 28, 28}, std::vector<uint8_t>(100)), false);
+  std::string msg = error_message([&] { read_idx_images(path); });
+  EXPECT_TRUE(contains(msg, "the header announces 784000000 bytes of pixel data, but only 100"));
+  // 2^31 images of 1x1, within the size bound: the file size refuses them.
+  testing::write_bytes(path, testing::idx_bytes(0x803, {0x80000000u, 1, 1}, {}), false);
+  EXPECT_TRUE(contains(error_message([&] { read_idx_images(path); }),
+                       "the header announces 2147483648 bytes of pixel data, but only 0"));
+  // 2^31 x 2^31 x 1: a side over the bound.
+  testing::write_bytes(path, testing::idx_bytes(0x803, {0x80000000u, 0x80000000u, 1}, {}), false);
+  EXPECT_TRUE(contains(error_message([&] { read_idx_images(path); }),
+                       "image size 2147483648x1 in the header is implausibly large"));
+}
+
+TEST(IdxErrors, TrailingGzipDataIsCountedOnlyUpToALimit) {
+  // Five labels, then 2 MiB of zeros that compress to a few KiB: counting stops past 1 MiB.
+  TempDir dir;
+  const std::string path = dir.file("labels.gz");
+  std::vector<uint8_t> data(5 + (size_t(2) << 20), 0);
+  testing::write_bytes(path, testing::idx_bytes(0x801, {5}, data), true);
+  std::string msg = error_message([&] { read_idx_labels(path); });
+  EXPECT_TRUE(contains(msg, path + ": more than 1048576 unexpected bytes after the 5 bytes"));
 }
 
 TEST_P(IdxErrorsBoth, TruncatedHeader) {

@@ -305,6 +305,24 @@ TEST(ImageFolder, SkipBadLeavesOutUnreadableFilesWithOneWarningEach) {
   EXPECT_TRUE(contains(msg, "no usable images"));
 }
 
+TEST(ImageFolder, SkipBadLeavesOutImagesOverThePixelLimit) {
+  TempDir dir;
+  write_image(dir.file("a/good.png"), solid(4, 4, {1, 2, 3}));
+  const std::string header = "P5\n10000 10000\n255\n";  // 100 M pixels announced, none there
+  write_file(dir.file("a/huge.pgm"), std::vector<uint8_t>(header.begin(), header.end()));
+  write_file(dir.file("a/bad.png"), std::vector<uint8_t>(100, 0xab));
+  ImageFolderOptions o = plain_options(4);
+  o.skip_bad = true;
+  ::testing::internal::CaptureStderr();
+  ImageFolderDataset ds(dir.str(), o);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_EQ(ds.size(), 1);
+  EXPECT_TRUE(contains(err, dir.file("a/huge.pgm") +
+                                ": skipping an unreadable image (10000x10000 pixels, more than "
+                                "the 67108864 this reader decodes)"));
+  EXPECT_TRUE(contains(err, dir.file("a/bad.png") + ": skipping an unreadable image (stb_image: "));
+}
+
 TEST(ImageFolder, EmptyOrMissingFoldersAreClearErrors) {
   TempDir dir;
   std::string msg = error_message([&] { ImageFolderDataset(dir.file("nope"), {}); });
@@ -319,6 +337,107 @@ TEST(ImageFolder, EmptyOrMissingFoldersAreClearErrors) {
   write_file(dir.file("dog/readme.txt"), {1});
   msg = error_message([&] { ImageFolderDataset(dir.str(), {}); });
   EXPECT_TRUE(contains(msg, dir.file("dog") + ": empty class folder"));
+}
+
+// A folder of two classes, a/1.png and b/2.png, for the symbolic-link tests.
+void write_two_classes(const TempDir& dir) {
+  write_image(dir.file("a/1.png"), solid(2, 2, {10}));
+  write_image(dir.file("b/2.png"), solid(2, 2, {20}));
+}
+
+TEST(ImageFolderLinks, ALinkToAFolderIsRefusedNamingIt) {
+  // a/up -> .. would list b's image under label a (and loop back into a).
+  TempDir dir;
+  write_two_classes(dir);
+  fs::create_directory_symlink("..", dir.file("a/up"));
+  std::string msg = error_message([&] { ImageFolderDataset(dir.str(), plain_options(2, 1)); });
+  EXPECT_TRUE(contains(msg, dir.file("a/up") + ": a symbolic link to a folder")) << msg;
+  EXPECT_TRUE(contains(msg, "not followed")) << msg;
+  // The same for a link to a folder elsewhere.
+  TempDir other, outside;
+  write_two_classes(other);
+  write_image(outside.file("more/3.png"), solid(2, 2, {30}));
+  fs::create_directory_symlink(outside.file("more"), other.file("b/more"));
+  msg = error_message([&] { ImageFolderDataset(other.str(), plain_options(2, 1)); });
+  EXPECT_TRUE(contains(msg, other.file("b/more") + ": a symbolic link to a folder")) << msg;
+}
+
+TEST(ImageFolderLinks, ALoopOfLinksIsRefusedNamingIt) {
+  TempDir dir;
+  write_two_classes(dir);
+  fs::create_symlink("loop2.png", dir.file("a/loop1.png"));
+  fs::create_symlink("loop1.png", dir.file("a/loop2.png"));
+  std::string msg = error_message([&] { ImageFolderDataset(dir.str(), plain_options(2, 1)); });
+  // Either link may be listed first.
+  EXPECT_TRUE(contains(msg, dir.file("a/loop"))) << msg;
+  EXPECT_TRUE(contains(msg, ".png: a symbolic link that leads nowhere")) << msg;
+  // A dangling image link, too.
+  TempDir dangling;
+  write_two_classes(dangling);
+  fs::create_symlink("gone.png", dangling.file("b/x.png"));
+  msg = error_message([&] { ImageFolderDataset(dangling.str(), plain_options(2, 1)); });
+  EXPECT_TRUE(contains(msg, dangling.file("b/x.png") + ": a symbolic link that leads nowhere"))
+      << msg;
+}
+
+TEST(ImageFolderLinks, ALinkToAFileOutsideItsClassFolderIsRefused) {
+  // Into another class folder: its image would carry both labels.
+  TempDir dir;
+  write_two_classes(dir);
+  fs::create_symlink("../b/2.png", dir.file("a/stolen.png"));
+  std::string msg = error_message([&] { ImageFolderDataset(dir.str(), plain_options(2, 1)); });
+  EXPECT_TRUE(
+      contains(msg, dir.file("a/stolen.png") + ": a symbolic link to " + dir.file("b/2.png")))
+      << msg;
+  EXPECT_TRUE(contains(msg, "outside its class folder " + dir.file("a"))) << msg;
+  // Out of the data set altogether.
+  TempDir escaping, outside;
+  write_two_classes(escaping);
+  write_image(outside.file("3.png"), solid(2, 2, {30}));
+  fs::create_symlink(outside.file("3.png"), escaping.file("b/3.png"));
+  msg = error_message([&] { ImageFolderDataset(escaping.str(), plain_options(2, 1)); });
+  EXPECT_TRUE(contains(msg, escaping.file("b/3.png") + ": a symbolic link to ")) << msg;
+  EXPECT_TRUE(contains(msg, "outside its class folder")) << msg;
+}
+
+TEST(ImageFolderLinks, ALinkToAFileInsideItsClassFolderIsFollowed) {
+  TempDir dir;
+  write_two_classes(dir);
+  write_image(dir.file("a/sub/3.png"), solid(2, 2, {30}));
+  fs::create_symlink("sub/3.png", dir.file("a/alias.png"));
+  fs::create_symlink("../b/2.png", dir.file("a/notes.txt"));  // not an image name: ignored
+  fs::create_symlink("nowhere", dir.file("b/readme"));        // dangling, not an image: ignored
+  ImageFolderDataset ds(dir.str(), plain_options(2, 1));
+  ASSERT_EQ(ds.size(), 4);
+  EXPECT_EQ(ds.path(0), dir.file("a/1.png"));
+  EXPECT_EQ(ds.path(1), dir.file("a/alias.png"));
+  EXPECT_EQ(ds.path(2), dir.file("a/sub/3.png"));
+  EXPECT_EQ(ds.label_of(1), 0);
+  EXPECT_EQ(ds.label_of(3), 1);
+  EXPECT_NEAR(sample(ds, 1)[0], 30.0f / 255, 1e-6);
+}
+
+TEST(ImageFolderLinks, ClassFoldersMayBeLinksButNeverShareImages) {
+  // A class folder linked to a folder elsewhere is that folder.
+  TempDir dir, elsewhere;
+  write_two_classes(dir);
+  write_image(elsewhere.file("cats/c.png"), solid(2, 2, {40}));
+  fs::create_directory_symlink(elsewhere.file("cats"), dir.file("c"));
+  ImageFolderDataset ds(dir.str(), plain_options(2, 1));
+  ASSERT_EQ(ds.size(), 3);
+  EXPECT_EQ(ds.path(2), dir.file("c/c.png"));
+  EXPECT_EQ(ds.label_of(2), 2);
+  // One class folder linked to another: the images would carry two labels.
+  fs::create_directory_symlink("a", dir.file("d"));
+  std::string msg = error_message([&] { ImageFolderDataset(dir.str(), plain_options(2, 1)); });
+  EXPECT_TRUE(contains(msg, "through a symbolic link")) << msg;
+  EXPECT_TRUE(contains(msg, dir.file("d"))) << msg;
+  fs::remove(dir.file("d"));
+  // A class folder linked to the root holds every other class.
+  fs::create_directory_symlink(".", dir.file("e"));
+  msg = error_message([&] { ImageFolderDataset(dir.str(), plain_options(2, 1)); });
+  EXPECT_TRUE(contains(msg, dir.file("e") + " (")) << msg;
+  EXPECT_TRUE(contains(msg, "holds class folder")) << msg;
 }
 
 TEST(ImageFolderRegistry, SplitFoldersShareTheTrainClasses) {

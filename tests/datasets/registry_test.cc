@@ -116,5 +116,42 @@ TEST(DatasetRegistry, SyntheticFollowsTheImageOptions) {
   EXPECT_EQ(open_dataset("synthetic", "train", {})->size(), 60000);
 }
 
+TEST(DatasetRegistry, SplitsOfDifferentImageSizesAreNamedWithTheFix) {
+  // MNIST-format files whose test images are 5x5 and train images 4x4.
+  TempDir dir;
+  testing::write_idx_split(dir, "train", 2, 4, 4, std::vector<uint8_t>(32), {0, 1}, false);
+  testing::write_idx_split(dir, "t10k", 2, 5, 5, std::vector<uint8_t>(50), {0, 1}, false);
+  DatasetOptions o;
+  o.data_dir = dir.str();
+  auto train = open_dataset("mnist", "train", o);
+  auto test = open_dataset("mnist", "test", o);
+  std::string msg = error_message([&] { check_splits_match(*train, *test); });
+  EXPECT_TRUE(contains(msg,
+                       "the test split mnist/test has images of 1x5x5 (CxHxW) but the train "
+                       "split mnist/train has 1x4x4"));
+  EXPECT_TRUE(contains(msg, "pass --image-size N to resize both splits to NxN"));
+  // One image size for both: they agree.
+  o.image_size = 4;
+  check_splits_match(*open_dataset("mnist", "train", o), *open_dataset("mnist", "test", o));
+  // Channels or classes that differ.
+  DatasetOptions grey, colour;
+  grey.synthetic_size = colour.synthetic_size = 4;
+  colour.channels = 3;
+  msg = error_message([&] {
+    check_splits_match(*open_dataset("synthetic", "train", grey),
+                       *open_dataset("synthetic", "test", colour));
+  });
+  EXPECT_TRUE(contains(msg, "give both splits the same channels (--channels)"));
+  DatasetOptions more = grey;
+  more.synthetic_classes = 12;
+  msg = error_message([&] {
+    check_splits_match(*open_dataset("synthetic", "train", grey),
+                       *open_dataset("synthetic", "test", more));
+  });
+  EXPECT_TRUE(contains(msg,
+                       "the test split synthetic/test has 12 classes but the train split "
+                       "synthetic/train has 10"));
+}
+
 }  // namespace
 }  // namespace campo

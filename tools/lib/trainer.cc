@@ -479,6 +479,7 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   DatasetOptions test_opts = dopts;
   if (image_data && o.augment == "on") test_opts.augment = false;  // never augment evaluation
   std::shared_ptr<const Dataset> test_set = open_dataset(o.dataset, "test", test_opts);
+  check_splits_match(*train_set, *test_set);  // before training, not at the first evaluation
   if (o.train_limit > 0) train_set = std::make_shared<SubsetDataset>(train_set, o.train_limit);
   if (o.test_limit > 0) test_set = std::make_shared<SubsetDataset>(test_set, o.test_limit);
   CAMPO_CHECK(train_set->size() >= o.batch, "--batch ", o.batch, " is larger than the ",
