@@ -223,10 +223,15 @@ TEST_F(CliOutputTest, BenchJsonToAMissingDirectoryFailsBeforeTheBench) {
   EXPECT_EQ(r.out.find("fp32"), std::string::npos) << r.out;
 }
 
-TEST_F(CliOutputTest, CalibrateOutputsToAMissingDirectoryFailBeforeMeasuring) {
-  auto r =
-      run_cli({"calibrate", "--quick", "--models", "lenet", "--out", missing_dir_path("c.json")});
-  expect_error(r, "--out calibration file " + missing_dir_path("c.json"));
+TEST_F(CliOutputTest, CalibrateOutputsThatCannotBeWrittenFailBeforeMeasuring) {
+  // The calibration file's folder is created when missing, but not under a regular file.
+  write("file", {1, 2, 3});
+  const std::string under_file = (dir_ / "file" / "sub" / "c.json").string();
+  auto r = run_cli({"calibrate", "--quick", "--models", "lenet", "--out", under_file});
+  expect_error(r, "--out calibration file " + under_file);
+  EXPECT_EQ(r.out.find("calibrate: "), std::string::npos) << r.out;
+  r = run_cli({"calibrate", "--quick", "--models", "lenet", "--out", dir_.string()});
+  expect_error(r, "--out calibration file " + dir_.string());
   EXPECT_EQ(r.out.find("calibrate: "), std::string::npos) << r.out;
   r = run_cli({"calibrate", "--quick", "--models", "lenet", "--out", (dir_ / "c.json").string(),
                "--samples", missing_dir_path("s.json")});
@@ -382,6 +387,39 @@ TEST(CliOptionTest, SeedsOutsideUint64AreErrors) {
     expect_error(run_cli({"plan", "--seed", seed}), "--seed");
     expect_error(run_cli({"eval", "--checkpoint", "x", "--seed", seed}), "--seed");
   }
+}
+
+TEST(CliOptionTest, NotANumberSaysWhichOptionAndWhatItGot) {
+  auto r = run_cli(train_args({"--batch", "abc"}));
+  expect_error(r, "--batch expects a number (in its range), got 'abc'");
+  EXPECT_EQ(r.err.find("Could not convert"), std::string::npos) << r.err;
+  expect_error(run_cli({"bench", "--repeats", "1.5"}), "--repeats expects a number");
+  expect_error(run_cli({"bench", "--steps", "999999999999"}), "--steps expects a number");
+}
+
+TEST(CliOptionTest, EmptyPathsAreErrors) {
+  for (const char* option : {"--save", "--resume", "--data-dir"})
+    expect_error(run_cli(train_args({option, ""})),
+                 std::string(option) + " needs a path, got an empty one");
+}
+
+TEST(CliOptionTest, LossScaleNumbersNameTheirOption) {
+  expect_error(run_cli(train_args(
+                   {"--precision", "amp", "--loss-scale", "dynamic", "--loss-scale-init", "-5"})),
+               "--loss-scale-init must be positive");
+  expect_error(run_cli(train_args({"--precision", "amp", "--loss-scale", "dynamic",
+                                   "--loss-scale-growth-interval", "0"})),
+               "--loss-scale-growth-interval must be positive");
+}
+
+TEST(CliOptionTest, ChannelsMustBeOneOrThree) {
+  expect_error(run_cli(train_args({"--dataset", "synthetic", "--channels", "7"})),
+               "--channels must be 1 or 3");
+}
+
+TEST(CliOptionTest, UnknownLowPrecisionNamesTheOption) {
+  expect_error(run_cli({"plan", "--precision", "amp", "--low-precision", "fp8"}),
+               "--low-precision must be bf16 or fp16, got 'fp8'");
 }
 
 TEST(CliOptionTest, BenchAndPlanNumbers) {

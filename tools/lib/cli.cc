@@ -232,6 +232,9 @@ void check_train_options_apply(const CLI::App* cmd, const TrainOptions& o) {
                   " has no effect without dynamic loss scaling (--loss-scale dynamic, or "
                   "--low-precision fp16)");
   }
+  for (const char* option : {"--save", "--resume", "--data-dir"})
+    CAMPO_CHECK(!given(cmd, option) || !cmd->get_option(option)->as<std::string>().empty(), option,
+                " needs a path, got an empty one");
   CAMPO_CHECK(!given(cmd, "--samples-dir") || o.model == "dcgan",
               "--samples-dir applies to --model dcgan only");
   CAMPO_CHECK(!given(cmd, "--save-every") || given(cmd, "--save"),
@@ -391,6 +394,17 @@ int run(const std::vector<std::string>& args) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::ConversionError& e) {
+    // CLI11 says "Could not convert: --batch = abc"; only numeric options can fail to convert.
+    const std::string text = e.what();
+    const std::string prefix = "Could not convert: ";
+    const size_t eq = text.find(" = ");
+    if (text.rfind(prefix, 0) == 0 && eq != std::string::npos)
+      std::cerr << "campo: error: " << text.substr(prefix.size(), eq - prefix.size())
+                << " expects a number (in its range), got '" << text.substr(eq + 3) << "'\n";
+    else
+      std::cerr << "campo: error: " << text << "\n";
+    return 2;
   } catch (const CLI::ParseError& e) {
     std::cerr << "campo: error: " << e.what() << "\n";
     return 2;

@@ -144,16 +144,21 @@ TrainingSession::TrainingSession(const std::string& model, const ModelOptions& m
 PrecisionConfig precision_config(const TrainOptions& o) {
   PrecisionConfig p;
   p.policy = parse_precision(o.precision);
-  p.low = parse_dtype(o.low_precision);
+  const std::string& low = o.low_precision;
+  CAMPO_CHECK(low == "bf16" || low == "fp16" || low == "f16",
+              "--low-precision must be bf16 or fp16, got '", low, "'");
+  p.low = parse_dtype(low);
   p.search = parse_search(o.search);
   p.fold_casts = o.fold_casts;
-  CAMPO_CHECK(is_low_precision(p.low), "--low-precision must be bf16 or fp16, got '",
-              o.low_precision, "'");
   CAMPO_CHECK(o.loss_scale == "auto" || o.loss_scale == "dynamic" || o.loss_scale == "none",
               "--loss-scale must be auto, dynamic or none, got '", o.loss_scale, "'");
   const bool mixed = p.policy != Precision::fp32;
   p.scaler.enabled = mixed && (o.loss_scale == "dynamic" ||
                                (o.loss_scale == "auto" && p.low == DType::f16));
+  CAMPO_CHECK(std::isfinite(o.loss_scale_init) && o.loss_scale_init > 0,
+              "--loss-scale-init must be positive, got ", o.loss_scale_init);
+  CAMPO_CHECK(o.loss_scale_growth_interval > 0,
+              "--loss-scale-growth-interval must be positive, got ", o.loss_scale_growth_interval);
   p.scaler.init_scale = o.loss_scale_init;
   p.scaler.growth_interval = o.loss_scale_growth_interval;
   if (!o.amp_lists_file.empty()) p.lists.edit_from_file(o.amp_lists_file);
@@ -441,6 +446,8 @@ void validate(const TrainOptions& o) {
               o.model, " has no configurable dropout)");
   CAMPO_CHECK(o.image_size >= 0, "--image-size must be positive (or 0: native), got ",
               o.image_size);
+  CAMPO_CHECK(o.channels == 0 || o.channels == 1 || o.channels == 3,
+              "--channels must be 1 or 3 (or 0: the data set's own), got ", o.channels);
   CAMPO_CHECK(o.resize >= 0, "--resize must be positive (or 0: --image-size), got ", o.resize);
   CAMPO_CHECK(o.padding >= -1, "--padding must be zero or positive, got ", o.padding);
   CAMPO_CHECK(o.save_every >= 0, "--save-every must be a positive number of steps, got ",
