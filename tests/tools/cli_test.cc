@@ -422,6 +422,15 @@ TEST(CliOptionTest, UnknownLowPrecisionNamesTheOption) {
                "--low-precision must be bf16 or fp16, got 'fp8'");
 }
 
+// A synthetic DCGAN data set of 2e18 samples: its shuffled order cannot be allocated. The
+// message says out of memory and which options size buffers, not the library's text alone.
+TEST(CliOptionTest, AbsurdSizesSayOutOfMemory) {
+  auto r = run_cli(train_args({"--model", "dcgan", "--dataset", "synthetic", "--image-size", "32",
+                               "--precision", "fp32", "--limit-train", "2000000000000000000",
+                               "--steps", "1", "--progress", "none", "--samples-dir", ""}));
+  expect_error(r, "out of memory: a buffer sized by the options");
+}
+
 TEST(CliOptionTest, BenchAndPlanNumbers) {
   expect_error(run_cli({"bench", "--model", "dcgan", "--steps", "0"}), "--steps must be");
   expect_error(run_cli({"bench", "--repeats", "-1"}), "--repeats must be positive");

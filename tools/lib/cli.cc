@@ -8,6 +8,7 @@
 #include <new>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <sstream>
+#include <stdexcept>
 
 #include "amp/calibration.h"
 #include "datasets/registry.h"
@@ -494,8 +495,17 @@ int run(const std::vector<std::string>& args) {
     std::cerr << "campo: " << e.what() << "\n";
     return e.exit_code();
   } catch (const std::bad_alloc&) {
+    // campo's tensors say how many bytes they wanted; this is a host-side container.
     std::cout.flush();
-    std::cerr << "campo: error: out of memory (try a smaller --batch or --image-size)\n";
+    std::cerr << "campo: error: out of memory: a buffer sized by the options (--batch, "
+                 "--image-size, --limit-train, ...) does not fit in this machine's memory; try "
+                 "smaller values\n";
+    return 1;
+  } catch (const std::length_error& e) {  // a container asked for more than it can hold
+    std::cout.flush();
+    std::cerr << "campo: error: out of memory: a buffer sized by the options (--batch, "
+                 "--image-size, --limit-train, ...) is larger than any machine's memory ("
+              << e.what() << "); try smaller values\n";
     return 1;
   } catch (const Error& e) {
     std::cout.flush();
