@@ -390,8 +390,11 @@ TEST(CliOptionTest, SeedsOutsideUint64AreErrors) {
 }
 
 TEST(CliOptionTest, NotANumberSaysWhichOptionAndWhatItGot) {
-  auto r = run_cli(train_args({"--batch", "abc"}));
-  expect_error(r, "--batch expects a number (in its range), got 'abc'");
+  auto r = run_cli(train_args({"--epochs", "abc"}));
+  expect_error(r, "--epochs expects a number (in its range), got 'abc'");
+  EXPECT_EQ(r.err.find("Could not convert"), std::string::npos) << r.err;
+  r = run_cli(train_args({"--batch", "abc"}));
+  expect_error(r, "--batch: expects a whole number (in its 64-bit range), got 'abc'");
   EXPECT_EQ(r.err.find("Could not convert"), std::string::npos) << r.err;
   expect_error(run_cli({"bench", "--repeats", "1.5"}), "--repeats expects a number");
   expect_error(run_cli({"bench", "--steps", "999999999999"}), "--steps expects a number");
@@ -410,6 +413,14 @@ TEST(CliOptionTest, LossScaleNumbersNameTheirOption) {
   expect_error(run_cli(train_args({"--precision", "amp", "--loss-scale", "dynamic",
                                    "--loss-scale-growth-interval", "0"})),
                "--loss-scale-growth-interval must be positive");
+}
+
+TEST(CliOptionTest, Int64OptionsDoNotSaturate) {
+  expect_error(run_cli(train_args({"--batch", "99999999999999999999"})),
+               "--batch: expects a whole number (in its 64-bit range), got '99999999999999999999'");
+  expect_error(run_cli({"plan", "--batch", "99999999999999999999"}), "--batch");
+  expect_error(run_cli({"eval", "--checkpoint", "x", "--limit", "99999999999999999999"}),
+               "--limit");
 }
 
 TEST(CliOptionTest, ChannelsMustBeOneOrThree) {

@@ -94,6 +94,23 @@ const CLI::Validator kSeed(
     },
     "0..2^64-1");
 
+// CLI11 saturates an int64 option silently ("--batch 99999999999999999999" becomes 2^63-1).
+const CLI::Validator kInt64(
+    [](std::string& text) -> std::string {
+      int64_t value = 0;
+      const char* end = text.data() + text.size();
+      auto [ptr, ec] = std::from_chars(text.data(), end, value);
+      if (text.empty() || ec != std::errc() || ptr != end)
+        return "expects a whole number (in its 64-bit range), got '" + text + "'";
+      return "";
+    },
+    "INT64");
+
+// Puts kInt64 on the named options of `cmd`.
+void check_int64(CLI::App* cmd, std::initializer_list<const char*> options) {
+  for (const char* option : options) cmd->get_option(option)->check(kInt64);
+}
+
 void add_train_options(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--model", o.model, "Model: " + join(model_names()) + ", dcgan")
       ->capture_default_str();
@@ -174,6 +191,8 @@ void add_train_options(CLI::App* cmd, TrainOptions& o) {
                   "Edit the mixed-precision lists: 'allow+=Tanh;clear-=Relu'");
   cmd->add_option("--amp-lists-file", o.amp_lists_file,
                   "JSON file of list edits: {\"allow\": {\"add\": [...], \"remove\": [...]}}");
+  check_int64(cmd, {"--steps", "--batch", "--eval-batch", "--warmup-steps", "--limit-train",
+                    "--limit-test", "--save-every"});
 }
 
 void add_model_run_options(CLI::App* cmd, ModelRunOptions& o) {
@@ -195,6 +214,7 @@ void add_model_run_options(CLI::App* cmd, ModelRunOptions& o) {
   cmd->add_option("--search", o.search, "cost-aware: exact or traversals")->capture_default_str();
   cmd->add_flag("--no-fold-casts{false}", o.fold_casts,
                 "cost-aware: insert weight and weight-gradient casts as Cast nodes, as amp does");
+  check_int64(cmd, {"--batch"});
 }
 
 // cost-aware plan/bench without --calibration: this machine's default calibration (a
@@ -333,6 +353,7 @@ int run(const std::vector<std::string>& args) {
   eval_cmd->add_option("--data-dir", eval_options.data_dir, "Directory of the data set's files");
   eval_cmd->add_option("--batch", eval_options.batch, "Batch size")->capture_default_str();
   eval_cmd->add_option("--limit", eval_options.limit, "Evaluate on the first N samples");
+  check_int64(eval_cmd, {"--batch", "--limit"});
   eval_cmd->add_option("--image-size", eval_options.image_size, "Resize images (0: native)");
   eval_cmd->add_option("--channels", eval_options.channels, "Image channels (0: native)");
   eval_cmd->add_option("--seed", eval_options.seed, "Seed of the synthetic data set")

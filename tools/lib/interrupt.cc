@@ -41,7 +41,10 @@ InterruptScope::InterruptScope() {
   struct sigaction action = {};
   action.sa_handler = record_signal;
   sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESETHAND;  // a second signal takes the default action: exit at once
+  // SA_RESETHAND: a second signal takes the default action (exit at once). SA_RESTART: a
+  // read or wait the signal lands in (the data loader's thread, say) resumes, so that the
+  // step finishes and the run stops where the loop polls, not with a spurious EINTR error.
+  action.sa_flags = SA_RESETHAND | SA_RESTART;
   sigaction(SIGINT, &action, &g_saved.int_action);
   sigaction(SIGTERM, &action, &g_saved.term_action);
 }
