@@ -163,6 +163,11 @@ TEST(InterruptScopeTest, FirstSignalIsRecordedAndTheSecondTakesTheDefaultAction)
   {
     InterruptScope scope;
     EXPECT_EQ(interrupt_signal(), 0);
+    struct sigaction installed = {};
+    sigaction(SIGTERM, nullptr, &installed);
+    // Reads and waits the signal interrupts resume (no spurious EINTR in the data loader).
+    EXPECT_TRUE(installed.sa_flags & SA_RESTART);
+    EXPECT_TRUE(installed.sa_flags & SA_RESETHAND);
     std::raise(SIGINT);
     EXPECT_EQ(interrupt_signal(), SIGINT);
     struct sigaction now = {};
