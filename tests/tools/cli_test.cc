@@ -442,6 +442,13 @@ TEST(CliOptionTest, AbsurdSizesSayOutOfMemory) {
   expect_error(r, "out of memory: a buffer sized by the options");
 }
 
+TEST(CliOptionTest, PlanAndBenchRefuseWhatDcganIgnores) {
+  expect_error(run_cli({"plan", "--model", "dcgan", "--classes", "5"}),
+               "--classes does not apply to --model dcgan");
+  expect_error(run_cli({"bench", "--model", "dcgan", "--optimizer", "sgd"}),
+               "--optimizer sgd is not supported with --model dcgan yet");
+}
+
 TEST(CliOptionTest, BenchAndPlanNumbers) {
   expect_error(run_cli({"bench", "--model", "dcgan", "--steps", "0"}), "--steps must be");
   expect_error(run_cli({"bench", "--repeats", "-1"}), "--repeats must be positive");

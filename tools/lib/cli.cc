@@ -271,8 +271,14 @@ void check_train_options_apply(const CLI::App* cmd, const TrainOptions& o) {
                 " applies to --lr-schedule step only, not ", o.lr_schedule);
 }
 
-// plan/bench: the precision options only the given policies use.
-void check_run_options_apply(const CLI::App* cmd, const std::vector<std::string>& policies) {
+// plan/bench: the precision options only the given policies use; what dcgan has no use for.
+void check_run_options_apply(const CLI::App* cmd, const ModelRunOptions& run,
+                             const std::vector<std::string>& policies) {
+  if (run.model == "dcgan") {
+    CAMPO_CHECK(!given(cmd, "--classes"), "--classes does not apply to --model dcgan");
+    CAMPO_CHECK(!given(cmd, "--optimizer") || run.optimizer == "adam", "--optimizer ",
+                run.optimizer, " is not supported with --model dcgan yet (it trains with Adam)");
+  }
   bool mixed = false, cost_aware = false;
   for (const std::string& p : policies) {
     mixed |= parse_precision(p) != Precision::fp32;
@@ -485,7 +491,7 @@ int run(const std::vector<std::string>& args) {
       return 0;
     }
     if (plan_cmd->parsed()) {
-      check_run_options_apply(plan_cmd, {plan_options.precision});
+      check_run_options_apply(plan_cmd, plan_options.run, {plan_options.precision});
       check_plan_options(plan_options);
       resolve_calibration(plan_options.run, plan_options.precision == "cost-aware");
       print_plan(plan_options, std::cout);
@@ -498,7 +504,7 @@ int run(const std::vector<std::string>& args) {
       while (std::getline(ss, p, ','))
         if (!p.empty()) bench_options.precisions.push_back(p);
       check_bench_options(bench_options);
-      check_run_options_apply(bench_cmd, bench_options.precisions);
+      check_run_options_apply(bench_cmd, bench_options.run, bench_options.precisions);
       resolve_calibration(bench_options.run,
                           std::count(bench_options.precisions.begin(),
                                      bench_options.precisions.end(), "cost-aware") > 0);
