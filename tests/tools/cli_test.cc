@@ -449,6 +449,13 @@ TEST(CliOptionTest, PlanAndBenchRefuseWhatDcganIgnores) {
                "--optimizer sgd is not supported with --model dcgan yet");
 }
 
+TEST(CliOptionTest, AbsurdThreadCountsAreRefused) {
+  // 100000 OpenMP threads used to crash the process.
+  expect_error(run_cli(train_args({"--threads", "100000"})), "--threads 100000 is more than");
+  expect_error(run_cli(dcgan_args({"--threads", "100000"})), "--threads 100000 is more than");
+  expect_error(run_cli(train_args({"--threads", "-1"})), "--threads must be >= 0");
+}
+
 TEST(CliOptionTest, BenchAndPlanNumbers) {
   expect_error(run_cli({"bench", "--model", "dcgan", "--steps", "0"}), "--steps must be");
   expect_error(run_cli({"bench", "--repeats", "-1"}), "--repeats must be positive");

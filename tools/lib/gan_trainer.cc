@@ -361,7 +361,7 @@ void validate_gan(const GanOptions& o) {
   CAMPO_CHECK(
       o.progress == "auto" || o.progress == "bar" || o.progress == "lines" || o.progress == "none",
       "--progress must be auto, bar, lines or none, got '", o.progress, "'");
-  CAMPO_CHECK(o.threads >= 0, "--threads must be >= 0, got ", o.threads);
+  check_threads(o.threads);
   CAMPO_CHECK(o.weight_decay >= 0 && std::isfinite(o.weight_decay),
               "--weight-decay must be non-negative, got ", o.weight_decay);
   check_training_device(o.device);

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <sstream>
+#include <thread>
 
 #include "amp/padding.h"
 #include "datasets/loader.h"
@@ -441,7 +442,7 @@ void validate(const TrainOptions& o) {
   CAMPO_CHECK(o.progress == "auto" || o.progress == "bar" || o.progress == "lines" ||
                   o.progress == "none",
               "--progress must be auto, bar, lines or none, got '", o.progress, "'");
-  CAMPO_CHECK(o.threads >= 0, "--threads must be >= 0, got ", o.threads);
+  check_threads(o.threads);
   CAMPO_CHECK(o.dropout == 0 || o.model == "mlp", "--dropout applies to --model mlp only (",
               o.model, " has no configurable dropout)");
   CAMPO_CHECK(o.image_size >= 0, "--image-size must be positive (or 0: native), got ",
@@ -471,6 +472,16 @@ void print_profile(const std::vector<std::pair<std::string, double>>& ms_by_op, 
   for (auto& [name, ms] : ms_by_op)
     log << "  " << std::left << std::setw(40) << name << std::right << std::setw(10)
         << std::setprecision(1) << ms << " ms " << std::setw(6) << 100.0 * ms / total << "%\n";
+}
+
+void check_threads(int threads) {
+  CAMPO_CHECK(threads >= 0, "--threads must be >= 0, got ", threads);
+  // Far more threads than cores only slows a step down, and tens of thousands crash the
+  // OpenMP runtime (out of thread stacks).
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  const int most = std::max(64, 4 * cores);
+  CAMPO_CHECK(threads <= most, "--threads ", threads, " is more than ", most,
+              " (4x this machine's ", cores, " logical cores); 0 uses all cores");
 }
 
 void check_training_device(const std::string& name) {

@@ -146,6 +146,8 @@ void validate(const TrainOptions& o);
 // The table of --profile: time per op kind (name -> ms, largest first) over `steps`.
 void print_profile(const std::vector<std::pair<std::string, double>>& ms_by_op, int64_t steps,
                    std::ostream& log);
+// --threads: 0 (all cores) up to a few times this machine's logical cores.
+void check_threads(int threads);
 // --device: cpu, or an error saying why cuda cannot train (shared with dcgan).
 void check_training_device(const std::string& device);
 
