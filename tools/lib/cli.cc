@@ -81,14 +81,14 @@ std::string version_text() {
   return os.str();
 }
 
-// A seed is a whole number in 0 .. 2^64-1; CLI11's own conversion would wrap "-1" and
-// take 2^64 modulo 2^64.
+// A seed is a whole number in 0 .. 2^64-1; CLI11's own conversion would wrap "-1" to
+// 2^64-1 and 2^64 to 0.
 const CLI::Validator kSeed(
     [](std::string& text) -> std::string {
       uint64_t value = 0;
       const char* end = text.data() + text.size();
       auto [ptr, ec] = std::from_chars(text.data(), end, value);
-      if (text.empty() || ec == std::errc::result_out_of_range || ec != std::errc() || ptr != end)
+      if (text.empty() || ec != std::errc() || ptr != end)
         return "must be a whole number from 0 to 18446744073709551615, got '" + text + "'";
       return "";
     },
