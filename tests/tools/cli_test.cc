@@ -164,5 +164,305 @@ TEST(CliTrainTest, TrainsMlpAndPrintsJson) {
   EXPECT_NE(json.find("\"precision\":\"cost-aware\""), std::string::npos) << json;
 }
 
+// ---- outputs are checked before any work is spent ----
+
+class CliOutputTest : public CliDataTest {
+ protected:
+  // A path whose directory does not exist.
+  std::string missing_dir_path(const std::string& name) const {
+    return (dir_ / "no_such_dir" / name).string();
+  }
+};
+
+const std::vector<std::string> kQuickFp32 = {"--model",      "mlp",  "--dataset",     "synthetic",
+                                             "--precision",  "fp32", "--limit-train", "256",
+                                             "--limit-test", "64",   "--progress",    "lines"};
+
+TEST_F(CliOutputTest, TrainSaveToAMissingDirectoryFailsBeforeTraining) {
+  std::vector<std::string> a = train_args({"--save", missing_dir_path("a.safetensors")});
+  a.insert(a.end(), kQuickFp32.begin(), kQuickFp32.end());
+  auto r = run_cli(a);
+  expect_error(r, "--save checkpoint " + missing_dir_path("a.safetensors"));
+  EXPECT_EQ(r.out.find("campo: training"), std::string::npos) << r.out;
+}
+
+TEST_F(CliOutputTest, TrainSaveToADirectoryFailsBeforeTraining) {
+  std::vector<std::string> a = train_args({"--save", dir_.string()});
+  a.insert(a.end(), kQuickFp32.begin(), kQuickFp32.end());
+  auto r = run_cli(a);
+  expect_error(r, "--save checkpoint " + dir_.string());
+  EXPECT_EQ(r.out.find("campo: training"), std::string::npos) << r.out;
+}
+
+TEST_F(CliOutputTest, TrainResumeFromAMissingFileFailsBeforeTraining) {
+  std::vector<std::string> a = train_args({"--resume", (dir_ / "none.safetensors").string()});
+  a.insert(a.end(), kQuickFp32.begin(), kQuickFp32.end());
+  auto r = run_cli(a);
+  expect_error(r, "--resume checkpoint " + (dir_ / "none.safetensors").string());
+  EXPECT_EQ(r.out.find("campo: training"), std::string::npos) << r.out;
+}
+
+TEST_F(CliOutputTest, PlanJsonAndDotToAMissingDirectoryFailBeforeThePlan) {
+  for (const char* option : {"--json", "--dot"}) {
+    auto r = run_cli(
+        {"plan", "--model", "lenet", "--precision", "amp", option, missing_dir_path("plan.out")});
+    expect_error(r, missing_dir_path("plan.out"));
+    EXPECT_EQ(r.out.find("plan: "), std::string::npos) << option << ": " << r.out;
+  }
+  // dcgan writes one DOT file per step graph.
+  auto r = run_cli({"plan", "--model", "dcgan", "--image-size", "32", "--precision", "amp", "--dot",
+                    missing_dir_path("g.dot")});
+  expect_error(r, missing_dir_path("g_d.dot"));
+  EXPECT_EQ(r.out.find("plan: "), std::string::npos) << r.out;
+}
+
+TEST_F(CliOutputTest, BenchJsonToAMissingDirectoryFailsBeforeTheBench) {
+  auto r = run_cli({"bench", "--model", "lenet", "--precision", "fp32", "--steps", "1", "--warmup",
+                    "0", "--repeats", "1", "--json", missing_dir_path("b.json")});
+  expect_error(r, "--json file " + missing_dir_path("b.json"));
+  EXPECT_EQ(r.out.find("fp32"), std::string::npos) << r.out;
+}
+
+TEST_F(CliOutputTest, CalibrateOutputsThatCannotBeWrittenFailBeforeMeasuring) {
+  // The calibration file's folder is created when missing, but not under a regular file.
+  write("file", {1, 2, 3});
+  const std::string under_file = (dir_ / "file" / "sub" / "c.json").string();
+  auto r = run_cli({"calibrate", "--quick", "--models", "lenet", "--out", under_file});
+  expect_error(r, "--out calibration file " + under_file);
+  EXPECT_EQ(r.out.find("calibrate: "), std::string::npos) << r.out;
+  r = run_cli({"calibrate", "--quick", "--models", "lenet", "--out", dir_.string()});
+  expect_error(r, "--out calibration file " + dir_.string());
+  EXPECT_EQ(r.out.find("calibrate: "), std::string::npos) << r.out;
+  r = run_cli({"calibrate", "--quick", "--models", "lenet", "--out", (dir_ / "c.json").string(),
+               "--samples", missing_dir_path("s.json")});
+  expect_error(r, "--samples file " + missing_dir_path("s.json"));
+  EXPECT_EQ(r.out.find("calibrate: "), std::string::npos) << r.out;
+}
+
+TEST_F(CliOutputTest, DcganSamplesDirUnderAFileFailsBeforeTraining) {
+  write("file", {1, 2, 3});
+  auto r = run_cli(train_args({"--model", "dcgan", "--dataset", "synthetic", "--image-size", "32",
+                               "--precision", "fp32", "--limit-train", "64", "--batch", "8",
+                               "--samples-dir", (dir_ / "file" / "samples").string()}));
+  expect_error(r, "--samples-dir");
+  EXPECT_EQ(r.out.find("campo: training"), std::string::npos) << r.out;
+}
+
+// ---- dcgan: every train option is honoured or refused ----
+
+const std::vector<std::string> kDcgan = {
+    "--model",     "dcgan", "--dataset",     "synthetic", "--image-size",  "32",
+    "--precision", "fp32",  "--limit-train", "16",        "--batch",       "8",
+    "--steps",     "1",     "--progress",    "none",      "--samples-dir", ""};
+
+std::vector<std::string> dcgan_args(std::vector<std::string> extra) {
+  std::vector<std::string> a = train_args(kDcgan);
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+TEST(CliDcganTest, CheckpointOptionsAreRefused) {
+  expect_error(run_cli(dcgan_args({"--save", "g.safetensors"})),
+               "--save is not supported with --model dcgan yet");
+  expect_error(run_cli(dcgan_args({"--save-every", "10", "--save", "g.safetensors"})),
+               "is not supported with --model dcgan yet");
+  // A missing resume file used to start from scratch and exit 0.
+  expect_error(run_cli(dcgan_args({"--resume", "/no/such/file.safetensors"})),
+               "--resume is not supported with --model dcgan yet");
+}
+
+TEST(CliDcganTest, OptimizerOptionsAreRefused) {
+  expect_error(run_cli(dcgan_args({"--optimizer", "sgd"})),
+               "--optimizer sgd is not supported with --model dcgan yet");
+  expect_error(run_cli(dcgan_args({"--momentum", "0.5"})),
+               "--momentum is not supported with --model dcgan yet");
+  expect_error(run_cli(dcgan_args({"--nesterov"})),
+               "--nesterov is not supported with --model dcgan yet");
+}
+
+TEST(CliDcganTest, ScheduleOptionsAreRefused) {
+  for (auto option : {std::vector<std::string>{"--lr-schedule", "cosine"},
+                      {"--warmup-steps", "5"},
+                      {"--lr-step-epochs", "2"},
+                      {"--lr-gamma", "0.5"}})
+    expect_error(run_cli(dcgan_args(option)),
+                 option[0] + " is not supported with --model dcgan yet");
+}
+
+TEST(CliDcganTest, EvaluationAndDataOptionsAreRefused) {
+  expect_error(run_cli(dcgan_args({"--eval-batch", "10"})), "--eval-batch is not supported");
+  expect_error(run_cli(dcgan_args({"--limit-test", "10"})), "--limit-test is not supported");
+  expect_error(run_cli(dcgan_args({"--dropout", "0.1"})), "--dropout is not supported");
+  expect_error(run_cli(dcgan_args({"--augment", "on"})), "--augment is not supported");
+  expect_error(run_cli(dcgan_args({"--holdout", "0.1"})), "--holdout is not supported");
+}
+
+TEST(CliDcganTest, DeviceCudaIsAnError) {
+  expect_error(run_cli(dcgan_args({"--device", "cuda"})), "--device cuda");
+  expect_error(run_cli(dcgan_args({"--device", "tpu"})), "tpu");
+}
+
+TEST(CliDcganTest, ProfileAndAdamOptionsAreHonoured) {
+  auto r = run_cli(dcgan_args({"--profile", "--optimizer", "adam", "--weight-decay", "0.01"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("time per op over 1 steps"), std::string::npos) << r.out;
+  expect_error(run_cli(dcgan_args({"--weight-decay", "-1"})), "--weight-decay");
+}
+
+// ---- options that would not apply are errors ----
+
+TEST(CliOptionTest, MomentumAndNesterovNeedSgd) {
+  expect_error(run_cli(train_args({"--optimizer", "adam", "--momentum", "0.5"})),
+               "--momentum applies to --optimizer sgd only");
+  expect_error(run_cli(train_args({"--optimizer", "adam", "--nesterov"})),
+               "--nesterov applies to --optimizer sgd only");
+}
+
+TEST(CliOptionTest, DropoutNeedsAModelWithDropout) {
+  expect_error(run_cli(train_args({"--model", "lenet", "--dropout", "0.3"})),
+               "--dropout applies to --model mlp only");
+}
+
+TEST(CliOptionTest, MixedPrecisionOptionsWithFp32) {
+  for (auto option : {std::vector<std::string>{"--amp-lists", "allow+=Tanh"},
+                      {"--amp-lists-file", "lists.json"},
+                      {"--calibration", "none"},
+                      {"--search", "traversals"},
+                      {"--no-fold-casts"},
+                      {"--loss-scale", "dynamic"},
+                      {"--loss-scale-init", "1024"},
+                      {"--loss-scale-growth-interval", "100"},
+                      {"--low-precision", "fp16"}}) {
+    std::vector<std::string> a = train_args({"--precision", "fp32"});
+    a.insert(a.end(), option.begin(), option.end());
+    expect_error(run_cli(a), option[0] + " has no effect with --precision fp32");
+  }
+}
+
+TEST(CliOptionTest, CostAwareOptionsWithAmp) {
+  for (auto option : {std::vector<std::string>{"--calibration", "none"},
+                      {"--search", "traversals"},
+                      {"--no-fold-casts"}}) {
+    std::vector<std::string> a = train_args({"--precision", "amp"});
+    a.insert(a.end(), option.begin(), option.end());
+    expect_error(run_cli(a), option[0] + " applies to --precision cost-aware only");
+  }
+  expect_error(run_cli({"plan", "--precision", "amp", "--search", "traversals"}),
+               "--search applies to --precision cost-aware only");
+  expect_error(run_cli({"bench", "--precision", "fp32", "--amp-lists", "allow+=Tanh"}),
+               "--amp-lists has no effect with --precision fp32");
+}
+
+TEST(CliOptionTest, LossScaleSettingsNeedDynamicScaling) {
+  expect_error(run_cli(train_args(
+                   {"--precision", "amp", "--low-precision", "bf16", "--loss-scale-init", "1024"})),
+               "--loss-scale-init has no effect without dynamic loss scaling");
+}
+
+TEST(CliOptionTest, SaveEveryNeedsSave) {
+  expect_error(run_cli(train_args({"--save-every", "10"})), "--save-every needs --save");
+}
+
+TEST(CliOptionTest, StepScheduleOptionsNeedTheStepSchedule) {
+  expect_error(run_cli(train_args({"--lr-gamma", "0.5"})),
+               "--lr-gamma applies to --lr-schedule step only, not cosine");
+  expect_error(run_cli(train_args({"--lr-schedule", "constant", "--lr-step-epochs", "3"})),
+               "--lr-step-epochs applies to --lr-schedule step only");
+}
+
+TEST(CliOptionTest, NegativePaddingIsAnError) {
+  expect_error(run_cli(train_args({"--dataset", "cifar10", "--padding", "-4"})),
+               "--padding must be zero or positive, got -4");
+}
+
+TEST(CliOptionTest, SamplesDirNeedsDcgan) {
+  expect_error(run_cli(train_args({"--samples-dir", "x"})),
+               "--samples-dir applies to --model dcgan only");
+}
+
+TEST(CliOptionTest, SeedsOutsideUint64AreErrors) {
+  for (const char* seed : {"-1", "18446744073709551616", "1.5", "abc"}) {
+    expect_error(run_cli(train_args({"--seed", seed})), "--seed");
+    expect_error(run_cli(train_args({"--seed", seed})), std::string("'") + seed + "'");
+    expect_error(run_cli({"plan", "--seed", seed}), "--seed");
+    expect_error(run_cli({"eval", "--checkpoint", "x", "--seed", seed}), "--seed");
+  }
+}
+
+TEST(CliOptionTest, NotANumberSaysWhichOptionAndWhatItGot) {
+  auto r = run_cli(train_args({"--epochs", "abc"}));
+  expect_error(r, "--epochs expects a number (in its range), got 'abc'");
+  EXPECT_EQ(r.err.find("Could not convert"), std::string::npos) << r.err;
+  r = run_cli(train_args({"--batch", "abc"}));
+  expect_error(r, "--batch: expects a whole number (in its 64-bit range), got 'abc'");
+  EXPECT_EQ(r.err.find("Could not convert"), std::string::npos) << r.err;
+  expect_error(run_cli({"bench", "--repeats", "1.5"}), "--repeats expects a number");
+  expect_error(run_cli({"bench", "--steps", "999999999999"}), "--steps expects a number");
+}
+
+TEST(CliOptionTest, EmptyPathsAreErrors) {
+  for (const char* option : {"--save", "--resume", "--data-dir"})
+    expect_error(run_cli(train_args({option, ""})),
+                 std::string(option) + " needs a path, got an empty one");
+}
+
+TEST(CliOptionTest, LossScaleNumbersNameTheirOption) {
+  expect_error(run_cli(train_args(
+                   {"--precision", "amp", "--loss-scale", "dynamic", "--loss-scale-init", "-5"})),
+               "--loss-scale-init must be positive");
+  expect_error(run_cli(train_args({"--precision", "amp", "--loss-scale", "dynamic",
+                                   "--loss-scale-growth-interval", "0"})),
+               "--loss-scale-growth-interval must be positive");
+}
+
+TEST(CliOptionTest, Int64OptionsDoNotSaturate) {
+  expect_error(run_cli(train_args({"--batch", "99999999999999999999"})),
+               "--batch: expects a whole number (in its 64-bit range), got '99999999999999999999'");
+  expect_error(run_cli({"plan", "--batch", "99999999999999999999"}), "--batch");
+  expect_error(run_cli({"eval", "--checkpoint", "x", "--limit", "99999999999999999999"}),
+               "--limit");
+}
+
+TEST(CliOptionTest, ChannelsMustBeOneOrThree) {
+  expect_error(run_cli(train_args({"--dataset", "synthetic", "--channels", "7"})),
+               "--channels must be 1 or 3");
+}
+
+TEST(CliOptionTest, UnknownLowPrecisionNamesTheOption) {
+  expect_error(run_cli({"plan", "--precision", "amp", "--low-precision", "fp8"}),
+               "--low-precision must be bf16 or fp16, got 'fp8'");
+}
+
+// A synthetic DCGAN data set of 2e18 samples: its shuffled order cannot be allocated. The
+// message says out of memory and which options size buffers, not the library's text alone.
+TEST(CliOptionTest, AbsurdSizesSayOutOfMemory) {
+  auto r = run_cli(train_args({"--model", "dcgan", "--dataset", "synthetic", "--image-size", "32",
+                               "--precision", "fp32", "--limit-train", "2000000000000000000",
+                               "--steps", "1", "--progress", "none", "--samples-dir", ""}));
+  expect_error(r, "out of memory: a buffer sized by the options");
+}
+
+TEST(CliOptionTest, PlanAndBenchRefuseWhatDcganIgnores) {
+  expect_error(run_cli({"plan", "--model", "dcgan", "--classes", "5"}),
+               "--classes does not apply to --model dcgan");
+  expect_error(run_cli({"bench", "--model", "dcgan", "--optimizer", "sgd"}),
+               "--optimizer sgd is not supported with --model dcgan yet");
+}
+
+TEST(CliOptionTest, AbsurdThreadCountsAreRefused) {
+  // 100000 OpenMP threads used to crash the process.
+  expect_error(run_cli(train_args({"--threads", "100000"})), "--threads 100000 is more than");
+  expect_error(run_cli(dcgan_args({"--threads", "100000"})), "--threads 100000 is more than");
+  expect_error(run_cli(train_args({"--threads", "-1"})), "--threads must be >= 0");
+}
+
+TEST(CliOptionTest, BenchAndPlanNumbers) {
+  expect_error(run_cli({"bench", "--model", "dcgan", "--steps", "0"}), "--steps must be");
+  expect_error(run_cli({"bench", "--repeats", "-1"}), "--repeats must be positive");
+  expect_error(run_cli({"bench", "--warmup", "-1"}), "--warmup must be");
+  expect_error(run_cli({"plan", "--image-size", "0"}), "--image-size must be positive");
+  expect_error(run_cli({"plan", "--batch", "-3"}), "--batch must be a positive");
+}
+
 }  // namespace
 }  // namespace campo

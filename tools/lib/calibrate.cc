@@ -8,15 +8,15 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <set>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
 #include "graph/builder.h"
 #include "runtime/atomic_file.h"
 #include "runtime/device.h"
+#include "runtime/file_check.h"
 #include "runtime/timer.h"
 #include "tools/lib/gan_trainer.h"
 #include "tools/lib/plan.h"
@@ -437,6 +437,17 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
   CAMPO_CHECK(!out.empty(),
               "no --out given and no cache folder (neither XDG_CACHE_HOME nor HOME "
               "is set)");
+  // The outputs can be written: checked before minutes of measurement are spent. The
+  // calibration file's folder is created when missing (the cache folder on a new machine).
+  {
+    const std::string kind = o.out.empty() ? "calibration file" : "--out calibration file";
+    const std::filesystem::path parent = std::filesystem::path(out).parent_path();
+    if (parent.empty() || std::filesystem::exists(parent))
+      require_output_file(out, kind);
+    else
+      require_output_directory(parent.string(), kind + " " + out + ": its folder");
+  }
+  if (!o.samples_out.empty()) require_output_file(o.samples_out, "--samples file");
   const Timer wall;
   const double budget_s = 60.0 * budget_minutes;
   const Timing timing = o.quick ? Timing{1, 3} : Timing{1, 5};

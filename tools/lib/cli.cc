@@ -3,9 +3,12 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <iostream>
+#include <new>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <sstream>
+#include <stdexcept>
 
 #include "amp/calibration.h"
 #include "datasets/registry.h"
@@ -13,8 +16,10 @@
 #include "ops/cpu/low_precision.h"
 #include "ops/kernel.h"
 #include "runtime/check.h"
+#include "runtime/file_check.h"
 #include "tools/lib/calibrate.h"
 #include "tools/lib/gan_trainer.h"
+#include "tools/lib/interrupt.h"
 #include "tools/lib/plan.h"
 #include "tools/lib/trainer.h"
 #ifdef CAMPO_HAVE_CUDA
@@ -76,6 +81,36 @@ std::string version_text() {
   return os.str();
 }
 
+// A seed is a whole number in 0 .. 2^64-1; CLI11's own conversion would wrap "-1" to
+// 2^64-1 and 2^64 to 0.
+const CLI::Validator kSeed(
+    [](std::string& text) -> std::string {
+      uint64_t value = 0;
+      const char* end = text.data() + text.size();
+      auto [ptr, ec] = std::from_chars(text.data(), end, value);
+      if (text.empty() || ec != std::errc() || ptr != end)
+        return "must be a whole number from 0 to 18446744073709551615, got '" + text + "'";
+      return "";
+    },
+    "0..2^64-1");
+
+// CLI11 saturates an int64 option silently ("--batch 99999999999999999999" becomes 2^63-1).
+const CLI::Validator kInt64(
+    [](std::string& text) -> std::string {
+      int64_t value = 0;
+      const char* end = text.data() + text.size();
+      auto [ptr, ec] = std::from_chars(text.data(), end, value);
+      if (text.empty() || ec != std::errc() || ptr != end)
+        return "expects a whole number (in its 64-bit range), got '" + text + "'";
+      return "";
+    },
+    "INT64");
+
+// Puts kInt64 on the named options of `cmd`.
+void check_int64(CLI::App* cmd, std::initializer_list<const char*> options) {
+  for (const char* option : options) cmd->get_option(option)->check(kInt64);
+}
+
 void add_train_options(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--model", o.model, "Model: " + join(model_names()) + ", dcgan")
       ->capture_default_str();
@@ -103,6 +138,7 @@ void add_train_options(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--weight-decay", o.weight_decay, "L2 weight decay")->capture_default_str();
   cmd->add_option("--dropout", o.dropout, "Dropout rate (mlp)")->capture_default_str();
   cmd->add_option("--seed", o.seed, "Random seed (weights, shuffling, dropout)")
+      ->check(kSeed)
       ->capture_default_str();
   cmd->add_option("--limit-train", o.train_limit, "Use only the first N training samples");
   cmd->add_option("--limit-test", o.test_limit, "Evaluate on the first N test samples");
@@ -155,6 +191,8 @@ void add_train_options(CLI::App* cmd, TrainOptions& o) {
                   "Edit the mixed-precision lists: 'allow+=Tanh;clear-=Relu'");
   cmd->add_option("--amp-lists-file", o.amp_lists_file,
                   "JSON file of list edits: {\"allow\": {\"add\": [...], \"remove\": [...]}}");
+  check_int64(cmd, {"--steps", "--batch", "--eval-batch", "--warmup-steps", "--limit-train",
+                    "--limit-test", "--save-every"});
 }
 
 void add_model_run_options(CLI::App* cmd, ModelRunOptions& o) {
@@ -169,13 +207,14 @@ void add_model_run_options(CLI::App* cmd, ModelRunOptions& o) {
   cmd->add_option("--amp-lists", o.amp_lists_edit, "List edits: 'allow+=Tanh;clear-=Relu'");
   cmd->add_option("--amp-lists-file", o.amp_lists_file, "JSON file of list edits");
   cmd->add_option("--optimizer", o.optimizer, "sgd or adam")->capture_default_str();
-  cmd->add_option("--seed", o.seed, "Random seed")->capture_default_str();
+  cmd->add_option("--seed", o.seed, "Random seed")->check(kSeed)->capture_default_str();
   cmd->add_option("--calibration", o.calibration,
                   "cost-aware: calibration file (default: this machine's, found or made by a "
                   "quick calibration; 'none': time both precisions instead)");
   cmd->add_option("--search", o.search, "cost-aware: exact or traversals")->capture_default_str();
   cmd->add_flag("--no-fold-casts{false}", o.fold_casts,
                 "cost-aware: insert weight and weight-gradient casts as Cast nodes, as amp does");
+  check_int64(cmd, {"--batch"});
 }
 
 // cost-aware plan/bench without --calibration: this machine's default calibration (a
@@ -190,6 +229,95 @@ void resolve_calibration(ModelRunOptions& run, bool cost_aware) {
   const DType low = run.low_precision == "fp16" || run.low_precision == "f16" ? DType::f16
                                                                                : DType::bf16;
   default_calibration(low, std::cerr, &run.calibration);
+}
+
+// Whether the user gave `option` on the command line (a default does not count).
+bool given(const CLI::App* cmd, const std::string& option) { return cmd->count(option) > 0; }
+
+// Options a user gave that the run would ignore are errors, each naming the option and why.
+void check_train_options_apply(const CLI::App* cmd, const TrainOptions& o) {
+  const Precision policy = parse_precision(o.precision);
+  if (policy == Precision::fp32)
+    for (const char* option :
+         {"--low-precision", "--loss-scale", "--loss-scale-init", "--loss-scale-growth-interval",
+          "--amp-lists", "--amp-lists-file", "--calibration", "--search", "--no-fold-casts"})
+      CAMPO_CHECK(!given(cmd, option), option,
+                  " has no effect with --precision fp32 (it applies to amp and cost-aware)");
+  if (policy == Precision::amp)
+    for (const char* option : {"--calibration", "--search", "--no-fold-casts"})
+      CAMPO_CHECK(!given(cmd, option), option, " applies to --precision cost-aware only, not amp");
+  if (policy != Precision::fp32) {
+    const PrecisionConfig p = precision_config(o);
+    for (const char* option : {"--loss-scale-init", "--loss-scale-growth-interval"})
+      CAMPO_CHECK(!given(cmd, option) || p.scaler.enabled, option,
+                  " has no effect without dynamic loss scaling (--loss-scale dynamic, or "
+                  "--low-precision fp16)");
+  }
+  for (const char* option : {"--save", "--resume", "--data-dir"})
+    CAMPO_CHECK(!given(cmd, option) || !cmd->get_option(option)->as<std::string>().empty(), option,
+                " needs a path, got an empty one");
+  CAMPO_CHECK(!given(cmd, "--samples-dir") || o.model == "dcgan",
+              "--samples-dir applies to --model dcgan only");
+  CAMPO_CHECK(!given(cmd, "--save-every") || given(cmd, "--save"),
+              "--save-every needs --save (the checkpoint path to write)");
+  CAMPO_CHECK(!given(cmd, "--padding") || o.padding >= 0,
+              "--padding must be zero or positive, got ", o.padding);
+  if (o.model == "dcgan") return;  // its own list: check_dcgan_options
+  for (const char* option : {"--momentum", "--nesterov"})
+    CAMPO_CHECK(!given(cmd, option) || o.optimizer == "sgd", option,
+                " applies to --optimizer sgd only, not ", o.optimizer);
+  for (const char* option : {"--lr-step-epochs", "--lr-gamma"})
+    CAMPO_CHECK(!given(cmd, option) || o.lr_schedule == "step", option,
+                " applies to --lr-schedule step only, not ", o.lr_schedule);
+}
+
+// plan/bench: the precision options only the given policies use; what dcgan has no use for.
+void check_run_options_apply(const CLI::App* cmd, const ModelRunOptions& run,
+                             const std::vector<std::string>& policies) {
+  if (run.model == "dcgan") {
+    CAMPO_CHECK(!given(cmd, "--classes"), "--classes does not apply to --model dcgan");
+    CAMPO_CHECK(!given(cmd, "--optimizer") || run.optimizer == "adam", "--optimizer ",
+                run.optimizer, " is not supported with --model dcgan yet (it trains with Adam)");
+  }
+  bool mixed = false, cost_aware = false;
+  for (const std::string& p : policies) {
+    mixed |= parse_precision(p) != Precision::fp32;
+    cost_aware |= parse_precision(p) == Precision::cost_aware;
+  }
+  if (!mixed)
+    for (const char* option :
+         {"--low-precision", "--loss-scale", "--amp-lists", "--amp-lists-file"})
+      CAMPO_CHECK(!given(cmd, option), option,
+                  " has no effect with --precision fp32 (it applies to amp and cost-aware)");
+  if (!cost_aware)
+    for (const char* option : {"--calibration", "--search", "--no-fold-casts"})
+      CAMPO_CHECK(!given(cmd, option), option, " applies to --precision cost-aware only");
+}
+
+// dcgan trains as PyTorch's example does; the classifier options it has no use for yet are
+// errors rather than silently dropped.
+void check_dcgan_options(const CLI::App* cmd, const TrainOptions& o) {
+  struct Unsupported {
+    std::vector<const char*> options;
+    const char* why;
+  };
+  const Unsupported unsupported[] = {
+      {{"--save", "--save-every", "--resume"}, "it cannot save or resume checkpoints"},
+      {{"--momentum", "--nesterov"}, "it trains with Adam, beta1 0.5, as the DCGAN paper"},
+      {{"--lr-schedule", "--lr-step-epochs", "--lr-gamma", "--warmup-steps"},
+       "it trains at a constant --lr"},
+      {{"--eval-batch", "--limit-test"}, "it has no evaluation"},
+      {{"--dropout"}, "it has no dropout"},
+      {{"--augment", "--resize", "--padding", "--skip-bad", "--holdout"},
+       "it trains on fashion-mnist, mnist or synthetic data, without augmentation"},
+  };
+  for (const Unsupported& u : unsupported)
+    for (const char* option : u.options)
+      CAMPO_CHECK(!given(cmd, option), option, " is not supported with --model dcgan yet (", u.why,
+                  ")");
+  CAMPO_CHECK(o.optimizer == "adam" || !given(cmd, "--optimizer"), "--optimizer ", o.optimizer,
+              " is not supported with --model dcgan yet (it trains with Adam, as the DCGAN "
+              "paper)");
 }
 
 }  // namespace
@@ -231,9 +359,11 @@ int run(const std::vector<std::string>& args) {
   eval_cmd->add_option("--data-dir", eval_options.data_dir, "Directory of the data set's files");
   eval_cmd->add_option("--batch", eval_options.batch, "Batch size")->capture_default_str();
   eval_cmd->add_option("--limit", eval_options.limit, "Evaluate on the first N samples");
+  check_int64(eval_cmd, {"--batch", "--limit"});
   eval_cmd->add_option("--image-size", eval_options.image_size, "Resize images (0: native)");
   eval_cmd->add_option("--channels", eval_options.channels, "Image channels (0: native)");
   eval_cmd->add_option("--seed", eval_options.seed, "Seed of the synthetic data set")
+      ->check(kSeed)
       ->capture_default_str();
 
   PlanOptions plan_options;
@@ -292,6 +422,17 @@ int run(const std::vector<std::string>& args) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::ConversionError& e) {
+    // CLI11 says "Could not convert: --batch = abc"; only numeric options can fail to convert.
+    const std::string text = e.what();
+    const std::string prefix = "Could not convert: ";
+    const size_t eq = text.find(" = ");
+    if (text.rfind(prefix, 0) == 0 && eq != std::string::npos)
+      std::cerr << "campo: error: " << text.substr(prefix.size(), eq - prefix.size())
+                << " expects a number (in its range), got '" << text.substr(eq + 3) << "'\n";
+    else
+      std::cerr << "campo: error: " << text << "\n";
+    return 2;
   } catch (const CLI::ParseError& e) {
     std::cerr << "campo: error: " << e.what() << "\n";
     return 2;
@@ -302,8 +443,10 @@ int run(const std::vector<std::string>& args) {
       std::cout << version_text();
       return 0;
     }
+    if (train_cmd->parsed()) check_train_options_apply(train_cmd, train_options);
     if (train_cmd->parsed() && train_options.model == "dcgan") {
       const TrainOptions& t = train_options;
+      check_dcgan_options(train_cmd, t);
       GanOptions g;
       g.dataset = t.dataset;
       g.data_dir = t.data_dir;
@@ -318,6 +461,9 @@ int run(const std::vector<std::string>& args) {
       g.progress = t.progress;
       g.train_limit = t.train_limit;
       g.threads = t.threads;
+      g.profile = t.profile;
+      g.device = t.device;
+      g.weight_decay = t.weight_decay;
       g.precision = precision_config(t);
       g.calibration = t.calibration;
       train_gan(g, std::cout, isatty(STDOUT_FILENO) != 0);
@@ -339,10 +485,14 @@ int run(const std::vector<std::string>& args) {
       std::string m;
       while (std::getline(ss, m, ','))
         if (!m.empty()) calibrate_options.models.push_back(m);
+      CAMPO_CHECK(!calibrate_cmd->count("--models") || !calibrate_options.models.empty(),
+                  "--models needs at least one model name");
       run_calibration(calibrate_options, std::cout);
       return 0;
     }
     if (plan_cmd->parsed()) {
+      check_run_options_apply(plan_cmd, plan_options.run, {plan_options.precision});
+      check_plan_options(plan_options);
       resolve_calibration(plan_options.run, plan_options.precision == "cost-aware");
       print_plan(plan_options, std::cout);
       return 0;
@@ -353,6 +503,8 @@ int run(const std::vector<std::string>& args) {
       std::string p;
       while (std::getline(ss, p, ','))
         if (!p.empty()) bench_options.precisions.push_back(p);
+      check_bench_options(bench_options);
+      check_run_options_apply(bench_cmd, bench_options.run, bench_options.precisions);
       resolve_calibration(bench_options.run,
                           std::count(bench_options.precisions.begin(),
                                      bench_options.precisions.end(), "cost-aware") > 0);
@@ -365,6 +517,23 @@ int run(const std::vector<std::string>& args) {
     }
     std::cout << app.help();
     return 0;
+  } catch (const Interrupted& e) {
+    std::cout.flush();
+    std::cerr << "campo: " << e.what() << "\n";
+    return e.exit_code();
+  } catch (const std::bad_alloc&) {
+    // campo's tensors say how many bytes they wanted; this is a host-side container.
+    std::cout.flush();
+    std::cerr << "campo: error: out of memory: a buffer sized by the options (--batch, "
+                 "--image-size, --limit-train, ...) does not fit in this machine's memory; try "
+                 "smaller values\n";
+    return 1;
+  } catch (const std::length_error& e) {  // a container asked for more than it can hold
+    std::cout.flush();
+    std::cerr << "campo: error: out of memory: a buffer sized by the options (--batch, "
+                 "--image-size, --limit-train, ...) is larger than any machine's memory ("
+              << e.what() << "); try smaller values\n";
+    return 1;
   } catch (const Error& e) {
     std::cout.flush();
     std::cerr << "campo: error: " << e.what() << "\n";

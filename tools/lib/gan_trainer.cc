@@ -1,8 +1,5 @@
 #include "tools/lib/gan_trainer.h"
 
-#include "runtime/atomic_file.h"
-#include "tools/lib/progress.h"
-
 #include <omp.h>
 #include <unistd.h>
 
@@ -20,8 +17,13 @@
 #include "datasets/registry.h"
 #include "datasets/synthetic.h"
 #include "graph/autodiff.h"
-#include "tools/lib/profiling.h"
+#include "runtime/atomic_file.h"
+#include "runtime/file_check.h"
 #include "runtime/timer.h"
+#include "tools/lib/interrupt.h"
+#include "tools/lib/profiling.h"
+#include "tools/lib/progress.h"
+#include "tools/lib/trainer.h"
 
 // The only stb_image_write implementation in campo; static so that no other translation
 // unit (or a system libstb) can clash with it.
@@ -359,7 +361,11 @@ void validate_gan(const GanOptions& o) {
   CAMPO_CHECK(
       o.progress == "auto" || o.progress == "bar" || o.progress == "lines" || o.progress == "none",
       "--progress must be auto, bar, lines or none, got '", o.progress, "'");
-  CAMPO_CHECK(o.threads >= 0, "--threads must be >= 0, got ", o.threads);
+  check_threads(o.threads);
+  CAMPO_CHECK(o.weight_decay >= 0 && std::isfinite(o.weight_decay),
+              "--weight-decay must be non-negative, got ", o.weight_decay);
+  check_training_device(o.device);
+  if (!o.samples_dir.empty()) require_output_directory(o.samples_dir, "--samples-dir");
 }
 
 GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal) {
@@ -393,9 +399,11 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
   adam.kind = OptimizerConfig::Kind::adam;
   adam.beta1 = o.beta1;
   adam.beta2 = o.beta2;
+  adam.weight_decay = o.weight_decay;
   PrecisionConfig precision = o.precision;
   attach_calibration(precision, o.calibration, log);
   GanSession session(mopts, o.batch, adam, o.seed, 64, precision);
+  if (o.profile) session.set_profiling(true);
 
   if (!o.samples_dir.empty()) {
     std::error_code ec;
@@ -441,6 +449,8 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
     if (mode != "none") log << "wrote " << path << "\n";
   };
 
+  // From here on Ctrl-C and SIGTERM finish the step and stop.
+  InterruptScope interrupt_scope;
   std::vector<float> d_x, d_g_z;
   Timer train_timer;
   double last_print = -1;
@@ -460,6 +470,12 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
       r.loss_g_history.push_back(s.loss_g);
       d_x.push_back(s.d_x);
       d_g_z.push_back(s.d_g_z1);
+      if (const int signal = interrupt_signal()) {
+        if (mode == "bar") log << "\n";
+        log.flush();
+        throw Interrupted(signal, "at step " + std::to_string(step), "",
+                          "dcgan cannot save checkpoints yet");
+      }
       const double elapsed = train_timer.seconds();
       const double rate = double(step * o.batch) / std::max(elapsed, 1e-9);
       const double eta = double(total_steps - step) * o.batch / std::max(rate, 1e-9);
@@ -494,6 +510,7 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
   r.d_g_z = tail_mean(d_g_z);
   r.samples_per_sec = double(step * o.batch) / std::max(train_seconds, 1e-9);
   r.wall_seconds = wall.seconds();
+  if (o.profile) print_profile(session.profile_by_op(), step, log);
   nlohmann::json j = {{"event", "result"},
                       {"model", "dcgan"},
                       {"dataset", o.dataset},

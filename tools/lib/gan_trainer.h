@@ -50,12 +50,15 @@ struct GanOptions {
   int64_t batch = 64;  // the example's default
   float lr = 2e-4f;
   float beta1 = 0.5f, beta2 = 0.999f;
+  float weight_decay = 0.0f;  // Adam's L2 term, on both networks
   int nz = 100, ngf = 64, ndf = 64;
   uint64_t seed = 42;
   std::string samples_dir = "samples";  // empty: write no sample grids
   std::string progress = "auto";        // auto | bar | lines | none
   int64_t train_limit = 0;              // use only the first N training samples (0: all)
   int threads = 0;                      // 0: OpenMP default
+  bool profile = false;                 // time every node; print the time per op at the end
+  std::string device = "cpu";           // cpu (cuda: an error, as for the classifiers)
   PrecisionConfig precision;            // fp32 unless set
   std::string calibration;              // cost-aware: as TrainOptions::calibration
 };
@@ -74,7 +77,8 @@ struct GanResult {
 // Checks the options (one clear campo::Error per problem) before anything is loaded.
 void validate_gan(const GanOptions& o);
 
-// Trains; progress goes to `log`, the final JSON line too.
+// Trains; progress goes to `log`, the final JSON line too. SIGINT or SIGTERM ends the run
+// after the current step with Interrupted (tools/lib/interrupt.h); nothing is saved.
 GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal);
 
 // Writes images [N, C, H, W] with values in [-1, 1] as a PNG grid of `nrow` images per row

@@ -11,9 +11,10 @@
 
 #include "amp/calibration.h"
 #include "amp/padding.h"
-#include "runtime/atomic_file.h"
-#include "runtime/timer.h"
 #include "models/dcgan.h"
+#include "runtime/atomic_file.h"
+#include "runtime/file_check.h"
+#include "runtime/timer.h"
 #include "tools/lib/gan_trainer.h"
 
 namespace campo {
@@ -197,7 +198,42 @@ std::string with_suffix(const std::string& path, const std::string& suffix) {
 
 }  // namespace
 
+namespace {
+
+void check_model_run_numbers(const ModelRunOptions& o) {
+  CAMPO_CHECK(o.model == "dcgan" || is_known_model(o.model), "unknown model '", o.model, "'");
+  CAMPO_CHECK(o.batch > 0, "--batch must be a positive number of samples, got ", o.batch);
+  CAMPO_CHECK(o.image_size > 0, "--image-size must be positive, got ", o.image_size);
+  CAMPO_CHECK(o.channels > 0, "--channels must be positive, got ", o.channels);
+  CAMPO_CHECK(o.classes > 1, "--classes must be at least 2, got ", o.classes);
+}
+
+}  // namespace
+
+void check_plan_options(const PlanOptions& o) {
+  (void)parse_precision(o.precision);
+  check_model_run_numbers(o.run);
+  if (o.run.model == "dcgan") {  // one file per step graph
+    for (const char* suffix : {"_d", "_g"})
+      if (!o.dot_path.empty()) require_output_file(with_suffix(o.dot_path, suffix), "--dot file");
+  } else if (!o.dot_path.empty()) {
+    require_output_file(o.dot_path, "--dot file");
+  }
+  if (!o.json_path.empty()) require_output_file(o.json_path, "--json file");
+}
+
+void check_bench_options(const BenchOptions& o) {
+  CAMPO_CHECK(!o.precisions.empty(), "--precision needs at least one policy");
+  for (const std::string& p : o.precisions) (void)parse_precision(p);
+  check_model_run_numbers(o.run);
+  CAMPO_CHECK(o.steps > 0, "--steps must be a positive number of timed steps, got ", o.steps);
+  CAMPO_CHECK(o.repeats > 0, "--repeats must be positive, got ", o.repeats);
+  CAMPO_CHECK(o.warmup >= 0, "--warmup must be zero or positive, got ", o.warmup);
+  if (!o.json_path.empty()) require_output_file(o.json_path, "--json file");
+}
+
 void print_plan(const PlanOptions& o, std::ostream& out) {
+  check_plan_options(o);
   const Precision policy = parse_precision(o.precision);
   std::ostringstream header;
   header << "plan: " << o.run.model << ", precision " << precision_name(policy);
@@ -369,13 +405,11 @@ std::vector<BenchResult> run_gan_bench(const BenchOptions& o) {
 }  // namespace
 
 std::vector<BenchResult> run_bench(const BenchOptions& o, std::ostream& out) {
-  CAMPO_CHECK(!o.precisions.empty(), "--precision needs at least one policy");
+  check_bench_options(o);
   if (o.run.model == "dcgan") {
     std::vector<BenchResult> results = run_gan_bench(o);
     return finish_bench(o, results, out);
   }
-  CAMPO_CHECK(o.steps > 0 && o.repeats > 0 && o.warmup >= 0,
-              "--steps and --repeats must be positive and --warmup non-negative");
   std::vector<std::unique_ptr<BenchSession>> sessions;
   Rng rng(o.run.seed);
   Tensor images, labels;

@@ -40,6 +40,13 @@ struct PlanOptions {
   bool all_nodes = false;  // also list variables, placeholders and optimizer updates
 };
 
+// The options that need no graph (numbers, the policy names, that the output files can be
+// written), checked before a calibration or a graph is built; print_plan and run_bench
+// check them too.
+void check_plan_options(const PlanOptions& o);
+struct BenchOptions;
+void check_bench_options(const BenchOptions& o);
+
 // Builds the training graph, applies the policy and prints the plan table and totals.
 void print_plan(const PlanOptions& o, std::ostream& out);
 

@@ -1,10 +1,5 @@
 #include "tools/lib/trainer.h"
 
-#include "amp/padding.h"
-#include "tools/lib/calibrate.h"
-#include "tools/lib/profiling.h"
-#include "tools/lib/progress.h"
-
 #include <omp.h>
 
 #include <algorithm>
@@ -12,18 +7,25 @@
 #include <cmath>
 #include <cstdio>
 #include <deque>
-#include <map>
 #include <iomanip>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <sstream>
+#include <thread>
 
+#include "amp/padding.h"
 #include "datasets/loader.h"
 #include "datasets/registry.h"
 #include "graph/autodiff.h"
 #include "graph/checkpoint.h"
+#include "runtime/file_check.h"
 #include "runtime/timer.h"
+#include "tools/lib/calibrate.h"
+#include "tools/lib/interrupt.h"
+#include "tools/lib/profiling.h"
+#include "tools/lib/progress.h"
 #ifdef CAMPO_HAVE_CUDA
 #include "runtime/cuda/device_info.h"
 #endif
@@ -145,16 +147,21 @@ TrainingSession::TrainingSession(const std::string& model, const ModelOptions& m
 PrecisionConfig precision_config(const TrainOptions& o) {
   PrecisionConfig p;
   p.policy = parse_precision(o.precision);
-  p.low = parse_dtype(o.low_precision);
+  const std::string& low = o.low_precision;
+  CAMPO_CHECK(low == "bf16" || low == "fp16" || low == "f16",
+              "--low-precision must be bf16 or fp16, got '", low, "'");
+  p.low = parse_dtype(low);
   p.search = parse_search(o.search);
   p.fold_casts = o.fold_casts;
-  CAMPO_CHECK(is_low_precision(p.low), "--low-precision must be bf16 or fp16, got '",
-              o.low_precision, "'");
   CAMPO_CHECK(o.loss_scale == "auto" || o.loss_scale == "dynamic" || o.loss_scale == "none",
               "--loss-scale must be auto, dynamic or none, got '", o.loss_scale, "'");
   const bool mixed = p.policy != Precision::fp32;
   p.scaler.enabled = mixed && (o.loss_scale == "dynamic" ||
                                (o.loss_scale == "auto" && p.low == DType::f16));
+  CAMPO_CHECK(std::isfinite(o.loss_scale_init) && o.loss_scale_init > 0,
+              "--loss-scale-init must be positive, got ", o.loss_scale_init);
+  CAMPO_CHECK(o.loss_scale_growth_interval > 0,
+              "--loss-scale-growth-interval must be positive, got ", o.loss_scale_growth_interval);
   p.scaler.init_scale = o.loss_scale_init;
   p.scaler.growth_interval = o.loss_scale_growth_interval;
   if (!o.amp_lists_file.empty()) p.lists.edit_from_file(o.amp_lists_file);
@@ -287,6 +294,8 @@ double TrainingSession::evaluate(DataLoader& loader) {
   loader.start_epoch(0);
   Batch batch;
   while (loader.next(batch)) {
+    if (const int signal = interrupt_signal())
+      throw Interrupted(signal, "during evaluation", "", "evaluation saves nothing");
     EvalGraph& e = eval_graph(batch.size());
     e.exe->input("images").copy_from(batch.images);
     e.exe->run();
@@ -326,6 +335,11 @@ std::string dump_training_graph(const TrainOptions& o, const std::string& format
 double evaluate_checkpoint(const EvalOptions& o, std::ostream& log) {
   CAMPO_CHECK(!o.checkpoint.empty(), "--checkpoint is required");
   CAMPO_CHECK(o.batch > 0, "--batch must be positive, got ", o.batch);
+  CAMPO_CHECK(o.limit >= 0, "--limit must be a positive number of samples (or 0: all), got ",
+              o.limit);
+  CAMPO_CHECK(o.image_size >= 0, "--image-size must be positive (or 0: native), got ",
+              o.image_size);
+  CAMPO_CHECK(o.channels >= 0, "--channels must be 1 or 3 (or 0: native), got ", o.channels);
   std::map<std::string, std::string> meta = read_safetensors_metadata(o.checkpoint);
   std::string model = o.model;
   if (model.empty() && meta.count("campo.model")) model = meta.at("campo.model");
@@ -437,9 +451,50 @@ void validate(const TrainOptions& o) {
   CAMPO_CHECK(o.progress == "auto" || o.progress == "bar" || o.progress == "lines" ||
                   o.progress == "none",
               "--progress must be auto, bar, lines or none, got '", o.progress, "'");
-  CAMPO_CHECK(o.threads >= 0, "--threads must be >= 0, got ", o.threads);
+  check_threads(o.threads);
+  CAMPO_CHECK(o.dropout == 0 || o.model == "mlp", "--dropout applies to --model mlp only (",
+              o.model, " has no configurable dropout)");
+  CAMPO_CHECK(o.image_size >= 0, "--image-size must be positive (or 0: native), got ",
+              o.image_size);
+  CAMPO_CHECK(o.channels == 0 || o.channels == 1 || o.channels == 3,
+              "--channels must be 1 or 3 (or 0: the data set's own), got ", o.channels);
+  CAMPO_CHECK(o.resize >= 0, "--resize must be positive (or 0: --image-size), got ", o.resize);
+  CAMPO_CHECK(o.padding >= -1, "--padding must be zero or positive, got ", o.padding);
+  CAMPO_CHECK(o.save_every >= 0, "--save-every must be a positive number of steps, got ",
+              o.save_every);
+  CAMPO_CHECK(o.save_every == 0 || !o.save_path.empty(),
+              "--save-every needs --save (the checkpoint path to write every ", o.save_every,
+              " steps)");
   (void)precision_config(o);  // checks --precision, --low-precision, --loss-scale, lists
-  const Device device = parse_device(o.device);
+  check_training_device(o.device);
+  // Outputs and inputs before any work is spent (a calibration or a training run).
+  if (!o.save_path.empty()) require_output_file(o.save_path, "--save checkpoint");
+  if (!o.resume_path.empty()) require_input_file(o.resume_path, "--resume checkpoint");
+}
+
+void print_profile(const std::vector<std::pair<std::string, double>>& ms_by_op, int64_t steps,
+                   std::ostream& log) {
+  double total = 0;
+  for (auto& [name, ms] : ms_by_op) total += ms;
+  log << "time per op over " << steps << " steps (total " << std::fixed << std::setprecision(1)
+      << total << " ms):\n";
+  for (auto& [name, ms] : ms_by_op)
+    log << "  " << std::left << std::setw(40) << name << std::right << std::setw(10)
+        << std::setprecision(1) << ms << " ms " << std::setw(6) << 100.0 * ms / total << "%\n";
+}
+
+void check_threads(int threads) {
+  CAMPO_CHECK(threads >= 0, "--threads must be >= 0, got ", threads);
+  // Far more threads than cores only slows a step down, and tens of thousands crash the
+  // OpenMP runtime (out of thread stacks).
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  const int most = std::max(64, 4 * cores);
+  CAMPO_CHECK(threads <= most, "--threads ", threads, " is more than ", most,
+              " (4x this machine's ", cores, " logical cores); 0 uses all cores");
+}
+
+void check_training_device(const std::string& name) {
+  const Device device = parse_device(name);
   if (device == Device::cuda) {
 #ifdef CAMPO_HAVE_CUDA
     CAMPO_CHECK(cuda::device_count() > 0,
@@ -567,6 +622,8 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
     log << "campo: resumed from " << o.resume_path << " at step " << step << " (epoch "
         << start_epoch + 1 << ", batch " << start_batch << ")\n";
   }
+  // From here on Ctrl-C and SIGTERM finish the step, save (with --save) and stop.
+  InterruptScope interrupt_scope;
   TrainResult r;
   std::deque<float> recent;
   double recent_sum = 0;
@@ -587,6 +644,18 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
       r.losses.push_back(loss);
       if (!o.save_path.empty() && o.save_every > 0 && step % o.save_every == 0)
         session.save(o.save_path, epoch, in_epoch, o.optimizer);
+      if (const int signal = interrupt_signal()) {
+        // The step is complete: save its position as the epoch end would, then stop.
+        if (!o.save_path.empty()) {
+          const bool finished_epoch = in_epoch == per_epoch;
+          session.save(o.save_path, finished_epoch ? epoch + 1 : epoch,
+                       finished_epoch ? 0 : in_epoch, o.optimizer);
+        }
+        if (mode == "bar") log << "\n";
+        log.flush();
+        throw Interrupted(signal, "at step " + std::to_string(step), o.save_path,
+                          "no --save given");
+      }
       recent.push_back(loss);
       recent_sum += loss;
       if (recent.size() > 50) {
@@ -641,20 +710,17 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   r.final_loss = recent.empty() ? 0.0 : recent_sum / double(recent.size());
   r.samples_per_sec = double((step - first_step) * o.batch) / std::max(train_seconds, 1e-9);
   r.parameters = session.parameter_count();
-  r.test_accuracy = session.evaluate(test_loader);
+  try {
+    r.test_accuracy = session.evaluate(test_loader);
+  } catch (const Interrupted& e) {
+    throw Interrupted(e.signal(), "during evaluation after step " + std::to_string(step),
+                      o.save_path, "no --save given");
+  }
   r.wall_seconds = wall.seconds();
   if (mode != "none")
     log << "test accuracy " << std::fixed << std::setprecision(4) << r.test_accuracy << " on "
         << test_set->size() << " samples of " << test_set->name() << "\n";
-  if (o.profile) {
-    double total = 0;
-    for (auto& [name, ms] : session.profile_by_op()) total += ms;
-    log << "time per op over " << step << " steps (total " << std::fixed << std::setprecision(1)
-        << total << " ms):\n";
-    for (auto& [name, ms] : session.profile_by_op())
-      log << "  " << std::left << std::setw(40) << name << std::right << std::setw(10)
-          << std::setprecision(1) << ms << " ms " << std::setw(6) << 100.0 * ms / total << "%\n";
-  }
+  if (o.profile) print_profile(session.profile_by_op(), step, log);
   nlohmann::json j = {{"event", "result"},
                       {"model", o.model},
                       {"dataset", o.dataset},

@@ -7,6 +7,8 @@
 #include <iosfwd>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "amp/loss_scaler.h"
 #include "amp/policy.h"
@@ -138,10 +140,20 @@ std::string dump_training_graph(const TrainOptions& o, const std::string& format
 float learning_rate_at(const TrainOptions& o, int64_t step, int64_t total_steps,
                        int64_t steps_per_epoch);
 
-// Checks the options (one clear campo::Error per problem) before anything is loaded.
+// Checks the options (one clear campo::Error per problem) before anything is loaded,
+// including that --save can be written and --resume read.
 void validate(const TrainOptions& o);
+// The table of --profile: time per op kind (name -> ms, largest first) over `steps`.
+void print_profile(const std::vector<std::pair<std::string, double>>& ms_by_op, int64_t steps,
+                   std::ostream& log);
+// --threads: 0 (all cores) up to a few times this machine's logical cores.
+void check_threads(int threads);
+// --device: cpu, or an error saying why cuda cannot train (shared with dcgan).
+void check_training_device(const std::string& device);
 
-// Trains and evaluates; progress goes to `log`, the final JSON line too.
+// Trains and evaluates; progress goes to `log`, the final JSON line too. SIGINT or SIGTERM
+// during training or evaluation ends the run after the current step with Interrupted
+// (tools/lib/interrupt.h), the checkpoint written first when --save was given.
 TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal);
 
 // The graphs of one model: a training step and an evaluation pass over shared variables.
