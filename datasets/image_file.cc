@@ -1,5 +1,10 @@
 #include "datasets/image_file.h"
 
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
 #include "runtime/check.h"
 
 // stb_image's implementation, private to this file. Its code is not ours to warn about.
@@ -26,11 +31,74 @@ std::string failure_reason() {
   return r ? r : "unknown error";
 }
 
+// stb_image 2.27 (Debian 12's libstb-dev) builds a JPEG Huffman table from its 16 code
+// counts without checking that they sum to at most 256, and writes past the table when
+// they do (found by fuzz/image_fuzz.cc; stb_image 2.28 refuses such a table). This walks
+// the JPEG's markers the way stb_image reads them, up to the first frame header when
+// `until_frame` (all stbi_info reads) or to the end, and returns the problem of the first
+// such table, or "" (also for a file that is not a JPEG, or malformed otherwise: stb_image
+// reports that itself). The file position is left where it was.
+std::string oversized_jpeg_huffman_table(std::FILE* f, bool until_frame) {
+  const long start = std::ftell(f);
+  auto next = [&] { return std::fgetc(f); };
+  std::string problem;
+  if (next() == 0xff && next() == 0xd8) {  // SOI
+    for (;;) {
+      int c = next();
+      if (c == EOF) break;
+      if (c != 0xff) continue;  // entropy-coded data, or junk stb_image skips too
+      while (c == 0xff) c = next();
+      if (c == EOF || c == 0xd9) break;                                  // EOI
+      if (c == 0x00 || c == 0x01 || (c >= 0xd0 && c <= 0xd8)) continue;  // no length
+      if (until_frame && (c == 0xc0 || c == 0xc1 || c == 0xc2)) break;   // SOF0..2
+      const int hi = next(), lo = next();
+      if (lo == EOF) break;
+      long length = ((long(hi) << 8) | long(lo)) - 2;
+      if (c != 0xc4) {  // not DHT: skip the segment
+        if (length < 0 || std::fseek(f, length, SEEK_CUR) != 0) break;
+        continue;
+      }
+      // DHT: tables of (class/id byte, 16 counts, sum(counts) symbols) while length > 0.
+      while (length > 0 && problem.empty()) {
+        if (next() == EOF) break;
+        int codes = 0;
+        for (int i = 0; i < 16; ++i) codes += std::max(next(), 0);
+        if (codes > 256)
+          problem = "corrupt JPEG: a Huffman table (DHT) declares " + std::to_string(codes) +
+                    " codes, at most 256 are possible";
+        else if (std::fseek(f, codes, SEEK_CUR) != 0)
+          break;
+        length -= 17 + codes;
+      }
+      if (!problem.empty() || std::feof(f)) break;
+    }
+  }
+  std::clearerr(f);
+  std::fseek(f, start, SEEK_SET);
+  return problem;
+}
+
+// The file for stb_image, open for reading, closed when it goes.
+struct ImageFileHandle {
+  explicit ImageFileHandle(const std::string& path) : file(std::fopen(path.c_str(), "rb")) {}
+  ~ImageFileHandle() {
+    if (file) std::fclose(file);
+  }
+  ImageFileHandle(const ImageFileHandle&) = delete;
+  ImageFileHandle& operator=(const ImageFileHandle&) = delete;
+  std::FILE* file;
+};
+
 }  // namespace
 
 DecodedImage decode_image_file(const std::string& path) {
+  ImageFileHandle f(path);
+  CAMPO_CHECK(f.file != nullptr, path,
+              ": cannot decode the image (cannot open: ", std::strerror(errno), ")");
+  const std::string problem = oversized_jpeg_huffman_table(f.file, false);
+  CAMPO_CHECK(problem.empty(), path, ": cannot decode the image (", problem, ")");
   int w = 0, h = 0, n = 0;
-  uint8_t* data = stbi_load(path.c_str(), &w, &h, &n, 0);
+  uint8_t* data = stbi_load_from_file(f.file, &w, &h, &n, 0);
   CAMPO_CHECK(data != nullptr, path, ": cannot decode the image (stb_image: ", failure_reason(),
               ")");
   DecodedImage img;
@@ -44,8 +112,18 @@ DecodedImage decode_image_file(const std::string& path) {
 }
 
 bool probe_image_file(const std::string& path, ImageFileInfo* info, std::string* reason) {
+  ImageFileHandle f(path);
+  if (!f.file) {
+    if (reason) *reason = std::string("cannot open: ") + std::strerror(errno);
+    return false;
+  }
+  const std::string problem = oversized_jpeg_huffman_table(f.file, true);
+  if (!problem.empty()) {
+    if (reason) *reason = problem;
+    return false;
+  }
   int w = 0, h = 0, n = 0;
-  if (!stbi_info(path.c_str(), &w, &h, &n)) {
+  if (!stbi_info_from_file(f.file, &w, &h, &n)) {
     if (reason) *reason = failure_reason();
     return false;
   }

@@ -1,0 +1,88 @@
+// The image decoder's own checks in front of stb_image (datasets/image_file.cc): JPEG
+// Huffman tables with more than 256 codes, which stb_image 2.27 writes past its table
+// for (found by fuzz/image_fuzz.cc; the fuzzer's input is fuzz/regressions/image/).
+#include "datasets/image_file.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <vector>
+
+#include "tests/datasets/idx_file_util.h"
+
+namespace campo {
+namespace {
+
+using testing::contains;
+using testing::error_message;
+using testing::TempDir;
+
+void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+}
+
+// A DHT segment holding one table of class/id `table` whose 16 counts sum to `codes`.
+std::vector<uint8_t> dht_segment(int codes, uint8_t table = 0x00) {
+  const int length = 2 + 17 + codes;
+  std::vector<uint8_t> s = {0xff, 0xc4, uint8_t(length >> 8), uint8_t(length & 0xff), table};
+  for (int i = 0; i < 16; ++i) {
+    const int count = std::min(codes - 255 * i, 255);
+    s.push_back(uint8_t(std::max(count, 0)));
+  }
+  for (int i = 0; i < codes; ++i) s.push_back(uint8_t(i));
+  return s;
+}
+
+// A baseline frame header: 8x8, one grey component using tables 0.
+const std::vector<uint8_t> kFrame = {0xff, 0xc0, 0, 11, 8, 0, 8, 0, 8, 1, 1, 0x11, 0};
+
+std::vector<uint8_t> jpeg(const std::vector<std::vector<uint8_t>>& segments) {
+  std::vector<uint8_t> out = {0xff, 0xd8};
+  for (const auto& s : segments) out.insert(out.end(), s.begin(), s.end());
+  out.insert(out.end(), {0xff, 0xd9});
+  return out;
+}
+
+TEST(ImageFileTest, JpegHuffmanTableOfMoreThan256CodesIsRefused) {
+  TempDir dir;
+  const std::string path = dir.file("huffman.jpg");
+  write_file(path, jpeg({dht_segment(300), kFrame}));
+  const std::string msg = error_message([&] { decode_image_file(path); });
+  EXPECT_TRUE(contains(msg, path)) << msg;
+  EXPECT_TRUE(contains(msg, "Huffman table (DHT) declares 300 codes, at most 256")) << msg;
+  ImageFileInfo info;
+  std::string reason;
+  EXPECT_FALSE(probe_image_file(path, &info, &reason));
+  EXPECT_TRUE(contains(reason, "declares 300 codes")) << reason;
+}
+
+TEST(ImageFileTest, JpegHuffmanTableAfterTheFrameHeaderIsCheckedWhenDecoding) {
+  // stb_image's header probe stops at the frame header, so the probe cannot see this
+  // table (and need not: stb_image does not read it either); decoding does.
+  TempDir dir;
+  const std::string path = dir.file("late.jpg");
+  write_file(path, jpeg({kFrame, dht_segment(257, 0x10)}));
+  const std::string msg = error_message([&] { decode_image_file(path); });
+  EXPECT_TRUE(contains(msg, "declares 257 codes")) << msg;
+}
+
+TEST(ImageFileTest, JpegHuffmanTableOf256CodesPassesTheCheck) {
+  // 256 codes is the most a table can have: the header probes as an 8x8 grey JPEG.
+  TempDir dir;
+  const std::string path = dir.file("full.jpg");
+  write_file(path, jpeg({dht_segment(256), kFrame}));
+  ImageFileInfo info;
+  std::string reason;
+  EXPECT_TRUE(probe_image_file(path, &info, &reason)) << reason;
+  EXPECT_EQ(info.height, 8);
+  EXPECT_EQ(info.width, 8);
+}
+
+TEST(ImageFileTest, MissingFileIsAnErrorNamingIt) {
+  const std::string msg = error_message([&] { decode_image_file("/nonexistent/x.png"); });
+  EXPECT_TRUE(contains(msg, "/nonexistent/x.png: cannot decode the image (cannot open: ")) << msg;
+}
+
+}  // namespace
+}  // namespace campo
