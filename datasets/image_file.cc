@@ -78,6 +78,18 @@ std::string oversized_jpeg_huffman_table(std::FILE* f, bool until_frame) {
   return problem;
 }
 
+// stb_image allocates the whole image (a GIF three times over, at 4 bytes a pixel) as its
+// header says, before reading any pixel: a 10-byte GIF header can ask for 14395 x 24889
+// (found by fuzz/image_fuzz.cc, which stops at 2 GB). Headers above kMaxImagePixels are
+// refused before decoding.
+bool too_many_pixels(int64_t w, int64_t h) { return w * h > kMaxImagePixels; }
+
+std::string too_many_pixels_reason(int64_t w, int64_t h) {
+  return std::to_string(w) + "x" + std::to_string(h) + " is " + std::to_string(w * h) +
+         " pixels, more than the " + std::to_string(kMaxImagePixels) +
+         " (8192 x 8192) this loader decodes: shrink the image";
+}
+
 // The file for stb_image, open for reading, closed when it goes.
 struct ImageFileHandle {
   explicit ImageFileHandle(const std::string& path) : file(std::fopen(path.c_str(), "rb")) {}
@@ -98,6 +110,10 @@ DecodedImage decode_image_file(const std::string& path) {
   const std::string problem = oversized_jpeg_huffman_table(f.file, false);
   CAMPO_CHECK(problem.empty(), path, ": cannot decode the image (", problem, ")");
   int w = 0, h = 0, n = 0;
+  // The size from the header first: stb_image allocates for it before reading any pixel.
+  if (stbi_info_from_file(f.file, &w, &h, &n))
+    CAMPO_CHECK(!too_many_pixels(w, h), path, ": cannot decode the image (",
+                too_many_pixels_reason(w, h), ")");
   uint8_t* data = stbi_load_from_file(f.file, &w, &h, &n, 0);
   CAMPO_CHECK(data != nullptr, path, ": cannot decode the image (stb_image: ", failure_reason(),
               ")");
@@ -125,6 +141,10 @@ bool probe_image_file(const std::string& path, ImageFileInfo* info, std::string*
   int w = 0, h = 0, n = 0;
   if (!stbi_info_from_file(f.file, &w, &h, &n)) {
     if (reason) *reason = failure_reason();
+    return false;
+  }
+  if (too_many_pixels(w, h)) {
+    if (reason) *reason = too_many_pixels_reason(w, h);
     return false;
   }
   if (info) *info = {h, w, n};

@@ -21,12 +21,16 @@ struct DecodedImage {
   ImageView view() const { return ImageView::interleaved(pixels.get(), height, width, channels); }
 };
 
-// Decodes a whole file. A missing, unreadable, corrupt or truncated file throws a
-// campo::Error naming the path and stb_image's reason.
+// The most pixels (width * height) an image file may have: larger ones are refused from
+// their header, before stb_image allocates for them.
+inline constexpr int64_t kMaxImagePixels = int64_t(1) << 26;
+
+// Decodes a whole file. A missing, unreadable, corrupt or truncated file, or one larger
+// than kMaxImagePixels, throws a campo::Error naming the path and the reason.
 DecodedImage decode_image_file(const std::string& path);
 
 // The cheap check: reads only the header. Returns true and the size when stb_image
-// recognises the file; otherwise false with stb_image's reason in *reason.
+// recognises the file and it is not too large; otherwise false with the reason in *reason.
 struct ImageFileInfo {
   int64_t height = 0, width = 0, channels = 0;
 };

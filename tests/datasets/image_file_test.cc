@@ -1,6 +1,7 @@
-// The image decoder's own checks in front of stb_image (datasets/image_file.cc): JPEG
-// Huffman tables with more than 256 codes, which stb_image 2.27 writes past its table
-// for (found by fuzz/image_fuzz.cc; the fuzzer's input is fuzz/regressions/image/).
+// The image decoder's own checks in front of stb_image (datasets/image_file.cc), both for
+// inputs found by fuzz/image_fuzz.cc (kept in fuzz/regressions/image/): JPEG Huffman
+// tables of more than 256 codes, which stb_image 2.27 writes past its table for, and
+// headers of more than kMaxImagePixels, which it allocates for before reading a pixel.
 #include "datasets/image_file.h"
 
 #include <gtest/gtest.h>
@@ -77,6 +78,51 @@ TEST(ImageFileTest, JpegHuffmanTableOf256CodesPassesTheCheck) {
   EXPECT_TRUE(probe_image_file(path, &info, &reason)) << reason;
   EXPECT_EQ(info.height, 8);
   EXPECT_EQ(info.width, 8);
+}
+
+// A GIF's logical screen descriptor (no colour table): enough for stb_image's header probe.
+std::vector<uint8_t> gif_header(int width, int height) {
+  return {'G',
+          'I',
+          'F',
+          '8',
+          '9',
+          'a',
+          uint8_t(width & 0xff),
+          uint8_t(width >> 8),
+          uint8_t(height & 0xff),
+          uint8_t(height >> 8),
+          0,
+          0,
+          0};
+}
+
+TEST(ImageFileTest, ImageLargerThanTheLimitIsRefusedFromItsHeader) {
+  // The fuzzer's 10-byte GIF: a 14395 x 24889 header, which stb_image would allocate three
+  // 1.4 GB buffers for before finding no pixels.
+  TempDir dir;
+  const std::string path = dir.file("huge.gif");
+  write_file(path, {'G', 'I', 'F', '8', '9', 'a', ';', '8', '9', 'a'});
+  const std::string msg = error_message([&] { decode_image_file(path); });
+  EXPECT_TRUE(contains(msg, path + ": cannot decode the image (14395x24889 is 358277155 pixels, "
+                                   "more than the 67108864"))
+      << msg;
+  std::string reason;
+  EXPECT_FALSE(probe_image_file(path, nullptr, &reason));
+  EXPECT_TRUE(contains(reason, "14395x24889 is 358277155 pixels")) << reason;
+}
+
+TEST(ImageFileTest, ImageAtTheLimitProbes) {
+  TempDir dir;
+  const std::string at = dir.file("at.gif"), above = dir.file("above.gif");
+  write_file(at, gif_header(8192, 8192));
+  write_file(above, gif_header(8193, 8192));
+  ImageFileInfo info;
+  std::string reason;
+  EXPECT_TRUE(probe_image_file(at, &info, &reason)) << reason;
+  EXPECT_EQ(info.width * info.height, kMaxImagePixels);
+  EXPECT_FALSE(probe_image_file(above, &info, &reason));
+  EXPECT_TRUE(contains(reason, "8193x8192")) << reason;
 }
 
 TEST(ImageFileTest, MissingFileIsAnErrorNamingIt) {
