@@ -17,6 +17,7 @@ seconds="${1:-30}"
 shift || true
 build_dir="${BUILD_DIR:-build-fuzz}"
 
+# shellcheck source=scripts/packages.sh
 source scripts/packages.sh
 # clang + libclang-rt-14-dev: libFuzzer and clang's sanitizer runtimes
 # (libclang_rt.fuzzer-x86_64.a); libomp-14-dev: OpenMP for clang.

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # sourced: campo_build_packages is used by the sourcing script
 # Sourced by the scripts in scripts/: installs the Debian packages named that are missing
 # (with sudo unless root; recommends are not installed).
 #   install_missing_packages cmake ninja-build ...

@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 mode="${1:-test}"
 build_dir="${BUILD_DIR:-build}"
 
+# shellcheck source=scripts/packages.sh
 source scripts/packages.sh
 packages=("${campo_build_packages[@]}" dataset-fashion-mnist)
 
