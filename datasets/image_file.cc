@@ -78,6 +78,42 @@ std::string oversized_jpeg_huffman_table(std::FILE* f, bool until_frame) {
   return problem;
 }
 
+// stb_image 2.27 reads the numbers of a binary PNM header (P5, P6) into an int without an
+// overflow check, which is undefined behaviour above 2^31 - 1 (found by
+// fuzz/image_fuzz.cc; 2.28 refuses them). Returns the problem, or "" (also for a file that
+// is not a binary PNM). The file position is left where it was.
+std::string overflowing_pnm_header(std::FILE* f) {
+  const long start = std::ftell(f);
+  auto next = [&] { return std::fgetc(f); };
+  std::string problem;
+  if (next() == 'P') {
+    const int kind = next();
+    int c = next();
+    for (int field = 0; field < 3 && (kind == '5' || kind == '6') && problem.empty(); ++field) {
+      for (;;) {  // whitespace, then a comment to the end of its line
+        while (c != EOF && std::strchr(" \t\n\v\f\r", c) && c != 0) c = next();
+        if (c != '#') break;
+        while (c != EOF && c != '\n' && c != '\r') c = next();
+      }
+      int64_t value = 0;
+      for (; c >= '0' && c <= '9' && problem.empty(); c = next()) {
+        value = value * 10 + (c - '0');
+        if (value > INT32_MAX)
+          problem = "corrupt PNM header: a number above " + std::to_string(INT32_MAX);
+      }
+    }
+  }
+  std::clearerr(f);
+  std::fseek(f, start, SEEK_SET);
+  return problem;
+}
+
+// What stb_image would mishandle in the file's header, or "" (see above).
+std::string unsafe_header(std::FILE* f, bool until_frame) {
+  std::string problem = oversized_jpeg_huffman_table(f, until_frame);
+  return problem.empty() ? overflowing_pnm_header(f) : problem;
+}
+
 // stb_image allocates the whole image (a GIF three times over, at 4 bytes a pixel) as its
 // header says, before reading any pixel: a 10-byte GIF header can ask for 14395 x 24889
 // (found by fuzz/image_fuzz.cc, which stops at 2 GB). Headers above kMaxImagePixels are
@@ -107,7 +143,7 @@ DecodedImage decode_image_file(const std::string& path) {
   ImageFileHandle f(path);
   CAMPO_CHECK(f.file != nullptr, path,
               ": cannot decode the image (cannot open: ", std::strerror(errno), ")");
-  const std::string problem = oversized_jpeg_huffman_table(f.file, false);
+  const std::string problem = unsafe_header(f.file, false);
   CAMPO_CHECK(problem.empty(), path, ": cannot decode the image (", problem, ")");
   int w = 0, h = 0, n = 0;
   // The size from the header first: stb_image allocates for it before reading any pixel.
@@ -133,7 +169,7 @@ bool probe_image_file(const std::string& path, ImageFileInfo* info, std::string*
     if (reason) *reason = std::string("cannot open: ") + std::strerror(errno);
     return false;
   }
-  const std::string problem = oversized_jpeg_huffman_table(f.file, true);
+  const std::string problem = unsafe_header(f.file, true);
   if (!problem.empty()) {
     if (reason) *reason = problem;
     return false;

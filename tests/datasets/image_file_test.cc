@@ -1,7 +1,8 @@
 // The image decoder's own checks in front of stb_image (datasets/image_file.cc), both for
 // inputs found by fuzz/image_fuzz.cc (kept in fuzz/regressions/image/): JPEG Huffman
-// tables of more than 256 codes, which stb_image 2.27 writes past its table for, and
-// headers of more than kMaxImagePixels, which it allocates for before reading a pixel.
+// tables of more than 256 codes, which stb_image 2.27 writes past its table for, PNM
+// header numbers beyond int, which it overflows on, and headers of more than
+// kMaxImagePixels, which it allocates for before reading a pixel.
 #include "datasets/image_file.h"
 
 #include <gtest/gtest.h>
@@ -123,6 +124,25 @@ TEST(ImageFileTest, ImageAtTheLimitProbes) {
   EXPECT_EQ(info.width * info.height, kMaxImagePixels);
   EXPECT_FALSE(probe_image_file(above, &info, &reason));
   EXPECT_TRUE(contains(reason, "8193x8192")) << reason;
+}
+
+TEST(ImageFileTest, PnmHeaderNumberBeyondIntIsRefused) {
+  TempDir dir;
+  const std::string big = dir.file("big.ppm"), max = dir.file("max.pgm");
+  const std::string header = "P6\n# comment\n4 2147483648\n255\n";
+  write_file(big, std::vector<uint8_t>(header.begin(), header.end()));
+  const std::string msg = error_message([&] { decode_image_file(big); });
+  EXPECT_TRUE(contains(msg, big + ": cannot decode the image (corrupt PNM header: a number "
+                                  "above 2147483647)"))
+      << msg;
+  std::string reason;
+  EXPECT_FALSE(probe_image_file(big, nullptr, &reason));
+  EXPECT_TRUE(contains(reason, "a number above 2147483647")) << reason;
+  // 2^31 - 1 itself reads (and is then too large an image, which is the next check).
+  const std::string at = "P5 1 2147483647 255\n";
+  write_file(max, std::vector<uint8_t>(at.begin(), at.end()));
+  EXPECT_FALSE(probe_image_file(max, nullptr, &reason));
+  EXPECT_TRUE(contains(reason, "1x2147483647 is 2147483647 pixels")) << reason;
 }
 
 TEST(ImageFileTest, MissingFileIsAnErrorNamingIt) {
