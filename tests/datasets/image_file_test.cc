@@ -24,14 +24,15 @@ void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
   out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
 }
 
-// A DHT segment holding one table of class/id `table` whose 16 counts sum to `codes`.
+// A DHT segment holding one table of class/id `table` whose 16 code counts sum to `codes`.
 std::vector<uint8_t> dht_segment(int codes, uint8_t table = 0x00) {
   const int length = 2 + 17 + codes;
   std::vector<uint8_t> s = {0xff, 0xc4, uint8_t(length >> 8), uint8_t(length & 0xff), table};
-  for (int i = 0; i < 16; ++i) {
-    const int count = std::min(codes - 255 * i, 255);
-    s.push_back(uint8_t(std::max(count, 0)));
-  }
+  // Up to 255 codes of 8 bits, the rest of 9 (a complete prefix code for 256 codes).
+  for (int bits = 1; bits <= 16; ++bits)
+    s.push_back(uint8_t(bits == 8   ? std::min(codes, 255)
+                        : bits == 9 ? std::max(codes - 255, 0)
+                                    : 0));
   for (int i = 0; i < codes; ++i) s.push_back(uint8_t(i));
   return s;
 }
