@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "runtime/check.h"
 
@@ -26,6 +27,8 @@
 namespace campo {
 namespace {
 
+using Bytes = std::vector<uint8_t>;
+
 std::string failure_reason() {
   const char* r = stbi_failure_reason();
   return r ? r : "unknown error";
@@ -37,12 +40,14 @@ std::string failure_reason() {
 // the JPEG's markers the way stb_image reads them, up to the first frame header when
 // `until_frame` (all stbi_info reads) or to the end, and returns the problem of the first
 // such table, or "" (also for a file that is not a JPEG, or malformed otherwise: stb_image
-// reports that itself). The file position is left where it was.
-std::string oversized_jpeg_huffman_table(std::FILE* f, bool until_frame) {
-  const long start = std::ftell(f);
-  auto next = [&] { return std::fgetc(f); };
+// reports that itself).
+std::string oversized_jpeg_huffman_table(const Bytes& b, bool until_frame) {
+  size_t pos = 0;
+  auto next = [&] { return pos < b.size() ? int(b[pos++]) : EOF; };
   std::string problem;
-  if (next() == 0xff && next() == 0xd8) {  // SOI
+  int first = next(), soi = first;
+  while (first == 0xff && soi == 0xff) soi = next();  // stb_image skips fill bytes here too
+  if (first == 0xff && soi == 0xd8) {
     for (;;) {
       int c = next();
       if (c == EOF) break;
@@ -55,7 +60,8 @@ std::string oversized_jpeg_huffman_table(std::FILE* f, bool until_frame) {
       if (lo == EOF) break;
       long length = ((long(hi) << 8) | long(lo)) - 2;
       if (c != 0xc4) {  // not DHT: skip the segment
-        if (length < 0 || std::fseek(f, length, SEEK_CUR) != 0) break;
+        if (length < 0) break;
+        pos += size_t(length);
         continue;
       }
       // DHT: tables of (class/id byte, 16 counts, sum(counts) symbols) while length > 0.
@@ -66,25 +72,22 @@ std::string oversized_jpeg_huffman_table(std::FILE* f, bool until_frame) {
         if (codes > 256)
           problem = "corrupt JPEG: a Huffman table (DHT) declares " + std::to_string(codes) +
                     " codes, at most 256 are possible";
-        else if (std::fseek(f, codes, SEEK_CUR) != 0)
-          break;
+        pos += size_t(codes);
         length -= 17 + codes;
       }
-      if (!problem.empty() || std::feof(f)) break;
+      if (!problem.empty() || pos >= b.size()) break;
     }
   }
-  std::clearerr(f);
-  std::fseek(f, start, SEEK_SET);
   return problem;
 }
 
 // stb_image 2.27 reads the numbers of a binary PNM header (P5, P6) into an int without an
 // overflow check, which is undefined behaviour above 2^31 - 1 (found by
 // fuzz/image_fuzz.cc; 2.28 refuses them). Returns the problem, or "" (also for a file that
-// is not a binary PNM). The file position is left where it was.
-std::string overflowing_pnm_header(std::FILE* f) {
-  const long start = std::ftell(f);
-  auto next = [&] { return std::fgetc(f); };
+// is not a binary PNM).
+std::string overflowing_pnm_header(const Bytes& b) {
+  size_t pos = 0;
+  auto next = [&] { return pos < b.size() ? int(b[pos++]) : EOF; };
   std::string problem;
   if (next() == 'P') {
     const int kind = next();
@@ -103,15 +106,13 @@ std::string overflowing_pnm_header(std::FILE* f) {
       }
     }
   }
-  std::clearerr(f);
-  std::fseek(f, start, SEEK_SET);
   return problem;
 }
 
 // What stb_image would mishandle in the file's header, or "" (see above).
-std::string unsafe_header(std::FILE* f, bool until_frame) {
-  std::string problem = oversized_jpeg_huffman_table(f, until_frame);
-  return problem.empty() ? overflowing_pnm_header(f) : problem;
+std::string unsafe_header(const Bytes& b, bool until_frame) {
+  std::string problem = oversized_jpeg_huffman_table(b, until_frame);
+  return problem.empty() ? overflowing_pnm_header(b) : problem;
 }
 
 // stb_image allocates the whole image (a GIF three times over, at 4 bytes a pixel) as its
@@ -126,31 +127,56 @@ std::string too_many_pixels_reason(int64_t w, int64_t h) {
          " (8192 x 8192) this loader decodes: shrink the image";
 }
 
-// The file for stb_image, open for reading, closed when it goes.
-struct ImageFileHandle {
-  explicit ImageFileHandle(const std::string& path) : file(std::fopen(path.c_str(), "rb")) {}
-  ~ImageFileHandle() {
-    if (file) std::fclose(file);
+// Reads the file, or its first `limit` bytes when limit > 0; *whole says whether that is
+// all of it. Images are decoded from memory: stb_image's "rewind" on a FILE* goes back only
+// to the start of its last 128-byte buffer, so after a long JPEG header probe the other
+// formats' probes read a chunk from the middle of the file as if it were its start (which
+// the checks above could not see; found by fuzz/image_fuzz.cc).
+bool read_bytes(const std::string& path, size_t limit, Bytes* out, bool* whole,
+                std::string* error) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) {
+    *error = std::string("cannot open: ") + std::strerror(errno);
+    return false;
   }
-  ImageFileHandle(const ImageFileHandle&) = delete;
-  ImageFileHandle& operator=(const ImageFileHandle&) = delete;
-  std::FILE* file;
-};
+  out->clear();
+  uint8_t chunk[1 << 16];
+  size_t got = 0;
+  *whole = false;
+  while (limit == 0 || out->size() < limit) {
+    const size_t want = limit ? std::min(sizeof chunk, limit - out->size()) : sizeof chunk;
+    got = std::fread(chunk, 1, want, f);
+    out->insert(out->end(), chunk, chunk + got);
+    if (got < want) {
+      *whole = true;
+      break;
+    }
+  }
+  const bool failed = std::ferror(f) != 0;
+  if (failed) *error = std::string("read error: ") + std::strerror(errno);
+  std::fclose(f);
+  return !failed;
+}
 
 }  // namespace
 
 DecodedImage decode_image_file(const std::string& path) {
-  ImageFileHandle f(path);
-  CAMPO_CHECK(f.file != nullptr, path,
-              ": cannot decode the image (cannot open: ", std::strerror(errno), ")");
-  const std::string problem = unsafe_header(f.file, false);
+  Bytes bytes;
+  bool whole = false;
+  std::string error;
+  CAMPO_CHECK(read_bytes(path, 0, &bytes, &whole, &error), path, ": cannot decode the image (",
+              error, ")");
+  const std::string problem = unsafe_header(bytes, false);
   CAMPO_CHECK(problem.empty(), path, ": cannot decode the image (", problem, ")");
+  CAMPO_CHECK(bytes.size() <= size_t(INT32_MAX), path, ": cannot decode the image (", bytes.size(),
+              " bytes, more than stb_image reads)");
+  const int size = int(bytes.size());
   int w = 0, h = 0, n = 0;
   // The size from the header first: stb_image allocates for it before reading any pixel.
-  if (stbi_info_from_file(f.file, &w, &h, &n))
+  if (stbi_info_from_memory(bytes.data(), size, &w, &h, &n))
     CAMPO_CHECK(!too_many_pixels(w, h), path, ": cannot decode the image (",
                 too_many_pixels_reason(w, h), ")");
-  uint8_t* data = stbi_load_from_file(f.file, &w, &h, &n, 0);
+  uint8_t* data = stbi_load_from_memory(bytes.data(), size, &w, &h, &n, 0);
   CAMPO_CHECK(data != nullptr, path, ": cannot decode the image (stb_image: ", failure_reason(),
               ")");
   DecodedImage img;
@@ -164,19 +190,24 @@ DecodedImage decode_image_file(const std::string& path) {
 }
 
 bool probe_image_file(const std::string& path, ImageFileInfo* info, std::string* reason) {
-  ImageFileHandle f(path);
-  if (!f.file) {
-    if (reason) *reason = std::string("cannot open: ") + std::strerror(errno);
-    return false;
-  }
-  const std::string problem = unsafe_header(f.file, true);
-  if (!problem.empty()) {
-    if (reason) *reason = problem;
-    return false;
-  }
+  // A header is read from the first MiB; the whole file only when that is not enough.
+  Bytes bytes;
+  bool whole = false;
+  std::string error, problem;
   int w = 0, h = 0, n = 0;
-  if (!stbi_info_from_file(f.file, &w, &h, &n)) {
-    if (reason) *reason = failure_reason();
+  bool recognised = false;
+  for (size_t limit : {size_t(1) << 20, size_t(0)}) {
+    if (!read_bytes(path, limit, &bytes, &whole, &error)) {
+      if (reason) *reason = error;
+      return false;
+    }
+    problem = unsafe_header(bytes, true);
+    recognised = problem.empty() && bytes.size() <= size_t(INT32_MAX) &&
+                 stbi_info_from_memory(bytes.data(), int(bytes.size()), &w, &h, &n);
+    if (recognised || !problem.empty() || whole) break;
+  }
+  if (!recognised) {
+    if (reason) *reason = problem.empty() ? failure_reason() : problem;
     return false;
   }
   if (too_many_pixels(w, h)) {

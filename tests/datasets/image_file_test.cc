@@ -60,6 +60,19 @@ TEST(ImageFileTest, JpegHuffmanTableOfMoreThan256CodesIsRefused) {
   EXPECT_TRUE(contains(reason, "declares 300 codes")) << reason;
 }
 
+TEST(ImageFileTest, JpegHuffmanTableIsCheckedAfterFillBytesBeforeTheStart) {
+  // stb_image skips 0xff fill bytes before SOI too (the fuzzer's ff ff d8 file).
+  TempDir dir;
+  const std::string path = dir.file("fill.jpg");
+  std::vector<uint8_t> bytes = jpeg({dht_segment(300), kFrame});
+  bytes.insert(bytes.begin(), 0xff);
+  write_file(path, bytes);
+  EXPECT_TRUE(contains(error_message([&] { decode_image_file(path); }), "declares 300 codes"));
+  std::string reason;
+  EXPECT_FALSE(probe_image_file(path, nullptr, &reason));
+  EXPECT_TRUE(contains(reason, "declares 300 codes")) << reason;
+}
+
 TEST(ImageFileTest, JpegHuffmanTableAfterTheFrameHeaderIsCheckedWhenDecoding) {
   // stb_image's header probe stops at the frame header, so the probe cannot see this
   // table (and need not: stb_image does not read it either); decoding does.
