@@ -62,11 +62,11 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
     }
   }
   plan_ = plan_memory(requests);
-  arena_ = alloc_host(plan_.arena_bytes);
+  arena_.reset(alloc_host(plan_.arena_bytes));
   for (size_t i = 0; i < planned.size(); ++i) {
     const Value& val = graph.value(planned[i]);
     values_[size_t(planned[i])] =
-        Tensor::borrow(static_cast<char*>(arena_) + plan_.offsets[i], val.shape, val.dtype);
+        Tensor::borrow(static_cast<char*>(arena_.get()) + plan_.offsets[i], val.shape, val.dtype);
   }
 
   // Kernels and argument lists, built once.
@@ -96,7 +96,7 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
   }
 }
 
-Executable::~Executable() { free_host(arena_); }
+Executable::~Executable() = default;
 
 void Executable::refresh_weight_copies() {
   if (copy_positions_.empty() || copies_generation_ == vars_.generation()) return;

@@ -75,7 +75,9 @@ class Executable {
   std::vector<std::vector<Tensor>> node_inputs_, node_outputs_;
   std::vector<std::pair<std::string, Tensor>> placeholders_;
   MemoryPlan plan_;
-  void* arena_ = nullptr;
+  // Owned from the start, so that a constructor that throws later (a missing kernel)
+  // frees it too (a leak found by scripts/sanitize.sh).
+  std::unique_ptr<void, void (*)(void*)> arena_{nullptr, free_host};
   size_t update_begin_ = 0;  // schedule position of the first update-phase kernel
   void run_range(size_t begin, size_t end);
   void refresh_weight_copies();

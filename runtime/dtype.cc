@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "runtime/check.h"
+#include "runtime/cpu_features.h"
 
 namespace campo {
 
@@ -197,7 +198,7 @@ bool cpu_has_avx512f() {
 }
 
 bool cpu_has_f16c() {
-  static const bool has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
+  static const bool has = cpu_has_f16c_instructions() && __builtin_cpu_supports("avx2");
   return has;
 }
 

@@ -10,23 +10,11 @@ cd "$(dirname "$0")/.."
 mode="${1:-test}"
 build_dir="${BUILD_DIR:-build}"
 
-# ocl-icd-opencl-dev: Debian's oneDNN CMake package looks for OpenCL, which libdnnl-dev only
-# recommends (and recommends are not installed below).
-packages=(cmake ninja-build g++ libdnnl-dev ocl-icd-opencl-dev zlib1g-dev libstb-dev
-          nlohmann-json3-dev libcli11-dev libgtest-dev dataset-fashion-mnist)
+# shellcheck source=scripts/packages.sh
+source scripts/packages.sh
+packages=("${campo_build_packages[@]}" dataset-fashion-mnist)
 
-install_dependencies() {
-  local missing=()
-  for p in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  if [ "${#missing[@]}" -eq 0 ]; then return; fi
-  echo "quickstart: installing ${missing[*]}"
-  local sudo=""
-  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
-}
+install_dependencies() { install_missing_packages "${packages[@]}"; }
 
 build() {
   mkdir -p "$build_dir"

@@ -318,8 +318,8 @@ TEST(ImageFolder, SkipBadLeavesOutImagesOverThePixelLimit) {
   const std::string err = ::testing::internal::GetCapturedStderr();
   ASSERT_EQ(ds.size(), 1);
   EXPECT_TRUE(contains(err, dir.file("a/huge.pgm") +
-                                ": skipping an unreadable image (10000x10000 pixels, more than "
-                                "the 67108864 this reader decodes)"));
+                                ": skipping an unreadable image (10000x10000 is 100000000 pixels, "
+                                "more than the 67108864 (8192 x 8192) this loader decodes"));
   EXPECT_TRUE(contains(err, dir.file("a/bad.png") + ": skipping an unreadable image (stb_image: "));
 }
 

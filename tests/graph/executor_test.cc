@@ -22,14 +22,29 @@ static constexpr size_t kTensorSized = 4096;
 static std::atomic<bool> g_counting{false};
 static std::atomic<int64_t> g_allocations{0};
 
-void* operator new(size_t n) {
+//
+// Every unaligned form is replaced, so that new and delete always pair malloc with free:
+// a sanitizer runtime supplies its own versions of the forms left out (the nothrow new
+// that std::stable_sort's buffer uses, the array forms), which freed here would be an
+// alloc-dealloc mismatch (found by scripts/sanitize.sh).
+static void* counted_malloc(size_t n) {
   if (n >= kTensorSized && g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1);
-  void* p = std::malloc(n ? n : 1);
+  return std::malloc(n ? n : 1);
+}
+void* operator new(size_t n) {
+  void* p = counted_malloc(n);
   if (!p) throw std::bad_alloc();
   return p;
 }
+void* operator new[](size_t n) { return operator new(n); }
+void* operator new(size_t n, const std::nothrow_t&) noexcept { return counted_malloc(n); }
+void* operator new[](size_t n, const std::nothrow_t&) noexcept { return counted_malloc(n); }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete[](void* p, size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace campo {
 namespace {

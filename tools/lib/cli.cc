@@ -16,6 +16,7 @@
 #include "ops/cpu/low_precision.h"
 #include "ops/kernel.h"
 #include "runtime/check.h"
+#include "runtime/cpu_features.h"
 #include "runtime/file_check.h"
 #include "tools/lib/calibrate.h"
 #include "tools/lib/gan_trainer.h"
@@ -44,12 +45,12 @@ std::string cpu_features() {
   __builtin_cpu_init();
   add("avx2", __builtin_cpu_supports("avx2"));
   add("fma", __builtin_cpu_supports("fma"));
-  add("f16c", __builtin_cpu_supports("f16c"));
+  add("f16c", cpu_has_f16c_instructions());
   add("avx512f", __builtin_cpu_supports("avx512f"));
   add("avx512bw", __builtin_cpu_supports("avx512bw"));
   add("avx512_vnni", __builtin_cpu_supports("avx512vnni"));
   add("avx512_bf16", __builtin_cpu_supports("avx512bf16"));
-  add("amx_bf16", __builtin_cpu_supports("amx-bf16"));
+  add("amx_bf16", cpu_has_amx_bf16_instructions());
   return s.empty() ? "none" : s;
 }
 

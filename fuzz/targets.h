@@ -1,0 +1,25 @@
+// The fuzz targets' bodies (fuzz/<name>_fuzz.cc), one per parser of outside input. Each
+// takes arbitrary bytes; see fuzz/fuzz_util.h for the contract.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace campo {
+struct MachineIdentity;
+}
+
+namespace campo::fuzz {
+
+void idx(const uint8_t* data, size_t size);             // datasets/idx.cc, plain or gzip
+void cifar10(const uint8_t* data, size_t size);         // datasets/cifar10.cc
+void image(const uint8_t* data, size_t size);           // datasets/image_file.cc (stb_image)
+void safetensors(const uint8_t* data, size_t size);     // graph/checkpoint.cc
+void calibration(const uint8_t* data, size_t size);     // amp/calibration.cc
+void amp_lists_file(const uint8_t* data, size_t size);  // amp/lists.cc, JSON edits
+void amp_lists_edit(const uint8_t* data, size_t size);  // amp/lists.cc, --amp-lists
+
+// The machine identity the calibration target reads against (and its seeds are made for).
+MachineIdentity calibration_fuzz_machine();
+
+}  // namespace campo::fuzz

@@ -1,0 +1,105 @@
+// Replays the fuzz targets' seed corpus (fuzz/corpus/<name>) and every input a fuzzer
+// found a bug with (fuzz/regressions/<name>) through the targets' bodies (fuzz/targets.h),
+// so that each fixed finding stays fixed in every build, sanitized or not. Also checks
+// that the seeds are what they claim: valid files each parser accepts.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "amp/calibration.h"
+#include "amp/lists.h"
+#include "datasets/cifar10.h"
+#include "datasets/idx.h"
+#include "datasets/image_file.h"
+#include "fuzz/targets.h"
+#include "graph/checkpoint.h"
+
+namespace campo {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Target {
+  const char* name;
+  void (*body)(const uint8_t*, size_t);
+};
+
+const Target kTargets[] = {
+    {"idx", fuzz::idx},
+    {"cifar10", fuzz::cifar10},
+    {"image", fuzz::image},
+    {"safetensors", fuzz::safetensors},
+    {"calibration", fuzz::calibration},
+    {"amp_lists_file", fuzz::amp_lists_file},
+    {"amp_lists_edit", fuzz::amp_lists_edit},
+};
+
+fs::path fuzz_dir() { return fs::path(CAMPO_SOURCE_DIR) / "fuzz"; }
+
+std::vector<fs::path> files_in(const fs::path& dir) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return files;
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.is_regular_file()) files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::vector<uint8_t> read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+TEST(FuzzReplayTest, EveryTargetHasASourceAndSeeds) {
+  std::vector<std::string> sources;
+  for (const fs::path& f : files_in(fuzz_dir()))
+    if (f.filename().string().ends_with("_fuzz.cc")) sources.push_back(f.filename().string());
+  EXPECT_EQ(sources.size(), std::size(kTargets)) << "a fuzz/<name>_fuzz.cc is not replayed here";
+  for (const Target& t : kTargets) {
+    EXPECT_TRUE(fs::exists(fuzz_dir() / (std::string(t.name) + "_fuzz.cc"))) << t.name;
+    EXPECT_FALSE(files_in(fuzz_dir() / "corpus" / t.name).empty()) << t.name << " has no seeds";
+  }
+}
+
+TEST(FuzzReplayTest, SeedsAndRegressionsRunClean) {
+  for (const Target& t : kTargets)
+    for (const char* set : {"corpus", "regressions"})
+      for (const fs::path& file : files_in(fuzz_dir() / set / t.name)) {
+        SCOPED_TRACE(file.string());
+        const std::vector<uint8_t> bytes = read_bytes(file);
+        t.body(bytes.data(), bytes.size());
+      }
+}
+
+TEST(FuzzReplayTest, SeedsAreValidInputs) {
+  const fs::path corpus = fuzz_dir() / "corpus";
+  for (const fs::path& f : files_in(corpus / "idx"))
+    if (f.filename().string().starts_with("images"))
+      EXPECT_NO_THROW(read_idx_images(f.string())) << f;
+    else
+      EXPECT_NO_THROW(read_idx_labels(f.string())) << f;
+  for (const fs::path& f : files_in(corpus / "cifar10"))
+    EXPECT_NO_THROW(Cifar10Dataset({f.string()}, Cifar10Options{})) << f;
+  for (const fs::path& f : files_in(corpus / "image"))
+    EXPECT_NO_THROW(decode_image_file(f.string())) << f;
+  for (const fs::path& f : files_in(corpus / "safetensors"))
+    EXPECT_NO_THROW(read_safetensors(f.string())) << f;
+  for (const fs::path& f : files_in(corpus / "calibration")) {
+    Calibration cal;
+    EXPECT_EQ(read_calibration(f.string(), fuzz::calibration_fuzz_machine(), cal).message, "") << f;
+  }
+  for (const fs::path& f : files_in(corpus / "amp_lists_file"))
+    EXPECT_NO_THROW(AmpLists::defaults().edit_from_file(f.string())) << f;
+  for (const fs::path& f : files_in(corpus / "amp_lists_edit")) {
+    const std::vector<uint8_t> bytes = read_bytes(f);
+    EXPECT_NO_THROW(AmpLists::defaults().edit(std::string(bytes.begin(), bytes.end()))) << f;
+  }
+}
+
+}  // namespace
+}  // namespace campo
