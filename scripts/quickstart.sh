@@ -12,7 +12,8 @@ build_dir="${BUILD_DIR:-build}"
 
 # shellcheck source=scripts/packages.sh
 source scripts/packages.sh
-packages=("${campo_build_packages[@]}" dataset-fashion-mnist)
+# python3: ctest runs tests/tools/safetensors_torch_test.py (the PyTorch converter).
+packages=("${campo_build_packages[@]}" dataset-fashion-mnist python3)
 
 install_dependencies() { install_missing_packages "${packages[@]}"; }
 
