@@ -1,6 +1,4 @@
 // The command line: bad input gives one clear error line and a non-zero exit code.
-#include "tools/lib/cli.h"
-
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -8,24 +6,15 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/tools/cli_test_util.h"
+
 namespace campo {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CliResult {
-  int code;
-  std::string out, err;
-};
-
-CliResult run_cli(std::vector<std::string> args) {
-  ::testing::internal::CaptureStdout();
-  ::testing::internal::CaptureStderr();
-  int code = cli::run(args);
-  CliResult r{code, ::testing::internal::GetCapturedStdout(),
-              ::testing::internal::GetCapturedStderr()};
-  return r;
-}
+using testing::CliResult;
+using testing::run_cli;
 
 void expect_error(const CliResult& r, const std::string& needle) {
   EXPECT_NE(r.code, 0);

@@ -9,24 +9,15 @@
 #include <filesystem>
 
 #include "tests/datasets/idx_file_util.h"
-#include "tools/lib/cli.h"
+#include "tests/tools/cli_test_util.h"
 
 namespace campo {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CliResult {
-  int code;
-  std::string out, err;
-};
-
-CliResult run_cli(std::vector<std::string> args) {
-  ::testing::internal::CaptureStdout();
-  ::testing::internal::CaptureStderr();
-  int code = cli::run(args);
-  return {code, ::testing::internal::GetCapturedStdout(), ::testing::internal::GetCapturedStderr()};
-}
+using testing::CliResult;
+using testing::run_cli;
 
 void expect_error(const CliResult& r, const std::string& needle) {
   EXPECT_NE(r.code, 0);
