@@ -335,8 +335,11 @@ OpModel fit_op_model(const std::string& key, const std::vector<OpSample>& train,
   }
   const size_t n = train.size();
   const size_t unknowns = selected.size() + 2;
-  // A fit whose sigma is not positive (the low time falling as the f32 time grows) is
-  // fitting noise: the next simpler form is used instead.
+  // A fit whose sigma is not positive (the low time falling as the f32 time grows), or
+  // whose intercept is far below zero, is fitting noise: the next simpler form is used.
+  auto plausible = [](const OpModel& fit) {
+    return fit.sigma > 0 && fit.bias >= kMinOpModelBiasMs;
+  };
   bool fitted = false;
   if (!selected.empty() && n >= std::max<size_t>(8, 3 * unknowns)) {
     // Columns T_fp32, 1, features: a feature that is a combination of T_fp32 and the
@@ -358,7 +361,7 @@ OpModel fit_op_model(const std::string& key, const std::vector<OpSample>& train,
       m.weights.push_back(x[i + 2]);
     }
     if (m.features.empty()) m.fit = "sigma+bias";
-    fitted = m.sigma > 0;
+    fitted = plausible(m);
   }
   if (!fitted && n >= 4) {
     std::vector<std::vector<double>> rows;
@@ -368,7 +371,7 @@ OpModel fit_op_model(const std::string& key, const std::vector<OpSample>& train,
     m.fit = "sigma+bias";
     m.sigma = x[0];
     m.bias = x[1];
-    fitted = m.sigma > 0;
+    fitted = plausible(m);
   }
   if (!fitted) {
     // min sum ((sigma x - y) / y)^2  =>  sigma = sum(x/y) / sum((x/y)^2)
@@ -605,7 +608,7 @@ CastFit read_cast(const json& j, const std::string& where) {
 //                cast model has fixed_ms in [0, kMaxMs] (calibrate clamps it), a per-
 //                direction fit fixed_ms in [kMinBiasMs, kMaxMs]
 constexpr double kMaxSigma = 1e3;
-constexpr double kMinBiasMs = -1.0;
+constexpr double kMinBiasMs = kMinOpModelBiasMs;
 constexpr double kMaxMs = 1e6;
 constexpr double kMaxMagnitude = 1e6;
 

@@ -99,7 +99,10 @@ constexpr double kFeatureRhoThreshold = 0.75;
 // Fits T_lp by weighted least squares with weights 1/T_lp^2 (i.e. on relative error, as
 // MAPE is what is reported), features selected on `train`; `heldout` only scores it.
 // Fewer than max(8, 3 * unknowns) samples: sigma and bias only; fewer than 4: the ratio.
-// A fit whose sigma comes out <= 0 falls back the same way.
+// A fit whose sigma comes out <= 0, or whose bias is below kMinOpModelBiasMs (noisy timings:
+// it would predict 0 ms for every small op, and a file holding it is refused on load),
+// falls back the same way.
+inline constexpr double kMinOpModelBiasMs = -1.0;
 OpModel fit_op_model(const std::string& key, const std::vector<OpSample>& train,
                      const std::vector<OpSample>& heldout);
 

@@ -126,9 +126,21 @@ TEST(CalibrationModelTest, SelectsCorrelatedFeaturesAndRecoversCoefficients) {
 }
 
 TEST(CalibrationModelTest, FallsBackWithFewSamples) {
-  // Five samples: too few for features (needs >= 8): sigma and bias.
+  // Five samples: too few for features (needs >= 8): sigma and bias. (Their low time is
+  // mostly flops, which sigma and bias cannot follow: the fitted intercept must still be
+  // plausible, else it is the ratio.)
   OpModel m = fit_op_model("Relu", synthetic_samples(5, 4), {});
+  EXPECT_TRUE(m.fit == "sigma+bias" || m.fit == "ratio") << m.fit;
+  EXPECT_GE(m.bias, kMinOpModelBiasMs);
+  std::vector<OpSample> line(5);
+  for (size_t i = 0; i < line.size(); ++i) {
+    line[i].fp32_ms = 1.0 + double(i);
+    line[i].low_ms = 0.5 * line[i].fp32_ms + 0.1;
+  }
+  m = fit_op_model("Relu", line, {});
   EXPECT_EQ(m.fit, "sigma+bias");
+  EXPECT_NEAR(m.sigma, 0.5, 1e-9);
+  EXPECT_NEAR(m.bias, 0.1, 1e-9);
   EXPECT_TRUE(m.features.empty());
   EXPECT_EQ(m.heldout_mape, -1);
   // Two samples of T_lp = 0.25 T_fp32: the ratio, exactly.
@@ -140,6 +152,18 @@ TEST(CalibrationModelTest, FallsBackWithFewSamples) {
   m = fit_op_model("Relu", two, {});
   EXPECT_EQ(m.fit, "ratio");
   EXPECT_NEAR(m.sigma, 0.25, 1e-12);
+  EXPECT_EQ(m.bias, 0.0);
+  // Timings whose straight line has an intercept of -5 ms (noise on a loaded machine can
+  // fit that): the sigma+bias fit would predict 0 ms for every op under 2.5 ms, and a file
+  // holding it would be refused on load, so the ratio is fitted instead.
+  std::vector<OpSample> steep(6);
+  for (size_t i = 0; i < steep.size(); ++i) {
+    steep[i].fp32_ms = 3.0 + double(i);
+    steep[i].low_ms = 2 * steep[i].fp32_ms - 5;
+  }
+  m = fit_op_model("Relu", steep, {});
+  EXPECT_EQ(m.fit, "ratio");
+  EXPECT_GT(m.sigma, 0);
   EXPECT_EQ(m.bias, 0.0);
   // Predictions never go below zero.
   OpModel negative;
