@@ -407,6 +407,18 @@ CastFit fit_cast_relative(const std::vector<std::pair<int64_t, double>>& samples
   const std::vector<double> x = least_squares(rows, y, w);
   f.model.fixed_ms = x[0];
   f.model.per_element_ms = x[1];
+  if (!(x[1] >= 0 && x[0] >= kMinOpModelBiasMs)) {
+    // Noise (a larger cast timed faster, or an intercept far below zero): a cast's time in
+    // proportion to its size instead, min sum ((r n - t) / t)^2 => r = sum(n/t) / sum((n/t)^2).
+    double s1 = 0, s2 = 0;
+    for (size_t i = 0; i < y.size(); ++i) {
+      const double q = rows[i][1] / y[i];
+      s1 += q;
+      s2 += q * q;
+    }
+    f.model.fixed_ms = 0;
+    f.model.per_element_ms = s2 > 0 ? s1 / s2 : 0;
+  }
   f.samples = int(y.size());
   std::vector<double> p;
   for (const auto& r : rows) p.push_back(std::max(0.0, f.model.cost_ms(int64_t(r[1]))));

@@ -128,6 +128,8 @@ struct CastFit {
 // C_I + r * n by weighted least squares on relative error (weights 1/t^2, as the op
 // models): small casts, whose fixed cost matters when there are many, count as much as
 // large ones. Needs samples of >= 2 distinct sizes (else samples = 0 and a zero model).
+// A line with a negative slope or an intercept below kMinOpModelBiasMs (noise) becomes
+// the proportional fit r * n.
 CastFit fit_cast_relative(const std::vector<std::pair<int64_t, double>>& samples);
 
 struct Calibration {

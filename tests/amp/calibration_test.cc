@@ -182,6 +182,12 @@ TEST(CalibrationModelTest, CastFitOnRelativeError) {
   EXPECT_NEAR(f.model.per_element_ms, 1e-7, 1e-13);
   EXPECT_NEAR(f.mape, 0.0, 1e-6);
   EXPECT_EQ(fit_cast_relative({{10, 1.0}}).samples, 0);  // one size: no fit
+  // Noisy timings where the larger cast ran faster: no negative per-element cost (a
+  // calibration file holding one is refused on load), the proportional fit instead.
+  CastFit noisy = fit_cast_relative({{1000, 0.5}, {2000, 0.4}, {4000, 0.45}});
+  EXPECT_EQ(noisy.samples, 3);
+  EXPECT_EQ(noisy.model.fixed_ms, 0.0);
+  EXPECT_GT(noisy.model.per_element_ms, 0.0);
 }
 
 TEST(CalibrationFeaturesTest, ConvAndMatMulFlopsAreExact) {
