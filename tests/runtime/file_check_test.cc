@@ -8,9 +8,9 @@
 
 #include <filesystem>
 #include <fstream>
-#include <functional>
 
 #include "runtime/check.h"
+#include "tests/datasets/idx_file_util.h"
 
 namespace fs = std::filesystem;
 
@@ -34,26 +34,19 @@ class FileCheckTest : public ::testing::Test {
   fs::path dir_;
 };
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_message;
 
 TEST_F(FileCheckTest, InputFileRefusesMissingDirectoryAndFifo) {
   std::ofstream(path("ok")) << "x";
   EXPECT_NO_THROW(require_input_file(path("ok"), "checkpoint"));
   {
-    std::string e = error_of([&] { require_input_file(path("missing"), "checkpoint"); });
+    std::string e = error_message([&] { require_input_file(path("missing"), "checkpoint"); });
     EXPECT_NE(e.find("checkpoint " + path("missing") + ": no such file"), std::string::npos) << e;
   }
-  std::string e = error_of([&] { require_input_file(dir_.string(), "calibration file"); });
+  std::string e = error_message([&] { require_input_file(dir_.string(), "calibration file"); });
   EXPECT_NE(e.find("is a directory"), std::string::npos) << e;
   ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0600), 0);
-  e = error_of([&] { require_input_file(path("fifo"), "list file"); });
+  e = error_message([&] { require_input_file(path("fifo"), "list file"); });
   EXPECT_NE(e.find("list file " + path("fifo") + " is a FIFO"), std::string::npos) << e;
 }
 
@@ -61,12 +54,12 @@ TEST_F(FileCheckTest, OutputFileRefusesMissingDirectoryAndDirectoryTarget) {
   EXPECT_NO_THROW(require_output_file(path("new.safetensors"), "checkpoint"));
   std::ofstream(path("old")) << "x";
   EXPECT_NO_THROW(require_output_file(path("old"), "checkpoint"));
-  std::string e = error_of([&] { require_output_file(path("no/such/x"), "checkpoint"); });
+  std::string e = error_message([&] { require_output_file(path("no/such/x"), "checkpoint"); });
   EXPECT_NE(e.find("does not exist"), std::string::npos) << e;
-  e = error_of([&] { require_output_file(dir_.string(), "checkpoint"); });
+  e = error_message([&] { require_output_file(dir_.string(), "checkpoint"); });
   EXPECT_NE(e.find("is a directory"), std::string::npos) << e;
   std::ofstream(path("file")) << "x";
-  e = error_of([&] { require_output_file(path("file/x"), "JSON file"); });
+  e = error_message([&] { require_output_file(path("file/x"), "JSON file"); });
   EXPECT_NE(e.find("is not a directory"), std::string::npos) << e;
   EXPECT_FALSE(fs::exists(path("new.safetensors")));
 }
@@ -75,7 +68,7 @@ TEST_F(FileCheckTest, OutputFileRefusesUnwritableDirectory) {
   if (::geteuid() == 0) GTEST_SKIP() << "root may write to any directory";
   fs::create_directories(path("ro"));
   fs::permissions(path("ro"), fs::perms::owner_read | fs::perms::owner_exec);
-  std::string e = error_of([&] { require_output_file(path("ro/x"), "checkpoint"); });
+  std::string e = error_message([&] { require_output_file(path("ro/x"), "checkpoint"); });
   EXPECT_NE(e.find("not writable"), std::string::npos) << e;
 }
 
@@ -83,9 +76,9 @@ TEST_F(FileCheckTest, OutputDirectoryMayBeCreatedButNotOverAFile) {
   EXPECT_NO_THROW(require_output_directory(path("a/b/c"), "samples folder"));
   EXPECT_FALSE(fs::exists(path("a")));
   std::ofstream(path("file")) << "x";
-  std::string e = error_of([&] { require_output_directory(path("file"), "samples folder"); });
+  std::string e = error_message([&] { require_output_directory(path("file"), "samples folder"); });
   EXPECT_NE(e.find("not a directory"), std::string::npos) << e;
-  e = error_of([&] { require_output_directory(path("file/sub"), "samples folder"); });
+  e = error_message([&] { require_output_directory(path("file/sub"), "samples folder"); });
   EXPECT_NE(e.find("is not a directory"), std::string::npos) << e;
 }
 

@@ -14,15 +14,8 @@ namespace {
 namespace fs = std::filesystem;
 
 using testing::CliResult;
+using testing::expect_error;
 using testing::run_cli;
-
-void expect_error(const CliResult& r, const std::string& needle) {
-  EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.err.find("campo: error: "), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
-  // One line, no crash dump.
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-}
 
 const std::vector<std::string> kQuick = {"--limit-train", "256", "--limit-test", "64",
                                          "--progress",    "none"};

@@ -17,14 +17,8 @@ namespace {
 namespace fs = std::filesystem;
 
 using testing::CliResult;
+using testing::expect_error;
 using testing::run_cli;
-
-void expect_error(const CliResult& r, const std::string& needle) {
-  EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.err.find("campo: error: "), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-}
 
 // MNIST-format files: 8 train images of 4x4, 4 test images of `test_side` squared.
 void write_mnist(const testing::TempDir& dir, uint32_t test_side) {
