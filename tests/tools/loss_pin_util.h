@@ -1,0 +1,125 @@
+// The runs of the loss pins (loss_pin_test.cc): a model, a precision configuration,
+// 20 training steps on deterministic batches; the losses and a hash of the variables after.
+#pragma once
+
+#include <omp.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "amp/policy.h"
+#include "ops/op.h"
+#include "runtime/rng.h"
+#include "tools/lib/trainer.h"
+
+namespace campo {
+
+inline constexpr int kPinSteps = 20;
+
+struct PinRun {
+  std::vector<float> losses;
+  uint64_t weights_hash = 0;
+};
+
+// What distinguishes one CPU's results from another's: the model name, the ISA extensions
+// oneDNN and campo's own kernels choose by, and the thread count (reductions split by it).
+inline std::string pin_machine_key() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, model = "unknown", flags;
+  while (std::getline(in, line)) {
+    if (model == "unknown" && line.rfind("model name", 0) == 0)
+      model = line.substr(line.find(':') + 2);
+    if (flags.empty() && line.rfind("flags", 0) == 0) flags = " " + line + " ";
+  }
+  std::string key = model;
+  for (const char* f : {"avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "f16c"})
+    if (flags.find(std::string(" ") + f + " ") != std::string::npos) key += std::string(" ") + f;
+  return key + " threads=" + std::to_string(omp_get_max_threads());
+}
+
+// A cost table that does not depend on timings: f32 time grows with the output size; allow
+// ops gain 2x in low precision except every third (by node id), which loses; infer and
+// clear ops gain 10%; casts cost a little. Gives a plan with both precisions and casts.
+inline CostTable pinned_cost_table(const Graph& g) {
+  CostTable t;
+  t.nodes.resize(size_t(g.num_nodes()));
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    const Node& n = g.node(id);
+    int64_t elements = 0;
+    for (ValueId v : n.outputs) elements += shape_numel(g.value(v).shape);
+    const double f32 = 0.01 + 1e-5 * double(elements);
+    double low = f32;
+    switch (op_schema(n.kind).amp_list) {
+      case AmpList::allow: low = id % 3 == 0 ? 1.5 * f32 : 0.5 * f32; break;
+      case AmpList::infer:
+      case AmpList::clear: low = 0.9 * f32; break;
+      default: break;
+    }
+    t.nodes[size_t(id)] = {f32, low};
+  }
+  t.cast = {0.002, 2e-6};
+  return t;
+}
+
+inline uint64_t hash_variables(const VariableStore& vars) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ull;
+  };
+  for (const std::string& name : vars.names()) {
+    mix(name.data(), name.size());
+    const std::vector<float> v = vars.at(name).to_float_vector();
+    mix(v.data(), v.size() * sizeof(float));
+  }
+  return h;
+}
+
+// config: "<model>/<policy>", policy one of fp32, amp, cost-aware, amp-fp16-dynamic.
+inline PinRun run_pinned_config(const std::string& config) {
+  const std::string model = config.substr(0, config.find('/'));
+  const std::string policy = config.substr(config.find('/') + 1);
+  const bool lenet = model == "lenet";
+  ModelOptions mo;
+  mo.in_channels = lenet ? 1 : 3;
+  mo.image_size = lenet ? 28 : 32;
+  const Shape image_shape = {mo.in_channels, mo.image_size, mo.image_size};
+  const int64_t batch = lenet ? 16 : 4;
+  OptimizerConfig opt;
+  if (!lenet) opt.kind = OptimizerConfig::Kind::adam;
+  opt.weight_decay = 1e-4f;
+
+  PrecisionConfig p;
+  p.low = policy == "amp-fp16-dynamic" ? DType::f16 : DType::bf16;
+  p.policy = policy == "fp32" ? Precision::fp32
+             : policy == "cost-aware" ? Precision::cost_aware
+                                      : Precision::amp;
+  if (policy == "amp-fp16-dynamic") {
+    p.scaler = {.enabled = true, .init_scale = 0x1p24f, .growth_interval = 5};
+  }
+  if (p.policy == Precision::cost_aware) {
+    p.padding = false;  // padding decisions are timed
+    Graph scratch;
+    VariableStore scratch_vars(1);
+    PrecisionConfig f32 = p;
+    f32.policy = Precision::fp32;
+    build_training_graph(scratch, scratch_vars, {model, mo, image_shape, batch, opt, f32});
+    p.costs = std::make_shared<const CostTable>(pinned_cost_table(scratch));
+  }
+
+  TrainingSession session(model, mo, image_shape, batch, opt, 1234, p);
+  PinRun run;
+  Rng rng(99);
+  for (int step = 0; step < kPinSteps; ++step) {
+    Batch b;
+    b.images = Tensor::empty({batch, mo.in_channels, mo.image_size, mo.image_size}, DType::f32);
+    b.labels = Tensor::empty({batch}, DType::i32);
+    for (int64_t i = 0; i < b.images.numel(); ++i) b.images.data_as<float>()[i] = rng.normal();
+    for (int64_t i = 0; i < batch; ++i) b.labels.data_as<int32_t>()[i] = int32_t(rng.below(10));
+    run.losses.push_back(session.train_step(b, lenet ? 0.05f : 0.002f));
+  }
+  run.weights_hash = hash_variables(session.variables());
+  return run;
+}
+
+}  // namespace campo
