@@ -1,4 +1,4 @@
-// The `campo` executable: all logic lives in tools/lib (so tests can drive it in-process).
-#include "tools/lib/cli.h"
+// The `campo` executable: option parsing lives in tools/cli.cc (so tests can drive it in-process).
+#include "tools/cli.h"
 
 int main(int argc, char** argv) { return campo::cli::main(argc, argv); }

@@ -9,7 +9,7 @@
 #include "graph/optimizer.h"
 #include "models/models.h"
 #include "tests/test_util.h"
-#include "tools/lib/trainer.h"
+#include "train/trainer.h"
 
 namespace campo {
 namespace {

@@ -17,7 +17,7 @@
 #include <sstream>
 
 #include "graph/builder.h"
-#include "tools/lib/profiling.h"
+#include "train/profiling.h"
 
 namespace campo {
 namespace {

@@ -8,7 +8,7 @@
 #include "amp/policy.h"
 #include "runtime/rng.h"
 #include "graph/builder.h"
-#include "tools/lib/trainer.h"
+#include "train/trainer.h"
 
 namespace campo {
 namespace {

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "tools/lib/trainer.h"
+#include "train/trainer.h"
 
 namespace campo {
 namespace {

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "tools/lib/trainer.h"
+#include "train/trainer.h"
 
 namespace campo {
 namespace {

@@ -12,7 +12,7 @@
 
 #include "graph/executor.h"
 #include "tests/test_util.h"
-#include "tools/lib/gan_trainer.h"
+#include "train/gan_trainer.h"
 
 #define STB_IMAGE_STATIC
 #define STB_IMAGE_IMPLEMENTATION

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/lib/cli.h"
+#include "tools/cli.h"
 
 namespace campo::testing {
 

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "runtime/rng.h"
-#include "tools/lib/trainer.h"
+#include "train/trainer.h"
 
 namespace campo {
 namespace {

@@ -1,4 +1,4 @@
-#include "tools/lib/trainer.h"
+#include "train/trainer.h"
 
 #include <omp.h>
 
@@ -22,10 +22,10 @@
 #include "graph/checkpoint.h"
 #include "runtime/file_check.h"
 #include "runtime/timer.h"
-#include "tools/lib/calibrate.h"
-#include "tools/lib/interrupt.h"
-#include "tools/lib/profiling.h"
-#include "tools/lib/progress.h"
+#include "train/calibrate.h"
+#include "train/interrupt.h"
+#include "train/profiling.h"
+#include "train/progress.h"
 #ifdef CAMPO_HAVE_CUDA
 #include "runtime/cuda/device_info.h"
 #endif

@@ -1,7 +1,7 @@
 // Ctrl-C and SIGTERM during `campo train`: the step finishes, the checkpoint is written
 // (with --save), one line says so and the exit code is 128 + signal. The binary runs as a
 // child process; the signal goes out once its first progress line has arrived.
-#include "tools/lib/interrupt.h"
+#include "train/interrupt.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -2,7 +2,7 @@
 // that loads and covers the GEMM ops; the profiling step with a calibration times f32 only
 // and takes its low-precision times from the models; plan accepts --calibration; a CUDA
 // calibration without CUDA is one clear error. No test looks at a timing.
-#include "tools/lib/calibrate.h"
+#include "train/calibrate.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -13,9 +13,9 @@
 #include <sstream>
 
 #include "graph/builder.h"
-#include "tools/lib/cli.h"
-#include "tools/lib/plan.h"
-#include "tools/lib/profiling.h"
+#include "tools/cli.h"
+#include "train/plan.h"
+#include "train/profiling.h"
 
 namespace campo {
 namespace {

@@ -44,7 +44,7 @@ struct TrainOptions {
   int threads = 0;                // 0: OpenMP default
   bool profile = false;           // time every node; print the time per op at the end
   std::string precision = "cost-aware";  // fp32 | amp | cost-aware
-  // cost-aware: the calibration file; "" = this machine's (tools/lib/calibrate.h
+  // cost-aware: the calibration file; "" = this machine's (train/calibrate.h
   // default_calibration: found, or a quick automatic calibration first); "none" = no
   // calibration, the profiling step times both precisions instead.
   std::string calibration;
@@ -153,7 +153,7 @@ void check_training_device(const std::string& device);
 
 // Trains and evaluates; progress goes to `log`, the final JSON line too. SIGINT or SIGTERM
 // during training or evaluation ends the run after the current step with Interrupted
-// (tools/lib/interrupt.h), the checkpoint written first when --save was given.
+// (train/interrupt.h), the checkpoint written first when --save was given.
 TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal);
 
 // The graphs of one model: a training step and an evaluation pass over shared variables.

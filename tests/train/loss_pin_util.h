@@ -11,7 +11,7 @@
 #include "amp/policy.h"
 #include "ops/op.h"
 #include "runtime/rng.h"
-#include "tools/lib/trainer.h"
+#include "train/trainer.h"
 
 namespace campo {
 

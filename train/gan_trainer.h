@@ -78,7 +78,7 @@ struct GanResult {
 void validate_gan(const GanOptions& o);
 
 // Trains; progress goes to `log`, the final JSON line too. SIGINT or SIGTERM ends the run
-// after the current step with Interrupted (tools/lib/interrupt.h); nothing is saved.
+// after the current step with Interrupted (train/interrupt.h); nothing is saved.
 GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal);
 
 // Writes images [N, C, H, W] with values in [-1, 1] as a PNG grid of `nrow` images per row

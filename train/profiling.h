@@ -17,7 +17,7 @@
 
 #include "amp/calibration.h"
 #include "amp/cost_aware.h"
-#include "tools/lib/trainer.h"
+#include "train/trainer.h"
 
 namespace campo {
 

@@ -18,7 +18,7 @@ namespace campo {
 
 struct CalibrateOptions {
   std::string device = "cpu";
-  std::string out;  // empty: default_calibration_path (tools/lib/profiling.h)
+  std::string out;  // empty: default_calibration_path (train/profiling.h)
   // No configuration starts that would overrun it (the minimal set runs regardless).
   double budget_minutes = 0;           // 0: 10 minutes, 1 with `quick`
   std::string low_precision = "bf16";  // bf16 | fp16

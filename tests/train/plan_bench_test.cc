@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "tools/lib/plan.h"
+#include "train/plan.h"
 
 namespace campo {
 namespace {

@@ -1,4 +1,4 @@
-#include "tools/lib/plan.h"
+#include "train/plan.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,7 +15,7 @@
 #include "runtime/atomic_file.h"
 #include "runtime/file_check.h"
 #include "runtime/timer.h"
-#include "tools/lib/gan_trainer.h"
+#include "train/gan_trainer.h"
 
 namespace campo {
 

@@ -1,4 +1,4 @@
-#include "tools/lib/profiling.h"
+#include "train/profiling.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "tools/lib/interrupt.h"
+#include "train/interrupt.h"
 
 #include <atomic>
 #include <csignal>

@@ -1,4 +1,4 @@
-#include "tools/lib/gan_trainer.h"
+#include "train/gan_trainer.h"
 
 #include <omp.h>
 #include <unistd.h>
@@ -20,10 +20,10 @@
 #include "runtime/atomic_file.h"
 #include "runtime/file_check.h"
 #include "runtime/timer.h"
-#include "tools/lib/interrupt.h"
-#include "tools/lib/profiling.h"
-#include "tools/lib/progress.h"
-#include "tools/lib/trainer.h"
+#include "train/interrupt.h"
+#include "train/profiling.h"
+#include "train/progress.h"
+#include "train/trainer.h"
 
 // The only stb_image_write implementation in campo; static so that no other translation
 // unit (or a system libstb) can clash with it.

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/lib/trainer.h"
+#include "train/trainer.h"
 
 namespace campo {
 

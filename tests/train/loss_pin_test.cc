@@ -20,7 +20,7 @@
 #include <string>
 
 #include "amp/policy.h"
-#include "tests/tools/loss_pin_util.h"
+#include "tests/train/loss_pin_util.h"
 
 namespace campo {
 namespace {
@@ -34,7 +34,7 @@ struct Pin {
 
 // clang-format off
 const Pin kPins[] = {
-#include "tests/tools/loss_pins.inc"
+#include "tests/train/loss_pins.inc"
 };
 // clang-format on
 

@@ -1,4 +1,4 @@
-#include "tools/lib/calibrate.h"
+#include "train/calibrate.h"
 
 #include <algorithm>
 #include <cmath>
@@ -18,9 +18,9 @@
 #include "runtime/device.h"
 #include "runtime/file_check.h"
 #include "runtime/timer.h"
-#include "tools/lib/gan_trainer.h"
-#include "tools/lib/plan.h"
-#include "tools/lib/profiling.h"
+#include "train/gan_trainer.h"
+#include "train/plan.h"
+#include "train/profiling.h"
 #ifdef CAMPO_HAVE_CUDA
 #include "runtime/cuda/device_info.h"
 #endif

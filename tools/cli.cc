@@ -1,4 +1,4 @@
-#include "tools/lib/cli.h"
+#include "tools/cli.h"
 
 #include <unistd.h>
 
@@ -18,11 +18,11 @@
 #include "runtime/check.h"
 #include "runtime/cpu_features.h"
 #include "runtime/file_check.h"
-#include "tools/lib/calibrate.h"
-#include "tools/lib/gan_trainer.h"
-#include "tools/lib/interrupt.h"
-#include "tools/lib/plan.h"
-#include "tools/lib/trainer.h"
+#include "train/calibrate.h"
+#include "train/gan_trainer.h"
+#include "train/interrupt.h"
+#include "train/plan.h"
+#include "train/trainer.h"
 #ifdef CAMPO_HAVE_CUDA
 #include "runtime/cuda/device_info.h"
 #endif

@@ -1,4 +1,4 @@
-#include "tools/lib/progress.h"
+#include "train/progress.h"
 
 #include <cmath>
 #include <cstdint>

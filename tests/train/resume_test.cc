@@ -18,7 +18,7 @@
 #include "graph/builder.h"
 #include "graph/checkpoint.h"
 #include "models/models.h"
-#include "tools/lib/trainer.h"
+#include "train/trainer.h"
 
 namespace campo {
 namespace {
