@@ -187,7 +187,7 @@ constexpr double kUntrustedMapePercent = 30.0;
 // The nodes of g that may run low whose low-precision time the calibration says it cannot
 // predict: no model for the op (or its GEMM path), a model without a held-out score, or
 // one whose held-out MAPE exceeds kUntrustedMapePercent. The profiling step times these
-// in low precision instead (tools/lib/profiling.h); on this project's CPU they are the
+// in low precision instead (train/profiling.h); on this project's CPU they are the
 // filter gradients of unaligned convolutions (LeNet's 1-channel conv1: 3x slower in bf16,
 // which no model of these features predicts), BiasAdd and a few small ops.
 std::vector<char> untrusted_nodes(const Graph& g, const Calibration& cal, const AmpLists& lists);

@@ -26,7 +26,7 @@ struct PrecisionConfig {
   LossScalerOptions scaler{.enabled = false};
   AmpLists lists = AmpLists::defaults();
   // cost-aware: the measured or predicted costs; when null, the profiling step measures
-  // them on the training graph itself (tools/lib/profiling.h).
+  // them on the training graph itself (train/profiling.h).
   std::shared_ptr<const CostTable> costs;
   std::shared_ptr<const struct Calibration> calibration;  // set: profiling times f32 only
   int profile_warmup = 2, profile_steps = 3;
