@@ -152,6 +152,24 @@ void Executable::run() {
   ++ctx_.step;
 }
 
+void Executable::feed(const std::string& name, const Tensor& host) { input(name).copy_from(host); }
+
+void Executable::feed_scalar(const std::string& name, float value) {
+  Tensor& t = input(name);
+  CAMPO_CHECK(t.dtype() == DType::f32 && t.numel() == 1, "placeholder '", name, "' is ",
+              dtype_name(t.dtype()), shape_str(t.shape()), ", not an f32 scalar");
+  t.data_as<float>()[0] = value;
+}
+
+Tensor Executable::fetch(ValueId v) const { return output(v).clone(); }
+
+float Executable::fetch_scalar(ValueId v) const {
+  const Tensor& t = output(v);
+  CAMPO_CHECK(t.dtype() == DType::f32 && t.numel() == 1, "value ", v, " is ",
+              dtype_name(t.dtype()), shape_str(t.shape()), ", not an f32 scalar");
+  return t.data_as<float>()[0];
+}
+
 const Tensor& Executable::output(ValueId v) const {
   CAMPO_CHECK(v >= 0 && v < int(values_.size()) && values_[size_t(v)].data() != nullptr,
               "value ", v, " was not computed by this executable (not fetched?)");

@@ -36,6 +36,7 @@ class Executable {
   // The persistent buffer of a placeholder: fill it before run().
   Tensor& input(const std::string& placeholder_name);
   bool has_input(const std::string& placeholder_name) const;
+  const Shape& input_shape(const std::string& placeholder_name) { return input(placeholder_name).shape(); }
   // Runs one step. Each run first refreshes the weight copies (Node::weight_copy) if the
   // variables may have changed since the last refresh (VariableStore::generation).
   void run();
@@ -46,6 +47,14 @@ class Executable {
   void run_update();
   // A fetched value after run() (a view into the plan: copy it to keep it).
   const Tensor& output(ValueId v) const;
+
+  // The host boundary of a step, through the backend's copies: fill a placeholder from a
+  // host tensor (same dtype and element count) or with one f32 value; read a fetched value
+  // back as a new host tensor, or a fetched f32 scalar.
+  void feed(const std::string& placeholder_name, const Tensor& host);
+  void feed_scalar(const std::string& placeholder_name, float value);
+  Tensor fetch(ValueId v) const;
+  float fetch_scalar(ValueId v) const;
 
   // The storage bound to any computed value (meaningful for a fetch only after run(); for
   // others only while the value is live). For tests and tools.

@@ -6,7 +6,14 @@
 
 namespace campo {
 
-const char* device_name(Device d) { return d == Device::cpu ? "cpu" : "cuda"; }
+const char* device_name(Device d) {
+  switch (d) {
+    case Device::cpu: return "cpu";
+    case Device::cuda: return "cuda";
+    case Device::test: return "test";
+  }
+  return "?";
+}
 
 Device parse_device(std::string_view s) {
   if (s == "cpu") return Device::cpu;

@@ -61,6 +61,18 @@ Tensor Tensor::borrow(void* data, const Shape& shape, DType dtype, Device device
   return t;
 }
 
+Tensor Tensor::from_storage(std::shared_ptr<void> storage, const Shape& shape, DType dtype,
+                            Device device) {
+  Tensor t;
+  t.data_ = storage.get();
+  t.storage_ = std::move(storage);
+  t.shape_ = shape;
+  t.has_shape_ = true;
+  t.dtype_ = dtype;
+  t.device_ = device;
+  return t;
+}
+
 Tensor Tensor::from_vector(const std::vector<float>& v, const Shape& shape) {
   CAMPO_CHECK(int64_t(v.size()) == shape_numel(shape), "from_vector: ", v.size(),
               " values for shape ", shape_str(shape));
@@ -86,6 +98,7 @@ Tensor Tensor::reshaped(const Shape& shape) const {
 }
 
 Tensor Tensor::clone() const {
+  check_host_access();
   Tensor t = empty(shape_, dtype_, device_);
   if (nbytes()) std::memcpy(t.data_, data_, nbytes());
   return t;
@@ -94,14 +107,18 @@ Tensor Tensor::clone() const {
 void Tensor::copy_from(const Tensor& src) {
   CAMPO_CHECK(src.dtype_ == dtype_ && src.numel() == numel(), "copy_from: ", dtype_name(src.dtype_),
               shape_str(src.shape_), " into ", dtype_name(dtype_), shape_str(shape_));
+  check_host_access();
+  src.check_host_access();
   if (nbytes() && src.data_ != data_) std::memmove(data_, src.data_, nbytes());
 }
 
 void Tensor::fill_zero() {
+  check_host_access();
   if (nbytes()) std::memset(data_, 0, nbytes());
 }
 
 std::vector<float> Tensor::to_float_vector() const {
+  check_host_access();
   std::vector<float> out(static_cast<size_t>(numel()));
   switch (dtype_) {
     case DType::f32:

@@ -1,12 +1,15 @@
 // Tensor: a shape, an element type, a device and a view into storage.
-// Storage is either owned (64-byte aligned host memory, shared by views) or borrowed
-// (the caller keeps it alive). Tensors are always dense and row-major (NCHW for images,
+// Storage is either owned (64-byte aligned memory of its device, shared by views) or
+// borrowed (the caller keeps it alive). Host code reads and writes only CPU tensors
+// (data / data_as check it); a tensor of another device is reached through its Backend's
+// copies (runtime/backend.h), and by kernels of that device through device_data. Tensors are always dense and row-major (NCHW for images,
 // OIHW for convolution filters, as PyTorch).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/check.h"
@@ -37,6 +40,9 @@ class Tensor {
   static Tensor empty(const Shape& shape, DType dtype, Device device = Device::cpu);
   static Tensor zeros(const Shape& shape, DType dtype, Device device = Device::cpu);
   static Tensor borrow(void* data, const Shape& shape, DType dtype, Device device = Device::cpu);
+  // Owned storage of any device (Backend::empty).
+  static Tensor from_storage(std::shared_ptr<void> storage, const Shape& shape, DType dtype,
+                             Device device);
   // A copy of host floats (or ints) as a new owned tensor.
   static Tensor from_vector(const std::vector<float>& v, const Shape& shape);
   static Tensor from_vector(const std::vector<int32_t>& v, const Shape& shape);
@@ -50,10 +56,33 @@ class Tensor {
   int64_t numel() const { return shape_numel(shape_); }
   size_t nbytes() const { return size_t(numel()) * dtype_size(dtype_); }
 
-  void* data() const { return data_; }
-  // Typed access; checks the element type (uint16_t accepts f16 and bf16).
+  // Host access: only for CPU tensors (anything else throws, naming the device).
+  void* data() const {
+    check_host_access();
+    return data_;
+  }
+  // Typed host access; checks the element type (uint16_t accepts f16 and bf16).
   template <typename T>
   T* data_as() const {
+    check_host_access();
+    return device_data<T>();
+  }
+  // The address as the tensor's own device sees it: for kernels of that device.
+  template <typename T = void>
+  T* device_data() const {
+    if constexpr (std::is_void_v<T>) return data_;
+    else return typed<T>();
+  }
+  bool is_host() const { return device_ == Device::cpu; }
+
+ private:
+  void check_host_access() const {
+    CAMPO_CHECK(device_ == Device::cpu, "a ", device_name(device_),
+                " tensor was read or written from the host; copy it through its backend "
+                "(Backend::to_host / write)");
+  }
+  template <typename T>
+  T* typed() const {
     if constexpr (std::is_same_v<T, uint16_t>) {
       CAMPO_CHECK(dtype_ == DType::f16 || dtype_ == DType::bf16, "tensor of type ",
                   dtype_name(dtype_), " accessed as 16-bit float");
@@ -64,13 +93,14 @@ class Tensor {
     return static_cast<T*>(data_);
   }
 
+ public:
   // A view with another shape of the same number of elements.
   Tensor reshaped(const Shape& shape) const;
-  // A deep copy on the host.
+  // A deep copy (host tensors).
   Tensor clone() const;
-  // Copies the bytes of src (same dtype and numel) into this tensor.
+  // Copies the bytes of src (same dtype and numel) into this tensor (host tensors).
   void copy_from(const Tensor& src);
-  void fill_zero();
+  void fill_zero();  // host tensors
   // Host values as floats (converting f16/bf16/ints); for tests and logging.
   std::vector<float> to_float_vector() const;
 

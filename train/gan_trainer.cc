@@ -88,6 +88,14 @@ double tail_mean(const std::vector<float>& v, size_t window = 50) {
 
 namespace {
 
+// A host f32 tensor of `shape` holding `value` everywhere.
+Tensor filled(const Shape& shape, float value) {
+  Tensor t = Tensor::empty(shape, DType::f32);
+  std::fill_n(t.data_as<float>(), t.numel(), value);
+  return t;
+}
+
+
 // The gradients of `loss` (seeded by a "loss_scale" placeholder) with respect to the
 // parameters of one network (`net`: netG or netD), and their Adam updates.
 void append_net_update(Builder& b, const Graph& g, const VariableStore& vars, ValueId loss,
@@ -202,9 +210,9 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, const Optimizer
     co.fetches = d_fetches();
     co.seed = seed;
     d_exe_ = std::make_unique<Executable>(d_graph_, vars_, co);
-    d_exe_->input("loss_scale").data_as<float>()[0] = 1.0f;
-    std::fill_n(d_exe_->input("real_label").data_as<float>(), batch, 1.0f);
-    std::fill_n(d_exe_->input("fake_label").data_as<float>(), batch, 0.0f);
+    d_exe_->feed_scalar("loss_scale", 1.0f);
+    d_exe_->feed("real_label", filled({batch}, 1.0f));
+    d_exe_->feed("fake_label", filled({batch}, 0.0f));
   }
   {
     const GStep s = build_g_step(g_graph_, vars_, model, batch, adam);
@@ -218,8 +226,8 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, const Optimizer
     co.fetches = g_fetches();
     co.seed = seed + 1;
     g_exe_ = std::make_unique<Executable>(g_graph_, vars_, co);
-    g_exe_->input("loss_scale").data_as<float>()[0] = 1.0f;
-    std::fill_n(g_exe_->input("real_label").data_as<float>(), batch, 1.0f);
+    g_exe_->feed_scalar("loss_scale", 1.0f);
+    g_exe_->feed("real_label", filled({batch}, 1.0f));
   }
   {  // Samples of the fixed noise, G in training mode (as the example).
     Builder b(sample_graph_, vars_);
@@ -230,9 +238,10 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, const Optimizer
     co.fetches = {samples_};
     sample_exe_ = std::make_unique<Executable>(sample_graph_, vars_, co);
     Rng fixed(mix_seed(seed, 0x6669786564));
-    Tensor& fz = sample_exe_->input("z");
+    Tensor fz = Tensor::empty(sample_exe_->input_shape("z"), DType::f32);
     float* p = fz.data_as<float>();
     for (int64_t i = 0; i < fz.numel(); ++i) p[i] = fixed.normal();
+    sample_exe_->feed("z", fz);
   }
 }
 
@@ -280,30 +289,31 @@ GanSession::StepStats GanSession::step(const Tensor& real, float lr) {
   ++iterations_;
   const float t = float(iterations_);
 
-  Tensor& z = d_exe_->input("z");
+  Tensor z = Tensor::empty(d_exe_->input_shape("z"), DType::f32);
   float* zp = z.data_as<float>();
   for (int64_t i = 0; i < z.numel(); ++i) zp[i] = noise_rng_.normal();
-  d_exe_->input("images").copy_from(real);
-  d_exe_->input("lr").data_as<float>()[0] = lr;
-  d_exe_->input("step").data_as<float>()[0] = t;
+  d_exe_->feed("z", z);
+  d_exe_->feed("images", real);
+  d_exe_->feed_scalar("lr", lr);
+  d_exe_->feed_scalar("step", t);
   d_exe_->run();
   StepStats s;
-  s.loss_d = d_exe_->output(loss_d_).data_as<float>()[0];
-  s.d_x = d_exe_->output(d_x_).data_as<float>()[0];
-  s.d_g_z1 = d_exe_->output(d_g_z1_).data_as<float>()[0];
+  s.loss_d = d_exe_->fetch_scalar(loss_d_);
+  s.d_x = d_exe_->fetch_scalar(d_x_);
+  s.d_g_z1 = d_exe_->fetch_scalar(d_g_z1_);
 
-  g_exe_->input("z").copy_from(z);
-  g_exe_->input("lr").data_as<float>()[0] = lr;
-  g_exe_->input("step").data_as<float>()[0] = t;
+  g_exe_->feed("z", z);
+  g_exe_->feed_scalar("lr", lr);
+  g_exe_->feed_scalar("step", t);
   g_exe_->run();
-  s.loss_g = g_exe_->output(loss_g_).data_as<float>()[0];
-  s.d_g_z2 = g_exe_->output(d_g_z2_).data_as<float>()[0];
+  s.loss_g = g_exe_->fetch_scalar(loss_g_);
+  s.d_g_z2 = g_exe_->fetch_scalar(d_g_z2_);
   return s;
 }
 
-const Tensor& GanSession::generate_samples() {
+Tensor GanSession::generate_samples() {
   sample_exe_->run();
-  return sample_exe_->output(samples_);
+  return sample_exe_->fetch(samples_);
 }
 
 // ---- PNG output ----

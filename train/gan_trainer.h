@@ -109,7 +109,7 @@ class GanSession {
   // `real` is [batch, nc, S, S] in [-1, 1].
   StepStats step(const Tensor& real, float lr);
   // G(fixed noise) [num_samples, nc, S, S]; a view valid until the next call.
-  const Tensor& generate_samples();
+  Tensor generate_samples();
 
   // Per-node timing of both step graphs, summed per op kind (name -> total ms, largest
   // first).

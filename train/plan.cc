@@ -355,10 +355,10 @@ struct BenchSession {
       exe->run();
       return;
     }
-    exe->input("loss_scale").data_as<float>()[0] = scaler.scale();
-    exe->input("inv_loss_scale").data_as<float>()[0] = 1.0f / scaler.scale();
+    exe->feed_scalar("loss_scale", scaler.scale());
+    exe->feed_scalar("inv_loss_scale", 1.0f / scaler.scale());
     exe->run_until_update();
-    if (scaler.update(exe->output(info.all_finite).data_as<float>()[0] != 0.0f)) exe->run_update();
+    if (scaler.update(exe->fetch_scalar(info.all_finite) != 0.0f)) exe->run_update();
   }
 };
 
@@ -430,11 +430,11 @@ std::vector<BenchResult> run_bench(const BenchOptions& o, std::ostream& out) {
       for (int64_t i = 0; i < labels.numel(); ++i)
         labels.data_as<int32_t>()[i] = int32_t(rng.below(uint64_t(o.run.classes)));
     }
-    s->exe->input("images").copy_from(images);
-    s->exe->input("labels").copy_from(labels);
-    s->exe->input("lr").data_as<float>()[0] = o.lr;
-    s->exe->input("loss_scale").data_as<float>()[0] = 1.0f;
-    if (s->exe->has_input("step")) s->exe->input("step").data_as<float>()[0] = 1.0f;
+    s->exe->feed("images", images);
+    s->exe->feed("labels", labels);
+    s->exe->feed_scalar("lr", o.lr);
+    s->exe->feed_scalar("loss_scale", 1.0f);
+    if (s->exe->has_input("step")) s->exe->feed_scalar("step", 1.0f);
     for (int i = 0; i < o.warmup; ++i) s->step();
     sessions.push_back(std::move(s));
   }

@@ -31,16 +31,17 @@ CompileOptions compile_options(const std::vector<ValueId>& fetches, uint64_t see
 
 // One compiled graph with its placeholders filled, keeping every node's fastest time over
 // its timed steps.
-class NodeTimer {
+class NodeTimeSampler {
  public:
-  NodeTimer(const Graph& g, VariableStore& vars, const std::vector<ValueId>& fetches,
+  NodeTimeSampler(const Graph& g, VariableStore& vars, const std::vector<ValueId>& fetches,
             const TimingInputs& inputs, uint64_t seed)
       : exe_(g, vars, compile_options(fetches, seed)),
         best_(size_t(g.num_nodes()), std::numeric_limits<double>::infinity()) {
     Rng rng(seed);
     for (const Node& n : g.nodes()) {
       if (n.kind != OpKind::Placeholder || !exe_.has_input(n.name)) continue;
-      Tensor& t = exe_.input(n.name);
+      const Value& placeholder = g.value(n.outputs[0]);
+      Tensor t = Tensor::empty(placeholder.shape, placeholder.dtype);
       if (auto it = inputs.tensors.find(n.name); it != inputs.tensors.end()) {
         t.copy_from(it->second);
       } else if (auto c = inputs.constants.find(n.name); c != inputs.constants.end()) {
@@ -55,6 +56,7 @@ class NodeTimer {
                     dtype_name(t.dtype()), " needs an input");
         for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = rng.normal();
       }
+      exe_.feed(n.name, t);
     }
     exe_.set_node_hook(
         [this](NodeId id, double ms) { best_[size_t(id)] = std::min(best_[size_t(id)], ms); });
@@ -87,7 +89,7 @@ std::vector<double> measure_node_times(const Graph& g, VariableStore& vars,
                                        const TimingInputs& inputs, int warmup, int steps,
                                        uint64_t seed) {
   CAMPO_CHECK(warmup >= 0 && steps > 0, "timing needs >= 0 warm-up and > 0 timed steps");
-  NodeTimer timer(g, vars, fetches, inputs, seed);
+  NodeTimeSampler timer(g, vars, fetches, inputs, seed);
   for (int i = 0; i < warmup; ++i) timer.run_untimed();
   for (int i = 0; i < steps; ++i) timer.run_timed();
   return timer.fastest();
@@ -119,7 +121,7 @@ BothPrecisionTimes measure_both_precisions(const Graph& g, VariableStore& vars,
   CAMPO_CHECK(warmup >= 0 && steps > 0, "timing needs >= 0 warm-up and > 0 timed steps");
   // Both compiled at once and their steps interleaved, so that whatever else the machine
   // does in the meantime falls on both precisions alike.
-  NodeTimer f32(g, vars, fetches, inputs, seed), lowp(glow, vars, fetches, inputs, seed);
+  NodeTimeSampler f32(g, vars, fetches, inputs, seed), lowp(glow, vars, fetches, inputs, seed);
   for (int i = 0; i < warmup; ++i) {
     f32.run_untimed();
     lowp.run_untimed();

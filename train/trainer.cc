@@ -141,7 +141,7 @@ TrainingSession::TrainingSession(const std::string& model, const ModelOptions& m
   co.fetches = info.fetches();
   co.seed = seed;
   train_exe_ = std::make_unique<Executable>(train_graph_, vars_, co);
-  train_exe_->input("loss_scale").data_as<float>()[0] = 1.0f;
+  train_exe_->feed_scalar("loss_scale", 1.0f);
 }
 
 PrecisionConfig precision_config(const TrainOptions& o) {
@@ -251,24 +251,24 @@ std::vector<std::pair<std::string, double>> TrainingSession::profile_by_op() con
 float TrainingSession::train_step(const Batch& batch, float lr) {
   CAMPO_CHECK(batch.size() == batch_, "training batch of ", batch.size(),
               " samples; the graph was compiled for ", batch_);
-  train_exe_->input("images").copy_from(batch.images);
-  train_exe_->input("labels").copy_from(batch.labels);
-  train_exe_->input("lr").data_as<float>()[0] = lr;
-  if (train_exe_->has_input("step")) train_exe_->input("step").data_as<float>()[0] = float(step_ + 1);
+  train_exe_->feed("images", batch.images);
+  train_exe_->feed("labels", batch.labels);
+  train_exe_->feed_scalar("lr", lr);
+  if (train_exe_->has_input("step")) train_exe_->feed_scalar("step", float(step_ + 1));
   if (!scaler_.enabled()) {
     train_exe_->run();
     ++step_;
-    return train_exe_->output(loss_).data_as<float>()[0];
+    return train_exe_->fetch_scalar(loss_);
   }
-  train_exe_->input("loss_scale").data_as<float>()[0] = scaler_.scale();
-  train_exe_->input("inv_loss_scale").data_as<float>()[0] = 1.0f / scaler_.scale();
+  train_exe_->feed_scalar("loss_scale", scaler_.scale());
+  train_exe_->feed_scalar("inv_loss_scale", 1.0f / scaler_.scale());
   train_exe_->run_until_update();
-  const bool finite = train_exe_->output(all_finite_).data_as<float>()[0] != 0.0f;
+  const bool finite = train_exe_->fetch_scalar(all_finite_) != 0.0f;
   if (scaler_.update(finite)) {
     train_exe_->run_update();
     ++step_;
   }
-  return train_exe_->output(loss_).data_as<float>()[0];
+  return train_exe_->fetch_scalar(loss_);
 }
 
 TrainingSession::EvalGraph& TrainingSession::eval_graph(int64_t batch) {
@@ -297,9 +297,9 @@ double TrainingSession::evaluate(DataLoader& loader) {
     if (const int signal = interrupt_signal())
       throw Interrupted(signal, "during evaluation", "", "evaluation saves nothing");
     EvalGraph& e = eval_graph(batch.size());
-    e.exe->input("images").copy_from(batch.images);
+    e.exe->feed("images", batch.images);
     e.exe->run();
-    const Tensor& logits = e.exe->output(e.logits);
+    const Tensor logits = e.exe->fetch(e.logits);
     const int64_t n = logits.dim(0), c = logits.dim(1);
     const float* p = logits.data_as<float>();
     const int32_t* y = batch.labels.data_as<int32_t>();
@@ -387,9 +387,9 @@ double evaluate_checkpoint(const EvalOptions& o, std::ostream& log) {
   Batch batch;
   while (loader.next(batch)) {
     size_t k = executable_for(batch.size());
-    exes[k]->input("images").copy_from(batch.images);
+    exes[k]->feed("images", batch.images);
     exes[k]->run();
-    const Tensor& logits = exes[k]->output(logits_of[k]);
+    const Tensor logits = exes[k]->fetch(logits_of[k]);
     const int64_t c = logits.dim(1);
     for (int64_t i = 0; i < batch.size(); ++i) {
       const float* row = logits.data_as<float>() + i * c;

@@ -1,0 +1,103 @@
+// A Backend is the one place where a device is known: it allocates the buffers of tensors
+// on its device (the executor's arena, placeholders, variables, weight copies, kernel
+// workspace), copies between host and device, owns the queue kernels run on and
+// synchronizes it, times nodes, and describes the machine. Everything above runtime/
+// reaches a device only through one (ggml's backend interface and PyTorch's device
+// abstraction are the models).
+//
+// Host boundaries are explicit: a tensor of a device other than the CPU refuses host access
+// (Tensor::data_as), so feeding inputs, reading a loss, saving a checkpoint go through
+// to_host / to_device / write / read_scalar here. Kernels reach their device's memory with
+// Tensor::device_data.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/device.h"
+#include "runtime/tensor.h"
+
+namespace campo {
+
+// Which device, as the user names it: "cpu", "cuda", "cuda:N".
+struct DeviceSpec {
+  Device type = Device::cpu;
+  int index = 0;
+  std::string str() const;  // "cpu", "cuda:0"
+  bool operator==(const DeviceSpec&) const = default;
+};
+// Parses --device; one error line naming the value and what is accepted otherwise.
+DeviceSpec parse_device_spec(std::string_view s);
+
+// Times the kernels of one step on a backend's queue: start(slot) / stop(slot) around each
+// node as it is issued; elapsed_ms() (after the step, synchronizing first) gives each slot's
+// time of its last start/stop pair. On the CPU a host clock; on a GPU, events.
+class NodeTimer {
+ public:
+  virtual ~NodeTimer() = default;
+  virtual void start(size_t slot) = 0;
+  virtual void stop(size_t slot) = 0;
+  virtual const std::vector<double>& elapsed_ms() = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // The device its tensors are tagged with.
+  virtual DeviceSpec device() const = 0;
+  // Whose kernels run on it: the device of the kernel registry's (op, device, dtype) keys.
+  virtual Device kernel_device() const = 0;
+  // One line saying what the machine is (CPU model and ISA; GPU name, compute capability
+  // and memory), for --version, calibration files and bench JSON.
+  virtual std::string describe() const = 0;
+  // The kernel lookup rule of this device: an op without a low-precision (f16/bf16) kernel
+  // but with an f32 one runs that f32 kernel emulated (convert in, compute in f32, round
+  // out). The CPU's rule (ops/cpu/low_precision.h); a GPU backend says false, so a missing
+  // kernel is an error.
+  virtual bool emulates_low_precision() const { return false; }
+
+  // `bytes` of device memory, 64-byte aligned, freed with the last owner.
+  virtual std::shared_ptr<void> allocate(size_t bytes) = 0;
+  // Copies of dst.nbytes() / src.nbytes() bytes; when they return the data is in place.
+  virtual void copy_from_host(const Tensor& dst, const void* src) = 0;
+  virtual void copy_to_host(void* dst, const Tensor& src) = 0;
+  virtual void copy(const Tensor& dst, const Tensor& src) = 0;  // device to device
+  virtual void fill_zero(const Tensor& t) = 0;
+  // Waits for everything issued on its queue.
+  virtual void synchronize() = 0;
+  virtual std::unique_ptr<NodeTimer> make_timer(size_t slots) = 0;
+
+  // ---- built on the above ----
+  Tensor empty(const Shape& shape, DType dtype);
+  Tensor zeros(const Shape& shape, DType dtype);
+  // A new tensor of this device holding `host`'s values (a host tensor).
+  Tensor to_device(const Tensor& host);
+  // A new host tensor holding `t`'s values (a tensor of this device).
+  Tensor to_host(const Tensor& t);
+  // Copies the host tensor `host` (same dtype and element count) into `dst`.
+  void write(const Tensor& dst, const Tensor& host);
+  // The value of an f32 tensor of one element of this device.
+  float read_scalar(const Tensor& t);
+  void write_scalar(const Tensor& dst, float value);  // f32 element 0
+
+ protected:
+  // Tags storage of this backend as a tensor of its device.
+  Tensor wrap(std::shared_ptr<void> storage, const Shape& shape, DType dtype) const;
+};
+
+// Backends by device type. Each device's backend registers a factory at start-up (the CPU
+// always; CUDA where the build has it), so no code outside that registration tests the
+// build for CUDA.
+using BackendFactory = std::shared_ptr<Backend> (*)(const DeviceSpec& spec);
+void register_backend(Device type, BackendFactory factory);
+// A new backend for `spec`; one error line when the build or the machine has no such
+// device ("--device cuda: this build has no CUDA backend ...").
+std::shared_ptr<Backend> make_backend(const DeviceSpec& spec);
+// The process's default CPU backend (shared by everything that names no backend).
+std::shared_ptr<Backend> default_cpu_backend();
+
+}  // namespace campo

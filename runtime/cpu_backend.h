@@ -1,0 +1,62 @@
+// The CPU backend: 64-byte aligned host memory, memcpy copies, oneDNN's CPU engine and an
+// in-order stream (kernels run synchronously, so synchronize has nothing to wait for), a
+// host wall clock per node, and the CPU's kernel lookup rule: f16/bf16 ops without a
+// native kernel run their f32 kernel emulated (ops/cpu/low_precision.h).
+#pragma once
+
+#include <memory>
+
+#include "runtime/backend.h"
+
+namespace dnnl {
+struct engine;
+struct stream;
+}  // namespace dnnl
+
+namespace campo {
+
+class CpuBackend : public Backend {
+ public:
+  // Reads CAMPO_CPU_BF16 (unset or `native`: native bf16 kernels where the CPU has them;
+  // `emulate`: every bf16 kernel runs as f32 emulation); throws on any other value.
+  CpuBackend();
+  ~CpuBackend() override;
+
+  DeviceSpec device() const override { return {Device::cpu, 0}; }
+  Device kernel_device() const override { return Device::cpu; }
+  std::string describe() const override;
+  bool emulates_low_precision() const override { return true; }
+
+  std::shared_ptr<void> allocate(size_t bytes) override;
+  void copy_from_host(const Tensor& dst, const void* src) override;
+  void copy_to_host(void* dst, const Tensor& src) override;
+  void copy(const Tensor& dst, const Tensor& src) override;
+  void fill_zero(const Tensor& t) override;
+  void synchronize() override {}
+  std::unique_ptr<NodeTimer> make_timer(size_t slots) override;
+
+  dnnl::engine& engine();
+  dnnl::stream& stream();
+  // CAMPO_CPU_BF16 as read at construction: whether bf16 kernels may be native.
+  bool native_bf16_allowed() const { return native_bf16_allowed_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  bool native_bf16_allowed_ = true;
+};
+
+// A host timer per node: each slot's wall time between start and stop.
+class HostNodeTimer : public NodeTimer {
+ public:
+  explicit HostNodeTimer(size_t slots) : ms_(slots, 0.0) {}
+  void start(size_t slot) override;
+  void stop(size_t slot) override;
+  const std::vector<double>& elapsed_ms() override { return ms_; }
+
+ private:
+  std::vector<double> ms_;
+  double started_ = 0;
+};
+
+}  // namespace campo
