@@ -1,5 +1,7 @@
 #include "amp/calibration.h"
 
+#include "runtime/cpu_backend.h"
+
 #include <linux/perf_event.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -478,8 +480,7 @@ MachineIdentity this_machine() {
   const dnnl_version_t* v = dnnl_version();
   m.onednn_version =
       std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
-  CpuContext ctx;  // reads CAMPO_CPU_BF16
-  m.native_bf16 = cpu_has_native_bf16() && ctx.native_bf16;
+  m.native_bf16 = cpu_has_native_bf16() && CpuBackend().allows_native_low_precision();
   m.campo_version = CAMPO_VERSION;
   return m;
 }

@@ -529,13 +529,13 @@ void save_checkpoint(const std::string& path, const VariableStore& vars,
   for (const std::string& name : vars.names()) {
     if (vars.kind(name) == VariableKind::optimizer_state) {
       optimizer_state.emplace_back(stored_name(vars, name, kCheckpointFormatVersion),
-                                   vars.at(name));
+                                   vars.read(name));
       continue;
     }
     CAMPO_CHECK(!name.starts_with(kOptimizerStatePrefix), "cannot write checkpoint ", path,
                 ": model variable '", name, "' starts with '", kOptimizerStatePrefix,
                 "', which checkpoints reserve for optimizer state");
-    tensors.emplace_back(name, vars.at(name));
+    tensors.emplace_back(name, vars.read(name));
     std::string prefix = bn_prefix(name);
     if (prefix.empty() && ends_with(name, ".running_var")) {
       prefix = name.substr(0, name.size() - std::string(".running_var").size());
@@ -650,11 +650,12 @@ CheckpointMeta load_checkpoint(const std::string& path, VariableStore& vars,
     staged.push_back(read_as_f32(path, f, h, *e));
     require_finite(path, e->name, staged.back());
   }
-  for (size_t i = 0; i < found.size(); ++i) {
-    Tensor& dst = vars.at(found[i].first);
-    if (dst.nbytes()) std::memcpy(dst.data(), staged[i].data(), dst.nbytes());
+  for (size_t i = 0; i < found.size(); ++i) vars.write(found[i].first, staged[i]);
+  for (const std::string& name : reset) {
+    Tensor zeros = Tensor::empty(vars.at(name).shape(), vars.at(name).dtype());
+    zeros.fill_zero();
+    vars.write(name, zeros);
   }
-  for (const std::string& name : reset) vars.at(name).fill_zero();
   return meta;
 }
 

@@ -2,15 +2,14 @@
 
 #include <algorithm>
 
-#include "runtime/timer.h"
 
 namespace campo {
 
 Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOptions& options)
-    : graph_(graph), vars_(vars), options_(options) {
-  CAMPO_CHECK(options.device == Device::cpu, "device ", device_name(options.device),
-              " is not supported by this executor yet");
+    : graph_(graph), vars_(vars), options_(options), ctx_(vars.backend_ptr()) {
   ctx_.rng.reseed(options.seed);
+  Backend& backend = ctx_.backend();
+  const Device device = backend.device().type;
 
   // Dead-code elimination: keep what the fetches and side-effecting nodes need.
   const std::vector<char> live = live_nodes(graph, options.fetches);
@@ -38,10 +37,10 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
       CAMPO_CHECK(t.shape() == val.shape && t.dtype() == val.dtype, "variable '", n.name,
                   "' is ", dtype_name(t.dtype()), shape_str(t.shape()), " but the graph expects ",
                   dtype_name(val.dtype), shape_str(val.shape));
-      values_[size_t(n.outputs[0])] = Tensor::borrow(t.data(), t.shape(), t.dtype());
+      values_[size_t(n.outputs[0])] = Tensor::borrow(t.device_data(), t.shape(), t.dtype(), device);
     } else if (n.kind == OpKind::Placeholder) {
       const Value& val = graph.value(n.outputs[0]);
-      Tensor t = Tensor::zeros(val.shape, val.dtype);
+      Tensor t = backend.zeros(val.shape, val.dtype);
       values_[size_t(n.outputs[0])] = t;
       placeholders_.push_back({n.name, t});
     } else if (n.weight_copy) {
@@ -50,7 +49,7 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
                                                 OpKind::Variable,
                   "internal: weight copy '", n.name, "' is not a Cast of a variable");
       const Value& val = graph.value(n.outputs[0]);
-      values_[size_t(n.outputs[0])] = Tensor::zeros(val.shape, val.dtype);
+      values_[size_t(n.outputs[0])] = backend.zeros(val.shape, val.dtype);
       copy_positions_.push_back(size_t(pos));
     } else {
       for (ValueId v : n.outputs) {
@@ -62,11 +61,11 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
     }
   }
   plan_ = plan_memory(requests);
-  arena_.reset(alloc_host(plan_.arena_bytes));
+  arena_ = backend.allocate(plan_.arena_bytes);
   for (size_t i = 0; i < planned.size(); ++i) {
     const Value& val = graph.value(planned[i]);
-    values_[size_t(planned[i])] =
-        Tensor::borrow(static_cast<char*>(arena_.get()) + plan_.offsets[i], val.shape, val.dtype);
+    values_[size_t(planned[i])] = Tensor::borrow(static_cast<char*>(arena_.get()) + plan_.offsets[i],
+                                                 val.shape, val.dtype, device);
   }
 
   // Kernels and argument lists, built once.
@@ -82,17 +81,19 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
     KernelSpec spec{n.kind, n.attrs, n.dtype, {}, {}, n.name, n.pad_to};
     for (ValueId v : n.inputs) spec.inputs.push_back(desc_of(graph, v));
     for (ValueId v : n.outputs) spec.outputs.push_back(desc_of(graph, v));
-    kernels_[size_t(pos)] = create_kernel(spec, options.device, ctx_);
+    kernels_[size_t(pos)] = create_kernel(spec, ctx_);
   }
   // Weight copies run apart from the step (refresh_weight_copies).
   for (size_t pos : copy_positions_) copy_kernels_.push_back(std::move(kernels_[pos]));
-  update_begin_ = size_t(n_sched);
+  // The schedule places update nodes last (autodiff and the optimizer append them so);
+  // checked, since reading a variable after its update would read the next step's value.
+  bool updating = false;
   for (int pos = 0; pos < n_sched; ++pos) {
     const Node& n = graph.node(schedule_[size_t(pos)]);
     if (!kernels_[size_t(pos)]) continue;
-    if (n.phase == Phase::update && update_begin_ == size_t(n_sched)) update_begin_ = size_t(pos);
-    CAMPO_CHECK(update_begin_ == size_t(n_sched) || n.phase == Phase::update,
-                "internal: node '", n.name, "' is scheduled after an optimizer update");
+    updating = updating || n.phase == Phase::update;
+    CAMPO_CHECK(!updating || n.phase == Phase::update, "internal: node '", n.name,
+                "' is scheduled after an optimizer update");
   }
 }
 
@@ -108,30 +109,9 @@ void Executable::refresh_weight_copies() {
   ++copy_refreshes_;
 }
 
-void Executable::run_range(size_t begin, size_t end) {
-  for (size_t pos = begin; pos < end; ++pos) {
-    Kernel* k = kernels_[pos].get();
-    if (!k) continue;
-    if (!timing_) {
-      k->run(ctx_, node_inputs_[pos], node_outputs_[pos]);
-      continue;
-    }
-    Timer t;
-    k->run(ctx_, node_inputs_[pos], node_outputs_[pos]);
-    double ms = t.milliseconds();
-    node_times_ms_[pos] = ms;
-    if (hook_) hook_(schedule_[pos], ms);
-  }
-}
-
-void Executable::run_until_update() {
-  refresh_weight_copies();
-  run_range(0, update_begin_);
-}
-
-void Executable::run_update() {
-  run_range(update_begin_, schedule_.size());
-  ++ctx_.step;
+void Executable::set_timing(bool on) {
+  if (on && !timer_) timer_ = ctx_.backend().make_timer(schedule_.size());
+  if (!on) timer_.reset();
 }
 
 Tensor& Executable::input(const std::string& name) {
@@ -148,30 +128,55 @@ bool Executable::has_input(const std::string& name) const {
 
 void Executable::run() {
   refresh_weight_copies();
-  run_range(0, schedule_.size());
+  const size_t n = schedule_.size();
+  if (!timer_) {
+    for (size_t pos = 0; pos < n; ++pos)
+      if (Kernel* k = kernels_[pos].get()) k->run(ctx_, node_inputs_[pos], node_outputs_[pos]);
+  } else {
+    for (size_t pos = 0; pos < n; ++pos) {
+      Kernel* k = kernels_[pos].get();
+      if (!k) continue;
+      timer_->start(pos);
+      k->run(ctx_, node_inputs_[pos], node_outputs_[pos]);
+      timer_->stop(pos);
+    }
+    ctx_.backend().synchronize();
+    const std::vector<double>& ms = timer_->elapsed_ms();
+    for (size_t pos = 0; pos < n; ++pos) {
+      if (!kernels_[pos]) continue;
+      node_times_ms_[pos] = ms[pos];
+      if (hook_) hook_(schedule_[pos], ms[pos]);
+    }
+  }
   ++ctx_.step;
 }
 
-void Executable::feed(const std::string& name, const Tensor& host) { input(name).copy_from(host); }
+void Executable::feed(const std::string& name, const Tensor& host) {
+  Tensor& t = input(name);
+  CAMPO_CHECK(host.dtype() == t.dtype() && host.shape() == t.shape(), "placeholder '", name,
+              "' is ", dtype_name(t.dtype()), shape_str(t.shape()), ", fed ",
+              dtype_name(host.dtype()), shape_str(host.shape()));
+  ctx_.backend().write(t, host);
+}
 
 void Executable::feed_scalar(const std::string& name, float value) {
   Tensor& t = input(name);
   CAMPO_CHECK(t.dtype() == DType::f32 && t.numel() == 1, "placeholder '", name, "' is ",
               dtype_name(t.dtype()), shape_str(t.shape()), ", not an f32 scalar");
-  t.data_as<float>()[0] = value;
+  ctx_.backend().write_scalar(t, value);
 }
 
-Tensor Executable::fetch(ValueId v) const { return output(v).clone(); }
+Tensor Executable::fetch(ValueId v) { return ctx_.backend().to_host(output(v)); }
 
-float Executable::fetch_scalar(ValueId v) const {
+float Executable::fetch_scalar(ValueId v) {
   const Tensor& t = output(v);
   CAMPO_CHECK(t.dtype() == DType::f32 && t.numel() == 1, "value ", v, " is ",
               dtype_name(t.dtype()), shape_str(t.shape()), ", not an f32 scalar");
-  return t.data_as<float>()[0];
+  return ctx_.backend().read_scalar(t);
 }
 
 const Tensor& Executable::output(ValueId v) const {
-  CAMPO_CHECK(v >= 0 && v < int(values_.size()) && values_[size_t(v)].data() != nullptr,
+  CAMPO_CHECK(v >= 0 && v < int(values_.size()) && values_[size_t(v)].device_data() != nullptr,
               "value ", v, " was not computed by this executable (not fetched?)");
   CAMPO_CHECK(std::find(options_.fetches.begin(), options_.fetches.end(), v) !=
                       options_.fetches.end() ||

@@ -4,7 +4,11 @@
 // liveness memory plan placing every intermediate value in one arena. Variables are bound
 // to the VariableStore's tensors; placeholders get their own persistent buffers.
 // Run (every step): kernels in schedule order on pre-built argument lists; nothing is
-// allocated by the executor in the steady state.
+// allocated by the executor in the steady state. All memory (arena, placeholders, weight
+// copies) comes from the backend of the VariableStore; the host reaches it only through
+// feed / fetch (the backend's copies). A training step is one uninterrupted sequence of
+// kernels: a loss-scale overflow is handled by the updates themselves (AllFinite's flag,
+// ops/optimizer.cc), not by the host splitting the step.
 #pragma once
 
 #include <functional>
@@ -21,7 +25,6 @@
 namespace campo {
 
 struct CompileOptions {
-  Device device = Device::cpu;
   std::vector<ValueId> fetches;  // values readable after run(); kept alive to the end
   uint64_t seed = 0;             // seeds the context RNG (dropout)
 };
@@ -33,18 +36,15 @@ class Executable {
   Executable(const Executable&) = delete;
   Executable& operator=(const Executable&) = delete;
 
-  // The persistent buffer of a placeholder: fill it before run().
+  // The persistent buffer of a placeholder (a tensor of the backend's device: fill it with
+  // feed, or through the backend).
   Tensor& input(const std::string& placeholder_name);
   bool has_input(const std::string& placeholder_name) const;
   const Shape& input_shape(const std::string& placeholder_name) { return input(placeholder_name).shape(); }
   // Runs one step. Each run first refreshes the weight copies (Node::weight_copy) if the
-  // variables may have changed since the last refresh (VariableStore::generation).
+  // variables may have changed since the last refresh (VariableStore::generation). With
+  // timing on, it synchronizes at the end to read the node times.
   void run();
-  // The same step in two halves, for dynamic loss scaling: everything before the first
-  // optimizer update, then the updates (skipped when a gradient overflowed). The
-  // schedule places update nodes last; compile checks it.
-  void run_until_update();
-  void run_update();
   // A fetched value after run() (a view into the plan: copy it to keep it).
   const Tensor& output(ValueId v) const;
 
@@ -53,8 +53,8 @@ class Executable {
   // back as a new host tensor, or a fetched f32 scalar.
   void feed(const std::string& placeholder_name, const Tensor& host);
   void feed_scalar(const std::string& placeholder_name, float value);
-  Tensor fetch(ValueId v) const;
-  float fetch_scalar(ValueId v) const;
+  Tensor fetch(ValueId v);
+  float fetch_scalar(ValueId v);
 
   // The storage bound to any computed value (meaningful for a fetch only after run(); for
   // others only while the value is live). For tests and tools.
@@ -62,22 +62,25 @@ class Executable {
 
   const std::vector<NodeId>& schedule() const { return schedule_; }
   const Graph& graph() const { return graph_; }
-  CpuContext& context() { return ctx_; }
+  ExecContext& context() { return ctx_; }
+  Backend& backend() { return ctx_.backend(); }
   const MemoryPlan& memory_plan() const { return plan_; }
   // How many times the weight copies were rebuilt from the variables (0 without copies).
   int weight_copy_refreshes() const { return copy_refreshes_; }
 
-  // Per-node wall time of the last run(), in schedule order, when timing is on.
-  void set_timing(bool on) { timing_ = on; }
+  // Per-node time of the last run() (the backend's NodeTimer: a host clock on the CPU,
+  // events on a GPU), in schedule order, when timing is on.
+  void set_timing(bool on);
   const std::vector<double>& node_times_ms() const { return node_times_ms_; }
-  // Called after each node with (node id, milliseconds) when timing is on.
+  // Called at the end of a timed run with (node id, milliseconds) for each node in
+  // schedule order.
   void set_node_hook(std::function<void(NodeId, double)> hook) { hook_ = std::move(hook); }
 
  private:
   const Graph& graph_;
   VariableStore& vars_;
   CompileOptions options_;
-  CpuContext ctx_;
+  ExecContext ctx_;
   std::vector<NodeId> schedule_;
   std::vector<Tensor> values_;  // by ValueId; undefined for values not computed
   std::vector<std::unique_ptr<Kernel>> kernels_;  // by schedule position (null for leaves)
@@ -86,15 +89,13 @@ class Executable {
   MemoryPlan plan_;
   // Owned from the start, so that a constructor that throws later (a missing kernel)
   // frees it too (a leak found by scripts/sanitize.sh).
-  std::unique_ptr<void, void (*)(void*)> arena_{nullptr, free_host};
-  size_t update_begin_ = 0;  // schedule position of the first update-phase kernel
-  void run_range(size_t begin, size_t end);
+  std::shared_ptr<void> arena_;
+  std::unique_ptr<NodeTimer> timer_;
   void refresh_weight_copies();
   std::vector<size_t> copy_positions_;  // schedule positions of weight-copy Casts
   std::vector<std::unique_ptr<Kernel>> copy_kernels_;  // their kernels, by copy_positions_
   std::optional<uint64_t> copies_generation_;  // VariableStore::generation at the last refresh
   int copy_refreshes_ = 0;
-  bool timing_ = false;
   std::vector<double> node_times_ms_;
   std::function<void(NodeId, double)> hook_;
 };

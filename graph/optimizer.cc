@@ -3,7 +3,8 @@
 namespace campo {
 
 void append_optimizer(Builder& b, const std::vector<std::string>& params,
-                      const std::vector<ValueId>& grads, const OptimizerConfig& config) {
+                      const std::vector<ValueId>& grads, const OptimizerConfig& config,
+                      ValueId all_finite) {
   CAMPO_CHECK(params.size() == grads.size(), "internal: ", params.size(), " parameters and ",
               grads.size(), " gradients");
   Graph& g = b.graph();
@@ -26,16 +27,22 @@ void append_optimizer(Builder& b, const std::vector<std::string>& params,
     if (config.kind == OptimizerConfig::Kind::sgd) {
       ValueId accum = b.variable_exact(name + ".momentum_buffer", shape, Init::zeros(),
                                        VariableKind::optimizer_state);
-      b.op(OpKind::ApplyMomentum, {var, accum, grads[i], lr},
-           MomentumAttrs{config.momentum, config.weight_decay, config.nesterov},
+      std::vector<ValueId> in = {var, accum, grads[i], lr};
+      if (all_finite != kNoValue) in.push_back(all_finite);
+      b.op(OpKind::ApplyMomentum, in,
+           MomentumAttrs{config.momentum, config.weight_decay, config.nesterov,
+                         all_finite != kNoValue},
            name + "/ApplyMomentum");
     } else {
       ValueId m = b.variable_exact(name + ".exp_avg", shape, Init::zeros(),
                                    VariableKind::optimizer_state);
       ValueId v = b.variable_exact(name + ".exp_avg_sq", shape, Init::zeros(),
                                    VariableKind::optimizer_state);
-      b.op(OpKind::ApplyAdam, {var, m, v, grads[i], lr, step},
-           AdamAttrs{config.beta1, config.beta2, config.epsilon, config.weight_decay},
+      std::vector<ValueId> in = {var, m, v, grads[i], lr, step};
+      if (all_finite != kNoValue) in.push_back(all_finite);
+      b.op(OpKind::ApplyAdam, in,
+           AdamAttrs{config.beta1, config.beta2, config.epsilon, config.weight_decay,
+                     all_finite != kNoValue},
            name + "/ApplyAdam");
     }
   }

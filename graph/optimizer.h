@@ -21,9 +21,11 @@ struct OptimizerConfig {
 };
 
 // One ApplyMomentum / ApplyAdam per parameter. grads[i] == kNoValue is an error naming
-// the parameter (it does not influence the loss).
+// the parameter (it does not influence the loss). With `all_finite` (an AllFinite flag of
+// the gradients) every update is skipped on the device when a gradient overflowed.
 void append_optimizer(Builder& b, const std::vector<std::string>& params,
-                      const std::vector<ValueId>& grads, const OptimizerConfig& config);
+                      const std::vector<ValueId>& grads, const OptimizerConfig& config,
+                      ValueId all_finite = kNoValue);
 
 // The optimizer update (ApplyMomentum / ApplyAdam) that writes the variable whose value is
 // `var`, or -1 when the graph updates none.

@@ -40,10 +40,24 @@ Tensor& VariableStore::get_or_create(const std::string& name, const Shape& shape
                 shape_str(it->second.tensor.shape()), ", requested ", shape_str(shape));
     return it->second.tensor;
   }
-  VariableEntry e{Tensor::empty(shape, DType::f32), kind};
-  fill(e.tensor, init, rng_);
+  Tensor host = Tensor::empty(shape, DType::f32);
+  fill(host, init, rng_);
+  VariableEntry e{backend_->device().type == Device::cpu ? host : backend_->to_device(host), kind};
   order_.push_back(name);
   return vars_.emplace(name, std::move(e)).first->second.tensor;
+}
+
+VariableStore::VariableStore(uint64_t seed, std::shared_ptr<Backend> backend)
+    : backend_(backend ? std::move(backend) : default_cpu_backend()), rng_(seed) {}
+
+Tensor VariableStore::read(const std::string& name) const { return backend_->to_host(at(name)); }
+
+void VariableStore::write(const std::string& name, const Tensor& host) {
+  Tensor& t = at(name);  // counts as an outside write (generation)
+  CAMPO_CHECK(host.dtype() == t.dtype() && host.shape() == t.shape(), "variable '", name,
+              "' is ", dtype_name(t.dtype()), shape_str(t.shape()), ", written with ",
+              dtype_name(host.dtype()), shape_str(host.shape()));
+  backend_->write(t, host);
 }
 
 Tensor& VariableStore::at(const std::string& name) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/backend.h"
 #include "runtime/rng.h"
 #include "runtime/tensor.h"
 
@@ -36,9 +37,15 @@ struct VariableEntry {
   VariableKind kind = VariableKind::parameter;
 };
 
+// The tensors live on the store's backend (the default CPU backend unless one is given);
+// they are initialised on the host from the store's RNG and copied there, so a model starts
+// from the same values on every device. Host code reads and writes them with read / write
+// (through the backend's copies); at() gives the device tensor itself (executables bind it).
 class VariableStore {
  public:
-  explicit VariableStore(uint64_t seed = 0) : rng_(seed) {}
+  explicit VariableStore(uint64_t seed = 0, std::shared_ptr<Backend> backend = nullptr);
+  Backend& backend() const { return *backend_; }
+  const std::shared_ptr<Backend>& backend_ptr() const { return backend_; }
 
   // Returns the variable, creating and initialising it on first use. A later request
   // with another shape is an error.
@@ -47,6 +54,10 @@ class VariableStore {
   Tensor& at(const std::string& name);
   const Tensor& at(const std::string& name) const;
   VariableKind kind(const std::string& name) const;
+  // A host copy of a variable's values.
+  Tensor read(const std::string& name) const;
+  // Sets a variable from a host tensor of its dtype and shape (counts as an outside write).
+  void write(const std::string& name, const Tensor& host);
   // Names in creation order.
   const std::vector<std::string>& names() const { return order_; }
   std::vector<std::string> names_of_kind(VariableKind kind) const;
@@ -58,6 +69,7 @@ class VariableStore {
   uint64_t generation() const { return generation_; }
 
  private:
+  std::shared_ptr<Backend> backend_;
   std::map<std::string, VariableEntry> vars_;
   std::vector<std::string> order_;
   Rng rng_;

@@ -1,44 +1,26 @@
 #include "ops/kernel.h"
 
-#include <array>
-#include <cstdlib>
-#include <cstring>
 #include <map>
-#include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
 
 #include "ops/cpu/low_precision.h"
 
 namespace campo {
 
-struct CpuContext::Impl {
-  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-  dnnl::stream stream{engine};
-  void* workspace = nullptr;
-  size_t workspace_bytes = 0;
-  ~Impl() { free_host(workspace); }
-};
+ExecContext::ExecContext() : ExecContext(make_backend({Device::cpu, 0})) {}
 
-CpuContext::CpuContext() : impl_(std::make_unique<Impl>()) {
-  const char* mode = std::getenv("CAMPO_CPU_BF16");
-  if (mode != nullptr && *mode != '\0') {
-    CAMPO_CHECK(std::strcmp(mode, "native") == 0 || std::strcmp(mode, "emulate") == 0,
-                "CAMPO_CPU_BF16 must be 'native' or 'emulate', got '", mode, "'");
-    native_bf16 = std::strcmp(mode, "native") == 0;
-  }
+ExecContext::ExecContext(std::shared_ptr<Backend> backend) : backend_(std::move(backend)) {
+  CAMPO_CHECK(backend_ != nullptr, "internal: ExecContext without a backend");
+  native_bf16 = backend_->allows_native_low_precision();
 }
-CpuContext::~CpuContext() = default;
-dnnl::engine& CpuContext::engine() { return impl_->engine; }
-dnnl::stream& CpuContext::stream() { return impl_->stream; }
+ExecContext::~ExecContext() = default;
 
-void CpuContext::reserve_emulation_workspace(size_t bytes) {
-  if (bytes <= impl_->workspace_bytes) return;
-  free_host(impl_->workspace);
-  impl_->workspace = nullptr;
-  impl_->workspace = alloc_host(bytes);
-  impl_->workspace_bytes = bytes;
+void ExecContext::reserve_workspace(size_t bytes) {
+  if (bytes <= workspace_bytes_) return;
+  workspace_.reset();
+  workspace_ = backend_->allocate(bytes);
+  workspace_bytes_ = bytes;
 }
-void* CpuContext::emulation_workspace() { return impl_->workspace; }
 
 namespace {
 using Key = std::tuple<OpKind, Device, DType>;
@@ -50,10 +32,10 @@ std::map<Key, KernelFactory>& registry() {
 // The registered factory, else for f16 / bf16 on the CPU the emulation of the f32 kernel;
 // nullptr when neither exists. Resolved at lookup rather than registered at start-up, so
 // it holds whatever order the kernels' translation units initialise in.
-KernelFactory find_factory(OpKind kind, Device device, DType dtype) {
+KernelFactory find_factory(OpKind kind, Device device, DType dtype, bool emulates_low) {
   auto it = registry().find({kind, device, dtype});
   if (it != registry().end()) return it->second;
-  if (device == Device::cpu && is_low_precision(dtype) &&
+  if (emulates_low && is_low_precision(dtype) &&
       registry().count({kind, device, DType::f32}) != 0)
     return make_emulated_kernel;
   return nullptr;
@@ -64,12 +46,18 @@ void register_kernel(OpKind kind, Device device, DType dtype, KernelFactory fact
   registry()[{kind, device, dtype}] = factory;
 }
 
-bool has_kernel(OpKind kind, Device device, DType dtype) {
-  return find_factory(kind, device, dtype) != nullptr;
+bool has_kernel(OpKind kind, Device device, DType dtype, bool emulates_low_precision) {
+  return find_factory(kind, device, dtype, emulates_low_precision) != nullptr;
 }
 
-std::unique_ptr<Kernel> create_kernel(const KernelSpec& spec, Device device, CpuContext& ctx) {
-  const KernelFactory factory = find_factory(spec.kind, device, spec.dtype);
+bool has_kernel(OpKind kind, const Backend& backend, DType dtype) {
+  return has_kernel(kind, backend.kernel_device(), dtype, backend.emulates_low_precision());
+}
+
+std::unique_ptr<Kernel> create_kernel(const KernelSpec& spec, ExecContext& ctx) {
+  const Device device = ctx.backend().kernel_device();
+  const KernelFactory factory =
+      find_factory(spec.kind, device, spec.dtype, ctx.backend().emulates_low_precision());
   CAMPO_CHECK(factory != nullptr, "no kernel for op ", op_name(spec.kind), " on device ",
               device_name(device), " with dtype ", dtype_name(spec.dtype),
               spec.node_name.empty() ? "" : " (node '", spec.node_name,
@@ -79,12 +67,12 @@ std::unique_ptr<Kernel> create_kernel(const KernelSpec& spec, Device device, Cpu
 
 std::vector<Tensor> run_op_eager(OpKind kind, const Attrs& attrs, DType dtype,
                                  const std::vector<Tensor>& inputs,
-                                 const std::vector<TensorDesc>& output_descs, CpuContext& ctx) {
+                                 const std::vector<TensorDesc>& output_descs, ExecContext& ctx) {
   KernelSpec spec{kind, attrs, dtype, {}, output_descs, op_name(kind)};
   for (const Tensor& t : inputs) spec.inputs.push_back({t.shape(), t.dtype()});
-  auto kernel = create_kernel(spec, Device::cpu, ctx);
+  auto kernel = create_kernel(spec, ctx);
   std::vector<Tensor> outputs;
-  for (const TensorDesc& d : output_descs) outputs.push_back(Tensor::zeros(d.shape, d.dtype));
+  for (const TensorDesc& d : output_descs) outputs.push_back(ctx.backend().zeros(d.shape, d.dtype));
   kernel->run(ctx, inputs, outputs);
   return outputs;
 }

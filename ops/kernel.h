@@ -9,14 +9,10 @@
 #include <vector>
 
 #include "ops/op.h"
+#include "runtime/backend.h"
 #include "runtime/device.h"
 #include "runtime/rng.h"
 #include "runtime/tensor.h"
-
-namespace dnnl {
-struct engine;
-struct stream;
-}  // namespace dnnl
 
 namespace campo {
 
@@ -36,32 +32,37 @@ struct KernelSpec {
   int pad_to = 0;         // the node's padding request (graph/graph.h Node::pad_to)
 };
 
-// Per-run state handed to kernels: the oneDNN engine/stream (CPU), the RNG for dropout,
-// the current step, and the low-precision settings (ops/cpu/low_precision.h). Owned by the
-// executor; no globals.
-struct CpuContext {
-  // Reads CAMPO_CPU_BF16 (unset or `native`: native bf16 kernels where the CPU has them;
-  // `emulate`: every bf16 kernel runs as f32 emulation); throws on any other value.
-  CpuContext();
-  ~CpuContext();
-  dnnl::engine& engine();
-  dnnl::stream& stream();
+// Per-run state handed to kernels: the backend they run on (its memory, queue, and for
+// CPU kernels the oneDNN engine and stream, ops/cpu/context.h), the RNG for dropout, the
+// current step, and kernel workspace. Owned by the executor (one per executable); no
+// globals.
+class ExecContext {
+ public:
+  // A context on a new CPU backend (tests, tools).
+  ExecContext();
+  explicit ExecContext(std::shared_ptr<Backend> backend);
+  ~ExecContext();
+  Backend& backend() { return *backend_; }
+  const std::shared_ptr<Backend>& backend_ptr() const { return backend_; }
+
   Rng rng{0};
   int64_t step = 0;
-  // Whether bf16 kernels created with this context may use their native implementation
-  // (consulted at kernel creation; tests flip it to compare native and emulated kernels).
+  // Whether low-precision kernels created with this context may use their native
+  // implementation (consulted at kernel creation; false: they run as f32 emulation). Starts
+  // as the backend allows (CAMPO_CPU_BF16 on the CPU); tests flip it to compare both.
   bool native_bf16 = true;
 
-  // One f32 staging buffer shared by the emulated low-precision kernels: the kernels of a
-  // context run one at a time, so a buffer as large as the largest need serves them all.
-  // Grown only when a kernel is created; run() takes the current address (a later,
-  // larger reservation moves it).
-  void reserve_emulation_workspace(size_t bytes);
-  void* emulation_workspace();
+  // One staging buffer shared by the kernels of a context (the kernels of a context run one
+  // at a time, so a buffer as large as the largest need serves them all), from the
+  // backend's memory. Grown only when a kernel is created; run() takes the current address
+  // (a later, larger reservation moves it).
+  void reserve_workspace(size_t bytes);
+  void* workspace() { return workspace_.get(); }
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<Backend> backend_;
+  std::shared_ptr<void> workspace_;
+  size_t workspace_bytes_ = 0;
 };
 
 class Kernel {
@@ -70,18 +71,22 @@ class Kernel {
   // inputs/outputs have exactly the shapes and dtypes of the spec. Outputs are
   // preallocated (planned); a kernel never allocates in run() except through scratch
   // it sized at construction.
-  virtual void run(CpuContext& ctx, const std::vector<Tensor>& inputs,
+  virtual void run(ExecContext& ctx, const std::vector<Tensor>& inputs,
                    const std::vector<Tensor>& outputs) = 0;
 };
 
-using KernelFactory = std::unique_ptr<Kernel> (*)(const KernelSpec& spec, CpuContext& ctx);
+using KernelFactory = std::unique_ptr<Kernel> (*)(const KernelSpec& spec, ExecContext& ctx);
 
 void register_kernel(OpKind kind, Device device, DType dtype, KernelFactory factory);
-// An op with an f32 CPU kernel also has (op, cpu, f16) and (op, cpu, bf16) kernels: the
-// registered native one, else the f32 kernel emulated (ops/cpu/low_precision.h).
-bool has_kernel(OpKind kind, Device device, DType dtype);
-// Throws, naming op, device and dtype, when nothing is registered.
-std::unique_ptr<Kernel> create_kernel(const KernelSpec& spec, Device device, CpuContext& ctx);
+// On a backend that emulates low precision (the CPU), an op with an f32 kernel also has
+// f16 and bf16 kernels: the registered native one, else the f32 kernel emulated
+// (ops/cpu/low_precision.h).
+// `emulates_low_precision`: the backend's lookup rule (Backend::emulates_low_precision).
+bool has_kernel(OpKind kind, Device device, DType dtype, bool emulates_low_precision);
+bool has_kernel(OpKind kind, const Backend& backend, DType dtype);
+// The kernel for (op, the context's backend, dtype); throws, naming op, device and dtype,
+// when neither a registered kernel nor the backend's rule gives one.
+std::unique_ptr<Kernel> create_kernel(const KernelSpec& spec, ExecContext& ctx);
 
 // Static registration helper: `static KernelRegistrar r(OpKind::Relu, Device::cpu, DType::f32, f);`
 struct KernelRegistrar {
@@ -90,10 +95,10 @@ struct KernelRegistrar {
   }
 };
 
-// Runs one op eagerly on host tensors: creates the kernel, allocates outputs, runs it.
-// For tests and tools; the executor does not use it.
+// Runs one op eagerly on tensors of the context's backend: creates the kernel, allocates
+// zeroed outputs there, runs it. For tests and tools; the executor does not use it.
 std::vector<Tensor> run_op_eager(OpKind kind, const Attrs& attrs, DType dtype,
                                  const std::vector<Tensor>& inputs,
-                                 const std::vector<TensorDesc>& output_descs, CpuContext& ctx);
+                                 const std::vector<TensorDesc>& output_descs, ExecContext& ctx);
 
 }  // namespace campo

@@ -108,18 +108,24 @@ struct CastAttrs {
 // ApplyMomentum inputs: var, accum, grad, lr (scalar). PyTorch SGD semantics:
 //   g = grad + weight_decay * var; accum = momentum * accum + g;
 //   var -= lr * (nesterov ? g + momentum * accum : accum)
+// With `skip_if_not_finite` the input after lr is the AllFinite flag (f32 scalar, 1 when
+// every gradient is finite): at 0 the update leaves var, accum and the weight copy as they
+// are (a loss-scale overflow), decided on the device within the step.
 struct MomentumAttrs {
   float momentum = 0.9f;
   float weight_decay = 0.0f;
   bool nesterov = false;
+  bool skip_if_not_finite = false;
 };
 
 // ApplyAdam inputs: var, m, v, grad, lr (scalar), step (scalar, 1-based). PyTorch Adam:
 //   g = grad + weight_decay * var; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 //   var -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
+// `skip_if_not_finite`: the input after step is the AllFinite flag, as for ApplyMomentum.
 struct AdamAttrs {
   float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
   float weight_decay = 0.0f;
+  bool skip_if_not_finite = false;
 };
 
 struct PlaceholderAttrs {

@@ -1,8 +1,10 @@
 // Optimizer updates (PyTorch semantics, formulas in ops/op.h). They have no outputs and
 // write var and the optimizer state IN PLACE (persistent variables), so they are marked
 // as side effects and stay f32 whatever the precision policy.
-//  ApplyMomentum {var, accum, grad, lr [] [, copy]}
-//  ApplyAdam     {var, m, v, grad, lr [], step [] (1-based) [, copy]}
+//  ApplyMomentum {var, accum, grad, lr [] [, all_finite []] [, copy]}
+//  ApplyAdam     {var, m, v, grad, lr [], step [] (1-based) [, all_finite []] [, copy]}
+// `all_finite` (attrs skip_if_not_finite) is AllFinite's flag: the update is skipped on the
+// device when a gradient overflowed, so a step is one uninterrupted sequence of kernels.
 // `copy`, when given, is a low-precision (f16/bf16) copy of var that the update rewrites
 // from the updated var (rounded to nearest even, as Cast): the weight copy that replaces
 // a per-step Cast of the weight under the cost-aware policy (Node::weight_copy).
@@ -38,8 +40,19 @@ void check_copy(const Graph& g, const Node& n, int required) {
   check_same_shape(g, n, required, "the weight copy");
 }
 
+// The optional flag input at `slot` (attrs skip_if_not_finite); returns the inputs before
+// the weight copy.
+int check_finite_flag(const Graph& g, const Node& n, int slot, bool has_flag) {
+  if (!has_flag) return slot;
+  CAMPO_CHECK(int(n.inputs.size()) > slot, op_name(n.kind), " '", n.name,
+              "': skip_if_not_finite needs the AllFinite flag as input ", slot);
+  check_f32(g, n, slot, "the AllFinite flag");
+  check_scalar(g, n, slot, "the AllFinite flag");
+  return slot + 1;
+}
 std::vector<TensorDesc> infer_momentum(const Graph& g, const Node& n) {
-  check_copy(g, n, 4);
+  check_copy(g, n,
+             check_finite_flag(g, n, 4, attrs_as<MomentumAttrs>(n.attrs).skip_if_not_finite));
   const char* names[] = {"var", "accum", "grad", "lr"};
   for (int i = 0; i < 4; ++i) check_f32(g, n, i, names[i]);
   check_same_shape(g, n, 1, "accum");
@@ -49,7 +62,7 @@ std::vector<TensorDesc> infer_momentum(const Graph& g, const Node& n) {
 }
 
 std::vector<TensorDesc> infer_adam(const Graph& g, const Node& n) {
-  check_copy(g, n, 6);
+  check_copy(g, n, check_finite_flag(g, n, 6, attrs_as<AdamAttrs>(n.attrs).skip_if_not_finite));
   const char* names[] = {"var", "m", "v", "grad", "lr", "step"};
   for (int i = 0; i < 6; ++i) check_f32(g, n, i, names[i]);
   for (int i = 1; i < 4; ++i) check_same_shape(g, n, i, names[i]);
@@ -60,13 +73,13 @@ std::vector<TensorDesc> infer_adam(const Graph& g, const Node& n) {
 
 SchemaRegistrar momentum({.kind = OpKind::ApplyMomentum,
                           .amp_list = AmpList::fp32,
-                          .num_inputs = -1,  // 4, or 5 with a weight copy
+                          .num_inputs = -1,  // 4, +1 with the finite flag, +1 with a weight copy
                           .infer = infer_momentum,
                           .gradient = nullptr,
                           .has_side_effects = true});
 SchemaRegistrar adam({.kind = OpKind::ApplyAdam,
                       .amp_list = AmpList::fp32,
-                      .num_inputs = -1,  // 6, or 7 with a weight copy
+                      .num_inputs = -1,  // 6, +1 with the finite flag, +1 with a weight copy
                       .infer = infer_adam,
                       .gradient = nullptr,
                       .has_side_effects = true});

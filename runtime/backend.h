@@ -59,6 +59,9 @@ class Backend {
   // out). The CPU's rule (ops/cpu/low_precision.h); a GPU backend says false, so a missing
   // kernel is an error.
   virtual bool emulates_low_precision() const { return false; }
+  // Whether low-precision kernels may use native implementations (the CPU: unless
+  // CAMPO_CPU_BF16=emulate); ExecContext::native_bf16 starts from it.
+  virtual bool allows_native_low_precision() const { return true; }
 
   // `bytes` of device memory, 64-byte aligned, freed with the last owner.
   virtual std::shared_ptr<void> allocate(size_t bytes) = 0;

@@ -38,7 +38,7 @@ class CpuBackend : public Backend {
   dnnl::engine& engine();
   dnnl::stream& stream();
   // CAMPO_CPU_BF16 as read at construction: whether bf16 kernels may be native.
-  bool native_bf16_allowed() const { return native_bf16_allowed_; }
+  bool allows_native_low_precision() const override { return native_bf16_allowed_; }
 
  private:
   struct Impl;

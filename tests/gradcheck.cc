@@ -18,7 +18,7 @@ std::vector<Tensor> run_op(OpKind kind, const Attrs& attrs, const std::vector<Te
   NodeId id = g.add_node(kind, ins, attrs, "op", dtype);
   std::vector<TensorDesc> outs;
   for (ValueId v : g.node(id).outputs) outs.push_back(desc_of(g, v));
-  CpuContext ctx;
+  ExecContext ctx;
   std::vector<Tensor> copies;
   for (const Tensor& t : inputs) copies.push_back(t.clone());  // in-place ops must not touch ours
   return run_op_eager(kind, attrs, dtype, copies, outs, ctx);

@@ -16,6 +16,7 @@
 #include "ops/cpu/low_precision.h"
 #include "ops/kernel.h"
 #include "runtime/check.h"
+#include "runtime/cpu_backend.h"
 #include "runtime/cpu_features.h"
 #include "runtime/file_check.h"
 #include "train/calibrate.h"
@@ -71,10 +72,10 @@ std::string version_text() {
   os << "onednn: " << v->major << "." << v->minor << "." << v->patch << " (isa "
      << this_machine().onednn_isa << ")\n";
   os << "cpu: " << cpu_features() << "\n";
-  CpuContext ctx;  // reads CAMPO_CPU_BF16
+  const bool native_allowed = CpuBackend().allows_native_low_precision();  // CAMPO_CPU_BF16
   if (!cpu_has_native_bf16())
     os << "bf16: emulated in f32 (no AVX-512 BF16)\n";
-  else if (!ctx.native_bf16)
+  else if (!native_allowed)
     os << "bf16: emulated in f32 (CAMPO_CPU_BF16=emulate; the CPU has AVX-512 BF16)\n";
   else
     os << "bf16: native (AVX-512 BF16)\n";

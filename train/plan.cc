@@ -357,8 +357,8 @@ struct BenchSession {
     }
     exe->feed_scalar("loss_scale", scaler.scale());
     exe->feed_scalar("inv_loss_scale", 1.0f / scaler.scale());
-    exe->run_until_update();
-    if (scaler.update(exe->fetch_scalar(info.all_finite) != 0.0f)) exe->run_update();
+    exe->run();
+    scaler.update(exe->fetch_scalar(info.all_finite) != 0.0f);
   }
 };
 

@@ -97,7 +97,7 @@ TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
       if (v != kNoValue) present.push_back(v);
     info.all_finite = b.op(OpKind::AllFinite, present, NoAttrs{}, "AllFinite");
   }
-  append_optimizer(b, params, grads, spec.optimizer);
+  append_optimizer(b, params, grads, spec.optimizer, info.all_finite);
   switch (spec.precision.policy) {
     case Precision::fp32: break;
     case Precision::amp:
@@ -123,13 +123,14 @@ TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
 TrainingSession::TrainingSession(const std::string& model, const ModelOptions& model_options,
                                  const Shape& image_shape, int64_t batch,
                                  const OptimizerConfig& optimizer, uint64_t seed,
-                                 const PrecisionConfig& precision)
+                                 const PrecisionConfig& precision,
+                                 std::shared_ptr<Backend> backend)
     : model_(model),
       model_options_(model_options),
       image_shape_(image_shape),
       batch_(batch),
       seed_(seed),
-      vars_(seed),
+      vars_(seed, std::move(backend)),
       scaler_(precision.scaler) {
   TrainingGraphInfo info = build_training_graph(
       train_graph_, vars_,
@@ -262,12 +263,11 @@ float TrainingSession::train_step(const Batch& batch, float lr) {
   }
   train_exe_->feed_scalar("loss_scale", scaler_.scale());
   train_exe_->feed_scalar("inv_loss_scale", 1.0f / scaler_.scale());
-  train_exe_->run_until_update();
+  // One uninterrupted step: the updates skip themselves on the device when a gradient
+  // overflowed; the host reads the flag afterwards to move the scale.
+  train_exe_->run();
   const bool finite = train_exe_->fetch_scalar(all_finite_) != 0.0f;
-  if (scaler_.update(finite)) {
-    train_exe_->run_update();
-    ++step_;
-  }
+  if (scaler_.update(finite)) ++step_;
   return train_exe_->fetch_scalar(loss_);
 }
 

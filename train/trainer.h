@@ -161,7 +161,8 @@ class TrainingSession {
  public:
   TrainingSession(const std::string& model, const ModelOptions& model_options,
                   const Shape& image_shape, int64_t batch, const OptimizerConfig& optimizer,
-                  uint64_t seed, const PrecisionConfig& precision = {});
+                  uint64_t seed, const PrecisionConfig& precision = {},
+                  std::shared_ptr<Backend> backend = nullptr);
   ~TrainingSession();
 
   // One step on a batch of exactly `batch` samples; returns the loss. With dynamic loss

@@ -24,22 +24,22 @@ bool all_finite_16(const uint16_t* p, int64_t n, uint16_t exp_mask) {
 
 class AllFiniteKernel : public Kernel {
  public:
-  AllFiniteKernel(const KernelSpec&, CpuContext&) {}
-  void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  AllFiniteKernel(const KernelSpec&, ExecContext&) {}
+  void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
     bool ok = true;
     for (const Tensor& t : in) {
       switch (t.dtype()) {
-        case DType::f32: ok = ok && all_finite_f32(t.data_as<float>(), t.numel()); break;
-        case DType::f16: ok = ok && all_finite_16(t.data_as<uint16_t>(), t.numel(), 0x7c00); break;
-        case DType::bf16: ok = ok && all_finite_16(t.data_as<uint16_t>(), t.numel(), 0x7f80); break;
+        case DType::f32: ok = ok && all_finite_f32(t.device_data<float>(), t.numel()); break;
+        case DType::f16: ok = ok && all_finite_16(t.device_data<uint16_t>(), t.numel(), 0x7c00); break;
+        case DType::bf16: ok = ok && all_finite_16(t.device_data<uint16_t>(), t.numel(), 0x7f80); break;
         default: CAMPO_FAIL("AllFinite: unsupported input type ", dtype_name(t.dtype()));
       }
     }
-    out[0].data_as<float>()[0] = ok ? 1.0f : 0.0f;
+    out[0].device_data<float>()[0] = ok ? 1.0f : 0.0f;
   }
 };
 
-std::unique_ptr<Kernel> make_all_finite(const KernelSpec& spec, CpuContext& ctx) {
+std::unique_ptr<Kernel> make_all_finite(const KernelSpec& spec, ExecContext& ctx) {
   return std::make_unique<AllFiniteKernel>(spec, ctx);
 }
 

@@ -127,15 +127,15 @@ class BatchNormKernel final : public Kernel {
   explicit BatchNormKernel(const KernelSpec& spec)
       : attrs_(std::get<BatchNormAttrs>(spec.attrs)), dims_(bn_dims(spec.inputs[0].shape)) {}
 
-  void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
-    const T* x = static_cast<const T*>(in[0].data());
-    const float* scale = in[1].data_as<float>();
-    const float* offset = in[2].data_as<float>();
-    float* running_mean = in[3].data_as<float>();
-    float* running_var = in[4].data_as<float>();
-    T* y = static_cast<T*>(out[0].data());
-    float* mean_out = out[1].data_as<float>();
-    float* inv_std_out = out[2].data_as<float>();
+  void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+    const T* x = static_cast<const T*>(in[0].device_data());
+    const float* scale = in[1].device_data<float>();
+    const float* offset = in[2].device_data<float>();
+    float* running_mean = in[3].device_data<float>();
+    float* running_var = in[4].device_data<float>();
+    T* y = static_cast<T*>(out[0].device_data());
+    float* mean_out = out[1].device_data<float>();
+    float* inv_std_out = out[2].device_data<float>();
     const BnDims d = dims_;
     const double m = double(d.count());
     const double eps = attrs_.epsilon;
@@ -247,15 +247,15 @@ class BatchNormGradKernel final : public Kernel {
   explicit BatchNormGradKernel(const KernelSpec& spec)
       : attrs_(std::get<BatchNormAttrs>(spec.attrs)), dims_(bn_dims(spec.inputs[1].shape)) {}
 
-  void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
-    const T* dy = static_cast<const T*>(in[0].data());
-    const T* x = static_cast<const T*>(in[1].data());
-    const float* scale = in[2].data_as<float>();
-    const float* mean_in = in[3].data_as<float>();
-    const float* inv_std_in = in[4].data_as<float>();
-    T* dx = static_cast<T*>(out[0].data());
-    float* dscale = out[1].data_as<float>();
-    float* doffset = out[2].data_as<float>();
+  void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+    const T* dy = static_cast<const T*>(in[0].device_data());
+    const T* x = static_cast<const T*>(in[1].device_data());
+    const float* scale = in[2].device_data<float>();
+    const float* mean_in = in[3].device_data<float>();
+    const float* inv_std_in = in[4].device_data<float>();
+    T* dx = static_cast<T*>(out[0].device_data());
+    float* dscale = out[1].device_data<float>();
+    float* doffset = out[2].device_data<float>();
     const BnDims d = dims_;
     const double m = double(d.count());
     const bool is_training = attrs_.is_training;
@@ -288,7 +288,7 @@ class BatchNormGradKernel final : public Kernel {
 };
 
 template <template <typename> class K, typename T>
-std::unique_ptr<Kernel> make(const KernelSpec& spec, CpuContext&) {
+std::unique_ptr<Kernel> make(const KernelSpec& spec, ExecContext&) {
   return std::make_unique<K<T>>(spec);
 }
 

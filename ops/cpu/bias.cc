@@ -41,10 +41,10 @@ class BiasAddKernel : public Kernel {
  public:
   explicit BiasAddKernel(const KernelSpec& spec) : v_(spec.inputs[0].shape) {}
 
-  void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
-    const T* x = static_cast<const T*>(in[0].data());
-    const T* bias = static_cast<const T*>(in[1].data());
-    T* y = static_cast<T*>(out[0].data());
+  void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+    const T* x = static_cast<const T*>(in[0].device_data());
+    const T* bias = static_cast<const T*>(in[1].device_data());
+    T* y = static_cast<T*>(out[0].device_data());
     const int64_t C = v_.channels, S = v_.inner, rows = v_.outer * C;
     if (S == 1) {  // [N, C]: rows are examples, parallel over N
       parallel_for<T>(v_.outer, rows > 4096, [=](int64_t n) {
@@ -70,9 +70,9 @@ class BiasAddGradKernel : public Kernel {
  public:
   explicit BiasAddGradKernel(const KernelSpec& spec) : v_(spec.inputs[0].shape) {}
 
-  void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
-    const T* dy = static_cast<const T*>(in[0].data());
-    T* db = static_cast<T*>(out[0].data());
+  void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+    const T* dy = static_cast<const T*>(in[0].device_data());
+    T* db = static_cast<T*>(out[0].device_data());
     const int64_t N = v_.outer, C = v_.channels, S = v_.inner;
     parallel_for<T>(C, N * C * S > 4096, [=](int64_t c) {
       double total = 0;
@@ -86,7 +86,7 @@ class BiasAddGradKernel : public Kernel {
 };
 
 template <template <typename> class K, typename T>
-std::unique_ptr<Kernel> make(const KernelSpec& spec, CpuContext&) {
+std::unique_ptr<Kernel> make(const KernelSpec& spec, ExecContext&) {
   return std::make_unique<K<T>>(spec);
 }
 

@@ -9,20 +9,20 @@ namespace {
 
 class CastKernel : public Kernel {
  public:
-  CastKernel(const KernelSpec& spec, CpuContext&)
+  CastKernel(const KernelSpec& spec, ExecContext&)
       : from_(spec.inputs[0].dtype), to_(spec.outputs[0].dtype) {
     CAMPO_CHECK(is_floating(from_) && is_floating(to_), "Cast '", spec.node_name,
                 "': ", dtype_name(from_), " -> ", dtype_name(to_), " is not supported");
   }
-  void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
-    convert(in[0].data(), from_, out[0].data(), to_, size_t(in[0].numel()));
+  void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+    convert(in[0].device_data(), from_, out[0].device_data(), to_, size_t(in[0].numel()));
   }
 
  private:
   DType from_, to_;
 };
 
-std::unique_ptr<Kernel> make_cast(const KernelSpec& spec, CpuContext& ctx) {
+std::unique_ptr<Kernel> make_cast(const KernelSpec& spec, ExecContext& ctx) {
   return std::make_unique<CastKernel>(spec, ctx);
 }
 

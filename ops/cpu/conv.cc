@@ -10,6 +10,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "ops/cpu/context.h"
 #include "ops/cpu/low_precision.h"
 #include "ops/kernel.h"
 
@@ -172,20 +173,20 @@ void build_or_explain(const KernelSpec& spec, F&& build) {
 // y = conv(x, w); inputs {x, w}, output y.
 class Conv2DKernel : public Kernel {
  public:
-  Conv2DKernel(const KernelSpec& spec, CpuContext& ctx) {
+  Conv2DKernel(const KernelSpec& spec, ExecContext& ctx) {
     build_or_explain(spec, [&] {
       ConvProblem p(spec.kind, spec.inputs[0].shape, spec.inputs[1].shape, spec.outputs[0].shape,
                     attrs_as<ConvAttrs>(spec.attrs), spec.dtype);
-      auto pd = p.forward_pd(ctx.engine(), user_scratchpad());
-      prim_.add_arg(DNNL_ARG_SRC, p.plain_x, pd.src_desc(), true, ctx.engine());
-      prim_.add_arg(DNNL_ARG_WEIGHTS, p.plain_w, pd.weights_desc(), true, ctx.engine());
-      prim_.add_arg(DNNL_ARG_DST, p.plain_y, pd.dst_desc(), false, ctx.engine());
-      prim_.set_primitive(dnnl::convolution_forward(pd), pd.scratchpad_desc(), ctx.engine());
+      auto pd = p.forward_pd(cpu_engine(ctx), user_scratchpad());
+      prim_.add_arg(DNNL_ARG_SRC, p.plain_x, pd.src_desc(), true, cpu_engine(ctx));
+      prim_.add_arg(DNNL_ARG_WEIGHTS, p.plain_w, pd.weights_desc(), true, cpu_engine(ctx));
+      prim_.add_arg(DNNL_ARG_DST, p.plain_y, pd.dst_desc(), false, cpu_engine(ctx));
+      prim_.set_primitive(dnnl::convolution_forward(pd), pd.scratchpad_desc(), cpu_engine(ctx));
     });
   }
-  void run(CpuContext& ctx, const std::vector<Tensor>& in,
+  void run(ExecContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
-    prim_.run(ctx.stream(), {in[0].data(), in[1].data(), out[0].data()});
+    prim_.run(cpu_stream(ctx), {in[0].device_data(), in[1].device_data(), out[0].device_data()});
   }
 
  private:
@@ -195,25 +196,25 @@ class Conv2DKernel : public Kernel {
 // dx = conv^T(dy, w); inputs {dy, w}, output dx (also the transposed convolution).
 class Conv2DBackpropInputKernel : public Kernel {
  public:
-  Conv2DBackpropInputKernel(const KernelSpec& spec, CpuContext& ctx) {
+  Conv2DBackpropInputKernel(const KernelSpec& spec, ExecContext& ctx) {
     build_or_explain(spec, [&] {
       ConvProblem p(spec.kind, spec.outputs[0].shape, spec.inputs[1].shape, spec.inputs[0].shape,
                     attrs_as<ConvAttrs>(spec.attrs), spec.dtype);
       const dnnl::primitive_attr attr = user_scratchpad();
-      auto hint = p.forward_pd(ctx.engine(), attr);
+      auto hint = p.forward_pd(cpu_engine(ctx), attr);
       dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, p.prim_x,
                                               p.prim_w, p.prim_y, p.strides, p.dilates, p.pads,
                                               p.pads);
-      dnnl::convolution_backward_data::primitive_desc pd(d, attr, ctx.engine(), hint);
-      prim_.add_arg(DNNL_ARG_DIFF_DST, p.plain_y, pd.diff_dst_desc(), true, ctx.engine());
-      prim_.add_arg(DNNL_ARG_WEIGHTS, p.plain_w, pd.weights_desc(), true, ctx.engine());
-      prim_.add_arg(DNNL_ARG_DIFF_SRC, p.plain_x, pd.diff_src_desc(), false, ctx.engine());
-      prim_.set_primitive(dnnl::convolution_backward_data(pd), pd.scratchpad_desc(), ctx.engine());
+      dnnl::convolution_backward_data::primitive_desc pd(d, attr, cpu_engine(ctx), hint);
+      prim_.add_arg(DNNL_ARG_DIFF_DST, p.plain_y, pd.diff_dst_desc(), true, cpu_engine(ctx));
+      prim_.add_arg(DNNL_ARG_WEIGHTS, p.plain_w, pd.weights_desc(), true, cpu_engine(ctx));
+      prim_.add_arg(DNNL_ARG_DIFF_SRC, p.plain_x, pd.diff_src_desc(), false, cpu_engine(ctx));
+      prim_.set_primitive(dnnl::convolution_backward_data(pd), pd.scratchpad_desc(), cpu_engine(ctx));
     });
   }
-  void run(CpuContext& ctx, const std::vector<Tensor>& in,
+  void run(ExecContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
-    prim_.run(ctx.stream(), {in[0].data(), in[1].data(), out[0].data()});
+    prim_.run(cpu_stream(ctx), {in[0].device_data(), in[1].device_data(), out[0].device_data()});
   }
 
  private:
@@ -227,7 +228,7 @@ class Conv2DBackpropInputKernel : public Kernel {
 // into its own buffer and widens it, which costs a pass over the weights only.
 class Conv2DBackpropFilterKernel : public Kernel {
  public:
-  Conv2DBackpropFilterKernel(const KernelSpec& spec, CpuContext& ctx) {
+  Conv2DBackpropFilterKernel(const KernelSpec& spec, ExecContext& ctx) {
     build_or_explain(spec, [&] {
       const bool f32_dw = spec.outputs[0].dtype != spec.dtype;
       if (!build(spec, ctx, f32_dw)) {  // the GEMM path: compute bf16, widen in run()
@@ -236,37 +237,37 @@ class Conv2DBackpropFilterKernel : public Kernel {
       }
     });
   }
-  void run(CpuContext& ctx, const std::vector<Tensor>& in,
+  void run(ExecContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
     if (!widened_.defined()) {
-      prim_.run(ctx.stream(), {in[0].data(), in[1].data(), out[0].data()});
+      prim_.run(cpu_stream(ctx), {in[0].device_data(), in[1].device_data(), out[0].device_data()});
       return;
     }
-    prim_.run(ctx.stream(), {in[0].data(), in[1].data(), widened_.data()});
-    convert(widened_.data(), widened_.dtype(), out[0].data(), out[0].dtype(),
+    prim_.run(cpu_stream(ctx), {in[0].device_data(), in[1].device_data(), widened_.device_data()});
+    convert(widened_.device_data(), widened_.dtype(), out[0].device_data(), out[0].dtype(),
             size_t(widened_.numel()));
   }
 
  private:
   // Builds the primitive; with `f32_dw`, returns false (building nothing) where oneDNN
   // would use its GEMM-based implementation.
-  bool build(const KernelSpec& spec, CpuContext& ctx, bool f32_dw) {
+  bool build(const KernelSpec& spec, ExecContext& ctx, bool f32_dw) {
     ConvProblem p(spec.kind, spec.inputs[0].shape, spec.outputs[0].shape, spec.inputs[1].shape,
                   attrs_as<ConvAttrs>(spec.attrs), spec.dtype);
     const dnnl::primitive_attr attr = user_scratchpad();
-    auto hint = p.forward_pd(ctx.engine(), attr);
+    auto hint = p.forward_pd(cpu_engine(ctx), attr);
     if (f32_dw) p.set_weights_type(DType::f32);
     dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, p.prim_x,
                                                p.prim_w, p.prim_y, p.strides, p.dilates, p.pads,
                                                p.pads);
-    dnnl::convolution_backward_weights::primitive_desc pd(d, attr, ctx.engine(), hint);
+    dnnl::convolution_backward_weights::primitive_desc pd(d, attr, cpu_engine(ctx), hint);
     if (f32_dw && std::string(pd.impl_info_str()).find("gemm") != std::string::npos) return false;
     prim_ = BoundPrimitive();
-    prim_.add_arg(DNNL_ARG_SRC, p.plain_x, pd.src_desc(), true, ctx.engine());
-    prim_.add_arg(DNNL_ARG_DIFF_DST, p.plain_y, pd.diff_dst_desc(), true, ctx.engine());
-    prim_.add_arg(DNNL_ARG_DIFF_WEIGHTS, p.plain_w, pd.diff_weights_desc(), false, ctx.engine());
+    prim_.add_arg(DNNL_ARG_SRC, p.plain_x, pd.src_desc(), true, cpu_engine(ctx));
+    prim_.add_arg(DNNL_ARG_DIFF_DST, p.plain_y, pd.diff_dst_desc(), true, cpu_engine(ctx));
+    prim_.add_arg(DNNL_ARG_DIFF_WEIGHTS, p.plain_w, pd.diff_weights_desc(), false, cpu_engine(ctx));
     prim_.set_primitive(dnnl::convolution_backward_weights(pd), pd.scratchpad_desc(),
-                        ctx.engine());
+                        cpu_engine(ctx));
     return true;
   }
 
@@ -275,7 +276,7 @@ class Conv2DBackpropFilterKernel : public Kernel {
 };
 
 template <typename K>
-std::unique_ptr<Kernel> make(const KernelSpec& spec, CpuContext& ctx) {
+std::unique_ptr<Kernel> make(const KernelSpec& spec, ExecContext& ctx) {
   return std::make_unique<K>(spec, ctx);
 }
 

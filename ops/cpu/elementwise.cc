@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <unordered_map>
 
+#include "ops/cpu/context.h"
 #include "ops/cpu/low_precision.h"
 #include "ops/kernel.h"
 
@@ -33,17 +34,17 @@ inline void for_each_index(int64_t n, F f) {
 }
 
 template <typename K>
-std::unique_ptr<Kernel> make(const KernelSpec& spec, CpuContext& ctx) {
+std::unique_ptr<Kernel> make(const KernelSpec& spec, ExecContext& ctx) {
   return std::make_unique<K>(spec, ctx);
 }
 
 template <typename T>
 const T* in_data(const Tensor& t) {
-  return static_cast<const T*>(t.data());
+  return static_cast<const T*>(t.device_data());
 }
 template <typename T>
 T* out_data(const Tensor& t) {
-  return static_cast<T*>(t.data());
+  return static_cast<T*>(t.device_data());
 }
 
 // ---- activations ----
@@ -52,8 +53,8 @@ T* out_data(const Tensor& t) {
 template <typename T>
 class ReluKernel : public Kernel {
  public:
-  ReluKernel(const KernelSpec&, CpuContext&) {}
-  void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  ReluKernel(const KernelSpec&, ExecContext&) {}
+  void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
     const T* x = in_data<T>(in[0]);
     T* y = out_data<T>(out[0]);
     for_each_index<T>(in[0].numel(), [=](int64_t i) {
@@ -67,8 +68,8 @@ class ReluKernel : public Kernel {
 template <typename T>
 class ReluGradKernel : public Kernel {
  public:
-  ReluGradKernel(const KernelSpec&, CpuContext&) {}
-  void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  ReluGradKernel(const KernelSpec&, ExecContext&) {}
+  void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
     const T* dy = in_data<T>(in[0]);
     const T* y = in_data<T>(in[1]);
     T* dx = out_data<T>(out[0]);
@@ -83,9 +84,9 @@ class ReluGradKernel : public Kernel {
 template <typename T>
 class LeakyReluKernel : public Kernel {
  public:
-  LeakyReluKernel(const KernelSpec& spec, CpuContext&)
+  LeakyReluKernel(const KernelSpec& spec, ExecContext&)
       : alpha_(attrs_as<LeakyReluAttrs>(spec.attrs).alpha) {}
-  void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
     const T* x = in_data<T>(in[0]);
     T* y = out_data<T>(out[0]);
     const float alpha = alpha_;
@@ -107,9 +108,9 @@ class LeakyReluKernel : public Kernel {
 template <typename T>
 class LeakyReluGradKernel : public Kernel {
  public:
-  LeakyReluGradKernel(const KernelSpec& spec, CpuContext&)
+  LeakyReluGradKernel(const KernelSpec& spec, ExecContext&)
       : alpha_(attrs_as<LeakyReluAttrs>(spec.attrs).alpha) {}
-  void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
     const T* dy = in_data<T>(in[0]);
     const T* x = in_data<T>(in[1]);
     T* dx = out_data<T>(out[0]);
@@ -133,7 +134,7 @@ class LeakyReluGradKernel : public Kernel {
 // once). The primitive is built once here; run() only binds the buffers.
 class DnnlEltwiseKernel : public Kernel {
  public:
-  DnnlEltwiseKernel(const KernelSpec& spec, CpuContext& ctx, dnnl::algorithm algorithm)
+  DnnlEltwiseKernel(const KernelSpec& spec, ExecContext& ctx, dnnl::algorithm algorithm)
       : numel_(shape_numel(spec.inputs[0].shape)) {
     if (numel_ == 0) return;
     using dnnl::memory;
@@ -144,23 +145,23 @@ class DnnlEltwiseKernel : public Kernel {
       dnnl::eltwise_forward::primitive_desc pd(
           dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, algorithm, md, 0.0f,
                                       0.0f),
-          ctx.engine());
+          cpu_engine(ctx));
       primitive_ = dnnl::eltwise_forward(pd);
-      src_ = memory(md, ctx.engine(), DNNL_MEMORY_NONE);
-      dst_ = memory(md, ctx.engine(), DNNL_MEMORY_NONE);
+      src_ = memory(md, cpu_engine(ctx), DNNL_MEMORY_NONE);
+      dst_ = memory(md, cpu_engine(ctx), DNNL_MEMORY_NONE);
       args_ = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}};
     } catch (const dnnl::error& e) {
       CAMPO_FAIL(op_name(spec.kind), " '", spec.node_name,
                  "': oneDNN could not build an eltwise kernel: ", e.what());
     }
   }
-  void run(CpuContext& ctx, const std::vector<Tensor>& in,
+  void run(ExecContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
     if (numel_ == 0) return;
-    src_.set_data_handle(in[0].data());
-    dst_.set_data_handle(out[0].data());
-    primitive_.execute(ctx.stream(), args_);
-    ctx.stream().wait();
+    src_.set_data_handle(in[0].device_data());
+    dst_.set_data_handle(out[0].device_data());
+    primitive_.execute(cpu_stream(ctx), args_);
+    cpu_stream(ctx).wait();
   }
 
  private:
@@ -170,10 +171,10 @@ class DnnlEltwiseKernel : public Kernel {
   std::unordered_map<int, dnnl::memory> args_;  // built once; run() only rebinds handles
 };
 
-std::unique_ptr<Kernel> make_tanh(const KernelSpec& spec, CpuContext& ctx) {
+std::unique_ptr<Kernel> make_tanh(const KernelSpec& spec, ExecContext& ctx) {
   return std::make_unique<DnnlEltwiseKernel>(spec, ctx, dnnl::algorithm::eltwise_tanh);
 }
-std::unique_ptr<Kernel> make_sigmoid(const KernelSpec& spec, CpuContext& ctx) {
+std::unique_ptr<Kernel> make_sigmoid(const KernelSpec& spec, ExecContext& ctx) {
   return std::make_unique<DnnlEltwiseKernel>(spec, ctx, dnnl::algorithm::eltwise_logistic);
 }
 
@@ -181,8 +182,8 @@ std::unique_ptr<Kernel> make_sigmoid(const KernelSpec& spec, CpuContext& ctx) {
 template <typename T>
 class TanhGradKernel : public Kernel {
  public:
-  TanhGradKernel(const KernelSpec&, CpuContext&) {}
-  void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  TanhGradKernel(const KernelSpec&, ExecContext&) {}
+  void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
     const T* dy = in_data<T>(in[0]);
     const T* y = in_data<T>(in[1]);
     T* dx = out_data<T>(out[0]);
@@ -197,8 +198,8 @@ class TanhGradKernel : public Kernel {
 template <typename T>
 class SigmoidGradKernel : public Kernel {
  public:
-  SigmoidGradKernel(const KernelSpec&, CpuContext&) {}
-  void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  SigmoidGradKernel(const KernelSpec&, ExecContext&) {}
+  void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
     const T* dy = in_data<T>(in[0]);
     const T* y = in_data<T>(in[1]);
     T* dx = out_data<T>(out[0]);
@@ -215,8 +216,8 @@ class SigmoidGradKernel : public Kernel {
 template <typename T>
 class AddKernel : public Kernel {
  public:
-  AddKernel(const KernelSpec&, CpuContext&) {}
-  void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  AddKernel(const KernelSpec&, ExecContext&) {}
+  void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
     const T* a = in_data<T>(in[0]);
     const T* b = in_data<T>(in[1]);
     T* c = out_data<T>(out[0]);
@@ -230,8 +231,8 @@ class AddKernel : public Kernel {
 template <typename T>
 class AddNKernel : public Kernel {
  public:
-  AddNKernel(const KernelSpec& spec, CpuContext&) : inputs_(spec.inputs.size()) {}
-  void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  AddNKernel(const KernelSpec& spec, ExecContext&) : inputs_(spec.inputs.size()) {}
+  void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
     for (size_t j = 0; j < in.size(); ++j) inputs_[j] = in_data<T>(in[j]);
     const T* const* x = inputs_.data();
     const int k = int(in.size());
@@ -283,12 +284,12 @@ class AddNKernel : public Kernel {
 template <typename T>
 class MulKernel : public Kernel {
  public:
-  MulKernel(const KernelSpec& spec, CpuContext&) {
+  MulKernel(const KernelSpec& spec, ExecContext&) {
     numel_ = shape_numel(spec.inputs[0].shape);
     outer_ = shape_numel(spec.inputs[1].shape);
     inner_ = outer_ == 0 ? 0 : numel_ / outer_;
   }
-  void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
     const T* a = in_data<T>(in[0]);
     const T* b = in_data<T>(in[1]);
     T* c = out_data<T>(out[0]);
@@ -329,9 +330,9 @@ class MulKernel : public Kernel {
 template <typename T>
 class DropoutKernel : public Kernel {
  public:
-  DropoutKernel(const KernelSpec& spec, CpuContext&)
+  DropoutKernel(const KernelSpec& spec, ExecContext&)
       : rate_(attrs_as<DropoutAttrs>(spec.attrs).rate), scale_(1.0f / (1.0f - rate_)) {}
-  void run(CpuContext& ctx, const std::vector<Tensor>& in,
+  void run(ExecContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
     const T* x = in_data<T>(in[0]);
     T* y = out_data<T>(out[0]);

@@ -16,21 +16,21 @@ namespace {
 constexpr int64_t kParallelElements = int64_t(1) << 15;
 
 template <typename K>
-std::unique_ptr<Kernel> make(const KernelSpec& spec, CpuContext& ctx) {
+std::unique_ptr<Kernel> make(const KernelSpec& spec, ExecContext& ctx) {
   return std::make_unique<K>(spec, ctx);
 }
 
 // inputs {logits [N, C], labels [N] i32}; outputs {loss [N], backprop [N, C]}.
 class SparseSoftmaxCrossEntropyKernel : public Kernel {
  public:
-  SparseSoftmaxCrossEntropyKernel(const KernelSpec& spec, CpuContext&)
+  SparseSoftmaxCrossEntropyKernel(const KernelSpec& spec, ExecContext&)
       : node_name_(spec.node_name) {}
 
-  void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
-    const float* logits = in[0].data_as<float>();
-    const int32_t* labels = in[1].data_as<int32_t>();
-    float* loss = out[0].data_as<float>();
-    float* backprop = out[1].data_as<float>();
+  void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+    const float* logits = in[0].device_data<float>();
+    const int32_t* labels = in[1].device_data<int32_t>();
+    float* loss = out[0].device_data<float>();
+    float* backprop = out[1].device_data<float>();
     const int64_t N = in[0].dim(0), C = in[0].dim(1);
     for (int64_t n = 0; n < N; ++n)
       CAMPO_CHECK(labels[n] >= 0 && labels[n] < C, "SparseSoftmaxCrossEntropyWithLogits '",
@@ -62,11 +62,11 @@ class SparseSoftmaxCrossEntropyKernel : public Kernel {
 // inputs {x, z}: loss = max(x, 0) - x z + log1p(exp(-|x|)).
 class SigmoidCrossEntropyKernel : public Kernel {
  public:
-  SigmoidCrossEntropyKernel(const KernelSpec&, CpuContext&) {}
-  void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
-    const float* x = in[0].data_as<float>();
-    const float* z = in[1].data_as<float>();
-    float* loss = out[0].data_as<float>();
+  SigmoidCrossEntropyKernel(const KernelSpec&, ExecContext&) {}
+  void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+    const float* x = in[0].device_data<float>();
+    const float* z = in[1].device_data<float>();
+    float* loss = out[0].device_data<float>();
     const int64_t n = in[0].numel();
 #pragma omp parallel for simd schedule(static) if (n >= kParallelElements)
     for (int64_t i = 0; i < n; ++i)
@@ -77,12 +77,12 @@ class SigmoidCrossEntropyKernel : public Kernel {
 // inputs {dloss, x, z}: dX = dloss * (sigmoid(x) - z).
 class SigmoidCrossEntropyGradKernel : public Kernel {
  public:
-  SigmoidCrossEntropyGradKernel(const KernelSpec&, CpuContext&) {}
-  void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
-    const float* dloss = in[0].data_as<float>();
-    const float* x = in[1].data_as<float>();
-    const float* z = in[2].data_as<float>();
-    float* dx = out[0].data_as<float>();
+  SigmoidCrossEntropyGradKernel(const KernelSpec&, ExecContext&) {}
+  void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+    const float* dloss = in[0].device_data<float>();
+    const float* x = in[1].device_data<float>();
+    const float* z = in[2].device_data<float>();
+    float* dx = out[0].device_data<float>();
     const int64_t n = in[0].numel();
 #pragma omp parallel for simd schedule(static) if (n >= kParallelElements)
     for (int64_t i = 0; i < n; ++i) {

@@ -27,7 +27,7 @@ struct Staged {
 // kernel as they are.
 class EmulatedKernel final : public Kernel {
  public:
-  EmulatedKernel(const KernelSpec& spec, CpuContext& ctx) : spec_(spec) {
+  EmulatedKernel(const KernelSpec& spec, ExecContext& ctx) : spec_(spec) {
     CAMPO_CHECK(is_low_precision(spec.dtype), "internal: emulated kernel of ", op_name(spec.kind),
                 " requested for ", dtype_name(spec.dtype));
     KernelSpec f32 = spec;
@@ -43,24 +43,24 @@ class EmulatedKernel final : public Kernel {
     };
     stage(f32.inputs, staged_inputs_);
     stage(f32.outputs, staged_outputs_);
-    inner_ = create_kernel(f32, Device::cpu, ctx);
-    ctx.reserve_emulation_workspace(bytes);
+    inner_ = create_kernel(f32, ctx);
+    ctx.reserve_workspace(bytes);
     inner_inputs_.resize(spec.inputs.size());
     inner_outputs_.resize(spec.outputs.size());
   }
 
-  void run(CpuContext& ctx, const std::vector<Tensor>& in,
+  void run(ExecContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
     bind(ctx, in, out);
     for (const Staged& s : staged_inputs_) {
       const Tensor& t = in[size_t(s.index)];
-      convert(t.data(), s.dtype, inner_inputs_[size_t(s.index)].data(), DType::f32,
+      convert(t.device_data(), s.dtype, inner_inputs_[size_t(s.index)].device_data(), DType::f32,
               size_t(t.numel()));
     }
     inner_->run(ctx, inner_inputs_, inner_outputs_);
     for (const Staged& s : staged_outputs_) {
       const Tensor& t = out[size_t(s.index)];
-      convert(inner_outputs_[size_t(s.index)].data(), DType::f32, t.data(), s.dtype,
+      convert(inner_outputs_[size_t(s.index)].device_data(), DType::f32, t.device_data(), s.dtype,
               size_t(t.numel()));
     }
   }
@@ -69,8 +69,8 @@ class EmulatedKernel final : public Kernel {
   // Points the f32 kernel's arguments at the workspace (staged) or at the caller's tensors
   // (passed through). Tensors are rebuilt only when an address changed, so the steady state
   // (the executor hands the same tensors every step) copies nothing.
-  void bind(CpuContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out) {
-    char* workspace = static_cast<char*>(ctx.emulation_workspace());
+  void bind(ExecContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out) {
+    char* workspace = static_cast<char*>(ctx.workspace());
     const bool moved = workspace != workspace_;
     workspace_ = workspace;
     auto bind_list = [&](const std::vector<Tensor>& args, const std::vector<TensorDesc>& descs,
@@ -79,9 +79,10 @@ class EmulatedKernel final : public Kernel {
       for (size_t i = 0; i < args.size(); ++i) {
         if (next < staged.size() && staged[next].index == int(i)) {
           if (moved || !inner[i].defined())
-            inner[i] = Tensor::borrow(workspace + staged[next].offset, descs[i].shape, DType::f32);
+            inner[i] = Tensor::borrow(workspace + staged[next].offset, descs[i].shape, DType::f32,
+                                        args[i].device());
           ++next;
-        } else if (inner[i].data() != args[i].data() || !inner[i].defined()) {
+        } else if (inner[i].device_data() != args[i].device_data() || !inner[i].defined()) {
           inner[i] = args[i];
         }
       }
@@ -99,7 +100,7 @@ class EmulatedKernel final : public Kernel {
 
 }  // namespace
 
-std::unique_ptr<Kernel> make_emulated_kernel(const KernelSpec& spec, CpuContext& ctx) {
+std::unique_ptr<Kernel> make_emulated_kernel(const KernelSpec& spec, ExecContext& ctx) {
   return std::make_unique<EmulatedKernel>(spec, ctx);
 }
 

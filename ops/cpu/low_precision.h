@@ -18,7 +18,7 @@
 //    `bfloat16` (load = exact widening, f32 math, store = one rounding), which need no
 //    special instructions: they run AVX-512 code where the CPU has AVX-512 (parallel_for
 //    below), baseline x86-64 code elsewhere. Both give way to the emulated kernel when the
-//    context's native_bf16 is false: CAMPO_CPU_BF16=emulate, read by CpuContext's
+//    context's native_bf16 is false: CAMPO_CPU_BF16=emulate, read by ExecContext's
 //    constructor, forces the emulation path for every bf16 kernel (to compare, or to rule
 //    the native path out); CAMPO_CPU_BF16=native (or unset) is the default.
 //
@@ -130,7 +130,7 @@ void parallel_for(int64_t n, bool parallel, const F& body, int threads = 0) {
 // The emulated kernel of spec.kind for spec.dtype (f16 or bf16), built on the op's f32
 // kernel. Usable for any op with an f32 CPU kernel, also where a native kernel exists (the
 // tests compare the two).
-std::unique_ptr<Kernel> make_emulated_kernel(const KernelSpec& spec, CpuContext& ctx);
+std::unique_ptr<Kernel> make_emulated_kernel(const KernelSpec& spec, ExecContext& ctx);
 bool is_emulated_kernel(const Kernel& kernel);
 
 // Whether this CPU has AVX-512 BF16 and oneDNN's effective ISA includes it
@@ -143,12 +143,12 @@ bool cpu_has_native_bf16();
 //                          would convert internally, or run a reference implementation).
 // Otherwise both build the emulated kernel.
 template <KernelFactory F>
-std::unique_ptr<Kernel> native_bf16_loops(const KernelSpec& spec, CpuContext& ctx) {
+std::unique_ptr<Kernel> native_bf16_loops(const KernelSpec& spec, ExecContext& ctx) {
   if (!ctx.native_bf16) return make_emulated_kernel(spec, ctx);
   return F(spec, ctx);
 }
 template <KernelFactory F>
-std::unique_ptr<Kernel> native_bf16_onednn(const KernelSpec& spec, CpuContext& ctx) {
+std::unique_ptr<Kernel> native_bf16_onednn(const KernelSpec& spec, ExecContext& ctx) {
   if (!ctx.native_bf16 || !cpu_has_native_bf16()) return make_emulated_kernel(spec, ctx);
   return F(spec, ctx);
 }

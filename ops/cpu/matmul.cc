@@ -19,6 +19,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 
+#include "ops/cpu/context.h"
 #include "ops/cpu/low_precision.h"
 #include "ops/kernel.h"
 
@@ -63,7 +64,7 @@ void copy_rows(const void* src, int64_t rows, int64_t cols, void* dst, int64_t d
 // inputs {A, B}, output C.
 class MatMulKernel : public Kernel {
  public:
-  MatMulKernel(const KernelSpec& spec, CpuContext& ctx) {
+  MatMulKernel(const KernelSpec& spec, ExecContext& ctx) {
     const auto& t = attrs_as<MatMulAttrs>(spec.attrs);
     transpose_a_ = t.transpose_a;
     transpose_b_ = t.transpose_b;
@@ -90,7 +91,7 @@ class MatMulKernel : public Kernel {
     const memory::desc a_md({M_, Kp_}, dt, t.transpose_a ? tag::ba : tag::ab);
     const memory::desc b_md({Kp_, Np_}, dt, t.transpose_b ? tag::ba : tag::ab);
     const memory::desc c_md({M_, Np_}, dt, tag::ab);
-    const dnnl::engine& eng = ctx.engine();
+    const dnnl::engine& eng = cpu_engine(ctx);
     try {
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -110,38 +111,38 @@ class MatMulKernel : public Kernel {
                  ": ", e.what());
     }
     // The padded buffers never move: bind them now.
-    if (a_pad_.defined()) a_.set_data_handle(a_pad_.data());
-    if (b_pad_.defined()) b_.set_data_handle(b_pad_.data());
-    if (c_pad_.defined()) c_.set_data_handle(c_pad_.data());
+    if (a_pad_.defined()) a_.set_data_handle(a_pad_.device_data());
+    if (b_pad_.defined()) b_.set_data_handle(b_pad_.device_data());
+    if (c_pad_.defined()) c_.set_data_handle(c_pad_.device_data());
   }
 
-  void run(CpuContext& ctx, const std::vector<Tensor>& in,
+  void run(ExecContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
     // A: [M, K] -> [M, Kp] (new columns), or stored [K, M] -> [Kp, M] (new rows).
     if (a_pad_.defined()) {
       if (transpose_a_)
-        copy_rows(in[0].data(), K_, M_, a_pad_.data(), M_, elem_);
+        copy_rows(in[0].device_data(), K_, M_, a_pad_.device_data(), M_, elem_);
       else
-        copy_rows(in[0].data(), M_, K_, a_pad_.data(), Kp_, elem_);
+        copy_rows(in[0].device_data(), M_, K_, a_pad_.device_data(), Kp_, elem_);
     } else {
-      a_.set_data_handle(in[0].data());
+      a_.set_data_handle(in[0].device_data());
     }
     // B: [K, N] -> [Kp, Np], or stored [N, K] -> [Np, Kp].
     if (b_pad_.defined()) {
       if (transpose_b_)
-        copy_rows(in[1].data(), N_, K_, b_pad_.data(), Kp_, elem_);
+        copy_rows(in[1].device_data(), N_, K_, b_pad_.device_data(), Kp_, elem_);
       else
-        copy_rows(in[1].data(), K_, N_, b_pad_.data(), Np_, elem_);
+        copy_rows(in[1].device_data(), K_, N_, b_pad_.device_data(), Np_, elem_);
     } else {
-      b_.set_data_handle(in[1].data());
+      b_.set_data_handle(in[1].device_data());
     }
-    if (!c_pad_.defined()) c_.set_data_handle(out[0].data());
-    primitive_.execute(ctx.stream(), args_);
-    ctx.stream().wait();
+    if (!c_pad_.defined()) c_.set_data_handle(out[0].device_data());
+    primitive_.execute(cpu_stream(ctx), args_);
+    cpu_stream(ctx).wait();
     // C = C_pad[:, :N]: the inverse of copy_rows, row by row.
     if (c_pad_.defined()) {
-      const auto* s = static_cast<const char*>(c_pad_.data());
-      auto* d = static_cast<char*>(out[0].data());
+      const auto* s = static_cast<const char*>(c_pad_.device_data());
+      auto* d = static_cast<char*>(out[0].device_data());
       const size_t row_bytes = size_t(N_) * elem_;
       parallel_for<float>(M_, size_t(M_) * row_bytes >= (size_t(1) << 18), [&](int64_t r) {
         std::memcpy(d + size_t(r) * row_bytes, s + size_t(r) * size_t(Np_) * elem_, row_bytes);
@@ -159,7 +160,7 @@ class MatMulKernel : public Kernel {
   Tensor a_pad_, b_pad_, c_pad_;  // undefined where that operand is used in place
 };
 
-std::unique_ptr<Kernel> make_matmul(const KernelSpec& spec, CpuContext& ctx) {
+std::unique_ptr<Kernel> make_matmul(const KernelSpec& spec, ExecContext& ctx) {
   return std::make_unique<MatMulKernel>(spec, ctx);
 }
 

@@ -97,11 +97,11 @@ void update_blocks(int64_t n, const float* var, const Tensor* copy, Block block)
     block(begin, end);
     if (!copy) continue;
     if (copy->dtype() == DType::bf16)
-      f32_to_bf16_streaming(var + begin, static_cast<uint16_t*>(copy->data()) + begin,
+      f32_to_bf16_streaming(var + begin, static_cast<uint16_t*>(copy->device_data()) + begin,
                             size_t(end - begin));
     else
       convert(var + begin, DType::f32,
-              static_cast<char*>(copy->data()) + begin * int64_t(dtype_size(copy->dtype())),
+              static_cast<char*>(copy->device_data()) + begin * int64_t(dtype_size(copy->dtype())),
               copy->dtype(), size_t(end - begin));
   }
 }
@@ -111,18 +111,25 @@ const Tensor* weight_copy(const std::vector<Tensor>& in, size_t required) {
   return in.size() > required ? &in[required] : nullptr;
 }
 
+// Whether the AllFinite flag at `slot` says a gradient overflowed (skip the update).
+bool overflowed(const std::vector<Tensor>& in, size_t slot) {
+  return *in[slot].device_data<float>() == 0.0f;
+}
+
 class ApplyMomentumKernel : public Kernel {
  public:
-  ApplyMomentumKernel(const KernelSpec& spec, CpuContext&)
+  ApplyMomentumKernel(const KernelSpec& spec, ExecContext&)
       : attrs_(attrs_as<MomentumAttrs>(spec.attrs)) {}
-  void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>&) override {
-    float* var = in[0].data_as<float>();
-    float* accum = in[1].data_as<float>();
-    const float* grad = in[2].data_as<float>();
-    const float lr = *in[3].data_as<float>();
+  void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>&) override {
+    const size_t flag = attrs_.skip_if_not_finite ? 1 : 0;
+    if (flag && overflowed(in, 4)) return;
+    float* var = in[0].device_data<float>();
+    float* accum = in[1].device_data<float>();
+    const float* grad = in[2].device_data<float>();
+    const float lr = *in[3].device_data<float>();
     const float mu = attrs_.momentum, wd = attrs_.weight_decay;
     const MomentumBlock p{var, accum, grad, lr, mu, wd, attrs_.nesterov};
-    update_blocks(in[0].numel(), var, weight_copy(in, 4),
+    update_blocks(in[0].numel(), var, weight_copy(in, 4 + flag),
                   [&](int64_t begin, int64_t end) { momentum_block(p, begin, end); });
   }
 
@@ -132,22 +139,24 @@ class ApplyMomentumKernel : public Kernel {
 
 class ApplyAdamKernel : public Kernel {
  public:
-  ApplyAdamKernel(const KernelSpec& spec, CpuContext&)
+  ApplyAdamKernel(const KernelSpec& spec, ExecContext&)
       : attrs_(attrs_as<AdamAttrs>(spec.attrs)), node_name_(spec.node_name) {}
-  void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>&) override {
-    float* var = in[0].data_as<float>();
-    float* m = in[1].data_as<float>();
-    float* v = in[2].data_as<float>();
-    const float* grad = in[3].data_as<float>();
-    const double lr = *in[4].data_as<float>();
-    const double t = *in[5].data_as<float>();
+  void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>&) override {
+    const size_t flag = attrs_.skip_if_not_finite ? 1 : 0;
+    if (flag && overflowed(in, 6)) return;
+    float* var = in[0].device_data<float>();
+    float* m = in[1].device_data<float>();
+    float* v = in[2].device_data<float>();
+    const float* grad = in[3].device_data<float>();
+    const double lr = *in[4].device_data<float>();
+    const double t = *in[5].device_data<float>();
     CAMPO_CHECK(t >= 1.0, "ApplyAdam '", node_name_, "': step must be >= 1 (1-based), got ", t);
     const float b1 = attrs_.beta1, b2 = attrs_.beta2, eps = attrs_.epsilon;
     const float wd = attrs_.weight_decay;
     const float step_size = float(lr / (1.0 - std::pow(double(b1), t)));
     const float bc2_sqrt = float(std::sqrt(1.0 - std::pow(double(b2), t)));
     const AdamBlock p{var, m, v, grad, step_size, bc2_sqrt, b1, b2, eps, wd};
-    update_blocks(in[0].numel(), var, weight_copy(in, 6),
+    update_blocks(in[0].numel(), var, weight_copy(in, 6 + flag),
                   [&](int64_t begin, int64_t end) { adam_block(p, begin, end); });
   }
 
@@ -156,10 +165,10 @@ class ApplyAdamKernel : public Kernel {
   std::string node_name_;
 };
 
-std::unique_ptr<Kernel> make_momentum(const KernelSpec& spec, CpuContext& ctx) {
+std::unique_ptr<Kernel> make_momentum(const KernelSpec& spec, ExecContext& ctx) {
   return std::make_unique<ApplyMomentumKernel>(spec, ctx);
 }
-std::unique_ptr<Kernel> make_adam(const KernelSpec& spec, CpuContext& ctx) {
+std::unique_ptr<Kernel> make_adam(const KernelSpec& spec, ExecContext& ctx) {
   return std::make_unique<ApplyAdamKernel>(spec, ctx);
 }
 

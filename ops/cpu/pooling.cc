@@ -299,7 +299,7 @@ class PlaneScratch {
     if constexpr (kInPlace)
       return dxp;
     else
-      return scratch_.data_as<float>() + omp_get_thread_num() * size_;
+      return scratch_.device_data<float>() + omp_get_thread_num() * size_;
   }
   void store(const float* acc, T* dxp, int64_t n) const {
     if constexpr (!kInPlace) {
@@ -335,7 +335,7 @@ class PaddedPlane {
     row_length_ = packed_ ? g.w : std::max<int64_t>(g.pw + g.w, block_reach);
     plane_size_ = h_ * row_length_ + block_reach + 2 * kMaxLanes;
     scratch_ = Tensor::empty({threads_ * plane_size_}, DType::f32);
-    std::fill(scratch_.data_as<float>(), scratch_.data_as<float>() + threads_ * plane_size_,
+    std::fill(scratch_.device_data<float>(), scratch_.device_data<float>() + threads_ * plane_size_,
               -std::numeric_limits<float>::infinity());
   }
   int threads() const { return threads_; }
@@ -343,7 +343,7 @@ class PaddedPlane {
   // This thread's buffer, holding plane xp.
   template <typename T>
   const float* load(const T* xp) const {
-    float* buf = scratch_.data_as<float>() + omp_get_thread_num() * plane_size_;
+    float* buf = scratch_.device_data<float>() + omp_get_thread_num() * plane_size_;
     if (packed_) {
       for (int64_t i = 0; i < h_ * w_; ++i) buf[i] = float(xp[i]);
       return buf;
@@ -411,10 +411,10 @@ class MaxPoolKernel final : public Kernel {
       : geo_(std::get<PoolAttrs>(spec.attrs), spec.inputs[0].shape, spec.outputs[0].shape),
         padded_(geo_) {}
 
-  void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
-    const T* x = static_cast<const T*>(in[0].data());
-    T* y = static_cast<T*>(out[0].data());
-    int32_t* argmax = out[1].data_as<int32_t>();
+  void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+    const T* x = static_cast<const T*>(in[0].device_data());
+    T* y = static_cast<T*>(out[0].device_data());
+    int32_t* argmax = out[1].device_data<int32_t>();
     const PoolGeometry g = geo_;
     const PaddedPlane& padded = padded_;
     const int64_t row_length = padded.row_length();
@@ -482,10 +482,10 @@ class MaxPoolGradKernel final : public Kernel {
         block_(planes_per_block(geo_.planes, geo_.h * geo_.w)),
         acc_(block_ * geo_.h * geo_.w) {}
 
-  void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
-    const T* dy = static_cast<const T*>(in[0].data());
-    const int32_t* argmax = in[1].data_as<int32_t>();
-    T* dx = static_cast<T*>(out[0].data());
+  void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+    const T* dy = static_cast<const T*>(in[0].device_data());
+    const int32_t* argmax = in[1].device_data<int32_t>();
+    T* dx = static_cast<T*>(out[0].device_data());
     const PoolGeometry g = geo_;
     const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow, block = block_;
     const PlaneScratch<T>& acc = acc_;
@@ -519,9 +519,9 @@ class AvgPoolKernel final : public Kernel {
       : geo_(std::get<PoolAttrs>(spec.attrs), spec.inputs[0].shape, spec.outputs[0].shape),
         scratch_(geo_.h * geo_.w) {}
 
-  void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
-    const T* x = static_cast<const T*>(in[0].data());
-    T* y = static_cast<T*>(out[0].data());
+  void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+    const T* x = static_cast<const T*>(in[0].device_data());
+    T* y = static_cast<T*>(out[0].device_data());
     const PoolGeometry g = geo_;
     const int64_t in_plane = g.h * g.w;
     const auto add = [sw = g.sw](const float* xp, int32_t start, int nj, float* sum) {
@@ -608,9 +608,9 @@ class AvgPoolGradKernel final : public Kernel {
       : geo_(std::get<PoolAttrs>(spec.attrs), spec.outputs[0].shape, spec.inputs[0].shape),
         acc_(geo_.h * geo_.w) {}
 
-  void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
-    const T* dy = static_cast<const T*>(in[0].data());
-    T* dx = static_cast<T*>(out[0].data());
+  void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+    const T* dy = static_cast<const T*>(in[0].device_data());
+    T* dx = static_cast<T*>(out[0].device_data());
     const PoolGeometry g = geo_;
     const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
     if (g.is_global()) {
@@ -655,7 +655,7 @@ class AvgPoolGradKernel final : public Kernel {
 };
 
 template <template <typename> class K, typename T>
-std::unique_ptr<Kernel> make(const KernelSpec& spec, CpuContext&) {
+std::unique_ptr<Kernel> make(const KernelSpec& spec, ExecContext&) {
   return std::make_unique<K<T>>(spec);
 }
 

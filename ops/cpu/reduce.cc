@@ -76,7 +76,7 @@ ReducePlan make_reduce_plan(const Shape& in, const std::vector<int>& axes) {
 // (NaN for an empty Mean, as 0 / 0), 1 for Sum.
 class ReduceKernel : public Kernel {
  public:
-  ReduceKernel(const KernelSpec& spec, CpuContext&, bool is_mean)
+  ReduceKernel(const KernelSpec& spec, ExecContext&, bool is_mean)
       : plan_(make_reduce_plan(spec.inputs[0].shape, attrs_as<ReduceAttrs>(spec.attrs).axes)),
         is_mean_(is_mean) {
     const int64_t outer_kept = int64_t(plan_.kept_offsets.size());
@@ -101,9 +101,9 @@ class ReduceKernel : public Kernel {
     numel_ = shape_numel(spec.inputs[0].shape);
   }
 
-  void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
-    const float* x = in[0].data_as<float>();
-    float* y = out[0].data_as<float>();
+  void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+    const float* x = in[0].device_data<float>();
+    float* y = out[0].device_data<float>();
     const int64_t out_numel = out[0].numel();
     const double scale = is_mean_ ? 1.0 / double(plan_.count) : 1.0;
     if (plan_.input_is_empty) {
@@ -195,17 +195,17 @@ class ReduceKernel : public Kernel {
 // writes are disjoint.
 class BroadcastBackKernel : public Kernel {
  public:
-  BroadcastBackKernel(const KernelSpec& spec, CpuContext&, bool is_mean) {
+  BroadcastBackKernel(const KernelSpec& spec, ExecContext&, bool is_mean) {
     const auto& a = attrs_as<ReduceAttrs>(spec.attrs);
     plan_ = make_reduce_plan(a.input_shape, a.axes);
     scale_ = is_mean ? float(1.0 / double(plan_.count)) : 1.0f;
     numel_ = shape_numel(a.input_shape);
   }
 
-  void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
     if (plan_.input_is_empty) return;
-    const float* dy = in[0].data_as<float>();
-    float* dx = out[0].data_as<float>();
+    const float* dy = in[0].device_data<float>();
+    float* dx = out[0].device_data<float>();
     const int64_t* kept = plan_.kept_offsets.data();
     const int64_t* red = plan_.reduced_offsets.data();
     const int64_t outer_reduced = int64_t(plan_.reduced_offsets.size());
@@ -238,16 +238,16 @@ class BroadcastBackKernel : public Kernel {
   int64_t numel_ = 0;
 };
 
-std::unique_ptr<Kernel> make_mean(const KernelSpec& spec, CpuContext& ctx) {
+std::unique_ptr<Kernel> make_mean(const KernelSpec& spec, ExecContext& ctx) {
   return std::make_unique<ReduceKernel>(spec, ctx, true);
 }
-std::unique_ptr<Kernel> make_sum(const KernelSpec& spec, CpuContext& ctx) {
+std::unique_ptr<Kernel> make_sum(const KernelSpec& spec, ExecContext& ctx) {
   return std::make_unique<ReduceKernel>(spec, ctx, false);
 }
-std::unique_ptr<Kernel> make_mean_grad(const KernelSpec& spec, CpuContext& ctx) {
+std::unique_ptr<Kernel> make_mean_grad(const KernelSpec& spec, ExecContext& ctx) {
   return std::make_unique<BroadcastBackKernel>(spec, ctx, true);
 }
-std::unique_ptr<Kernel> make_broadcast_to(const KernelSpec& spec, CpuContext& ctx) {
+std::unique_ptr<Kernel> make_broadcast_to(const KernelSpec& spec, ExecContext& ctx) {
   return std::make_unique<BroadcastBackKernel>(spec, ctx, false);
 }
 

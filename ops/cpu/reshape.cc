@@ -9,17 +9,17 @@ namespace {
 
 class ReshapeKernel : public Kernel {
  public:
-  ReshapeKernel(const KernelSpec&, CpuContext&) {}
-  void run(CpuContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  ReshapeKernel(const KernelSpec&, ExecContext&) {}
+  void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
     CAMPO_CHECK(in[0].nbytes() == out[0].nbytes(), "internal: Reshape of ",
                 shape_str(in[0].shape()), " ", dtype_name(in[0].dtype()), " into ",
                 shape_str(out[0].shape()), " ", dtype_name(out[0].dtype()));
-    if (in[0].data() != out[0].data() && in[0].nbytes() > 0)
-      std::memcpy(out[0].data(), in[0].data(), in[0].nbytes());
+    if (in[0].device_data() != out[0].device_data() && in[0].nbytes() > 0)
+      std::memcpy(out[0].device_data(), in[0].device_data(), in[0].nbytes());
   }
 };
 
-std::unique_ptr<Kernel> make_reshape(const KernelSpec& spec, CpuContext& ctx) {
+std::unique_ptr<Kernel> make_reshape(const KernelSpec& spec, ExecContext& ctx) {
   return std::make_unique<ReshapeKernel>(spec, ctx);
 }
 

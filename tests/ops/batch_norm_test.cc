@@ -65,7 +65,7 @@ TEST_P(BatchNormForward, InferenceUsesRunningStats) {
   const BnInputs in = random_bn_inputs(GetParam(), 2);
   BatchNormAttrs attrs{1e-3f, 0.1f, false};
   // run_op_eager hands our tensors to the kernel, so we see that nothing is written.
-  CpuContext ctx;
+  ExecContext ctx;
   const Tensor rm = in.running_mean.clone(), rv = in.running_var.clone();
   auto out = run_op_eager(OpKind::FusedBatchNorm, attrs, DType::f32, in.all(),
                           bn_output_descs(in.x.shape()), ctx);
@@ -117,7 +117,7 @@ TEST(BatchNormRunningStats, OneAndTwoStepsMatchPyTorchFormula) {
   using F = std::vector<float>;
   Tensor scale = Tensor::from_vector(F{1, 1}, {2}), offset = Tensor::from_vector(F{0, 0}, {2});
   Tensor rm = Tensor::from_vector(F{0, 1}, {2}), rv = Tensor::from_vector(F{1, 2}, {2});
-  CpuContext ctx;
+  ExecContext ctx;
   // [N=4, C=2], row-major: channel 0 then channel 1 in each row.
   Tensor x1 = Tensor::from_vector(F{1, 3, 2, 3, 3, 3, 4, 3}, {4, 2});
   auto out1 = run_op_eager(OpKind::FusedBatchNorm, attrs, DType::f32, {x1, scale, offset, rm, rv},

@@ -222,7 +222,7 @@ TEST(ElementwiseGradTest, Sums) {
 // ---- Dropout ----
 
 std::vector<Tensor> run_dropout(const Tensor& x, float rate, uint64_t seed) {
-  CpuContext ctx;
+  ExecContext ctx;
   ctx.rng.reseed(seed);
   TensorDesc d{x.shape(), DType::f32};
   return run_op_eager(OpKind::Dropout, DropoutAttrs{rate}, DType::f32, {x}, {d, d}, ctx);
@@ -259,7 +259,7 @@ TEST(DropoutOpTest, SameSeedSameMask) {
   EXPECT_EQ(m1, m2);
   EXPECT_NE(m1, m3);
   // Successive runs on one context draw fresh masks.
-  CpuContext ctx;
+  ExecContext ctx;
   TensorDesc d{x.shape(), DType::f32};
   auto first = run_op_eager(OpKind::Dropout, DropoutAttrs{0.3f}, DType::f32, {x}, {d, d}, ctx);
   auto second = run_op_eager(OpKind::Dropout, DropoutAttrs{0.3f}, DType::f32, {x}, {d, d}, ctx);

@@ -337,13 +337,13 @@ INSTANTIATE_TEST_SUITE_P(AllOps, LowPrecisionOp,
 // Runs the node's kernel created with `ctx` on copies of `inputs`; also reports whether
 // the kernel was the emulated one.
 std::vector<Tensor> run_with(const LpCase& c, const std::vector<Tensor>& inputs, DType dtype,
-                             CpuContext& ctx, bool* emulated) {
+                             ExecContext& ctx, bool* emulated) {
   std::vector<TensorDesc> outs;
   for (const Tensor& t : run_op(c.kind, c.attrs, inputs, dtype))
     outs.push_back({t.shape(), t.dtype()});
   KernelSpec spec{c.kind, c.attrs, dtype, {}, outs, c.name};
   for (const Tensor& t : inputs) spec.inputs.push_back({t.shape(), t.dtype()});
-  auto kernel = create_kernel(spec, Device::cpu, ctx);
+  auto kernel = create_kernel(spec, ctx);
   *emulated = is_emulated_kernel(*kernel);
   std::vector<Tensor> copies, results;
   for (const Tensor& t : inputs) copies.push_back(t.clone());
@@ -360,14 +360,14 @@ TEST_P(NativeBf16, AgreesWithEmulation) {
     GTEST_SKIP() << "this CPU has no AVX-512 BF16: oneDNN bf16 kernels are emulated here";
   Rng rng(7);
   const std::vector<Tensor> inputs = node_inputs(c.kind, c.make_inputs(rng), DType::bf16);
-  CpuContext native_ctx, emulated_ctx;
+  ExecContext native_ctx, emulated_ctx;
   native_ctx.native_bf16 = true;
   emulated_ctx.native_bf16 = false;
   bool native_was_emulated = true, emulated_was_emulated = false, unused = false;
   const auto native = run_with(c, inputs, DType::bf16, native_ctx, &native_was_emulated);
   const auto emulated = run_with(c, inputs, DType::bf16, emulated_ctx, &emulated_was_emulated);
   // The loops' baseline x86-64 code, which CPUs without AVX-512 run.
-  CpuContext baseline_ctx;  // fresh: Dropout draws its mask from the context's Rng
+  ExecContext baseline_ctx;  // fresh: Dropout draws its mask from the context's Rng
   baseline_ctx.native_bf16 = true;
   set_avx512_loops_enabled(false);
   const auto baseline = run_with(c, inputs, DType::bf16, baseline_ctx, &unused);
@@ -404,16 +404,16 @@ INSTANTIATE_TEST_SUITE_P(AllOps, NativeBf16, ::testing::ValuesIn(lp_cases()),
 TEST(LowPrecisionKernels, EveryOpWithAnF32KernelHasLowPrecisionKernels) {
   for (int k = 0; k < int(OpKind::kCount); ++k) {
     const OpKind kind = OpKind(k);
-    if (!has_kernel(kind, Device::cpu, DType::f32)) continue;
-    EXPECT_TRUE(has_kernel(kind, Device::cpu, DType::bf16)) << op_name(kind);
-    EXPECT_TRUE(has_kernel(kind, Device::cpu, DType::f16)) << op_name(kind);
+    if (!has_kernel(kind, Device::cpu, DType::f32, true)) continue;
+    EXPECT_TRUE(has_kernel(kind, Device::cpu, DType::bf16, true)) << op_name(kind);
+    EXPECT_TRUE(has_kernel(kind, Device::cpu, DType::f16, true)) << op_name(kind);
   }
   // No f32 kernel, nothing to emulate: still an error naming op, device and dtype.
-  EXPECT_FALSE(has_kernel(OpKind::Placeholder, Device::cpu, DType::f16));
+  EXPECT_FALSE(has_kernel(OpKind::Placeholder, Device::cpu, DType::f16, true));
   KernelSpec spec{OpKind::Placeholder, PlaceholderAttrs{}, DType::f16, {}, {}, "p"};
-  CpuContext ctx;
+  ExecContext ctx;
   try {
-    create_kernel(spec, Device::cpu, ctx);
+    create_kernel(spec, ctx);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(
@@ -430,14 +430,14 @@ KernelSpec conv_spec(DType dtype) {
 }
 
 TEST(LowPrecisionKernels, F16IsEmulatedAndBf16NativeWhereTheCpuAllows) {
-  CpuContext ctx;
+  ExecContext ctx;
   ctx.native_bf16 = true;
-  EXPECT_TRUE(is_emulated_kernel(*create_kernel(conv_spec(DType::f16), Device::cpu, ctx)));
-  EXPECT_EQ(is_emulated_kernel(*create_kernel(conv_spec(DType::bf16), Device::cpu, ctx)),
+  EXPECT_TRUE(is_emulated_kernel(*create_kernel(conv_spec(DType::f16), ctx)));
+  EXPECT_EQ(is_emulated_kernel(*create_kernel(conv_spec(DType::bf16), ctx)),
             !cpu_has_native_bf16());
-  EXPECT_FALSE(is_emulated_kernel(*create_kernel(conv_spec(DType::f32), Device::cpu, ctx)));
+  EXPECT_FALSE(is_emulated_kernel(*create_kernel(conv_spec(DType::f32), ctx)));
   ctx.native_bf16 = false;
-  EXPECT_TRUE(is_emulated_kernel(*create_kernel(conv_spec(DType::bf16), Device::cpu, ctx)));
+  EXPECT_TRUE(is_emulated_kernel(*create_kernel(conv_spec(DType::bf16), ctx)));
 }
 
 // Sets an environment variable for one scope, restoring the previous value.
@@ -462,18 +462,18 @@ class ScopedEnv {
 TEST(LowPrecisionKernels, EnvironmentForcesEmulation) {
   {
     ScopedEnv env("CAMPO_CPU_BF16", "emulate");
-    CpuContext ctx;
+    ExecContext ctx;
     EXPECT_FALSE(ctx.native_bf16);
-    EXPECT_TRUE(is_emulated_kernel(*create_kernel(conv_spec(DType::bf16), Device::cpu, ctx)));
+    EXPECT_TRUE(is_emulated_kernel(*create_kernel(conv_spec(DType::bf16), ctx)));
   }
   {
     ScopedEnv env("CAMPO_CPU_BF16", "native");
-    EXPECT_TRUE(CpuContext().native_bf16);
+    EXPECT_TRUE(ExecContext().native_bf16);
   }
   {
     ScopedEnv env("CAMPO_CPU_BF16", "emulated");  // a typo is an error, not ignored
     try {
-      CpuContext ctx;
+      ExecContext ctx;
       FAIL() << "expected an error";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("CAMPO_CPU_BF16 must be 'native' or 'emulate'"),
@@ -519,7 +519,7 @@ TEST(LowPrecisionNumerics, NanAndInfPropagate) {
   const Tensor one = Tensor::from_vector(std::vector<float>{1.0f, 1.0f, 1.0f, 1.0f}, {4});
   for (DType dtype : {DType::bf16, DType::f16}) {
     for (bool native : {true, false}) {
-      CpuContext ctx;
+      ExecContext ctx;
       ctx.native_bf16 = native;
       const TensorDesc desc{{4}, dtype};
       const auto relu =
@@ -549,13 +549,13 @@ TEST(LowPrecisionNumerics, BatchNormBf16UpdatesF32RunningStatsInPlace) {
   const Tensor mean0 = random_tensor({3}, rng), var0 = random_tensor({3}, rng, 0.5f, 2.0f);
   const BatchNormAttrs attrs{1e-5f, 0.1f, true};
 
-  CpuContext f32_ctx;
+  ExecContext f32_ctx;
   Tensor ref_mean = mean0.clone(), ref_var = var0.clone();
   run_op_eager(OpKind::FusedBatchNorm, attrs, DType::f32, {x, scale, offset, ref_mean, ref_var},
                {{xs, DType::f32}, {{3}, DType::f32}, {{3}, DType::f32}}, f32_ctx);
 
   for (bool native : {true, false}) {
-    CpuContext ctx;
+    ExecContext ctx;
     ctx.native_bf16 = native;
     Tensor running_mean = mean0.clone(), running_var = var0.clone();
     const auto out =
@@ -575,15 +575,15 @@ TEST(LowPrecisionNumerics, BatchNormBf16UpdatesF32RunningStatsInPlace) {
 // it, and the earlier kernel follows (and keeps giving the same answer on every run).
 TEST(LowPrecisionKernels, EmulatedKernelsShareAGrowingWorkspace) {
   Rng rng(5);
-  CpuContext ctx;
+  ExecContext ctx;
   auto small_spec = conv_spec(DType::f16);
-  auto small = create_kernel(small_spec, Device::cpu, ctx);
-  const void* before = ctx.emulation_workspace();
+  auto small = create_kernel(small_spec, ctx);
+  const void* before = ctx.workspace();
   KernelSpec big_spec{
       OpKind::Relu, NoAttrs{}, DType::f16, {{{1 << 16}, DType::f16}}, {{{1 << 16}, DType::f16}},
       "relu"};
-  auto big = create_kernel(big_spec, Device::cpu, ctx);
-  EXPECT_NE(ctx.emulation_workspace(), before);
+  auto big = create_kernel(big_spec, ctx);
+  EXPECT_NE(ctx.workspace(), before);
 
   const Tensor x = as_dtype(rounded_to(random_tensor({2, 8, 9, 9}, rng), DType::f16), DType::f16);
   const Tensor w = as_dtype(rounded_to(random_tensor({16, 8, 3, 3}, rng), DType::f16), DType::f16);
@@ -674,8 +674,8 @@ double thread_ms() {
 }
 
 // Best of `reps` runs after one warm-up.
-double time_kernel(const KernelSpec& spec, CpuContext& ctx, int reps) {
-  auto kernel = create_kernel(spec, Device::cpu, ctx);
+double time_kernel(const KernelSpec& spec, ExecContext& ctx, int reps) {
+  auto kernel = create_kernel(spec, ctx);
   std::vector<Tensor> in, out;
   Rng rng(1);
   for (const TensorDesc& d : spec.inputs)
@@ -723,7 +723,7 @@ TEST(LowPrecisionBench, DISABLED_ConvMatMulBf16VsF32) {
       {"lenet c1 5x5 1->6 @28", 32, 1, 28, 6, 5, 1, 2},
       {"lenet c2 5x5 6->16 @14", 32, 6, 14, 16, 5, 1, 0},
   };
-  CpuContext ctx;
+  ExecContext ctx;
   std::printf("%-34s %-6s %9s %9s %9s %7s %7s\n", "layer (threads)", "pass", "f32 ms", "bf16 ms",
               "f16 ms", "f32/bf", "f32/f16");
   auto report = [&](const std::string& name, const char* pass, const KernelSpec& f32, int reps) {
@@ -829,7 +829,7 @@ TEST(LowPrecisionBench, DISABLED_ElementwiseBf16VsF32) {
   };
   std::printf("%-22s %9s %9s %9s %9s %7s %7s\n", "op (threads)", "f32 ms", "bf16 ms", "bf16em ms",
               "f16em ms", "f32/bf", "f32/em");
-  CpuContext native_ctx, emulated_ctx;
+  ExecContext native_ctx, emulated_ctx;
   emulated_ctx.native_bf16 = false;
   for (const Op& op : ops) {
     // Low-precision specs: floating data in the dtype, batch-norm's per-channel tensors f32.
@@ -884,7 +884,7 @@ TEST(LowPrecisionBench, DISABLED_TrainingStepBf16VsF32) {
     const double tb = step_ms(DType::bf16);
     double tbe;
     {
-      ScopedEnv env("CAMPO_CPU_BF16", "emulate");  // read by the executor's CpuContext
+      ScopedEnv env("CAMPO_CPU_BF16", "emulate");  // read by the executor's ExecContext
       tbe = step_ms(DType::bf16);
     }
     std::printf("%-10s %-18s %10.0f %10.0f %12.0f %7.2f %7.2f\n", m.name,
@@ -919,7 +919,7 @@ TEST(LowPrecisionTest, Bf16BackpropFilterWritesF32Weights) {
     const Tensor want = run_op(OpKind::Conv2DBackpropFilter, c.a, {x, dy}, DType::f32)[0];
     for (bool native : {true, false}) {
       if (native && !cpu_has_native_bf16()) continue;
-      CpuContext ctx;
+      ExecContext ctx;
       ctx.native_bf16 = native;
       auto run = [&](DType out_dtype) {
         KernelSpec spec{OpKind::Conv2DBackpropFilter,
@@ -928,7 +928,7 @@ TEST(LowPrecisionTest, Bf16BackpropFilterWritesF32Weights) {
                         {{c.x, DType::bf16}, {c.dy, DType::bf16}},
                         {{c.w, out_dtype}},
                         "dw"};
-        auto kernel = create_kernel(spec, Device::cpu, ctx);
+        auto kernel = create_kernel(spec, ctx);
         std::vector<Tensor> out = {Tensor::zeros(c.w, out_dtype)};
         kernel->run(ctx, {as_dtype(x, DType::bf16), as_dtype(dy, DType::bf16)}, out);
         return out[0];

@@ -86,7 +86,7 @@ TEST_P(MomentumTest, ThreeStepsMatchPyTorch) {
   for (const Shape& shape : {Shape{5, 3}, Shape{70001}}) {
     Tensor var = random_tensor(shape, rng), accum = Tensor::zeros(shape, DType::f32);
     std::vector<double> ref_var = to_double(var), ref_buf(size_t(var.numel()), 0.0);
-    CpuContext ctx;
+    ExecContext ctx;
     const float lr = 0.05f;
     for (int step = 1; step <= 3; ++step) {
       Tensor grad = random_tensor(shape, rng);
@@ -125,7 +125,7 @@ TEST_P(AdamTest, ThreeStepsMatchPyTorch) {
     Tensor m = Tensor::zeros(shape, DType::f32), v = Tensor::zeros(shape, DType::f32);
     std::vector<double> ref_var = to_double(var), ref_m(size_t(var.numel()), 0.0),
                         ref_v(size_t(var.numel()), 0.0);
-    CpuContext ctx;
+    ExecContext ctx;
     const float lr = 1e-2f;
     for (int step = 1; step <= 3; ++step) {
       Tensor grad = random_tensor(shape, rng);
@@ -144,7 +144,7 @@ INSTANTIATE_TEST_SUITE_P(WeightDecay, AdamTest, ::testing::Values(0.0f, 1e-2f),
                          [](const auto& info) { return info.param > 0 ? "wd" : "no_wd"; });
 
 TEST(OptimizerOpTest, AdamRejectsStepZero) {
-  CpuContext ctx;
+  ExecContext ctx;
   Tensor t = Tensor::zeros({2}, DType::f32);
   std::string msg = error_message([&] {
     run_op_eager(OpKind::ApplyAdam, AdamAttrs{}, DType::f32,
@@ -226,7 +226,7 @@ TEST(OptimizerOpTest, WeightCopyIsTheUpdatedVarRounded) {
       Tensor state = random_tensor(shape, rng, 0.0f, 1.0f);
       Tensor var2 = var.clone(), state2 = state.clone(), state3 = state.clone();
       Tensor state4 = state.clone(), copy = Tensor::zeros(shape, low);
-      CpuContext ctx;
+      ExecContext ctx;
       if (variant < 2) {
         const MomentumAttrs a{0.9f, 1e-2f, variant == 1};
         run_op_eager(OpKind::ApplyMomentum, a, DType::f32, {var, state, grad, scalar(0.1f)}, {}, ctx);
@@ -281,7 +281,7 @@ TEST(OptimizerBench, DISABLED_WeightCopyAgainstCast) {
   const Shape shape{23520842};
   Tensor var = random_tensor(shape, rng), accum = random_tensor(shape, rng);
   Tensor grad = random_tensor(shape, rng), copy = Tensor::zeros(shape, DType::bf16);
-  CpuContext ctx;
+  ExecContext ctx;
   const char* names[] = {"update", "update writing the copy", "separate cast"};
   double best[3] = {1e30, 1e30, 1e30};
   for (int rep = 0; rep < 6; ++rep) {

@@ -62,8 +62,8 @@ Tensor random_in(const Shape& shape, DType dtype, Rng& rng) {
 
 // The kernel of `spec` run on {a, b}; the output is filled with NaN first, so an element
 // the kernel does not write cannot pass for a correct one.
-Tensor run_kernel(const KernelSpec& spec, const Tensor& a, const Tensor& b, CpuContext& ctx) {
-  auto kernel = create_kernel(spec, Device::cpu, ctx);
+Tensor run_kernel(const KernelSpec& spec, const Tensor& a, const Tensor& b, ExecContext& ctx) {
+  auto kernel = create_kernel(spec, ctx);
   const TensorDesc& d = spec.outputs[0];
   Tensor nan = Tensor::empty(d.shape, DType::f32);
   for (int64_t i = 0; i < nan.numel(); ++i) nan.data_as<float>()[i] = NAN;
@@ -142,7 +142,7 @@ TEST_P(PaddedMatMulTest, Bf16MatchesUnpadded) {
   if (!cpu_has_native_bf16())
     GTEST_SKIP() << "no AVX-512 BF16: bf16 MatMul is emulated in f32 and ignores pad_to";
   const Gemm& g = GetParam();
-  CpuContext ctx;
+  ExecContext ctx;
   Rng rng(7);
   const Tensor a = random_in(a_shape(g), DType::bf16, rng);
   const Tensor b = random_in(b_shape(g), DType::bf16, rng);
@@ -165,7 +165,7 @@ INSTANTIATE_TEST_SUITE_P(LayerAndGradients, PaddedMatMulTest, ::testing::ValuesI
 TEST(PaddedMatMul, AlignedShapeUnchanged) {
   if (!cpu_has_native_bf16())
     GTEST_SKIP() << "no AVX-512 BF16: bf16 MatMul is emulated in f32 and ignores pad_to";
-  CpuContext ctx;
+  ExecContext ctx;
   Rng rng(3);
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
@@ -184,7 +184,7 @@ TEST(PaddedMatMul, F32AndEmulatedIgnorePadTo) {
   Rng rng(5);
   const Gemm g{9, 33, 17, false, true};
   for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
-    CpuContext ctx;
+    ExecContext ctx;
     ctx.native_bf16 = false;
     const Tensor a = random_in(a_shape(g), dtype, rng);
     const Tensor b = random_in(b_shape(g), dtype, rng);
@@ -195,8 +195,8 @@ TEST(PaddedMatMul, F32AndEmulatedIgnorePadTo) {
 }
 
 TEST(PaddedMatMul, NegativePadToIsAnError) {
-  CpuContext ctx;
-  EXPECT_THROW(create_kernel(matmul_spec({4, 5, 6}, DType::f32, -1), Device::cpu, ctx), Error);
+  ExecContext ctx;
+  EXPECT_THROW(create_kernel(matmul_spec({4, 5, 6}, DType::f32, -1), ctx), Error);
 }
 
 // ---- graphs ----
@@ -222,7 +222,7 @@ TEST(PaddedMatMul, ExecutorPassesPadTo) {
   VariableStore vars;
   auto run = [&](int pad_to) {
     g.node(mm).pad_to = pad_to;
-    Executable exe(g, vars, {Device::cpu, {out}, 0});
+    Executable exe(g, vars, {{out}, 0});
     Rng rng(11);
     const Tensor a = random_in(a_shape(m), DType::bf16, rng);
     const Tensor b = random_in(b_shape(m), DType::bf16, rng);
@@ -240,7 +240,7 @@ TEST(PaddedMatMul, ExecutorPassesPadTo) {
   else
     EXPECT_LE(d.max_ulps, 1);
   g.node(mm).pad_to = -1;
-  EXPECT_THROW({ Executable exe(g, vars, {Device::cpu, {out}, 0}); }, Error);
+  EXPECT_THROW({ Executable exe(g, vars, {{out}, 0}); }, Error);
 }
 
 TEST(Padding, CandidatesAreUnalignedLowPrecisionMatMuls) {

@@ -69,14 +69,16 @@ inline uint64_t hash_variables(const VariableStore& vars) {
   };
   for (const std::string& name : vars.names()) {
     mix(name.data(), name.size());
-    const std::vector<float> v = vars.at(name).to_float_vector();
+    const std::vector<float> v = vars.read(name).to_float_vector();
     mix(v.data(), v.size() * sizeof(float));
   }
   return h;
 }
 
 // config: "<model>/<policy>", policy one of fp32, amp, cost-aware, amp-fp16-dynamic.
-inline PinRun run_pinned_config(const std::string& config) {
+// `backend`: where the session trains (null: the default CPU backend).
+inline PinRun run_pinned_config(const std::string& config,
+                                std::shared_ptr<Backend> backend = nullptr) {
   const std::string model = config.substr(0, config.find('/'));
   const std::string policy = config.substr(config.find('/') + 1);
   const bool lenet = model == "lenet";
@@ -107,7 +109,7 @@ inline PinRun run_pinned_config(const std::string& config) {
     p.costs = std::make_shared<const CostTable>(pinned_cost_table(scratch));
   }
 
-  TrainingSession session(model, mo, image_shape, batch, opt, 1234, p);
+  TrainingSession session(model, mo, image_shape, batch, opt, 1234, p, std::move(backend));
   PinRun run;
   Rng rng(99);
   for (int step = 0; step < kPinSteps; ++step) {

@@ -1,0 +1,22 @@
+// What CPU kernels reach through their ExecContext: the CPU backend's oneDNN engine and
+// stream. Any backend whose kernels are the CPU's (Backend::kernel_device() == cpu) is a
+// CpuBackend (the test-only staging backend derives from it).
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "ops/kernel.h"
+#include "runtime/cpu_backend.h"
+
+namespace campo {
+
+inline CpuBackend& cpu_backend(ExecContext& ctx) {
+  auto* cpu = dynamic_cast<CpuBackend*>(&ctx.backend());
+  CAMPO_CHECK(cpu != nullptr, "internal: a CPU kernel runs on the ", ctx.backend().device().str(),
+              " backend");
+  return *cpu;
+}
+inline dnnl::engine& cpu_engine(ExecContext& ctx) { return cpu_backend(ctx).engine(); }
+inline dnnl::stream& cpu_stream(ExecContext& ctx) { return cpu_backend(ctx).stream(); }
+
+}  // namespace campo
