@@ -2,10 +2,8 @@
 // runs in low precision with K or N not a multiple of the fast path's alignment may run on
 // zero-padded operands inside its kernel (Node::pad_to, ops/cpu/matmul.cc), transparently
 // to the model and its results. Whether that pays depends on the shape, the CPU and the
-// GEMM library, and the copies of the operands count against it: PyTorch's oneDNN bf16
-// GEMM ran 64x4097x1000 1.27x faster with K pre-padded to 4112 on this project's Zen 4
-// machine, while campo's oneDNN 2.6 runs the unpadded shape as fast as the aligned one, so
-// there padding with copies is a loss (PaddingBench, tests/ops/padding_test.cc). It is
+// GEMM library, and the copies of the operands count against it (docs/kernels.md,
+// "Padding": pre-padded operands paid for PyTorch's GEMM, copies did not for campo's). It is
 // therefore decided per node: this file finds the candidates, times a candidate unpadded
 // and padded in isolation, and sets pad_to where a decision says so.
 // amp/ sees graphs, never kernels: the timing compiles a one-node graph with the executor.

@@ -4,12 +4,9 @@
 // double. Statistics use two passes (mean, then centred squares), so large means do not
 // cancel.
 //
-// Against oneDNN 2.6 batch_normalization (it picks ncsp_bnorm for f32 nchw), one thread,
-// Kernel::run timed against the primitive on the same buffers, training forward / backward:
-// [16,64,112,112] 9 / 10 ms vs 28 / 34 ms; [16,256,56,56] 11 / 13 ms vs 29 / 35 ms;
-// [16,2048,7,7] 1.3 / 2.1 ms vs 4.7 / 4.3 ms; [256,1024] 0.19 / 0.21 ms vs 2.9 / 2.0 ms. The
-// running-statistics update (PyTorch's, with the unbiased variance) would be our own code with
-// oneDNN too.
+// oneDNN's batch_normalization is not used: these loops are faster on nchw data
+// (docs/kernels.md, "Batch norm"), and the running-statistics update (PyTorch's, with the
+// unbiased variance) would be our own code with oneDNN too.
 //
 // Templates on the data type T of x, y, dy, dx (float, or bfloat16 from
 // ops/cpu/low_precision.h) with f32 math; scale, offset and every statistic are f32 for

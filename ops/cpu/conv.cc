@@ -22,11 +22,9 @@ using tag = memory::format_tag;
 
 // Whether a primitive asks oneDNN for its preferred (blocked) layouts, format_tag::any,
 // reordering our plain buffers to and from buffers owned by the kernel, instead of running
-// on NCHW / OIHW directly. Measured single-threaded (oneDNN 2.6, f32, AVX-512, ResNet /
-// VGG / DCGAN / LeNet layer shapes): blocked layouts, reorders included, are 1.1-1.9x
-// faster for kernels larger than 1x1, ~9x for depthwise and 20x+ when O = 1; they are
-// ~1.5x slower for 1x1 kernels and 3-9x slower for backprop-input into fewer than 16
-// channels (the gradient of an image or of a 1-channel input).
+// on NCHW / OIHW directly: blocked layouts, reorders included, are faster for kernels larger
+// than 1x1 and slower for 1x1 kernels and for backprop-input into fewer than 16 channels
+// (the gradient of an image or of a 1-channel input); docs/kernels.md, "Convolution".
 bool prefer_blocked_layouts(OpKind kind, const Shape& x, const Shape& w) {
   if (w[2] == 1 && w[3] == 1) return false;
   if (kind == OpKind::Conv2DBackpropInput && x[1] < 16) return false;

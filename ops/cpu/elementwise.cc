@@ -2,10 +2,10 @@
 // (ops/cpu/low_precision.h: loads widen exactly, the math is the f32 math, stores round once,
 // so the bf16 kernels compute exactly what the f32 kernel emulated on bf16 data computes).
 // Tanh and Sigmoid forward use oneDNN's eltwise primitive: its JIT'd AVX-512/AVX2
-// transcendentals run 15-20x faster than std::tanh / std::exp loops at the baseline ISA
-// this project compiles for. Everything else is memory bound arithmetic, where plain
-// auto-vectorised `omp parallel for` loops match oneDNN (measured at 4M elements: relu and
-// TanhGrad within noise of oneDNN's eltwise forward/backward) and keep NaN semantics explicit:
+// transcendentals are far faster than std::tanh / std::exp loops at the baseline ISA this
+// project compiles for. Everything else is memory bound arithmetic, where plain
+// auto-vectorised `omp parallel for` loops match oneDNN (docs/kernels.md, "Element-wise
+// ops") and keep NaN semantics explicit:
 // Relu and LeakyRelu propagate NaN (so loss scaling sees it); gradients select, as TF.
 // f16 is emulated (ops/cpu/low_precision.h).
 #include <algorithm>

@@ -22,13 +22,7 @@
 //    constructor, forces the emulation path for every bf16 kernel (to compare, or to rule
 //    the native path out); CAMPO_CPU_BF16=native (or unset) is the default.
 //
-// Measured on one Zen 4 core (thread CPU time, `LowPrecisionBench.*` in
-// tests/ops/low_precision_test.cc): oneDNN bf16 convolutions are 1.7-2.4x faster than f32
-// on ResNet-50 / VGG-16 layers with >= 64 channels, 1.1-1.5x on 1x1 layers at 56x56 and on
-// 3-channel stems, and slower on tiny layers (LeNet c1's filter gradient: 0.26x); the bf16
-// loops are 1.5-2.7x faster than f32 except MaxPool (0.84x) and the reductions (1.0x); a
-// whole training step is 1.7-2.2x faster (ResNet-18/50, VGG-16). Emulated kernels cost
-// 0.7-1.0x of f32 for conv / matmul and ~0.3x for memory-bound ops.
+// How fast each path is against f32: docs/kernels.md, "Low-precision kernels".
 //
 // The loop kernels compute what the emulation computes (the same f32 arithmetic, one
 // rounding per output): element-wise results agree bit for bit; sums (batch-norm
@@ -116,8 +110,8 @@ CAMPO_AVX512_LOOPS void parallel_for_avx512(int64_t n, bool parallel, int thread
 // count) when `parallel`. For element type T = bfloat16 on a CPU with AVX-512 the loop is
 // compiled for AVX-512: the baseline x86-64 code of a bf16 loop spends more on the
 // conversions (SSE2 has no 32 -> 16-bit pack) than halving the bytes saves, while with
-// AVX-512 it runs ~2.5x faster than the f32 loop (a bf16 Add on 3.2M elements, one thread:
-// 0.58 ms vs 1.5 ms for f32, 1.6 ms for baseline bf16). f32 kernels keep the baseline code.
+// AVX-512 it runs faster than the f32 loop (docs/kernels.md, "Low-precision kernels").
+// f32 kernels keep the baseline code.
 template <typename T, typename F>
 void parallel_for(int64_t n, bool parallel, const F& body, int threads = 0) {
   if (threads <= 0) threads = lp_detail::max_threads();

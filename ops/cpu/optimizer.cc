@@ -86,8 +86,8 @@ __attribute__((target_clones("avx512f", "default"))) void adam_block(const AdamB
 // Runs block(begin, end) over [0, n) in blocks of kBlock (in parallel when n is large); the
 // weight copy, if any, gets each block of var right after its update, while it is in cache.
 // A bf16 copy is streamed (it is read only in the next step, by then out of cache anyway,
-// and streaming saves reading its lines first: ApplyMomentum over 15M weights costs
-// +0.6-1.2 ms for the copy instead of +1.5-2.8 ms, OptimizerBench); f16 goes through convert.
+// and streaming saves reading its lines first: docs/kernels.md, "Optimizer weight copies");
+// f16 goes through convert.
 template <typename Block>
 void update_blocks(int64_t n, const float* var, const Tensor* copy, Block block) {
   const int64_t blocks = (n + kBlock - 1) / kBlock;

@@ -10,41 +10,15 @@
 // path: a SIMD reduction per plane (for bf16 with AVX-512, 16 planes at a time in the same
 // order) forward, a fill backward. The gradients work on blocks of planes.
 //
-// Against oneDNN 2.6 pooling (jit:avx512_core, nchw), one thread, N = 16, Kernel::run
-// timed against the primitive on the same buffers, forward / backward (before the changes
-// below):
-//   MaxPool 3x3/2 pad 1, 64x112x112:  15 / 5 ms     vs  6.5 / 7 ms
-//   global AvgPool, 2048x7x7:         0.24 / 0.15 ms vs 0.35 / 0.44 ms
-// oneDNN's max-pooling workspace is not our argmax (its encoding is implementation-defined),
-// so using its forward would add a conversion pass and that dependence; the loops stay until
-// the stem's MaxPool shows up in a profile.
+// oneDNN's pooling is not used: its max-pooling workspace is not our argmax (its encoding is
+// implementation-defined), so using its forward would add a conversion pass and that
+// dependence.
 //
 // Templates on the data type T (float, or bfloat16 from ops/cpu/low_precision.h) with f32
 // math; the gradients' scatter-adds accumulate in f32 for every T, so a bf16 kernel rounds
 // each output once, as the f32 kernel emulated on bf16 data does. f16 is emulated. Every
 // result (maxima, argmax, sums, NaN handling) is bit for bit what the plain loops gave.
-//
-// One Zen 4 core, thread CPU time in ms, f32 / bf16, before -> after these kernels
-// (OMP_NUM_THREADS=1 campo_tests --gtest_also_run_disabled_tests
-//  --gtest_filter='LowPrecisionBench.DISABLED_Elementwise*'; MaxPoolGrad's argmax is all 0
-// there, so every plane is one chain of dependent additions):
-//   MaxPool 3x3/2 [16,64,56,56]       4.89 / 5.63  ->  4.37 / 1.98
-//   MaxPoolGrad 3x3/2                 2.95 / 3.06  ->  0.87 / 1.08
-//   MaxPool 2x2/2 [32,64,32,32]       2.66 / 5.24  ->  1.63 / 0.58
-//   MaxPoolGrad 2x2/2                 1.78 / 1.97  ->  0.48 / 0.68
-//   MaxPool 2x2/2 [32,128,16,16]      2.31 / 5.05  ->  0.84 / 0.57
-//   MaxPoolGrad 2x2/2                 0.72 / 0.97  ->  0.20 / 0.30
-//   MaxPool 2x2/2 [32,256,8,8]        2.74 / 2.87  ->  0.50 / 0.48
-//   MaxPoolGrad 2x2/2                 0.19 / 0.34  ->  0.10 / 0.14
-//   MaxPool 2x2/2 [32,512,4,4]        1.39 / 1.49  ->  0.50 / 0.47
-//   MaxPoolGrad 2x2/2                 0.07 / 0.26  ->  0.05 / 0.08
-//   global AvgPool [16,2048,4,4]      0.08 / 0.20  ->  0.08 / 0.07
-//   global AvgPoolGrad                0.06 / 0.18  ->  0.06 / 0.07
-// Not reached: bf16 MaxPoolGrad is still 0.65-0.8x of f32. Both accumulate in f32 planes,
-// and bf16 then rounds the plane into dx, a pass f32 does not have. (A hand-written AVX-512
-// rounding loop did not change the time; writing dx directly where no index repeats matched
-// f32 on the all-zero argmax but was 2.3x slower on a real one.) The bf16 global
-// AvgPoolGrad (a 16-element fill per plane) is 0.85x of f32.
+// Their times, against oneDNN and before / after: docs/kernels.md, "Pooling".
 #include <immintrin.h>
 #include <omp.h>
 
@@ -255,8 +229,7 @@ CAMPO_AVX512_POOLING void global_sums_16_planes(const bfloat16* x, int64_t n, fl
 #undef CAMPO_AVX512_POOLING
 constexpr int kMaxLanes = AvxLanes::kLanes;
 // Rows of at most this many output columns take SseLanes in the AVX-512 code too: 16 lanes
-// would mostly compute columns that are dropped (VGG's 2x2/2 pool on 8x8 planes: 0.66 ms
-// with AvxLanes, 0.49 ms with SseLanes).
+// would mostly compute columns that are dropped (docs/kernels.md, "Pooling").
 constexpr int64_t kNarrowRow = 4;
 
 //   sum[t] += x[start + t * stride]

@@ -1,7 +1,7 @@
 // Low-precision CPU kernels (ops/cpu/low_precision.h): every op's bf16 and f16 kernel
 // against its f32 kernel on the same inputs, the native bf16 kernels against the emulated
 // ones, f16 overflow, batch norm's f32 running statistics, the emulation workspace, and the
-// CAMPO_CPU_BF16 switch. A disabled benchmark times conv / matmul bf16 against f32.
+// CAMPO_CPU_BF16 switch. The benchmarks of these kernels are in bench/kernels/.
 //
 // Inputs are rounded to the low-precision type first and the f32 reference runs on those
 // rounded values, so what differs is only the op's own rounding. Tolerances are the
@@ -11,16 +11,12 @@
 #include "ops/cpu/low_precision.h"
 
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <functional>
 #include <limits>
-#include <optional>
 #include <set>
 #include <string>
 
@@ -33,6 +29,7 @@
 #include "models/models.h"
 #include "ops/kernel.h"
 #include "tests/gradcheck.h"
+#include "tests/ops/low_precision_util.h"
 #include "tests/test_util.h"
 
 namespace campo::testing {
@@ -48,14 +45,6 @@ Tensor rounded_to(const Tensor& t, DType dtype) {
   Tensor back = Tensor::empty(t.shape(), DType::f32);
   convert(low.data(), dtype, back.data(), DType::f32, size_t(t.numel()));
   return back;
-}
-
-// `t` (f32) in `dtype`; the values must be representable (see rounded_to).
-Tensor as_dtype(const Tensor& t, DType dtype) {
-  if (t.dtype() != DType::f32 || dtype == DType::f32) return t.clone();
-  Tensor out = Tensor::empty(t.shape(), dtype);
-  convert(t.data(), DType::f32, out.data(), dtype, size_t(t.numel()));
-  return out;
 }
 
 Tensor labels(int64_t n, int32_t classes, Rng& rng) {
@@ -103,19 +92,6 @@ struct LpCase {
 };
 
 std::ostream& operator<<(std::ostream& os, const LpCase& c) { return os << c.name; }
-
-ConvAttrs conv(int stride, int pad, Shape output_shape = {}, int groups = 1) {
-  ConvAttrs a;
-  a.stride_h = a.stride_w = stride;
-  a.pad_h = a.pad_w = pad;
-  a.groups = groups;
-  a.output_shape = std::move(output_shape);
-  return a;
-}
-
-PoolAttrs pool(int k, int s, int p, Shape input_shape = {}) {
-  return PoolAttrs{k, k, s, s, p, p, std::move(input_shape)};
-}
 
 // MaxPool's argmax of x, as MaxPoolGrad's input.
 Tensor argmax_of(const Tensor& x, const PoolAttrs& a) { return run_op(OpKind::MaxPool, a, {x})[1]; }
@@ -440,25 +416,6 @@ TEST(LowPrecisionKernels, F16IsEmulatedAndBf16NativeWhereTheCpuAllows) {
   EXPECT_TRUE(is_emulated_kernel(*create_kernel(conv_spec(DType::bf16), ctx)));
 }
 
-// Sets an environment variable for one scope, restoring the previous value.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_.has_value())
-      setenv(name_, old_->c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
 TEST(LowPrecisionKernels, EnvironmentForcesEmulation) {
   {
     ScopedEnv env("CAMPO_CPU_BF16", "emulate");
@@ -600,50 +557,6 @@ TEST(LowPrecisionKernels, EmulatedKernelsShareAGrowingWorkspace) {
 
 // ---- whole training steps ----
 
-// One SGD training step of a model, f32 or under the `amp` policy in a low-precision type,
-// with every placeholder filled from a fixed seed (images, labels, lr, step, loss scale 1).
-struct TrainingStep {
-  Graph graph;
-  VariableStore vars;
-  ValueId loss = kNoValue;
-  std::unique_ptr<Executable> exe;
-
-  TrainingStep(const std::string& model, const Shape& images, DType low_type) {
-    Builder b(graph, vars);
-    ModelOptions mo;
-    mo.in_channels = int(images[1]);
-    mo.image_size = int(images[2]);
-    const ValueId x = b.placeholder("images", images);
-    const ValueId y = b.placeholder("labels", {images[0]}, DType::i32);
-    loss = b.mean(b.sparse_softmax_cross_entropy(build_model(model, b, x, mo), y));
-    const auto params = vars.names_of_kind(VariableKind::parameter);
-    std::vector<ValueId> pv;
-    for (const auto& p : params) pv.push_back(graph.node(graph.find_node(p)).outputs[0]);
-    append_optimizer(b, params, append_gradients(b, loss, b.placeholder("loss_scale", {}), pv), {});
-    if (low_type != DType::f32) apply_amp_policy(graph, AmpLists::defaults(), low_type);
-    CompileOptions co;
-    co.fetches = {loss};
-    exe = std::make_unique<Executable>(graph, vars, co);
-    Rng rng(11);
-    for (const Node& n : graph.nodes()) {
-      if (n.kind != OpKind::Placeholder) continue;
-      Tensor& t = exe->input(n.name);
-      if (n.name == "labels") {
-        for (int64_t i = 0; i < t.numel(); ++i) t.data_as<int32_t>()[i] = int32_t(i % 10);
-      } else if (n.name == "lr") {
-        t.data_as<float>()[0] = 0.01f;
-      } else {  // images; step and loss_scale are 1
-        float* d = t.data_as<float>();
-        for (int64_t i = 0; i < t.numel(); ++i) d[i] = t.numel() == 1 ? 1.0f : rng.uniform(-1, 1);
-      }
-    }
-  }
-  float run() {
-    exe->run();
-    return exe->output(loss).to_float_vector()[0];
-  }
-};
-
 // LeNet's whole training step (forward, loss, backward, SGD) under the `amp` policy: every
 // op it paints runs its bf16 / f16 kernel, and the losses of two steps stay within a few
 // percent of f32's (weights identical at the start; bf16 has 8 significant bits).
@@ -660,236 +573,6 @@ TEST(LowPrecisionTraining, LenetStepMatchesF32) {
     EXPECT_NEAR(loss0, f32_loss0, 0.03 * f32_loss0) << dtype_name(dtype);
     EXPECT_NEAR(loss1, f32_loss1, 0.03 * f32_loss1) << dtype_name(dtype);
     EXPECT_LT(loss1, loss0) << dtype_name(dtype);  // the step learned something
-  }
-}
-
-// ---- benchmark (disabled; run with --gtest_also_run_disabled_tests) ----
-
-// Thread CPU time of the calling thread: with OMP_NUM_THREADS=1 it is the kernel's own time
-// and does not count the time other processes on a shared machine take from it.
-double thread_ms() {
-  timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
-}
-
-// Best of `reps` runs after one warm-up.
-double time_kernel(const KernelSpec& spec, ExecContext& ctx, int reps) {
-  auto kernel = create_kernel(spec, ctx);
-  std::vector<Tensor> in, out;
-  Rng rng(1);
-  for (const TensorDesc& d : spec.inputs)
-    in.push_back(is_floating(d.dtype) ? as_dtype(random_tensor(d.shape, rng), d.dtype)
-                                      : Tensor::zeros(d.shape, d.dtype));  // argmax 0: valid
-  for (const TensorDesc& d : spec.outputs) out.push_back(Tensor::zeros(d.shape, d.dtype));
-  kernel->run(ctx, in, out);
-  double best = 1e300;
-  for (int r = 0; r < reps; ++r) {
-    const double t0 = thread_ms();
-    kernel->run(ctx, in, out);
-    best = std::min(best, thread_ms() - t0);
-  }
-  return best;
-}
-
-KernelSpec with_dtype(KernelSpec s, DType dtype) {
-  s.dtype = dtype;
-  for (auto& d : s.inputs) d.dtype = dtype;
-  for (auto& d : s.outputs) d.dtype = dtype;
-  return s;
-}
-
-// Conv2D (fwd, backprop input, backprop filter) and MatMul on ResNet-50 / VGG-16 / LeNet
-// layer shapes: f32, native bf16 and emulated f16 kernels, side by side.
-//   OMP_NUM_THREADS=1 ./campo_tests --gtest_also_run_disabled_tests \
-//     --gtest_filter='LowPrecisionBench.*'
-TEST(LowPrecisionBench, DISABLED_ConvMatMulBf16VsF32) {
-  if (!cpu_has_native_bf16()) GTEST_SKIP() << "no AVX-512 BF16 on this CPU";
-  struct Layer {
-    const char* name;
-    int n, c, h, o, k, s, p;
-  };
-  const Layer layers[] = {
-      {"resnet50 conv1 7x7/2 3->64 @224", 16, 3, 224, 64, 7, 2, 3},
-      {"resnet50 l1 1x1 64->64 @56", 16, 64, 56, 64, 1, 1, 0},
-      {"resnet50 l1 3x3 64->64 @56", 16, 64, 56, 64, 3, 1, 1},
-      {"resnet50 l1 1x1 64->256 @56", 16, 64, 56, 256, 1, 1, 0},
-      {"resnet50 l3 3x3 256->256 @14", 16, 256, 14, 256, 3, 1, 1},
-      {"resnet50 l3 1x1 1024->256 @14", 16, 1024, 14, 256, 1, 1, 0},
-      {"resnet50 l4 3x3 512->512 @7", 16, 512, 7, 512, 3, 1, 1},
-      {"resnet50 l4 1x1 512->2048 @7", 16, 512, 7, 2048, 1, 1, 0},
-      {"vgg16 conv1_1 3x3 3->64 @224", 16, 3, 224, 64, 3, 1, 1},
-      {"vgg16 conv5 3x3 512->512 @14", 16, 512, 14, 512, 3, 1, 1},
-      {"lenet c1 5x5 1->6 @28", 32, 1, 28, 6, 5, 1, 2},
-      {"lenet c2 5x5 6->16 @14", 32, 6, 14, 16, 5, 1, 0},
-  };
-  ExecContext ctx;
-  std::printf("%-34s %-6s %9s %9s %9s %7s %7s\n", "layer (threads)", "pass", "f32 ms", "bf16 ms",
-              "f16 ms", "f32/bf", "f32/f16");
-  auto report = [&](const std::string& name, const char* pass, const KernelSpec& f32, int reps) {
-    const double t32 = time_kernel(f32, ctx, reps);
-    const double tb = time_kernel(with_dtype(f32, DType::bf16), ctx, reps);
-    const double th = time_kernel(with_dtype(f32, DType::f16), ctx, reps);
-    std::printf("%-34s %-6s %9.2f %9.2f %9.2f %7.2f %7.2f\n", name.c_str(), pass, t32, tb, th,
-                t32 / tb, t32 / th);
-    std::fflush(stdout);
-  };
-  const std::string threads = " (" + std::to_string(omp_get_max_threads()) + ")";
-  for (const Layer& l : layers) {
-    const int64_t oh = (l.h + 2 * l.p - l.k) / l.s + 1;
-    const Shape x{l.n, l.c, l.h, l.h}, w{l.o, l.c, l.k, l.k}, y{l.n, l.o, oh, oh};
-    const int reps = 3;
-    report(l.name + threads, "fwd",
-           {OpKind::Conv2D, conv(l.s, l.p), DType::f32, {{x}, {w}}, {{y}}, "c"}, reps);
-    report(l.name + threads, "bwd_x",
-           {OpKind::Conv2DBackpropInput, conv(l.s, l.p, x), DType::f32, {{y}, {w}}, {{x}}, "c"},
-           reps);
-    report(l.name + threads, "bwd_w",
-           {OpKind::Conv2DBackpropFilter, conv(l.s, l.p, w), DType::f32, {{x}, {y}}, {{w}}, "c"},
-           reps);
-  }
-  struct Gemm {
-    const char* name;
-    int64_t m, k, n;
-  };
-  const Gemm gemms[] = {{"resnet50 fc 32x2048 * 2048x1000", 32, 2048, 1000},
-                        {"vgg16 fc6 16x25088 * 25088x4096", 16, 25088, 4096},
-                        {"vgg16 fc7 16x4096 * 4096x4096", 16, 4096, 4096},
-                        {"mlp 32x784 * 784x128", 32, 784, 128},
-                        {"mlp 32x128 * 128x10", 32, 128, 10}};
-  for (const Gemm& g : gemms)
-    report(g.name + threads, "fwd",
-           {OpKind::MatMul,
-            MatMulAttrs{},
-            DType::f32,
-            {{{g.m, g.k}}, {{g.k, g.n}}},
-            {{{g.m, g.n}}},
-            "m"},
-           3);
-}
-
-// The memory-bound ops of a ResNet / VGG training step on a [16, 64, 56, 56] activation (a
-// ResNet-50 layer1 tensor): f32, native bf16 loops and emulated bf16 / f16, side by side.
-TEST(LowPrecisionBench, DISABLED_ElementwiseBf16VsF32) {
-  const Shape x{16, 64, 56, 56}, c{64}, pooled{16, 64, 28, 28};
-  const BatchNormAttrs bn{1e-5f, 0.1f, true};
-  const PoolAttrs stem = pool(3, 2, 1, x);
-  const Shape global{16, 2048, 4, 4}, gap{16, 2048, 1, 1};
-  struct Op {
-    std::string name;
-    KernelSpec spec;
-  };
-  // MaxPool 2x2/2 (or its gradient) on input shape s.
-  auto max_pool_2x2 = [](const Shape& s, bool grad) -> Op {
-    const Shape p{s[0], s[1], s[2] / 2, s[3] / 2};
-    const std::string name = (grad ? "MaxPoolGrad 2/2 " : "MaxPool 2x2/2 ") +
-                             std::to_string(s[1]) + "x" + std::to_string(s[2]);
-    if (grad)
-      return {name, {OpKind::MaxPoolGrad, pool(2, 2, 0, s), DType::f32, {{p}, {p, DType::i32}},
-                     {{s}}, "p"}};
-    return {name, {OpKind::MaxPool, pool(2, 2, 0, s), DType::f32, {{s}}, {{p}, {p, DType::i32}},
-                   "p"}};
-  };
-  const Op ops[] = {
-      {"Relu", {OpKind::Relu, NoAttrs{}, DType::f32, {{x}}, {{x}}, "r"}},
-      {"ReluGrad", {OpKind::ReluGrad, NoAttrs{}, DType::f32, {{x}, {x}}, {{x}}, "r"}},
-      {"LeakyRelu", {OpKind::LeakyRelu, LeakyReluAttrs{0.2f}, DType::f32, {{x}}, {{x}}, "l"}},
-      {"LeakyReluGrad",
-       {OpKind::LeakyReluGrad, LeakyReluAttrs{0.2f}, DType::f32, {{x}, {x}}, {{x}}, "l"}},
-      {"Add", {OpKind::Add, NoAttrs{}, DType::f32, {{x}, {x}}, {{x}}, "a"}},
-      {"AddN(3)", {OpKind::AddN, NoAttrs{}, DType::f32, {{x}, {x}, {x}}, {{x}}, "a"}},
-      {"BiasAdd", {OpKind::BiasAdd, NoAttrs{}, DType::f32, {{x}, {c}}, {{x}}, "b"}},
-      {"BiasAddGrad", {OpKind::BiasAddGrad, NoAttrs{}, DType::f32, {{x}}, {{c}}, "b"}},
-      {"FusedBatchNorm",
-       {OpKind::FusedBatchNorm, bn, DType::f32, {{x}, {c}, {c}, {c}, {c}}, {{x}, {c}, {c}}, "bn"}},
-      {"FusedBatchNormGrad",
-       {OpKind::FusedBatchNormGrad,
-        bn,
-        DType::f32,
-        {{x}, {x}, {c}, {c}, {c}},
-        {{x}, {c}, {c}},
-        "bn"}},
-      {"MaxPool 3x3/2",
-       {OpKind::MaxPool, stem, DType::f32, {{x}}, {{pooled}, {pooled, DType::i32}}, "p"}},
-      {"MaxPoolGrad 3x3/2",
-       {OpKind::MaxPoolGrad, stem, DType::f32, {{pooled}, {pooled, DType::i32}}, {{x}}, "p"}},
-      // VGG-16's pools at batch 32 on 32x32 images, and ResNet's global average pool.
-      max_pool_2x2({32, 64, 32, 32}, false),
-      max_pool_2x2({32, 64, 32, 32}, true),
-      max_pool_2x2({32, 128, 16, 16}, false),
-      max_pool_2x2({32, 128, 16, 16}, true),
-      max_pool_2x2({32, 256, 8, 8}, false),
-      max_pool_2x2({32, 256, 8, 8}, true),
-      max_pool_2x2({32, 512, 4, 4}, false),
-      max_pool_2x2({32, 512, 4, 4}, true),
-      {"AvgPool global 2048x4",
-       {OpKind::AvgPool, pool(4, 1, 0, global), DType::f32, {{global}}, {{gap}}, "p"}},
-      {"AvgPoolGrad gl 2048x4",
-       {OpKind::AvgPoolGrad, pool(4, 1, 0, global), DType::f32, {{gap}}, {{global}}, "p"}},
-  };
-  std::printf("%-22s %9s %9s %9s %9s %7s %7s\n", "op (threads)", "f32 ms", "bf16 ms", "bf16em ms",
-              "f16em ms", "f32/bf", "f32/em");
-  ExecContext native_ctx, emulated_ctx;
-  emulated_ctx.native_bf16 = false;
-  for (const Op& op : ops) {
-    // Low-precision specs: floating data in the dtype, batch-norm's per-channel tensors f32.
-    auto low = [&](DType dtype) {
-      KernelSpec s = op.spec;
-      s.dtype = dtype;
-      const std::vector<int>& keep = op_schema(s.kind).fp32_inputs;
-      for (int i = 0; i < int(s.inputs.size()); ++i)
-        if (s.inputs[size_t(i)].dtype == DType::f32 &&
-            std::find(keep.begin(), keep.end(), i) == keep.end())
-          s.inputs[size_t(i)].dtype = dtype;
-      for (auto& d : s.outputs)
-        if (d.dtype == DType::f32 && d.shape.size() > 1) d.dtype = dtype;
-      if (s.kind == OpKind::BiasAddGrad) s.outputs[0].dtype = dtype;
-      return s;
-    };
-    const int reps = 3;
-    const double t32 = time_kernel(op.spec, native_ctx, reps);
-    const double tb = time_kernel(low(DType::bf16), native_ctx, reps);
-    const double tbe = time_kernel(low(DType::bf16), emulated_ctx, reps);
-    const double th = time_kernel(low(DType::f16), native_ctx, reps);
-    std::printf("%-22s %9.2f %9.2f %9.2f %9.2f %7.2f %7.2f\n",
-                (op.name + " (" + std::to_string(omp_get_max_threads()) + ")").c_str(),
-                t32, tb, tbe, th, t32 / tb, t32 / tbe);
-    std::fflush(stdout);
-  }
-}
-
-// Whole training steps (forward, backward, SGD) of ResNet / VGG, f32 against the `amp`
-// policy in bf16 (native kernels) and in bf16 emulated, side by side; thread CPU time of
-// the second of two steps.
-//   OMP_NUM_THREADS=1 ./campo_tests --gtest_also_run_disabled_tests \
-//     --gtest_filter='LowPrecisionBench.DISABLED_TrainingStep*'
-TEST(LowPrecisionBench, DISABLED_TrainingStepBf16VsF32) {
-  struct Model {
-    const char* name;
-    Shape images;
-  };
-  const Model models[] = {
-      {"resnet18", {32, 3, 32, 32}}, {"resnet50", {16, 3, 224, 224}}, {"vgg16", {32, 3, 32, 32}}};
-  std::printf("%-10s %-18s %10s %10s %12s %7s %7s\n", "model", "images", "f32 ms", "bf16 ms",
-              "bf16em ms", "f32/bf", "f32/em");
-  for (const Model& m : models) {
-    auto step_ms = [&](DType dtype) {
-      TrainingStep step(m.name, m.images, dtype);
-      step.run();
-      const double t0 = thread_ms();
-      step.run();
-      return thread_ms() - t0;
-    };
-    const double t32 = step_ms(DType::f32);
-    const double tb = step_ms(DType::bf16);
-    double tbe;
-    {
-      ScopedEnv env("CAMPO_CPU_BF16", "emulate");  // read by the executor's ExecContext
-      tbe = step_ms(DType::bf16);
-    }
-    std::printf("%-10s %-18s %10.0f %10.0f %12.0f %7.2f %7.2f\n", m.name,
-                shape_str(m.images).c_str(), t32, tb, tbe, t32 / tb, t32 / tbe);
-    std::fflush(stdout);
   }
 }
 

@@ -14,7 +14,6 @@
 #include "graph/executor.h"
 #include "ops/kernel.h"
 #include "ops/op.h"
-#include "runtime/timer.h"
 #include "tests/test_util.h"
 
 namespace campo {
@@ -266,40 +265,6 @@ TEST(OptimizerOpTest, WeightCopyMustBeLowPrecisionOfVarsShape) {
     b.op(OpKind::ApplyMomentum, {var, var, grad, lr, short_copy, short_copy}, MomentumAttrs{});
   });
   EXPECT_NE(msg.find("takes 4 inputs (5 with a weight copy), got 6"), std::string::npos) << msg;
-}
-
-}  // namespace
-}  // namespace campo
-namespace campo {
-namespace {
-
-// Benchmark (disabled; run with --gtest_also_run_disabled_tests): ApplyMomentum over
-// ResNet-50's 23.5M parameters without and with a bf16 weight copy, against the separate
-// Cast the copy replaces. Minimum of 6 repetitions of 5 updates each.
-TEST(OptimizerBench, DISABLED_WeightCopyAgainstCast) {
-  Rng rng(1);
-  const Shape shape{23520842};
-  Tensor var = random_tensor(shape, rng), accum = random_tensor(shape, rng);
-  Tensor grad = random_tensor(shape, rng), copy = Tensor::zeros(shape, DType::bf16);
-  ExecContext ctx;
-  const char* names[] = {"update", "update writing the copy", "separate cast"};
-  double best[3] = {1e30, 1e30, 1e30};
-  for (int rep = 0; rep < 6; ++rep) {
-    for (int variant = 0; variant < 3; ++variant) {
-      Timer t;
-      for (int i = 0; i < 5; ++i) {
-        if (variant == 2) {
-          convert(var.data(), DType::f32, copy.data(), DType::bf16, size_t(var.numel()));
-          continue;
-        }
-        std::vector<Tensor> in = {var, accum, grad, scalar(0.0f)};
-        if (variant == 1) in.push_back(copy);
-        run_op_eager(OpKind::ApplyMomentum, MomentumAttrs{}, DType::f32, in, {}, ctx);
-      }
-      best[variant] = std::min(best[variant], t.milliseconds() / 5);
-    }
-  }
-  for (int v = 0; v < 3; ++v) std::printf("%-26s %8.3f ms\n", names[v], best[v]);
 }
 
 }  // namespace

@@ -2,16 +2,14 @@
 // on zero-padded operands gives what the unpadded one gives, for every transpose
 // combination, odd shapes and the backward pass's MatMuls; pad_to on an aligned shape or an
 // f32 node changes nothing; the executor hands Node::pad_to to the kernel; candidates and
-// apply_padding on small hand-built graphs. A disabled benchmark times the decision's
-// shapes unpadded and padded. No test asserts on a time.
+// apply_padding on small hand-built graphs. No test asserts on a time; the benchmark of
+// the decision's shapes, unpadded against padded, is in bench/kernels/.
 #include "amp/padding.h"
 
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
@@ -22,24 +20,11 @@
 #include "graph/variables.h"
 #include "ops/cpu/low_precision.h"
 #include "ops/kernel.h"
+#include "tests/ops/padding_util.h"
 #include "tests/test_util.h"
 
 namespace campo::testing {
 namespace {
-
-// C [M, N] = op(A) op(B) with op(A) [M, K], op(B) [K, N].
-struct Gemm {
-  int64_t M, K, N;
-  bool transpose_a = false, transpose_b = false;
-};
-
-std::string gemm_name(const Gemm& g) {
-  return std::to_string(g.M) + "x" + std::to_string(g.K) + "x" + std::to_string(g.N) +
-         (g.transpose_a ? "_ta" : "") + (g.transpose_b ? "_tb" : "");
-}
-
-Shape a_shape(const Gemm& g) { return g.transpose_a ? Shape{g.K, g.M} : Shape{g.M, g.K}; }
-Shape b_shape(const Gemm& g) { return g.transpose_b ? Shape{g.N, g.K} : Shape{g.K, g.N}; }
 
 KernelSpec matmul_spec(const Gemm& g, DType dtype, int pad_to) {
   KernelSpec s{OpKind::MatMul,
@@ -201,16 +186,6 @@ TEST(PaddedMatMul, NegativePadToIsAnError) {
 
 // ---- graphs ----
 
-// Placeholders a, b and one MatMul node; returns the MatMul's id.
-NodeId add_matmul(Graph& g, const Gemm& m, DType dtype, const std::string& name) {
-  const NodeId a =
-      g.add_node(OpKind::Placeholder, {}, PlaceholderAttrs{a_shape(m), dtype}, name + ".a");
-  const NodeId b =
-      g.add_node(OpKind::Placeholder, {}, PlaceholderAttrs{b_shape(m), dtype}, name + ".b");
-  return g.add_node(OpKind::MatMul, {g.node(a).outputs[0], g.node(b).outputs[0]},
-                    MatMulAttrs{m.transpose_a, m.transpose_b}, name, dtype);
-}
-
 // The executor gives the kernel the node's pad_to, and the compiled padded graph computes
 // what the unpadded one does. (A negative pad_to is rejected by the kernel, so a compile
 // error shows the field arrived.)
@@ -304,41 +279,6 @@ TEST(Padding, TimePaddingMeasuresBothVariants) {
   const NodeId relu =
       g.add_node(OpKind::Relu, {g.node(mm).outputs[0]}, NoAttrs{}, "relu", DType::bf16);
   EXPECT_THROW(time_padding(g, relu), Error);
-}
-
-// ---- benchmark ----
-
-// The shapes of the measurement that motivated padding (PyTorch, oneDNN bf16, 1 thread:
-// 64x4097x1000 1.27x faster with K padded to 4112; the small ones no gain) and the backward
-// MatMuls of that layer, timed by time_padding as the decision does (wall clock, copies
-// included, minimum of 20 alternating runs). "aligned" is the GEMM on the padded shape
-// with operands that already have it (no copies): what padding could gain at best.
-//   OMP_NUM_THREADS=1 ./campo_tests --gtest_also_run_disabled_tests \
-//     --gtest_filter='PaddingBench.*'
-TEST(PaddingBench, DISABLED_UnpaddedVsPadded) {
-  if (!cpu_has_native_bf16()) GTEST_SKIP() << "no AVX-512 BF16 on this CPU";
-  const Gemm gemms[] = {{64, 4097, 1000},       {64, 1000, 4097, false, true},
-                        {4097, 64, 1000, true}, {64, 500, 10},
-                        {256, 100, 100},        {512, 147, 64}};
-  const PaddingTimingOptions options{kPadTo, 3, 20, 0.05};
-  auto aligned = [](int64_t n) { return (n + kPadTo - 1) / kPadTo * kPadTo; };
-  std::printf("%-24s %11s %11s %11s %9s %10s %5s\n", "bf16 MxKxN (threads)", "unpadded ms",
-              "padded ms", "aligned ms", "unp/pad", "unp/align", "pays");
-  for (const Gemm& m : gemms) {
-    Graph g;
-    const NodeId mm = add_matmul(g, m, DType::bf16, "mm");
-    Gemm m_aligned = m;
-    m_aligned.K = aligned(m.K);
-    m_aligned.N = aligned(m.N);
-    const NodeId mm_aligned = add_matmul(g, m_aligned, DType::bf16, "mm_aligned");
-    const PaddingTiming t = time_padding(g, mm, options);
-    const double aligned_ms = time_padding(g, mm_aligned, options).unpadded_ms;
-    std::printf("%-24s %11.3f %11.3f %11.3f %9.2f %10.2f %5s\n",
-                (gemm_name(m) + " (" + std::to_string(omp_get_max_threads()) + ")").c_str(),
-                t.unpadded_ms, t.padded_ms, aligned_ms, t.unpadded_ms / t.padded_ms,
-                t.unpadded_ms / aligned_ms, t.pays(options.min_gain) ? "yes" : "no");
-    std::fflush(stdout);
-  }
 }
 
 }  // namespace
