@@ -10,7 +10,7 @@
 # (default: <name>); the include check covers the whole <name>/ folder.
 #
 # This file only records and validates (it runs in script mode too, for the tests of the
-# check); CMakeLists.txt makes the targets.
+# check, after cmake_minimum_required(VERSION 3.22)); CMakeLists.txt makes the targets.
 
 function(campo_layer name)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "DIRS;DEPENDS")
@@ -42,6 +42,12 @@ function(campo_layer name)
   if(NOT arg_DIRS)
     set(arg_DIRS ${name})
   endif()
+  foreach(dir IN LISTS arg_DIRS)
+    if(NOT dir STREQUAL name AND NOT dir MATCHES "^${name}/")
+      message(FATAL_ERROR "campo_layer(${name}): DIRS '${dir}' is outside the layer's folder "
+                          "${name}/: a layer compiles only its own folder")
+    endif()
+  endforeach()
   set(CAMPO_LAYERS ${CAMPO_LAYERS} ${name} PARENT_SCOPE)
   set(CAMPO_LAYER_${name}_DEPENDS ${arg_DEPENDS} PARENT_SCOPE)
   set(CAMPO_LAYER_${name}_DIRS ${arg_DIRS} PARENT_SCOPE)
