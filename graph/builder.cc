@@ -8,17 +8,11 @@ std::string Builder::scoped(const std::string& name) const {
   return s + name;
 }
 
-std::vector<ValueId> Builder::op_multi(OpKind kind, std::vector<ValueId> inputs, Attrs attrs,
-                                        const std::string& name) {
+std::vector<ValueId> Builder::add_op(OpKind kind, std::vector<ValueId> inputs, Attrs attrs,
+                                     const std::string& name) {
   std::string full = name.empty() ? scoped(op_name(kind)) : scoped(name);
   NodeId id = graph_.add_node(kind, std::move(inputs), std::move(attrs), full, DType::f32, phase_);
   return graph_.node(id).outputs;
-}
-
-ValueId Builder::op(OpKind kind, std::vector<ValueId> inputs, Attrs attrs,
-                     const std::string& name) {
-  auto outs = op_multi(kind, std::move(inputs), std::move(attrs), name);
-  return outs.empty() ? kNoValue : outs[0];
 }
 
 ValueId Builder::placeholder(const std::string& name, const Shape& shape, DType dtype) {
@@ -43,16 +37,10 @@ ValueId Builder::variable(const std::string& name, const Shape& shape, Init init
   return variable_exact(scoped(name), shape, init, kind);
 }
 
-ValueId Builder::conv2d(ValueId x, ValueId w, ConvAttrs a) {
-  return op(OpKind::Conv2D, {x, w}, a);
-}
+ValueId Builder::conv2d(ValueId x, ValueId w, ConvAttrs a) { return op(OpKind::Conv2D, {x, w}, a); }
 
 ValueId Builder::conv2d_transpose(ValueId x, ValueId w, ConvAttrs a) {
   return op(OpKind::Conv2DBackpropInput, {x, w}, a);
-}
-
-ValueId Builder::matmul(ValueId a, ValueId b, bool ta, bool tb) {
-  return op(OpKind::MatMul, {a, b}, MatMulAttrs{ta, tb});
 }
 
 ValueId Builder::bias_add(ValueId x, ValueId bias) { return op(OpKind::BiasAdd, {x, bias}); }
@@ -60,7 +48,7 @@ ValueId Builder::bias_add(ValueId x, ValueId bias) { return op(OpKind::BiasAdd, 
 ValueId Builder::batch_norm(ValueId x, ValueId scale, ValueId offset, ValueId running_mean,
                             ValueId running_var, float epsilon, float momentum) {
   return op(OpKind::FusedBatchNorm, {x, scale, offset, running_mean, running_var},
-             BatchNormAttrs{epsilon, momentum, is_training_});
+            BatchNormAttrs{epsilon, momentum, is_training_});
 }
 
 ValueId Builder::relu(ValueId x) { return op(OpKind::Relu, {x}); }

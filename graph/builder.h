@@ -1,5 +1,6 @@
-// Builder: the API models (and gradient builders) use to emit nodes.
-// Every helper is a thin wrapper over op(); the op's schema does the shape checks.
+// Builder: the API models (and gradient builders, through ops/schema.h's GradientBuilder)
+// use to emit nodes. Every helper is a thin wrapper over op(); the op's schema does the
+// shape checks.
 // Names: variables get the current scope as prefix ("layer1.0." + "conv1.weight"),
 // so parameter names match PyTorch's state_dict.
 #pragma once
@@ -12,7 +13,7 @@
 
 namespace campo {
 
-class Builder {
+class Builder final : public GradientBuilder {
  public:
   Builder(Graph& graph, VariableStore& vars) : graph_(graph), vars_(vars) {}
 
@@ -26,12 +27,7 @@ class Builder {
   void set_phase(Phase p) { phase_ = p; }
   Phase phase() const { return phase_; }
 
-  // Adds a node of any kind; returns all its outputs.
-  std::vector<ValueId> op_multi(OpKind kind, std::vector<ValueId> inputs, Attrs attrs = NoAttrs{},
-                                 const std::string& name = "");
-  // Adds a node; returns its first output (kNoValue when it has none).
-  ValueId op(OpKind kind, std::vector<ValueId> inputs, Attrs attrs = NoAttrs{},
-              const std::string& name = "");
+  // op_multi / op / matmul (adding a node) come from GradientBuilder.
 
   // Scopes prefix node and variable names: {auto s = b.scope("layer1"); ...}
   struct ScopeGuard {
@@ -44,8 +40,11 @@ class Builder {
   }
   std::string scoped(const std::string& name) const;
 
-  const Shape& shape(ValueId v) const { return graph_.value(v).shape; }
-  DType dtype(ValueId v) const { return graph_.value(v).dtype; }
+  const Shape& shape(ValueId v) const override { return graph_.value(v).shape; }
+  DType dtype(ValueId v) const override { return graph_.value(v).dtype; }
+  void set_compute_dtype(ValueId v, DType dtype) override {
+    graph_.node(graph_.value(v).producer).dtype = dtype;
+  }
 
   // ---- leaves ----
   ValueId placeholder(const std::string& name, const Shape& shape, DType dtype = DType::f32);
@@ -61,7 +60,6 @@ class Builder {
   // the output size [N, C_out, H, W]; w is [C_in_of_x, C_out / groups, kh, kw] as PyTorch's
   // ConvTranspose2d.
   ValueId conv2d_transpose(ValueId x, ValueId w, ConvAttrs a);
-  ValueId matmul(ValueId a, ValueId b, bool transpose_a = false, bool transpose_b = false);
   ValueId bias_add(ValueId x, ValueId bias);
   // Returns y. In training mode, running stats are updated in place.
   ValueId batch_norm(ValueId x, ValueId scale, ValueId offset, ValueId running_mean,
@@ -77,7 +75,7 @@ class Builder {
   ValueId add_n(std::vector<ValueId> xs);
   ValueId mul(ValueId a, ValueId b);
   ValueId reshape(ValueId x, Shape shape);
-  ValueId flatten(ValueId x);  // [N, ...] -> [N, rest]
+  ValueId flatten(ValueId x);              // [N, ...] -> [N, rest]
   ValueId dropout(ValueId x, float rate);  // identity outside training
   // Per-example loss [N] from logits [N, C] and i32 labels [N].
   ValueId sparse_softmax_cross_entropy(ValueId logits, ValueId labels);
@@ -88,6 +86,10 @@ class Builder {
   ValueId cast(ValueId x, DType to);
 
  private:
+  // Names are scoped; nodes get the builder's phase.
+  std::vector<ValueId> add_op(OpKind kind, std::vector<ValueId> inputs, Attrs attrs,
+                              const std::string& name) override;
+
   Graph& graph_;
   VariableStore& vars_;
   std::vector<std::string> scopes_;

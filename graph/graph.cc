@@ -7,28 +7,6 @@
 
 namespace campo {
 
-namespace {
-std::array<OpSchema, size_t(OpKind::kCount)>& schema_table() {
-  static std::array<OpSchema, size_t(OpKind::kCount)> t{};
-  return t;
-}
-std::array<bool, size_t(OpKind::kCount)>& schema_present() {
-  static std::array<bool, size_t(OpKind::kCount)> p{};
-  return p;
-}
-}  // namespace
-
-void register_schema(const OpSchema& schema) {
-  schema_table()[size_t(schema.kind)] = schema;
-  schema_present()[size_t(schema.kind)] = true;
-}
-
-const OpSchema& op_schema(OpKind kind) {
-  CAMPO_CHECK(size_t(kind) < size_t(OpKind::kCount) && schema_present()[size_t(kind)],
-              "internal: op ", op_name(kind), " has no registered schema");
-  return schema_table()[size_t(kind)];
-}
-
 std::string Graph::unique_name(const std::string& base) {
   if (!names_.count(base)) return base;
   for (int i = 1;; ++i) {
@@ -199,8 +177,8 @@ std::string Graph::to_dot() const {
                         : n.kind == OpKind::Cast ? "#e76f51"
                                                  : "#a8dadc";
     if (n.kind == OpKind::Cast) color = "#e76f51";
-    os << "  n" << i << " [label=\"" << n.name << "\\n" << op_name(n.kind) << " "
-       << dtype_name(n.dtype) << "\", fillcolor=\"" << color << "\"];\n";
+    os << "  n" << i << " [label=\"" << n.name << "\\n"
+       << op_name(n.kind) << " " << dtype_name(n.dtype) << "\", fillcolor=\"" << color << "\"];\n";
   }
   for (size_t i = 0; i < nodes_.size(); ++i)
     for (ValueId v : nodes_[i].inputs)

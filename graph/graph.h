@@ -12,12 +12,9 @@
 
 #include "ops/kernel.h"
 #include "ops/op.h"
+#include "ops/schema.h"
 
 namespace campo {
-
-using ValueId = int32_t;
-using NodeId = int32_t;
-constexpr ValueId kNoValue = -1;
 
 struct Value {
   Shape shape;
@@ -29,13 +26,9 @@ struct Value {
 // Where in the training step a node belongs (for plans and reports).
 enum class Phase : uint8_t { forward, backward, update };
 
-struct Node {
-  OpKind kind;
-  std::string name;
-  Attrs attrs;
-  std::vector<ValueId> inputs;
-  std::vector<ValueId> outputs;
-  DType dtype = DType::f32;  // compute type; set by mixed-precision policies
+// A node: what its schema sees (OpNode: kind, name, attrs, inputs, outputs, compute dtype)
+// and what only graph code and its users read.
+struct Node : OpNode {
   Phase phase = Phase::forward;
   // Padding request of the cost-aware policy (amp/padding.h): 0 = none; p > 0 = the kernel
   // runs the op on operands zero-padded to multiples of p in its GEMM dimensions and hands
@@ -54,7 +47,8 @@ struct Node {
   bool weight_copy = false;
 };
 
-class Graph {
+// Graph implements ValueDescs so that op schemas (ops/schema.h) read its values' shapes.
+class Graph final : public ValueDescs {
  public:
   // Adds a node, runs the op's shape inference and creates its output values.
   NodeId add_node(OpKind kind, std::vector<ValueId> inputs, Attrs attrs, std::string name,
@@ -64,6 +58,8 @@ class Graph {
   Node& node(NodeId id) { return nodes_.at(size_t(id)); }
   const Value& value(ValueId id) const { return values_.at(size_t(id)); }
   Value& value(ValueId id) { return values_.at(size_t(id)); }
+  const Shape& shape(ValueId id) const override { return value(id).shape; }
+  DType dtype(ValueId id) const override { return value(id).dtype; }
   int num_nodes() const { return int(nodes_.size()); }
   int num_values() const { return int(values_.size()); }
   const std::vector<Node>& nodes() const { return nodes_; }
@@ -94,46 +90,13 @@ class Graph {
   std::map<std::string, NodeId> names_;
 };
 
-// ---- op schemas: everything graph code knows about an op ----
-
-class Builder;
-
-// Output descriptions from the node (inputs are in the graph).
-using InferFn = std::vector<TensorDesc> (*)(const Graph& g, const Node& n);
-// Gradients of the node's inputs given gradients of its outputs (kNoValue where none
-// flows). Returns one entry per input, kNoValue for non-differentiable inputs.
-using GradFn = std::vector<ValueId> (*)(Builder& b, const Node& n,
-                                        const std::vector<ValueId>& output_grads);
-
-struct OpSchema {
-  OpKind kind;
-  AmpList amp_list = AmpList::fp32;
-  int num_inputs = -1;  // -1: variadic
-  InferFn infer = nullptr;
-  GradFn gradient = nullptr;  // nullptr: no gradient flows through (labels, optimizers)
-  bool is_tensor_core_candidate = false;
-  bool has_side_effects = false;  // never removed by dead-code elimination
-  std::vector<int> fp32_inputs;   // inputs that stay f32 when the node runs in low precision
-  // Its low-precision kernels can write output 0 in f32 (Node::f32_output).
-  bool can_write_f32_output = false;
-
-  bool input_stays_f32(int slot) const {
-    return std::find(fp32_inputs.begin(), fp32_inputs.end(), slot) != fp32_inputs.end();
-  }
-};
-
-void register_schema(const OpSchema& schema);
-const OpSchema& op_schema(OpKind kind);
-
 // The nodes a step that fetches `fetches` runs: those the fetched values and the
 // side-effecting nodes (optimizer updates) depend on, by node id. The others are dead
 // code, which the compiler removes.
 std::vector<char> live_nodes(const Graph& g, const std::vector<ValueId>& fetches);
 
-struct SchemaRegistrar {
-  explicit SchemaRegistrar(const OpSchema& s) { register_schema(s); }
-};
-
-inline TensorDesc desc_of(const Graph& g, ValueId v) { return {g.value(v).shape, g.value(v).dtype}; }
+inline TensorDesc desc_of(const Graph& g, ValueId v) {
+  return {g.value(v).shape, g.value(v).dtype};
+}
 
 }  // namespace campo

@@ -6,7 +6,7 @@
 namespace campo {
 namespace {
 
-std::vector<TensorDesc> infer_all_finite(const Graph& g, const Node& n) {
+std::vector<TensorDesc> infer_all_finite(const ValueDescs& g, const OpNode& n) {
   CAMPO_CHECK(!n.inputs.empty(), "AllFinite '", n.name, "' needs at least one input");
   for (int i = 0; i < int(n.inputs.size()); ++i)
     CAMPO_CHECK(is_floating(in_dtype(g, n, i)), "AllFinite '", n.name, "': input ", i, " is ",

@@ -12,7 +12,8 @@ namespace {
 
 // x's channel count, after checking x is [N, C] or [N, C, H, W] and every per-channel
 // input (indices `channel_inputs`) is [C].
-int64_t check_bn_shapes(const Graph& g, const Node& n, std::initializer_list<int> channel_inputs,
+int64_t check_bn_shapes(const ValueDescs& g, const OpNode& n,
+                        std::initializer_list<int> channel_inputs,
                         std::initializer_list<const char*> channel_names) {
   const Shape& x = in_shape(g, n, 0);
   CAMPO_CHECK(x.size() == 2 || x.size() == 4, op_name(n.kind), " '", n.name,
@@ -28,14 +29,14 @@ int64_t check_bn_shapes(const Graph& g, const Node& n, std::initializer_list<int
   return c;
 }
 
-void check_bn_attrs(const Node& n, const BatchNormAttrs& a) {
+void check_bn_attrs(const OpNode& n, const BatchNormAttrs& a) {
   CAMPO_CHECK(a.epsilon >= 0.0f, op_name(n.kind), " '", n.name, "': epsilon must be >= 0, got ",
               a.epsilon);
   CAMPO_CHECK(a.momentum >= 0.0f && a.momentum <= 1.0f, op_name(n.kind), " '", n.name,
               "': momentum must be in [0, 1], got ", a.momentum);
 }
 
-std::vector<TensorDesc> infer_batch_norm(const Graph& g, const Node& n) {
+std::vector<TensorDesc> infer_batch_norm(const ValueDescs& g, const OpNode& n) {
   const auto& a = attrs_as<BatchNormAttrs>(n.attrs);
   check_bn_attrs(n, a);
   check_float_inputs(g, n);
@@ -53,7 +54,8 @@ std::vector<TensorDesc> infer_batch_norm(const Graph& g, const Node& n) {
 
 // dx, dscale, doffset = FusedBatchNormGrad(dy, x, scale, batch_mean, batch_inv_std).
 // No gradient reaches offset's statistics or the running statistics.
-std::vector<ValueId> grad_batch_norm(Builder& b, const Node& n, const std::vector<ValueId>& dys) {
+std::vector<ValueId> grad_batch_norm(GradientBuilder& b, const OpNode& n,
+                                     const std::vector<ValueId>& dys) {
   CAMPO_CHECK(dys.at(1) == kNoValue && dys.at(2) == kNoValue, op_name(n.kind), " '", n.name,
               "': gradients through the batch statistics outputs are not supported");
   if (dys[0] == kNoValue) return {kNoValue, kNoValue, kNoValue, kNoValue, kNoValue};
@@ -62,7 +64,7 @@ std::vector<ValueId> grad_batch_norm(Builder& b, const Node& n, const std::vecto
   return {g[0], g[1], g[2], kNoValue, kNoValue};
 }
 
-std::vector<TensorDesc> infer_batch_norm_grad(const Graph& g, const Node& n) {
+std::vector<TensorDesc> infer_batch_norm_grad(const ValueDescs& g, const OpNode& n) {
   check_bn_attrs(n, attrs_as<BatchNormAttrs>(n.attrs));
   check_float_inputs(g, n);
   const int64_t c = check_bn_shapes(g, n, {2, 3, 4}, {"scale", "batch_mean", "batch_inv_std"});

@@ -6,16 +6,16 @@
 namespace campo {
 namespace {
 
-std::string op_label(const Node& n) { return std::string(op_name(n.kind)) + " '" + n.name + "'"; }
+std::string op_label(const OpNode& n) { return std::string(op_name(n.kind)) + " '" + n.name + "'"; }
 
-void check_all_floating(const Graph& g, const Node& n) {
+void check_all_floating(const ValueDescs& g, const OpNode& n) {
   for (int i = 0; i < int(n.inputs.size()); ++i)
     CAMPO_CHECK(is_floating(in_dtype(g, n, i)), op_label(n), ": input ", i, " is ",
                 dtype_name(in_dtype(g, n, i)), ", expected a floating type");
   check_float_inputs(g, n);
 }
 
-std::vector<TensorDesc> infer_bias_add(const Graph& g, const Node& n) {
+std::vector<TensorDesc> infer_bias_add(const ValueDescs& g, const OpNode& n) {
   check_all_floating(g, n);
   const Shape& x = in_shape(g, n, 0);
   const Shape& bias = in_shape(g, n, 1);
@@ -25,7 +25,7 @@ std::vector<TensorDesc> infer_bias_add(const Graph& g, const Node& n) {
   return {{x, n.dtype}};
 }
 
-std::vector<TensorDesc> infer_bias_add_grad(const Graph& g, const Node& n) {
+std::vector<TensorDesc> infer_bias_add_grad(const ValueDescs& g, const OpNode& n) {
   check_all_floating(g, n);
   const Shape& dy = in_shape(g, n, 0);
   CAMPO_CHECK(dy.size() >= 2, op_label(n), ": dy must have a channel axis 1, got ", shape_str(dy));
@@ -33,7 +33,8 @@ std::vector<TensorDesc> infer_bias_add_grad(const Graph& g, const Node& n) {
 }
 
 // y = x + bias: dx = dy, dbias = BiasAddGrad(dy).
-std::vector<ValueId> grad_bias_add(Builder& b, const Node& n, const std::vector<ValueId>& dys) {
+std::vector<ValueId> grad_bias_add(GradientBuilder& b, const OpNode& n,
+                                   const std::vector<ValueId>& dys) {
   const ValueId dy = dys[0];
   if (dy == kNoValue) return {kNoValue, kNoValue};
   return {dy, b.op(OpKind::BiasAddGrad, {dy})};

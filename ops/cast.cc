@@ -9,17 +9,18 @@
 namespace campo {
 namespace {
 
-std::vector<TensorDesc> infer_cast(const Graph& g, const Node& n) {
+std::vector<TensorDesc> infer_cast(const ValueDescs& g, const OpNode& n) {
   DType from = in_dtype(g, n, 0), to = attrs_as<CastAttrs>(n.attrs).to;
   CAMPO_CHECK(is_floating(from) && is_floating(to), "Cast '", n.name, "': ", dtype_name(from),
               " -> ", dtype_name(to), " is not supported (only f32, f16 and bf16)");
   return {{in_shape(g, n, 0), to}};
 }
 
-std::vector<ValueId> grad_cast(Builder& b, const Node& n, const std::vector<ValueId>& dy) {
+std::vector<ValueId> grad_cast(GradientBuilder& b, const OpNode& n,
+                               const std::vector<ValueId>& dy) {
   if (dy[0] == kNoValue) return {kNoValue};
   ValueId dx = b.op(OpKind::Cast, {dy[0]}, CastAttrs{b.dtype(n.inputs[0])});
-  b.graph().node(b.graph().value(dx).producer).dtype = b.dtype(dy[0]);  // source dtype
+  b.set_compute_dtype(dx, b.dtype(dy[0]));  // a Cast computes in its source dtype
   return {dx};
 }
 

@@ -46,9 +46,9 @@ Shape conv_output_shape(const std::string& op, const Shape& x, const char* x_rol
   return {x[0], O, Ho, Wo};
 }
 
-std::string op_label(const Node& n) { return std::string(op_name(n.kind)) + " '" + n.name + "'"; }
+std::string op_label(const OpNode& n) { return std::string(op_name(n.kind)) + " '" + n.name + "'"; }
 
-void check_all_floating(const Graph& g, const Node& n) {
+void check_all_floating(const ValueDescs& g, const OpNode& n) {
   for (int i = 0; i < int(n.inputs.size()); ++i)
     CAMPO_CHECK(is_floating(in_dtype(g, n, i)), op_label(n), ": input ", i, " is ",
                 dtype_name(in_dtype(g, n, i)), ", expected a floating type");
@@ -56,7 +56,7 @@ void check_all_floating(const Graph& g, const Node& n) {
 }
 
 // y = conv(x, w)
-std::vector<TensorDesc> infer_conv2d(const Graph& g, const Node& n) {
+std::vector<TensorDesc> infer_conv2d(const ValueDescs& g, const OpNode& n) {
   check_all_floating(g, n);
   const auto& a = attrs_as<ConvAttrs>(n.attrs);
   return {
@@ -64,7 +64,7 @@ std::vector<TensorDesc> infer_conv2d(const Graph& g, const Node& n) {
 }
 
 // dx = conv^T(dy, w); dx's shape is output_shape, and conv(dx, w) must have dy's shape.
-std::vector<TensorDesc> infer_conv2d_backprop_input(const Graph& g, const Node& n) {
+std::vector<TensorDesc> infer_conv2d_backprop_input(const ValueDescs& g, const OpNode& n) {
   check_all_floating(g, n);
   const auto& a = attrs_as<ConvAttrs>(n.attrs);
   const std::string op = op_label(n);
@@ -77,7 +77,7 @@ std::vector<TensorDesc> infer_conv2d_backprop_input(const Graph& g, const Node& 
 }
 
 // dw = sum over n of correlate(x, dy); dw's shape is output_shape.
-std::vector<TensorDesc> infer_conv2d_backprop_filter(const Graph& g, const Node& n) {
+std::vector<TensorDesc> infer_conv2d_backprop_filter(const ValueDescs& g, const OpNode& n) {
   check_all_floating(g, n);
   const auto& a = attrs_as<ConvAttrs>(n.attrs);
   const std::string op = op_label(n);
@@ -89,14 +89,15 @@ std::vector<TensorDesc> infer_conv2d_backprop_filter(const Graph& g, const Node&
   return {{a.output_shape, n.dtype}};
 }
 
-ConvAttrs with_output_shape(const Node& n, Shape s) {
+ConvAttrs with_output_shape(const OpNode& n, Shape s) {
   ConvAttrs a = attrs_as<ConvAttrs>(n.attrs);
   a.output_shape = std::move(s);
   return a;
 }
 
 // y = conv(x, w): dx = conv^T(dy, w), dw = Conv2DBackpropFilter(x, dy).
-std::vector<ValueId> grad_conv2d(Builder& b, const Node& n, const std::vector<ValueId>& dys) {
+std::vector<ValueId> grad_conv2d(GradientBuilder& b, const OpNode& n,
+                                 const std::vector<ValueId>& dys) {
   const ValueId dy = dys[0];
   if (dy == kNoValue) return {kNoValue, kNoValue};
   const ValueId x = n.inputs[0], w = n.inputs[1];
@@ -107,7 +108,7 @@ std::vector<ValueId> grad_conv2d(Builder& b, const Node& n, const std::vector<Va
 
 // z = conv^T(u, w) (inputs u = "dy", w). With g = dL/dz, L = <g, conv^T(u, w)> =
 // <conv(g, w), u>, so dL/du = conv(g, w) and dL/dw = Conv2DBackpropFilter(g, u).
-std::vector<ValueId> grad_conv2d_backprop_input(Builder& b, const Node& n,
+std::vector<ValueId> grad_conv2d_backprop_input(GradientBuilder& b, const OpNode& n,
                                                 const std::vector<ValueId>& dzs) {
   const ValueId g = dzs[0];
   if (g == kNoValue) return {kNoValue, kNoValue};
@@ -119,7 +120,7 @@ std::vector<ValueId> grad_conv2d_backprop_input(Builder& b, const Node& n,
 
 // z = Conv2DBackpropFilter(x, u), linear in each input. With g = dL/dz (filter-shaped),
 // L = <conv(x, g), u> = <x, conv^T(u, g)>, so dL/dx = conv^T(u, g), dL/du = conv(x, g).
-std::vector<ValueId> grad_conv2d_backprop_filter(Builder& b, const Node& n,
+std::vector<ValueId> grad_conv2d_backprop_filter(GradientBuilder& b, const OpNode& n,
                                                  const std::vector<ValueId>& dzs) {
   const ValueId g = dzs[0];
   if (g == kNoValue) return {kNoValue, kNoValue};

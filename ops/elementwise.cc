@@ -10,7 +10,7 @@ namespace campo {
 namespace {
 
 // Every input has input 0's shape; output = that shape in the node's compute dtype.
-std::vector<TensorDesc> infer_same_shapes(const Graph& g, const Node& n) {
+std::vector<TensorDesc> infer_same_shapes(const ValueDescs& g, const OpNode& n) {
   CAMPO_CHECK(!n.inputs.empty(), op_name(n.kind), " '", n.name, "' needs at least one input");
   check_float_inputs(g, n);
   const Shape& s0 = in_shape(g, n, 0);
@@ -23,22 +23,26 @@ std::vector<TensorDesc> infer_same_shapes(const Graph& g, const Node& n) {
 
 // ---- activations ----
 
-std::vector<ValueId> grad_relu(Builder& b, const Node& n, const std::vector<ValueId>& dy) {
+std::vector<ValueId> grad_relu(GradientBuilder& b, const OpNode& n,
+                               const std::vector<ValueId>& dy) {
   if (dy[0] == kNoValue) return {kNoValue};
   return {b.op(OpKind::ReluGrad, {dy[0], n.outputs[0]})};
 }
 
-std::vector<ValueId> grad_leaky_relu(Builder& b, const Node& n, const std::vector<ValueId>& dy) {
+std::vector<ValueId> grad_leaky_relu(GradientBuilder& b, const OpNode& n,
+                                     const std::vector<ValueId>& dy) {
   if (dy[0] == kNoValue) return {kNoValue};
   return {b.op(OpKind::LeakyReluGrad, {dy[0], n.inputs[0]}, n.attrs)};
 }
 
-std::vector<ValueId> grad_tanh(Builder& b, const Node& n, const std::vector<ValueId>& dy) {
+std::vector<ValueId> grad_tanh(GradientBuilder& b, const OpNode& n,
+                               const std::vector<ValueId>& dy) {
   if (dy[0] == kNoValue) return {kNoValue};
   return {b.op(OpKind::TanhGrad, {dy[0], n.outputs[0]})};
 }
 
-std::vector<ValueId> grad_sigmoid(Builder& b, const Node& n, const std::vector<ValueId>& dy) {
+std::vector<ValueId> grad_sigmoid(GradientBuilder& b, const OpNode& n,
+                                  const std::vector<ValueId>& dy) {
   if (dy[0] == kNoValue) return {kNoValue};
   return {b.op(OpKind::SigmoidGrad, {dy[0], n.outputs[0]})};
 }
@@ -83,7 +87,8 @@ SchemaRegistrar sigmoid_grad({.kind = OpKind::SigmoidGrad,
 // ---- sums ----
 
 // d(a + b) = (dY, dY); d(x1 + ... + xk) = (dY, ..., dY).
-std::vector<ValueId> grad_pass_to_all(Builder&, const Node& n, const std::vector<ValueId>& dy) {
+std::vector<ValueId> grad_pass_to_all(GradientBuilder&, const OpNode& n,
+                                      const std::vector<ValueId>& dy) {
   return std::vector<ValueId>(n.inputs.size(), dy[0]);
 }
 
@@ -102,7 +107,7 @@ SchemaRegistrar add_n({.kind = OpKind::AddN,
 
 // b broadcasts against a when it has a's shape, is a scalar ([]), or is a prefix of a's
 // shape ([N] times [N, C]: b repeats along a's trailing dims).
-std::vector<TensorDesc> infer_mul(const Graph& g, const Node& n) {
+std::vector<TensorDesc> infer_mul(const ValueDescs& g, const OpNode& n) {
   check_float_inputs(g, n);
   const Shape& a = in_shape(g, n, 0);
   const Shape& bs = in_shape(g, n, 1);
@@ -115,7 +120,7 @@ std::vector<TensorDesc> infer_mul(const Graph& g, const Node& n) {
 
 // dA = dY * b (b broadcast as in the forward); dB = dY * a summed over the broadcast
 // (trailing) axes of a, or dY * a itself when the shapes match.
-std::vector<ValueId> grad_mul(Builder& b, const Node& n, const std::vector<ValueId>& dy) {
+std::vector<ValueId> grad_mul(GradientBuilder& b, const OpNode& n, const std::vector<ValueId>& dy) {
   if (dy[0] == kNoValue) return {kNoValue, kNoValue};
   ValueId a = n.inputs[0], bv = n.inputs[1];
   ValueId da = b.op(OpKind::Mul, {dy[0], bv});
@@ -135,7 +140,7 @@ SchemaRegistrar mul({.kind = OpKind::Mul,
 
 // ---- Dropout ----
 
-std::vector<TensorDesc> infer_dropout(const Graph& g, const Node& n) {
+std::vector<TensorDesc> infer_dropout(const ValueDescs& g, const OpNode& n) {
   check_float_inputs(g, n);
   float rate = attrs_as<DropoutAttrs>(n.attrs).rate;
   CAMPO_CHECK(rate >= 0.0f && rate < 1.0f, "Dropout '", n.name, "': rate must be in [0, 1), got ",
@@ -145,7 +150,8 @@ std::vector<TensorDesc> infer_dropout(const Graph& g, const Node& n) {
 }
 
 // dX = dY * mask.
-std::vector<ValueId> grad_dropout(Builder& b, const Node& n, const std::vector<ValueId>& dy) {
+std::vector<ValueId> grad_dropout(GradientBuilder& b, const OpNode& n,
+                                  const std::vector<ValueId>& dy) {
   if (dy[0] == kNoValue) return {kNoValue};
   return {b.op(OpKind::Mul, {dy[0], n.outputs[1]})};
 }

@@ -5,12 +5,12 @@
 namespace campo {
 namespace {
 
-std::vector<TensorDesc> infer_placeholder(const Graph&, const Node& n) {
+std::vector<TensorDesc> infer_placeholder(const ValueDescs&, const OpNode& n) {
   const auto& a = attrs_as<PlaceholderAttrs>(n.attrs);
   return {{a.shape, a.dtype}};
 }
 
-std::vector<TensorDesc> infer_variable(const Graph&, const Node& n) {
+std::vector<TensorDesc> infer_variable(const ValueDescs&, const OpNode& n) {
   return {{attrs_as<VariableAttrs>(n.attrs).shape, DType::f32}};
 }
 

@@ -13,7 +13,7 @@
 namespace campo {
 namespace {
 
-std::vector<TensorDesc> infer_sparse_softmax_ce(const Graph& g, const Node& n) {
+std::vector<TensorDesc> infer_sparse_softmax_ce(const ValueDescs& g, const OpNode& n) {
   const Shape& logits = in_shape(g, n, 0);
   const Shape& labels = in_shape(g, n, 1);
   CAMPO_CHECK(is_floating(in_dtype(g, n, 0)), "SparseSoftmaxCrossEntropyWithLogits '", n.name,
@@ -31,13 +31,13 @@ std::vector<TensorDesc> infer_sparse_softmax_ce(const Graph& g, const Node& n) {
   return {{{logits[0]}, DType::f32}, {logits, DType::f32}};
 }
 
-std::vector<ValueId> grad_sparse_softmax_ce(Builder& b, const Node& n,
+std::vector<ValueId> grad_sparse_softmax_ce(GradientBuilder& b, const OpNode& n,
                                             const std::vector<ValueId>& dy) {
   if (dy[0] == kNoValue) return {kNoValue, kNoValue};
   return {b.op(OpKind::Mul, {n.outputs[1], dy[0]}), kNoValue};
 }
 
-std::vector<TensorDesc> infer_sigmoid_ce(const Graph& g, const Node& n) {
+std::vector<TensorDesc> infer_sigmoid_ce(const ValueDescs& g, const OpNode& n) {
   check_float_inputs(g, n);
   const int first = n.kind == OpKind::SigmoidCrossEntropyWithLogitsGrad ? 1 : 0;
   const Shape& s = in_shape(g, n, 0);
@@ -52,7 +52,8 @@ std::vector<TensorDesc> infer_sigmoid_ce(const Graph& g, const Node& n) {
   return {{s, n.dtype}};
 }
 
-std::vector<ValueId> grad_sigmoid_ce(Builder& b, const Node& n, const std::vector<ValueId>& dy) {
+std::vector<ValueId> grad_sigmoid_ce(GradientBuilder& b, const OpNode& n,
+                                     const std::vector<ValueId>& dy) {
   if (dy[0] == kNoValue) return {kNoValue, kNoValue};
   return {b.op(OpKind::SigmoidCrossEntropyWithLogitsGrad, {dy[0], n.inputs[0], n.inputs[1]}),
           kNoValue};

@@ -5,7 +5,7 @@
 namespace campo {
 namespace {
 
-std::vector<TensorDesc> infer_matmul(const Graph& g, const Node& n) {
+std::vector<TensorDesc> infer_matmul(const ValueDescs& g, const OpNode& n) {
   const auto& t = attrs_as<MatMulAttrs>(n.attrs);
   const std::string op = std::string("MatMul '") + n.name + "'";
   for (int i = 0; i < 2; ++i)
@@ -29,7 +29,8 @@ std::vector<TensorDesc> infer_matmul(const Graph& g, const Node& n) {
 //   C = A^T B:   dA = B G^T,   dB = A G
 //   C = A B^T:   dA = G B,     dB = G^T A
 //   C = A^T B^T: dA = B^T G^T, dB = G^T A^T
-std::vector<ValueId> grad_matmul(Builder& b, const Node& n, const std::vector<ValueId>& dcs) {
+std::vector<ValueId> grad_matmul(GradientBuilder& b, const OpNode& n,
+                                 const std::vector<ValueId>& dcs) {
   const ValueId g = dcs[0];
   if (g == kNoValue) return {kNoValue, kNoValue};
   const auto& t = attrs_as<MatMulAttrs>(n.attrs);

@@ -13,27 +13,27 @@
 namespace campo {
 namespace {
 
-void check_f32(const Graph& g, const Node& n, int i, const char* what) {
+void check_f32(const ValueDescs& g, const OpNode& n, int i, const char* what) {
   CAMPO_CHECK(in_dtype(g, n, i) == DType::f32, op_name(n.kind), " '", n.name, "': ", what,
               " must be f32, got ", dtype_name(in_dtype(g, n, i)));
 }
 
-void check_same_shape(const Graph& g, const Node& n, int i, const char* what) {
+void check_same_shape(const ValueDescs& g, const OpNode& n, int i, const char* what) {
   CAMPO_CHECK(in_shape(g, n, i) == in_shape(g, n, 0), op_name(n.kind), " '", n.name, "': ", what,
               " has shape ", shape_str(in_shape(g, n, i)), " but var has shape ",
               shape_str(in_shape(g, n, 0)));
 }
 
-void check_scalar(const Graph& g, const Node& n, int i, const char* what) {
+void check_scalar(const ValueDescs& g, const OpNode& n, int i, const char* what) {
   CAMPO_CHECK(in_shape(g, n, i).empty(), op_name(n.kind), " '", n.name, "': ", what,
               " must be a scalar (shape []), got ", shape_str(in_shape(g, n, i)));
 }
 
 // The optional last input: a low-precision copy of var.
-void check_copy(const Graph& g, const Node& n, int required) {
+void check_copy(const ValueDescs& g, const OpNode& n, int required) {
   const int have = int(n.inputs.size());
-  CAMPO_CHECK(have == required || have == required + 1, op_name(n.kind), " '", n.name,
-              "' takes ", required, " inputs (", required + 1, " with a weight copy), got ", have);
+  CAMPO_CHECK(have == required || have == required + 1, op_name(n.kind), " '", n.name, "' takes ",
+              required, " inputs (", required + 1, " with a weight copy), got ", have);
   if (have == required) return;
   CAMPO_CHECK(is_low_precision(in_dtype(g, n, required)), op_name(n.kind), " '", n.name,
               "': the weight copy must be f16 or bf16, got ", dtype_name(in_dtype(g, n, required)));
@@ -42,7 +42,7 @@ void check_copy(const Graph& g, const Node& n, int required) {
 
 // The optional flag input at `slot` (attrs skip_if_not_finite); returns the inputs before
 // the weight copy.
-int check_finite_flag(const Graph& g, const Node& n, int slot, bool has_flag) {
+int check_finite_flag(const ValueDescs& g, const OpNode& n, int slot, bool has_flag) {
   if (!has_flag) return slot;
   CAMPO_CHECK(int(n.inputs.size()) > slot, op_name(n.kind), " '", n.name,
               "': skip_if_not_finite needs the AllFinite flag as input ", slot);
@@ -50,7 +50,7 @@ int check_finite_flag(const Graph& g, const Node& n, int slot, bool has_flag) {
   check_scalar(g, n, slot, "the AllFinite flag");
   return slot + 1;
 }
-std::vector<TensorDesc> infer_momentum(const Graph& g, const Node& n) {
+std::vector<TensorDesc> infer_momentum(const ValueDescs& g, const OpNode& n) {
   check_copy(g, n,
              check_finite_flag(g, n, 4, attrs_as<MomentumAttrs>(n.attrs).skip_if_not_finite));
   const char* names[] = {"var", "accum", "grad", "lr"};
@@ -61,7 +61,7 @@ std::vector<TensorDesc> infer_momentum(const Graph& g, const Node& n) {
   return {};
 }
 
-std::vector<TensorDesc> infer_adam(const Graph& g, const Node& n) {
+std::vector<TensorDesc> infer_adam(const ValueDescs& g, const OpNode& n) {
   check_copy(g, n, check_finite_flag(g, n, 6, attrs_as<AdamAttrs>(n.attrs).skip_if_not_finite));
   const char* names[] = {"var", "m", "v", "grad", "lr", "step"};
   for (int i = 0; i < 6; ++i) check_f32(g, n, i, names[i]);

@@ -11,7 +11,7 @@ namespace campo {
 namespace {
 
 // y's shape for input x under the window in `a`, after checking both.
-Shape pooled_shape(const Node& n, const PoolAttrs& a, const Shape& x) {
+Shape pooled_shape(const OpNode& n, const PoolAttrs& a, const Shape& x) {
   CAMPO_CHECK(x.size() == 4, op_name(n.kind), " '", n.name, "': input must be [N, C, H, W], got ",
               shape_str(x));
   CAMPO_CHECK(a.kernel_h >= 1 && a.kernel_w >= 1 && a.stride_h >= 1 && a.stride_w >= 1,
@@ -30,26 +30,26 @@ Shape pooled_shape(const Node& n, const PoolAttrs& a, const Shape& x) {
 }
 
 // For the gradients: dY (input 0) must be the pooled shape of attrs.input_shape.
-void check_pool_grad_shapes(const Graph& g, const Node& n, const PoolAttrs& a) {
+void check_pool_grad_shapes(const ValueDescs& g, const OpNode& n, const PoolAttrs& a) {
   const Shape expected = pooled_shape(n, a, a.input_shape);
   const Shape& dy = in_shape(g, n, 0);
   CAMPO_CHECK(dy == expected, op_name(n.kind), " '", n.name, "': dy has shape ", shape_str(dy),
               ", expected ", shape_str(expected), " for input_shape ", shape_str(a.input_shape));
 }
 
-std::vector<TensorDesc> infer_max_pool(const Graph& g, const Node& n) {
+std::vector<TensorDesc> infer_max_pool(const ValueDescs& g, const OpNode& n) {
   check_float_inputs(g, n);
   const Shape y = pooled_shape(n, attrs_as<PoolAttrs>(n.attrs), in_shape(g, n, 0));
   return {{y, n.dtype}, {y, DType::i32}};
 }
 
-std::vector<TensorDesc> infer_avg_pool(const Graph& g, const Node& n) {
+std::vector<TensorDesc> infer_avg_pool(const ValueDescs& g, const OpNode& n) {
   check_float_inputs(g, n);
   return {{pooled_shape(n, attrs_as<PoolAttrs>(n.attrs), in_shape(g, n, 0)), n.dtype}};
 }
 
 // MaxPoolGrad(dy, argmax) -> dx of attrs.input_shape.
-std::vector<TensorDesc> infer_max_pool_grad(const Graph& g, const Node& n) {
+std::vector<TensorDesc> infer_max_pool_grad(const ValueDescs& g, const OpNode& n) {
   const auto& a = attrs_as<PoolAttrs>(n.attrs);
   check_float_inputs(g, n);
   check_pool_grad_shapes(g, n, a);
@@ -61,25 +61,27 @@ std::vector<TensorDesc> infer_max_pool_grad(const Graph& g, const Node& n) {
 }
 
 // AvgPoolGrad(dy) -> dx of attrs.input_shape.
-std::vector<TensorDesc> infer_avg_pool_grad(const Graph& g, const Node& n) {
+std::vector<TensorDesc> infer_avg_pool_grad(const ValueDescs& g, const OpNode& n) {
   const auto& a = attrs_as<PoolAttrs>(n.attrs);
   check_float_inputs(g, n);
   check_pool_grad_shapes(g, n, a);
   return {{a.input_shape, n.dtype}};
 }
 
-PoolAttrs grad_attrs(const Builder& b, const Node& n) {
+PoolAttrs grad_attrs(const GradientBuilder& b, const OpNode& n) {
   PoolAttrs a = attrs_as<PoolAttrs>(n.attrs);
   a.input_shape = b.shape(n.inputs[0]);
   return a;
 }
 
-std::vector<ValueId> grad_max_pool(Builder& b, const Node& n, const std::vector<ValueId>& dys) {
+std::vector<ValueId> grad_max_pool(GradientBuilder& b, const OpNode& n,
+                                   const std::vector<ValueId>& dys) {
   if (dys.at(0) == kNoValue) return {kNoValue};
   return {b.op(OpKind::MaxPoolGrad, {dys[0], n.outputs[1]}, grad_attrs(b, n))};
 }
 
-std::vector<ValueId> grad_avg_pool(Builder& b, const Node& n, const std::vector<ValueId>& dys) {
+std::vector<ValueId> grad_avg_pool(GradientBuilder& b, const OpNode& n,
+                                   const std::vector<ValueId>& dys) {
   if (dys.at(0) == kNoValue) return {kNoValue};
   return {b.op(OpKind::AvgPoolGrad, {dys[0]}, grad_attrs(b, n))};
 }

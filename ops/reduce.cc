@@ -11,7 +11,7 @@ namespace campo {
 namespace {
 
 // The shape of `in` reduced over `axes` (validated: in range, no duplicates).
-Shape reduced_shape(const Node& n, const Shape& in, const ReduceAttrs& a) {
+Shape reduced_shape(const OpNode& n, const Shape& in, const ReduceAttrs& a) {
   const int rank = int(in.size());
   std::vector<bool> reduced(size_t(rank), a.axes.empty());
   for (int axis : a.axes) {
@@ -32,7 +32,7 @@ Shape reduced_shape(const Node& n, const Shape& in, const ReduceAttrs& a) {
   return out;
 }
 
-std::vector<TensorDesc> infer_reduce(const Graph& g, const Node& n) {
+std::vector<TensorDesc> infer_reduce(const ValueDescs& g, const OpNode& n) {
   CAMPO_CHECK(is_floating(in_dtype(g, n, 0)), op_name(n.kind), " '", n.name,
               "': input must be floating point, got ", dtype_name(in_dtype(g, n, 0)));
   check_float_inputs(g, n);
@@ -40,7 +40,7 @@ std::vector<TensorDesc> infer_reduce(const Graph& g, const Node& n) {
 }
 
 // dY has the reduced shape of attrs.input_shape; output has attrs.input_shape.
-std::vector<TensorDesc> infer_broadcast_back(const Graph& g, const Node& n) {
+std::vector<TensorDesc> infer_broadcast_back(const ValueDescs& g, const OpNode& n) {
   check_float_inputs(g, n);
   const auto& a = attrs_as<ReduceAttrs>(n.attrs);
   Shape expected = reduced_shape(n, a.input_shape, a);
@@ -50,7 +50,8 @@ std::vector<TensorDesc> infer_broadcast_back(const Graph& g, const Node& n) {
   return {{a.input_shape, n.dtype}};
 }
 
-std::vector<ValueId> grad_reduce(Builder& b, const Node& n, const std::vector<ValueId>& dy) {
+std::vector<ValueId> grad_reduce(GradientBuilder& b, const OpNode& n,
+                                 const std::vector<ValueId>& dy) {
   if (dy[0] == kNoValue) return {kNoValue};
   ReduceAttrs a = attrs_as<ReduceAttrs>(n.attrs);
   a.input_shape = b.shape(n.inputs[0]);

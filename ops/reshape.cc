@@ -5,7 +5,7 @@
 namespace campo {
 namespace {
 
-Shape resolve_shape(const Node& n, const Shape& in, const Shape& requested) {
+Shape resolve_shape(const OpNode& n, const Shape& in, const Shape& requested) {
   const int64_t total = shape_numel(in);
   int inferred_axis = -1;
   int64_t known = 1;
@@ -34,7 +34,7 @@ Shape resolve_shape(const Node& n, const Shape& in, const Shape& requested) {
 }
 
 // Floating inputs take the node's compute dtype; integer inputs (labels) keep theirs.
-std::vector<TensorDesc> infer_reshape(const Graph& g, const Node& n) {
+std::vector<TensorDesc> infer_reshape(const ValueDescs& g, const OpNode& n) {
   check_float_inputs(g, n);
   const Shape& in = in_shape(g, n, 0);
   DType in_type = in_dtype(g, n, 0);
@@ -42,7 +42,8 @@ std::vector<TensorDesc> infer_reshape(const Graph& g, const Node& n) {
   return {{out, is_floating(in_type) ? n.dtype : in_type}};
 }
 
-std::vector<ValueId> grad_reshape(Builder& b, const Node& n, const std::vector<ValueId>& dy) {
+std::vector<ValueId> grad_reshape(GradientBuilder& b, const OpNode& n,
+                                  const std::vector<ValueId>& dy) {
   if (dy[0] == kNoValue) return {kNoValue};
   return {b.op(OpKind::Reshape, {dy[0]}, ReshapeAttrs{b.shape(n.inputs[0])})};
 }

@@ -2,7 +2,7 @@
 
 namespace campo {
 
-void check_input_dtype(const Graph& g, const Node& n, int i) {
+void check_input_dtype(const ValueDescs& g, const OpNode& n, int i) {
   const OpSchema& s = op_schema(n.kind);
   DType want = s.input_stays_f32(i) ? DType::f32 : n.dtype;
   DType got = in_dtype(g, n, i);
@@ -10,12 +10,12 @@ void check_input_dtype(const Graph& g, const Node& n, int i) {
               ", expected ", dtype_name(want));
 }
 
-void check_float_inputs(const Graph& g, const Node& n) {
+void check_float_inputs(const ValueDescs& g, const OpNode& n) {
   for (int i = 0; i < int(n.inputs.size()); ++i)
     if (is_floating(in_dtype(g, n, i))) check_input_dtype(g, n, i);
 }
 
-std::vector<TensorDesc> infer_same_as_input0(const Graph& g, const Node& n) {
+std::vector<TensorDesc> infer_same_as_input0(const ValueDescs& g, const OpNode& n) {
   check_float_inputs(g, n);
   return {{in_shape(g, n, 0), n.dtype}};
 }

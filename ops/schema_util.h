@@ -1,25 +1,24 @@
 // Small helpers shared by op schemas (shape inference and gradient builders).
 #pragma once
 
-#include "graph/builder.h"
-#include "graph/graph.h"
+#include "ops/schema.h"
 
 namespace campo {
 
-inline const Shape& in_shape(const Graph& g, const Node& n, int i) {
-  return g.value(n.inputs.at(size_t(i))).shape;
+inline const Shape& in_shape(const ValueDescs& g, const OpNode& n, int i) {
+  return g.shape(n.inputs.at(size_t(i)));
 }
-inline DType in_dtype(const Graph& g, const Node& n, int i) {
-  return g.value(n.inputs.at(size_t(i))).dtype;
+inline DType in_dtype(const ValueDescs& g, const OpNode& n, int i) {
+  return g.dtype(n.inputs.at(size_t(i)));
 }
 
 // Checks that input i has the node's compute dtype (or f32 when it is listed in the
 // schema's fp32_inputs) — the invariant cast insertion maintains.
-void check_input_dtype(const Graph& g, const Node& n, int i);
+void check_input_dtype(const ValueDescs& g, const OpNode& n, int i);
 // check_input_dtype for every floating input.
-void check_float_inputs(const Graph& g, const Node& n);
+void check_float_inputs(const ValueDescs& g, const OpNode& n);
 
 // Output = input 0's shape, node's compute dtype (element-wise ops).
-std::vector<TensorDesc> infer_same_as_input0(const Graph& g, const Node& n);
+std::vector<TensorDesc> infer_same_as_input0(const ValueDescs& g, const OpNode& n);
 
 }  // namespace campo

@@ -1,7 +1,8 @@
 // Calibration of the cost-aware policy: the statistics (least squares, Spearman), feature
 // selection and model fits on synthetic data with known answers, node features against
 // hand-computed FLOPs, the calibration file (round trip; corrupt, foreign and stale files
-// refused), the default lookup, and predicted cost tables. No test looks at a timing.
+// refused) and predicted cost tables (the default lookup, train/profiling.h, is tested in
+// tests/train/calibration_lookup_test.cc). No test looks at a timing.
 #include "amp/calibration.h"
 
 #include <gtest/gtest.h>
@@ -17,12 +18,14 @@
 #include <sstream>
 
 #include "graph/builder.h"
-#include "train/profiling.h"
+#include "tests/amp/calibration_test_util.h"
 
 namespace campo {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::sample_calibration;
+using testing::TempFile;
 
 TEST(CalibrationStatsTest, LeastSquaresRecoversKnownCoefficients) {
   // y = 2 + 3 x1 - 0.5 x2, exact.
@@ -243,60 +246,6 @@ TEST(CalibrationFeaturesTest, ConvAndMatMulFlopsAreExact) {
   EXPECT_EQ(r[size_t(Feature::flops)], 2048);
   EXPECT_EQ(r[size_t(Feature::aligned)], 1);  // 16 channels
 }
-
-// A calibration that this machine accepts, with two op models.
-Calibration sample_calibration() {
-  Calibration cal;
-  cal.machine = this_machine();
-  cal.created = "2024-01-01T00:00:00Z";
-  cal.hardware_counters = "unavailable: test";
-  cal.cast = {0.01, 1e-6};
-  cal.cast_all = {{0.01, 1e-6}, 30, 12.5};
-  cal.cast_to_low = {{0.011, 1.1e-6}, 15, 10.0};
-  cal.cast_to_f32 = {{0.009, 0.9e-6}, 15, 11.0};
-  OpModel mm;
-  mm.key = "MatMul";
-  mm.features = {Feature::flops};
-  mm.rho = {0.9};
-  mm.weights = {1e-9};
-  mm.sigma = 0.5;
-  mm.bias = 0.0;
-  mm.train_samples = 30;
-  mm.heldout_samples = 10;
-  mm.train_mape = 5;
-  mm.heldout_mape = 7.5;
-  cal.ops[mm.key] = mm;
-  OpModel slow = mm;
-  slow.key = "MatMul:unaligned";
-  slow.features.clear();
-  slow.rho.clear();
-  slow.weights.clear();
-  slow.sigma = 2.0;
-  cal.ops[slow.key] = slow;
-  OpModel relu;
-  relu.key = "Relu";
-  relu.fit = "ratio";
-  relu.sigma = 0.8;
-  relu.heldout_mape = -1;
-  cal.ops[relu.key] = relu;
-  cal.configurations = 8;
-  cal.heldout_configurations = 2;
-  cal.seconds = 12.5;
-  return cal;
-}
-
-struct TempFile {
-  std::string path;
-  explicit TempFile(const std::string& name)
-      : path((fs::temp_directory_path() / ("campo_calib_" + std::to_string(getpid()) + "_" + name))
-                 .string()) {}
-  ~TempFile() { fs::remove(path); }
-  nlohmann::json read() const {
-    std::ifstream in(path);
-    return nlohmann::json::parse(in);
-  }
-  void write(const std::string& text) const { std::ofstream(path) << text; }
-};
 
 TEST(CalibrationFileTest, RoundTrip) {
   TempFile f("round_trip.json");
@@ -603,81 +552,6 @@ TEST(CalibrationPredictTest, PredictsListedNodesWithAModel) {
   EXPECT_EQ(t.cast_to_f32->per_element_ms, 0.9e-6);
   for (NodeId id = 0; id < g.num_nodes(); ++id)
     EXPECT_EQ(t.nodes[size_t(id)].fp32_ms, fp32[size_t(id)]);
-}
-
-// Sets an environment variable for one scope.
-struct ScopedEnv {
-  std::string name;
-  std::optional<std::string> old;
-  ScopedEnv(const std::string& n, const std::string& value) : name(n) {
-    if (const char* v = std::getenv(n.c_str())) old = v;
-    setenv(n.c_str(), value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old)
-      setenv(name.c_str(), old->c_str(), 1);
-    else
-      unsetenv(name.c_str());
-  }
-};
-
-TEST(CalibrationLookupTest, EnvironmentCacheAndErrors) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("campo_calib_cache_" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  ScopedEnv cache("XDG_CACHE_HOME", dir.string());
-  ScopedEnv none("CAMPO_CALIBRATION", "");
-  std::ostringstream log;
-  // Nothing in the cache (and no calibration/ folder next to the build of this test unless
-  // the repository has one for this machine, which it may: only the cache path is checked).
-  const std::string cache_path = default_calibration_path(DType::bf16);
-  EXPECT_EQ(cache_path.rfind(dir.string(), 0), 0u) << cache_path;
-  EXPECT_NE(cache_path.find(machine_hash(this_machine())), std::string::npos);
-
-  // This machine's file in the cache is found.
-  fs::create_directories(fs::path(cache_path).parent_path());
-  save_calibration(sample_calibration(), cache_path);
-  std::string used;
-  auto cal = find_default_calibration(DType::bf16, log, &used);
-  ASSERT_TRUE(cal);
-  EXPECT_EQ(used, cache_path);
-  EXPECT_EQ(cal->ops.size(), 3u);
-  // Another machine's file in the cache is skipped with a note.
-  {
-    nlohmann::json j;
-    std::ifstream(cache_path) >> j;
-    j["machine"]["cpu_model"] = "Imaginary CPU 9000";
-    std::ofstream(cache_path) << j.dump();
-  }
-  log.str("");
-  find_default_calibration(DType::bf16, log);
-  EXPECT_NE(log.str().find("skipping " + cache_path), std::string::npos) << log.str();
-  // A stale one is an error.
-  {
-    nlohmann::json j;
-    std::ifstream(cache_path) >> j;
-    j["machine"]["cpu_model"] = this_machine().cpu_model;
-    j["version"] = 0;
-    std::ofstream(cache_path) << j.dump();
-  }
-  EXPECT_THROW(find_default_calibration(DType::bf16, log), Error);
-
-  // $CAMPO_CALIBRATION wins, and must be usable.
-  TempFile f("env.json");
-  save_calibration(sample_calibration(), f.path);
-  {
-    ScopedEnv e("CAMPO_CALIBRATION", f.path);
-    cal = find_default_calibration(DType::bf16, log, &used);
-    ASSERT_TRUE(cal);
-    EXPECT_EQ(used, f.path);
-    EXPECT_THROW(find_default_calibration(DType::f16, log), Error);  // made for bf16
-  }
-  f.write("{}");
-  {
-    ScopedEnv e("CAMPO_CALIBRATION", f.path);
-    EXPECT_THROW(find_default_calibration(DType::bf16, log), Error);
-  }
-  fs::remove_all(dir);
 }
 
 }  // namespace

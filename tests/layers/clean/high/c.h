@@ -1,0 +1,3 @@
+#pragma once
+#include "high/d.h"
+#include "low/a.h"

@@ -1,0 +1,99 @@
+// The default calibration lookup (train/profiling.h): $CAMPO_CALIBRATION, the per-user
+// cache, another machine's file skipped with a note, a stale one refused.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+
+#include "tests/amp/calibration_test_util.h"
+#include "train/profiling.h"
+
+namespace campo {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::sample_calibration;
+using testing::TempFile;
+
+// Sets an environment variable for one scope.
+struct ScopedEnv {
+  std::string name;
+  std::optional<std::string> old;
+  ScopedEnv(const std::string& n, const std::string& value) : name(n) {
+    if (const char* v = std::getenv(n.c_str())) old = v;
+    setenv(n.c_str(), value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old)
+      setenv(name.c_str(), old->c_str(), 1);
+    else
+      unsetenv(name.c_str());
+  }
+};
+
+TEST(CalibrationLookupTest, EnvironmentCacheAndErrors) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("campo_calib_cache_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  ScopedEnv cache("XDG_CACHE_HOME", dir.string());
+  ScopedEnv none("CAMPO_CALIBRATION", "");
+  std::ostringstream log;
+  // Nothing in the cache (and no calibration/ folder next to the build of this test unless
+  // the repository has one for this machine, which it may: only the cache path is checked).
+  const std::string cache_path = default_calibration_path(DType::bf16);
+  EXPECT_EQ(cache_path.rfind(dir.string(), 0), 0u) << cache_path;
+  EXPECT_NE(cache_path.find(machine_hash(this_machine())), std::string::npos);
+
+  // This machine's file in the cache is found.
+  fs::create_directories(fs::path(cache_path).parent_path());
+  save_calibration(sample_calibration(), cache_path);
+  std::string used;
+  auto cal = find_default_calibration(DType::bf16, log, &used);
+  ASSERT_TRUE(cal);
+  EXPECT_EQ(used, cache_path);
+  EXPECT_EQ(cal->ops.size(), 3u);
+  // Another machine's file in the cache is skipped with a note.
+  {
+    nlohmann::json j;
+    std::ifstream(cache_path) >> j;
+    j["machine"]["cpu_model"] = "Imaginary CPU 9000";
+    std::ofstream(cache_path) << j.dump();
+  }
+  log.str("");
+  find_default_calibration(DType::bf16, log);
+  EXPECT_NE(log.str().find("skipping " + cache_path), std::string::npos) << log.str();
+  // A stale one is an error.
+  {
+    nlohmann::json j;
+    std::ifstream(cache_path) >> j;
+    j["machine"]["cpu_model"] = this_machine().cpu_model;
+    j["version"] = 0;
+    std::ofstream(cache_path) << j.dump();
+  }
+  EXPECT_THROW(find_default_calibration(DType::bf16, log), Error);
+
+  // $CAMPO_CALIBRATION wins, and must be usable.
+  TempFile f("env.json");
+  save_calibration(sample_calibration(), f.path);
+  {
+    ScopedEnv e("CAMPO_CALIBRATION", f.path);
+    cal = find_default_calibration(DType::bf16, log, &used);
+    ASSERT_TRUE(cal);
+    EXPECT_EQ(used, f.path);
+    EXPECT_THROW(find_default_calibration(DType::f16, log), Error);  // made for bf16
+  }
+  f.write("{}");
+  {
+    ScopedEnv e("CAMPO_CALIBRATION", f.path);
+    EXPECT_THROW(find_default_calibration(DType::bf16, log), Error);
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace campo
