@@ -24,7 +24,9 @@ struct PrecisionConfig {
   Precision policy = Precision::fp32;
   DType low = DType::bf16;
   LossScalerOptions scaler{.enabled = false};
-  AmpLists lists = AmpLists::defaults();
+  // The lists of the run's device and low type (precision_config sets them, then applies
+  // --amp-lists-file and --amp-lists); by default the CPU's bf16 lists.
+  AmpLists lists = AmpLists::defaults(Device::cpu, DType::bf16);
   // cost-aware: the measured or predicted costs; when null, the profiling step measures
   // them on the training graph itself (train/profiling.h).
   std::shared_ptr<const CostTable> costs;

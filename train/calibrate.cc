@@ -165,7 +165,7 @@ struct Timing {
 // Times one configuration: its nodes in both precisions, the casts of its low graphs.
 void measure_configuration(const Configuration& c, DType low, const Timing& timing, uint64_t seed,
                            Measurements& m) {
-  const AmpLists lists = AmpLists::defaults();
+  const AmpLists lists = AmpLists::defaults(Device::cpu, low);  // what it calibrates
   if (c.shape.model == "dcgan") {
     DcganOptions d;
     d.image_size = c.shape.image_size;

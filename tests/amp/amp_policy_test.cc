@@ -14,6 +14,9 @@
 namespace campo {
 namespace {
 
+// The CPU's bf16 lists (the op schemas'), which these tests are written against.
+AmpLists cpu_lists() { return AmpLists::defaults(Device::cpu, DType::bf16); }
+
 DType dtype_of_node(const Graph& g, ValueId v) { return g.node(g.value(v).producer).dtype; }
 
 int count_casts(const Graph& g) { return int(g.nodes_of_kind(OpKind::Cast).size()); }
@@ -34,7 +37,7 @@ TEST(AmpPolicyTest, ClearOpBetweenTwoAllowOpsIsPainted) {
   ValueId r = f.b.relu(m1);
   ValueId m2 = f.b.matmul(r, f.var("w2", {8, 8}));
   ValueId loss = f.b.sum(m2);
-  PrecisionSummary s = apply_amp_policy(f.g, AmpLists::defaults(), DType::bf16);
+  PrecisionSummary s = apply_amp_policy(f.g, cpu_lists(), DType::bf16);
   EXPECT_EQ(dtype_of_node(f.g, m1), DType::bf16);
   EXPECT_EQ(dtype_of_node(f.g, r), DType::bf16);
   EXPECT_EQ(dtype_of_node(f.g, m2), DType::bf16);
@@ -57,7 +60,7 @@ TEST(AmpPolicyTest, SummaryWithFetchesSkipsDeadCasts) {
   ValueId dead = f.b.mean(m1);  // deny, fetched by nobody: shares that cast
   ValueId dead2 = f.b.sum(f.b.relu(x));  // a branch that runs nowhere
   (void)dead;
-  apply_amp_policy(f.g, AmpLists::defaults(), DType::bf16);
+  apply_amp_policy(f.g, cpu_lists(), DType::bf16);
   const PrecisionSummary all = summarize_precision(f.g);
   const PrecisionSummary live = summarize_precision(f.g, {loss});
   EXPECT_EQ(all.casts.casts, live.casts.casts);  // the shared cast is live
@@ -74,7 +77,7 @@ TEST(AmpPolicyTest, DenyPropagatesForwardThroughInferOps) {
   ValueId scaled = f.b.mul(a, mean);  // infer, downstream of deny: stays f32
   ValueId o = f.b.matmul(scaled, f.var("w2", {8, 8}));
   ValueId loss = f.b.sum(o);
-  apply_amp_policy(f.g, AmpLists::defaults(), DType::f16);
+  apply_amp_policy(f.g, cpu_lists(), DType::f16);
   EXPECT_EQ(dtype_of_node(f.g, a), DType::f16);
   EXPECT_EQ(dtype_of_node(f.g, mean), DType::f32);
   EXPECT_EQ(dtype_of_node(f.g, scaled), DType::f32);
@@ -92,7 +95,7 @@ TEST(AmpPolicyTest, InferOpBetweenAllowOpsWithoutDenyIsPainted) {
   ValueId o = f.b.matmul(t, f.var("w2", {8, 8}));
   ValueId tail = f.b.sigmoid(o);  // infer, downstream only: stays f32
   f.b.sum(tail);
-  apply_amp_policy(f.g, AmpLists::defaults(), DType::bf16);
+  apply_amp_policy(f.g, cpu_lists(), DType::bf16);
   EXPECT_EQ(dtype_of_node(f.g, t), DType::bf16);
   EXPECT_EQ(dtype_of_node(f.g, tail), DType::f32);
 }
@@ -104,7 +107,7 @@ TEST(AmpPolicyTest, OneSharedCastForSeveralConsumers) {
   ValueId a = f.b.matmul(x, w);
   ValueId c = f.b.matmul(x, w, false, true);
   f.b.sum(f.b.add(f.b.sum(a), f.b.sum(c)));
-  apply_amp_policy(f.g, AmpLists::defaults(), DType::bf16);
+  apply_amp_policy(f.g, cpu_lists(), DType::bf16);
   int casts_of_x = 0, casts_of_w = 0;
   for (NodeId id : f.g.nodes_of_kind(OpKind::Cast)) {
     ValueId in = f.g.node(id).inputs[0];
@@ -121,7 +124,7 @@ TEST(AmpPolicyTest, ClearOpNotConnectedToAllowStaysF32) {
   ValueId x = f.b.placeholder("x", {4, 8});
   ValueId r = f.b.relu(x);
   f.b.sum(r);
-  PrecisionSummary s = apply_amp_policy(f.g, AmpLists::defaults(), DType::bf16);
+  PrecisionSummary s = apply_amp_policy(f.g, cpu_lists(), DType::bf16);
   EXPECT_EQ(dtype_of_node(f.g, r), DType::f32);
   EXPECT_EQ(s.low_nodes, 0);
   EXPECT_EQ(count_casts(f.g), 0);
@@ -132,7 +135,7 @@ TEST(AmpPolicyTest, EditedListsChangeThePlan) {
   ValueId x = f.b.placeholder("x", {4, 8});
   ValueId a = f.b.matmul(x, f.var("w", {8, 8}));
   f.b.sum(a);
-  AmpLists lists = AmpLists::defaults();
+  AmpLists lists = cpu_lists();
   lists.edit("allow-=MatMul");
   EXPECT_EQ(lists.classify(OpKind::MatMul), AmpList::fp32);
   PrecisionSummary s = apply_amp_policy(f.g, lists, DType::bf16);
@@ -145,7 +148,7 @@ TEST(AmpPolicyTest, EditedListsChangeThePlan) {
 }
 
 TEST(AmpPolicyTest, DefaultListsMatchDesign) {
-  AmpLists l = AmpLists::defaults();
+  AmpLists l = cpu_lists();
   for (OpKind op : {OpKind::Conv2D, OpKind::Conv2DBackpropInput, OpKind::Conv2DBackpropFilter,
                     OpKind::MatMul})
     EXPECT_EQ(l.classify(op), AmpList::allow) << op_name(op);
@@ -172,9 +175,9 @@ TEST(AmpPolicyTest, LenetTrainingStep) {
   spec.image_shape = {1, 28, 28};
   spec.batch = 8;
   build_training_graph(g, vars, spec);
-  apply_amp_policy(g, AmpLists::defaults(), DType::bf16);
+  apply_amp_policy(g, cpu_lists(), DType::bf16);
   for (const Node& n : g.nodes()) {
-    AmpList l = AmpLists::defaults().classify(n.kind);
+    AmpList l = cpu_lists().classify(n.kind);
     if (l == AmpList::allow) EXPECT_EQ(n.dtype, DType::bf16) << n.name;
     if (l == AmpList::deny) EXPECT_EQ(n.dtype, DType::f32) << n.name;
     if (n.kind == OpKind::ApplyMomentum) {
@@ -208,10 +211,10 @@ TEST(AmpPolicyTest, ResNet50AllowOpsLowDenyOpsF32) {
   spec.image_shape = {3, 32, 32};
   spec.batch = 2;
   build_training_graph(g, vars, spec);
-  apply_amp_policy(g, AmpLists::defaults(), DType::bf16);
+  apply_amp_policy(g, cpu_lists(), DType::bf16);
   int allow_ops = 0;
   for (const Node& n : g.nodes()) {
-    AmpList l = AmpLists::defaults().classify(n.kind);
+    AmpList l = cpu_lists().classify(n.kind);
     if (l == AmpList::allow) {
       ++allow_ops;
       EXPECT_EQ(n.dtype, DType::bf16) << n.name;
@@ -247,7 +250,7 @@ struct LenetStep {
     std::vector<ValueId> pv;
     for (auto& n : params) pv.push_back(g.node(g.find_node(n)).outputs[0]);
     append_optimizer(b, params, append_gradients(b, loss, seed, pv), optimizer);
-    casts = apply_precision(g, paint_amp(g, AmpLists::defaults()), DType::bf16, fold == Fold::all);
+    casts = apply_precision(g, paint_amp(g, cpu_lists()), DType::bf16, fold == Fold::all);
     if (fold == Fold::weight_copies) casts.weight_copies = fold_weight_casts(g).weight_copies;
     CompileOptions co;
     co.fetches = {loss};

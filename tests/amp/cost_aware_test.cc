@@ -13,6 +13,9 @@
 namespace campo {
 namespace {
 
+// The CPU's bf16 lists (the op schemas'), which these tests are written against.
+AmpLists cpu_lists() { return AmpLists::defaults(Device::cpu, DType::bf16); }
+
 constexpr CostAwareOptions kTraversals{CostAwareSearch::traversals};
 
 struct Fixture {
@@ -50,10 +53,10 @@ TEST(CostAwareTest, AllowOpThatDoesNotPayStaysF32) {
   f.uniform_costs(1.0, 1.0);
   f.set(m, 1.0, 0.9);                 // saves 0.1 ms ...
   f.costs.cast = {0.1, 0.0};          // ... but needs three casts of 0.1 ms (x, w, m)
-  CostAwarePlan p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs, kTraversals);
+  CostAwarePlan p = plan_cost_aware(f.g, cpu_lists(), f.costs, kTraversals);
   EXPECT_FALSE(p.low[size_t(f.node_of(m))]);
   f.set(m, 1.0, 0.5);                 // saves 0.5 ms > 0.3 ms of casts
-  p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs, kTraversals);
+  p = plan_cost_aware(f.g, cpu_lists(), f.costs, kTraversals);
   EXPECT_TRUE(p.low[size_t(f.node_of(m))]);
   EXPECT_EQ(p.decided_by[size_t(f.node_of(m))], Traversal::allow);
   EXPECT_NEAR(p.predicted_ms, 0.5 + 1.0 /*Sum*/ + 0.3, 1e-9);
@@ -75,10 +78,10 @@ TEST(CostAwareTest, CastDirectionsArePricedSeparately) {
   EXPECT_NEAR(predict_step_ms(f.g, f.costs, low), 0.5 + 1.0 + 2 * 0.1 + 0.02, 1e-9);
   // Cheaper way back tips the decision: 0.5 ms saved vs 0.2 + 0.4 ms of casts is a loss...
   f.costs.cast_to_f32 = CastCostModel{0.4, 0.0};
-  EXPECT_FALSE(plan_cost_aware(f.g, AmpLists::defaults(), f.costs, kTraversals).low[size_t(f.node_of(m))]);
+  EXPECT_FALSE(plan_cost_aware(f.g, cpu_lists(), f.costs, kTraversals).low[size_t(f.node_of(m))]);
   // ... and with a cheap way back (0.2 + 0.02 ms) a gain.
   f.costs.cast_to_f32 = CastCostModel{0.02, 0.0};
-  EXPECT_TRUE(plan_cost_aware(f.g, AmpLists::defaults(), f.costs, kTraversals).low[size_t(f.node_of(m))]);
+  EXPECT_TRUE(plan_cost_aware(f.g, cpu_lists(), f.costs, kTraversals).low[size_t(f.node_of(m))]);
 }
 
 TEST(CostAwareTest, SharedWeightCastIsPaidOnce) {
@@ -95,7 +98,7 @@ TEST(CostAwareTest, SharedWeightCastIsPaidOnce) {
   f.costs.cast = {0.1, 0.0};
   // The first MatMul alone: saves 0.25, pays x, w and its output: 0.3 -> stays f32.
   // Deciding in data-flow order, it does not pay; the second one neither (same costs).
-  CostAwarePlan p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs, kTraversals);
+  CostAwarePlan p = plan_cost_aware(f.g, cpu_lists(), f.costs, kTraversals);
   EXPECT_FALSE(p.low[size_t(f.node_of(a))]);
   // With both low, x and w are cast once each: the second MatMul pays only its output.
   std::vector<char> both = p.low;
@@ -103,7 +106,7 @@ TEST(CostAwareTest, SharedWeightCastIsPaidOnce) {
   EXPECT_NEAR(predict_step_ms(f.g, f.costs, both), 0.75 * 2 + 1.0 + 1.0 + 4 * 0.1, 1e-9);
   // The exact search sees the pair, and the Add after it: all three low, one cast (the
   // Add's result, for the Sum) instead of two: 3.8 ms instead of 4.0.
-  p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs, {});
+  p = plan_cost_aware(f.g, cpu_lists(), f.costs, {});
   for (ValueId v : {a, c, ac}) EXPECT_TRUE(p.low[size_t(f.node_of(v))]);
   EXPECT_EQ(p.decided_by[size_t(f.node_of(a))], Traversal::exact);
   EXPECT_EQ(p.exact_changes, 3);
@@ -121,7 +124,7 @@ TEST(CostAwareTest, DenyPropagatesThroughInferOps) {
   f.b.sum(o);
   f.uniform_costs(1.0, 0.0);  // low precision is free everywhere
   f.costs.cast = {0.0, 0.0};
-  CostAwarePlan p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs, kTraversals);
+  CostAwarePlan p = plan_cost_aware(f.g, cpu_lists(), f.costs, kTraversals);
   EXPECT_TRUE(p.low[size_t(f.node_of(a))]);
   EXPECT_TRUE(p.low[size_t(f.node_of(o))]);
   EXPECT_FALSE(p.low[size_t(f.node_of(scaled))]);
@@ -140,7 +143,7 @@ TEST(CostAwareTest, ClearOpBetweenLowNeighboursIsAdopted) {
   f.set(m1, 10.0, 1.0);
   f.set(m2, 10.0, 1.0);
   f.costs.cast = {0.5, 0.0};
-  CostAwarePlan p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs, kTraversals);
+  CostAwarePlan p = plan_cost_aware(f.g, cpu_lists(), f.costs, kTraversals);
   EXPECT_TRUE(p.low[size_t(f.node_of(m1))]);
   EXPECT_TRUE(p.low[size_t(f.node_of(m2))]);
   EXPECT_TRUE(p.low[size_t(f.node_of(r))]);  // removes two boundary casts
@@ -163,7 +166,7 @@ TEST(CostAwareTest, ClearChainAdoptedOnlyWhenItPays) {
     f.uniform_costs(1.0, 1.01);
     f.set(c, 100.0, 1.0);
     f.costs.cast = {0.0, per_element};
-    CostAwarePlan p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs, kTraversals);
+    CostAwarePlan p = plan_cost_aware(f.g, cpu_lists(), f.costs, kTraversals);
     ASSERT_TRUE(p.low[size_t(f.node_of(c))]);
     // Casting 512 elements instead of 128 after the chain: 384 * per_element saved vs
     // 0.02 ms more for the two clear ops.
@@ -190,7 +193,7 @@ TEST(CostAwareTest, LowNeverPaysGivesTheFp32Plan) {
   CostTable costs;
   costs.nodes.assign(size_t(g.num_nodes()), NodeCost{1.0, 2.0});
   costs.cast = {0.01, 1e-6};
-  CostAwarePlan p = plan_cost_aware(g, AmpLists::defaults(), costs, kTraversals);
+  CostAwarePlan p = plan_cost_aware(g, cpu_lists(), costs, kTraversals);
   for (NodeId i = 0; i < g.num_nodes(); ++i) EXPECT_FALSE(p.low[size_t(i)]) << g.node(i).name;
 }
 
@@ -199,7 +202,7 @@ TEST(CostAwareTest, LowPaysOnAllowOpsGivesAmpsAllowAndDenyDecisionsAtNoMoreCost)
   Graph g = lenet_training_graph(vars);
   CostTable costs;
   costs.nodes.assign(size_t(g.num_nodes()), NodeCost{1.0, 1.0});
-  AmpLists lists = AmpLists::defaults();
+  AmpLists lists = cpu_lists();
   for (NodeId i = 0; i < g.num_nodes(); ++i)
     if (lists.classify(g.node(i).kind) == AmpList::allow) costs.nodes[size_t(i)] = {100.0, 1.0};
   costs.cast = {0.01, 1e-6};
@@ -270,10 +273,10 @@ TEST(CostAwareTest, ExactSearchFindsAssignmentsTheTraversalsMiss) {
   f.set(m1, 1.0, 0.6);
   f.set(m2, 1.0, 0.6);
   f.costs.cast = {0.15, 0.0};  // one MatMul alone: 0.6 + 3 casts = 1.05 > 1.0
-  CostAwarePlan trav = plan_cost_aware(f.g, AmpLists::defaults(), f.costs, kTraversals);
+  CostAwarePlan trav = plan_cost_aware(f.g, cpu_lists(), f.costs, kTraversals);
   EXPECT_FALSE(trav.low[size_t(f.node_of(m1))]);
   EXPECT_FALSE(trav.low[size_t(f.node_of(m2))]);
-  CostAwarePlan p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs);  // exact: the default
+  CostAwarePlan p = plan_cost_aware(f.g, cpu_lists(), f.costs);  // exact: the default
   for (ValueId v : {m1, t, m2}) EXPECT_TRUE(p.low[size_t(f.node_of(v))]);
   EXPECT_EQ(p.decided_by[size_t(f.node_of(t))], Traversal::exact);
   // x, w1, w2 into low, m2 back to f32 for the Sum (deny): 4 casts.
@@ -287,7 +290,7 @@ TEST(CostAwareTest, ExactSearchFindsAssignmentsTheTraversalsMiss) {
 TEST(CostAwareTest, ExactSearchIsNoWorseThanAnyOtherPlan) {
   VariableStore vars;
   Graph g = lenet_training_graph(vars);
-  const AmpLists lists = AmpLists::defaults();
+  const AmpLists lists = cpu_lists();
   const std::vector<char> amp = paint_amp(g, lists);
   Rng rng(3);
   for (int trial = 0; trial < 20; ++trial) {
@@ -323,11 +326,11 @@ TEST(CostAwareTest, FoldedWeightGradientCastsCostNothing) {
   costs.nodes.assign(size_t(g.num_nodes()), NodeCost{1.0, 0.5});
   costs.cast = {0.0, 0.0};  // casts to bf16 (those of weights fold too) are free here
   costs.cast_to_f32 = CastCostModel{0.25, 0.0};  // every cast back: 0.25 ms
-  const std::vector<char> amp = paint_amp(g, AmpLists::defaults());
+  const std::vector<char> amp = paint_amp(g, cpu_lists());
   EXPECT_NEAR(predict_step_ms(g, costs, amp) - predict_step_ms(g, costs, amp, true), 2 * 0.25, 1e-9);
   // The search prices them the same way: with folding, its plan is predicted cheaper.
-  const CostAwarePlan folded = plan_cost_aware(g, AmpLists::defaults(), costs, {.fold_casts = true});
-  const CostAwarePlan plain = plan_cost_aware(g, AmpLists::defaults(), costs);
+  const CostAwarePlan folded = plan_cost_aware(g, cpu_lists(), costs, {.fold_casts = true});
+  const CostAwarePlan plain = plan_cost_aware(g, cpu_lists(), costs);
   EXPECT_NEAR(folded.predicted_ms, predict_step_ms(g, costs, folded.low, true), 1e-9);
   EXPECT_LE(folded.predicted_ms, plain.predicted_ms - 2 * 0.25 + 1e-6);
 }
@@ -342,13 +345,13 @@ TEST(CostAwareTest, WeightCopiesCostNothing) {
   costs.nodes.assign(size_t(g.num_nodes()), NodeCost{1.0, 0.5});
   costs.cast = {0.125, 0.0};  // every cast to bf16: 0.125 ms
   costs.cast_to_f32 = CastCostModel{0.0, 0.0};
-  const std::vector<char> amp = paint_amp(g, AmpLists::defaults());
+  const std::vector<char> amp = paint_amp(g, cpu_lists());
   Graph painted = g;
   const CastStats copies = apply_precision(painted, amp, DType::bf16, true);
   ASSERT_EQ(copies.weight_copies, 9);
   EXPECT_NEAR(predict_step_ms(g, costs, amp) - predict_step_ms(g, costs, amp, true),
               copies.weight_copies * 0.125, 1e-9);
-  const CostAwarePlan folded = plan_cost_aware(g, AmpLists::defaults(), costs, {.fold_casts = true});
+  const CostAwarePlan folded = plan_cost_aware(g, cpu_lists(), costs, {.fold_casts = true});
   EXPECT_NEAR(folded.predicted_ms, predict_step_ms(g, costs, folded.low, true), 1e-9);
 }
 
