@@ -18,6 +18,11 @@ namespace campo {
 enum class Precision : uint8_t { fp32, amp, cost_aware };
 Precision parse_precision(const std::string& s);  // "fp32", "amp", "cost-aware"
 const char* precision_name(Precision p);
+// The low-precision type of a device when --low-precision is not given: bf16 on the CPU
+// (native with AVX-512 BF16, and no loss scaling needed), f16 on CUDA (TensorFlow's CUDA
+// rewrite is f16-only; tensor cores run f16 on every GPU that has them, bf16 only from
+// Ampere on).
+DType default_low_precision(Device device);
 
 // How a training graph is made mixed precision.
 struct PrecisionConfig {
