@@ -196,6 +196,6 @@ std::vector<char> untrusted_nodes(const Graph& g, const Calibration& cal, const 
 // predicted for every allow/infer/clear node that has a model, = fp32_ms otherwise; the
 // cast model from the calibration.
 CostTable predict_costs(const Graph& g, const std::vector<double>& fp32_ms, const Calibration& cal,
-                        const AmpLists& lists = AmpLists::defaults());
+                        const AmpLists& lists);
 
 }  // namespace campo

@@ -12,14 +12,88 @@
 
 namespace campo {
 
-AmpLists AmpLists::defaults() {
+namespace {
+
+struct ListedOp {
+  OpKind op;
+  AmpList list;
+};
+
+// CUDA, f16 and bf16: TensorFlow's CUDA lists, AutoMixedPrecisionListsFp16 (formerly
+// AutoMixedPrecisionListsCuda) in tensorflow/core/grappler/optimizers/
+// auto_mixed_precision_lists.h, restricted to campo's ops. TensorFlow has no CUDA bf16
+// lists (its bf16 rewrite runs on the CPU only, with the oneDNN lists); bf16 on CUDA takes
+// the same ones, as PyTorch's CUDA autocast has one op list for both types.
+//
+// Where they differ from the CPU's (the schemas' lists): nowhere, for campo's ops. The one
+// place TensorFlow's own lists differ for them is Mean and Sum: deny in the CUDA lists, infer
+// in today's oneDNN bf16 lists (AutoMixedPrecisionListsMkl, same file; deny there too in
+// earlier versions). campo's CPU keeps them on deny, as it always has (the pinned losses of
+// tests/train/loss_pin_test.cc), so CUDA and CPU agree today; an op added to the CPU's lists
+// needs its CUDA list here (AmpListsTest.EveryListedOpHasACudaList), since TensorFlow's two
+// sets of lists differ for ops campo does not have yet (Rsqrt, Square, SquaredDifference:
+// oneDNN infer, CUDA none; OneHot: CUDA clear only).
+//
+// TensorFlow's names: FusedBatchNorm(Grad) is its FusedBatchNorm(Grad)V2/V3 (the rewrite
+// turns V1 into V2 first), Add its Add/AddV2. Not TensorFlow ops, on the CPU's lists:
+// Dropout (TensorFlow composes it of GreaterEqual/Select, clear, and Mul, infer: clear here,
+// a mask multiply), SigmoidCrossEntropyWithLogits(Grad) (composed of Exp, deny), MeanGrad
+// (Mean's gradient: BroadcastTo, clear, then RealDiv, infer).
+constexpr ListedOp kCudaLists[] = {
+    {OpKind::Conv2D, AmpList::allow},
+    {OpKind::Conv2DBackpropInput, AmpList::allow},
+    {OpKind::Conv2DBackpropFilter, AmpList::allow},
+    {OpKind::MatMul, AmpList::allow},
+    {OpKind::Add, AmpList::infer},
+    {OpKind::AddN, AmpList::infer},
+    {OpKind::AvgPool, AmpList::infer},
+    {OpKind::AvgPoolGrad, AmpList::infer},
+    {OpKind::BiasAdd, AmpList::infer},
+    {OpKind::BiasAddGrad, AmpList::infer},
+    {OpKind::FusedBatchNorm, AmpList::infer},
+    {OpKind::FusedBatchNormGrad, AmpList::infer},
+    {OpKind::LeakyRelu, AmpList::infer},
+    {OpKind::LeakyReluGrad, AmpList::infer},
+    {OpKind::Mul, AmpList::infer},
+    {OpKind::Sigmoid, AmpList::infer},
+    {OpKind::SigmoidGrad, AmpList::infer},
+    {OpKind::Tanh, AmpList::infer},
+    {OpKind::TanhGrad, AmpList::infer},
+    {OpKind::MeanGrad, AmpList::infer},
+    {OpKind::Mean, AmpList::deny},
+    {OpKind::Sum, AmpList::deny},
+    {OpKind::SparseSoftmaxCrossEntropyWithLogits, AmpList::deny},
+    {OpKind::SigmoidCrossEntropyWithLogits, AmpList::deny},
+    {OpKind::SigmoidCrossEntropyWithLogitsGrad, AmpList::deny},
+    {OpKind::BroadcastTo, AmpList::clear},
+    {OpKind::MaxPool, AmpList::clear},
+    {OpKind::MaxPoolGrad, AmpList::clear},
+    {OpKind::Relu, AmpList::clear},
+    {OpKind::ReluGrad, AmpList::clear},
+    {OpKind::Reshape, AmpList::clear},
+    {OpKind::Dropout, AmpList::clear},
+};
+
+}  // namespace
+
+AmpLists AmpLists::defaults(Device device, DType low) {
+  CAMPO_CHECK(is_low_precision(low), "mixed-precision lists are for bf16 or f16, not ",
+              dtype_name(low));
   AmpLists l;
-  for (size_t k = 0; k < size_t(OpKind::kCount); ++k) {
-    OpKind op = OpKind(k);
-    AmpList list = op_schema(op).amp_list;
-    if (list != AmpList::fp32) l.mutable_list(list).insert(op);
+  switch (device) {
+    case Device::cpu:
+    case Device::test:
+      for (size_t k = 0; k < size_t(OpKind::kCount); ++k) {
+        const OpKind op = OpKind(k);
+        const AmpList list = op_schema(op).amp_list;
+        if (list != AmpList::fp32) l.mutable_list(list).insert(op);
+      }
+      return l;
+    case Device::cuda:
+      for (const ListedOp& e : kCudaLists) l.add(e.list, e.op);
+      return l;
   }
-  return l;
+  CAMPO_FAIL("no mixed-precision lists for device ", device_name(device));
 }
 
 std::set<OpKind>& AmpLists::mutable_list(AmpList l) {

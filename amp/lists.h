@@ -1,5 +1,5 @@
-// TensorFlow's auto-mixed-precision op lists (allow / infer / deny / clear), taken from
-// each op's schema, editable per list the way TensorFlow's
+// TensorFlow's auto-mixed-precision op lists (allow / infer / deny / clear), per device and
+// low-precision type, editable per list the way TensorFlow's
 // TF_AUTO_MIXED_PRECISION_GRAPH_REWRITE_{ALLOW,INFER,DENY,CLEAR}LIST_{ADD,REMOVE}
 // environment variables allow. An op is in at most one list; ops in none stay f32.
 #pragma once
@@ -8,13 +8,19 @@
 #include <string>
 
 #include "ops/op.h"
+#include "runtime/device.h"
+#include "runtime/dtype.h"
 
 namespace campo {
 
 class AmpLists {
  public:
-  // The lists as the op schemas declare them (DESIGN.md's lists).
-  static AmpLists defaults();
+  // The lists of `device` for the low-precision type `low` (bf16 or f16). The CPU's (bf16,
+  // and f16, emulated) are the op schemas' own (OpSchema::amp_list, DESIGN.md's lists);
+  // CUDA's (f16 and bf16) follow TensorFlow's CUDA lists (the table in lists.cc says where
+  // and why they differ from the CPU's). Device::test, the test-only staging backend, runs
+  // the CPU's kernels and has the CPU's lists.
+  static AmpLists defaults(Device device, DType low);
 
   AmpList classify(OpKind op) const;  // AmpList::fp32 when in no list
   // Adds `op` to `list` (removing it from any other list) or removes it from `list`.

@@ -24,6 +24,10 @@ const char* precision_name(Precision p) {
   return "?";
 }
 
+DType default_low_precision(Device device) {
+  return device == Device::cuda ? DType::f16 : DType::bf16;
+}
+
 namespace {
 
 struct Adjacency {

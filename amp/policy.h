@@ -18,13 +18,20 @@ namespace campo {
 enum class Precision : uint8_t { fp32, amp, cost_aware };
 Precision parse_precision(const std::string& s);  // "fp32", "amp", "cost-aware"
 const char* precision_name(Precision p);
+// The low-precision type of a device when --low-precision is not given: bf16 on the CPU
+// (native with AVX-512 BF16, and no loss scaling needed), f16 on CUDA (TensorFlow's CUDA
+// rewrite is f16-only; tensor cores run f16 on every GPU that has them, bf16 only from
+// Ampere on).
+DType default_low_precision(Device device);
 
 // How a training graph is made mixed precision.
 struct PrecisionConfig {
   Precision policy = Precision::fp32;
   DType low = DType::bf16;
   LossScalerOptions scaler{.enabled = false};
-  AmpLists lists = AmpLists::defaults();
+  // The lists of the run's device and low type (precision_config sets them, then applies
+  // --amp-lists-file and --amp-lists); by default the CPU's bf16 lists.
+  AmpLists lists = AmpLists::defaults(Device::cpu, DType::bf16);
   // cost-aware: the measured or predicted costs; when null, the profiling step measures
   // them on the training graph itself (train/profiling.h).
   std::shared_ptr<const CostTable> costs;

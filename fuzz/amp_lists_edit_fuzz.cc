@@ -10,7 +10,7 @@ namespace campo::fuzz {
 
 void amp_lists_edit(const uint8_t* data, size_t size) {
   const std::string spec(reinterpret_cast<const char*>(data), size);
-  AmpLists lists = AmpLists::defaults();
+  AmpLists lists = AmpLists::defaults(Device::cpu, DType::bf16);
   reject_or_accept([&] { lists.edit(spec); });
   lists.describe();
 }

@@ -8,7 +8,7 @@ namespace campo::fuzz {
 
 void amp_lists_file(const uint8_t* data, size_t size) {
   TempInput input("amp-lists", data, size);
-  AmpLists lists = AmpLists::defaults();
+  AmpLists lists = AmpLists::defaults(Device::cpu, DType::bf16);
   reject_or_accept([&] { lists.edit_from_file(input.path()); });
   lists.describe();
 }

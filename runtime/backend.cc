@@ -95,8 +95,8 @@ std::shared_ptr<Backend> make_backend(const DeviceSpec& spec) {
   auto it = backend_registry().find(spec.type);
   if (it == backend_registry().end()) {
     CAMPO_CHECK(spec.type != Device::cuda, "--device ", spec.str(),
-                ": this build has no CUDA backend (nvcc was not found when it was built; "
-                "use --device cpu)");
+                ": this build has no CUDA backend (it was built without nvcc, or with "
+                "-DCAMPO_CUDA=OFF); use --device cpu");
     CAMPO_FAIL("no backend for device ", spec.str());
   }
   return it->second(spec);

@@ -15,6 +15,7 @@
 #include "models/models.h"
 #include "ops/cpu/low_precision.h"
 #include "ops/kernel.h"
+#include "runtime/backend.h"
 #include "runtime/check.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/cpu_features.h"
@@ -113,7 +114,12 @@ void check_int64(CLI::App* cmd, std::initializer_list<const char*> options) {
   for (const char* option : options) cmd->get_option(option)->check(kInt64);
 }
 
-void add_train_options(CLI::App* cmd, TrainOptions& o) {
+// --device, parsed once (parse_device_spec) after the command line is read.
+void add_device_option(CLI::App* cmd, std::string& device) {
+  cmd->add_option("--device", device, "cpu, cuda or cuda:N")->capture_default_str();
+}
+
+void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device) {
   cmd->add_option("--model", o.model, "Model: " + join(model_names()) + ", dcgan")
       ->capture_default_str();
   cmd->add_option("--dataset", o.dataset, "Data set: " + join(dataset_names()))
@@ -149,7 +155,7 @@ void add_train_options(CLI::App* cmd, TrainOptions& o) {
       ->capture_default_str();
   cmd->add_option("--threads", o.threads, "CPU threads (0: all cores)")->capture_default_str();
   cmd->add_flag("--profile", o.profile, "Time every node; print the time per op at the end");
-  cmd->add_option("--device", o.device, "cpu or cuda")->capture_default_str();
+  add_device_option(cmd, device);
   cmd->add_option("--augment", o.augment,
                   "cifar10/folders: random crop + flip: auto (training split), on, off")
       ->capture_default_str();
@@ -179,8 +185,8 @@ void add_train_options(CLI::App* cmd, TrainOptions& o) {
                 "cost-aware: insert weight and weight-gradient casts as Cast nodes, as amp does "
                 "(by default bf16 Conv2DBackpropFilter writes its f32 result itself and the "
                 "optimizer keeps bf16 weight copies)");
-  cmd->add_option("--low-precision", o.low_precision, "Low-precision type: bf16 or fp16")
-      ->capture_default_str();
+  cmd->add_option("--low-precision", o.low_precision,
+                  "Low-precision type: bf16 or fp16 (default: bf16 on cpu, fp16 on cuda)");
   cmd->add_option("--loss-scale", o.loss_scale,
                   "auto (dynamic for fp16, none for bf16), dynamic or none")
       ->capture_default_str();
@@ -197,14 +203,16 @@ void add_train_options(CLI::App* cmd, TrainOptions& o) {
                     "--limit-test", "--save-every"});
 }
 
-void add_model_run_options(CLI::App* cmd, ModelRunOptions& o) {
+void add_model_run_options(CLI::App* cmd, ModelRunOptions& o, std::string& device) {
   cmd->add_option("--model", o.model, "Model: " + join(model_names()) + " (bench also: dcgan)")
       ->capture_default_str();
   cmd->add_option("--batch", o.batch, "Batch size")->capture_default_str();
   cmd->add_option("--image-size", o.image_size, "Input height and width")->capture_default_str();
   cmd->add_option("--channels", o.channels, "Input channels")->capture_default_str();
   cmd->add_option("--classes", o.classes, "Number of classes")->capture_default_str();
-  cmd->add_option("--low-precision", o.low_precision, "bf16 or fp16")->capture_default_str();
+  add_device_option(cmd, device);
+  cmd->add_option("--low-precision", o.low_precision,
+                  "bf16 or fp16 (default: bf16 on cpu, fp16 on cuda)");
   cmd->add_option("--loss-scale", o.loss_scale, "auto, dynamic or none")->capture_default_str();
   cmd->add_option("--amp-lists", o.amp_lists_edit, "List edits: 'allow+=Tanh;clear-=Relu'");
   cmd->add_option("--amp-lists-file", o.amp_lists_file, "JSON file of list edits");
@@ -235,6 +243,12 @@ void resolve_calibration(ModelRunOptions& run, bool cost_aware) {
 
 // Whether the user gave `option` on the command line (a default does not count).
 bool given(const CLI::App* cmd, const std::string& option) { return cmd->count(option) > 0; }
+
+// --low-precision when not given: the device's (bf16 on cpu, fp16 on cuda).
+void default_low_precision_of(const CLI::App* cmd, const DeviceSpec& device, std::string& low) {
+  if (!given(cmd, "--low-precision"))
+    low = default_low_precision(device.type) == DType::f16 ? "fp16" : "bf16";
+}
 
 // Options a user gave that the run would ignore are errors, each naming the option and why.
 void check_train_options_apply(const CLI::App* cmd, const TrainOptions& o) {
@@ -330,9 +344,12 @@ int run(const std::vector<std::string>& args) {
   bool show_version = false;
   app.add_flag("--version", show_version, "Print the version and what this build supports");
 
+  // --device of each command, as given; parse_device_spec reads it once, below.
+  std::string train_device = "cpu", plan_device = "cpu", bench_device = "cpu",
+              calibrate_device = "cpu";
   TrainOptions train_options;
   CLI::App* train_cmd = app.add_subcommand("train", "Train a model and evaluate it");
-  add_train_options(train_cmd, train_options);
+  add_train_options(train_cmd, train_options, train_device);
   std::string samples_dir = "samples";
   train_cmd->add_option("--samples-dir", samples_dir,
                         "dcgan: where the sample grid of each epoch is written")
@@ -371,7 +388,7 @@ int run(const std::vector<std::string>& args) {
   PlanOptions plan_options;
   CLI::App* plan_cmd = app.add_subcommand(
       "plan", "Show, per node of the training step, the precision a policy chooses");
-  add_model_run_options(plan_cmd, plan_options.run);
+  add_model_run_options(plan_cmd, plan_options.run, plan_device);
   plan_cmd->add_option("--precision", plan_options.precision, "cost-aware, amp or fp32")
       ->capture_default_str();
   plan_cmd->add_option("--dot", plan_options.dot_path,
@@ -384,7 +401,7 @@ int run(const std::vector<std::string>& args) {
   std::string bench_precisions = "fp32,amp,cost-aware";
   CLI::App* bench_cmd = app.add_subcommand(
       "bench", "Measure training throughput of precision policies side by side");
-  add_model_run_options(bench_cmd, bench_options.run);
+  add_model_run_options(bench_cmd, bench_options.run, bench_device);
   bench_cmd->add_option("--precision", bench_precisions, "Comma-separated policies")
       ->capture_default_str();
   bench_cmd->add_option("--steps", bench_options.steps, "Timed steps per repetition")
@@ -399,8 +416,7 @@ int run(const std::vector<std::string>& args) {
   std::string calibrate_models;
   CLI::App* calibrate_cmd = app.add_subcommand(
       "calibrate", "Fit this machine's cost models for --precision cost-aware (offline, once)");
-  calibrate_cmd->add_option("--device", calibrate_options.device, "cpu or cuda")
-      ->capture_default_str();
+  add_device_option(calibrate_cmd, calibrate_device);
   calibrate_cmd->add_option("--out", calibrate_options.out,
                             "Calibration file to write (default: this machine's, in "
                             "$XDG_CACHE_HOME/campo or ~/.cache/campo)");
@@ -445,7 +461,11 @@ int run(const std::vector<std::string>& args) {
       std::cout << version_text();
       return 0;
     }
-    if (train_cmd->parsed()) check_train_options_apply(train_cmd, train_options);
+    if (train_cmd->parsed()) {
+      train_options.device = parse_device_spec(train_device);
+      default_low_precision_of(train_cmd, train_options.device, train_options.low_precision);
+      check_train_options_apply(train_cmd, train_options);
+    }
     if (train_cmd->parsed() && train_options.model == "dcgan") {
       const TrainOptions& t = train_options;
       check_dcgan_options(train_cmd, t);
@@ -483,6 +503,7 @@ int run(const std::vector<std::string>& args) {
       return 0;
     }
     if (calibrate_cmd->parsed()) {
+      calibrate_options.device = parse_device_spec(calibrate_device);
       std::stringstream ss(calibrate_models);
       std::string m;
       while (std::getline(ss, m, ','))
@@ -493,6 +514,8 @@ int run(const std::vector<std::string>& args) {
       return 0;
     }
     if (plan_cmd->parsed()) {
+      plan_options.run.device = parse_device_spec(plan_device);
+      default_low_precision_of(plan_cmd, plan_options.run.device, plan_options.run.low_precision);
       check_run_options_apply(plan_cmd, plan_options.run, {plan_options.precision});
       check_plan_options(plan_options);
       resolve_calibration(plan_options.run, plan_options.precision == "cost-aware");
@@ -500,6 +523,9 @@ int run(const std::vector<std::string>& args) {
       return 0;
     }
     if (bench_cmd->parsed()) {
+      bench_options.run.device = parse_device_spec(bench_device);
+      default_low_precision_of(bench_cmd, bench_options.run.device,
+                               bench_options.run.low_precision);
       bench_options.precisions.clear();
       std::stringstream ss(bench_precisions);
       std::string p;

@@ -21,9 +21,6 @@
 #include "train/gan_trainer.h"
 #include "train/plan.h"
 #include "train/profiling.h"
-#ifdef CAMPO_HAVE_CUDA
-#include "runtime/cuda/device_info.h"
-#endif
 
 namespace campo {
 
@@ -64,20 +61,6 @@ struct Measurements {
   std::vector<CastTiming> casts;
   int dropped_fast = 0;  // nodes under kMinSampleMs
 };
-
-void check_device(const std::string& name) {
-  const Device device = parse_device(name);
-  if (device != Device::cuda) return;
-#ifdef CAMPO_HAVE_CUDA
-  CAMPO_CHECK(cuda::device_count() > 0,
-              "--device cuda: no CUDA device is present (use --device cpu)");
-  CAMPO_FAIL(
-      "--device cuda: calibration of the CUDA kernels is not implemented yet (use "
-      "--device cpu)");
-#else
-  CAMPO_FAIL("--device cuda: this build has no CUDA backend (nvcc was not found at build time)");
-#endif
-}
 
 DType parse_low(const std::string& s) {
   CAMPO_CHECK(s == "bf16" || s == "fp16" || s == "f16",
@@ -165,7 +148,7 @@ struct Timing {
 // Times one configuration: its nodes in both precisions, the casts of its low graphs.
 void measure_configuration(const Configuration& c, DType low, const Timing& timing, uint64_t seed,
                            Measurements& m) {
-  const AmpLists lists = AmpLists::defaults();
+  const AmpLists lists = AmpLists::defaults(Device::cpu, low);  // what it calibrates
   if (c.shape.model == "dcgan") {
     DcganOptions d;
     d.image_size = c.shape.image_size;
@@ -428,7 +411,8 @@ void print_report(const Calibration& cal, const Measurements& m, std::ostream& l
 }  // namespace
 
 Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
-  check_device(o.device);
+  // One error line, before any measurement, for a device this build or machine lacks.
+  (void)make_backend(o.device);
   const DType low = parse_low(o.low_precision);
   CAMPO_CHECK(o.budget_minutes >= 0 && std::isfinite(o.budget_minutes),
               "--budget-minutes must be positive, got ", o.budget_minutes);

@@ -13,11 +13,12 @@
 #include <vector>
 
 #include "amp/calibration.h"
+#include "runtime/backend.h"
 
 namespace campo {
 
 struct CalibrateOptions {
-  std::string device = "cpu";
+  DeviceSpec device;  // --device; a device without a backend here is an error
   std::string out;  // empty: default_calibration_path (train/profiling.h)
   // No configuration starts that would overrun it (the minimal set runs regardless).
   double budget_minutes = 0;           // 0: 10 minutes, 1 with `quick`

@@ -36,6 +36,7 @@
 #include "graph/executor.h"
 #include "graph/optimizer.h"
 #include "models/dcgan.h"
+#include "runtime/backend.h"
 #include "runtime/rng.h"
 
 namespace campo {
@@ -58,7 +59,7 @@ struct GanOptions {
   int64_t train_limit = 0;              // use only the first N training samples (0: all)
   int threads = 0;                      // 0: OpenMP default
   bool profile = false;                 // time every node; print the time per op at the end
-  std::string device = "cpu";           // cpu (cuda: an error, as for the classifiers)
+  DeviceSpec device;                    // cpu (cuda: make_backend's error, as for the classifiers)
   PrecisionConfig precision;            // fp32 unless set
   std::string calibration;              // cost-aware: as TrainOptions::calibration
 };

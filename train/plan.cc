@@ -60,6 +60,7 @@ PrecisionConfig model_run_precision(const ModelRunOptions& o, Precision policy) 
   t.amp_lists_file = o.amp_lists_file;
   t.search = o.search;
   t.fold_casts = o.fold_casts;
+  t.device = o.device;
   PrecisionConfig c = precision_config(t);
   c.costs = o.costs;
   if (policy == Precision::cost_aware && !o.costs && !o.calibration.empty())
@@ -211,8 +212,20 @@ void check_model_run_numbers(const ModelRunOptions& o) {
 }  // namespace
 
 void check_plan_options(const PlanOptions& o) {
-  (void)parse_precision(o.precision);
+  const Precision policy = parse_precision(o.precision);
   check_model_run_numbers(o.run);
+  // Costs of this machine's CPU say nothing about a GPU: cost-aware needs a calibration made
+  // on a CUDA machine (and its profiling step runs there), which cannot be made before the
+  // CUDA backend has kernels. fp32 and amp need no costs.
+  const DeviceSpec& device = o.run.device;
+  CAMPO_CHECK(policy != Precision::cost_aware || device.type == Device::cpu || o.run.costs,
+              "--precision cost-aware --device ", device.str(), " needs the costs of a ",
+              device_name(device.type),
+              " machine, from a calibration made on one, and there is "
+              "none (`campo calibrate --device ",
+              device_name(device.type),
+              "` needs the CUDA backend's kernels, issue 12; this CPU's calibrations do not "
+              "apply); plan --precision amp or fp32 for it");
   if (o.run.model == "dcgan") {  // one file per step graph
     for (const char* suffix : {"_d", "_g"})
       if (!o.dot_path.empty()) require_output_file(with_suffix(o.dot_path, suffix), "--dot file");
@@ -223,6 +236,8 @@ void check_plan_options(const PlanOptions& o) {
 }
 
 void check_bench_options(const BenchOptions& o) {
+  // One error line, before anything is built, for a device this build or machine lacks.
+  (void)make_backend(o.run.device);
   CAMPO_CHECK(!o.precisions.empty(), "--precision needs at least one policy");
   for (const std::string& p : o.precisions) (void)parse_precision(p);
   check_model_run_numbers(o.run);
@@ -236,9 +251,11 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
   check_plan_options(o);
   const Precision policy = parse_precision(o.precision);
   std::ostringstream header;
-  header << "plan: " << o.run.model << ", precision " << precision_name(policy);
+  header << "plan: " << o.run.model << ", precision " << precision_name(policy) << ", device "
+         << o.run.device.str();
   nlohmann::json j = {{"model", o.run.model},
                       {"precision", precision_name(policy)},
+                      {"device", o.run.device.str()},
                       {"low_precision", o.run.low_precision},
                       {"batch", o.run.batch}};
   if (o.run.model == "dcgan") {

@@ -18,7 +18,10 @@ struct ModelRunOptions {
   int image_size = 28;
   int channels = 1;
   int classes = 10;
-  std::string low_precision = "bf16";
+  // plan: whose mixed-precision lists (and costs) the plan uses; planning runs nothing on
+  // it, so a CUDA plan needs no GPU. bench: where the steps run.
+  DeviceSpec device;
+  std::string low_precision = "bf16";  // the CLI's default: the device's (default_low_precision)
   std::string loss_scale = "auto";
   std::string amp_lists_edit, amp_lists_file;
   std::string optimizer = "sgd";
@@ -41,8 +44,9 @@ struct PlanOptions {
 };
 
 // The options that need no graph (numbers, the policy names, that the output files can be
-// written), checked before a calibration or a graph is built; print_plan and run_bench
-// check them too.
+// written; bench: that a backend for --device exists; plan: that cost-aware has costs of
+// --device's kind), checked before a calibration or a graph is built; print_plan and
+// run_bench check them too.
 void check_plan_options(const PlanOptions& o);
 struct BenchOptions;
 void check_bench_options(const BenchOptions& o);

@@ -26,9 +26,6 @@
 #include "train/interrupt.h"
 #include "train/profiling.h"
 #include "train/progress.h"
-#ifdef CAMPO_HAVE_CUDA
-#include "runtime/cuda/device_info.h"
-#endif
 
 namespace campo {
 
@@ -154,6 +151,7 @@ PrecisionConfig precision_config(const TrainOptions& o) {
   p.low = parse_dtype(low);
   p.search = parse_search(o.search);
   p.fold_casts = o.fold_casts;
+  p.lists = AmpLists::defaults(o.device.type, p.low);
   CAMPO_CHECK(o.loss_scale == "auto" || o.loss_scale == "dynamic" || o.loss_scale == "none",
               "--loss-scale must be auto, dynamic or none, got '", o.loss_scale, "'");
   const bool mixed = p.policy != Precision::fp32;
@@ -493,17 +491,10 @@ void check_threads(int threads) {
               " (4x this machine's ", cores, " logical cores); 0 uses all cores");
 }
 
-void check_training_device(const std::string& name) {
-  const Device device = parse_device(name);
-  if (device == Device::cuda) {
-#ifdef CAMPO_HAVE_CUDA
-    CAMPO_CHECK(cuda::device_count() > 0,
-                "--device cuda: no CUDA device is present (use --device cpu)");
-    CAMPO_FAIL("--device cuda: the CUDA kernels are not implemented yet (use --device cpu)");
-#else
-    CAMPO_FAIL("--device cuda: this build has no CUDA backend (nvcc was not found at build time)");
-#endif
-  }
+void check_training_device(const DeviceSpec& device) {
+  // make_backend is the one place that knows which devices this build and machine have; it
+  // throws one line for any other. The sessions still run on default_cpu_backend().
+  (void)make_backend(device);
 }
 
 TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal) {

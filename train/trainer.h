@@ -16,6 +16,7 @@
 #include "graph/executor.h"
 #include "graph/optimizer.h"
 #include "models/models.h"
+#include "runtime/backend.h"
 
 namespace campo {
 
@@ -61,7 +62,7 @@ struct TrainOptions {
   std::string resume_path;     // continue a run from this checkpoint
   int image_size = 0;          // resize images to this square size (0: native)
   int channels = 0;            // 1 or 3 (0: the data set's own)
-  std::string device = "cpu";  // cpu | cuda
+  DeviceSpec device;           // --device cpu | cuda[:N], parsed by the CLI
   // Image folders and CIFAR-10 (see datasets/registry.h).
   std::string augment = "auto";  // auto (train split only) | on | off
   int resize = 0;                // shorter side before cropping (0: --image-size)
@@ -148,8 +149,9 @@ void print_profile(const std::vector<std::pair<std::string, double>>& ms_by_op, 
                    std::ostream& log);
 // --threads: 0 (all cores) up to a few times this machine's logical cores.
 void check_threads(int threads);
-// --device: cpu, or an error saying why cuda cannot train (shared with dcgan).
-void check_training_device(const std::string& device);
+// --device: a backend for it exists (make_backend's one error line otherwise; shared with
+// dcgan), checked before any work.
+void check_training_device(const DeviceSpec& device);
 
 // Trains and evaluates; progress goes to `log`, the final JSON line too. SIGINT or SIGTERM
 // during training or evaluation ends the run after the current step with Interrupted

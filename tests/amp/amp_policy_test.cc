@@ -28,7 +28,7 @@ TEST(AmpPolicyTest, ClearOpBetweenTwoAllowOpsIsPainted) {
   ValueId r = f.b.relu(m1);
   ValueId m2 = f.b.matmul(r, f.var("w2", {8, 8}));
   ValueId loss = f.b.sum(m2);
-  PrecisionSummary s = apply_amp_policy(f.g, AmpLists::defaults(), DType::bf16);
+  PrecisionSummary s = apply_amp_policy(f.g, AmpLists::defaults(Device::cpu, DType::bf16), DType::bf16);
   EXPECT_EQ(dtype_of_node(f.g, m1), DType::bf16);
   EXPECT_EQ(dtype_of_node(f.g, r), DType::bf16);
   EXPECT_EQ(dtype_of_node(f.g, m2), DType::bf16);
@@ -51,7 +51,7 @@ TEST(AmpPolicyTest, SummaryWithFetchesSkipsDeadCasts) {
   ValueId dead = f.b.mean(m1);           // deny, fetched by nobody: shares that cast
   ValueId dead2 = f.b.sum(f.b.relu(x));  // a branch that runs nowhere
   (void)dead;
-  apply_amp_policy(f.g, AmpLists::defaults(), DType::bf16);
+  apply_amp_policy(f.g, AmpLists::defaults(Device::cpu, DType::bf16), DType::bf16);
   const PrecisionSummary all = summarize_precision(f.g);
   const PrecisionSummary live = summarize_precision(f.g, {loss});
   EXPECT_EQ(all.casts.casts, live.casts.casts);  // the shared cast is live
@@ -68,7 +68,7 @@ TEST(AmpPolicyTest, DenyPropagatesForwardThroughInferOps) {
   ValueId scaled = f.b.mul(a, mean);  // infer, downstream of deny: stays f32
   ValueId o = f.b.matmul(scaled, f.var("w2", {8, 8}));
   ValueId loss = f.b.sum(o);
-  apply_amp_policy(f.g, AmpLists::defaults(), DType::f16);
+  apply_amp_policy(f.g, AmpLists::defaults(Device::cpu, DType::bf16), DType::f16);
   EXPECT_EQ(dtype_of_node(f.g, a), DType::f16);
   EXPECT_EQ(dtype_of_node(f.g, mean), DType::f32);
   EXPECT_EQ(dtype_of_node(f.g, scaled), DType::f32);
@@ -86,7 +86,7 @@ TEST(AmpPolicyTest, InferOpBetweenAllowOpsWithoutDenyIsPainted) {
   ValueId o = f.b.matmul(t, f.var("w2", {8, 8}));
   ValueId tail = f.b.sigmoid(o);  // infer, downstream only: stays f32
   f.b.sum(tail);
-  apply_amp_policy(f.g, AmpLists::defaults(), DType::bf16);
+  apply_amp_policy(f.g, AmpLists::defaults(Device::cpu, DType::bf16), DType::bf16);
   EXPECT_EQ(dtype_of_node(f.g, t), DType::bf16);
   EXPECT_EQ(dtype_of_node(f.g, tail), DType::f32);
 }
@@ -98,7 +98,7 @@ TEST(AmpPolicyTest, OneSharedCastForSeveralConsumers) {
   ValueId a = f.b.matmul(x, w);
   ValueId c = f.b.matmul(x, w, false, true);
   f.b.sum(f.b.add(f.b.sum(a), f.b.sum(c)));
-  apply_amp_policy(f.g, AmpLists::defaults(), DType::bf16);
+  apply_amp_policy(f.g, AmpLists::defaults(Device::cpu, DType::bf16), DType::bf16);
   int casts_of_x = 0, casts_of_w = 0;
   for (NodeId id : f.g.nodes_of_kind(OpKind::Cast)) {
     ValueId in = f.g.node(id).inputs[0];
@@ -115,7 +115,7 @@ TEST(AmpPolicyTest, ClearOpNotConnectedToAllowStaysF32) {
   ValueId x = f.b.placeholder("x", {4, 8});
   ValueId r = f.b.relu(x);
   f.b.sum(r);
-  PrecisionSummary s = apply_amp_policy(f.g, AmpLists::defaults(), DType::bf16);
+  PrecisionSummary s = apply_amp_policy(f.g, AmpLists::defaults(Device::cpu, DType::bf16), DType::bf16);
   EXPECT_EQ(dtype_of_node(f.g, r), DType::f32);
   EXPECT_EQ(s.low_nodes, 0);
   EXPECT_EQ(count_casts(f.g), 0);
@@ -126,7 +126,7 @@ TEST(AmpPolicyTest, EditedListsChangeThePlan) {
   ValueId x = f.b.placeholder("x", {4, 8});
   ValueId a = f.b.matmul(x, f.var("w", {8, 8}));
   f.b.sum(a);
-  AmpLists lists = AmpLists::defaults();
+  AmpLists lists = AmpLists::defaults(Device::cpu, DType::bf16);
   lists.edit("allow-=MatMul");
   EXPECT_EQ(lists.classify(OpKind::MatMul), AmpList::fp32);
   PrecisionSummary s = apply_amp_policy(f.g, lists, DType::bf16);
@@ -139,7 +139,7 @@ TEST(AmpPolicyTest, EditedListsChangeThePlan) {
 }
 
 TEST(AmpPolicyTest, DefaultListsMatchDesign) {
-  AmpLists l = AmpLists::defaults();
+  AmpLists l = AmpLists::defaults(Device::cpu, DType::bf16);
   for (OpKind op :
        {OpKind::Conv2D, OpKind::Conv2DBackpropInput, OpKind::Conv2DBackpropFilter, OpKind::MatMul})
     EXPECT_EQ(l.classify(op), AmpList::allow) << op_name(op);

@@ -532,7 +532,7 @@ TEST(CalibrationPredictTest, PredictsListedNodesWithAModel) {
     if (g.node(id).kind == OpKind::Placeholder || g.node(id).kind == OpKind::Variable)
       fp32[size_t(id)] = 0.0;
   const Calibration cal = sample_calibration();
-  const CostTable t = predict_costs(g, fp32, cal);
+  const CostTable t = predict_costs(g, fp32, cal, AmpLists::defaults(Device::cpu, DType::bf16));
   ASSERT_EQ(t.nodes.size(), size_t(g.num_nodes()));
   // Unaligned MatMul: its own model, 2 * T_fp32.
   EXPECT_DOUBLE_EQ(t.nodes[size_t(mm)].low_ms, 2.0);

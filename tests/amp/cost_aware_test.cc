@@ -50,10 +50,10 @@ TEST(CostAwareTest, AllowOpThatDoesNotPayStaysF32) {
   f.uniform_costs(1.0, 1.0);
   f.set(m, 1.0, 0.9);         // saves 0.1 ms ...
   f.costs.cast = {0.1, 0.0};  // ... but needs three casts of 0.1 ms (x, w, m)
-  CostAwarePlan p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs, kTraversals);
+  CostAwarePlan p = plan_cost_aware(f.g, AmpLists::defaults(Device::cpu, DType::bf16), f.costs, kTraversals);
   EXPECT_FALSE(p.low[size_t(f.node_of(m))]);
   f.set(m, 1.0, 0.5);  // saves 0.5 ms > 0.3 ms of casts
-  p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs, kTraversals);
+  p = plan_cost_aware(f.g, AmpLists::defaults(Device::cpu, DType::bf16), f.costs, kTraversals);
   EXPECT_TRUE(p.low[size_t(f.node_of(m))]);
   EXPECT_EQ(p.decided_by[size_t(f.node_of(m))], Traversal::allow);
   EXPECT_NEAR(p.predicted_ms, 0.5 + 1.0 /*Sum*/ + 0.3, 1e-9);
@@ -76,11 +76,11 @@ TEST(CostAwareTest, CastDirectionsArePricedSeparately) {
   // Cheaper way back tips the decision: 0.5 ms saved vs 0.2 + 0.4 ms of casts is a loss...
   f.costs.cast_to_f32 = CastCostModel{0.4, 0.0};
   EXPECT_FALSE(
-      plan_cost_aware(f.g, AmpLists::defaults(), f.costs, kTraversals).low[size_t(f.node_of(m))]);
+      plan_cost_aware(f.g, AmpLists::defaults(Device::cpu, DType::bf16), f.costs, kTraversals).low[size_t(f.node_of(m))]);
   // ... and with a cheap way back (0.2 + 0.02 ms) a gain.
   f.costs.cast_to_f32 = CastCostModel{0.02, 0.0};
   EXPECT_TRUE(
-      plan_cost_aware(f.g, AmpLists::defaults(), f.costs, kTraversals).low[size_t(f.node_of(m))]);
+      plan_cost_aware(f.g, AmpLists::defaults(Device::cpu, DType::bf16), f.costs, kTraversals).low[size_t(f.node_of(m))]);
 }
 
 TEST(CostAwareTest, SharedWeightCastIsPaidOnce) {
@@ -97,7 +97,7 @@ TEST(CostAwareTest, SharedWeightCastIsPaidOnce) {
   f.costs.cast = {0.1, 0.0};
   // The first MatMul alone: saves 0.25, pays x, w and its output: 0.3 -> stays f32.
   // Deciding in data-flow order, it does not pay; the second one neither (same costs).
-  CostAwarePlan p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs, kTraversals);
+  CostAwarePlan p = plan_cost_aware(f.g, AmpLists::defaults(Device::cpu, DType::bf16), f.costs, kTraversals);
   EXPECT_FALSE(p.low[size_t(f.node_of(a))]);
   // With both low, x and w are cast once each: the second MatMul pays only its output.
   std::vector<char> both = p.low;
@@ -105,7 +105,7 @@ TEST(CostAwareTest, SharedWeightCastIsPaidOnce) {
   EXPECT_NEAR(predict_step_ms(f.g, f.costs, both), 0.75 * 2 + 1.0 + 1.0 + 4 * 0.1, 1e-9);
   // The exact search sees the pair, and the Add after it: all three low, one cast (the
   // Add's result, for the Sum) instead of two: 3.8 ms instead of 4.0.
-  p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs, {});
+  p = plan_cost_aware(f.g, AmpLists::defaults(Device::cpu, DType::bf16), f.costs, {});
   for (ValueId v : {a, c, ac}) EXPECT_TRUE(p.low[size_t(f.node_of(v))]);
   EXPECT_EQ(p.decided_by[size_t(f.node_of(a))], Traversal::exact);
   EXPECT_EQ(p.exact_changes, 3);
@@ -123,7 +123,7 @@ TEST(CostAwareTest, DenyPropagatesThroughInferOps) {
   f.b.sum(o);
   f.uniform_costs(1.0, 0.0);  // low precision is free everywhere
   f.costs.cast = {0.0, 0.0};
-  CostAwarePlan p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs, kTraversals);
+  CostAwarePlan p = plan_cost_aware(f.g, AmpLists::defaults(Device::cpu, DType::bf16), f.costs, kTraversals);
   EXPECT_TRUE(p.low[size_t(f.node_of(a))]);
   EXPECT_TRUE(p.low[size_t(f.node_of(o))]);
   EXPECT_FALSE(p.low[size_t(f.node_of(scaled))]);
@@ -142,7 +142,7 @@ TEST(CostAwareTest, ClearOpBetweenLowNeighboursIsAdopted) {
   f.set(m1, 10.0, 1.0);
   f.set(m2, 10.0, 1.0);
   f.costs.cast = {0.5, 0.0};
-  CostAwarePlan p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs, kTraversals);
+  CostAwarePlan p = plan_cost_aware(f.g, AmpLists::defaults(Device::cpu, DType::bf16), f.costs, kTraversals);
   EXPECT_TRUE(p.low[size_t(f.node_of(m1))]);
   EXPECT_TRUE(p.low[size_t(f.node_of(m2))]);
   EXPECT_TRUE(p.low[size_t(f.node_of(r))]);  // removes two boundary casts
@@ -165,7 +165,7 @@ TEST(CostAwareTest, ClearChainAdoptedOnlyWhenItPays) {
     f.uniform_costs(1.0, 1.01);
     f.set(c, 100.0, 1.0);
     f.costs.cast = {0.0, per_element};
-    CostAwarePlan p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs, kTraversals);
+    CostAwarePlan p = plan_cost_aware(f.g, AmpLists::defaults(Device::cpu, DType::bf16), f.costs, kTraversals);
     ASSERT_TRUE(p.low[size_t(f.node_of(c))]);
     // Casting 512 elements instead of 128 after the chain: 384 * per_element saved vs
     // 0.02 ms more for the two clear ops.
@@ -239,10 +239,10 @@ TEST(CostAwareTest, ExactSearchFindsAssignmentsTheTraversalsMiss) {
   f.set(m1, 1.0, 0.6);
   f.set(m2, 1.0, 0.6);
   f.costs.cast = {0.15, 0.0};  // one MatMul alone: 0.6 + 3 casts = 1.05 > 1.0
-  CostAwarePlan trav = plan_cost_aware(f.g, AmpLists::defaults(), f.costs, kTraversals);
+  CostAwarePlan trav = plan_cost_aware(f.g, AmpLists::defaults(Device::cpu, DType::bf16), f.costs, kTraversals);
   EXPECT_FALSE(trav.low[size_t(f.node_of(m1))]);
   EXPECT_FALSE(trav.low[size_t(f.node_of(m2))]);
-  CostAwarePlan p = plan_cost_aware(f.g, AmpLists::defaults(), f.costs);  // exact: the default
+  CostAwarePlan p = plan_cost_aware(f.g, AmpLists::defaults(Device::cpu, DType::bf16), f.costs);  // exact: the default
   for (ValueId v : {m1, t, m2}) EXPECT_TRUE(p.low[size_t(f.node_of(v))]);
   EXPECT_EQ(p.decided_by[size_t(f.node_of(t))], Traversal::exact);
   // x, w1, w2 into low, m2 back to f32 for the Sum (deny): 4 casts.

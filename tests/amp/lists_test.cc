@@ -12,6 +12,9 @@
 namespace campo {
 namespace {
 
+// The CPU's bf16 lists (the op schemas'), which these tests are written against.
+AmpLists cpu_lists() { return AmpLists::defaults(Device::cpu, DType::bf16); }
+
 namespace fs = std::filesystem;
 
 // The message of the campo::Error that `fn` throws (fails the test when none).
@@ -28,16 +31,16 @@ std::string error_of(Fn&& fn) {
 
 // Expects the edit to fail with one line holding `needle`, leaving the lists untouched.
 void expect_edit_refused(const std::string& spec, const std::string& needle) {
-  AmpLists lists = AmpLists::defaults();
+  AmpLists lists = cpu_lists();
   const std::string msg = error_of([&] { lists.edit(spec); });
   EXPECT_NE(msg.find(needle), std::string::npos) << "edit '" << spec << "': " << msg;
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   EXPECT_LT(msg.size(), 400u) << msg;
-  EXPECT_EQ(lists.describe(), AmpLists::defaults().describe()) << spec;
+  EXPECT_EQ(lists.describe(), cpu_lists().describe()) << spec;
 }
 
 TEST(AmpListEditTest, WellFormedEditsApply) {
-  AmpLists lists = AmpLists::defaults();
+  AmpLists lists = cpu_lists();
   lists.edit(" allow += Tanh , Sigmoid ; clear-=Relu;");  // spaces and a trailing ';'
   EXPECT_EQ(lists.classify(OpKind::Tanh), AmpList::allow);
   EXPECT_EQ(lists.classify(OpKind::Sigmoid), AmpList::allow);
@@ -81,19 +84,19 @@ struct ListFile {
 
 void expect_file_refused(const ListFile& f, const std::string& text, const std::string& needle) {
   f.write(text);
-  AmpLists lists = AmpLists::defaults();
+  AmpLists lists = cpu_lists();
   const std::string msg = error_of([&] { lists.edit_from_file(f.path); });
   EXPECT_NE(msg.find(needle), std::string::npos) << text << ": " << msg;
   EXPECT_NE(msg.find(f.path), std::string::npos) << msg;
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   EXPECT_EQ(msg.find("json.exception"), std::string::npos) << msg;
-  EXPECT_EQ(lists.describe(), AmpLists::defaults().describe()) << text;
+  EXPECT_EQ(lists.describe(), cpu_lists().describe()) << text;
 }
 
 TEST(AmpListFileTest, AWellFormedFileApplies) {
   ListFile f;
   f.write(R"({"allow": {"add": ["Tanh"], "remove": ["MatMul"]}, "deny": {"add": ["Relu"]}})");
-  AmpLists lists = AmpLists::defaults();
+  AmpLists lists = cpu_lists();
   lists.edit_from_file(f.path);
   EXPECT_EQ(lists.classify(OpKind::Tanh), AmpList::allow);
   EXPECT_EQ(lists.classify(OpKind::MatMul), AmpList::fp32);
@@ -123,7 +126,7 @@ TEST(AmpListFileTest, AFifoOrAFolderIsRefusedWithoutReading) {
   const std::string fifo =
       (fs::temp_directory_path() / ("campo_lists_fifo_" + std::to_string(::getpid()))).string();
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  AmpLists lists = AmpLists::defaults();
+  AmpLists lists = cpu_lists();
   std::string msg = error_of([&] { lists.edit_from_file(fifo); });
   fs::remove(fifo);
   EXPECT_NE(msg.find("mixed-precision list file " + fifo + " is a FIFO"), std::string::npos) << msg;

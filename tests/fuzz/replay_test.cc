@@ -94,10 +94,12 @@ TEST(FuzzReplayTest, SeedsAreValidInputs) {
     EXPECT_EQ(read_calibration(f.string(), fuzz::calibration_fuzz_machine(), cal).message, "") << f;
   }
   for (const fs::path& f : files_in(corpus / "amp_lists_file"))
-    EXPECT_NO_THROW(AmpLists::defaults().edit_from_file(f.string())) << f;
+    EXPECT_NO_THROW(AmpLists::defaults(Device::cpu, DType::bf16).edit_from_file(f.string())) << f;
   for (const fs::path& f : files_in(corpus / "amp_lists_edit")) {
     const std::vector<uint8_t> bytes = read_bytes(f);
-    EXPECT_NO_THROW(AmpLists::defaults().edit(std::string(bytes.begin(), bytes.end()))) << f;
+    EXPECT_NO_THROW(
+        AmpLists::defaults(Device::cpu, DType::bf16).edit(std::string(bytes.begin(), bytes.end())))
+        << f;
   }
 }
 

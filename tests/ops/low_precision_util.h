@@ -82,7 +82,7 @@ struct TrainingStep {
     std::vector<ValueId> pv;
     for (const auto& p : params) pv.push_back(graph.node(graph.find_node(p)).outputs[0]);
     append_optimizer(b, params, append_gradients(b, loss, b.placeholder("loss_scale", {}), pv), {});
-    if (low_type != DType::f32) apply_amp_policy(graph, AmpLists::defaults(), low_type);
+    if (low_type != DType::f32) apply_amp_policy(graph, AmpLists::defaults(Device::cpu, low_type), low_type);
     CompileOptions co;
     co.fetches = {loss};
     exe = std::make_unique<Executable>(graph, vars, co);

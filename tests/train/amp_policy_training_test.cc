@@ -27,9 +27,9 @@ TEST(AmpPolicyTest, LenetTrainingStep) {
   spec.image_shape = {1, 28, 28};
   spec.batch = 8;
   build_training_graph(g, vars, spec);
-  apply_amp_policy(g, AmpLists::defaults(), DType::bf16);
+  apply_amp_policy(g, AmpLists::defaults(Device::cpu, DType::bf16), DType::bf16);
   for (const Node& n : g.nodes()) {
-    AmpList l = AmpLists::defaults().classify(n.kind);
+    AmpList l = AmpLists::defaults(Device::cpu, DType::bf16).classify(n.kind);
     if (l == AmpList::allow) EXPECT_EQ(n.dtype, DType::bf16) << n.name;
     if (l == AmpList::deny) EXPECT_EQ(n.dtype, DType::f32) << n.name;
     if (n.kind == OpKind::ApplyMomentum) {
@@ -57,10 +57,10 @@ TEST(AmpPolicyTest, ResNet50AllowOpsLowDenyOpsF32) {
   spec.image_shape = {3, 32, 32};
   spec.batch = 2;
   build_training_graph(g, vars, spec);
-  apply_amp_policy(g, AmpLists::defaults(), DType::bf16);
+  apply_amp_policy(g, AmpLists::defaults(Device::cpu, DType::bf16), DType::bf16);
   int allow_ops = 0;
   for (const Node& n : g.nodes()) {
-    AmpList l = AmpLists::defaults().classify(n.kind);
+    AmpList l = AmpLists::defaults(Device::cpu, DType::bf16).classify(n.kind);
     if (l == AmpList::allow) {
       ++allow_ops;
       EXPECT_EQ(n.dtype, DType::bf16) << n.name;
@@ -90,7 +90,7 @@ struct LenetStep {
     std::vector<ValueId> pv;
     for (auto& n : params) pv.push_back(g.node(g.find_node(n)).outputs[0]);
     append_optimizer(b, params, append_gradients(b, loss, seed, pv), optimizer);
-    casts = apply_precision(g, paint_amp(g, AmpLists::defaults()), DType::bf16, fold == Fold::all);
+    casts = apply_precision(g, paint_amp(g, AmpLists::defaults(Device::cpu, DType::bf16)), DType::bf16, fold == Fold::all);
     if (fold == Fold::weight_copies) casts.weight_copies = fold_weight_casts(g).weight_copies;
     CompileOptions co;
     co.fetches = {loss};

@@ -115,7 +115,7 @@ TEST(CalibrateTest, ProfilingWithACalibrationPredictsTheLowTimes) {
       ++convs;
       EXPECT_DOUBLE_EQ(c.low_ms, 0.5 * c.fp32_ms);  // predicted by the trusted model
       EXPECT_FALSE(costs.low_measured[size_t(id)]);
-    } else if (ran && may_run_low(g.node(id), AmpLists::defaults())) {
+    } else if (ran && may_run_low(g.node(id), AmpLists::defaults(Device::cpu, DType::bf16))) {
       // No model: timed in low precision instead.
       EXPECT_TRUE(costs.low_measured[size_t(id)]) << g.node(id).name;
       EXPECT_GT(c.low_ms, 0) << g.node(id).name;
@@ -146,7 +146,9 @@ TEST(CalibrateTest, UntrustedNodesAreThoseTheCalibrationCannotPredict) {
   ValueId s = b.sum(r);
   const NodeId conv = g.value(y).producer, relu = g.value(r).producer, sum = g.value(s).producer;
   Calibration cal = *half_conv_calibration();
-  auto untrusted = [&] { return untrusted_nodes(g, cal, AmpLists::defaults()); };
+  auto untrusted = [&] {
+    return untrusted_nodes(g, cal, AmpLists::defaults(Device::cpu, DType::bf16));
+  };
   EXPECT_FALSE(untrusted()[size_t(conv)]);  // held-out 5%
   EXPECT_TRUE(untrusted()[size_t(relu)]);   // no model
   EXPECT_FALSE(untrusted()[size_t(sum)]);   // a deny op: stays f32 anyway

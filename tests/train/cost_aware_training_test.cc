@@ -29,7 +29,7 @@ TEST(CostAwareTest, LowNeverPaysGivesTheFp32Plan) {
   CostTable costs;
   costs.nodes.assign(size_t(g.num_nodes()), NodeCost{1.0, 2.0});
   costs.cast = {0.01, 1e-6};
-  CostAwarePlan p = plan_cost_aware(g, AmpLists::defaults(), costs, kTraversals);
+  CostAwarePlan p = plan_cost_aware(g, AmpLists::defaults(Device::cpu, DType::bf16), costs, kTraversals);
   for (NodeId i = 0; i < g.num_nodes(); ++i) EXPECT_FALSE(p.low[size_t(i)]) << g.node(i).name;
 }
 
@@ -38,7 +38,7 @@ TEST(CostAwareTest, LowPaysOnAllowOpsGivesAmpsAllowAndDenyDecisionsAtNoMoreCost)
   Graph g = lenet_training_graph(vars);
   CostTable costs;
   costs.nodes.assign(size_t(g.num_nodes()), NodeCost{1.0, 1.0});
-  AmpLists lists = AmpLists::defaults();
+  AmpLists lists = AmpLists::defaults(Device::cpu, DType::bf16);
   for (NodeId i = 0; i < g.num_nodes(); ++i)
     if (lists.classify(g.node(i).kind) == AmpList::allow) costs.nodes[size_t(i)] = {100.0, 1.0};
   costs.cast = {0.01, 1e-6};
@@ -60,7 +60,7 @@ TEST(CostAwareTest, LowPaysOnAllowOpsGivesAmpsAllowAndDenyDecisionsAtNoMoreCost)
 TEST(CostAwareTest, ExactSearchIsNoWorseThanAnyOtherPlan) {
   VariableStore vars;
   Graph g = lenet_training_graph(vars);
-  const AmpLists lists = AmpLists::defaults();
+  const AmpLists lists = AmpLists::defaults(Device::cpu, DType::bf16);
   const std::vector<char> amp = paint_amp(g, lists);
   Rng rng(3);
   for (int trial = 0; trial < 20; ++trial) {
@@ -98,13 +98,13 @@ TEST(CostAwareTest, FoldedWeightGradientCastsCostNothing) {
   costs.nodes.assign(size_t(g.num_nodes()), NodeCost{1.0, 0.5});
   costs.cast = {0.0, 0.0};  // casts to bf16 (those of weights fold too) are free here
   costs.cast_to_f32 = CastCostModel{0.25, 0.0};  // every cast back: 0.25 ms
-  const std::vector<char> amp = paint_amp(g, AmpLists::defaults());
+  const std::vector<char> amp = paint_amp(g, AmpLists::defaults(Device::cpu, DType::bf16));
   EXPECT_NEAR(predict_step_ms(g, costs, amp) - predict_step_ms(g, costs, amp, true), 2 * 0.25,
               1e-9);
   // The search prices them the same way: with folding, its plan is predicted cheaper.
   const CostAwarePlan folded =
-      plan_cost_aware(g, AmpLists::defaults(), costs, {.fold_casts = true});
-  const CostAwarePlan plain = plan_cost_aware(g, AmpLists::defaults(), costs);
+      plan_cost_aware(g, AmpLists::defaults(Device::cpu, DType::bf16), costs, {.fold_casts = true});
+  const CostAwarePlan plain = plan_cost_aware(g, AmpLists::defaults(Device::cpu, DType::bf16), costs);
   EXPECT_NEAR(folded.predicted_ms, predict_step_ms(g, costs, folded.low, true), 1e-9);
   EXPECT_LE(folded.predicted_ms, plain.predicted_ms - 2 * 0.25 + 1e-6);
 }
@@ -119,14 +119,14 @@ TEST(CostAwareTest, WeightCopiesCostNothing) {
   costs.nodes.assign(size_t(g.num_nodes()), NodeCost{1.0, 0.5});
   costs.cast = {0.125, 0.0};  // every cast to bf16: 0.125 ms
   costs.cast_to_f32 = CastCostModel{0.0, 0.0};
-  const std::vector<char> amp = paint_amp(g, AmpLists::defaults());
+  const std::vector<char> amp = paint_amp(g, AmpLists::defaults(Device::cpu, DType::bf16));
   Graph painted = g;
   const CastStats copies = apply_precision(painted, amp, DType::bf16, true);
   ASSERT_EQ(copies.weight_copies, 9);
   EXPECT_NEAR(predict_step_ms(g, costs, amp) - predict_step_ms(g, costs, amp, true),
               copies.weight_copies * 0.125, 1e-9);
   const CostAwarePlan folded =
-      plan_cost_aware(g, AmpLists::defaults(), costs, {.fold_casts = true});
+      plan_cost_aware(g, AmpLists::defaults(Device::cpu, DType::bf16), costs, {.fold_casts = true});
   EXPECT_NEAR(folded.predicted_ms, predict_step_ms(g, costs, folded.low, true), 1e-9);
 }
 

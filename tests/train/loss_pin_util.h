@@ -42,6 +42,7 @@ inline std::string pin_machine_key() {
 // ops gain 2x in low precision except every third (by node id), which loses; infer and
 // clear ops gain 10%; casts cost a little. Gives a plan with both precisions and casts.
 inline CostTable pinned_cost_table(const Graph& g) {
+  const AmpLists cpu_lists = AmpLists::defaults(Device::cpu, DType::bf16);
   CostTable t;
   t.nodes.resize(size_t(g.num_nodes()));
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
@@ -50,7 +51,7 @@ inline CostTable pinned_cost_table(const Graph& g) {
     for (ValueId v : n.outputs) elements += shape_numel(g.value(v).shape);
     const double f32 = 0.01 + 1e-5 * double(elements);
     double low = f32;
-    switch (op_schema(n.kind).amp_list) {
+    switch (cpu_lists.classify(n.kind)) {
       case AmpList::allow: low = id % 3 == 0 ? 1.5 * f32 : 0.5 * f32; break;
       case AmpList::infer:
       case AmpList::clear: low = 0.9 * f32; break;

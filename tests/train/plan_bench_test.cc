@@ -119,7 +119,7 @@ TEST(BenchTest, CostAwareWithFixedCostsNeedsNoMoreCastsThanAmp) {
   Graph g;
   VariableStore vars(1);
   build_training_graph(g, vars, model_run_spec(o.run, Precision::fp32));
-  const AmpLists lists = AmpLists::defaults();
+  const AmpLists lists = AmpLists::defaults(Device::cpu, DType::bf16);
   auto table = [&](bool pays) {
     auto t = std::make_shared<CostTable>();
     t->nodes.assign(size_t(g.num_nodes()), NodeCost{1.0, pays ? 1.0 : 2.0});

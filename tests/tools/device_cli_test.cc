@@ -1,0 +1,178 @@
+// --device through the command line: parsed once, and every command that runs steps asks
+// make_backend (runtime/backend.h) for it before any work, so a device this build or
+// machine lacks is the same one error line everywhere. Planning runs nothing, so
+// `campo plan --device cuda` works anywhere (with CUDA's lists and fp16 by default).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "runtime/backend.h"
+#include "tests/tools/cli_test_util.h"
+
+namespace campo {
+namespace {
+
+namespace fs = std::filesystem;
+
+using testing::CliResult;
+using testing::expect_error;
+using testing::run_cli;
+
+// make_backend's one line for `device` in this build on this machine ("" when the backend
+// exists, as it will once the CUDA kernels land).
+std::string backend_error(const std::string& device) {
+  try {
+    (void)make_backend(parse_device_spec(device));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The run stopped with exactly make_backend's line, exit code 1, before printing anything.
+void expect_backend_error(const std::vector<std::string>& args, const std::string& device) {
+  const std::string line = backend_error(device);
+  ASSERT_FALSE(line.empty());
+  EXPECT_NE(line.find("--device " + parse_device_spec(device).str()), std::string::npos) << line;
+  const CliResult r = run_cli(args);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_EQ(r.err, "campo: error: " + line + "\n");
+  EXPECT_EQ(r.out, "") << "work was done before the device was checked";
+}
+
+class DeviceCliTest : public ::testing::Test {
+ protected:
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) {
+    fs::create_directories(dir_);
+    return (dir_ / name).string();
+  }
+  fs::path dir_ =
+      fs::temp_directory_path() / ("campo_device_cli_" + std::to_string(::getpid()) + "_" +
+                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+};
+
+// Runs of commands that need a backend for --device cuda, where none exists.
+class NoCudaBackendTest : public DeviceCliTest {
+ protected:
+  void SetUp() override {
+    if (backend_error("cuda").empty()) GTEST_SKIP() << "this build and machine have a CUDA backend";
+  }
+};
+
+TEST_F(NoCudaBackendTest, TrainOnCudaIsMakeBackendsLineBeforeAnyWork) {
+  for (const std::string device : {"cuda", "cuda:0", "cuda:1", "gpu"})
+    expect_backend_error({"train", "--model", "mlp", "--dataset", "synthetic", "--steps", "1",
+                          "--progress", "none", "--device", device},
+                         device);
+}
+
+TEST_F(NoCudaBackendTest, DcganOnCudaIsMakeBackendsLineBeforeAnyWork) {
+  const std::string samples = path("samples");
+  expect_backend_error(
+      {"train", "--model", "dcgan", "--dataset", "synthetic", "--image-size", "32", "--steps", "1",
+       "--progress", "none", "--samples-dir", samples, "--device", "cuda"},
+      "cuda");
+  EXPECT_FALSE(fs::exists(samples));
+}
+
+TEST_F(NoCudaBackendTest, CalibrateOnCudaIsMakeBackendsLineBeforeAnyWork) {
+  const std::string out = path("cuda.json");
+  expect_backend_error({"calibrate", "--quick", "--out", out, "--device", "cuda"}, "cuda");
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST_F(NoCudaBackendTest, BenchOnCudaIsMakeBackendsLineBeforeAnyWork) {
+  const std::string json = path("bench.json");
+  expect_backend_error({"bench", "--model", "lenet", "--batch", "4", "--steps", "1", "--repeats",
+                        "1", "--warmup", "0", "--json", json, "--device", "cuda:1"},
+                       "cuda:1");
+  EXPECT_FALSE(fs::exists(json));
+}
+
+TEST(DeviceCliParseTest, AnUnknownDeviceIsOneLineForEveryCommand) {
+  for (const std::vector<std::string>& command :
+       {std::vector<std::string>{"train"}, {"plan"}, {"bench"}, {"calibrate"}}) {
+    std::vector<std::string> args = command;
+    args.insert(args.end(), {"--device", "tpu"});
+    expect_error(run_cli(args), "--device 'tpu' is not a device (expected cpu, cuda or cuda:N)");
+    args.back() = "cuda:x";
+    expect_error(run_cli(args), "--device 'cuda:x': the GPU index must be a number");
+  }
+}
+
+nlohmann::json read_json(const std::string& file) {
+  std::ifstream f(file);
+  return nlohmann::json::parse(f);
+}
+
+// Planning needs no GPU: the amp plan for CUDA uses CUDA's lists, in fp16 by default.
+TEST_F(DeviceCliTest, PlanForCudaNeedsNoGpuAndDefaultsToFp16) {
+  const std::string json = path("plan.json");
+  const CliResult r = run_cli({"plan", "--model", "lenet", "--batch", "8", "--precision", "amp",
+                               "--device", "cuda", "--json", json});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("plan: lenet, precision amp, device cuda:0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" nodes in f16, "), std::string::npos) << r.out;
+  const nlohmann::json j = read_json(json);
+  EXPECT_EQ(j["device"], "cuda:0");
+  EXPECT_EQ(j["low_precision"], "fp16");
+  int convolutions_in_f16 = 0;
+  for (const auto& n : j["graphs"][0]["nodes"])
+    if (n["op"] == "Conv2D") {
+      EXPECT_EQ(n["list"], "allow");
+      convolutions_in_f16 += n["dtype"] == "f16";
+    }
+  EXPECT_EQ(convolutions_in_f16, 2);  // LeNet's two
+}
+
+TEST_F(DeviceCliTest, PlanForCudaTakesLowPrecisionAndListEdits) {
+  const std::string json = path("plan.json");
+  const CliResult r =
+      run_cli({"plan", "--model", "lenet", "--batch", "8", "--precision", "amp", "--device", "cuda",
+               "--low-precision", "bf16", "--amp-lists", "allow-=Conv2D", "--json", json});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = read_json(json);
+  EXPECT_EQ(j["low_precision"], "bf16");
+  for (const auto& n : j["graphs"][0]["nodes"])
+    if (n["op"] == "Conv2D") EXPECT_EQ(n["dtype"], "f32") << n.dump();  // off the allow list
+}
+
+TEST_F(DeviceCliTest, Fp32PlanForCudaWorks) {
+  const CliResult r = run_cli(
+      {"plan", "--model", "lenet", "--batch", "8", "--precision", "fp32", "--device", "cuda"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("plan: lenet, precision fp32, device cuda:0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("totals: 0 nodes in "), std::string::npos) << r.out;
+}
+
+// The CPU still plans in bf16 when --low-precision is not given.
+TEST(DevicePlanTest, PlanForTheCpuDefaultsToBf16) {
+  const CliResult r = run_cli({"plan", "--model", "lenet", "--batch", "8", "--precision", "amp"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("plan: lenet, precision amp, device cpu"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" nodes in bf16, "), std::string::npos) << r.out;
+}
+
+// Cost-aware needs costs of a CUDA machine; this one's CPU calibration, or profiling here,
+// would plan for the wrong device. One line, before any calibration or profiling runs.
+TEST_F(DeviceCliTest, CostAwarePlanForCudaWithoutACudaCalibrationIsOneLine) {
+  for (const std::vector<std::string>& extra : {std::vector<std::string>{},
+                                                {"--calibration", "none"},
+                                                {"--calibration", "/no/such/calibration.json"}}) {
+    std::vector<std::string> args = {"plan",     "--model", "lenet",       "--batch",   "8",
+                                     "--device", "cuda",    "--precision", "cost-aware"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliResult r = run_cli(args);
+    expect_error(r,
+                 "--precision cost-aware --device cuda:0 needs the costs of a cuda machine, from "
+                 "a calibration made on one, and there is none");
+    EXPECT_EQ(r.out, "");
+  }
+}
+
+}  // namespace
+}  // namespace campo
