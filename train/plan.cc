@@ -16,6 +16,8 @@
 #include "runtime/file_check.h"
 #include "runtime/timer.h"
 #include "train/gan_trainer.h"
+#include "train/profiling.h"
+#include "train/trainer.h"
 
 namespace campo {
 
@@ -273,7 +275,7 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
     TrainingGraphSpec spec = model_run_spec(o.run, policy);
     Graph g;
     VariableStore vars(o.run.seed);
-    TrainingGraphInfo info = build_training_graph(g, vars, spec);
+    TrainingGraphInfo info = build_training_graph(g, vars, with_profiled_costs(spec));
     header << ", batch " << o.run.batch << ", input " << compact_shape(spec.image_shape);
     j["graphs"] = {print_graph_plan(g, header.str(), spec.precision, o, o.dot_path, out,
                                     info.fetches(), &info)};
@@ -417,7 +419,7 @@ std::vector<BenchResult> run_bench(const BenchOptions& o, std::ostream& out) {
     TrainingGraphSpec spec = model_run_spec(o.run, parse_precision(p));
     auto s = std::make_unique<BenchSession>(o.run.seed, spec.precision.scaler);
     s->precision = p;
-    s->info = build_training_graph(s->graph, s->vars, spec);
+    s->info = build_training_graph(s->graph, s->vars, with_profiled_costs(spec));
     CompileOptions co;
     co.fetches = s->info.fetches();
     co.seed = o.run.seed;

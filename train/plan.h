@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "train/trainer.h"
+#include "train/training_graph.h"
 
 namespace campo {
 

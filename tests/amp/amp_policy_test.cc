@@ -9,7 +9,7 @@
 #include "graph/optimizer.h"
 #include "models/models.h"
 #include "tests/test_util.h"
-#include "train/trainer.h"
+#include "train/training_graph.h"
 
 namespace campo {
 namespace {

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "graph/builder.h"
+#include "train/calibrate.h"
 #include "train/profiling.h"
 
 namespace campo {

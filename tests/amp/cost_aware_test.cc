@@ -8,7 +8,7 @@
 #include "amp/policy.h"
 #include "runtime/rng.h"
 #include "graph/builder.h"
-#include "train/trainer.h"
+#include "train/training_graph.h"
 
 namespace campo {
 namespace {
