@@ -278,13 +278,15 @@ void check_train_options_apply(const CLI::App* cmd, const TrainOptions& o) {
 }
 
 // plan/bench: the precision options only the given policies use; what dcgan has no use for.
-void check_run_options_apply(const CLI::App* cmd, const ModelRunOptions& run,
+// dcgan trains with Adam unless --optimizer says otherwise (set here).
+void check_run_options_apply(const CLI::App* cmd, ModelRunOptions& run,
                              const std::vector<std::string>& policies) {
   if (run.model == "dcgan") {
     CAMPO_CHECK(!given(cmd, "--classes"), "--classes does not apply to --model dcgan");
-    CAMPO_CHECK(!given(cmd, "--optimizer") || run.optimizer == "adam", "--optimizer ",
-                run.optimizer, " is not supported with --model dcgan yet (it trains with Adam)");
+    if (!given(cmd, "--optimizer")) run.optimizer = "adam";
   }
+  CAMPO_CHECK(run.optimizer == "sgd" || run.optimizer == "adam", "unknown optimizer '",
+              run.optimizer, "' (expected sgd or adam)");
   bool mixed = false, cost_aware = false;
   for (const std::string& p : policies) {
     mixed |= parse_precision(p) != Precision::fp32;

@@ -69,6 +69,15 @@ PrecisionConfig model_run_precision(const ModelRunOptions& o, Precision policy) 
   return c;
 }
 
+OptimizerConfig gan_optimizer(const ModelRunOptions& o) {
+  CAMPO_CHECK(o.optimizer == "sgd" || o.optimizer == "adam", "unknown optimizer '", o.optimizer,
+              "'");
+  OptimizerConfig c;
+  c.kind = o.optimizer == "adam" ? OptimizerConfig::Kind::adam : OptimizerConfig::Kind::sgd;
+  c.beta1 = 0.5f;  // the DCGAN paper's (Adam only)
+  return c;
+}
+
 TrainingGraphSpec model_run_spec(const ModelRunOptions& o, Precision policy) {
   CAMPO_CHECK(is_known_model(o.model), "unknown model '", o.model, "'");
   CAMPO_CHECK(o.batch > 0, "--batch must be a positive number of samples, got ", o.batch);
@@ -249,9 +258,7 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
     DcganOptions m;
     m.image_size = o.run.image_size;
     m.channels = o.run.channels;
-    OptimizerConfig adam;
-    adam.kind = OptimizerConfig::Kind::adam;
-    GanSession session(m, o.run.batch, adam, o.run.seed, 1, precision);
+    GanSession session(m, o.run.batch, gan_optimizer(o.run), o.run.seed, 1, precision);
     header << ", batch " << o.run.batch << ", " << m.image_size << "x" << m.image_size << "x"
            << m.channels;
     out << header.str() << "\n";
@@ -369,9 +376,7 @@ std::vector<BenchResult> run_gan_bench(const BenchOptions& o) {
   DcganOptions m;
   m.image_size = o.run.image_size;
   m.channels = o.run.channels;
-  OptimizerConfig adam;
-  adam.kind = OptimizerConfig::Kind::adam;
-  adam.beta1 = 0.5f;
+  const OptimizerConfig optimizer = gan_optimizer(o.run);
   std::vector<std::unique_ptr<GanSession>> sessions;
   Rng rng(o.run.seed);
   Tensor real = Tensor::empty({o.run.batch, m.channels, m.image_size, m.image_size}, DType::f32);
@@ -379,7 +384,7 @@ std::vector<BenchResult> run_gan_bench(const BenchOptions& o) {
   for (const std::string& p : o.precisions) {
     const PrecisionConfig precision = model_run_precision(o.run, parse_precision(p));
     sessions.push_back(
-        std::make_unique<GanSession>(m, o.run.batch, adam, o.run.seed, 1, precision));
+        std::make_unique<GanSession>(m, o.run.batch, optimizer, o.run.seed, 1, precision));
     for (int i = 0; i < o.warmup; ++i) sessions.back()->step(real, 2e-4f);
   }
   std::vector<BenchResult> results(sessions.size());

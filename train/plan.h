@@ -21,7 +21,7 @@ struct ModelRunOptions {
   std::string low_precision = "bf16";
   std::string loss_scale = "auto";
   std::string amp_lists_edit, amp_lists_file;
-  std::string optimizer = "sgd";
+  std::string optimizer = "sgd";  // dcgan: adam unless given (tools/cli.cc)
   uint64_t seed = 42;
   // cost-aware only: use these costs instead of profiling (tests, saved cost tables).
   std::shared_ptr<const CostTable> costs;
@@ -96,6 +96,8 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
                                       std::ostream& out);
 
 TrainingGraphSpec model_run_spec(const ModelRunOptions& o, Precision policy);
+// dcgan's optimizer for o.optimizer: Adam with beta1 0.5 (the DCGAN paper's) or SGD.
+OptimizerConfig gan_optimizer(const ModelRunOptions& o);
 // The precision settings of a run (checks them), for graphs other than the classifier's.
 PrecisionConfig model_run_precision(const ModelRunOptions& o, Precision policy);
 

@@ -442,11 +442,21 @@ TEST(CliOptionTest, AbsurdSizesSayOutOfMemory) {
   expect_error(r, "out of memory: a buffer sized by the options");
 }
 
-TEST(CliOptionTest, PlanAndBenchRefuseWhatDcganIgnores) {
+TEST(CliOptionTest, PlanAndBenchRefuseWhatDcganIgnoresAndHonourItsOptimizer) {
   expect_error(run_cli({"plan", "--model", "dcgan", "--classes", "5"}),
                "--classes does not apply to --model dcgan");
-  expect_error(run_cli({"bench", "--model", "dcgan", "--optimizer", "sgd"}),
-               "--optimizer sgd is not supported with --model dcgan yet");
+  expect_error(run_cli({"bench", "--model", "dcgan", "--optimizer", "rmsprop"}),
+               "unknown optimizer 'rmsprop'");
+  // dcgan plans and benchmarks SGD as it trains it: the update nodes are ApplyMomentum.
+  auto r = run_cli({"plan", "--model", "dcgan", "--image-size", "32", "--precision", "fp32",
+                    "--optimizer", "sgd", "--all-nodes"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("ApplyMomentum"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("ApplyAdam"), std::string::npos) << r.out;
+  r = run_cli({"plan", "--model", "dcgan", "--image-size", "32", "--precision", "fp32",
+               "--all-nodes"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("ApplyAdam"), std::string::npos) << r.out;
 }
 
 TEST(CliOptionTest, AbsurdThreadCountsAreRefused) {
