@@ -132,14 +132,16 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device) {
   cmd->add_option("--eval-batch", o.eval_batch, "Evaluation batch size")->capture_default_str();
   cmd->add_option("--lr", o.lr, "Learning rate (when not given: vgg16 0.01, dcgan 2e-4)")
       ->capture_default_str();
-  cmd->add_option("--lr-schedule", o.lr_schedule, "constant, step or cosine")
+  cmd->add_option("--lr-schedule", o.lr_schedule,
+                  "constant, step or cosine (when not given: dcgan constant)")
       ->capture_default_str();
   cmd->add_option("--lr-step-epochs", o.lr_step_epochs, "step schedule: decay every N epochs")
       ->capture_default_str();
   cmd->add_option("--lr-gamma", o.lr_gamma, "step schedule: decay factor")->capture_default_str();
   cmd->add_option("--warmup-steps", o.warmup_steps, "Linear learning-rate warm-up steps")
       ->capture_default_str();
-  cmd->add_option("--optimizer", o.optimizer, "sgd (with momentum) or adam")
+  cmd->add_option("--optimizer", o.optimizer,
+                  "sgd (with momentum) or adam (when not given: dcgan adam, beta1 0.5)")
       ->capture_default_str();
   cmd->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str();
   cmd->add_flag("--nesterov", o.nesterov, "Nesterov momentum");
@@ -278,23 +280,28 @@ void check_train_options_apply(const CLI::App* cmd, const TrainOptions& o) {
               "--save-every needs --save (the checkpoint path to write)");
   CAMPO_CHECK(!given(cmd, "--padding") || o.padding >= 0,
               "--padding must be zero or positive, got ", o.padding);
-  if (o.model == "dcgan") return;  // its own list: check_dcgan_options
+  // dcgan's defaults differ: Adam at a constant rate (the DCGAN paper's), not sgd/cosine.
+  const bool dcgan = o.model == "dcgan";
+  const std::string optimizer = dcgan && !given(cmd, "--optimizer") ? "adam" : o.optimizer;
+  const std::string schedule = dcgan && !given(cmd, "--lr-schedule") ? "constant" : o.lr_schedule;
   for (const char* option : {"--momentum", "--nesterov"})
-    CAMPO_CHECK(!given(cmd, option) || o.optimizer == "sgd", option,
-                " applies to --optimizer sgd only, not ", o.optimizer);
+    CAMPO_CHECK(!given(cmd, option) || optimizer == "sgd", option,
+                " applies to --optimizer sgd only, not ", optimizer);
   for (const char* option : {"--lr-step-epochs", "--lr-gamma"})
-    CAMPO_CHECK(!given(cmd, option) || o.lr_schedule == "step", option,
-                " applies to --lr-schedule step only, not ", o.lr_schedule);
+    CAMPO_CHECK(!given(cmd, option) || schedule == "step", option,
+                " applies to --lr-schedule step only, not ", schedule);
 }
 
 // plan/bench: the precision options only the given policies use; what dcgan has no use for.
-void check_run_options_apply(const CLI::App* cmd, const ModelRunOptions& run,
+// dcgan trains with Adam unless --optimizer says otherwise (set here).
+void check_run_options_apply(const CLI::App* cmd, ModelRunOptions& run,
                              const std::vector<std::string>& policies) {
   if (run.model == "dcgan") {
     CAMPO_CHECK(!given(cmd, "--classes"), "--classes does not apply to --model dcgan");
-    CAMPO_CHECK(!given(cmd, "--optimizer") || run.optimizer == "adam", "--optimizer ",
-                run.optimizer, " is not supported with --model dcgan yet (it trains with Adam)");
+    if (!given(cmd, "--optimizer")) run.optimizer = "adam";
   }
+  CAMPO_CHECK(run.optimizer == "sgd" || run.optimizer == "adam", "unknown optimizer '",
+              run.optimizer, "' (expected sgd or adam)");
   bool mixed = false, cost_aware = false;
   for (const std::string& p : policies) {
     mixed |= parse_precision(p) != Precision::fp32;
@@ -310,18 +317,14 @@ void check_run_options_apply(const CLI::App* cmd, const ModelRunOptions& run,
       CAMPO_CHECK(!given(cmd, option), option, " applies to --precision cost-aware only");
 }
 
-// dcgan trains as PyTorch's example does; the classifier options it has no use for yet are
+// dcgan trains as PyTorch's example does; the classifier options it has no use for are
 // errors rather than silently dropped.
-void check_dcgan_options(const CLI::App* cmd, const TrainOptions& o) {
+void check_dcgan_options(const CLI::App* cmd) {
   struct Unsupported {
     std::vector<const char*> options;
     const char* why;
   };
   const Unsupported unsupported[] = {
-      {{"--save", "--save-every", "--resume"}, "it cannot save or resume checkpoints"},
-      {{"--momentum", "--nesterov"}, "it trains with Adam, beta1 0.5, as the DCGAN paper"},
-      {{"--lr-schedule", "--lr-step-epochs", "--lr-gamma", "--warmup-steps"},
-       "it trains at a constant --lr"},
       {{"--eval-batch", "--limit-test"}, "it has no evaluation"},
       {{"--dropout"}, "it has no dropout"},
       {{"--augment", "--resize", "--padding", "--skip-bad", "--holdout"},
@@ -329,11 +332,8 @@ void check_dcgan_options(const CLI::App* cmd, const TrainOptions& o) {
   };
   for (const Unsupported& u : unsupported)
     for (const char* option : u.options)
-      CAMPO_CHECK(!given(cmd, option), option, " is not supported with --model dcgan yet (", u.why,
+      CAMPO_CHECK(!given(cmd, option), option, " is not supported with --model dcgan (", u.why,
                   ")");
-  CAMPO_CHECK(o.optimizer == "adam" || !given(cmd, "--optimizer"), "--optimizer ", o.optimizer,
-              " is not supported with --model dcgan yet (it trains with Adam, as the DCGAN "
-              "paper)");
 }
 
 }  // namespace
@@ -468,7 +468,7 @@ int run(const std::vector<std::string>& args) {
     }
     if (train_cmd->parsed() && train_options.model == "dcgan") {
       const TrainOptions& t = train_options;
-      check_dcgan_options(train_cmd, t);
+      check_dcgan_options(train_cmd);
       GanOptions g;
       g.dataset = t.dataset;
       g.data_dir = t.data_dir;
@@ -486,6 +486,16 @@ int run(const std::vector<std::string>& args) {
       g.profile = t.profile;
       g.device = t.device;
       g.weight_decay = t.weight_decay;
+      if (given(train_cmd, "--optimizer")) g.optimizer = t.optimizer;  // else Adam
+      g.momentum = t.momentum;
+      g.nesterov = t.nesterov;
+      if (given(train_cmd, "--lr-schedule")) g.lr_schedule = t.lr_schedule;  // else constant
+      g.lr_step_epochs = t.lr_step_epochs;
+      g.lr_gamma = t.lr_gamma;
+      g.warmup_steps = t.warmup_steps;
+      g.save_path = t.save_path;
+      g.save_every = t.save_every;
+      g.resume_path = t.resume_path;
       g.precision = precision_config(t);
       g.calibration = t.calibration;
       train_gan(g, std::cout, isatty(STDOUT_FILENO) != 0);

@@ -14,12 +14,13 @@
 
 #include "amp/calibration.h"
 #include "runtime/backend.h"
+#include "amp/policy.h"
 
 namespace campo {
 
 struct CalibrateOptions {
   DeviceSpec device;  // --device; a device without a backend here is an error
-  std::string out;  // empty: default_calibration_path (train/profiling.h)
+  std::string out;  // empty: default_calibration_path (below)
   // No configuration starts that would overrun it (the minimal set runs regardless).
   double budget_minutes = 0;           // 0: 10 minutes, 1 with `quick`
   std::string low_precision = "bf16";  // bf16 | fp16
@@ -38,10 +39,30 @@ struct CalibrateOptions {
 // and returns what it wrote.
 Calibration run_calibration(const CalibrateOptions& opts, std::ostream& log);
 
+// Where `campo calibrate` writes by default and the first place looked in:
+// $XDG_CACHE_HOME/campo/ (else ~/.cache/campo/) calibration-<machine hash>-<low>.json.
+// Empty when neither XDG_CACHE_HOME nor HOME is set.
+std::string default_calibration_path(DType low);
+
+// The calibration of this machine for `low`, or null, saying on `log` what it did:
+//  1. $CAMPO_CALIBRATION when set: used, or an error if it cannot be (any problem);
+//  2. the cache file default_calibration_path(low);
+//  3. the *.json files of the repository's calibration/ folder (CAMPO_SOURCE_DIR when the
+//     build defines it, else ../../calibration from this executable).
+// In 2 and 3 a file made on another machine (or for another low precision) is skipped
+// with a note; a corrupt or stale one is an error. `path` (when given) gets the file used.
+std::shared_ptr<const Calibration> find_default_calibration(DType low, std::ostream& log,
+                                                            std::string* path = nullptr);
+
 // The calibration a cost-aware run uses when none is named: find_default_calibration, else
 // a quick automatic calibration (budget 1 minute, said on `log`) written to the cache.
 // `path` (when given) gets the file.
 std::shared_ptr<const Calibration> default_calibration(DType low, std::ostream& log,
                                                        std::string* path = nullptr);
+
+// Sets p.calibration for a cost-aware policy as `calibration` says (a file; "" = this
+// machine's, default_calibration; "none" = none, the profiling step times both
+// precisions); what it looked for or ran goes to `log`. Other policies: unchanged.
+void attach_calibration(PrecisionConfig& p, const std::string& calibration, std::ostream& log);
 
 }  // namespace campo

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <iomanip>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <sstream>
@@ -17,9 +18,11 @@
 #include "datasets/registry.h"
 #include "datasets/synthetic.h"
 #include "graph/autodiff.h"
+#include "graph/checkpoint.h"
 #include "runtime/atomic_file.h"
 #include "runtime/file_check.h"
 #include "runtime/timer.h"
+#include "train/calibrate.h"
 #include "train/interrupt.h"
 #include "train/profiling.h"
 #include "train/progress.h"
@@ -97,14 +100,14 @@ Tensor filled(const Shape& shape, float value) {
 
 
 // The gradients of `loss` (seeded by a "loss_scale" placeholder) with respect to the
-// parameters of one network (`net`: netG or netD), and their Adam updates.
+// parameters of one network (`net`: netG or netD), and their optimizer updates.
 void append_net_update(Builder& b, const Graph& g, const VariableStore& vars, ValueId loss,
-                       const char* net, const OptimizerConfig& adam) {
+                       const char* net, const OptimizerConfig& optimizer) {
   const std::vector<std::string> params = dcgan_parameter_names(vars, net);
   std::vector<ValueId> values;
   for (const auto& p : params) values.push_back(variable_value(g, p));
   ValueId seed_grad = b.placeholder("loss_scale", {});
-  append_optimizer(b, params, append_gradients(b, loss, seed_grad, values), adam);
+  append_optimizer(b, params, append_gradients(b, loss, seed_grad, values), optimizer);
 }
 
 struct DStep {
@@ -113,7 +116,7 @@ struct DStep {
 };
 // D step: loss_D = BCE(D(x), 1) + BCE(D(G(z)), 0); update D only.
 DStep build_d_step(Graph& g, VariableStore& vars, const DcganOptions& model, int64_t batch,
-                   const OptimizerConfig& adam) {
+                   const OptimizerConfig& optimizer) {
   Builder b(g, vars);
   b.set_training(true);
   ValueId real = b.placeholder("images", {batch, model.channels, model.image_size, model.image_size});
@@ -128,7 +131,7 @@ DStep build_d_step(Graph& g, VariableStore& vars, const DcganOptions& model, int
                  b.mean(b.sigmoid_cross_entropy(d_fake, zeros)));
   d.d_x = b.mean(b.sigmoid(d_real));
   d.d_g_z1 = b.mean(b.sigmoid(d_fake));
-  append_net_update(b, g, vars, d.loss, kDiscriminatorScope, adam);
+  append_net_update(b, g, vars, d.loss, kDiscriminatorScope, optimizer);
   return d;
 }
 
@@ -138,7 +141,7 @@ struct GStep {
 };
 // G step: loss_G = BCE(D(G(z)), 1); update G only.
 GStep build_g_step(Graph& g, VariableStore& vars, const DcganOptions& model, int64_t batch,
-                   const OptimizerConfig& adam) {
+                   const OptimizerConfig& optimizer) {
   Builder b(g, vars);
   b.set_training(true);
   ValueId z = b.placeholder("z", {batch, model.nz, 1, 1});
@@ -147,48 +150,32 @@ GStep build_g_step(Graph& g, VariableStore& vars, const DcganOptions& model, int
   GStep s;
   s.loss = b.mean(b.sigmoid_cross_entropy(d_fake, ones));
   s.d_g_z2 = b.mean(b.sigmoid(d_fake));
-  append_net_update(b, g, vars, s.loss, kGeneratorScope, adam);
+  append_net_update(b, g, vars, s.loss, kGeneratorScope, optimizer);
   return s;
 }
 
-// Applies the precision policy to a step graph built by `build` (which it calls again on
-// scratch variables for the cost-aware profiling step, so that the session's weights and
-// Adam state are not touched by the timed steps).
-std::shared_ptr<const CostAwarePlan> apply_gan_precision(
-    Graph& g, const PrecisionConfig& precision,
-    const std::function<std::vector<ValueId>(Graph&, VariableStore&)>& build,
-    std::shared_ptr<const CostTable>& costs_out) {
-  switch (precision.policy) {
-    case Precision::fp32: return nullptr;
-    case Precision::amp: apply_amp_policy(g, precision.lists, precision.low); return nullptr;
-    case Precision::cost_aware: break;
-  }
+// cost-aware: the costs of a step graph built by `build`, which it calls on scratch
+// variables so that the session's weights and optimizer state are not touched by the timed
+// steps; null for the other policies.
+std::shared_ptr<const CostTable> gan_step_costs(
+    const PrecisionConfig& precision,
+    const std::function<std::vector<ValueId>(Graph&, VariableStore&)>& build) {
+  if (precision.policy != Precision::cost_aware) return nullptr;
   CAMPO_CHECK(!precision.costs, "dcgan: cost-aware profiles its two step graphs itself; a "
                                 "fixed cost table describes one graph and cannot be used");
-  std::shared_ptr<const CostTable> costs;
-  {
-    Graph scratch;
-    VariableStore scratch_vars(1);
-    const std::vector<ValueId> fetches = build(scratch, scratch_vars);
-    TimingInputs inputs;
-    inputs.constants = {{"lr", 0.0f},         {"step", 1.0f},      {"loss_scale", 1.0f},
-                        {"real_label", 1.0f}, {"fake_label", 0.0f}};
-    costs = std::make_shared<const CostTable>(
-        graph_costs(scratch, scratch_vars, fetches, inputs, precision));
-  }
-  CAMPO_CHECK(costs->nodes.size() == size_t(g.num_nodes()),
-              "internal: the GAN cost table has ", costs->nodes.size(), " nodes, the graph ",
-              g.num_nodes());
-  auto plan = std::make_shared<const CostAwarePlan>(
-      plan_cost_aware(g, precision.lists, *costs, {precision.search, precision.fold_casts}));
-  apply_precision(g, plan->low, precision.low, precision.fold_casts);
-  costs_out = costs;
-  return plan;
+  Graph scratch;
+  VariableStore scratch_vars(1);
+  const std::vector<ValueId> fetches = build(scratch, scratch_vars);
+  TimingInputs inputs;
+  inputs.constants = {{"lr", 0.0f},         {"step", 1.0f},      {"loss_scale", 1.0f},
+                      {"real_label", 1.0f}, {"fake_label", 0.0f}};
+  return std::make_shared<const CostTable>(
+      graph_costs(scratch, scratch_vars, fetches, inputs, precision));
 }
 
 }  // namespace
 
-GanSession::GanSession(const DcganOptions& model, int64_t batch, const OptimizerConfig& adam,
+GanSession::GanSession(const DcganOptions& model, int64_t batch, const OptimizerConfig& optimizer,
                        uint64_t seed, int64_t num_samples, const PrecisionConfig& precision)
     : model_(model), batch_(batch), vars_(seed), noise_rng_(mix_seed(seed, 0x6e6f697365)) {
   check_dcgan_options(model);
@@ -198,14 +185,14 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, const Optimizer
   CAMPO_CHECK(batch > 0, "GAN batch must be positive, got ", batch);
   CAMPO_CHECK(num_samples > 0, "GAN sample count must be positive, got ", num_samples);
   {
-    const DStep d = build_d_step(d_graph_, vars_, model, batch, adam);
+    const DStep d = build_d_step(d_graph_, vars_, model, batch, optimizer);
     loss_d_ = d.loss;
     d_x_ = d.d_x;
     d_g_z1_ = d.d_g_z1;
-    d_plan_ = apply_gan_precision(
-        d_graph_, precision,
-        [&](Graph& g, VariableStore& v) { return build_d_step(g, v, model, batch, adam).fetches(); },
-        d_costs_);
+    d_costs_ = gan_step_costs(precision, [&](Graph& g, VariableStore& v) {
+      return build_d_step(g, v, model, batch, optimizer).fetches();
+    });
+    d_policy_ = apply_policy(d_graph_, precision, d_costs_.get());
     CompileOptions co;
     co.fetches = d_fetches();
     co.seed = seed;
@@ -215,13 +202,13 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, const Optimizer
     d_exe_->feed("fake_label", filled({batch}, 0.0f));
   }
   {
-    const GStep s = build_g_step(g_graph_, vars_, model, batch, adam);
+    const GStep s = build_g_step(g_graph_, vars_, model, batch, optimizer);
     loss_g_ = s.loss;
     d_g_z2_ = s.d_g_z2;
-    g_plan_ = apply_gan_precision(
-        g_graph_, precision,
-        [&](Graph& g, VariableStore& v) { return build_g_step(g, v, model, batch, adam).fetches(); },
-        g_costs_);
+    g_costs_ = gan_step_costs(precision, [&](Graph& g, VariableStore& v) {
+      return build_g_step(g, v, model, batch, optimizer).fetches();
+    });
+    g_policy_ = apply_policy(g_graph_, precision, g_costs_.get());
     CompileOptions co;
     co.fetches = g_fetches();
     co.seed = seed + 1;
@@ -246,6 +233,60 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, const Optimizer
 }
 
 GanSession::~GanSession() = default;
+
+void GanSession::save(const std::string& path, int64_t epoch, int64_t position_in_epoch,
+                      const std::string& optimizer) {
+  CheckpointMeta meta;
+  meta.model = "dcgan";
+  meta.step = iterations_;
+  meta.epoch = epoch;
+  meta.position_in_epoch = position_in_epoch;
+  meta.optimizer = optimizer;
+  meta.rng_states["noise"] = rng_state_to_string(noise_rng_.state());
+  meta.rng_states["d_step"] = rng_state_to_string(d_exe_->context().rng.state());
+  meta.rng_states["g_step"] = rng_state_to_string(g_exe_->context().rng.state());
+  meta.extra["d_executor_step"] = std::to_string(d_exe_->context().step);
+  meta.extra["g_executor_step"] = std::to_string(g_exe_->context().step);
+  save_checkpoint(path, vars_, meta);
+}
+
+GanSession::Position GanSession::restore(const std::string& path, const std::string& optimizer) {
+  // Everything is checked before anything changes: the metadata from the header first
+  // (a classifier's checkpoint fails here, not on a missing tensor), then load_checkpoint
+  // validates and stages every tensor before it writes any.
+  const std::map<std::string, std::string> header = read_safetensors_metadata(path);
+  const auto model = header.find("campo.model");
+  CAMPO_CHECK(model != header.end() && model->second == "dcgan", "checkpoint ", path,
+              " holds model '", model == header.end() ? std::string() : model->second,
+              "', not 'dcgan' (resume a dcgan run from a checkpoint its --save wrote)");
+  const auto trained = header.find("campo.optimizer");
+  CAMPO_CHECK(trained != header.end() && trained->second == optimizer, "checkpoint ", path,
+              " was trained with optimizer '",
+              trained == header.end() ? std::string() : trained->second, "', not '", optimizer,
+              "'");
+  for (const char* name : {"noise", "d_step", "g_step"})
+    CAMPO_CHECK(header.count(std::string("campo.rng.") + name), "checkpoint ", path,
+                " has no metadata 'campo.rng.", name,
+                "' (it was not written by a dcgan run's --save)");
+  const Rng::State noise = rng_state_from_string(header.at("campo.rng.noise"));
+  const Rng::State d_rng = rng_state_from_string(header.at("campo.rng.d_step"));
+  const Rng::State g_rng = rng_state_from_string(header.at("campo.rng.g_step"));
+  CheckpointMeta counters;  // the executor steps, read as load_checkpoint's extra fields
+  for (const char* key : {"d_executor_step", "g_executor_step"})
+    if (auto it = header.find(key); it != header.end()) counters.extra[key] = it->second;
+  const int64_t most = int64_t(1) << 53;
+  const int64_t d_step = checkpoint_extra_int(path, counters, "d_executor_step", 0, most, 0);
+  const int64_t g_step = checkpoint_extra_int(path, counters, "g_executor_step", 0, most, 0);
+  // Validates the whole file and changes the variables only when all of it loads.
+  const CheckpointMeta meta = load_checkpoint(path, vars_);
+  iterations_ = meta.step;
+  noise_rng_.set_state(noise);
+  d_exe_->context().rng.set_state(d_rng);
+  g_exe_->context().rng.set_state(g_rng);
+  d_exe_->context().step = d_step;
+  g_exe_->context().step = g_step;
+  return {meta.epoch, meta.position_in_epoch};
+}
 
 int64_t GanSession::generator_parameters() const {
   int64_t n = 0;
@@ -295,7 +336,7 @@ GanSession::StepStats GanSession::step(const Tensor& real, float lr) {
   d_exe_->feed("z", z);
   d_exe_->feed("images", real);
   d_exe_->feed_scalar("lr", lr);
-  d_exe_->feed_scalar("step", t);
+  if (d_exe_->has_input("step")) d_exe_->feed_scalar("step", t);  // Adam's bias correction
   d_exe_->run();
   StepStats s;
   s.loss_d = d_exe_->fetch_scalar(loss_d_);
@@ -304,7 +345,7 @@ GanSession::StepStats GanSession::step(const Tensor& real, float lr) {
 
   g_exe_->feed("z", z);
   g_exe_->feed_scalar("lr", lr);
-  g_exe_->feed_scalar("step", t);
+  if (g_exe_->has_input("step")) g_exe_->feed_scalar("step", t);  // Adam's bias correction
   g_exe_->run();
   s.loss_g = g_exe_->fetch_scalar(loss_g_);
   s.d_g_z2 = g_exe_->fetch_scalar(d_g_z2_);
@@ -374,9 +415,42 @@ void validate_gan(const GanOptions& o) {
   check_threads(o.threads);
   CAMPO_CHECK(o.weight_decay >= 0 && std::isfinite(o.weight_decay),
               "--weight-decay must be non-negative, got ", o.weight_decay);
+  CAMPO_CHECK(o.optimizer == "adam" || o.optimizer == "sgd", "unknown optimizer '", o.optimizer,
+              "' (expected adam or sgd)");
+  CAMPO_CHECK(o.momentum >= 0 && o.momentum < 1, "--momentum must be in [0, 1), got ", o.momentum);
+  CAMPO_CHECK(!o.nesterov || o.optimizer == "sgd",
+              "--nesterov applies to --optimizer sgd only, not ", o.optimizer);
+  CAMPO_CHECK(o.lr_schedule == "constant" || o.lr_schedule == "step" || o.lr_schedule == "cosine",
+              "--lr-schedule must be constant, step or cosine, got '", o.lr_schedule, "'");
+  CAMPO_CHECK(o.lr_step_epochs > 0, "--lr-step-epochs must be positive, got ", o.lr_step_epochs);
+  CAMPO_CHECK(o.lr_gamma > 0 && o.lr_gamma <= 1, "--lr-gamma must be in (0, 1], got ", o.lr_gamma);
+  CAMPO_CHECK(o.warmup_steps >= 0, "--warmup-steps must be >= 0, got ", o.warmup_steps);
+  CAMPO_CHECK(o.save_every >= 0, "--save-every must be a positive number of steps, got ",
+              o.save_every);
+  CAMPO_CHECK(o.save_every == 0 || !o.save_path.empty(),
+              "--save-every needs --save (the checkpoint path to write every ", o.save_every,
+              " steps)");
   check_training_device(o.device);
+  // Outputs and inputs before any work is spent (a calibration or a training run).
   if (!o.samples_dir.empty()) require_output_directory(o.samples_dir, "--samples-dir");
+  if (!o.save_path.empty()) require_output_file(o.save_path, "--save checkpoint");
+  if (!o.resume_path.empty()) require_input_file(o.resume_path, "--resume checkpoint");
 }
+
+namespace {
+
+// The learning-rate schedule of a GAN run as learning_rate_at reads it.
+TrainOptions schedule_options(const GanOptions& o) {
+  TrainOptions t;
+  t.lr = o.lr;
+  t.lr_schedule = o.lr_schedule;
+  t.lr_step_epochs = o.lr_step_epochs;
+  t.lr_gamma = o.lr_gamma;
+  t.warmup_steps = o.warmup_steps;
+  return t;
+}
+
+}  // namespace
 
 GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal) {
   validate_gan(o);
@@ -405,14 +479,16 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
   mopts.nz = o.nz;
   mopts.ngf = o.ngf;
   mopts.ndf = o.ndf;
-  OptimizerConfig adam;
-  adam.kind = OptimizerConfig::Kind::adam;
-  adam.beta1 = o.beta1;
-  adam.beta2 = o.beta2;
-  adam.weight_decay = o.weight_decay;
+  OptimizerConfig optimizer;
+  optimizer.kind = o.optimizer == "sgd" ? OptimizerConfig::Kind::sgd : OptimizerConfig::Kind::adam;
+  optimizer.beta1 = o.beta1;
+  optimizer.beta2 = o.beta2;
+  optimizer.momentum = o.momentum;
+  optimizer.nesterov = o.nesterov;
+  optimizer.weight_decay = o.weight_decay;
   PrecisionConfig precision = o.precision;
   attach_calibration(precision, o.calibration, log);
-  GanSession session(mopts, o.batch, adam, o.seed, 64, precision);
+  GanSession session(mopts, o.batch, optimizer, o.seed, 64, precision);
   if (o.profile) session.set_profiling(true);
 
   if (!o.samples_dir.empty()) {
@@ -449,6 +525,21 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
   log << "\n";
   log.flush();
 
+  int64_t step = 0;
+  int start_epoch = 0;
+  int64_t start_batch = 0;
+  if (!o.resume_path.empty()) {
+    const GanSession::Position pos = session.restore(o.resume_path, o.optimizer);
+    const ResumePoint at = resume_point(o.resume_path, pos.epoch, pos.position_in_epoch,
+                                        session.iterations(), 0, per_epoch, o.epochs);
+    start_epoch = at.epoch;
+    start_batch = at.batch;
+    step = session.iterations();
+    log << "campo: resumed from " << o.resume_path << " at step " << step << " (epoch "
+        << start_epoch + 1 << ", batch " << start_batch << ")\n";
+  }
+  const TrainOptions schedule = schedule_options(o);
+
   auto write_samples = [&](int epoch) {
     if (o.samples_dir.empty()) return;
     char name[32];
@@ -459,18 +550,25 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
     if (mode != "none") log << "wrote " << path << "\n";
   };
 
-  // From here on Ctrl-C and SIGTERM finish the step and stop.
+  // From here on Ctrl-C and SIGTERM finish the step, save (with --save) and stop.
   InterruptScope interrupt_scope;
   std::vector<float> d_x, d_g_z;
   Timer train_timer;
   double last_print = -1;
-  int64_t step = 0;
+  const int64_t first_step = step;
   Batch batch;
-  for (int epoch = 0; epoch < o.epochs && step < total_steps; ++epoch) {
-    loader.start_epoch(epoch);
-    int64_t in_epoch = 0;
+  for (int epoch = start_epoch; epoch < o.epochs && step < total_steps; ++epoch) {
+    int64_t in_epoch = epoch == start_epoch ? start_batch : 0;
+    loader.start_epoch(epoch, in_epoch);
+    // The position saved after a step: an epoch's end is saved as the next one's start.
+    auto save = [&] {
+      const bool finished_epoch = in_epoch == per_epoch;
+      session.save(o.save_path, finished_epoch ? epoch + 1 : epoch, finished_epoch ? 0 : in_epoch,
+                   o.optimizer);
+    };
     while (step < total_steps && loader.next(batch)) {
-      const GanSession::StepStats s = session.step(batch.images, o.lr);
+      const GanSession::StepStats s =
+          session.step(batch.images, learning_rate_at(schedule, step, total_steps, per_epoch));
       CAMPO_CHECK(std::isfinite(s.loss_d) && std::isfinite(s.loss_g),
                   "DCGAN training diverged at step ", step + 1, ": loss_D ", s.loss_d, ", loss_G ",
                   s.loss_g, " (try a smaller --lr)");
@@ -480,14 +578,16 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
       r.loss_g_history.push_back(s.loss_g);
       d_x.push_back(s.d_x);
       d_g_z.push_back(s.d_g_z1);
+      if (!o.save_path.empty() && o.save_every > 0 && step % o.save_every == 0) save();
       if (const int signal = interrupt_signal()) {
+        if (!o.save_path.empty()) save();  // the step is complete
         if (mode == "bar") log << "\n";
         log.flush();
-        throw Interrupted(signal, "at step " + std::to_string(step), "",
-                          "dcgan cannot save checkpoints yet");
+        throw Interrupted(signal, "at step " + std::to_string(step), o.save_path,
+                          "no --save given");
       }
       const double elapsed = train_timer.seconds();
-      const double rate = double(step * o.batch) / std::max(elapsed, 1e-9);
+      const double rate = double((step - first_step) * o.batch) / std::max(elapsed, 1e-9);
       const double eta = double(total_steps - step) * o.batch / std::max(rate, 1e-9);
       const bool last = step == total_steps || in_epoch == per_epoch;
       std::ostringstream stats;
@@ -509,16 +609,18 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
         }
       }
     }
+    if (!o.save_path.empty()) save();
     write_samples(epoch);
   }
   const double train_seconds = train_timer.seconds();
+  if (!o.save_path.empty()) log << "campo: checkpoint " << o.save_path << "\n";
 
   r.steps = step;
   r.loss_d = tail_mean(r.loss_d_history);
   r.loss_g = tail_mean(r.loss_g_history);
   r.d_x = tail_mean(d_x);
   r.d_g_z = tail_mean(d_g_z);
-  r.samples_per_sec = double(step * o.batch) / std::max(train_seconds, 1e-9);
+  r.samples_per_sec = double((step - first_step) * o.batch) / std::max(train_seconds, 1e-9);
   r.wall_seconds = wall.seconds();
   if (o.profile) print_profile(session.profile_by_op(), step, log);
   nlohmann::json j = {{"event", "result"},

@@ -1,13 +1,13 @@
 // DCGAN training as PyTorch's examples/dcgan/main.py does it, on campo graphs.
 //
 // One VariableStore holds both networks ("netG.*", "netD.*", see models/dcgan.h) and their
-// Adam state. Three compiled graphs share it:
+// optimizer state (Adam as the example, or SGD). Three compiled graphs share it:
 //   D step  z -> G(z) (training-mode BN, no gradient into G: only D's parameters are
 //           differentiated, which is the example's fake.detach());
 //           loss_D = mean BCE(D(x), 1) + mean BCE(D(G(z)), 0), both with logits
-//           (SigmoidCrossEntropyWithLogits); Adam on D's parameters only.
-//   G step  the same z -> loss_G = mean BCE(D(G(z)), 1) against the just-updated D; Adam
-//           on G's parameters only. D runs in training mode, so its BN running statistics
+//           (SigmoidCrossEntropyWithLogits); the update of D's parameters only.
+//   G step  the same z -> loss_G = mean BCE(D(G(z)), 1) against the just-updated D; the
+//           update of G's parameters only. D runs in training mode, so its BN running statistics
 //           update here as in PyTorch.
 //   samples G(fixed noise), 64 samples, in training mode like the example (which never
 //           calls netG.eval()): BN normalises with the statistics of the fixed batch.
@@ -38,6 +38,7 @@
 #include "models/dcgan.h"
 #include "runtime/backend.h"
 #include "runtime/rng.h"
+#include "train/training_graph.h"
 
 namespace campo {
 
@@ -50,8 +51,17 @@ struct GanOptions {
   int64_t steps = 0;   // 0: full epochs; else stop after this many steps
   int64_t batch = 64;  // the example's default
   float lr = 2e-4f;
+  // The learning-rate schedule, as TrainOptions' (learning_rate_at, train/trainer.h);
+  // the example trains at a constant rate.
+  std::string lr_schedule = "constant";  // constant | step | cosine
+  int lr_step_epochs = 30;
+  float lr_gamma = 0.1f;
+  int64_t warmup_steps = 0;
+  std::string optimizer = "adam";  // adam (the example's) | sgd, on both networks
   float beta1 = 0.5f, beta2 = 0.999f;
-  float weight_decay = 0.0f;  // Adam's L2 term, on both networks
+  float momentum = 0.9f;      // sgd
+  bool nesterov = false;      // sgd
+  float weight_decay = 0.0f;  // the L2 term, on both networks
   int nz = 100, ngf = 64, ndf = 64;
   uint64_t seed = 42;
   std::string samples_dir = "samples";  // empty: write no sample grids
@@ -62,6 +72,12 @@ struct GanOptions {
   DeviceSpec device;                    // cpu (cuda: make_backend's error, as for the classifiers)
   PrecisionConfig precision;            // fp32 unless set
   std::string calibration;              // cost-aware: as TrainOptions::calibration
+  // Checkpoints (one safetensors file, GanSession::save): written at each epoch end, every
+  // save_every steps (0: epoch ends only), on Ctrl-C and at the end; resume_path continues
+  // a run from one bit for bit.
+  std::string save_path;
+  int64_t save_every = 0;
+  std::string resume_path;
 };
 
 struct GanResult {
@@ -79,7 +95,8 @@ struct GanResult {
 void validate_gan(const GanOptions& o);
 
 // Trains; progress goes to `log`, the final JSON line too. SIGINT or SIGTERM ends the run
-// after the current step with Interrupted (train/interrupt.h); nothing is saved.
+// after the current step with Interrupted (train/interrupt.h), the checkpoint written first
+// when save_path is set.
 GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal);
 
 // Writes images [N, C, H, W] with values in [-1, 1] as a PNG grid of `nrow` images per row
@@ -98,10 +115,11 @@ class GanSession {
     float d_g_z2 = 0;  // mean D(G(z)) in the G step (after D's update)
   };
 
-  // `precision` applies to both step graphs (the sample graph stays f32); dynamic loss
+  // `precision` applies to both step graphs through apply_policy (train/training_graph.h;
+  // cost-aware profiles each step graph itself), the sample graph stays f32; dynamic loss
   // scaling is not supported for GANs yet.
-  GanSession(const DcganOptions& model, int64_t batch, const OptimizerConfig& adam, uint64_t seed,
-             int64_t num_samples = 64, const PrecisionConfig& precision = {});
+  GanSession(const DcganOptions& model, int64_t batch, const OptimizerConfig& optimizer,
+             uint64_t seed, int64_t num_samples = 64, const PrecisionConfig& precision = {});
   // Nodes in low precision and casts over both step graphs.
   PrecisionSummary precision_summary() const;
   ~GanSession();
@@ -125,11 +143,29 @@ class GanSession {
   std::vector<ValueId> g_fetches() const { return {loss_g_, d_g_z2_}; }
   // cost-aware only (else null): the costs and decisions of each step graph, by node id of
   // the graph before casts.
-  const std::shared_ptr<const CostAwarePlan>& d_plan() const { return d_plan_; }
-  const std::shared_ptr<const CostAwarePlan>& g_plan() const { return g_plan_; }
+  const std::shared_ptr<const CostAwarePlan>& d_plan() const { return d_policy_.cost_plan; }
+  const std::shared_ptr<const CostAwarePlan>& g_plan() const { return g_policy_.cost_plan; }
+  // What apply_policy did to each step graph (cost-aware: the plan and the padding).
+  const PolicyResult& d_policy() const { return d_policy_; }
+  const PolicyResult& g_policy() const { return g_policy_; }
   const std::shared_ptr<const CostTable>& d_costs() const { return d_costs_; }
   const std::shared_ptr<const CostTable>& g_costs() const { return g_costs_; }
   int64_t iterations() const { return iterations_; }
+
+  // A checkpoint of both networks and their optimizer states (one VariableStore: "netG.*",
+  // "netD.*", "optimizer.netG.*", ...; graph/checkpoint.h), with the training position in
+  // its metadata: the iterations done (campo.step), `epoch` and `position_in_epoch`, the
+  // optimizer's name, the RNG states of the noise and of both step executables, and their
+  // executor step counters. Restoring it into a session built with the same options
+  // continues bit for bit.
+  void save(const std::string& path, int64_t epoch, int64_t position_in_epoch,
+            const std::string& optimizer);
+  struct Position {
+    int64_t epoch = 0, position_in_epoch = 0;
+  };
+  // Checks the checkpoint (model dcgan, `optimizer`, every field) before it changes
+  // anything, then restores the variables and the position.
+  Position restore(const std::string& path, const std::string& optimizer);
   int64_t generator_parameters() const;
   int64_t discriminator_parameters() const;
 
@@ -142,7 +178,7 @@ class GanSession {
   ValueId loss_d_ = kNoValue, d_x_ = kNoValue, d_g_z1_ = kNoValue;
   ValueId loss_g_ = kNoValue, d_g_z2_ = kNoValue, samples_ = kNoValue;
   std::unique_ptr<Executable> d_exe_, g_exe_, sample_exe_;
-  std::shared_ptr<const CostAwarePlan> d_plan_, g_plan_;
+  PolicyResult d_policy_, g_policy_;
   std::shared_ptr<const CostTable> d_costs_, g_costs_;
   int64_t iterations_ = 0;
   std::vector<double> op_ms_;  // by OpKind

@@ -16,6 +16,8 @@
 #include "runtime/file_check.h"
 #include "runtime/timer.h"
 #include "train/gan_trainer.h"
+#include "train/profiling.h"
+#include "train/trainer.h"
 
 namespace campo {
 
@@ -65,6 +67,15 @@ PrecisionConfig model_run_precision(const ModelRunOptions& o, Precision policy) 
   c.costs = o.costs;
   if (policy == Precision::cost_aware && !o.costs && !o.calibration.empty())
     c.calibration = std::make_shared<const Calibration>(load_calibration(o.calibration));
+  return c;
+}
+
+OptimizerConfig gan_optimizer(const ModelRunOptions& o) {
+  CAMPO_CHECK(o.optimizer == "sgd" || o.optimizer == "adam", "unknown optimizer '", o.optimizer,
+              "'");
+  OptimizerConfig c;
+  c.kind = o.optimizer == "adam" ? OptimizerConfig::Kind::adam : OptimizerConfig::Kind::sgd;
+  c.beta1 = 0.5f;  // the DCGAN paper's (Adam only)
   return c;
 }
 
@@ -264,9 +275,7 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
     DcganOptions m;
     m.image_size = o.run.image_size;
     m.channels = o.run.channels;
-    OptimizerConfig adam;
-    adam.kind = OptimizerConfig::Kind::adam;
-    GanSession session(m, o.run.batch, adam, o.run.seed, 1, precision);
+    GanSession session(m, o.run.batch, gan_optimizer(o.run), o.run.seed, 1, precision);
     header << ", batch " << o.run.batch << ", " << m.image_size << "x" << m.image_size << "x"
            << m.channels;
     out << header.str() << "\n";
@@ -290,7 +299,7 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
     TrainingGraphSpec spec = model_run_spec(o.run, policy);
     Graph g;
     VariableStore vars(o.run.seed);
-    TrainingGraphInfo info = build_training_graph(g, vars, spec);
+    TrainingGraphInfo info = build_training_graph(g, vars, with_profiled_costs(spec));
     header << ", batch " << o.run.batch << ", input " << compact_shape(spec.image_shape);
     j["graphs"] = {print_graph_plan(g, header.str(), spec.precision, o, o.dot_path, out,
                                     info.fetches(), &info)};
@@ -384,9 +393,7 @@ std::vector<BenchResult> run_gan_bench(const BenchOptions& o) {
   DcganOptions m;
   m.image_size = o.run.image_size;
   m.channels = o.run.channels;
-  OptimizerConfig adam;
-  adam.kind = OptimizerConfig::Kind::adam;
-  adam.beta1 = 0.5f;
+  const OptimizerConfig optimizer = gan_optimizer(o.run);
   std::vector<std::unique_ptr<GanSession>> sessions;
   Rng rng(o.run.seed);
   Tensor real = Tensor::empty({o.run.batch, m.channels, m.image_size, m.image_size}, DType::f32);
@@ -394,7 +401,7 @@ std::vector<BenchResult> run_gan_bench(const BenchOptions& o) {
   for (const std::string& p : o.precisions) {
     const PrecisionConfig precision = model_run_precision(o.run, parse_precision(p));
     sessions.push_back(
-        std::make_unique<GanSession>(m, o.run.batch, adam, o.run.seed, 1, precision));
+        std::make_unique<GanSession>(m, o.run.batch, optimizer, o.run.seed, 1, precision));
     for (int i = 0; i < o.warmup; ++i) sessions.back()->step(real, 2e-4f);
   }
   std::vector<BenchResult> results(sessions.size());
@@ -434,7 +441,7 @@ std::vector<BenchResult> run_bench(const BenchOptions& o, std::ostream& out) {
     TrainingGraphSpec spec = model_run_spec(o.run, parse_precision(p));
     auto s = std::make_unique<BenchSession>(o.run.seed, spec.precision.scaler);
     s->precision = p;
-    s->info = build_training_graph(s->graph, s->vars, spec);
+    s->info = build_training_graph(s->graph, s->vars, with_profiled_costs(spec));
     CompileOptions co;
     co.fetches = s->info.fetches();
     co.seed = o.run.seed;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "train/trainer.h"
+#include "train/training_graph.h"
 
 namespace campo {
 
@@ -24,7 +24,7 @@ struct ModelRunOptions {
   std::string low_precision = "bf16";  // the CLI's default: the device's (default_low_precision)
   std::string loss_scale = "auto";
   std::string amp_lists_edit, amp_lists_file;
-  std::string optimizer = "sgd";
+  std::string optimizer = "sgd";  // dcgan: adam unless given (tools/cli.cc)
   uint64_t seed = 42;
   // cost-aware only: use these costs instead of profiling (tests, saved cost tables).
   std::shared_ptr<const CostTable> costs;
@@ -100,6 +100,8 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
                                       std::ostream& out);
 
 TrainingGraphSpec model_run_spec(const ModelRunOptions& o, Precision policy);
+// dcgan's optimizer for o.optimizer: Adam with beta1 0.5 (the DCGAN paper's) or SGD.
+OptimizerConfig gan_optimizer(const ModelRunOptions& o);
 // The precision settings of a run (checks them), for graphs other than the classifier's.
 PrecisionConfig model_run_precision(const ModelRunOptions& o, Precision policy);
 

@@ -9,6 +9,8 @@
 #include <limits>
 #include <ostream>
 
+#include "graph/executor.h"
+
 namespace campo {
 
 namespace fs = std::filesystem;
@@ -217,100 +219,10 @@ CostTable profile_costs(const TrainingGraphSpec& spec) {
                      spec.precision);
 }
 
-// ---- where the calibration of this machine lives ----
-
-namespace {
-
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
-// The repository's calibration/ folder: CAMPO_SOURCE_DIR when the build defines it, else
-// two levels above this executable (build-dir/campo -> repository root).
-std::string repository_calibration_dir() {
-#ifdef CAMPO_SOURCE_DIR
-  return std::string(CAMPO_SOURCE_DIR) + "/calibration";
-#else
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return "";
-  return (exe.parent_path().parent_path() / "calibration").string();
-#endif
-}
-
-const char* low_name(DType low) { return low == DType::f16 ? "fp16" : "bf16"; }
-
-}  // namespace
-
-std::string default_calibration_path(DType low) {
-  std::string dir = env("XDG_CACHE_HOME");
-  if (dir.empty()) {
-    const std::string home = env("HOME");
-    if (home.empty()) return "";
-    dir = home + "/.cache";
-  }
-  return dir + "/campo/calibration-" + machine_hash(this_machine()) + "-" + low_name(low) + ".json";
-}
-
-std::shared_ptr<const Calibration> find_default_calibration(DType low, std::ostream& log,
-                                                            std::string* path) {
-  const MachineIdentity machine = this_machine();
-  auto use = [&](Calibration cal, const std::string& file, const std::string& from) {
-    log << "cost-aware: calibration " << file << " (" << from << ", made " << cal.created << ")\n";
-    if (path) *path = file;
-    return std::make_shared<const Calibration>(std::move(cal));
-  };
-  // Returns the calibration, or null after a note when the file belongs to another machine
-  // or low precision; throws when it is this machine's but unusable.
-  auto try_file = [&](const std::string& file,
-                      const std::string& from) -> std::shared_ptr<const Calibration> {
-    Calibration cal;
-    const CalibrationCheck check = read_calibration(file, machine, cal);
-    if (check.problem == CalibrationProblem::foreign) {
-      log << "cost-aware: skipping " << file << ": another machine's\n";
-      return nullptr;
-    }
-    CAMPO_CHECK(check.problem == CalibrationProblem::none, check.message);
-    if (cal.low != low) {
-      log << "cost-aware: skipping " << file << ": made for " << dtype_name(cal.low) << "\n";
-      return nullptr;
-    }
-    return use(std::move(cal), file, from);
-  };
-
-  const std::string explicit_file = env("CAMPO_CALIBRATION");
-  if (!explicit_file.empty()) {
-    Calibration cal = load_calibration(explicit_file);
-    CAMPO_CHECK(cal.low == low, "calibration file ", explicit_file, " ($CAMPO_CALIBRATION) is for ",
-                dtype_name(cal.low), ", this run's low precision is ", dtype_name(low),
-                "; run `campo calibrate --device cpu --low-precision ", low_name(low),
-                "` to recalibrate");
-    return use(std::move(cal), explicit_file, "$CAMPO_CALIBRATION");
-  }
-  std::vector<std::string> looked;
-  const std::string cache = default_calibration_path(low);
-  if (!cache.empty()) {
-    looked.push_back(cache);
-    std::error_code ec;
-    if (fs::exists(cache, ec))
-      if (auto cal = try_file(cache, "this machine's cache")) return cal;
-  }
-  const std::string repo = repository_calibration_dir();
-  std::error_code ec;
-  if (!repo.empty() && fs::is_directory(repo, ec)) {
-    looked.push_back(repo + "/*.json");
-    std::vector<std::string> files;
-    for (const auto& e : fs::directory_iterator(repo, ec))
-      if (e.path().extension() == ".json") files.push_back(e.path().string());
-    std::sort(files.begin(), files.end());
-    for (const std::string& f : files)
-      if (auto cal = try_file(f, "the repository's calibration folder")) return cal;
-  }
-  log << "cost-aware: no " << dtype_name(low) << " calibration for this machine (looked in ";
-  for (size_t i = 0; i < looked.size(); ++i) log << (i ? ", " : "") << looked[i];
-  log << (looked.empty() ? "no place: HOME is not set" : "") << ")\n";
-  return nullptr;
+TrainingGraphSpec with_profiled_costs(TrainingGraphSpec spec) {
+  if (spec.precision.policy == Precision::cost_aware && !spec.precision.costs)
+    spec.precision.costs = std::make_shared<const CostTable>(profile_costs(spec));
+  return spec;
 }
 
 }  // namespace campo

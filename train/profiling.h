@@ -5,8 +5,7 @@
 //    nodes whose model the calibration's own held-out error says not to trust, which are
 //    timed in low precision too (untrusted_nodes);
 //  - without one: the step is also timed with every allow/infer/clear op in low precision.
-// Also the timing helpers the calibration runner and other trainers share, and where the
-// default calibration file of this machine is looked for.
+// Also the timing helpers the calibration runner and the GAN session share.
 #pragma once
 
 #include <iosfwd>
@@ -17,7 +16,7 @@
 
 #include "amp/calibration.h"
 #include "amp/cost_aware.h"
-#include "train/trainer.h"
+#include "train/training_graph.h"
 
 namespace campo {
 
@@ -84,20 +83,8 @@ CostTable graph_costs(const Graph& g, VariableStore& vars, const std::vector<Val
 // before casts): graph_costs on random inputs with separate variables (the model being
 // trained is untouched).
 CostTable profile_costs(const TrainingGraphSpec& spec);
-
-// Where `campo calibrate` writes by default and the first place looked in:
-// $XDG_CACHE_HOME/campo/ (else ~/.cache/campo/) calibration-<machine hash>-<low>.json.
-// Empty when neither XDG_CACHE_HOME nor HOME is set.
-std::string default_calibration_path(DType low);
-
-// The calibration of this machine for `low`, or null, saying on `log` what it did:
-//  1. $CAMPO_CALIBRATION when set: used, or an error if it cannot be (any problem);
-//  2. the cache file default_calibration_path(low);
-//  3. the *.json files of the repository's calibration/ folder (CAMPO_SOURCE_DIR when the
-//     build defines it, else ../../calibration from this executable).
-// In 2 and 3 a file made on another machine (or for another low precision) is skipped
-// with a note; a corrupt or stale one is an error. `path` (when given) gets the file used.
-std::shared_ptr<const Calibration> find_default_calibration(DType low, std::ostream& log,
-                                                            std::string* path = nullptr);
+// `spec` ready for build_training_graph: for cost-aware without costs, with
+// precision.costs = profile_costs(spec); else unchanged.
+TrainingGraphSpec with_profiled_costs(TrainingGraphSpec spec);
 
 }  // namespace campo

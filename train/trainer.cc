@@ -15,7 +15,6 @@
 #include <sstream>
 #include <thread>
 
-#include "amp/padding.h"
 #include "datasets/loader.h"
 #include "datasets/registry.h"
 #include "graph/autodiff.h"
@@ -63,60 +62,6 @@ struct TrainingSession::EvalGraph {
   std::unique_ptr<Executable> exe;
 };
 
-TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
-                                       const TrainingGraphSpec& spec) {
-  TrainingGraphInfo info;
-  std::shared_ptr<const CostTable> costs = spec.precision.costs;
-  if (spec.precision.policy == Precision::cost_aware && !costs)
-    costs = std::make_shared<const CostTable>(profile_costs(spec));
-  Builder b(g, vars);
-  b.set_training(true);
-  Shape input_shape = {spec.batch};
-  input_shape.insert(input_shape.end(), spec.image_shape.begin(), spec.image_shape.end());
-  ValueId images = b.placeholder("images", input_shape);
-  ValueId labels = b.placeholder("labels", {spec.batch}, DType::i32);
-  ValueId logits = build_model(spec.model, b, images, spec.model_options);
-  info.loss = b.mean(b.sparse_softmax_cross_entropy(logits, labels));
-  ValueId seed_grad = b.placeholder("loss_scale", {});
-  std::vector<std::string> params = vars.names_of_kind(VariableKind::parameter);
-  std::vector<ValueId> param_values;
-  for (const auto& name : params) param_values.push_back(g.node(g.find_node(name)).outputs[0]);
-  std::vector<ValueId> grads = append_gradients(b, info.loss, seed_grad, param_values);
-  if (spec.precision.scaler.enabled) {
-    // Unscale in f32 and check every gradient for inf/NaN in one pass.
-    b.set_phase(Phase::backward);
-    ValueId inv_scale = b.placeholder("inv_loss_scale", {});
-    for (size_t i = 0; i < grads.size(); ++i)
-      if (grads[i] != kNoValue)
-        grads[i] = b.op(OpKind::Mul, {grads[i], inv_scale}, NoAttrs{}, params[i] + "/unscale");
-    std::vector<ValueId> present;
-    for (ValueId v : grads)
-      if (v != kNoValue) present.push_back(v);
-    info.all_finite = b.op(OpKind::AllFinite, present, NoAttrs{}, "AllFinite");
-  }
-  append_optimizer(b, params, grads, spec.optimizer, info.all_finite);
-  switch (spec.precision.policy) {
-    case Precision::fp32: break;
-    case Precision::amp:
-      apply_amp_policy(g, spec.precision.lists, spec.precision.low);
-      break;
-    case Precision::cost_aware: {
-      auto plan = std::make_shared<CostAwarePlan>(
-          plan_cost_aware(g, spec.precision.lists, *costs,
-                          {spec.precision.search, spec.precision.fold_casts}));
-      apply_precision(g, plan->low, spec.precision.low, spec.precision.fold_casts);
-      info.padding_candidates = int(padding_candidates(g).size());
-      if (spec.precision.padding)
-        info.padded = apply_padding(g, [&](NodeId id) { return padding_pays(g, id); });
-      info.costs = costs;
-      info.cost_plan = plan;
-      break;
-    }
-  }
-  info.summary = summarize_precision(g, info.fetches());
-  return info;
-}
-
 TrainingSession::TrainingSession(const std::string& model, const ModelOptions& model_options,
                                  const Shape& image_shape, int64_t batch,
                                  const OptimizerConfig& optimizer, uint64_t seed,
@@ -131,7 +76,7 @@ TrainingSession::TrainingSession(const std::string& model, const ModelOptions& m
       scaler_(precision.scaler) {
   TrainingGraphInfo info = build_training_graph(
       train_graph_, vars_,
-      {model, model_options, image_shape, batch, optimizer, precision});
+      with_profiled_costs({model, model_options, image_shape, batch, optimizer, precision}));
   loss_ = info.loss;
   all_finite_ = info.all_finite;
   summary_ = info.summary;
@@ -168,18 +113,6 @@ PrecisionConfig precision_config(const TrainOptions& o) {
   LossScaler check(p.scaler);  // validates the scaler options
   (void)check;
   return p;
-}
-
-void attach_calibration(PrecisionConfig& p, const std::string& calibration, std::ostream& log) {
-  if (p.policy != Precision::cost_aware || calibration == "none") return;
-  if (!calibration.empty()) {
-    p.calibration = std::make_shared<const Calibration>(load_calibration(calibration));
-    log << "campo: calibration " << calibration << "\n";
-  } else {
-    std::string path;
-    p.calibration = default_calibration(p.low, log, &path);
-    if (p.calibration) log << "campo: calibration " << path << "\n";
-  }
 }
 
 TrainingSession::~TrainingSession() = default;
@@ -497,6 +430,36 @@ void check_training_device(const DeviceSpec& device) {
   (void)make_backend(device);
 }
 
+ResumePoint resume_point(const std::string& path, int64_t epoch, int64_t position_in_epoch,
+                         int64_t steps, int64_t skipped_steps, int64_t per_epoch, int epochs) {
+  // The position must lie within this run's epochs. The epoch is checked before it is
+  // multiplied, so `consumed` below stays far from overflow.
+  const std::string where = "checkpoint " + path + ": ";
+  CAMPO_CHECK(position_in_epoch <= per_epoch, where, "campo.position_in_epoch is ",
+              position_in_epoch, ", beyond the ", per_epoch,
+              " batches of an epoch of this run (was it written with another --batch or "
+              "--limit-train?)");
+  ResumePoint at;
+  at.epoch = int(std::min<int64_t>(epoch, epochs + int64_t(1)));
+  at.batch = position_in_epoch;
+  if (at.batch == per_epoch) {
+    ++at.epoch;
+    at.batch = 0;
+  }
+  CAMPO_CHECK(at.epoch < epochs || (at.epoch == epochs && at.batch == 0), where, "campo.epoch is ",
+              epoch, " (batch ", position_in_epoch, "), past the end of this run's --epochs ",
+              epochs, " (raise --epochs to train further)");
+  // Every batch consumed either updated the weights (a step) or was skipped by the loss
+  // scaler, so the two together cannot exceed the batches the position accounts for.
+  const int64_t consumed = epoch * per_epoch + position_in_epoch;
+  CAMPO_CHECK(steps + skipped_steps <= consumed, where, "campo.step is ", steps,
+              (skipped_steps ? " (+ " + std::to_string(skipped_steps) + " skipped)" : ""),
+              ", more than the ", consumed, " batches its position (epoch ", epoch, ", batch ",
+              position_in_epoch,
+              ") accounts for (was it written with another --batch or --limit-train?)");
+  return at;
+}
+
 TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal) {
   validate(o);
   if (o.threads > 0) omp_set_num_threads(o.threads);
@@ -581,32 +544,10 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   int64_t start_batch = 0;
   if (!o.resume_path.empty()) {
     TrainingSession::Position pos = session.restore(o.resume_path, o.optimizer);
-    // The position must lie within this run's epochs. The epoch is checked before it is
-    // multiplied, so `consumed` below stays far from overflow.
-    const std::string where = "checkpoint " + o.resume_path + ": ";
-    CAMPO_CHECK(pos.position_in_epoch <= per_epoch, where, "campo.position_in_epoch is ",
-                pos.position_in_epoch, ", beyond the ", per_epoch,
-                " batches of an epoch of this run (was it written with another --batch or "
-                "--limit-train?)");
-    start_epoch = int(std::min<int64_t>(pos.epoch, o.epochs + int64_t(1)));
-    start_batch = pos.position_in_epoch;
-    if (start_batch == per_epoch) {
-      ++start_epoch;
-      start_batch = 0;
-    }
-    CAMPO_CHECK(start_epoch < o.epochs || (start_epoch == o.epochs && start_batch == 0), where,
-                "campo.epoch is ", pos.epoch, " (batch ", pos.position_in_epoch,
-                "), past the end of this run's --epochs ", o.epochs,
-                " (raise --epochs to train further)");
-    // Every batch consumed either updated the weights (a step) or was skipped by the loss
-    // scaler, so the two together cannot exceed the batches the position accounts for.
-    const int64_t consumed = pos.epoch * per_epoch + pos.position_in_epoch;
-    CAMPO_CHECK(session.step() + pos.skipped_steps <= consumed, where, "campo.step is ",
-                session.step(),
-                (pos.skipped_steps ? " (+ " + std::to_string(pos.skipped_steps) + " skipped)" : ""),
-                ", more than the ", consumed, " batches its position (epoch ", pos.epoch,
-                ", batch ", pos.position_in_epoch,
-                ") accounts for (was it written with another --batch or --limit-train?)");
+    const ResumePoint at = resume_point(o.resume_path, pos.epoch, pos.position_in_epoch,
+                                        session.step(), pos.skipped_steps, per_epoch, o.epochs);
+    start_epoch = at.epoch;
+    start_batch = at.batch;
     // `step` counts batches (the learning-rate schedule and --steps follow it), including
     // those whose update the loss scaler skipped; the session counts applied updates only.
     step = session.step() + pos.skipped_steps;

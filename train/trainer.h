@@ -1,6 +1,7 @@
 // The training driver behind `campo train`: builds the one-step training graph (forward,
-// loss, backward, optimizer) and the evaluation graph over one VariableStore, runs epochs
-// with a progress display, evaluates on the test split and reports metrics.
+// loss, backward, optimizer; train/training_graph.h) and the evaluation graph over one
+// VariableStore, runs epochs with a progress display, evaluates on the test split and
+// reports metrics.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include "graph/optimizer.h"
 #include "models/models.h"
 #include "runtime/backend.h"
+#include "train/training_graph.h"
 
 namespace campo {
 
@@ -73,41 +75,6 @@ struct TrainOptions {
 
 // From the command-line options (checks them). Leaves the calibration out.
 PrecisionConfig precision_config(const TrainOptions& o);
-// Sets p.calibration for a cost-aware policy as `calibration` says (see TrainOptions);
-// what it looked for or ran goes to `log`.
-void attach_calibration(PrecisionConfig& p, const std::string& calibration, std::ostream& log);
-
-// What one training step computes: model forward on placeholders "images" [batch, C, H, W]
-// and "labels" [batch] (i32), mean softmax cross-entropy, gradients seeded by the
-// placeholder "loss_scale", unscaling and the AllFinite check when loss scaling is on,
-// the optimizer updates, then the precision policy.
-struct TrainingGraphSpec {
-  std::string model;
-  ModelOptions model_options;
-  Shape image_shape;  // [C, H, W]
-  int64_t batch = 0;
-  OptimizerConfig optimizer;
-  PrecisionConfig precision;
-};
-struct TrainingGraphInfo {
-  ValueId loss = kNoValue;
-  ValueId all_finite = kNoValue;
-  // What a training step fetches: the loss, and the gradients' finiteness check when there
-  // is one (the live nodes are those these and the updates need).
-  std::vector<ValueId> fetches() const {
-    if (all_finite == kNoValue) return {loss};
-    return {loss, all_finite};
-  }
-  PrecisionSummary summary;
-  // cost-aware only: the costs used and the decisions (by node id of the graph before
-  // cast insertion, which keeps its ids).
-  std::shared_ptr<const CostTable> costs;
-  std::shared_ptr<const CostAwarePlan> cost_plan;
-  int padding_candidates = 0, padded = 0;  // cost-aware: low-precision GEMMs, padded ones
-};
-TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
-                                       const TrainingGraphSpec& spec);
-
 struct TrainResult {
   double test_accuracy = 0;
   double final_loss = 0;  // mean training loss over the last 50 steps
@@ -141,6 +108,18 @@ std::string dump_training_graph(const TrainOptions& o, const std::string& format
 float learning_rate_at(const TrainOptions& o, int64_t step, int64_t total_steps,
                        int64_t steps_per_epoch);
 
+// Where a resumed run continues: the epoch and the batch within it of a checkpoint's
+// position (an epoch's end is the next epoch's start). Checks, naming the checkpoint
+// `path`, that the position lies within this run (`epochs` epochs of `per_epoch` batches)
+// and that its `steps` plus the `skipped_steps` of the loss scaler do not exceed the
+// batches the position accounts for.
+struct ResumePoint {
+  int epoch = 0;
+  int64_t batch = 0;
+};
+ResumePoint resume_point(const std::string& path, int64_t epoch, int64_t position_in_epoch,
+                         int64_t steps, int64_t skipped_steps, int64_t per_epoch, int epochs);
+
 // Checks the options (one clear campo::Error per problem) before anything is loaded,
 // including that --save can be written and --resume read.
 void validate(const TrainOptions& o);
@@ -159,6 +138,8 @@ void check_training_device(const DeviceSpec& device);
 TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal);
 
 // The graphs of one model: a training step and an evaluation pass over shared variables.
+// Cost-aware without precision.costs profiles the training graph first
+// (with_profiled_costs, train/profiling.h).
 class TrainingSession {
  public:
   TrainingSession(const std::string& model, const ModelOptions& model_options,

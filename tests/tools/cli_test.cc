@@ -1,5 +1,6 @@
 // The command line: bad input gives one clear error line and a non-zero exit code.
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cstdio>
@@ -243,32 +244,49 @@ std::vector<std::string> dcgan_args(std::vector<std::string> extra) {
   return a;
 }
 
-TEST(CliDcganTest, CheckpointOptionsAreRefused) {
-  expect_error(run_cli(dcgan_args({"--save", "g.safetensors"})),
-               "--save is not supported with --model dcgan yet");
-  expect_error(run_cli(dcgan_args({"--save-every", "10", "--save", "g.safetensors"})),
-               "is not supported with --model dcgan yet");
+TEST(CliDcganTest, CheckpointOptionsAreHonoured) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("campo_cli_gan_" + std::to_string(::getpid()) + ".safetensors"))
+                               .string();
+  auto r = run_cli(dcgan_args({"--save", path, "--save-every", "1"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("campo: checkpoint " + path), std::string::npos) << r.out;
+  // The run was one step of an epoch of two: resuming trains the second.
+  std::vector<std::string> resume = dcgan_args({"--resume", path});
+  for (size_t i = 0; i + 1 < resume.size(); ++i)
+    if (resume[i] == "--steps") resume[i + 1] = "2";
+  r = run_cli(resume);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("resumed from " + path + " at step 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"steps\":2"), std::string::npos) << r.out;
+  std::filesystem::remove(path);
   // A missing resume file used to start from scratch and exit 0.
   expect_error(run_cli(dcgan_args({"--resume", "/no/such/file.safetensors"})),
-               "--resume is not supported with --model dcgan yet");
+               "--resume checkpoint");
+  expect_error(run_cli(dcgan_args({"--save-every", "10"})), "--save-every needs --save");
 }
 
-TEST(CliDcganTest, OptimizerOptionsAreRefused) {
-  expect_error(run_cli(dcgan_args({"--optimizer", "sgd"})),
-               "--optimizer sgd is not supported with --model dcgan yet");
+TEST(CliDcganTest, OptimizerOptionsAreHonoured) {
+  auto r = run_cli(dcgan_args({"--optimizer", "sgd", "--momentum", "0.5", "--nesterov"}));
+  EXPECT_EQ(r.code, 0) << r.err;
+  // dcgan trains with Adam unless told otherwise: momentum would be ignored.
   expect_error(run_cli(dcgan_args({"--momentum", "0.5"})),
-               "--momentum is not supported with --model dcgan yet");
+               "--momentum applies to --optimizer sgd only, not adam");
   expect_error(run_cli(dcgan_args({"--nesterov"})),
-               "--nesterov is not supported with --model dcgan yet");
+               "--nesterov applies to --optimizer sgd only, not adam");
+  expect_error(run_cli(dcgan_args({"--optimizer", "rmsprop"})), "unknown optimizer 'rmsprop'");
 }
 
-TEST(CliDcganTest, ScheduleOptionsAreRefused) {
-  for (auto option : {std::vector<std::string>{"--lr-schedule", "cosine"},
-                      {"--warmup-steps", "5"},
-                      {"--lr-step-epochs", "2"},
-                      {"--lr-gamma", "0.5"}})
-    expect_error(run_cli(dcgan_args(option)),
-                 option[0] + " is not supported with --model dcgan yet");
+TEST(CliDcganTest, ScheduleOptionsAreHonoured) {
+  auto r = run_cli(dcgan_args({"--lr-schedule", "step", "--lr-step-epochs", "2", "--lr-gamma",
+                               "0.5", "--warmup-steps", "5"}));
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = run_cli(dcgan_args({"--lr-schedule", "cosine"}));
+  EXPECT_EQ(r.code, 0) << r.err;
+  // dcgan trains at a constant rate unless told otherwise: the step options would be ignored.
+  expect_error(run_cli(dcgan_args({"--lr-gamma", "0.5"})),
+               "--lr-gamma applies to --lr-schedule step only, not constant");
+  expect_error(run_cli(dcgan_args({"--lr-schedule", "linear"})), "--lr-schedule must be");
 }
 
 TEST(CliDcganTest, EvaluationAndDataOptionsAreRefused) {
@@ -424,11 +442,21 @@ TEST(CliOptionTest, AbsurdSizesSayOutOfMemory) {
   expect_error(r, "out of memory: a buffer sized by the options");
 }
 
-TEST(CliOptionTest, PlanAndBenchRefuseWhatDcganIgnores) {
+TEST(CliOptionTest, PlanAndBenchRefuseWhatDcganIgnoresAndHonourItsOptimizer) {
   expect_error(run_cli({"plan", "--model", "dcgan", "--classes", "5"}),
                "--classes does not apply to --model dcgan");
-  expect_error(run_cli({"bench", "--model", "dcgan", "--optimizer", "sgd"}),
-               "--optimizer sgd is not supported with --model dcgan yet");
+  expect_error(run_cli({"bench", "--model", "dcgan", "--optimizer", "rmsprop"}),
+               "unknown optimizer 'rmsprop'");
+  // dcgan plans and benchmarks SGD as it trains it: the update nodes are ApplyMomentum.
+  auto r = run_cli({"plan", "--model", "dcgan", "--image-size", "32", "--precision", "fp32",
+                    "--optimizer", "sgd", "--all-nodes"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("ApplyMomentum"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("ApplyAdam"), std::string::npos) << r.out;
+  r = run_cli({"plan", "--model", "dcgan", "--image-size", "32", "--precision", "fp32",
+               "--all-nodes"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("ApplyAdam"), std::string::npos) << r.out;
 }
 
 TEST(CliOptionTest, AbsurdThreadCountsAreRefused) {

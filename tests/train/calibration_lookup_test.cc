@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "tests/amp/calibration_test_util.h"
-#include "train/profiling.h"
+#include "train/calibrate.h"
 
 namespace campo {
 namespace {

@@ -1,0 +1,226 @@
+// DCGAN honours the training options that apply to it: --save/--save-every/--resume (one
+// checkpoint of both networks and both optimizer states; a resumed run reproduces the
+// uninterrupted one bit for bit), --optimizer sgd with --momentum/--nesterov, and the
+// learning-rate schedule.
+#include "train/gan_trainer.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "graph/checkpoint.h"
+#include "train/trainer.h"
+
+namespace campo {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string temp_path(const std::string& name) {
+  return (fs::temp_directory_path() /
+          ("campo_gan_" + std::to_string(long(::getpid())) + "_" + name))
+      .string();
+}
+
+// 6 steps per epoch of 8 synthetic 32x32 images, 2 epochs; small networks.
+GanOptions small_gan(const std::string& optimizer) {
+  GanOptions o;
+  o.dataset = "synthetic";
+  o.image_size = 32;
+  o.channels = 1;
+  o.batch = 8;
+  o.train_limit = 48;
+  o.epochs = 2;
+  o.ngf = o.ndf = 8;
+  o.nz = 16;
+  o.samples_dir = "";
+  o.progress = "none";
+  o.optimizer = optimizer;
+  // The rate halves each epoch (cosine would decay over --steps, which the first half of
+  // a resumed run sets differently).
+  o.lr_schedule = "step";
+  o.lr_step_epochs = 1;
+  o.lr_gamma = 0.5f;
+  if (optimizer == "sgd") {
+    o.lr = 0.01f;
+    o.nesterov = true;
+    o.warmup_steps = 3;
+  }
+  return o;
+}
+
+void check_gan_resume(const std::string& optimizer) {
+  const std::string path = temp_path("resume_" + optimizer + ".safetensors");
+  std::ostringstream log;
+  const GanResult full = train_gan(small_gan(optimizer), log, false);
+  ASSERT_EQ(full.loss_d_history.size(), 12u);
+
+  GanOptions first = small_gan(optimizer);
+  first.steps = 8;  // stops in the middle of epoch 2
+  first.save_path = path;
+  const GanResult a = train_gan(first, log, false);
+  ASSERT_EQ(a.steps, 8);
+  const std::map<std::string, std::string> meta = read_safetensors_metadata(path);
+  EXPECT_EQ(meta.at("campo.model"), "dcgan");
+  EXPECT_EQ(meta.at("campo.step"), "8");
+  EXPECT_EQ(meta.at("campo.epoch"), "1");
+  EXPECT_EQ(meta.at("campo.position_in_epoch"), "2");
+  EXPECT_EQ(meta.at("campo.optimizer"), optimizer);
+  for (const char* rng : {"campo.rng.noise", "campo.rng.d_step", "campo.rng.g_step"})
+    EXPECT_EQ(meta.count(rng), 1u) << rng;
+  // Both networks under their names, both optimizer states under "optimizer.".
+  const std::vector<std::string> names = checkpoint_tensor_names(path);
+  auto has = [&](const std::string& n) {
+    return std::find(names.begin(), names.end(), n) != names.end();
+  };
+  EXPECT_TRUE(has("netG.main.0.weight"));
+  EXPECT_TRUE(has("netD.main.0.weight"));
+  int g_state = 0, d_state = 0;
+  for (const std::string& n : names) {
+    g_state += n.rfind("optimizer.netG.", 0) == 0;
+    d_state += n.rfind("optimizer.netD.", 0) == 0;
+  }
+  EXPECT_GT(g_state, 0);
+  EXPECT_GT(d_state, 0);
+
+  GanOptions second = small_gan(optimizer);
+  second.resume_path = path;
+  const GanResult b = train_gan(second, log, false);
+  ASSERT_EQ(b.loss_d_history.size(), 4u) << log.str();
+  EXPECT_EQ(b.steps, 12);
+  EXPECT_NE(log.str().find("resumed from " + path + " at step 8 (epoch 2, batch 2)"),
+            std::string::npos)
+      << log.str();
+  for (size_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(a.loss_d_history[i], full.loss_d_history[i]) << "step " << i;
+    EXPECT_EQ(a.loss_g_history[i], full.loss_g_history[i]) << "step " << i;
+  }
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(b.loss_d_history[i], full.loss_d_history[8 + i]) << "resumed step " << 8 + i;
+    EXPECT_EQ(b.loss_g_history[i], full.loss_g_history[8 + i]) << "resumed step " << 8 + i;
+  }
+  fs::remove(path);
+}
+
+TEST(GanResumeTest, AdamReproducesTheUninterruptedRun) { check_gan_resume("adam"); }
+TEST(GanResumeTest, SgdNesterovReproducesTheUninterruptedRun) { check_gan_resume("sgd"); }
+
+TEST(GanResumeTest, SaveEveryWritesMidEpochAndTheEndIsAnEpochStart) {
+  const std::string path = temp_path("every.safetensors");
+  GanOptions o = small_gan("adam");
+  o.epochs = 1;
+  o.save_path = path;
+  o.save_every = 4;
+  std::ostringstream log;
+  train_gan(o, log, false);
+  // The last save is the epoch end, stored as the start of the next epoch.
+  const auto meta = read_safetensors_metadata(path);
+  EXPECT_EQ(meta.at("campo.step"), "6");
+  EXPECT_EQ(meta.at("campo.epoch"), "1");
+  EXPECT_EQ(meta.at("campo.position_in_epoch"), "0");
+  EXPECT_NE(log.str().find("campo: checkpoint " + path), std::string::npos) << log.str();
+  fs::remove(path);
+}
+
+// A checkpoint of another model, another optimizer, or a position past the run is refused
+// with a message naming the file; nothing is trained.
+TEST(GanResumeTest, WrongCheckpointsAreRefused) {
+  const std::string path = temp_path("wrong.safetensors");
+  GanOptions o = small_gan("adam");
+  o.epochs = 1;
+  o.save_path = path;
+  std::ostringstream log;
+  train_gan(o, log, false);
+
+  GanOptions sgd = small_gan("sgd");
+  sgd.resume_path = path;
+  try {
+    train_gan(sgd, log, false);
+    ADD_FAILURE() << "resumed an adam checkpoint with sgd";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("was trained with optimizer 'adam', not 'sgd'"),
+              std::string::npos)
+        << e.what();
+  }
+  GanOptions past = small_gan("adam");
+  past.epochs = 1;  // the checkpoint is at the start of epoch 2
+  past.resume_path = path;
+  const GanResult done = train_gan(past, log, false);  // nothing left to train
+  EXPECT_EQ(done.steps, 6);
+  EXPECT_TRUE(done.loss_d_history.empty());
+
+  const std::string classifier = temp_path("classifier.safetensors");
+  TrainOptions t;
+  t.model = "mlp";
+  t.dataset = "synthetic";
+  t.precision = "fp32";
+  t.train_limit = 64;
+  t.test_limit = 16;
+  t.batch = 32;
+  t.progress = "none";
+  t.save_path = classifier;
+  train(t, log, false);
+  GanOptions wrong = small_gan("adam");
+  wrong.resume_path = classifier;
+  try {
+    train_gan(wrong, log, false);
+    ADD_FAILURE() << "resumed a classifier checkpoint";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("holds model 'mlp', not 'dcgan'"), std::string::npos)
+        << e.what();
+  }
+  fs::remove(path);
+  fs::remove(classifier);
+}
+
+// The optimizer and the schedule reach the step graphs: the first step is the same (same
+// initial weights, same data and noise; warm-up aside), later ones differ.
+TEST(GanTrainerTest, OptimizerAndScheduleChangeTheRun) {
+  auto run = [](GanOptions o) {
+    o.epochs = 1;
+    o.steps = 3;
+    std::ostringstream log;
+    return train_gan(o, log, false);
+  };
+  GanOptions base = small_gan("adam");
+  base.lr_schedule = "constant";
+  const GanResult adam = run(base);
+  GanOptions sgd = base;
+  sgd.optimizer = "sgd";
+  const GanResult with_sgd = run(sgd);
+  GanOptions cosine = base;
+  cosine.lr_schedule = "cosine";
+  const GanResult with_cosine = run(cosine);
+  GanOptions decay = base;
+  decay.weight_decay = 0.5f;
+  const GanResult with_decay = run(decay);
+  for (const GanResult* r : {&with_sgd, &with_cosine, &with_decay}) {
+    ASSERT_EQ(r->loss_d_history.size(), 3u);
+    EXPECT_EQ(r->loss_d_history[0], adam.loss_d_history[0]);  // D's loss before any update
+    EXPECT_NE(r->loss_d_history[2], adam.loss_d_history[2]);
+  }
+}
+
+TEST(GanTrainerTest, OptionsThatCannotApplyAreErrors) {
+  GanOptions o;
+  o.optimizer = "rmsprop";
+  EXPECT_THROW(validate_gan(o), Error);
+  o = GanOptions{};
+  o.nesterov = true;  // adam
+  EXPECT_THROW(validate_gan(o), Error);
+  o = GanOptions{};
+  o.lr_schedule = "linear";
+  EXPECT_THROW(validate_gan(o), Error);
+  o = GanOptions{};
+  o.save_every = 5;  // without save_path
+  EXPECT_THROW(validate_gan(o), Error);
+  o = GanOptions{};
+  o.samples_dir = "";
+  o.resume_path = "/no/such/file.safetensors";
+  EXPECT_THROW(validate_gan(o), Error);
+}
+
+}  // namespace
+}  // namespace campo

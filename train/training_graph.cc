@@ -1,0 +1,78 @@
+#include "train/training_graph.h"
+
+#include "amp/cost_aware.h"
+#include "amp/padding.h"
+#include "graph/autodiff.h"
+#include "graph/builder.h"
+#include "runtime/check.h"
+
+namespace campo {
+
+PolicyResult apply_policy(Graph& g, const PrecisionConfig& precision, const CostTable* costs,
+                          const PaddingDecision& pays) {
+  PolicyResult r;
+  switch (precision.policy) {
+    case Precision::fp32:
+      return r;
+    case Precision::amp:
+      apply_amp_policy(g, precision.lists, precision.low);
+      return r;
+    case Precision::cost_aware:
+      break;
+  }
+  CAMPO_CHECK(costs != nullptr,
+              "internal: cost-aware needs the graph's costs (train/profiling.h "
+              "with_profiled_costs measures them)");
+  auto plan = std::make_shared<const CostAwarePlan>(
+      plan_cost_aware(g, precision.lists, *costs, {precision.search, precision.fold_casts}));
+  apply_precision(g, plan->low, precision.low, precision.fold_casts);
+  r.padding_candidates = int(padding_candidates(g).size());
+  if (precision.padding)
+    r.padded =
+        apply_padding(g, [&](NodeId id) { return pays ? pays(g, id) : padding_pays(g, id); });
+  r.cost_plan = std::move(plan);
+  return r;
+}
+
+TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
+                                       const TrainingGraphSpec& spec) {
+  TrainingGraphInfo info;
+  CAMPO_CHECK(spec.precision.policy != Precision::cost_aware || spec.precision.costs,
+              "internal: build_training_graph: cost-aware without costs (fill them with "
+              "with_profiled_costs, train/profiling.h)");
+  Builder b(g, vars);
+  b.set_training(true);
+  Shape input_shape = {spec.batch};
+  input_shape.insert(input_shape.end(), spec.image_shape.begin(), spec.image_shape.end());
+  ValueId images = b.placeholder("images", input_shape);
+  ValueId labels = b.placeholder("labels", {spec.batch}, DType::i32);
+  ValueId logits = build_model(spec.model, b, images, spec.model_options);
+  info.loss = b.mean(b.sparse_softmax_cross_entropy(logits, labels));
+  ValueId seed_grad = b.placeholder("loss_scale", {});
+  std::vector<std::string> params = vars.names_of_kind(VariableKind::parameter);
+  std::vector<ValueId> param_values;
+  for (const auto& name : params) param_values.push_back(g.node(g.find_node(name)).outputs[0]);
+  std::vector<ValueId> grads = append_gradients(b, info.loss, seed_grad, param_values);
+  if (spec.precision.scaler.enabled) {
+    // Unscale in f32 and check every gradient for inf/NaN in one pass.
+    b.set_phase(Phase::backward);
+    ValueId inv_scale = b.placeholder("inv_loss_scale", {});
+    for (size_t i = 0; i < grads.size(); ++i)
+      if (grads[i] != kNoValue)
+        grads[i] = b.op(OpKind::Mul, {grads[i], inv_scale}, NoAttrs{}, params[i] + "/unscale");
+    std::vector<ValueId> present;
+    for (ValueId v : grads)
+      if (v != kNoValue) present.push_back(v);
+    info.all_finite = b.op(OpKind::AllFinite, present, NoAttrs{}, "AllFinite");
+  }
+  append_optimizer(b, params, grads, spec.optimizer, info.all_finite);
+  const PolicyResult policy = apply_policy(g, spec.precision, spec.precision.costs.get());
+  if (spec.precision.policy == Precision::cost_aware) info.costs = spec.precision.costs;
+  info.cost_plan = policy.cost_plan;
+  info.padding_candidates = policy.padding_candidates;
+  info.padded = policy.padded;
+  info.summary = summarize_precision(g, info.fetches());
+  return info;
+}
+
+}  // namespace campo

@@ -1,0 +1,77 @@
+// The training graph of a classifier (forward, loss, backward, optimizer) and the precision
+// policy every training graph goes through: apply_policy is the one place where fp32, amp
+// and cost-aware (with its casts and padding) are applied, for the classifier session
+// (train/trainer.h) and both step graphs of the GAN session (train/gan_trainer.h).
+//
+// Nothing here measures: cost-aware needs its costs given (profiling.h's
+// with_profiled_costs measures them), so that this file depends on no session and no
+// profiling step.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "amp/policy.h"
+#include "graph/graph.h"
+#include "graph/optimizer.h"
+#include "graph/variables.h"
+#include "models/models.h"
+
+namespace campo {
+
+// What apply_policy did to a graph.
+struct PolicyResult {
+  // cost-aware only: the decisions, by node id of the graph before cast insertion (which
+  // keeps its ids).
+  std::shared_ptr<const CostAwarePlan> cost_plan;
+  int padding_candidates = 0, padded = 0;  // cost-aware: low-precision GEMMs, padded ones
+};
+
+// Whether padding node `id` of g (a padding candidate, amp/padding.h) pays.
+using PaddingDecision = std::function<bool(const Graph& g, NodeId id)>;
+
+// Applies precision.policy to g, a training graph without casts:
+//   fp32        nothing;
+//   amp         TensorFlow's painting of precision.lists (apply_amp_policy);
+//   cost-aware  plan_cost_aware with `costs` (by node id of g; required), the casts
+//               (apply_precision), then, with precision.padding, sets pad_to on the
+//               low-precision GEMMs `pays` says gain from it (default: padding_pays, a
+//               side-by-side timing of each candidate).
+PolicyResult apply_policy(Graph& g, const PrecisionConfig& precision, const CostTable* costs,
+                          const PaddingDecision& pays = nullptr);
+
+// What one training step computes: model forward on placeholders "images" [batch, C, H, W]
+// and "labels" [batch] (i32), mean softmax cross-entropy, gradients seeded by the
+// placeholder "loss_scale", unscaling and the AllFinite check when loss scaling is on,
+// the optimizer updates, then the precision policy (apply_policy; cost-aware uses
+// precision.costs, which must be set: see with_profiled_costs in train/profiling.h).
+struct TrainingGraphSpec {
+  std::string model;
+  ModelOptions model_options;
+  Shape image_shape;  // [C, H, W]
+  int64_t batch = 0;
+  OptimizerConfig optimizer;
+  PrecisionConfig precision;
+};
+struct TrainingGraphInfo {
+  ValueId loss = kNoValue;
+  ValueId all_finite = kNoValue;
+  // What a training step fetches: the loss, and the gradients' finiteness check when there
+  // is one (the live nodes are those these and the updates need).
+  std::vector<ValueId> fetches() const {
+    if (all_finite == kNoValue) return {loss};
+    return {loss, all_finite};
+  }
+  PrecisionSummary summary;
+  // cost-aware only: the costs used and the decisions (by node id of the graph before
+  // cast insertion, which keeps its ids).
+  std::shared_ptr<const CostTable> costs;
+  std::shared_ptr<const CostAwarePlan> cost_plan;
+  int padding_candidates = 0, padded = 0;  // cost-aware: low-precision GEMMs, padded ones
+};
+TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
+                                       const TrainingGraphSpec& spec);
+
+}  // namespace campo
