@@ -72,8 +72,9 @@ std::string version_text() {
 #endif
   os << "onednn: " << v->major << "." << v->minor << "." << v->patch << " (isa "
      << this_machine().onednn_isa << ")\n";
-  os << "cpu: " << cpu_features() << "\n";
-  const bool native_allowed = CpuBackend().allows_native_low_precision();  // CAMPO_CPU_BF16
+  CpuBackend cpu;
+  os << cpu.describe() << " (" << cpu_features() << ")\n";
+  const bool native_allowed = cpu.allows_native_low_precision();  // CAMPO_CPU_BF16
   if (!cpu_has_native_bf16())
     os << "bf16: emulated in f32 (no AVX-512 BF16)\n";
   else if (!native_allowed)

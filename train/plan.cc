@@ -540,6 +540,8 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
       << "," << o.run.image_size << "," << o.run.image_size << "], " << o.steps << " steps x "
       << o.repeats << " interleaved repetitions, low precision " << o.run.low_precision << "\n";
   nlohmann::json j = nlohmann::json::array();
+  // What the figures were measured on (Backend::describe of the benchmarked device).
+  const std::string machine = make_backend(o.run.device)->describe();
   for (BenchResult& res : results) {
     res.ratio_to_fp32 = fp32_median > 0 ? res.median / fp32_median : 0;
     const double measured_ms = res.median > 0 ? 1000.0 * double(o.run.batch) / res.median : 0;
@@ -575,6 +577,7 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
       out << line;
     }
     j.push_back({{"model", o.run.model},
+                 {"machine", machine},
                  {"precision", res.precision},
                  {"low_precision", o.run.low_precision},
                  {"batch", o.run.batch},
