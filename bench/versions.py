@@ -76,15 +76,21 @@ def main():
                 for policy, new in got["new"].items():
                     ratios.setdefault((m, policy), []).append(new / got["old"][policy])
             print(f"repetition {r + 1}/{args.repeats} done", file=sys.stderr)
-    print(f"new / old samples/s, paired by repetition ({args.repeats} repetitions)")
-    print(f"{'model':<10} {'policy':<11} {'median':>7}  95% CI         faster")
+            if r + 1 < args.repeats:
+                print_table(ratios, r + 1, sys.stderr)  # so far, for a run cut short
+    print_table(ratios, args.repeats, sys.stdout)
+
+
+def print_table(ratios, repeats, out):
+    print(f"new / old samples/s, paired by repetition ({repeats} repetitions)", file=out)
+    print(f"{'model':<10} {'policy':<11} {'median':>7}  95% CI         faster", file=out)
     for (m, policy), rs in ratios.items():
         s = sorted(rs)
         median = s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2
         ci = sign_test_ci(s)
         ci_text = f"{ci[0]:.3f}-{ci[1]:.3f}" if ci and ci[0] is not None else "n/a"
         faster = sum(1 for x in rs if x > 1)
-        print(f"{m:<10} {policy:<11} {median:7.3f}  {ci_text:<13}  {faster}/{len(rs)}")
+        print(f"{m:<10} {policy:<11} {median:7.3f}  {ci_text:<13}  {faster}/{len(rs)}", file=out)
 
 
 if __name__ == "__main__":
