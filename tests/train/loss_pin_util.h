@@ -23,7 +23,8 @@ struct PinRun {
 };
 
 // What distinguishes one CPU's results from another's: the model name, the ISA extensions
-// oneDNN and campo's own kernels choose by, and the thread count (reductions split by it).
+// oneDNN and campo's own kernels choose by, the thread count (reductions split by it), and
+// a build other than Release.
 inline std::string pin_machine_key() {
   std::ifstream in("/proc/cpuinfo");
   std::string line, model = "unknown", flags;
@@ -35,7 +36,20 @@ inline std::string pin_machine_key() {
   std::string key = model;
   for (const char* f : {"avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "f16c"})
     if (flags.find(std::string(" ") + f + " ") != std::string::npos) key += std::string(" ") + f;
-  return key + " threads=" + std::to_string(omp_get_max_threads());
+  key += " threads=" + std::to_string(omp_get_max_threads());
+  // Optimisation level and instrumentation change how campo's own loops compile (the
+  // sanitizer build's -O1 gives other ResNet-18 bits); the pins are the Release build's.
+#if defined(__SANITIZE_ADDRESS__)
+  key += " build=sanitized";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  key += " build=sanitized";
+#endif
+#endif
+#if !defined(__OPTIMIZE__)
+  key += " build=unoptimized";
+#endif
+  return key;
 }
 
 // A cost table that does not depend on timings: f32 time grows with the output size; allow
