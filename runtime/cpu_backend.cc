@@ -1,6 +1,5 @@
 #include "runtime/cpu_backend.h"
 
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -71,12 +70,6 @@ std::unique_ptr<NodeTimer> CpuBackend::make_timer(size_t slots) {
 }
 
 namespace {
-double now_ms() {
-  return std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 std::shared_ptr<Backend> make_cpu_backend(const DeviceSpec& spec) {
   CAMPO_CHECK(spec.index == 0, "--device ", spec.str(), ": the CPU has no index (use cpu)");
   return std::make_shared<CpuBackend>();
@@ -85,8 +78,8 @@ std::shared_ptr<Backend> make_cpu_backend(const DeviceSpec& spec) {
 const bool cpu_registered = (register_backend(Device::cpu, make_cpu_backend), true);
 }  // namespace
 
-void HostNodeTimer::start(size_t) { started_ = now_ms(); }
-void HostNodeTimer::stop(size_t slot) { ms_.at(slot) = now_ms() - started_; }
+void HostNodeTimer::start(size_t) { timer_.reset(); }
+void HostNodeTimer::stop(size_t slot) { ms_.at(slot) = timer_.milliseconds(); }
 
 std::shared_ptr<Backend> default_cpu_backend() {
   static const std::shared_ptr<Backend> backend = make_backend({Device::cpu, 0});

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "runtime/backend.h"
+#include "runtime/timer.h"
 
 namespace dnnl {
 struct engine;
@@ -56,7 +57,7 @@ class HostNodeTimer : public NodeTimer {
 
  private:
   std::vector<double> ms_;
-  double started_ = 0;
+  Timer timer_;
 };
 
 }  // namespace campo
