@@ -35,21 +35,30 @@ std::string failure_reason() {
 
 using Bytes = std::vector<uint8_t>;
 
-// stb_image 2.27 (Debian 12's libstb-dev) builds a JPEG Huffman table from its 16 code
-// counts without checking that they sum to at most 256, and writes past the table when
-// they do (found by fuzz/image_fuzz.cc; stb_image 2.28 refuses such a table). This walks
-// the JPEG's markers the way stb_image reads them, up to the first frame header when
-// `until_frame` (all stbi_info reads) or to the end, and returns the problem of the first
-// such table, or "" (also for a file that is not a JPEG, or malformed otherwise: stb_image
+// stb_image 2.27 (Debian 12's libstb-dev) trusts a JPEG's tables in three ways that the
+// image fuzzer (fuzz/image_fuzz.cc) broke:
+// - it builds a Huffman table from its 16 code counts without checking that they sum to
+//   at most 256, and writes past the table when they do (2.28 refuses such a table);
+// - its decoder marks "no short code" with symbol index 255, so in a table of 256 codes
+//   whose last code is short it takes that code for a longer one and decodes a symbol of
+//   another length (an assertion in a debug build, wrong pixels otherwise). Real JPEGs
+//   have at most 162 codes per table, so 256 is refused outright;
+// - a scan may use a Huffman table, and a frame component a quantisation table, that no
+//   DHT or DQT segment defined: stb_image then reads its never-initialised table memory.
+// This walks the JPEG's markers the way stb_image reads them, up to the first frame header
+// when `until_frame` (all stbi_info reads) or to the end, and returns the first such
+// problem, or "" (also for a file that is not a JPEG, or malformed otherwise: stb_image
 // reports that itself).
-std::string oversized_jpeg_huffman_table(std::span<const uint8_t> b, bool until_frame) {
+std::string unsafe_jpeg_tables(std::span<const uint8_t> b, bool until_frame) {
   size_t pos = 0;
   auto next = [&] { return pos < b.size() ? int(b[pos++]) : EOF; };
   std::string problem;
+  bool huffman_defined[2][4] = {}, quant_defined[4] = {}, progressive = false;
+  std::vector<int> frame_quant_tables;  // per component of the last frame header
   int first = next(), soi = first;
   while (first == 0xff && soi == 0xff) soi = next();  // stb_image skips fill bytes here too
   if (first == 0xff && soi == 0xd8) {
-    for (;;) {
+    while (problem.empty()) {
       int c = next();
       if (c == EOF) break;
       if (c != 0xff) continue;  // entropy-coded data, or junk stb_image skips too
@@ -60,23 +69,74 @@ std::string oversized_jpeg_huffman_table(std::span<const uint8_t> b, bool until_
       const int hi = next(), lo = next();
       if (lo == EOF) break;
       long length = ((long(hi) << 8) | long(lo)) - 2;
-      if (c != 0xc4) {  // not DHT: skip the segment
-        if (length < 0) break;
-        pos += size_t(length);
-        continue;
+      if (length < 0) break;
+      const size_t segment_end = pos + size_t(length);
+      if (c == 0xc4) {
+        // DHT: tables of (class/id byte, 16 counts, sum(counts) symbols) while length > 0.
+        while (length > 0 && problem.empty()) {
+          const int id = next();
+          if (id == EOF) break;
+          int codes = 0;
+          for (int i = 0; i < 16; ++i) codes += std::max(next(), 0);
+          if (codes > 255)
+            problem = "corrupt JPEG: a Huffman table (DHT) declares " + std::to_string(codes) +
+                      " codes, at most 255 are supported";
+          else if ((id >> 4) <= 1 && (id & 15) <= 3)
+            huffman_defined[id >> 4][id & 15] = true;
+          pos += size_t(codes);
+          length -= 17 + codes;
+        }
+        continue;  // pos is where stb_image goes on reading, whatever the length said
       }
-      // DHT: tables of (class/id byte, 16 counts, sum(counts) symbols) while length > 0.
-      while (length > 0 && problem.empty()) {
-        if (next() == EOF) break;
-        int codes = 0;
-        for (int i = 0; i < 16; ++i) codes += std::max(next(), 0);
-        if (codes > 256)
-          problem = "corrupt JPEG: a Huffman table (DHT) declares " + std::to_string(codes) +
-                    " codes, at most 256 are possible";
-        pos += size_t(codes);
-        length -= 17 + codes;
+      if (c == 0xdb) {  // DQT: tables of (precision/id byte, 64 one- or two-byte values)
+        while (length > 0) {
+          const int id = next();
+          if (id == EOF) break;
+          if ((id & 15) <= 3) quant_defined[id & 15] = true;
+          const long size = (id >> 4) ? 128 : 64;
+          pos += size_t(size);
+          length -= 1 + size;
+        }
+      } else if (c >= 0xc0 && c <= 0xc2) {  // SOF0..2: P, Y, X, Nf, Nf x (C, HV, Tq)
+        progressive = c == 0xc2;
+        pos += 5;
+        const int components = std::max(next(), 0);
+        frame_quant_tables.clear();
+        for (int i = 0; i < components && pos + 3 <= segment_end; ++i) {
+          pos += 2;
+          frame_quant_tables.push_back(next());
+        }
+      } else if (c == 0xda) {  // SOS: Ns, Ns x (Cs, Td/Ta), Ss, Se, Ah/Al
+        const int components = std::max(next(), 0);
+        std::vector<int> tables;
+        for (int i = 0; i < components && i < 4; ++i) {
+          next();
+          tables.push_back(next());
+        }
+        const int spectral_start = next();
+        next();  // Se
+        const int approximation_high = next() >> 4;
+        // The tables stb_image decodes this scan with: both in a baseline scan; in a
+        // progressive one, DC for a first DC scan and AC for any AC scan.
+        const bool dc = !progressive || (spectral_start == 0 && approximation_high == 0);
+        const bool ac = !progressive || spectral_start > 0;
+        for (int t : tables) {
+          const int td = t >> 4, ta = t & 15;
+          if (t < 0 || td > 3 || ta > 3) continue;  // stb_image refuses these itself
+          if ((dc && !huffman_defined[0][td]) || (ac && !huffman_defined[1][ta])) {
+            problem = "corrupt JPEG: a scan uses Huffman table " +
+                      std::string(dc && !huffman_defined[0][td] ? "DC " + std::to_string(td)
+                                                                : "AC " + std::to_string(ta)) +
+                      ", which no DHT segment before it defines";
+            break;
+          }
+        }
+        for (int q : frame_quant_tables)
+          if (problem.empty() && q >= 0 && q <= 3 && !quant_defined[q])
+            problem = "corrupt JPEG: the frame uses quantisation table " + std::to_string(q) +
+                      ", which no DQT segment before its first scan defines";
       }
-      if (!problem.empty() || pos >= b.size()) break;
+      pos = segment_end;
     }
   }
   return problem;
@@ -138,7 +198,7 @@ std::string overlong_png_chunk(std::span<const uint8_t> b) {
 // What stb_image would mishandle in the file, or "" (see above). `whole_file`: `b` is the
 // whole file, about to be decoded; otherwise a prefix whose header is probed.
 std::string unsafe_header(std::span<const uint8_t> b, bool whole_file) {
-  std::string problem = oversized_jpeg_huffman_table(b, /*until_frame=*/!whole_file);
+  std::string problem = unsafe_jpeg_tables(b, /*until_frame=*/!whole_file);
   if (problem.empty()) problem = overflowing_pnm_header(b);
   if (problem.empty() && whole_file) problem = overlong_png_chunk(b);
   return problem;

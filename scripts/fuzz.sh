@@ -6,8 +6,10 @@
 #   bash scripts/fuzz.sh [seconds-per-target] [name...]    default 30 s, every target
 # Environment: BUILD_DIR (default build-fuzz); FUZZ_WORK, where corpora, logs and
 # reproducers go (default a new directory under $TMPDIR or /tmp, never the repository;
-# kept after a finding or when given, removed after a clean run); FUZZ_ARGS, extra
-# libFuzzer flags.
+# kept after a finding or when given, removed after a clean run); FUZZ_SEED, libFuzzer's
+# random seed (default: a new one each run; CI fixes it, so that a CI run finds the same
+# inputs each time up to the time limit and a change cannot fail CI by chance); FUZZ_ARGS,
+# extra libFuzzer flags.
 # Reproduce a finding: build-fuzz/<name>_fuzz <reproducer>   (see docs/testing.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,6 +58,7 @@ for name in "${targets[@]}"; do
   if [ -d "fuzz/regressions/$name" ]; then inputs+=("fuzz/regressions/$name"); fi
   args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
         -artifact_prefix="$dir/artifacts/")
+  if [ -n "${FUZZ_SEED:-}" ]; then args+=(-seed="$FUZZ_SEED"); fi
   if [ -f "fuzz/$name.dict" ]; then args+=(-dict="fuzz/$name.dict"); fi
   status=0
   # shellcheck disable=SC2086  # FUZZ_ARGS is a list of flags

@@ -123,7 +123,7 @@ TEST(ImageFileTest, JpegHuffmanTableOfMoreThan256CodesIsRefused) {
   write_file(path, jpeg({dht_segment(300), kFrame}));
   const std::string msg = error_message([&] { decode_image_file(path); });
   EXPECT_TRUE(contains(msg, path)) << msg;
-  EXPECT_TRUE(contains(msg, "Huffman table (DHT) declares 300 codes, at most 256")) << msg;
+  EXPECT_TRUE(contains(msg, "Huffman table (DHT) declares 300 codes, at most 255")) << msg;
   ImageFileInfo info;
   std::string reason;
   EXPECT_FALSE(probe_image_file(path, &info, &reason));
@@ -153,16 +153,73 @@ TEST(ImageFileTest, JpegHuffmanTableAfterTheFrameHeaderIsCheckedWhenDecoding) {
   EXPECT_TRUE(contains(msg, "declares 257 codes")) << msg;
 }
 
-TEST(ImageFileTest, JpegHuffmanTableOf256CodesPassesTheCheck) {
-  // 256 codes is the most a table can have: the header probes as an 8x8 grey JPEG.
+TEST(ImageFileTest, JpegHuffmanTableOf256CodesIsRefused) {
+  // stb_image 2.27 marks "no short code" with symbol index 255, so the 256th code of a full
+  // table, 9 bits long here, decodes as another symbol (the fuzzer's assertion failure).
   TempDir dir;
   const std::string path = dir.file("full.jpg");
   write_file(path, jpeg({dht_segment(256), kFrame}));
+  std::string reason;
+  EXPECT_FALSE(probe_image_file(path, nullptr, &reason));
+  EXPECT_TRUE(contains(reason, "declares 256 codes, at most 255 are supported")) << reason;
+}
+
+TEST(ImageFileTest, JpegHuffmanTableOf255CodesPassesTheCheck) {
+  TempDir dir;
+  const std::string path = dir.file("255.jpg");
+  write_file(path, jpeg({dht_segment(255), kFrame}));
   ImageFileInfo info;
   std::string reason;
   EXPECT_TRUE(probe_image_file(path, &info, &reason)) << reason;
   EXPECT_EQ(info.height, 8);
   EXPECT_EQ(info.width, 8);
+}
+
+// A quantisation table segment: table `id`, all 64 values 1.
+std::vector<uint8_t> dqt_segment(uint8_t id) {
+  std::vector<uint8_t> s = {0xff, 0xdb, 0, 67, id};
+  s.insert(s.end(), 64, 1);
+  return s;
+}
+
+// A scan header for kFrame's one component, with DC table `dc` and AC table `ac`, and a
+// few bytes of entropy-coded data.
+std::vector<uint8_t> scan(int dc, int ac) {
+  return {0xff, 0xda, 0, 8, 1, 1, uint8_t(dc << 4 | ac), 0, 63, 0, 0x12, 0x34, 0x56};
+}
+
+TEST(ImageFileTest, JpegScanWithAnUndefinedHuffmanTableIsRefused) {
+  // stb_image 2.27 would decode with its never-initialised table memory.
+  TempDir dir;
+  const std::string path = dir.file("no-ac.jpg");
+  write_file(path, jpeg({dqt_segment(0), kFrame, dht_segment(12, 0x00), scan(0, 0)}));
+  std::string msg = error_message([&] { decode_image_file(path); });
+  EXPECT_TRUE(contains(msg, "a scan uses Huffman table AC 0, which no DHT segment before it "
+                            "defines"))
+      << msg;
+  write_file(path, jpeg({dqt_segment(0), kFrame, dht_segment(12, 0x10), scan(0, 0)}));
+  msg = error_message([&] { decode_image_file(path); });
+  EXPECT_TRUE(contains(msg, "Huffman table DC 0, which no DHT")) << msg;
+  // With both tables (and a table 1 the scan does not use), only stb_image's own checks
+  // are left: the entropy-coded data is nonsense, but no table is missing.
+  write_file(path, jpeg({dqt_segment(0), kFrame, dht_segment(12, 0x00), dht_segment(12, 0x10),
+                         scan(0, 0)}));
+  try {
+    decode_image_file(path);
+  } catch (const Error& e) {
+    EXPECT_FALSE(contains(e.what(), "which no DHT")) << e.what();
+  }
+}
+
+TEST(ImageFileTest, JpegFrameWithAnUndefinedQuantisationTableIsRefused) {
+  TempDir dir;
+  const std::string path = dir.file("no-dqt.jpg");
+  write_file(path, jpeg({dqt_segment(1), kFrame, dht_segment(12, 0x00), dht_segment(12, 0x10),
+                         scan(0, 0)}));
+  const std::string msg = error_message([&] { decode_image_file(path); });
+  EXPECT_TRUE(contains(msg, "the frame uses quantisation table 0, which no DQT segment before "
+                            "its first scan defines"))
+      << msg;
 }
 
 // A GIF's logical screen descriptor (no colour table): enough for stb_image's header probe.
