@@ -1,9 +1,12 @@
 #include "datasets/image_file.h"
 
+#include <turbojpeg.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -16,12 +19,16 @@
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 #pragma GCC diagnostic ignored "-Wimplicit-fallthrough"
 #pragma GCC diagnostic ignored "-Wunused-but-set-variable"
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wstringop-overflow"  // gcc: false positives, format conversion
+#endif
 #define STB_IMAGE_STATIC
 #define STB_IMAGE_IMPLEMENTATION
 #define STBI_NO_HDR  // 8-bit images only
 #define STBI_NO_PSD
 #define STBI_NO_PIC
-#define STBI_FAILURE_USERMSG  // readable reasons ("corrupt JPEG", not "bad huffman code")
+#define STBI_NO_JPEG          // JPEG goes to libjpeg-turbo (see decode_jpeg)
+#define STBI_FAILURE_USERMSG  // readable reasons ("corrupt PNG", not "bad IHDR len")
 #include <stb_image.h>
 #pragma GCC diagnostic pop
 
@@ -34,113 +41,6 @@ std::string failure_reason() {
 }
 
 using Bytes = std::vector<uint8_t>;
-
-// stb_image 2.27 (Debian 12's libstb-dev) trusts a JPEG's tables in three ways that the
-// image fuzzer (fuzz/image_fuzz.cc) broke:
-// - it builds a Huffman table from its 16 code counts without checking that they sum to
-//   at most 256, and writes past the table when they do (2.28 refuses such a table);
-// - its decoder marks "no short code" with symbol index 255, so in a table of 256 codes
-//   whose last code is short it takes that code for a longer one and decodes a symbol of
-//   another length (an assertion in a debug build, wrong pixels otherwise). Real JPEGs
-//   have at most 162 codes per table, so 256 is refused outright;
-// - a scan may use a Huffman table, and a frame component a quantisation table, that no
-//   DHT or DQT segment defined: stb_image then reads its never-initialised table memory.
-// This walks the JPEG's markers the way stb_image reads them, up to the first frame header
-// when `until_frame` (all stbi_info reads) or to the end, and returns the first such
-// problem, or "" (also for a file that is not a JPEG, or malformed otherwise: stb_image
-// reports that itself).
-std::string unsafe_jpeg_tables(std::span<const uint8_t> b, bool until_frame) {
-  size_t pos = 0;
-  auto next = [&] { return pos < b.size() ? int(b[pos++]) : EOF; };
-  std::string problem;
-  bool huffman_defined[2][4] = {}, quant_defined[4] = {}, progressive = false;
-  std::vector<int> frame_quant_tables;  // per component of the last frame header
-  int first = next(), soi = first;
-  while (first == 0xff && soi == 0xff) soi = next();  // stb_image skips fill bytes here too
-  if (first == 0xff && soi == 0xd8) {
-    while (problem.empty()) {
-      int c = next();
-      if (c == EOF) break;
-      if (c != 0xff) continue;  // entropy-coded data, or junk stb_image skips too
-      while (c == 0xff) c = next();
-      if (c == EOF || c == 0xd9) break;                                  // EOI
-      if (c == 0x00 || c == 0x01 || (c >= 0xd0 && c <= 0xd8)) continue;  // no length
-      if (until_frame && (c == 0xc0 || c == 0xc1 || c == 0xc2)) break;   // SOF0..2
-      const int hi = next(), lo = next();
-      if (lo == EOF) break;
-      long length = ((long(hi) << 8) | long(lo)) - 2;
-      if (length < 0) break;
-      const size_t segment_end = pos + size_t(length);
-      if (c == 0xc4) {
-        // DHT: tables of (class/id byte, 16 counts, sum(counts) symbols) while length > 0.
-        while (length > 0 && problem.empty()) {
-          const int id = next();
-          if (id == EOF) break;
-          int codes = 0;
-          for (int i = 0; i < 16; ++i) codes += std::max(next(), 0);
-          if (codes > 255)
-            problem = "corrupt JPEG: a Huffman table (DHT) declares " + std::to_string(codes) +
-                      " codes, at most 255 are supported";
-          else if ((id >> 4) <= 1 && (id & 15) <= 3)
-            huffman_defined[id >> 4][id & 15] = true;
-          pos += size_t(codes);
-          length -= 17 + codes;
-        }
-        continue;  // pos is where stb_image goes on reading, whatever the length said
-      }
-      if (c == 0xdb) {  // DQT: tables of (precision/id byte, 64 one- or two-byte values)
-        while (length > 0) {
-          const int id = next();
-          if (id == EOF) break;
-          if ((id & 15) <= 3) quant_defined[id & 15] = true;
-          const long size = (id >> 4) ? 128 : 64;
-          pos += size_t(size);
-          length -= 1 + size;
-        }
-      } else if (c >= 0xc0 && c <= 0xc2) {  // SOF0..2: P, Y, X, Nf, Nf x (C, HV, Tq)
-        progressive = c == 0xc2;
-        pos += 5;
-        const int components = std::max(next(), 0);
-        frame_quant_tables.clear();
-        for (int i = 0; i < components && pos + 3 <= segment_end; ++i) {
-          pos += 2;
-          frame_quant_tables.push_back(next());
-        }
-      } else if (c == 0xda) {  // SOS: Ns, Ns x (Cs, Td/Ta), Ss, Se, Ah/Al
-        const int components = std::max(next(), 0);
-        std::vector<int> tables;
-        for (int i = 0; i < components && i < 4; ++i) {
-          next();
-          tables.push_back(next());
-        }
-        const int spectral_start = next();
-        next();  // Se
-        const int approximation_high = next() >> 4;
-        // The tables stb_image decodes this scan with: both in a baseline scan; in a
-        // progressive one, DC for a first DC scan and AC for any AC scan.
-        const bool dc = !progressive || (spectral_start == 0 && approximation_high == 0);
-        const bool ac = !progressive || spectral_start > 0;
-        for (int t : tables) {
-          const int td = t >> 4, ta = t & 15;
-          if (t < 0 || td > 3 || ta > 3) continue;  // stb_image refuses these itself
-          if ((dc && !huffman_defined[0][td]) || (ac && !huffman_defined[1][ta])) {
-            problem = "corrupt JPEG: a scan uses Huffman table " +
-                      std::string(dc && !huffman_defined[0][td] ? "DC " + std::to_string(td)
-                                                                : "AC " + std::to_string(ta)) +
-                      ", which no DHT segment before it defines";
-            break;
-          }
-        }
-        for (int q : frame_quant_tables)
-          if (problem.empty() && q >= 0 && q <= 3 && !quant_defined[q])
-            problem = "corrupt JPEG: the frame uses quantisation table " + std::to_string(q) +
-                      ", which no DQT segment before its first scan defines";
-      }
-      pos = segment_end;
-    }
-  }
-  return problem;
-}
 
 // stb_image 2.27 reads the numbers of a binary PNM header (P5, P6) into an int without an
 // overflow check, which is undefined behaviour above 2^31 - 1 (found by
@@ -198,8 +98,7 @@ std::string overlong_png_chunk(std::span<const uint8_t> b) {
 // What stb_image would mishandle in the file, or "" (see above). `whole_file`: `b` is the
 // whole file, about to be decoded; otherwise a prefix whose header is probed.
 std::string unsafe_header(std::span<const uint8_t> b, bool whole_file) {
-  std::string problem = unsafe_jpeg_tables(b, /*until_frame=*/!whole_file);
-  if (problem.empty()) problem = overflowing_pnm_header(b);
+  std::string problem = overflowing_pnm_header(b);
   if (problem.empty() && whole_file) problem = overlong_png_chunk(b);
   return problem;
 }
@@ -288,6 +187,88 @@ void check_pnm_complete(std::span<const uint8_t> bytes, const std::string& name,
               " pixels (", need, " bytes), ", have, " bytes follow it");
 }
 
+// JPEG is decoded by libjpeg-turbo (Debian's libturbojpeg0), not by stb_image 2.27, whose
+// JPEG decoder the image fuzzer kept breaking: writes past a Huffman table, a wrong symbol
+// for the last code of a full table, reads of never-initialised tables, shifts past 32
+// bits on corrupt entropy-coded data (fuzz/regressions/image/jpeg-*). libjpeg-turbo is the
+// decoder PyTorch's and TensorFlow's image loaders use, is fuzzed continuously by OSS-Fuzz,
+// and is faster. A JPEG is a file starting with the SOI marker (ff d8).
+bool is_jpeg(std::span<const uint8_t> b) { return b.size() >= 2 && b[0] == 0xff && b[1] == 0xd8; }
+
+// One TurboJPEG decompressor, destroyed with the scope. Its error text is per handle, so
+// decoding is thread-safe.
+class JpegDecoder {
+ public:
+  JpegDecoder() : handle_(tjInitDecompress()) {}
+  ~JpegDecoder() {
+    if (handle_) tjDestroy(handle_);
+  }
+  JpegDecoder(const JpegDecoder&) = delete;
+  JpegDecoder& operator=(const JpegDecoder&) = delete;
+
+  // Reads the headers up to the frame: size and colour space. False with *error.
+  bool read_header(std::span<const uint8_t> b, int* w, int* h, int* colorspace,
+                   std::string* error) {
+    int subsampling = 0;
+    if (handle_ && tjDecompressHeader3(handle_, b.data(), static_cast<unsigned long>(b.size()), w,
+                                       h, &subsampling, colorspace) == 0)
+      return true;
+    *error = this->error();
+    return false;
+  }
+
+  // Decodes into `out` (w x h x tjPixelSize[format] bytes). Warnings (corrupt entropy-coded
+  // data, a file cut short) are errors, not a partly grey image; a progressive JPEG of more
+  // than 500 scans is refused, as libjpeg-turbo recommends against decompression bombs.
+  bool decode(std::span<const uint8_t> b, uint8_t* out, int w, int h, int format,
+              std::string* error) {
+    if (tjDecompress2(handle_, b.data(), static_cast<unsigned long>(b.size()), out, w, 0, h, format,
+                      TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS) == 0)
+      return true;
+    *error = this->error();
+    return false;
+  }
+
+ private:
+  std::string error() const { return std::string("libjpeg-turbo: ") + tjGetErrorStr2(handle_); }
+  tjhandle handle_;
+};
+
+// Channels a decoded JPEG of this colour space has: grey 1, anything else RGB.
+int jpeg_channels(int colorspace) { return colorspace == TJCS_GRAY ? 1 : 3; }
+
+DecodedImage decode_jpeg(std::span<const uint8_t> bytes, const std::string& name) {
+  JpegDecoder decoder;
+  int w = 0, h = 0, colorspace = 0;
+  std::string error;
+  CAMPO_CHECK(decoder.read_header(bytes, &w, &h, &colorspace, &error), name,
+              ": cannot decode the image (", error, ")");
+  const int channels = jpeg_channels(colorspace);
+  check_header(name, w, h, channels);
+  // CMYK and YCCK (Adobe) JPEGs decode to CMYK as stored, inverted (255 = no ink), and are
+  // turned into RGB here the way stb_image does: R = C * K / 255, and so on.
+  const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
+  const int format = cmyk ? TJPF_CMYK : channels == 1 ? TJPF_GRAY : TJPF_RGB;
+  const size_t pixels = size_t(w) * size_t(h);
+  auto* data = static_cast<uint8_t*>(std::malloc(pixels * size_t(tjPixelSize[format])));
+  CAMPO_CHECK(data != nullptr, name, ": cannot decode the image (out of memory for ", w, "x", h,
+              " pixels)");
+  std::shared_ptr<uint8_t> owner(data, std::free);
+  CAMPO_CHECK(decoder.decode(bytes, data, w, h, format, &error), name,
+              ": cannot decode the image (", error, ")");
+  if (cmyk)  // in place: pixel i's RGB (3i..3i+2) lies at or before its CMYK (4i..4i+3)
+    for (size_t i = 0; i < pixels; ++i) {
+      const unsigned k = data[4 * i + 3];
+      for (int c = 0; c < 3; ++c) data[3 * i + c] = uint8_t((data[4 * i + c] * k + 127) / 255);
+    }
+  DecodedImage img;
+  img.pixels = std::move(owner);
+  img.height = h;
+  img.width = w;
+  img.channels = channels;
+  return img;
+}
+
 DecodedImage wrap(const std::string& name, uint8_t* data, int w, int h, int n) {
   CAMPO_CHECK(data != nullptr, name, ": cannot decode the image (stb_image: ", failure_reason(),
               ")");
@@ -316,6 +297,7 @@ DecodedImage decode_image_file(const std::string& path) {
 DecodedImage decode_image(std::span<const uint8_t> bytes, const std::string& name) {
   CAMPO_CHECK(bytes.size() <= size_t(INT32_MAX), name, ": ", bytes.size(),
               " bytes, too large for an image file");
+  if (is_jpeg(bytes)) return decode_jpeg(bytes, name);
   const std::string problem = unsafe_header(bytes, /*whole_file=*/true);
   CAMPO_CHECK(problem.empty(), name, ": cannot decode the image (", problem, ")");
   const int len = int(bytes.size());
@@ -332,21 +314,30 @@ bool probe_image_file(const std::string& path, ImageFileInfo* info, std::string*
   // A header is read from the first MiB; the whole file only when that is not enough.
   Bytes bytes;
   bool whole = false;
-  std::string error, problem;
+  std::string error, problem, jpeg_error;
   int w = 0, h = 0, n = 0;
-  bool recognised = false;
+  bool recognised = false, jpeg = false;
   for (size_t limit : {size_t(1) << 20, size_t(0)}) {
     if (!read_bytes(path, limit, &bytes, &whole, &error)) {
       if (reason) *reason = error;
       return false;
     }
     problem = unsafe_header(bytes, /*whole_file=*/false);
-    recognised = problem.empty() && bytes.size() <= size_t(INT32_MAX) &&
-                 stbi_info_from_memory(bytes.data(), int(bytes.size()), &w, &h, &n);
+    jpeg = is_jpeg(bytes);
+    if (!problem.empty() || bytes.size() > size_t(INT32_MAX)) {
+      recognised = false;
+    } else if (jpeg) {
+      int colorspace = 0;
+      recognised = JpegDecoder().read_header(bytes, &w, &h, &colorspace, &jpeg_error);
+      n = jpeg_channels(colorspace);
+    } else {
+      recognised = stbi_info_from_memory(bytes.data(), int(bytes.size()), &w, &h, &n);
+    }
     if (recognised || !problem.empty() || whole) break;
   }
   if (!recognised) {
-    if (reason) *reason = problem.empty() ? "stb_image: " + failure_reason() : problem;
+    if (reason)
+      *reason = !problem.empty() ? problem : jpeg ? jpeg_error : "stb_image: " + failure_reason();
     return false;
   }
   if (too_many_pixels(w, h)) {

@@ -1,7 +1,8 @@
-// Image files (JPEG, PNG, BMP, PGM/PPM, TGA, GIF's first frame) decoded with stb_image.
-// This is the only place that compiles stb_image's implementation (with internal linkage,
-// so another copy elsewhere in a program cannot clash). stb_image keeps its failure
-// reason per thread, so both functions are thread-safe.
+// Image files: JPEG decoded with libjpeg-turbo; PNG, BMP, PGM/PPM, TGA and GIF's first
+// frame with stb_image. This is the only place that compiles stb_image's implementation
+// (with internal linkage, so another copy elsewhere in a program cannot clash). stb_image
+// keeps its failure reason per thread and each JPEG gets its own decompressor, so both
+// functions are thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,7 @@ namespace campo {
 // A decoded image: 8-bit, rows interleaved (stride_x = channels); channels as stored
 // (1 grey, 2 grey + alpha, 3 RGB, 4 RGBA).
 struct DecodedImage {
-  std::shared_ptr<uint8_t> pixels;  // freed with stb_image's allocator
+  std::shared_ptr<uint8_t> pixels;  // freed with the allocator of the decoder that made it
   int64_t height = 0, width = 0, channels = 0;
 
   ImageView view() const { return ImageView::interleaved(pixels.get(), height, width, channels); }
@@ -34,9 +35,9 @@ DecodedImage decode_image_file(const std::string& path);
 // messages: what a fuzzer calls.
 DecodedImage decode_image(std::span<const uint8_t> bytes, const std::string& name = "<memory>");
 
-// The cheap check: reads only the header. Returns true and the size when stb_image
+// The cheap check: reads only the header. Returns true and the size when the decoder
 // recognises the file and it is within kMaxImagePixels; otherwise false with the reason
-// ("stb_image: <its reason>", or the size) in *reason.
+// ("stb_image: <its reason>", "libjpeg-turbo: <its reason>", or the size) in *reason.
 struct ImageFileInfo {
   int64_t height = 0, width = 0, channels = 0;
 };

@@ -18,4 +18,4 @@ install_missing_packages() {
 # What building campo needs (scripts/quickstart.sh). ocl-icd-opencl-dev: Debian's oneDNN
 # CMake package looks for OpenCL, which libdnnl-dev only recommends.
 campo_build_packages=(cmake ninja-build g++ libdnnl-dev ocl-icd-opencl-dev zlib1g-dev libstb-dev
-                      nlohmann-json3-dev libcli11-dev libgtest-dev)
+                      libturbojpeg0-dev nlohmann-json3-dev libcli11-dev libgtest-dev)
