@@ -115,6 +115,10 @@ ValueId Builder::sum(ValueId x, std::vector<int> axes, bool keep_dims) {
   return op(OpKind::Sum, {x}, ReduceAttrs{std::move(axes), keep_dims, {}});
 }
 
+ValueId Builder::constant(float value, Shape shape) {
+  return op(OpKind::Const, {}, ConstAttrs{std::move(shape), value});
+}
+
 ValueId Builder::cast(ValueId x, DType to) { return op(OpKind::Cast, {x}, CastAttrs{to}); }
 
 }  // namespace campo

@@ -84,6 +84,8 @@ class Builder final : public GradientBuilder {
   ValueId mean(ValueId x, std::vector<int> axes = {}, bool keep_dims = false);
   ValueId sum(ValueId x, std::vector<int> axes = {}, bool keep_dims = false);
   ValueId cast(ValueId x, DType to);
+  // An f32 constant of `shape` (default a scalar) filled with `value`.
+  ValueId constant(float value, Shape shape = {});
 
  private:
   // Names are scoped; nodes get the builder's phase.

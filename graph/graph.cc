@@ -143,6 +143,8 @@ static std::string attrs_summary(const Node& n) {
           os << " rate=" << a.rate;
         } else if constexpr (std::is_same_v<T, BatchNormAttrs>) {
           os << (a.is_training ? " training" : " inference");
+        } else if constexpr (std::is_same_v<T, ConstAttrs>) {
+          os << " value=" << a.value;
         }
       },
       n.attrs);

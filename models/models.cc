@@ -8,10 +8,12 @@ namespace {
 struct Entry {
   const char* name;
   ValueId (*build)(Builder&, ValueId, const ModelOptions&);
+  ModelOutputs (*build_outputs)(Builder&, ValueId, const ModelOptions&) = nullptr;  // or this
 };
 const Entry kModels[] = {
     {"mlp", build_mlp},           {"lenet", build_lenet}, {"resnet18", build_resnet18},
     {"resnet50", build_resnet50}, {"vgg16", build_vgg16}, {"vgg16_bn", build_vgg16_bn},
+    {"alexnet", build_alexnet},
 };
 }  // namespace
 
@@ -37,12 +39,22 @@ bool uses_small_variant(const ModelOptions& o, const Shape& image_shape) {
   return std::min(h, w) < 64;
 }
 
-ValueId build_model(const std::string& name, Builder& b, ValueId images, const ModelOptions& o) {
-  for (const Entry& e : kModels)
-    if (name == e.name) return e.build(b, images, o);
+ModelOutputs build_model_outputs(const std::string& name, Builder& b, ValueId images,
+                                 const ModelOptions& o) {
+  for (const Entry& e : kModels) {
+    if (name != e.name) continue;
+    if (e.build_outputs) return e.build_outputs(b, images, o);
+    ModelOutputs out;
+    out.logits = e.build(b, images, o);
+    return out;
+  }
   std::string known;
   for (const Entry& e : kModels) known += std::string(known.empty() ? "" : ", ") + e.name;
   CAMPO_FAIL("unknown model '", name, "' (known models: ", known, ")");
+}
+
+ValueId build_model(const std::string& name, Builder& b, ValueId images, const ModelOptions& o) {
+  return build_model_outputs(name, b, images, o).logits;
 }
 
 }  // namespace campo

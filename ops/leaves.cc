@@ -1,5 +1,6 @@
-// Placeholder (fed every step) and Variable (persistent, from the VariableStore).
-// The executor binds both to storage; they have no kernels.
+// Placeholder (fed every step) and Variable (persistent, from the VariableStore): the
+// executor binds both to storage; they have no kernels. Const: computed like any op, by a
+// kernel that fills its output (ops/cpu/reshape.cc).
 #include "ops/schema_util.h"
 
 namespace campo {
@@ -14,6 +15,10 @@ std::vector<TensorDesc> infer_variable(const ValueDescs&, const OpNode& n) {
   return {{attrs_as<VariableAttrs>(n.attrs).shape, DType::f32}};
 }
 
+std::vector<TensorDesc> infer_const(const ValueDescs&, const OpNode& n) {
+  return {{attrs_as<ConstAttrs>(n.attrs).shape, DType::f32}};
+}
+
 SchemaRegistrar placeholder({.kind = OpKind::Placeholder,
                              .amp_list = AmpList::fp32,
                              .num_inputs = 0,
@@ -22,6 +27,8 @@ SchemaRegistrar variable({.kind = OpKind::Variable,
                           .amp_list = AmpList::fp32,
                           .num_inputs = 0,
                           .infer = infer_variable});
+SchemaRegistrar constant(
+    {.kind = OpKind::Const, .amp_list = AmpList::fp32, .num_inputs = 0, .infer = infer_const});
 
 }  // namespace
 }  // namespace campo

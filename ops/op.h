@@ -20,7 +20,7 @@ namespace campo {
   X(MaxPool) X(MaxPoolGrad) X(AvgPool) X(AvgPoolGrad) X(Add) X(AddN) X(Mul) X(Reshape)      \
   X(Dropout) X(SparseSoftmaxCrossEntropyWithLogits) X(SigmoidCrossEntropyWithLogits)       \
   X(SigmoidCrossEntropyWithLogitsGrad) X(Mean) X(MeanGrad) X(Sum) X(BroadcastTo) X(Cast)      \
-  X(AllFinite) X(ApplyMomentum) X(ApplyAdam)
+  X(AllFinite) X(ApplyMomentum) X(ApplyAdam) X(Const)
 
 enum class OpKind : uint16_t {
 #define CAMPO_ENUM(name) name,
@@ -137,9 +137,16 @@ struct VariableAttrs {
   Shape shape;
 };
 
+// Const: an f32 tensor of `shape` filled with `value` (TensorFlow's Const, for the scalar
+// weights of a loss sum).
+struct ConstAttrs {
+  Shape shape;
+  float value = 0.0f;
+};
+
 using Attrs = std::variant<NoAttrs, ConvAttrs, MatMulAttrs, PoolAttrs, BatchNormAttrs,
                            LeakyReluAttrs, ReduceAttrs, ReshapeAttrs, DropoutAttrs, CastAttrs,
-                           MomentumAttrs, AdamAttrs, PlaceholderAttrs, VariableAttrs>;
+                           MomentumAttrs, AdamAttrs, PlaceholderAttrs, VariableAttrs, ConstAttrs>;
 
 template <typename T>
 const T& attrs_as(const Attrs& a) {

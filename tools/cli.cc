@@ -503,9 +503,11 @@ int run(const std::vector<std::string>& args) {
       return 0;
     }
     if (train_cmd->parsed()) {
-      // VGG-16 trains at 0.01 (torchvision's recipe); the default 0.05 suits lenet and resnet.
-      const bool vgg = train_options.model == "vgg16" || train_options.model == "vgg16_bn";
-      if (vgg && !train_cmd->count("--lr")) train_options.lr = 0.01f;
+      // VGG-16 and AlexNet train at 0.01 (torchvision's recipe); the default 0.05 suits
+      // lenet and resnet.
+      const bool lr_001 = train_options.model == "vgg16" || train_options.model == "vgg16_bn" ||
+                          train_options.model == "alexnet";
+      if (lr_001 && !train_cmd->count("--lr")) train_options.lr = 0.01f;
       train(train_options, std::cout, isatty(STDOUT_FILENO) != 0);
       return 0;
     }

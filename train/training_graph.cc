@@ -46,8 +46,11 @@ TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
   input_shape.insert(input_shape.end(), spec.image_shape.begin(), spec.image_shape.end());
   ValueId images = b.placeholder("images", input_shape);
   ValueId labels = b.placeholder("labels", {spec.batch}, DType::i32);
-  ValueId logits = build_model(spec.model, b, images, spec.model_options);
-  info.loss = b.mean(b.sparse_softmax_cross_entropy(logits, labels));
+  const ModelOutputs model = build_model_outputs(spec.model, b, images, spec.model_options);
+  info.loss = b.mean(b.sparse_softmax_cross_entropy(model.logits, labels));
+  for (const ModelOutputs::Auxiliary& aux : model.auxiliary)  // e.g. loss + 0.4 aux loss
+    info.loss = b.add(info.loss, b.mul(b.mean(b.sparse_softmax_cross_entropy(aux.logits, labels)),
+                                       b.constant(aux.loss_weight)));
   ValueId seed_grad = b.placeholder("loss_scale", {});
   std::vector<std::string> params = vars.names_of_kind(VariableKind::parameter);
   std::vector<ValueId> param_values;

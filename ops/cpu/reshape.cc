@@ -1,5 +1,7 @@
-// CPU kernel of Reshape: a byte copy (the output is its own planned buffer; row-major order
-// is unchanged). Type-agnostic, so it is registered for every floating compute dtype.
+// CPU kernels of Reshape, a byte copy (the output is its own planned buffer; row-major
+// order is unchanged; type-agnostic, so it is registered for every floating compute dtype),
+// and of Const, a fill.
+#include <algorithm>
 #include <cstring>
 
 #include "ops/kernel.h"
@@ -26,6 +28,25 @@ std::unique_ptr<Kernel> make_reshape(const KernelSpec& spec, ExecContext& ctx) {
 KernelRegistrar reshape_f32(OpKind::Reshape, Device::cpu, DType::f32, make_reshape);
 KernelRegistrar reshape_f16(OpKind::Reshape, Device::cpu, DType::f16, make_reshape);
 KernelRegistrar reshape_bf16(OpKind::Reshape, Device::cpu, DType::bf16, make_reshape);
+
+class ConstKernel : public Kernel {
+ public:
+  ConstKernel(const KernelSpec& spec, ExecContext&)
+      : value_(attrs_as<ConstAttrs>(spec.attrs).value) {}
+  void run(ExecContext&, const std::vector<Tensor>&, const std::vector<Tensor>& out) override {
+    float* y = out[0].device_data<float>();
+    std::fill(y, y + out[0].numel(), value_);
+  }
+
+ private:
+  float value_;
+};
+
+std::unique_ptr<Kernel> make_const(const KernelSpec& spec, ExecContext& ctx) {
+  return std::make_unique<ConstKernel>(spec, ctx);
+}
+
+KernelRegistrar const_f32(OpKind::Const, Device::cpu, DType::f32, make_const);
 
 }  // namespace
 }  // namespace campo
