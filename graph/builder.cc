@@ -57,6 +57,13 @@ ValueId Builder::leaky_relu(ValueId x, float alpha) {
 }
 ValueId Builder::tanh(ValueId x) { return op(OpKind::Tanh, {x}); }
 ValueId Builder::sigmoid(ValueId x) { return op(OpKind::Sigmoid, {x}); }
+ValueId Builder::softmax(ValueId x) { return op(OpKind::Softmax, {x}); }
+ValueId Builder::gelu(ValueId x, bool approximate) {
+  return op(OpKind::Gelu, {x}, GeluAttrs{approximate});
+}
+ValueId Builder::layer_norm(ValueId x, ValueId scale, ValueId offset, float epsilon) {
+  return op(OpKind::LayerNorm, {x, scale, offset}, LayerNormAttrs{epsilon});
+}
 
 ValueId Builder::max_pool(ValueId x, int kernel, int stride, int pad) {
   PoolAttrs a{kernel, kernel, stride, stride, pad, pad, {}};

@@ -68,6 +68,13 @@ class Builder final : public GradientBuilder {
   ValueId leaky_relu(ValueId x, float alpha);
   ValueId tanh(ValueId x);
   ValueId sigmoid(ValueId x);
+  // Softmax over the last axis (TensorFlow's Softmax).
+  ValueId softmax(ValueId x);
+  // GELU: exact x * Phi(x) (BERT's), or its tanh approximation with `approximate`.
+  ValueId gelu(ValueId x, bool approximate = false);
+  // Layer normalisation over the last axis of x [..., C] with scale and offset [C]
+  // (PyTorch's nn.LayerNorm); returns y.
+  ValueId layer_norm(ValueId x, ValueId scale, ValueId offset, float epsilon);
   ValueId max_pool(ValueId x, int kernel, int stride, int pad = 0);
   ValueId avg_pool(ValueId x, int kernel, int stride, int pad = 0);
   ValueId global_avg_pool(ValueId x);  // [N, C, H, W] -> [N, C, 1, 1]

@@ -143,6 +143,10 @@ static std::string attrs_summary(const Node& n) {
           os << " rate=" << a.rate;
         } else if constexpr (std::is_same_v<T, BatchNormAttrs>) {
           os << (a.is_training ? " training" : " inference");
+        } else if constexpr (std::is_same_v<T, GeluAttrs>) {
+          if (a.approximate) os << " approximate=tanh";
+        } else if constexpr (std::is_same_v<T, LayerNormAttrs>) {
+          os << " epsilon=" << a.epsilon;
         }
       },
       n.attrs);

@@ -13,6 +13,7 @@
 
 namespace campo {
 
+// clang-format off
 #define CAMPO_OP_KINDS(X)                                                                   \
   X(Placeholder) X(Variable) X(Conv2D) X(Conv2DBackpropInput) X(Conv2DBackpropFilter)       \
   X(MatMul) X(BiasAdd) X(BiasAddGrad) X(FusedBatchNorm) X(FusedBatchNormGrad) X(Relu)       \
@@ -20,7 +21,9 @@ namespace campo {
   X(MaxPool) X(MaxPoolGrad) X(AvgPool) X(AvgPoolGrad) X(Add) X(AddN) X(Mul) X(Reshape)      \
   X(Dropout) X(SparseSoftmaxCrossEntropyWithLogits) X(SigmoidCrossEntropyWithLogits)       \
   X(SigmoidCrossEntropyWithLogitsGrad) X(Mean) X(MeanGrad) X(Sum) X(BroadcastTo) X(Cast)      \
-  X(AllFinite) X(ApplyMomentum) X(ApplyAdam)
+  X(AllFinite) X(ApplyMomentum) X(ApplyAdam)                                                \
+  X(Softmax) X(SoftmaxGrad) X(Gelu) X(GeluGrad) X(LayerNorm) X(LayerNormGrad)
+// clang-format on
 
 enum class OpKind : uint16_t {
 #define CAMPO_ENUM(name) name,
@@ -84,6 +87,21 @@ struct LeakyReluAttrs {
   float alpha = 0.2f;
 };
 
+// Gelu / GeluGrad: y = x * Phi(x) (Phi the standard normal CDF, the exact erf form BERT
+// uses) or, with `approximate`, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as
+// tf.nn.gelu(approximate=True) and PyTorch's GELU(approximate='tanh').
+struct GeluAttrs {
+  bool approximate = false;
+};
+
+// LayerNorm over the last axis (PyTorch's nn.LayerNorm with one normalised dim), inputs x
+// [..., C], scale [C], offset [C]; outputs y (x's shape), mean and inv_std (x's shape
+// without the last axis, f32). LayerNormGrad inputs: dy, x, scale, mean, inv_std; outputs
+// dx, dscale, doffset.
+struct LayerNormAttrs {
+  float epsilon = 1e-5f;
+};
+
 // Mean / Sum over `axes` (empty = all). MeanGrad broadcasts dY back to `input_shape`
 // and divides by the reduced count; BroadcastTo (Sum's gradient) only broadcasts.
 struct ReduceAttrs {
@@ -137,9 +155,10 @@ struct VariableAttrs {
   Shape shape;
 };
 
-using Attrs = std::variant<NoAttrs, ConvAttrs, MatMulAttrs, PoolAttrs, BatchNormAttrs,
-                           LeakyReluAttrs, ReduceAttrs, ReshapeAttrs, DropoutAttrs, CastAttrs,
-                           MomentumAttrs, AdamAttrs, PlaceholderAttrs, VariableAttrs>;
+using Attrs =
+    std::variant<NoAttrs, ConvAttrs, MatMulAttrs, PoolAttrs, BatchNormAttrs, LeakyReluAttrs,
+                 ReduceAttrs, ReshapeAttrs, DropoutAttrs, CastAttrs, MomentumAttrs, AdamAttrs,
+                 PlaceholderAttrs, VariableAttrs, GeluAttrs, LayerNormAttrs>;
 
 template <typename T>
 const T& attrs_as(const Attrs& a) {

@@ -145,7 +145,7 @@ TEST(AmpPolicyTest, DefaultListsMatchDesign) {
     EXPECT_EQ(l.classify(op), AmpList::allow) << op_name(op);
   for (OpKind op : {OpKind::Add, OpKind::AddN, OpKind::AvgPool, OpKind::BiasAdd,
                     OpKind::FusedBatchNorm, OpKind::FusedBatchNormGrad, OpKind::LeakyRelu,
-                    OpKind::Mul, OpKind::Sigmoid, OpKind::Tanh, OpKind::TanhGrad})
+                    OpKind::Mul, OpKind::Sigmoid, OpKind::Tanh, OpKind::TanhGrad, OpKind::Softmax})
     EXPECT_EQ(l.classify(op), AmpList::infer) << op_name(op);
   for (OpKind op : {OpKind::Mean, OpKind::Sum, OpKind::SparseSoftmaxCrossEntropyWithLogits})
     EXPECT_EQ(l.classify(op), AmpList::deny) << op_name(op);
