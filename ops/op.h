@@ -18,9 +18,9 @@ namespace campo {
   X(MatMul) X(BiasAdd) X(BiasAddGrad) X(FusedBatchNorm) X(FusedBatchNormGrad) X(Relu)       \
   X(ReluGrad) X(LeakyRelu) X(LeakyReluGrad) X(Tanh) X(TanhGrad) X(Sigmoid) X(SigmoidGrad)   \
   X(MaxPool) X(MaxPoolGrad) X(AvgPool) X(AvgPoolGrad) X(Add) X(AddN) X(Mul) X(Reshape)      \
-  X(Dropout) X(SparseSoftmaxCrossEntropyWithLogits) X(SigmoidCrossEntropyWithLogits)       \
-  X(SigmoidCrossEntropyWithLogitsGrad) X(Mean) X(MeanGrad) X(Sum) X(BroadcastTo) X(Cast)      \
-  X(AllFinite) X(ApplyMomentum) X(ApplyAdam)
+  X(ConcatV2) X(SplitV) X(Dropout) X(SparseSoftmaxCrossEntropyWithLogits)                   \
+  X(SigmoidCrossEntropyWithLogits) X(SigmoidCrossEntropyWithLogitsGrad) X(Mean) X(MeanGrad) \
+  X(Sum) X(BroadcastTo) X(Cast) X(AllFinite) X(ApplyMomentum) X(ApplyAdam)
 
 enum class OpKind : uint16_t {
 #define CAMPO_ENUM(name) name,
@@ -96,6 +96,21 @@ struct ReshapeAttrs {
   Shape shape;  // may contain one -1
 };
 
+// ConcatV2: its inputs joined along `axis`; they agree on every other dimension. A negative
+// axis counts from the end (-1: the last), as in TensorFlow and PyTorch; Builder::concat
+// stores it normalised to [0, rank).
+struct ConcatAttrs {
+  int axis = 0;
+};
+
+// SplitV (ConcatV2's gradient): its input cut along `axis` into consecutive pieces of
+// `size_splits` (summing to the input's size there), one output per piece. `axis` as
+// ConcatAttrs.
+struct SplitAttrs {
+  int axis = 0;
+  std::vector<int64_t> size_splits;
+};
+
 // Dropout outputs (y, mask) with mask in {0, 1/(1-rate)}; y = x * mask.
 struct DropoutAttrs {
   float rate = 0.5f;
@@ -138,8 +153,9 @@ struct VariableAttrs {
 };
 
 using Attrs = std::variant<NoAttrs, ConvAttrs, MatMulAttrs, PoolAttrs, BatchNormAttrs,
-                           LeakyReluAttrs, ReduceAttrs, ReshapeAttrs, DropoutAttrs, CastAttrs,
-                           MomentumAttrs, AdamAttrs, PlaceholderAttrs, VariableAttrs>;
+                           LeakyReluAttrs, ReduceAttrs, ReshapeAttrs, ConcatAttrs, SplitAttrs,
+                           DropoutAttrs, CastAttrs, MomentumAttrs, AdamAttrs, PlaceholderAttrs,
+                           VariableAttrs>;
 
 template <typename T>
 const T& attrs_as(const Attrs& a) {
