@@ -8,8 +8,8 @@
 // The copies are cut into pieces of at most kPieceBytes and spread over OpenMP threads.
 // Against oneDNN 2.6's concat primitive on Inception-v3's channel concatenations (ConcatBench,
 // bench/kernels/concat_bench.cc; docs/kernels.md "Concat"): f32 within the run-to-run noise
-// of it, while its bf16 / f16 concat of plain nchw tensors is 400-1500x slower than these
-// copies; so one plain copy serves every dtype.
+// of it, while on a CPU without AVX-512 its bf16 / f16 concat of plain nchw tensors is
+// 400-1500x slower than these copies; so one plain copy serves every dtype.
 #include <algorithm>
 #include <cstring>
 
