@@ -80,6 +80,8 @@ constexpr ListedOp kCudaLists[] = {
     {OpKind::Relu, AmpList::clear},
     {OpKind::ReluGrad, AmpList::clear},
     {OpKind::Reshape, AmpList::clear},
+    {OpKind::ConcatV2, AmpList::clear},
+    {OpKind::SplitV, AmpList::clear},
     {OpKind::Dropout, AmpList::clear},
 };
 

@@ -94,6 +94,16 @@ ValueId Builder::mul(ValueId a, ValueId b) { return op(OpKind::Mul, {a, b}); }
 
 ValueId Builder::reshape(ValueId x, Shape s) { return op(OpKind::Reshape, {x}, ReshapeAttrs{s}); }
 
+ValueId Builder::concat(std::vector<ValueId> xs, int axis) {
+  CAMPO_CHECK(!xs.empty(), "concat of nothing");
+  if (xs.size() == 1) return xs[0];
+  const int rank = int(shape(xs[0]).size());
+  CAMPO_CHECK(axis >= -rank && axis < rank, "concat: axis ", axis,
+              " is out of range for inputs of shape ", shape_str(shape(xs[0])), " (expected ",
+              -rank, " .. ", rank - 1, ")");
+  return op(OpKind::ConcatV2, std::move(xs), ConcatAttrs{axis < 0 ? axis + rank : axis});
+}
+
 ValueId Builder::flatten(ValueId x) {
   const Shape& s = shape(x);
   CAMPO_CHECK(!s.empty(), "flatten of a scalar");

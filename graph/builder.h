@@ -82,6 +82,9 @@ class Builder final : public GradientBuilder {
   ValueId add_n(std::vector<ValueId> xs);
   ValueId mul(ValueId a, ValueId b);
   ValueId reshape(ValueId x, Shape shape);
+  // ConcatV2 of xs along `axis` (negative counts from the end; stored normalised). One input
+  // is returned as it is.
+  ValueId concat(std::vector<ValueId> xs, int axis);
   ValueId flatten(ValueId x);              // [N, ...] -> [N, rest]
   ValueId dropout(ValueId x, float rate);  // identity outside training
   // Per-example loss [N] from logits [N, C] and i32 labels [N].

@@ -22,7 +22,8 @@ namespace campo {
   X(Dropout) X(SparseSoftmaxCrossEntropyWithLogits) X(SigmoidCrossEntropyWithLogits)       \
   X(SigmoidCrossEntropyWithLogitsGrad) X(Mean) X(MeanGrad) X(Sum) X(BroadcastTo) X(Cast)      \
   X(AllFinite) X(ApplyMomentum) X(ApplyAdam)                                                \
-  X(Softmax) X(SoftmaxGrad) X(Gelu) X(GeluGrad) X(LayerNorm) X(LayerNormGrad)
+  X(Softmax) X(SoftmaxGrad) X(Gelu) X(GeluGrad) X(LayerNorm) X(LayerNormGrad)                \
+  X(ConcatV2) X(SplitV)
 // clang-format on
 
 enum class OpKind : uint16_t {
@@ -114,6 +115,21 @@ struct ReshapeAttrs {
   Shape shape;  // may contain one -1
 };
 
+// ConcatV2: its inputs joined along `axis`; they agree on every other dimension. A negative
+// axis counts from the end (-1: the last), as in TensorFlow and PyTorch; Builder::concat
+// stores it normalised to [0, rank).
+struct ConcatAttrs {
+  int axis = 0;
+};
+
+// SplitV (ConcatV2's gradient): its input cut along `axis` into consecutive pieces of
+// `size_splits` (summing to the input's size there), one output per piece. `axis` as
+// ConcatAttrs.
+struct SplitAttrs {
+  int axis = 0;
+  std::vector<int64_t> size_splits;
+};
+
 // Dropout outputs (y, mask) with mask in {0, 1/(1-rate)}; y = x * mask.
 struct DropoutAttrs {
   float rate = 0.5f;
@@ -158,7 +174,8 @@ struct VariableAttrs {
 using Attrs =
     std::variant<NoAttrs, ConvAttrs, MatMulAttrs, PoolAttrs, BatchNormAttrs, LeakyReluAttrs,
                  ReduceAttrs, ReshapeAttrs, DropoutAttrs, CastAttrs, MomentumAttrs, AdamAttrs,
-                 PlaceholderAttrs, VariableAttrs, GeluAttrs, LayerNormAttrs>;
+                 PlaceholderAttrs, VariableAttrs, GeluAttrs, LayerNormAttrs, ConcatAttrs,
+                 SplitAttrs>;
 
 template <typename T>
 const T& attrs_as(const Attrs& a) {

@@ -49,6 +49,8 @@ const std::map<std::string, AmpList> kTensorFlowCuda = {
     {"Relu", AmpList::clear},
     {"ReluGrad", AmpList::clear},
     {"Reshape", AmpList::clear},
+    {"ConcatV2", AmpList::clear},
+    {"SplitV", AmpList::clear},
     // Not TensorFlow ops: the CPU's lists.
     {"Dropout", AmpList::clear},
     {"SigmoidCrossEntropyWithLogits", AmpList::deny},

@@ -260,6 +260,10 @@ std::vector<LpCase> lp_cases() {
                }});
   c.push_back({"Dropout", OpKind::Dropout, DropoutAttrs{0.5f}, unary});
   c.push_back({"Reshape", OpKind::Reshape, ReshapeAttrs{{12, -1}}, unary});
+  c.push_back({"ConcatV2", OpKind::ConcatV2, ConcatAttrs{1}, [](R r) {
+                 return std::vector{random_tensor({3, 4, 5, 6}, r), random_tensor({3, 2, 5, 6}, r)};
+               }});
+  c.push_back({"SplitV", OpKind::SplitV, SplitAttrs{-1, {2, 3, 1}}, unary});
   const PoolAttrs stem = pool(3, 2, 1);
   c.push_back({"MaxPool", OpKind::MaxPool, stem, [](R r) {
                  return std::vector{random_tensor({2, 3, 13, 13}, r)};
@@ -387,8 +391,9 @@ TEST_P(NativeBf16, AgreesWithEmulation) {
   set_avx512_loops_enabled(false);
   const auto baseline = run_with(c, inputs, DType::bf16, baseline_ctx, &unused);
   set_avx512_loops_enabled(true);
-  // Reshape is a byte copy, one kernel for every dtype: never emulated.
-  EXPECT_EQ(emulated_was_emulated, c.kind != OpKind::Reshape);
+  // Reshape, ConcatV2 and SplitV are byte copies, one kernel for every dtype: never emulated.
+  const std::set<OpKind> byte_copies = {OpKind::Reshape, OpKind::ConcatV2, OpKind::SplitV};
+  EXPECT_EQ(emulated_was_emulated, byte_copies.count(c.kind) == 0);
   // Which ops have a native kernel is a fixed list: conv, matmul, element-wise, bias,
   // batch norm, pooling, softmax, layer norm.
   const std::set<OpKind> no_native = {OpKind::SparseSoftmaxCrossEntropyWithLogits,
