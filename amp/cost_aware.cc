@@ -53,9 +53,12 @@ namespace {
 
 bool is_leaf(const Node& n) { return n.kind == OpKind::Variable || n.kind == OpKind::Placeholder; }
 
-// Output i of a node runs in the node's precision: output 0 always; Dropout's mask too.
-// Other extra outputs (batch-norm statistics, max-pool indices) keep their own type.
-bool output_follows_node(const Node& n, int i) { return i == 0 || n.kind == OpKind::Dropout; }
+// Output i of a node runs in the node's precision: output 0 always; Dropout's mask and
+// every piece of a SplitV too. Other extra outputs (batch-norm statistics, max-pool
+// indices) keep their own type.
+bool output_follows_node(const Node& n, int i) {
+  return i == 0 || n.kind == OpKind::Dropout || n.kind == OpKind::SplitV;
+}
 
 // A low -> f32 cast of this output can be folded into its producer (CostAwareOptions).
 bool foldable(const Node& producer, int output_index) {

@@ -60,6 +60,15 @@ constexpr ListedOp kCudaLists[] = {
     {OpKind::Tanh, AmpList::infer},
     {OpKind::TanhGrad, AmpList::infer},
     {OpKind::MeanGrad, AmpList::infer},
+    // Softmax: infer in TensorFlow's CUDA (and oneDNN) lists. SoftmaxGrad, Gelu(Grad) and
+    // LayerNorm(Grad) are not TensorFlow ops: the CPU's lists, whose reasons (ops/softmax.cc,
+    // ops/elementwise.cc, ops/layer_norm.cc) come from TensorFlow's CUDA lists too.
+    {OpKind::Softmax, AmpList::infer},
+    {OpKind::SoftmaxGrad, AmpList::infer},
+    {OpKind::Gelu, AmpList::infer},
+    {OpKind::GeluGrad, AmpList::infer},
+    {OpKind::LayerNorm, AmpList::infer},
+    {OpKind::LayerNormGrad, AmpList::infer},
     {OpKind::Mean, AmpList::deny},
     {OpKind::Sum, AmpList::deny},
     {OpKind::SparseSoftmaxCrossEntropyWithLogits, AmpList::deny},
@@ -71,6 +80,8 @@ constexpr ListedOp kCudaLists[] = {
     {OpKind::Relu, AmpList::clear},
     {OpKind::ReluGrad, AmpList::clear},
     {OpKind::Reshape, AmpList::clear},
+    {OpKind::ConcatV2, AmpList::clear},
+    {OpKind::SplitV, AmpList::clear},
     {OpKind::Dropout, AmpList::clear},
 };
 

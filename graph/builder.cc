@@ -57,6 +57,13 @@ ValueId Builder::leaky_relu(ValueId x, float alpha) {
 }
 ValueId Builder::tanh(ValueId x) { return op(OpKind::Tanh, {x}); }
 ValueId Builder::sigmoid(ValueId x) { return op(OpKind::Sigmoid, {x}); }
+ValueId Builder::softmax(ValueId x) { return op(OpKind::Softmax, {x}); }
+ValueId Builder::gelu(ValueId x, bool approximate) {
+  return op(OpKind::Gelu, {x}, GeluAttrs{approximate});
+}
+ValueId Builder::layer_norm(ValueId x, ValueId scale, ValueId offset, float epsilon) {
+  return op(OpKind::LayerNorm, {x, scale, offset}, LayerNormAttrs{epsilon});
+}
 
 ValueId Builder::max_pool(ValueId x, int kernel, int stride, int pad) {
   PoolAttrs a{kernel, kernel, stride, stride, pad, pad, {}};
@@ -86,6 +93,16 @@ ValueId Builder::add_n(std::vector<ValueId> xs) {
 ValueId Builder::mul(ValueId a, ValueId b) { return op(OpKind::Mul, {a, b}); }
 
 ValueId Builder::reshape(ValueId x, Shape s) { return op(OpKind::Reshape, {x}, ReshapeAttrs{s}); }
+
+ValueId Builder::concat(std::vector<ValueId> xs, int axis) {
+  CAMPO_CHECK(!xs.empty(), "concat of nothing");
+  if (xs.size() == 1) return xs[0];
+  const int rank = int(shape(xs[0]).size());
+  CAMPO_CHECK(axis >= -rank && axis < rank, "concat: axis ", axis,
+              " is out of range for inputs of shape ", shape_str(shape(xs[0])), " (expected ",
+              -rank, " .. ", rank - 1, ")");
+  return op(OpKind::ConcatV2, std::move(xs), ConcatAttrs{axis < 0 ? axis + rank : axis});
+}
 
 ValueId Builder::flatten(ValueId x) {
   const Shape& s = shape(x);

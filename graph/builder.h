@@ -68,6 +68,13 @@ class Builder final : public GradientBuilder {
   ValueId leaky_relu(ValueId x, float alpha);
   ValueId tanh(ValueId x);
   ValueId sigmoid(ValueId x);
+  // Softmax over the last axis (TensorFlow's Softmax).
+  ValueId softmax(ValueId x);
+  // GELU: exact x * Phi(x) (BERT's), or its tanh approximation with `approximate`.
+  ValueId gelu(ValueId x, bool approximate = false);
+  // Layer normalisation over the last axis of x [..., C] with scale and offset [C]
+  // (PyTorch's nn.LayerNorm); returns y.
+  ValueId layer_norm(ValueId x, ValueId scale, ValueId offset, float epsilon);
   ValueId max_pool(ValueId x, int kernel, int stride, int pad = 0);
   ValueId avg_pool(ValueId x, int kernel, int stride, int pad = 0);
   ValueId global_avg_pool(ValueId x);  // [N, C, H, W] -> [N, C, 1, 1]
@@ -75,6 +82,9 @@ class Builder final : public GradientBuilder {
   ValueId add_n(std::vector<ValueId> xs);
   ValueId mul(ValueId a, ValueId b);
   ValueId reshape(ValueId x, Shape shape);
+  // ConcatV2 of xs along `axis` (negative counts from the end; stored normalised). One input
+  // is returned as it is.
+  ValueId concat(std::vector<ValueId> xs, int axis);
   ValueId flatten(ValueId x);              // [N, ...] -> [N, rest]
   ValueId dropout(ValueId x, float rate);  // identity outside training
   // Per-example loss [N] from logits [N, C] and i32 labels [N].

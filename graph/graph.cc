@@ -137,6 +137,10 @@ static std::string attrs_summary(const Node& n) {
         } else if constexpr (std::is_same_v<T, PoolAttrs>) {
           os << " kernel=" << a.kernel_h << "x" << a.kernel_w << " stride=" << a.stride_h << "x"
              << a.stride_w << " pad=" << a.pad_h << "x" << a.pad_w;
+        } else if constexpr (std::is_same_v<T, ConcatAttrs>) {
+          os << " axis=" << a.axis;
+        } else if constexpr (std::is_same_v<T, SplitAttrs>) {
+          os << " axis=" << a.axis << " sizes=" << shape_str(a.size_splits);
         } else if constexpr (std::is_same_v<T, CastAttrs>) {
           os << " to=" << dtype_name(a.to);
         } else if constexpr (std::is_same_v<T, DropoutAttrs>) {
@@ -145,6 +149,10 @@ static std::string attrs_summary(const Node& n) {
           os << (a.is_training ? " training" : " inference");
         } else if constexpr (std::is_same_v<T, ConstAttrs>) {
           os << " value=" << a.value;
+        } else if constexpr (std::is_same_v<T, GeluAttrs>) {
+          if (a.approximate) os << " approximate=tanh";
+        } else if constexpr (std::is_same_v<T, LayerNormAttrs>) {
+          os << " epsilon=" << a.epsilon;
         }
       },
       n.attrs);

@@ -86,4 +86,15 @@ ValueId batch_norm(Builder& b, ValueId x, const std::string& name, float eps, fl
   return b.batch_norm(x, scale, offset, mean, var, eps, momentum);
 }
 
+ValueId layer_norm(Builder& b, ValueId x, const std::string& name, float eps) {
+  const Shape& s = b.shape(x);
+  CAMPO_CHECK(!s.empty(), "layer_norm '", b.scoped(name),
+              "': x must have at least one dimension (normalised over the last), got a scalar");
+  const int64_t c = s.back();
+  auto scope = b.scope(name);
+  ValueId scale = b.variable("weight", {c}, Init::ones());
+  ValueId offset = b.variable("bias", {c}, Init::zeros());
+  return b.layer_norm(x, scale, offset, eps);
+}
+
 }  // namespace campo::layers

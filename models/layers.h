@@ -40,4 +40,8 @@ ValueId conv_transpose2d(Builder& b, ValueId x, const ConvTranspose& c, const st
 ValueId batch_norm(Builder& b, ValueId x, const std::string& name, float eps = 1e-5f,
                    float momentum = 0.1f, Init scale_init = Init::ones());
 
+// nn.LayerNorm(C) over the last axis of x [..., C]: weight (scale) ones and bias (offset)
+// zeros, both [C]; BERT uses eps = 1e-12.
+ValueId layer_norm(Builder& b, ValueId x, const std::string& name, float eps = 1e-5f);
+
 }  // namespace campo::layers

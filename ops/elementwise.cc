@@ -1,7 +1,7 @@
-// Element-wise op schemas: activations and their gradients (Relu, LeakyRelu, Tanh, Sigmoid),
-// Add, AddN, Mul (with scalar / prefix broadcasting of b) and Dropout.
+// Element-wise op schemas: activations and their gradients (Relu, LeakyRelu, Tanh, Sigmoid,
+// Gelu), Add, AddN, Mul (with scalar / prefix broadcasting of b) and Dropout.
 // Gradient ops take dY first; an activation's gradient reads Y where the derivative is a
-// function of the output (Relu, Tanh, Sigmoid) and X otherwise (LeakyRelu).
+// function of the output (Relu, Tanh, Sigmoid) and X otherwise (LeakyRelu, Gelu).
 #include <algorithm>
 
 #include "ops/schema_util.h"
@@ -71,6 +71,26 @@ SchemaRegistrar tanh_op({.kind = OpKind::Tanh,
                          .infer = infer_same_as_input0,
                          .gradient = grad_tanh});
 SchemaRegistrar tanh_grad({.kind = OpKind::TanhGrad,
+                           .amp_list = AmpList::infer,
+                           .num_inputs = 2,
+                           .infer = infer_same_shapes});
+// Gelu: TensorFlow has no Gelu op on its mixed-precision lists; tf.nn.gelu composes the
+// exact form (BERT's) of Mul, AddV2, RealDiv and Erf, all on the infer list of both
+// AutoMixedPrecisionListsFp16 (CUDA) and AutoMixedPrecisionListsMkl (oneDNN bf16), so Gelu
+// and GeluGrad are infer. (Its tanh form adds a Pow, deny, against f16 overflow of x^3; the
+// kernels here compute x^3 in f32, so the approximate form stays infer too.)
+std::vector<ValueId> grad_gelu(GradientBuilder& b, const OpNode& n,
+                               const std::vector<ValueId>& dy) {
+  if (dy[0] == kNoValue) return {kNoValue};
+  return {b.op(OpKind::GeluGrad, {dy[0], n.inputs[0]}, n.attrs)};
+}
+
+SchemaRegistrar gelu({.kind = OpKind::Gelu,
+                      .amp_list = AmpList::infer,
+                      .num_inputs = 1,
+                      .infer = infer_same_as_input0,
+                      .gradient = grad_gelu});
+SchemaRegistrar gelu_grad({.kind = OpKind::GeluGrad,
                            .amp_list = AmpList::infer,
                            .num_inputs = 2,
                            .infer = infer_same_shapes});

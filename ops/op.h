@@ -13,6 +13,7 @@
 
 namespace campo {
 
+// clang-format off
 #define CAMPO_OP_KINDS(X)                                                                   \
   X(Placeholder) X(Variable) X(Conv2D) X(Conv2DBackpropInput) X(Conv2DBackpropFilter)       \
   X(MatMul) X(BiasAdd) X(BiasAddGrad) X(FusedBatchNorm) X(FusedBatchNormGrad) X(Relu)       \
@@ -20,7 +21,10 @@ namespace campo {
   X(MaxPool) X(MaxPoolGrad) X(AvgPool) X(AvgPoolGrad) X(Add) X(AddN) X(Mul) X(Reshape)      \
   X(Dropout) X(SparseSoftmaxCrossEntropyWithLogits) X(SigmoidCrossEntropyWithLogits)       \
   X(SigmoidCrossEntropyWithLogitsGrad) X(Mean) X(MeanGrad) X(Sum) X(BroadcastTo) X(Cast)      \
-  X(AllFinite) X(ApplyMomentum) X(ApplyAdam) X(Const)
+  X(AllFinite) X(ApplyMomentum) X(ApplyAdam)                                                \
+  X(Softmax) X(SoftmaxGrad) X(Gelu) X(GeluGrad) X(LayerNorm) X(LayerNormGrad)                \
+  X(ConcatV2) X(SplitV) X(Const)
+// clang-format on
 
 enum class OpKind : uint16_t {
 #define CAMPO_ENUM(name) name,
@@ -84,6 +88,21 @@ struct LeakyReluAttrs {
   float alpha = 0.2f;
 };
 
+// Gelu / GeluGrad: y = x * Phi(x) (Phi the standard normal CDF, the exact erf form BERT
+// uses) or, with `approximate`, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as
+// tf.nn.gelu(approximate=True) and PyTorch's GELU(approximate='tanh').
+struct GeluAttrs {
+  bool approximate = false;
+};
+
+// LayerNorm over the last axis (PyTorch's nn.LayerNorm with one normalised dim), inputs x
+// [..., C], scale [C], offset [C]; outputs y (x's shape), mean and inv_std (x's shape
+// without the last axis, f32). LayerNormGrad inputs: dy, x, scale, mean, inv_std; outputs
+// dx, dscale, doffset.
+struct LayerNormAttrs {
+  float epsilon = 1e-5f;
+};
+
 // Mean / Sum over `axes` (empty = all). MeanGrad broadcasts dY back to `input_shape`
 // and divides by the reduced count; BroadcastTo (Sum's gradient) only broadcasts.
 struct ReduceAttrs {
@@ -94,6 +113,21 @@ struct ReduceAttrs {
 
 struct ReshapeAttrs {
   Shape shape;  // may contain one -1
+};
+
+// ConcatV2: its inputs joined along `axis`; they agree on every other dimension. A negative
+// axis counts from the end (-1: the last), as in TensorFlow and PyTorch; Builder::concat
+// stores it normalised to [0, rank).
+struct ConcatAttrs {
+  int axis = 0;
+};
+
+// SplitV (ConcatV2's gradient): its input cut along `axis` into consecutive pieces of
+// `size_splits` (summing to the input's size there), one output per piece. `axis` as
+// ConcatAttrs.
+struct SplitAttrs {
+  int axis = 0;
+  std::vector<int64_t> size_splits;
 };
 
 // Dropout outputs (y, mask) with mask in {0, 1/(1-rate)}; y = x * mask.
@@ -144,9 +178,11 @@ struct ConstAttrs {
   float value = 0.0f;
 };
 
-using Attrs = std::variant<NoAttrs, ConvAttrs, MatMulAttrs, PoolAttrs, BatchNormAttrs,
-                           LeakyReluAttrs, ReduceAttrs, ReshapeAttrs, DropoutAttrs, CastAttrs,
-                           MomentumAttrs, AdamAttrs, PlaceholderAttrs, VariableAttrs, ConstAttrs>;
+using Attrs =
+    std::variant<NoAttrs, ConvAttrs, MatMulAttrs, PoolAttrs, BatchNormAttrs, LeakyReluAttrs,
+                 ReduceAttrs, ReshapeAttrs, DropoutAttrs, CastAttrs, MomentumAttrs, AdamAttrs,
+                 PlaceholderAttrs, VariableAttrs, GeluAttrs, LayerNormAttrs, ConcatAttrs,
+                 SplitAttrs, ConstAttrs>;
 
 template <typename T>
 const T& attrs_as(const Attrs& a) {

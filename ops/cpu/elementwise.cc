@@ -1,13 +1,12 @@
 // CPU kernels of the element-wise ops, templated on the element type T: float, or bfloat16
 // (ops/cpu/low_precision.h: loads widen exactly, the math is the f32 math, stores round once,
 // so the bf16 kernels compute exactly what the f32 kernel emulated on bf16 data computes).
-// Tanh and Sigmoid forward use oneDNN's eltwise primitive: its JIT'd AVX-512/AVX2
-// transcendentals are far faster than std::tanh / std::exp loops at the baseline ISA this
-// project compiles for. Everything else is memory bound arithmetic, where plain
-// auto-vectorised `omp parallel for` loops match oneDNN (docs/kernels.md, "Element-wise
-// ops") and keep NaN semantics explicit:
-// Relu and LeakyRelu propagate NaN (so loss scaling sees it); gradients select, as TF.
-// f16 is emulated (ops/cpu/low_precision.h).
+// Tanh, Sigmoid and Gelu forward, and GeluGrad, use oneDNN's eltwise primitives: their JIT'd
+// AVX-512/AVX2 transcendentals are far faster than std::tanh / std::exp / std::erf loops at
+// the baseline ISA this project compiles for. Everything else is memory bound arithmetic, where
+// plain auto-vectorised `omp parallel for` loops match oneDNN (docs/kernels.md, "Element-wise ops")
+// and keep NaN semantics explicit: Relu and LeakyRelu propagate NaN (so loss scaling sees it);
+// gradients select, as TF. f16 is emulated (ops/cpu/low_precision.h).
 #include <algorithm>
 #include <bit>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -176,6 +175,68 @@ std::unique_ptr<Kernel> make_tanh(const KernelSpec& spec, ExecContext& ctx) {
 }
 std::unique_ptr<Kernel> make_sigmoid(const KernelSpec& spec, ExecContext& ctx) {
   return std::make_unique<DnnlEltwiseKernel>(spec, ctx, dnnl::algorithm::eltwise_logistic);
+}
+
+// Exact: y = x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2))) (oneDNN eltwise_gelu_erf);
+// approximate: y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (eltwise_gelu_tanh).
+dnnl::algorithm gelu_algorithm(const KernelSpec& spec) {
+  return attrs_as<GeluAttrs>(spec.attrs).approximate ? dnnl::algorithm::eltwise_gelu_tanh
+                                                     : dnnl::algorithm::eltwise_gelu_erf;
+}
+std::unique_ptr<Kernel> make_gelu(const KernelSpec& spec, ExecContext& ctx) {
+  return std::make_unique<DnnlEltwiseKernel>(spec, ctx, gelu_algorithm(spec));
+}
+
+// inputs {dY, X}: dX = dY * f'(X) through oneDNN's eltwise backward (from the source, not
+// the destination), the tensors seen as flat vectors as in DnnlEltwiseKernel. For Gelu:
+//   exact:       f'(x) = Phi(x) + x phi(x),  phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
+//   approximate: with u = sqrt(2/pi) (x + 0.044715 x^3), t = tanh(u),
+//                f'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+class DnnlEltwiseGradKernel : public Kernel {
+ public:
+  DnnlEltwiseGradKernel(const KernelSpec& spec, ExecContext& ctx, dnnl::algorithm algorithm)
+      : numel_(shape_numel(spec.inputs[1].shape)) {
+    if (numel_ == 0) return;
+    using dnnl::memory;
+    const memory::data_type type =
+        spec.dtype == DType::bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+    const memory::desc md({numel_}, type, memory::format_tag::a);
+    try {
+      dnnl::eltwise_forward::primitive_desc hint(
+          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, algorithm, md, 0.0f, 0.0f),
+          cpu_engine(ctx));
+      dnnl::eltwise_backward::primitive_desc pd(
+          dnnl::eltwise_backward::desc(algorithm, md, md, 0.0f, 0.0f), cpu_engine(ctx), hint);
+      primitive_ = dnnl::eltwise_backward(pd);
+      diff_dst_ = memory(md, cpu_engine(ctx), DNNL_MEMORY_NONE);
+      src_ = memory(md, cpu_engine(ctx), DNNL_MEMORY_NONE);
+      diff_src_ = memory(md, cpu_engine(ctx), DNNL_MEMORY_NONE);
+      args_ = {
+          {DNNL_ARG_DIFF_DST, diff_dst_}, {DNNL_ARG_SRC, src_}, {DNNL_ARG_DIFF_SRC, diff_src_}};
+    } catch (const dnnl::error& e) {
+      CAMPO_FAIL(op_name(spec.kind), " '", spec.node_name,
+                 "': oneDNN could not build an eltwise backward kernel: ", e.what());
+    }
+  }
+  void run(ExecContext& ctx, const std::vector<Tensor>& in,
+           const std::vector<Tensor>& out) override {
+    if (numel_ == 0) return;
+    diff_dst_.set_data_handle(in[0].device_data());
+    src_.set_data_handle(in[1].device_data());
+    diff_src_.set_data_handle(out[0].device_data());
+    primitive_.execute(cpu_stream(ctx), args_);
+    cpu_stream(ctx).wait();
+  }
+
+ private:
+  int64_t numel_;
+  dnnl::eltwise_backward primitive_;
+  dnnl::memory diff_dst_, src_, diff_src_;
+  std::unordered_map<int, dnnl::memory> args_;
+};
+
+std::unique_ptr<Kernel> make_gelu_grad(const KernelSpec& spec, ExecContext& ctx) {
+  return std::make_unique<DnnlEltwiseGradKernel>(spec, ctx, gelu_algorithm(spec));
 }
 
 // inputs {dY, Y}: dX = dY * (1 - Y^2).
@@ -380,6 +441,11 @@ CAMPO_REGISTER_ELEMENTWISE(dropout, Dropout, DropoutKernel)
 
 KernelRegistrar tanh_f32(OpKind::Tanh, Device::cpu, DType::f32, make_tanh);
 KernelRegistrar tanh_bf16(OpKind::Tanh, Device::cpu, DType::bf16, native_bf16_onednn<make_tanh>);
+KernelRegistrar gelu_f32(OpKind::Gelu, Device::cpu, DType::f32, make_gelu);
+KernelRegistrar gelu_bf16(OpKind::Gelu, Device::cpu, DType::bf16, native_bf16_onednn<make_gelu>);
+KernelRegistrar gelu_grad_f32(OpKind::GeluGrad, Device::cpu, DType::f32, make_gelu_grad);
+KernelRegistrar gelu_grad_bf16(OpKind::GeluGrad, Device::cpu, DType::bf16,
+                               native_bf16_onednn<make_gelu_grad>);
 KernelRegistrar sigmoid_f32(OpKind::Sigmoid, Device::cpu, DType::f32, make_sigmoid);
 KernelRegistrar sigmoid_bf16(OpKind::Sigmoid, Device::cpu, DType::bf16,
                              native_bf16_onednn<make_sigmoid>);

@@ -145,12 +145,12 @@ TEST(AmpPolicyTest, DefaultListsMatchDesign) {
     EXPECT_EQ(l.classify(op), AmpList::allow) << op_name(op);
   for (OpKind op : {OpKind::Add, OpKind::AddN, OpKind::AvgPool, OpKind::BiasAdd,
                     OpKind::FusedBatchNorm, OpKind::FusedBatchNormGrad, OpKind::LeakyRelu,
-                    OpKind::Mul, OpKind::Sigmoid, OpKind::Tanh, OpKind::TanhGrad})
+                    OpKind::Mul, OpKind::Sigmoid, OpKind::Tanh, OpKind::TanhGrad, OpKind::Softmax})
     EXPECT_EQ(l.classify(op), AmpList::infer) << op_name(op);
   for (OpKind op : {OpKind::Mean, OpKind::Sum, OpKind::SparseSoftmaxCrossEntropyWithLogits})
     EXPECT_EQ(l.classify(op), AmpList::deny) << op_name(op);
-  for (OpKind op :
-       {OpKind::Relu, OpKind::ReluGrad, OpKind::MaxPool, OpKind::MaxPoolGrad, OpKind::Reshape})
+  for (OpKind op : {OpKind::Relu, OpKind::ReluGrad, OpKind::MaxPool, OpKind::MaxPoolGrad,
+                    OpKind::Reshape, OpKind::ConcatV2, OpKind::SplitV})
     EXPECT_EQ(l.classify(op), AmpList::clear) << op_name(op);
   for (OpKind op : {OpKind::ApplyMomentum, OpKind::ApplyAdam, OpKind::Cast, OpKind::Variable})
     EXPECT_EQ(l.classify(op), AmpList::fp32) << op_name(op);

@@ -176,6 +176,25 @@ TEST(CostAwareTest, ClearChainAdoptedOnlyWhenItPays) {
   }
 }
 
+// Every piece of a low-precision SplitV is low precision (as output 0 of any node): feeding
+// a low consumer from its second piece costs no cast.
+TEST(CostAwareTest, EverySplitVPieceRunsInTheNodesPrecision) {
+  Fixture f;
+  ValueId x = f.b.placeholder("x", {4, 8});
+  ValueId m = f.b.matmul(x, f.var("w", {8, 8}));
+  std::vector<ValueId> pieces = f.b.op_multi(OpKind::SplitV, {m}, SplitAttrs{1, {4, 4}});
+  ValueId ma = f.b.matmul(pieces[0], f.var("wa", {4, 4}));
+  ValueId mb = f.b.matmul(pieces[1], f.var("wb", {4, 4}));
+  ValueId s = f.b.add(ma, mb);
+  f.b.sum(s);
+  f.uniform_costs(1.0, 1.0);
+  f.costs.cast = {0.1, 0.0};
+  std::vector<char> low(size_t(f.g.num_nodes()), 0);
+  for (ValueId v : {m, pieces[0], ma, mb, s}) low[size_t(f.node_of(v))] = 1;
+  // 6 kernel nodes at 1 ms; casts of x, w, wa, wb into low and of s back for the Sum.
+  EXPECT_NEAR(predict_step_ms(f.g, f.costs, low), 6.0 + 5 * 0.1, 1e-9);
+}
+
 // ---- the exact search ----
 
 // Every assignment of a few variables, against the cut.

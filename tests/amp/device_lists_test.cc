@@ -16,8 +16,9 @@ namespace {
 
 // TensorFlow's CUDA lists, campo's ops only, by name. FusedBatchNorm(Grad) stand for
 // TensorFlow's V2/V3 (its rewrite turns V1 into V2); Add for Add/AddV2. Dropout,
-// SigmoidCrossEntropyWithLogits(Grad) and MeanGrad are not TensorFlow ops (it composes them):
-// they keep the CPU's lists (amp/lists.cc says why).
+// SigmoidCrossEntropyWithLogits(Grad), MeanGrad, SoftmaxGrad, Gelu(Grad) and
+// LayerNorm(Grad) are not TensorFlow ops (it composes them): they keep the CPU's lists
+// (amp/lists.cc says why).
 const std::map<std::string, AmpList> kTensorFlowCuda = {
     {"Conv2D", AmpList::allow},
     {"Conv2DBackpropFilter", AmpList::allow},
@@ -38,6 +39,7 @@ const std::map<std::string, AmpList> kTensorFlowCuda = {
     {"SigmoidGrad", AmpList::infer},
     {"Tanh", AmpList::infer},
     {"TanhGrad", AmpList::infer},
+    {"Softmax", AmpList::infer},
     {"Mean", AmpList::deny},
     {"Sum", AmpList::deny},
     {"SparseSoftmaxCrossEntropyWithLogits", AmpList::deny},
@@ -47,11 +49,18 @@ const std::map<std::string, AmpList> kTensorFlowCuda = {
     {"Relu", AmpList::clear},
     {"ReluGrad", AmpList::clear},
     {"Reshape", AmpList::clear},
+    {"ConcatV2", AmpList::clear},
+    {"SplitV", AmpList::clear},
     // Not TensorFlow ops: the CPU's lists.
     {"Dropout", AmpList::clear},
     {"SigmoidCrossEntropyWithLogits", AmpList::deny},
     {"SigmoidCrossEntropyWithLogitsGrad", AmpList::deny},
     {"MeanGrad", AmpList::infer},
+    {"SoftmaxGrad", AmpList::infer},
+    {"Gelu", AmpList::infer},
+    {"GeluGrad", AmpList::infer},
+    {"LayerNorm", AmpList::infer},
+    {"LayerNormGrad", AmpList::infer},
 };
 
 std::vector<OpKind> all_ops() {

@@ -195,6 +195,45 @@ std::vector<LpCase> lp_cases() {
   c.push_back({"TanhGrad", OpKind::TanhGrad, NoAttrs{}, grad_of_output(-1.0f, 1.0f)});
   c.push_back({"Sigmoid", OpKind::Sigmoid, NoAttrs{}, unary, true});
   c.push_back({"SigmoidGrad", OpKind::SigmoidGrad, NoAttrs{}, grad_of_output(0.0f, 1.0f)});
+  // Transformer ops: softmax over the last axis (attention scores' shape too), GELU in both
+  // forms, layer norm over the last axis with f32 scale / offset / statistics.
+  c.push_back({"Softmax", OpKind::Softmax, NoAttrs{},
+               [](R r) {
+                 return std::vector{random_tensor({6, 37}, r, -6.0f, 6.0f)};
+               },
+               true});
+  c.push_back({"Softmax_attention", OpKind::Softmax, NoAttrs{},
+               [](R r) {
+                 return std::vector{random_tensor({2, 2, 8, 8}, r, -6.0f, 6.0f)};
+               },
+               true});
+  c.push_back({"SoftmaxGrad", OpKind::SoftmaxGrad, NoAttrs{}, grad_of_output(0.0f, 1.0f)});
+  c.push_back({"Gelu_erf", OpKind::Gelu, GeluAttrs{false}, unary, true});
+  c.push_back({"Gelu_tanh", OpKind::Gelu, GeluAttrs{true}, unary, true});
+  c.push_back({"GeluGrad_erf", OpKind::GeluGrad, GeluAttrs{false}, binary, true});
+  c.push_back({"GeluGrad_tanh", OpKind::GeluGrad, GeluAttrs{true}, binary, true});
+  auto ln_inputs = [](Shape x) {
+    return [x](R r) {
+      const int64_t c = x.back();
+      return std::vector{random_tensor(x, r, 1.0f, 3.0f), random_tensor({c}, r, 0.5f, 1.5f),
+                         random_tensor({c}, r)};
+    };
+  };
+  c.push_back({"LayerNorm", OpKind::LayerNorm, LayerNormAttrs{1e-12f}, ln_inputs({4, 6, 40})});
+  c.push_back(
+      {"LayerNorm_parallel", OpKind::LayerNorm, LayerNormAttrs{1e-5f}, ln_inputs({50, 768})});
+  c.push_back({"LayerNormGrad", OpKind::LayerNormGrad, LayerNormAttrs{1e-12f}, [](R r) {
+                 return std::vector{random_tensor({4, 6, 40}, r), random_tensor({4, 6, 40}, r),
+                                    random_tensor({40}, r, 0.5f, 1.5f),
+                                    random_tensor({4, 6}, r, -0.1f, 0.1f),
+                                    random_tensor({4, 6}, r, 0.8f, 1.5f)};
+               }});
+  c.push_back({"LayerNormGrad_parallel", OpKind::LayerNormGrad, LayerNormAttrs{1e-5f}, [](R r) {
+                 return std::vector{random_tensor({100, 400}, r), random_tensor({100, 400}, r),
+                                    random_tensor({400}, r, 0.5f, 1.5f),
+                                    random_tensor({100}, r, -0.1f, 0.1f),
+                                    random_tensor({100}, r, 0.8f, 1.5f)};
+               }});
   c.push_back({"Add", OpKind::Add, NoAttrs{}, binary});
   c.push_back({"AddN_3", OpKind::AddN, NoAttrs{}, [](R r) {
                  return std::vector{random_tensor({5000}, r), random_tensor({5000}, r),
@@ -221,6 +260,10 @@ std::vector<LpCase> lp_cases() {
                }});
   c.push_back({"Dropout", OpKind::Dropout, DropoutAttrs{0.5f}, unary});
   c.push_back({"Reshape", OpKind::Reshape, ReshapeAttrs{{12, -1}}, unary});
+  c.push_back({"ConcatV2", OpKind::ConcatV2, ConcatAttrs{1}, [](R r) {
+                 return std::vector{random_tensor({3, 4, 5, 6}, r), random_tensor({3, 2, 5, 6}, r)};
+               }});
+  c.push_back({"SplitV", OpKind::SplitV, SplitAttrs{-1, {2, 3, 1}}, unary});
   const PoolAttrs stem = pool(3, 2, 1);
   c.push_back({"MaxPool", OpKind::MaxPool, stem, [](R r) {
                  return std::vector{random_tensor({2, 3, 13, 13}, r)};
@@ -348,10 +391,11 @@ TEST_P(NativeBf16, AgreesWithEmulation) {
   set_avx512_loops_enabled(false);
   const auto baseline = run_with(c, inputs, DType::bf16, baseline_ctx, &unused);
   set_avx512_loops_enabled(true);
-  // Reshape is a byte copy, one kernel for every dtype: never emulated.
-  EXPECT_EQ(emulated_was_emulated, c.kind != OpKind::Reshape);
+  // Reshape, ConcatV2 and SplitV are byte copies, one kernel for every dtype: never emulated.
+  const std::set<OpKind> byte_copies = {OpKind::Reshape, OpKind::ConcatV2, OpKind::SplitV};
+  EXPECT_EQ(emulated_was_emulated, byte_copies.count(c.kind) == 0);
   // Which ops have a native kernel is a fixed list: conv, matmul, element-wise, bias,
-  // batch norm, pooling.
+  // batch norm, pooling, softmax, layer norm.
   const std::set<OpKind> no_native = {OpKind::SparseSoftmaxCrossEntropyWithLogits,
                                       OpKind::SigmoidCrossEntropyWithLogits,
                                       OpKind::SigmoidCrossEntropyWithLogitsGrad,
