@@ -70,8 +70,8 @@ ValueId Builder::max_pool(ValueId x, int kernel, int stride, int pad) {
   return op(OpKind::MaxPool, {x}, a);
 }
 
-ValueId Builder::avg_pool(ValueId x, int kernel, int stride, int pad) {
-  PoolAttrs a{kernel, kernel, stride, stride, pad, pad, {}};
+ValueId Builder::avg_pool(ValueId x, int kernel, int stride, int pad, bool count_include_pad) {
+  PoolAttrs a{kernel, kernel, stride, stride, pad, pad, {}, count_include_pad};
   return op(OpKind::AvgPool, {x}, a);
 }
 

@@ -76,7 +76,9 @@ class Builder final : public GradientBuilder {
   // (PyTorch's nn.LayerNorm); returns y.
   ValueId layer_norm(ValueId x, ValueId scale, ValueId offset, float epsilon);
   ValueId max_pool(ValueId x, int kernel, int stride, int pad = 0);
-  ValueId avg_pool(ValueId x, int kernel, int stride, int pad = 0);
+  // count_include_pad: divide by the whole kernel area, padding counted as zeros (PyTorch's
+  // F.avg_pool2d default); false divides by the part of the window inside the input.
+  ValueId avg_pool(ValueId x, int kernel, int stride, int pad = 0, bool count_include_pad = false);
   ValueId global_avg_pool(ValueId x);  // [N, C, H, W] -> [N, C, 1, 1]
   ValueId add(ValueId a, ValueId b);
   ValueId add_n(std::vector<ValueId> xs);

@@ -137,6 +137,7 @@ static std::string attrs_summary(const Node& n) {
         } else if constexpr (std::is_same_v<T, PoolAttrs>) {
           os << " kernel=" << a.kernel_h << "x" << a.kernel_w << " stride=" << a.stride_h << "x"
              << a.stride_w << " pad=" << a.pad_h << "x" << a.pad_w;
+          if (a.count_include_pad) os << " count_include_pad";
         } else if constexpr (std::is_same_v<T, ConcatAttrs>) {
           os << " axis=" << a.axis;
         } else if constexpr (std::is_same_v<T, SplitAttrs>) {

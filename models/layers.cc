@@ -26,16 +26,21 @@ ValueId conv2d(Builder& b, ValueId x, const Conv& c, const std::string& name) {
   CAMPO_CHECK(in % c.groups == 0 && c.out_channels % c.groups == 0, "conv layer '", name,
               "': groups ", c.groups, " must divide in (", in, ") and out (", c.out_channels,
               ") channels");
+  const int kh = c.kernel_h.value_or(c.kernel), kw = c.kernel_w.value_or(c.kernel);
+  const int ph = c.pad_h.value_or(c.pad), pw = c.pad_w.value_or(c.pad);
+  CAMPO_CHECK(kh >= 1 && kw >= 1 && ph >= 0 && pw >= 0, "conv layer '", name, "': kernel ", kh, "x",
+              kw, " must be positive and padding ", ph, "x", pw, " non-negative");
   auto scope = b.scope(name);
-  const int64_t fan_in = in / c.groups * c.kernel * c.kernel;
-  const int64_t fan_out = c.out_channels / c.groups * c.kernel * c.kernel;
+  const int64_t fan_in = in / c.groups * kh * kw;
+  const int64_t fan_out = c.out_channels / c.groups * kh * kw;
   Init w_init = c.weight_init ? *c.weight_init
                 : c.kaiming   ? Init::kaiming_normal(fan_out)
                               : Init::pytorch_default(fan_in);
-  ValueId w = b.variable("weight", {c.out_channels, in / c.groups, c.kernel, c.kernel}, w_init);
+  ValueId w = b.variable("weight", {c.out_channels, in / c.groups, kh, kw}, w_init);
   ConvAttrs a;
   a.stride_h = a.stride_w = c.stride;
-  a.pad_h = a.pad_w = c.pad;
+  a.pad_h = ph;
+  a.pad_w = pw;
   a.dilation_h = a.dilation_w = c.dilation;
   a.groups = c.groups;
   ValueId y = b.conv2d(x, w, a);

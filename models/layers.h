@@ -21,8 +21,15 @@ struct Conv {
   bool bias = true;
   bool kaiming = false;  // He-normal (fan_out, ReLU), bias 0, instead of PyTorch's default
   std::optional<Init> weight_init;  // overrides both (DCGAN's N(0, 0.02)); bias then 0
+  // Rectangular kernels and padding (Inception-v3's 1x7 with padding (0, 3)): each one
+  // given replaces `kernel` / `pad` along its axis. Last, so designated initialisers that
+  // name only the fields above stay valid.
+  std::optional<int> kernel_h, kernel_w, pad_h, pad_w;
 };
-// nn.Conv2d on NCHW x; weight [out, in / groups, k, k].
+// nn.Conv2d on NCHW x; weight [out, in / groups, kh, kw] with kh = kernel_h or kernel and
+// kw = kernel_w or kernel; padding pad_h / pad_w (or pad). PyTorch's default init and the
+// He-normal one use the real fans: fan_in = in / groups * kh * kw,
+// fan_out = out / groups * kh * kw.
 ValueId conv2d(Builder& b, ValueId x, const Conv& c, const std::string& name);
 
 struct ConvTranspose {

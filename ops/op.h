@@ -63,7 +63,10 @@ struct MatMulAttrs {
 };
 
 // MaxPool / AvgPool and their gradients. AvgPool divides by the window area that lies
-// inside the input (padding excluded), as PyTorch's count_include_pad=False.
+// inside the input (padding excluded, PyTorch's count_include_pad=False), or, with
+// `count_include_pad`, by the whole kernel_h * kernel_w (padding counted as zeros,
+// PyTorch's default count_include_pad=True; floor output size keeps every window inside
+// the padded input, so that is always the full kernel area). MaxPool refuses the flag.
 // `input_shape` is set on the gradient ops (shape of dX). Global average pooling is an
 // AvgPool with the window equal to the input's spatial size.
 struct PoolAttrs {
@@ -71,6 +74,7 @@ struct PoolAttrs {
   int stride_h = 2, stride_w = 2;
   int pad_h = 0, pad_w = 0;
   Shape input_shape;
+  bool count_include_pad = false;  // last, so positional initialisers above stay valid
 };
 
 // FusedBatchNorm inputs: x, scale, offset, running_mean, running_var.

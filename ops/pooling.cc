@@ -1,7 +1,9 @@
 // MaxPool / AvgPool and their gradients: schemas.
 // NCHW data, floor output size, symmetric padding of at most half the window (as PyTorch),
 // which guarantees every window overlaps the input: padding never wins a max and the
-// average's divisor (the window area inside the input) is never zero.
+// average's divisor (the window area inside the input) is never zero. With
+// count_include_pad the divisor is kernel_h * kernel_w: floor output size keeps every window
+// inside the padded input, so that is PyTorch's count_include_pad=True divisor.
 // MaxPool's second output is the argmax (i32, y's shape): the index of the max within the
 // input's H * W plane, from which MaxPoolGrad scatters dY. Global average pooling is an
 // AvgPool whose window is the whole input plane.
@@ -37,8 +39,16 @@ void check_pool_grad_shapes(const ValueDescs& g, const OpNode& n, const PoolAttr
               ", expected ", shape_str(expected), " for input_shape ", shape_str(a.input_shape));
 }
 
+// count_include_pad only means something for an average: refused on MaxPool rather than
+// ignored.
+void check_no_count_include_pad(const OpNode& n, const PoolAttrs& a) {
+  CAMPO_CHECK(!a.count_include_pad, op_name(n.kind), " '", n.name,
+              "': count_include_pad applies to AvgPool only; leave it false for a max pool");
+}
+
 std::vector<TensorDesc> infer_max_pool(const ValueDescs& g, const OpNode& n) {
   check_float_inputs(g, n);
+  check_no_count_include_pad(n, attrs_as<PoolAttrs>(n.attrs));
   const Shape y = pooled_shape(n, attrs_as<PoolAttrs>(n.attrs), in_shape(g, n, 0));
   return {{y, n.dtype}, {y, DType::i32}};
 }
@@ -52,6 +62,7 @@ std::vector<TensorDesc> infer_avg_pool(const ValueDescs& g, const OpNode& n) {
 std::vector<TensorDesc> infer_max_pool_grad(const ValueDescs& g, const OpNode& n) {
   const auto& a = attrs_as<PoolAttrs>(n.attrs);
   check_float_inputs(g, n);
+  check_no_count_include_pad(n, a);
   check_pool_grad_shapes(g, n, a);
   CAMPO_CHECK(in_dtype(g, n, 1) == DType::i32 && in_shape(g, n, 1) == in_shape(g, n, 0),
               op_name(n.kind), " '", n.name, "': argmax must be i32 of dy's shape ",

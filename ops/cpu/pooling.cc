@@ -40,6 +40,7 @@ struct PoolGeometry {
   int64_t planes = 0;  // N * C
   int64_t h = 0, w = 0, oh = 0, ow = 0;
   int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+  bool count_include_pad = false;  // AvgPool's divisor: kh * kw, not the window inside
   // [col_inner_begin, col_inner_end): output columns whose window needs no clipping;
   // AvgPool vectorises across them, and treats the few edge columns one by one.
   int64_t col_inner_begin = 0, col_inner_end = 0;
@@ -56,7 +57,8 @@ struct PoolGeometry {
         sh(a.stride_h),
         sw(a.stride_w),
         ph(a.pad_h),
-        pw(a.pad_w) {
+        pw(a.pad_w),
+        count_include_pad(a.count_include_pad) {
     // Output columns whose window lies inside [0, W): j * sw - pw >= 0 and
     // j * sw - pw + kw <= W.
     col_inner_begin = std::min<int64_t>((pw + sw - 1) / sw, ow);
@@ -71,6 +73,10 @@ struct PoolGeometry {
   int64_t row_end(int64_t o) const { return std::min<int64_t>(o * sh - ph + kh, h); }
   int64_t col_begin(int64_t o) const { return std::max<int64_t>(o * sw - pw, 0); }
   int64_t col_end(int64_t o) const { return std::min<int64_t>(o * sw - pw + kw, w); }
+  // AvgPool's divisor for a window of `rows` x `cols` elements inside the input.
+  float avg_divisor(int64_t rows, int64_t cols) const {
+    return count_include_pad ? float(kh * kw) : float(rows * cols);
+  }
 };
 
 // MaxPool's window loop over kLanes adjacent output columns, with explicit SIMD: GCC 12
@@ -484,7 +490,8 @@ class MaxPoolGradKernel final : public Kernel {
   int64_t block_;
   PlaneScratch<T> acc_;
 };
-// y = sum over the window inside the input / (number of those elements).
+// y = sum over the window inside the input / (number of those elements, or kh * kw with
+// count_include_pad: padding adds zeros to the sum but counts in the divisor).
 template <typename T>
 class AvgPoolKernel final : public Kernel {
  public:
@@ -549,11 +556,11 @@ class AvgPoolKernel final : public Kernel {
               float s = 0.0f;
               for (int64_t r = r0; r < r1; ++r)
                 for (int64_t c = c0; c < c1; ++c) s += float(xp[r * g.w + c]);
-              yr[j] = s / float((r1 - r0) * (c1 - c0));
+              yr[j] = s / g.avg_divisor(r1 - r0, c1 - c0);
             };
             for (int64_t j = 0; j < g.col_inner_begin; ++j) edge(j);
             // Inner columns, kColChunk at a time, window offsets outside (see MaxPool).
-            const float inv_area = 1.0f / float((r1 - r0) * g.kw);
+            const float inv_area = 1.0f / g.avg_divisor(r1 - r0, g.kw);
             for (int64_t j0 = g.col_inner_begin; j0 < g.col_inner_end; j0 += kColChunk) {
               const int nj = int(std::min(kColChunk, g.col_inner_end - j0));
               float sum[kColChunk] = {};
@@ -573,7 +580,8 @@ class AvgPoolKernel final : public Kernel {
   PlaneScratch<T> scratch_;
 };
 
-// dx[window] += dy / (window area inside the input), for every output position.
+// dx[window inside the input] += dy / divisor (that window's area, or kh * kw with
+// count_include_pad), for every output position.
 template <typename T>
 class AvgPoolGradKernel final : public Kernel {
  public:
@@ -612,7 +620,7 @@ class AvgPoolGradKernel final : public Kernel {
             const int64_t r0 = g.row_begin(i), r1 = g.row_end(i);
             for (int64_t j = 0; j < g.ow; ++j) {
               const int64_t c0 = g.col_begin(j), c1 = g.col_end(j);
-              const float v = float(dyp[i * g.ow + j]) / float((r1 - r0) * (c1 - c0));
+              const float v = float(dyp[i * g.ow + j]) / g.avg_divisor(r1 - r0, c1 - c0);
               for (int64_t r = r0; r < r1; ++r)
                 for (int64_t c = c0; c < c1; ++c) sum[r * g.w + c] += v;
             }

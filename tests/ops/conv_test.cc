@@ -65,6 +65,15 @@ std::vector<ConvCase> conv_cases() {
       {"1x1_stride2_wide", {2, 32, 7, 7}, {48, 32, 1, 1}, conv_attrs(2, 2, 0, 0)},
       // The DCGAN discriminator's last layer: one output channel, the kernel covers the input.
       {"single_output_channel", {3, 32, 4, 4}, {1, 32, 4, 4}, conv_attrs(1, 1, 0, 0)},
+      // Inception-v3's factorised convolutions: 1x7 / 7x1 with padding (0, 3) / (3, 0) at
+      // 17x17, 1x3 / 3x1 with (0, 1) / (1, 0) at 8x8, channels as in its blocks (blocked
+      // layouts) and few (plain backprop-input), stride 1 and 2.
+      {"inception_1x7_pad_0_3", {2, 32, 17, 17}, {24, 32, 1, 7}, conv_attrs(1, 1, 0, 3)},
+      {"inception_7x1_pad_3_0", {2, 24, 17, 17}, {32, 24, 7, 1}, conv_attrs(1, 1, 3, 0)},
+      {"inception_1x3_pad_0_1", {2, 16, 8, 8}, {16, 16, 1, 3}, conv_attrs(1, 1, 0, 1)},
+      {"inception_3x1_pad_1_0", {2, 16, 8, 8}, {16, 16, 3, 1}, conv_attrs(1, 1, 1, 0)},
+      {"1x7_stride2_few_channels", {1, 3, 11, 13}, {4, 3, 1, 7}, conv_attrs(2, 2, 0, 3)},
+      {"3x1_stride2_few_channels", {1, 3, 11, 13}, {4, 3, 3, 1}, conv_attrs(2, 2, 1, 0)},
   };
 }
 
@@ -160,6 +169,29 @@ TEST(ConvGradTest, Conv2DDilation2NonSquare) {
   EXPECT_TRUE(
       check_gradients(OpKind::Conv2D, conv_attrs(1, 2, 2, 1, 2),
                       {random_tensor({1, 2, 7, 8}, rng), random_tensor({3, 2, 3, 2}, rng)}));
+}
+
+// Inception-v3's rectangular kernels with one-sided padding, stride 1 and 2: dx and dw of
+// Conv2D (so Conv2DBackpropInput and Conv2DBackpropFilter with kh != kw, pad_h != pad_w)
+// against finite differences. Odd sizes make stride 2 drop the last row or column.
+TEST(ConvGradTest, Conv2DRectangular1x7Pad0x3) {
+  for (int stride : {1, 2}) {
+    Rng rng(15);
+    EXPECT_TRUE(
+        check_gradients(OpKind::Conv2D, conv_attrs(stride, stride, 0, 3),
+                        {random_tensor({2, 3, 5, 9}, rng), random_tensor({4, 3, 1, 7}, rng)}))
+        << "stride " << stride;
+  }
+}
+
+TEST(ConvGradTest, Conv2DRectangular3x1Pad1x0) {
+  for (int stride : {1, 2}) {
+    Rng rng(16);
+    EXPECT_TRUE(
+        check_gradients(OpKind::Conv2D, conv_attrs(stride, stride, 1, 0),
+                        {random_tensor({2, 3, 7, 6}, rng), random_tensor({4, 3, 3, 1}, rng)}))
+        << "stride " << stride;
+  }
 }
 
 // The DCGAN generator layer: gradients of both the input and the weight.

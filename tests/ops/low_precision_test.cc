@@ -283,6 +283,15 @@ std::vector<LpCase> lp_cases() {
       {"AvgPoolGrad_overlapping", OpKind::AvgPoolGrad, pool(3, 1, 1, {1, 2, 6, 6}), [](R r) {
          return std::vector{random_tensor({1, 2, 6, 6}, r)};
        }});
+  // Inception-v3's branch pool: padding counted in the divisor (PyTorch's default).
+  PoolAttrs branch_pool = pool(3, 1, 1), branch_pool_grad = pool(3, 1, 1, {2, 3, 9, 9});
+  branch_pool.count_include_pad = branch_pool_grad.count_include_pad = true;
+  c.push_back({"AvgPool_count_include_pad", OpKind::AvgPool, branch_pool, [](R r) {
+                 return std::vector{random_tensor({2, 3, 9, 9}, r)};
+               }});
+  c.push_back({"AvgPoolGrad_count_include_pad", OpKind::AvgPoolGrad, branch_pool_grad, [](R r) {
+                 return std::vector{random_tensor({2, 3, 9, 9}, r)};
+               }});
   c.push_back({"AvgPoolGrad_global", OpKind::AvgPoolGrad, pool(7, 1, 0, {2, 5, 7, 7}), [](R r) {
                  return std::vector{random_tensor({2, 5, 1, 1}, r)};
                }});

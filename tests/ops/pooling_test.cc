@@ -138,6 +138,46 @@ TEST(PoolingForward, MaxPoolPaddingNeverWins) {
   for (float v : out[0].to_float_vector()) EXPECT_LT(v, -0.5f);
 }
 
+// torchvision's AlexNet / Inception-v3 nn.MaxPool2d(kernel_size=3, stride=2): floor mode,
+// no padding, so H -> floor((H - 3) / 2) + 1 (7 -> 3, 35 -> 17, 147 -> 73, 55 -> 27).
+TEST(PoolingForward, MaxPool3Stride2FloorSizeThroughBuilder) {
+  for (int64_t h : {7, 8, 35, 55, 147}) {
+    Graph g;
+    VariableStore vars;
+    Builder b(g, vars);
+    const ValueId y = b.max_pool(b.placeholder("x", {2, 3, h, h + 2}), 3, 2);
+    EXPECT_EQ(b.shape(y), (Shape{2, 3, (h - 3) / 2 + 1, (h + 2 - 3) / 2 + 1})) << "H " << h;
+  }
+}
+
+// By hand on 7x7: windows start at rows / columns 0, 2, 4. Plane 0 increases along rows
+// and columns (x = 7 r + c), so each window's max is its bottom-right element
+// (2 i + 2, 2 j + 2); plane 1 is its negation, whose max is the top-left (2 i, 2 j).
+TEST(PoolingForward, MaxPool3Stride2ByHandOnOddSize) {
+  std::vector<float> v(2 * 49);
+  for (int k = 0; k < 49; ++k) v[size_t(k)] = float(k), v[size_t(49 + k)] = -float(k);
+  const auto out = run_op(OpKind::MaxPool, square(3, 2, 0), {Tensor::from_vector(v, {1, 2, 7, 7})});
+  ASSERT_EQ(out[0].shape(), (Shape{1, 2, 3, 3}));
+  const std::vector<float> y = out[0].to_float_vector();
+  const int32_t* argmax = out[1].data_as<int32_t>();
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) {
+      const int bottom_right = (2 * i + 2) * 7 + 2 * j + 2, top_left = 2 * i * 7 + 2 * j;
+      EXPECT_EQ(y[size_t(i * 3 + j)], float(bottom_right)) << i << "," << j;
+      EXPECT_EQ(argmax[i * 3 + j], bottom_right) << i << "," << j;
+      EXPECT_EQ(y[size_t(9 + i * 3 + j)], -float(top_left)) << i << "," << j;
+      EXPECT_EQ(argmax[9 + i * 3 + j], top_left) << i << "," << j;
+    }
+  // 35x35 -> 17x17 (Inception's Mixed_6a pool) against the reference; the last column and
+  // row (34) are read by the last window (32, 33, 34).
+  const Tensor x35 = tie_free_tensor({1, 3, 35, 35}, 17);
+  const auto out35 = run_op(OpKind::MaxPool, square(3, 2, 0), {x35});
+  ASSERT_EQ(out35[0].shape(), (Shape{1, 3, 17, 17}));
+  const auto ref = reference::max_pool_forward(x35, square(3, 2, 0));
+  EXPECT_TRUE(all_close(out35[0], ref.y, 0, 0));
+  EXPECT_TRUE(all_close(out35[1], ref.argmax, 0, 0));
+}
+
 TEST(PoolingForward, MaxPoolPropagatesNaN) {
   // One NaN in a narrow plane (one block of output columns) and one in a wide plane.
   for (const Shape& xs : {Shape{1, 1, 4, 4}, Shape{1, 1, 4, 40}}) {
@@ -229,6 +269,130 @@ TEST(PoolingForward, AvgPoolExcludesPaddingFromDivisor) {
   for (float v : out[0].to_float_vector()) EXPECT_FLOAT_EQ(v, 3.0f);
 }
 
+PoolAttrs include_pad(PoolAttrs a) {
+  a.count_include_pad = true;
+  return a;
+}
+
+// 3x3 window, stride 1, padding 1 (Inception-v3's branch_pool) on x = 1..9 (3x3), by hand:
+// corner (0, 0) sums 1 + 2 + 4 + 5 = 12 over 4 inside elements, edge (0, 1) sums
+// 1 + ... + 6 = 21 over 6, the centre 45 over 9. count_include_pad divides every sum by 9
+// (PyTorch's F.avg_pool2d default); without it, by the inside count.
+TEST(PoolingForward, AvgPoolBordersByHandForBothDivisors) {
+  const Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 1, 3, 3});
+  const std::vector<float> sums = {12, 21, 16, 27, 45, 33, 24, 39, 28};
+  const std::vector<float> inside = {4, 6, 4, 6, 9, 6, 4, 6, 4};
+  const std::vector<float> y_excl =
+      run_op(OpKind::AvgPool, square(3, 1, 1), {x})[0].to_float_vector();
+  const std::vector<float> y_incl =
+      run_op(OpKind::AvgPool, include_pad(square(3, 1, 1)), {x})[0].to_float_vector();
+  ASSERT_EQ(y_incl.size(), 9u);
+  for (size_t k = 0; k < 9; ++k) {
+    EXPECT_FLOAT_EQ(y_excl[k], sums[k] / inside[k]) << k;
+    EXPECT_FLOAT_EQ(y_incl[k], sums[k] / 9.0f) << k;
+  }
+  // The gradient of sum(y): each input collects 1 / divisor from every window holding it;
+  // with count_include_pad x[0, 0] is in 4 windows, so 4 / 9, x[0, 1] in 6, the centre in 9.
+  PoolAttrs ga = include_pad(square(3, 1, 1));
+  ga.input_shape = {1, 1, 3, 3};
+  const Tensor ones = Tensor::from_vector(std::vector<float>(9, 1.0f), {1, 1, 3, 3});
+  const std::vector<float> dx = run_op(OpKind::AvgPoolGrad, ga, {ones})[0].to_float_vector();
+  for (size_t k = 0; k < 9; ++k) EXPECT_FLOAT_EQ(dx[k], inside[k] / 9.0f) << k;
+  // Excluded padding: x[0, 0]'s windows have 4, 6, 6, 9 inside elements.
+  ga.count_include_pad = false;
+  const std::vector<float> dx_excl = run_op(OpKind::AvgPoolGrad, ga, {ones})[0].to_float_vector();
+  EXPECT_FLOAT_EQ(dx_excl[0], 1.0f / 4 + 2.0f / 6 + 1.0f / 9);
+}
+
+// Stride 2 with padding: the last window of a 4-wide row (start 2 * 1 - 1 = 1) is inside,
+// the first one has a padded row and column; a constant input shows the divisor directly.
+TEST(PoolingForward, AvgPoolCountIncludePadOnConstantInput) {
+  const Tensor x = Tensor::from_vector(std::vector<float>(16, 9.0f), {1, 1, 4, 4});
+  const std::vector<float> y =
+      run_op(OpKind::AvgPool, include_pad(square(3, 2, 1)), {x})[0].to_float_vector();
+  // Windows rows/cols [-1, 2) and [1, 4): 4, 6, 6 and 9 inside elements, of 9.
+  ASSERT_EQ(y.size(), 4u);
+  EXPECT_FLOAT_EQ(y[0], 4.0f);
+  EXPECT_FLOAT_EQ(y[1], 6.0f);
+  EXPECT_FLOAT_EQ(y[2], 6.0f);
+  EXPECT_FLOAT_EQ(y[3], 9.0f);
+}
+
+// count_include_pad against the reference on windows with padding, including rows wide
+// enough for the vectorised inner columns (whose divisor the flag also changes).
+const PoolCase kIncludePadCases[] = {
+    {"inception_branch_pool", {2, 3, 9, 9}, include_pad(square(3, 1, 1))},
+    {"inception_wide", {1, 2, 5, 35}, include_pad(square(3, 1, 1))},
+    {"stem_stride2", {2, 3, 13, 13}, include_pad(square(3, 2, 1))},
+    {"non_square_window", {2, 3, 9, 8}, include_pad(window(3, 2, 2, 1, 1, 0))},
+    {"wide_two_chunks", {1, 2, 5, 300}, include_pad(window(3, 2, 1, 1, 1, 1))},
+    {"no_padding", {1, 2, 7, 9}, include_pad(square(2, 2, 0))},
+};
+
+class AvgPoolIncludePad : public ::testing::TestWithParam<PoolCase> {};
+
+TEST_P(AvgPoolIncludePad, ForwardAndGradMatchReference) {
+  const PoolCase& c = GetParam();
+  Rng rng(14);
+  const Tensor x = random_tensor(c.x, rng);
+  const Tensor y = run_op(OpKind::AvgPool, c.attrs, {x})[0];
+  EXPECT_TRUE(all_close(y, reference::avg_pool_forward(x, c.attrs), kF32.rtol, kF32.atol));
+  PoolAttrs ga = c.attrs;
+  ga.input_shape = c.x;
+  const Tensor dy = random_tensor(y.shape(), rng);
+  const Tensor dx = run_op(OpKind::AvgPoolGrad, ga, {dy})[0];
+  EXPECT_TRUE(all_close(dx, reference::avg_pool_backward(dy, c.attrs, c.x), kF32.rtol, kF32.atol));
+}
+
+INSTANTIATE_TEST_SUITE_P(Windows, AvgPoolIncludePad, ::testing::ValuesIn(kIncludePadCases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// bf16 AvgPool / AvgPoolGrad with count_include_pad against f32 on the same (bf16-exact)
+// values: f32 math inside, one rounding of each output, so within the bf16 table.
+TEST(PoolingForward, AvgPoolCountIncludePadBf16MatchesF32) {
+  const Tolerance bf16 = tolerance_for(DType::bf16);
+  for (const PoolCase& c : kIncludePadCases) {
+    Rng rng(15);
+    const Tensor x = to_bf16(random_tensor(c.x, rng));
+    const Tensor x32 = Tensor::from_vector(x.to_float_vector(), c.x);
+    const Tensor y = run_op(OpKind::AvgPool, c.attrs, {x}, DType::bf16)[0];
+    const Tensor y32 = run_op(OpKind::AvgPool, c.attrs, {x32})[0];
+    EXPECT_TRUE(
+        all_close(Tensor::from_vector(y.to_float_vector(), y.shape()), y32, bf16.rtol, bf16.atol))
+        << c.name;
+    PoolAttrs ga = c.attrs;
+    ga.input_shape = c.x;
+    const Tensor dy = to_bf16(random_tensor(y.shape(), rng));
+    const Tensor dy32 = Tensor::from_vector(dy.to_float_vector(), dy.shape());
+    const Tensor dx = run_op(OpKind::AvgPoolGrad, ga, {dy}, DType::bf16)[0];
+    const Tensor dx32 = run_op(OpKind::AvgPoolGrad, ga, {dy32})[0];
+    EXPECT_TRUE(all_close(Tensor::from_vector(dx.to_float_vector(), dx.shape()), dx32, bf16.rtol,
+                          bf16.atol))
+        << c.name;
+  }
+}
+
+TEST(PoolingForward, AvgPoolCountIncludePadThroughBuilder) {
+  Graph g;
+  VariableStore vars;
+  Builder b(g, vars);
+  ValueId x = b.placeholder("x", {2, 3, 9, 9});
+  ValueId y = b.avg_pool(x, 3, 1, 1, true);
+  ValueId z = b.avg_pool(x, 3, 1, 1);
+  EXPECT_TRUE(attrs_as<PoolAttrs>(g.node(g.value(y).producer).attrs).count_include_pad);
+  EXPECT_FALSE(attrs_as<PoolAttrs>(g.node(g.value(z).producer).attrs).count_include_pad);
+  EXPECT_EQ(b.shape(y), (Shape{2, 3, 9, 9}));
+  // The graph dump names the flag where it is set, and only there.
+  const std::string text = g.to_text();
+  EXPECT_NE(text.find("kernel=3x3 stride=1x1 pad=1x1 count_include_pad"), std::string::npos)
+      << text;
+  size_t count = 0;
+  for (size_t at = text.find("count_include_pad"); at != std::string::npos;
+       at = text.find("count_include_pad", at + 1))
+    ++count;
+  EXPECT_EQ(count, 1u) << text;
+}
+
 TEST(PoolingForward, GlobalAvgPoolThroughBuilder) {
   Graph g;
   VariableStore vars;
@@ -265,6 +429,16 @@ TEST(PoolingGradients, AvgPoolWithPadding) {
                               {random_tensor({1, 2, 4, 5}, rng)}));
 }
 
+TEST(PoolingGradients, AvgPoolCountIncludePad) {
+  Rng rng(16);
+  EXPECT_TRUE(check_gradients(OpKind::AvgPool, include_pad(square(3, 1, 1)),
+                              {random_tensor({2, 2, 5, 6}, rng)}));
+  EXPECT_TRUE(check_gradients(OpKind::AvgPool, include_pad(square(3, 2, 1)),
+                              {random_tensor({1, 2, 7, 7}, rng)}));
+  EXPECT_TRUE(check_gradients(OpKind::AvgPool, include_pad(window(3, 2, 1, 2, 1, 1)),
+                              {random_tensor({1, 2, 4, 5}, rng)}));
+}
+
 TEST(PoolingGradients, GlobalAvgPool) {
   Rng rng(9);
   EXPECT_TRUE(check_gradients(OpKind::AvgPool, window(3, 5, 1, 1, 0, 0),
@@ -291,6 +465,9 @@ TEST(PoolingSchema, BadShapesThrowNamingTheOp) {
   EXPECT_NE(msg.find("half the kernel"), std::string::npos) << msg;
   msg = error_of([&] { run_op(OpKind::AvgPool, square(2, 0, 0), {small}); });
   EXPECT_NE(msg.find("stride must be positive"), std::string::npos) << msg;
+  // count_include_pad is an AvgPool flag: refused on MaxPool, not ignored.
+  msg = error_of([&] { run_op(OpKind::MaxPool, include_pad(square(3, 2, 1)), {small}); });
+  EXPECT_NE(msg.find("count_include_pad applies to AvgPool only"), std::string::npos) << msg;
   msg = error_of([&] {
     run_op(OpKind::AvgPool, square(2, 2, 0), {random_tensor({2, 4, 4}, rng)});
   });

@@ -1,8 +1,10 @@
 // Naive pooling reference (the specification of MaxPool / AvgPool and their gradients):
-// NCHW, floor output size, symmetric padding that never contributes (a padded position
-// never wins a max and is not counted in an average's divisor).
+// NCHW, floor output size, symmetric padding that never contributes to a max or a sum (a
+// padded position never wins a max); an average's divisor counts it only with
+// count_include_pad (then the divisor is kernel_h * kernel_w).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -64,7 +66,9 @@ inline Tensor avg_pool_forward(const Tensor& x, const PoolAttrs& a) {
       count[p * out_plane + o] += 1;
     });
   std::vector<float> y(sum.size());
-  for (size_t k = 0; k < y.size(); ++k) y[k] = float(sum[k] / count[k]);
+  const double full = double(a.kernel_h) * a.kernel_w;
+  for (size_t k = 0; k < y.size(); ++k)
+    y[k] = float(sum[k] / (a.count_include_pad ? full : count[k]));
   return Tensor::from_vector(y, ys);
 }
 
@@ -81,13 +85,14 @@ inline Tensor max_pool_backward(const Tensor& dy, const Tensor& argmax, const Sh
   return Tensor::from_vector(std::vector<float>(dx.begin(), dx.end()), x_shape);
 }
 
-// dx[window] += dy / count(window).
+// dx[window] += dy / count(window) (kernel_h * kernel_w with count_include_pad).
 inline Tensor avg_pool_backward(const Tensor& dy, const PoolAttrs& a, const Shape& x_shape) {
   const int64_t planes = x_shape[0] * x_shape[1], in_plane = x_shape[2] * x_shape[3],
                 out_plane = dy.dim(2) * dy.dim(3);
   const std::vector<float> g = dy.to_float_vector();
   std::vector<double> count(static_cast<size_t>(out_plane)), dx(size_t(planes * in_plane));
   for_each_window_element(a, x_shape[2], x_shape[3], [&](int64_t o, int64_t) { count[o] += 1; });
+  if (a.count_include_pad) std::fill(count.begin(), count.end(), double(a.kernel_h) * a.kernel_w);
   for (int64_t p = 0; p < planes; ++p)
     for_each_window_element(a, x_shape[2], x_shape[3], [&](int64_t o, int64_t i) {
       dx[p * in_plane + i] += g[p * out_plane + o] / count[o];
