@@ -11,9 +11,10 @@ struct Entry {
   ModelOutputs (*build_outputs)(Builder&, ValueId, const ModelOptions&) = nullptr;  // or this
 };
 const Entry kModels[] = {
-    {"mlp", build_mlp},           {"lenet", build_lenet}, {"resnet18", build_resnet18},
-    {"resnet50", build_resnet50}, {"vgg16", build_vgg16}, {"vgg16_bn", build_vgg16_bn},
-    {"alexnet", build_alexnet},
+    {"mlp", build_mlp},           {"lenet", build_lenet},
+    {"resnet18", build_resnet18}, {"resnet50", build_resnet50},
+    {"vgg16", build_vgg16},       {"vgg16_bn", build_vgg16_bn},
+    {"alexnet", build_alexnet},   {"inception_v3", nullptr, build_inception_v3},
 };
 }  // namespace
 

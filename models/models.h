@@ -58,6 +58,8 @@ ValueId build_resnet18(Builder& b, ValueId images, const ModelOptions& o);
 ValueId build_resnet50(Builder& b, ValueId images, const ModelOptions& o);
 // torchvision alexnet.
 ValueId build_alexnet(Builder& b, ValueId images, const ModelOptions& o);
+// torchvision inception_v3 (with AuxLogits as ModelOptions::aux_logits says).
+ModelOutputs build_inception_v3(Builder& b, ValueId images, const ModelOptions& o);
 // torchvision vgg16 / vgg16_bn (configuration "D").
 ValueId build_vgg16(Builder& b, ValueId images, const ModelOptions& o);
 ValueId build_vgg16_bn(Builder& b, ValueId images, const ModelOptions& o);
