@@ -63,6 +63,12 @@ TEST(AlexNetTest, SmallVariantShapesAndNames) {
     EXPECT_EQ(m.shape_of("classifier.4.weight"), Shape({512, 512}));
     EXPECT_EQ(m.shape_of("classifier.6.weight"), Shape({10, 512}));
     EXPECT_EQ(m.graph.nodes_of_kind(OpKind::MaxPool).size(), 3u);
+    // He-normal convs (fan_in, relu): std sqrt(2 / (384 * 3 * 3)) for features.8.
+    const std::vector<float> w = m.vars.at("features.8.weight").to_float_vector();
+    double sq = 0;
+    for (float v : w) sq += double(v) * v;
+    EXPECT_NEAR(std::sqrt(sq / double(w.size())), std::sqrt(2.0 / (384 * 9)), 0.001);
+    for (float v : m.vars.at("features.8.bias").to_float_vector()) EXPECT_EQ(v, 0.0f);
   }
 }
 
