@@ -94,16 +94,22 @@ std::vector<ValueId> grad_concat(GradientBuilder& b, const OpNode& n,
   return b.op_multi(OpKind::SplitV, {dy[0]}, split);
 }
 
-// dx = ConcatV2(dy_0, ..., dy_{N-1}). A piece without a gradient would need zeros, which no
-// op makes yet: refused, naming the piece.
+// dx = ConcatV2(dy_0, ..., dy_{N-1}). A piece whose output does not reach the loss (a
+// model that keeps only the first rows of a table, as BERT's position embeddings) gets
+// zeros: an f32 Const of its shape (the precision policy, applied after autodiff, casts it
+// where the concatenation runs in low precision).
 std::vector<ValueId> grad_split(GradientBuilder& b, const OpNode& n,
                                 const std::vector<ValueId>& dy) {
-  for (size_t k = 0; k < dy.size(); ++k)
-    CAMPO_CHECK(dy[k] != kNoValue, "SplitV '", n.name, "': output ", k,
-                " does not reach the loss while others do; its gradient would be zeros, which ",
-                "campo cannot build yet (use every piece, or split only what is used)");
+  bool any = false;
+  for (ValueId v : dy) any = any || v != kNoValue;
+  if (!any) return {kNoValue};
+  std::vector<ValueId> pieces = dy;
+  for (size_t k = 0; k < pieces.size(); ++k)
+    if (pieces[k] == kNoValue)
+      pieces[k] = b.op(OpKind::Const, {}, ConstAttrs{b.shape(n.outputs[k]), 0.0f},
+                       n.name + "/zeros" + std::to_string(k));
   const auto& a = attrs_as<SplitAttrs>(n.attrs);
-  return {b.op(OpKind::ConcatV2, dy, ConcatAttrs{resolve_axis(n, a.axis, b.shape(n.inputs[0]))})};
+  return {b.op(OpKind::ConcatV2, pieces, ConcatAttrs{resolve_axis(n, a.axis, b.shape(n.inputs[0]))})};
 }
 
 SchemaRegistrar concat({.kind = OpKind::ConcatV2,
