@@ -1,7 +1,11 @@
-// Data sets: random access to labelled images, and the host batches a loader hands out.
+// Data sets: random access to labelled samples, and the host batches a loader hands out.
 // Invariants: an image is f32, CHW, dense, already normalised (what the model consumes);
 // a label is an int in [0, num_classes()); get() and get_for_epoch() are const and
 // thread-safe, since the loader calls them from its prefetch thread.
+// Text data sets (masked-language-model samples) differ in three virtuals: their input is
+// i32 token ids [T] (input_dtype), they have a label per token (label_shape [T], with
+// kIgnoreLabel where there is nothing to predict) and num_classes() is the vocabulary
+// size; the loader reads every data set through get_sample.
 //
 // Random augmentation: a data set that augments (random crops, flips) draws sample `index`
 // of epoch `epoch` from an Rng seeded by a hash of (its seed, epoch, index), so a sample is
@@ -15,6 +19,9 @@
 #include "runtime/tensor.h"
 
 namespace campo {
+
+// A label that has nothing to predict (a token that is not masked): PyTorch's ignore_index.
+inline constexpr int32_t kIgnoreLabel = -100;
 
 class Dataset {
  public:
@@ -40,7 +47,18 @@ class Dataset {
     get(index, image, label);
   }
 
+  // The input's element type: f32 images, or i32 token ids (text).
+  virtual DType input_dtype() const { return DType::f32; }
+  // Shape of one sample's labels: [] (a class per image) or [T] (a target per token).
+  virtual Shape label_shape() const { return {}; }
+  // The sample as epoch `epoch` sees it, for any input type: image_numel() elements of
+  // input_dtype() to `input`, label_numel() labels. Image data sets need not override it.
+  virtual void get_sample(int64_t index, int epoch, void* input, int32_t* labels) const {
+    get_for_epoch(index, epoch, static_cast<float*>(input), labels);
+  }
+
   int64_t image_numel() const { return shape_numel(image_shape()); }
+  int64_t label_numel() const { return shape_numel(label_shape()); }
 
  protected:
   // Throws a campo::Error naming the data set when index is out of range.
@@ -49,12 +67,12 @@ class Dataset {
 
 // One batch of samples on the host.
 struct Batch {
-  Tensor images;            // [N, C, H, W] f32
-  Tensor labels;            // [N] i32
+  Tensor images;            // [N, C, H, W] f32, or [N, T] i32 token ids (text)
+  Tensor labels;            // [N] i32, or [N, T] (text)
   int64_t first_index = 0;  // position in the epoch's order of the first sample
   int epoch = 0;            // the epoch this batch belongs to
 
-  int64_t size() const { return labels.defined() ? labels.numel() : 0; }
+  int64_t size() const { return labels.defined() ? labels.dim(0) : 0; }
 };
 
 }  // namespace campo

@@ -108,19 +108,28 @@ bool DataLoader::fill_batch(const Job& job, int64_t b, Batch& batch) const {
   const int64_t n = std::min(options_.batch_size, n_total - first);
   Shape shape = {n};
   shape.insert(shape.end(), image_shape_.begin(), image_shape_.end());
-  batch.images = Tensor::empty(shape, DType::f32);
-  batch.labels = Tensor::empty({n}, DType::i32);
+  batch.images = Tensor::empty(shape, dataset_->input_dtype());
+  Shape label_shape = {n};
+  for (int64_t d : dataset_->label_shape()) label_shape.push_back(d);
+  batch.labels = Tensor::empty(label_shape, DType::i32);
   batch.first_index = first;
   batch.epoch = job.epoch;
-  float* images = batch.images.data_as<float>();
+  char* inputs = static_cast<char*>(batch.images.data());
+  const int64_t input_bytes = image_numel_ * int64_t(dtype_size(dataset_->input_dtype()));
   int32_t* labels = batch.labels.data_as<int32_t>();
+  const int64_t per_sample = dataset_->label_numel();
+  // Per-token labels may be kIgnoreLabel; a class label may not.
+  const bool may_ignore = !dataset_->label_shape().empty();
   const int num_classes = dataset_->num_classes();
   for (int64_t i = 0; i < n; ++i) {
     if (cancelled(job.generation) && options_.prefetch > 0) return false;
     const int64_t index = (*job.order)[size_t(first + i)];
-    dataset_->get_for_epoch(index, job.epoch, images + i * image_numel_, labels + i);
-    CAMPO_CHECK(labels[i] >= 0 && labels[i] < num_classes, dataset_->name(), ": sample ", index,
-                " has label ", labels[i], ", outside [0, ", num_classes, ")");
+    int32_t* y = labels + i * per_sample;
+    dataset_->get_sample(index, job.epoch, inputs + i * input_bytes, y);
+    for (int64_t k = 0; k < per_sample; ++k)
+      CAMPO_CHECK((y[k] >= 0 && y[k] < num_classes) || (may_ignore && y[k] == kIgnoreLabel),
+                  dataset_->name(), ": sample ", index, " has label ", y[k], ", outside [0, ",
+                  num_classes, ")");
   }
   return true;
 }

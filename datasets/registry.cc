@@ -156,7 +156,35 @@ std::shared_ptr<Dataset> open_folder(const std::string& name, const std::string&
   return std::make_shared<ImageFolderDataset>(test_dir, f);
 }
 
+std::shared_ptr<Dataset> open_text(const std::string& name, const std::string& split,
+                                   const DatasetOptions& options) {
+  const std::string path = text_dataset_path(name, options.data_dir);
+  CAMPO_CHECK(options.image_size == 0 && options.channels == 0 && options.channel_mean.empty() &&
+                  !options.mean && !options.stddev,
+              name, ": image options (size, channels, normalisation) do not apply to text");
+  reject_image_options(name, options);
+  CAMPO_CHECK(options.tokenizer != nullptr,
+              "internal: ", name, " needs a vocabulary (DatasetOptions::tokenizer)");
+  return open_text_dataset(path, split, *options.tokenizer, options.seq_len, options.mask_prob,
+                           options.seed);
+}
+
 }  // namespace
+
+bool is_text_dataset(const std::string& name) {
+  return name == "text" || name.rfind("text:", 0) == 0;
+}
+
+std::string text_dataset_path(const std::string& name, const std::string& data_dir) {
+  CAMPO_CHECK(is_text_dataset(name), "internal: '", name, "' is not a text data set");
+  if (name == "text") {
+    CAMPO_CHECK(!data_dir.empty(), "text: no file given; use --dataset text:PATH or --data-dir");
+    return data_dir;
+  }
+  const std::string path = name.substr(5);
+  CAMPO_CHECK(!path.empty(), "text: no path after 'text:'");
+  return path;
+}
 
 void check_splits_match(const Dataset& train, const Dataset& test) {
   auto shape_text = [](const Shape& s) {
@@ -178,7 +206,7 @@ void check_splits_match(const Dataset& train, const Dataset& test) {
 }
 
 std::vector<std::string> dataset_names() {
-  return {"fashion-mnist", "mnist", "synthetic", "cifar10", "folder:PATH"};
+  return {"fashion-mnist", "mnist", "synthetic", "cifar10", "folder:PATH", "text:PATH"};
 }
 
 std::shared_ptr<Dataset> open_dataset(const std::string& name, const std::string& split,
@@ -188,6 +216,7 @@ std::shared_ptr<Dataset> open_dataset(const std::string& name, const std::string
   if (name == "fashion-mnist" || name == "mnist") return open_idx(name, split, options);
   if (name == "cifar10") return open_cifar10(split, options);
   if (name == "folder" || name.rfind("folder:", 0) == 0) return open_folder(name, split, options);
+  if (is_text_dataset(name)) return open_text(name, split, options);
   if (name == "synthetic") {
     reject_image_options(name, options);
     const int channels = options.channels ? options.channels : 1;

@@ -4,6 +4,10 @@
 //   mnist          IDX files; no package provides them, so data_dir is required
 //   synthetic      SyntheticDataset: learnable, deterministic, no files
 //   cifar10        the binary version (data_batch_*.bin, test_batch.bin); data_dir required
+//   text:PATH      a UTF-8 text file as masked-language-model sequences (datasets/text.h):
+//                  options.tokenizer encodes it, train = the first 90% of its tokens,
+//                  test = the rest, windows of seq_len tokens, mask_prob of them to predict;
+//                  "text" alone takes PATH from data_dir
 //   folder:PATH    an image folder (datasets/image_folder.h); "folder" alone takes PATH
 //                  from data_dir. Splits:
 //                    PATH/train exists: train = PATH/train, test = PATH/test, else
@@ -26,6 +30,7 @@
 #include <vector>
 
 #include "datasets/dataset.h"
+#include "datasets/tokenizer.h"
 
 namespace campo {
 
@@ -52,6 +57,11 @@ struct DatasetOptions {
   bool skip_bad = false;        // folders: leave out files with unreadable headers
   double holdout = 0;           // folders without a test folder: fraction held out
 
+  // text only: the vocabulary (required), tokens per sequence, fraction to predict.
+  std::shared_ptr<const WordPieceTokenizer> tokenizer;
+  int seq_len = 128;
+  float mask_prob = 0.15f;
+
   int64_t synthetic_size = 0;  // 0: 60000 for train, 10000 for test
   int synthetic_classes = 10;
   float synthetic_noise = 0.5f;
@@ -60,6 +70,11 @@ struct DatasetOptions {
 // The known names, in the order error messages list them ("folder:PATH" stands for any
 // path).
 std::vector<std::string> dataset_names();
+
+// Whether `name` is a text data set (text or text:PATH), and the file it names (PATH, or
+// data_dir for "text" alone; an error when neither gives one).
+bool is_text_dataset(const std::string& name);
+std::string text_dataset_path(const std::string& name, const std::string& data_dir);
 
 // Opens split "train" or "test" of data set `name`.
 std::shared_ptr<Dataset> open_dataset(const std::string& name, const std::string& split,

@@ -9,14 +9,34 @@ struct Entry {
   const char* name;
   ValueId (*build)(Builder&, ValueId, const ModelOptions&);
   ModelOutputs (*build_outputs)(Builder&, ValueId, const ModelOptions&) = nullptr;  // or this
+  ModelInput input = ModelInput::images;
+  TrainingDefaults defaults = {};
 };
+const TrainingDefaults kLr001 = {.lr = 0.01f};
 const Entry kModels[] = {
-    {"mlp", build_mlp},           {"lenet", build_lenet},
-    {"resnet18", build_resnet18}, {"resnet50", build_resnet50},
-    {"vgg16", build_vgg16},       {"vgg16_bn", build_vgg16_bn},
-    {"alexnet", build_alexnet},   {"inception_v3", nullptr, build_inception_v3},
+    {"mlp", build_mlp},
+    {"lenet", build_lenet},
+    {"resnet18", build_resnet18},
+    {"resnet50", build_resnet50},
+    {"vgg16", build_vgg16, nullptr, ModelInput::images, kLr001},
+    {"vgg16_bn", build_vgg16_bn, nullptr, ModelInput::images, kLr001},
+    {"alexnet", build_alexnet, nullptr, ModelInput::images, kLr001},
+    {"inception_v3", nullptr, build_inception_v3, ModelInput::images, kLr001},
+    {"bert", build_bert, nullptr, ModelInput::tokens,
+     {.lr = 5e-4f, .optimizer = "adam", .warmup_steps = 100, .dropout = 0.1f}},
 };
+
+const Entry& entry(const std::string& name) {
+  for (const Entry& e : kModels)
+    if (name == e.name) return e;
+  std::string known;
+  for (const Entry& e : kModels) known += std::string(known.empty() ? "" : ", ") + e.name;
+  CAMPO_FAIL("unknown model '", name, "' (known models: ", known, ")");
+}
 }  // namespace
+
+ModelInput model_input(const std::string& name) { return entry(name).input; }
+TrainingDefaults training_defaults(const std::string& name) { return entry(name).defaults; }
 
 std::vector<std::string> model_names() {
   std::vector<std::string> out;
@@ -42,16 +62,11 @@ bool uses_small_variant(const ModelOptions& o, const Shape& image_shape) {
 
 ModelOutputs build_model_outputs(const std::string& name, Builder& b, ValueId images,
                                  const ModelOptions& o) {
-  for (const Entry& e : kModels) {
-    if (name != e.name) continue;
-    if (e.build_outputs) return e.build_outputs(b, images, o);
-    ModelOutputs out;
-    out.logits = e.build(b, images, o);
-    return out;
-  }
-  std::string known;
-  for (const Entry& e : kModels) known += std::string(known.empty() ? "" : ", ") + e.name;
-  CAMPO_FAIL("unknown model '", name, "' (known models: ", known, ")");
+  const Entry& e = entry(name);
+  if (e.build_outputs) return e.build_outputs(b, images, o);
+  ModelOutputs out;
+  out.logits = e.build(b, images, o);
+  return out;
 }
 
 ValueId build_model(const std::string& name, Builder& b, ValueId images, const ModelOptions& o) {

@@ -3,6 +3,7 @@
 // (torchvision's for ResNet and VGG).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,36 @@ struct ModelOptions {
   // inception_v3: build the auxiliary classifier (torchvision's aux_logits) where the input
   // allows it (299 px or more).
   bool aux_logits = true;
+  // bert: the size (bert_config's names); num_classes is the vocabulary size and `dropout`
+  // the hidden and attention dropout.
+  std::string bert_config = "mini";
 };
+
+// BERT's sizes: tiny (2 layers, hidden 128, 2 heads), mini (4, 256, 4), small (4, 512, 8),
+// medium (8, 512, 8), base (12, 768, 12); intermediate 4 x hidden, 512 positions, 2 token
+// types, LayerNorm eps 1e-12 (Hugging Face's BertConfig defaults).
+struct BertConfig {
+  int layers = 4, hidden = 256, heads = 4, intermediate = 1024;
+  int max_positions = 512, type_vocab = 2;
+  float layer_norm_eps = 1e-12f;
+};
+BertConfig bert_config(const std::string& name);
+
+// What a model reads and predicts: images [N, C, H, W] f32 with one class per image, or
+// token ids [N, T] i32 with a prediction per token (bert: logits [N * T, vocabulary]).
+enum class ModelInput { images, tokens };
+ModelInput model_input(const std::string& name);
+
+// The training recipe a model gets for what the command line leaves out (the reference
+// recipes: torchvision's lr 0.01 for VGG and AlexNet; BERT's Adam with warm-up and dropout
+// 0.1). Unset fields keep the trainer's defaults.
+struct TrainingDefaults {
+  std::optional<float> lr;
+  std::optional<std::string> optimizer;
+  std::optional<int64_t> warmup_steps;
+  std::optional<float> dropout;
+};
+TrainingDefaults training_defaults(const std::string& name);
 
 // What a model emits: its logits, and auxiliary classifier heads (Inception-v3's AuxLogits)
 // whose losses a training graph adds to the main loss with their weights. Inference uses
@@ -60,6 +90,9 @@ ValueId build_resnet50(Builder& b, ValueId images, const ModelOptions& o);
 ValueId build_alexnet(Builder& b, ValueId images, const ModelOptions& o);
 // torchvision inception_v3 (with AuxLogits as ModelOptions::aux_logits says).
 ModelOutputs build_inception_v3(Builder& b, ValueId images, const ModelOptions& o);
+// Hugging Face BertForMaskedLM (o.bert_config; o.num_classes the vocabulary); input ids
+// [N, T] i32 -> logits [N * T, vocabulary].
+ValueId build_bert(Builder& b, ValueId input_ids, const ModelOptions& o);
 // torchvision vgg16 / vgg16_bn (configuration "D").
 ValueId build_vgg16(Builder& b, ValueId images, const ModelOptions& o);
 ValueId build_vgg16_bn(Builder& b, ValueId images, const ModelOptions& o);

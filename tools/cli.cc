@@ -131,7 +131,7 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device) {
       ->capture_default_str();
   cmd->add_option("--batch", o.batch, "Training batch size")->capture_default_str();
   cmd->add_option("--eval-batch", o.eval_batch, "Evaluation batch size")->capture_default_str();
-  cmd->add_option("--lr", o.lr, "Learning rate (when not given: vgg16 0.01, dcgan 2e-4)")
+  cmd->add_option("--lr", o.lr, "Learning rate (when not given: vgg16, alexnet, inception_v3 0.01; bert 5e-4; dcgan 2e-4)")
       ->capture_default_str();
   cmd->add_option("--lr-schedule", o.lr_schedule,
                   "constant, step or cosine (when not given: dcgan constant)")
@@ -142,12 +142,12 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device) {
   cmd->add_option("--warmup-steps", o.warmup_steps, "Linear learning-rate warm-up steps")
       ->capture_default_str();
   cmd->add_option("--optimizer", o.optimizer,
-                  "sgd (with momentum) or adam (when not given: dcgan adam, beta1 0.5)")
+                  "sgd (with momentum) or adam (when not given: bert adam; dcgan adam, beta1 0.5)")
       ->capture_default_str();
   cmd->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str();
   cmd->add_flag("--nesterov", o.nesterov, "Nesterov momentum");
   cmd->add_option("--weight-decay", o.weight_decay, "L2 weight decay")->capture_default_str();
-  cmd->add_option("--dropout", o.dropout, "Dropout rate (mlp)")->capture_default_str();
+  cmd->add_option("--dropout", o.dropout, "Dropout rate (mlp; bert, default 0.1)")->capture_default_str();
   cmd->add_option("--seed", o.seed, "Random seed (weights, shuffling, dropout)")
       ->check(kSeed)
       ->capture_default_str();
@@ -168,6 +168,16 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device) {
                 "folders: warn about and leave out images whose header cannot be read");
   cmd->add_option("--holdout", o.holdout,
                   "folders without a test folder: fraction of each class held out for test");
+  cmd->add_option("--bert-config", o.bert_config, "bert: tiny, mini, small, medium or base")
+      ->capture_default_str();
+  cmd->add_option("--seq-len", o.seq_len, "text: tokens per sequence ([CLS] and [SEP] included)")
+      ->capture_default_str();
+  cmd->add_option("--vocab-size", o.vocab_size, "text: size of the vocabulary trained on the text")
+      ->capture_default_str();
+  cmd->add_option("--vocab", o.vocab_path, "text: a saved vocabulary (--save-vocab) to use");
+  cmd->add_option("--save-vocab", o.save_vocab_path, "text: write the vocabulary used here");
+  cmd->add_option("--mask-prob", o.mask_prob, "text: fraction of tokens to predict (80/10/10)")
+      ->capture_default_str();
   cmd->add_option("--save", o.save_path,
                   "Write a safetensors checkpoint at each epoch end and at the end");
   cmd->add_option("--save-every", o.save_every, "Also checkpoint every N steps");
@@ -212,7 +222,11 @@ void add_model_run_options(CLI::App* cmd, ModelRunOptions& o, std::string& devic
   cmd->add_option("--batch", o.batch, "Batch size")->capture_default_str();
   cmd->add_option("--image-size", o.image_size, "Input height and width")->capture_default_str();
   cmd->add_option("--channels", o.channels, "Input channels")->capture_default_str();
-  cmd->add_option("--classes", o.classes, "Number of classes")->capture_default_str();
+  cmd->add_option("--classes", o.classes, "Number of classes (bert: vocabulary size, default 8000)")
+      ->capture_default_str();
+  cmd->add_option("--bert-config", o.bert_config, "bert: tiny, mini, small, medium or base")
+      ->capture_default_str();
+  cmd->add_option("--seq-len", o.seq_len, "bert: tokens per sequence")->capture_default_str();
   add_device_option(cmd, device);
   cmd->add_option("--low-precision", o.low_precision,
                   "bf16 or fp16 (default: bf16 on cpu, fp16 on cuda)");
@@ -251,6 +265,17 @@ bool given(const CLI::App* cmd, const std::string& option) { return cmd->count(o
 void default_low_precision_of(const CLI::App* cmd, const DeviceSpec& device, std::string& low) {
   if (!given(cmd, "--low-precision"))
     low = default_low_precision(device.type) == DType::f16 ? "fp16" : "bf16";
+}
+
+// The model's own recipe (models.h's training_defaults) for what the command line leaves
+// out: VGG-16, AlexNet and Inception-v3 at lr 0.01; bert with Adam, warm-up and dropout.
+void apply_training_defaults(const CLI::App* cmd, TrainOptions& o) {
+  if (!is_known_model(o.model)) return;  // dcgan has its own; unknown names fail later
+  const TrainingDefaults d = training_defaults(o.model);
+  if (d.lr && !given(cmd, "--lr")) o.lr = *d.lr;
+  if (d.optimizer && !given(cmd, "--optimizer")) o.optimizer = *d.optimizer;
+  if (d.warmup_steps && !given(cmd, "--warmup-steps")) o.warmup_steps = *d.warmup_steps;
+  if (d.dropout && !given(cmd, "--dropout")) o.dropout = *d.dropout;
 }
 
 // Options a user gave that the run would ignore are errors, each naming the option and why.
@@ -301,6 +326,18 @@ void check_run_options_apply(const CLI::App* cmd, ModelRunOptions& run,
     CAMPO_CHECK(!given(cmd, "--classes"), "--classes does not apply to --model dcgan");
     if (!given(cmd, "--optimizer")) run.optimizer = "adam";
   }
+  const bool tokens = is_known_model(run.model) && model_input(run.model) == ModelInput::tokens;
+  if (tokens) {
+    for (const char* option : {"--image-size", "--channels"})
+      CAMPO_CHECK(!given(cmd, option), option, " does not apply to --model ", run.model,
+                  " (its input is --seq-len tokens)");
+    if (!given(cmd, "--classes")) run.classes = 8000;  // campo train's --vocab-size
+    const TrainingDefaults d = training_defaults(run.model);
+    if (d.optimizer && !given(cmd, "--optimizer")) run.optimizer = *d.optimizer;
+  } else {
+    for (const char* option : {"--bert-config", "--seq-len"})
+      CAMPO_CHECK(!given(cmd, option), option, " applies to --model bert only");
+  }
   CAMPO_CHECK(run.optimizer == "sgd" || run.optimizer == "adam", "unknown optimizer '",
               run.optimizer, "' (expected sgd or adam)");
   bool mixed = false, cost_aware = false;
@@ -316,6 +353,13 @@ void check_run_options_apply(const CLI::App* cmd, ModelRunOptions& run,
   if (!cost_aware)
     for (const char* option : {"--calibration", "--search", "--no-fold-casts"})
       CAMPO_CHECK(!given(cmd, option), option, " applies to --precision cost-aware only");
+  if (!is_text_dataset(o.dataset))
+    for (const char* option : {"--seq-len", "--vocab-size", "--vocab", "--save-vocab", "--mask-prob"})
+      CAMPO_CHECK(!given(cmd, option), option, " applies to text data sets only (--dataset text:PATH)");
+  CAMPO_CHECK(!given(cmd, "--bert-config") || o.model == "bert",
+              "--bert-config applies to --model bert only");
+  CAMPO_CHECK(!given(cmd, "--vocab") || !given(cmd, "--vocab-size"),
+              "--vocab-size trains a vocabulary; --vocab loads one: give one of them");
 }
 
 // dcgan trains as PyTorch's example does; the classifier options it has no use for are
@@ -382,6 +426,10 @@ int run(const std::vector<std::string>& args) {
   check_int64(eval_cmd, {"--batch", "--limit"});
   eval_cmd->add_option("--image-size", eval_options.image_size, "Resize images (0: native)");
   eval_cmd->add_option("--channels", eval_options.channels, "Image channels (0: native)");
+  eval_cmd->add_option("--seq-len", eval_options.seq_len, "text: tokens per sequence")
+      ->capture_default_str();
+  eval_cmd->add_option("--mask-prob", eval_options.mask_prob, "text: fraction of tokens to predict")
+      ->capture_default_str();
   eval_cmd->add_option("--seed", eval_options.seed, "Seed of the synthetic data set")
       ->check(kSeed)
       ->capture_default_str();
@@ -464,6 +512,7 @@ int run(const std::vector<std::string>& args) {
     }
     if (train_cmd->parsed()) {
       train_options.device = parse_device_spec(train_device);
+      apply_training_defaults(train_cmd, train_options);
       default_low_precision_of(train_cmd, train_options.device, train_options.low_precision);
       check_train_options_apply(train_cmd, train_options);
     }
@@ -503,11 +552,6 @@ int run(const std::vector<std::string>& args) {
       return 0;
     }
     if (train_cmd->parsed()) {
-      // VGG-16 and AlexNet train at 0.01 (torchvision's recipe); the default 0.05 suits
-      // lenet and resnet.
-      const bool lr_001 = train_options.model == "vgg16" || train_options.model == "vgg16_bn" ||
-                          train_options.model == "alexnet";
-      if (lr_001 && !train_cmd->count("--lr")) train_options.lr = 0.01f;
       train(train_options, std::cout, isatty(STDOUT_FILENO) != 0);
       return 0;
     }

@@ -89,7 +89,12 @@ TrainingGraphSpec model_run_spec(const ModelRunOptions& o, Precision policy) {
   spec.model_options.in_channels = o.channels;
   spec.model_options.image_size = o.image_size;
   spec.model_options.num_classes = o.classes;
+  spec.model_options.bert_config = o.bert_config;
   spec.image_shape = {o.channels, o.image_size, o.image_size};
+  if (model_input(o.model) == ModelInput::tokens) {
+    CAMPO_CHECK(o.seq_len >= 1, "--seq-len must be positive, got ", o.seq_len);
+    spec.image_shape = {o.seq_len};
+  }
   spec.batch = o.batch;
   CAMPO_CHECK(o.optimizer == "sgd" || o.optimizer == "adam", "unknown optimizer '", o.optimizer,
               "'");
@@ -446,16 +451,25 @@ std::vector<BenchResult> run_bench(const BenchOptions& o, std::ostream& out) {
     co.fetches = s->info.fetches();
     co.seed = o.run.seed;
     s->exe = std::make_unique<Executable>(s->graph, s->vars, co);
+    const char* input = input_placeholder(o.run.model);
     if (!images.defined()) {
       // One fixed batch of synthetic data for every policy: data loading is not measured.
-      images = Tensor::empty(s->exe->input("images").shape(), DType::f32);
+      // Token models: random ids and every position a target.
+      images = Tensor::empty(s->exe->input(input).shape(), s->exe->input(input).dtype());
       labels = Tensor::empty(s->exe->input("labels").shape(), DType::i32);
-      for (int64_t i = 0; i < images.numel(); ++i) images.data_as<float>()[i] = rng.normal();
+      for (int64_t i = 0; i < images.numel(); ++i) {
+        if (images.dtype() == DType::i32)
+          images.data_as<int32_t>()[i] = int32_t(rng.below(uint64_t(o.run.classes)));
+        else
+          images.data_as<float>()[i] = rng.normal();
+      }
       for (int64_t i = 0; i < labels.numel(); ++i)
         labels.data_as<int32_t>()[i] = int32_t(rng.below(uint64_t(o.run.classes)));
     }
-    s->exe->feed("images", images);
+    s->exe->feed(input, images);
     s->exe->feed("labels", labels);
+    if (s->exe->has_input("inv_num_targets"))
+      s->exe->feed_scalar("inv_num_targets", 1.0f / float(labels.numel()));
     s->exe->feed_scalar("lr", o.lr);
     s->exe->feed_scalar("loss_scale", 1.0f);
     if (s->exe->has_input("step")) s->exe->feed_scalar("step", 1.0f);

@@ -17,7 +17,10 @@ struct ModelRunOptions {
   int64_t batch = 64;
   int image_size = 28;
   int channels = 1;
-  int classes = 10;
+  int classes = 10;  // bert: the vocabulary size
+  // bert: its size and the tokens per sequence (the input is [batch, seq_len] token ids).
+  std::string bert_config = "mini";
+  int seq_len = 128;
   // plan: whose mixed-precision lists (and costs) the plan uses; planning runs nothing on
   // it, so a CUDA plan needs no GPU. bench: where the steps run.
   DeviceSpec device;

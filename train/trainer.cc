@@ -17,6 +17,8 @@
 
 #include "datasets/loader.h"
 #include "datasets/registry.h"
+#include "datasets/text.h"
+#include "datasets/tokenizer.h"
 #include "graph/autodiff.h"
 #include "graph/checkpoint.h"
 #include "runtime/file_check.h"
@@ -47,11 +49,102 @@ class SubsetDataset final : public Dataset {
     check_index(index);
     base_->get_for_epoch(index, epoch, image, label);
   }
+  DType input_dtype() const override { return base_->input_dtype(); }
+  Shape label_shape() const override { return base_->label_shape(); }
+  void get_sample(int64_t index, int epoch, void* input, int32_t* labels) const override {
+    check_index(index);
+    base_->get_sample(index, epoch, input, labels);
+  }
 
  private:
   std::shared_ptr<const Dataset> base_;
   int64_t size_;
 };
+
+// Labels that are not kIgnoreLabel (the tokens a masked-language-model batch predicts).
+int64_t count_targets(const Tensor& labels) {
+  const int32_t* y = labels.data_as<int32_t>();
+  return std::count_if(y, y + labels.numel(), [](int32_t v) { return v != kIgnoreLabel; });
+}
+
+// Correct arg-max predictions of logits [rows, C] against labels (rows of them, any shape),
+// and how many labels were scored: those that are not kIgnoreLabel.
+std::pair<int64_t, int64_t> count_correct(const Tensor& logits, const Tensor& labels) {
+  const int64_t rows = logits.dim(0), c = logits.dim(1);
+  CAMPO_CHECK(labels.numel() == rows, "internal: ", rows, " rows of logits for ",
+              labels.numel(), " labels");
+  const float* p = logits.data_as<float>();
+  const int32_t* y = labels.data_as<int32_t>();
+  int64_t correct = 0, scored = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    if (y[i] == kIgnoreLabel) continue;
+    const float* row = p + i * c;
+    correct += (std::max_element(row, row + c) - row) == y[i];
+    ++scored;
+  }
+  return {correct, scored};
+}
+
+// The model options a data set implies: its images' channels and size, its classes (a
+// text data set's: the vocabulary).
+ModelOptions model_options_for(const Dataset& data, float dropout, const std::string& bert) {
+  ModelOptions m;
+  m.num_classes = data.num_classes();
+  m.dropout = dropout;
+  m.bert_config = bert;
+  const Shape s = data.image_shape();
+  if (data.input_dtype() == DType::f32 && s.size() == 3) {
+    m.in_channels = int(s[0]);
+    m.image_size = int(s[1]);
+  }
+  return m;
+}
+
+// A token model trains on a text data set and only there.
+void check_model_fits_data(const std::string& model, const std::string& dataset) {
+  const bool tokens = model_input(model) == ModelInput::tokens;
+  CAMPO_CHECK(tokens == is_text_dataset(dataset), "--model ", model,
+              tokens ? " trains on text: give --dataset text:PATH (a UTF-8 text file)"
+                     : " trains on images; a text data set ('" + dataset + "') needs --model bert");
+}
+
+// --dataset text:PATH: the sequence options and the vocabulary: --vocab's file, the one a
+// resumed checkpoint holds (they must agree when both are given), or one trained now on the
+// text before the held-out part (the first 90% of the file, cut at a line end).
+void set_text_options(DatasetOptions& d, const TrainOptions& o, std::ostream& log) {
+  d.seq_len = o.seq_len;
+  d.mask_prob = o.mask_prob;
+  std::shared_ptr<const WordPieceTokenizer> from_resume;
+  if (!o.resume_path.empty()) {
+    const std::map<std::string, std::string> meta = read_safetensors_metadata(o.resume_path);
+    auto it = meta.find("vocab");
+    CAMPO_CHECK(it != meta.end(), "--resume checkpoint ", o.resume_path,
+                " holds no vocabulary (it was not written by a text run)");
+    from_resume = std::make_shared<const WordPieceTokenizer>(WordPieceTokenizer::from_json(it->second));
+  }
+  if (!o.vocab_path.empty()) {
+    d.tokenizer = std::make_shared<const WordPieceTokenizer>(WordPieceTokenizer::load(o.vocab_path));
+    CAMPO_CHECK(!from_resume || from_resume->fingerprint() == d.tokenizer->fingerprint(),
+                "--vocab ", o.vocab_path, " is not the vocabulary of --resume checkpoint ",
+                o.resume_path, " (leave --vocab out to use the checkpoint's)");
+    return;
+  }
+  if (from_resume) {
+    d.tokenizer = from_resume;
+    return;
+  }
+  const std::string path = text_dataset_path(o.dataset, o.data_dir);
+  const std::string text = read_text_file(path);
+  size_t cut = text.size() * 9 / 10;
+  const size_t line_end = text.rfind('\n', cut);
+  if (line_end != std::string::npos && line_end > 0) cut = line_end + 1;
+  Timer t;
+  d.tokenizer = std::make_shared<const WordPieceTokenizer>(
+      WordPieceTokenizer::train(std::string_view(text).substr(0, cut), o.vocab_size));
+  log << "campo: vocabulary of " << d.tokenizer->vocab_size() << " pieces trained on " << cut
+      << " bytes of " << path << " in " << std::fixed << std::setprecision(1) << t.seconds()
+      << " s\n";
+}
 
 }  // namespace
 
@@ -134,6 +227,7 @@ void TrainingSession::save(const std::string& path, int64_t epoch, int64_t posit
   meta.extra["loss_scale_clean_steps"] = std::to_string(scaler_.clean_steps());
   meta.extra["loss_scale_skipped_steps"] = std::to_string(scaler_.skipped_steps());
   meta.extra["executor_step"] = std::to_string(train_exe_->context().step);
+  for (const auto& [key, value] : checkpoint_extra_) meta.extra[key] = value;
   save_checkpoint(path, vars_, meta);
 }
 
@@ -183,8 +277,14 @@ std::vector<std::pair<std::string, double>> TrainingSession::profile_by_op() con
 float TrainingSession::train_step(const Batch& batch, float lr) {
   CAMPO_CHECK(batch.size() == batch_, "training batch of ", batch.size(),
               " samples; the graph was compiled for ", batch_);
-  train_exe_->feed("images", batch.images);
+  train_exe_->feed(input_placeholder(model_), batch.images);
   train_exe_->feed("labels", batch.labels);
+  if (train_exe_->has_input("inv_num_targets")) {
+    const int64_t targets = count_targets(batch.labels);
+    CAMPO_CHECK(targets > 0, "a training batch has no token to predict (every label is ",
+                kIgnoreLabel, ")");
+    train_exe_->feed_scalar("inv_num_targets", 1.0f / float(targets));
+  }
   train_exe_->feed_scalar("lr", lr);
   if (train_exe_->has_input("step")) train_exe_->feed_scalar("step", float(step_ + 1));
   if (!scaler_.enabled()) {
@@ -211,8 +311,9 @@ TrainingSession::EvalGraph& TrainingSession::eval_graph(int64_t batch) {
   b.set_training(false);
   Shape input_shape = {batch};
   input_shape.insert(input_shape.end(), image_shape_.begin(), image_shape_.end());
-  ValueId images = b.placeholder("images", input_shape);
-  e->logits = build_model(model_, b, images, model_options_);
+  const DType input_dtype = model_input(model_) == ModelInput::tokens ? DType::i32 : DType::f32;
+  ValueId inputs = b.placeholder(input_placeholder(model_), input_shape, input_dtype);
+  e->logits = build_model(model_, b, inputs, model_options_);
   CompileOptions co;
   co.fetches = {e->logits};
   e->exe = std::make_unique<Executable>(e->graph, vars_, co);
@@ -228,20 +329,13 @@ double TrainingSession::evaluate(DataLoader& loader) {
     if (const int signal = interrupt_signal())
       throw Interrupted(signal, "during evaluation", "", "evaluation saves nothing");
     EvalGraph& e = eval_graph(batch.size());
-    e.exe->feed("images", batch.images);
+    e.exe->feed(input_placeholder(model_), batch.images);
     e.exe->run();
-    const Tensor logits = e.exe->fetch(e.logits);
-    const int64_t n = logits.dim(0), c = logits.dim(1);
-    const float* p = logits.data_as<float>();
-    const int32_t* y = batch.labels.data_as<int32_t>();
-    for (int64_t i = 0; i < n; ++i) {
-      const float* row = p + i * c;
-      int64_t best = std::max_element(row, row + c) - row;
-      correct += best == y[i];
-    }
-    total += n;
+    const auto [hits, count] = count_correct(e.exe->fetch(e.logits), batch.labels);
+    correct += hits;
+    total += count;
   }
-  CAMPO_CHECK(total > 0, "evaluation set is empty");
+  CAMPO_CHECK(total > 0, "evaluation set is empty (or has no token to predict)");
   return double(correct) / double(total);
 }
 
@@ -251,12 +345,9 @@ std::string dump_training_graph(const TrainOptions& o, const std::string& format
               "'");
   DatasetOptions dopts;
   dopts.data_dir = o.data_dir;
+  if (is_text_dataset(o.dataset)) set_text_options(dopts, o, std::cerr);
   std::shared_ptr<const Dataset> data = open_dataset(o.dataset, "test", dopts);
-  ModelOptions mopts;
-  mopts.in_channels = int(data->image_shape()[0]);
-  mopts.image_size = int(data->image_shape()[1]);
-  mopts.num_classes = data->num_classes();
-  mopts.dropout = o.dropout;
+  const ModelOptions mopts = model_options_for(*data, o.dropout, o.bert_config);
   OptimizerConfig ocfg;
   ocfg.kind = o.optimizer == "adam" ? OptimizerConfig::Kind::adam : OptimizerConfig::Kind::sgd;
   TrainingSession session(o.model, mopts, data->image_shape(), o.batch, ocfg, o.seed);
@@ -277,17 +368,26 @@ double evaluate_checkpoint(const EvalOptions& o, std::ostream& log) {
   CAMPO_CHECK(!model.empty(), "checkpoint ", o.checkpoint,
               " does not name its model: pass --model");
   CAMPO_CHECK(is_known_model(model), "unknown model '", model, "'");
+  check_model_fits_data(model, o.dataset);
   DatasetOptions dopts;
   dopts.data_dir = o.data_dir;
   dopts.image_size = o.image_size;
   dopts.channels = o.channels;
   dopts.seed = o.seed;
+  std::string bert = "mini";
+  if (is_text_dataset(o.dataset)) {
+    // The vocabulary and the size the model was trained with, from the checkpoint.
+    CAMPO_CHECK(meta.count("vocab") && meta.count("bert_config"), "checkpoint ", o.checkpoint,
+                " holds no vocabulary (was it written by campo train on a text data set?)");
+    dopts.tokenizer = std::make_shared<const WordPieceTokenizer>(
+        WordPieceTokenizer::from_json(meta.at("vocab")));
+    dopts.seq_len = o.seq_len;
+    dopts.mask_prob = o.mask_prob;
+    bert = meta.at("bert_config");
+  }
   std::shared_ptr<const Dataset> test_set = open_dataset(o.dataset, "test", dopts);
   if (o.limit > 0) test_set = std::make_shared<SubsetDataset>(test_set, o.limit);
-  ModelOptions mopts;
-  mopts.in_channels = int(test_set->image_shape()[0]);
-  mopts.image_size = int(test_set->image_shape()[1]);
-  mopts.num_classes = test_set->num_classes();
+  const ModelOptions mopts = model_options_for(*test_set, 0.0f, bert);
   VariableStore vars;
   LoaderOptions lopts;
   lopts.batch_size = std::min<int64_t>(o.batch, test_set->size());
@@ -304,7 +404,9 @@ double evaluate_checkpoint(const EvalOptions& o, std::ostream& log) {
     b.set_training(false);
     Shape shape = {n};
     for (int64_t d : test_set->image_shape()) shape.push_back(d);
-    ValueId logits = build_model(model, b, b.placeholder("images", shape), mopts);
+    ValueId logits =
+        build_model(model, b, b.placeholder(input_placeholder(model), shape, test_set->input_dtype()),
+                    mopts);
     if (graphs.empty()) load_checkpoint(o.checkpoint, vars, LoadOptions{.allow_missing_optimizer_state = true});
     CompileOptions co;
     co.fetches = {logits};
@@ -318,19 +420,16 @@ double evaluate_checkpoint(const EvalOptions& o, std::ostream& log) {
   Batch batch;
   while (loader.next(batch)) {
     size_t k = executable_for(batch.size());
-    exes[k]->feed("images", batch.images);
+    exes[k]->feed(input_placeholder(model), batch.images);
     exes[k]->run();
-    const Tensor logits = exes[k]->fetch(logits_of[k]);
-    const int64_t c = logits.dim(1);
-    for (int64_t i = 0; i < batch.size(); ++i) {
-      const float* row = logits.data_as<float>() + i * c;
-      correct += (std::max_element(row, row + c) - row) == batch.labels.data_as<int32_t>()[i];
-    }
-    total += batch.size();
+    const auto [hits, count] = count_correct(exes[k]->fetch(logits_of[k]), batch.labels);
+    correct += hits;
+    total += count;
   }
   const double accuracy = double(correct) / double(std::max<int64_t>(total, 1));
-  log << "test accuracy " << std::fixed << std::setprecision(4) << accuracy << " on " << total
-      << " samples of " << test_set->name() << "\n";
+  log << (dopts.tokenizer ? "masked-token accuracy " : "test accuracy ") << std::fixed
+      << std::setprecision(4) << accuracy << " on " << total
+      << (dopts.tokenizer ? " masked tokens of " : " samples of ") << test_set->name() << "\n";
   nlohmann::json j = {{"event", "eval"},      {"model", model},
                       {"dataset", o.dataset}, {"checkpoint", o.checkpoint},
                       {"samples", total},     {"test_accuracy", accuracy}};
@@ -383,8 +482,21 @@ void validate(const TrainOptions& o) {
                   o.progress == "none",
               "--progress must be auto, bar, lines or none, got '", o.progress, "'");
   check_threads(o.threads);
-  CAMPO_CHECK(o.dropout == 0 || o.model == "mlp", "--dropout applies to --model mlp only (",
-              o.model, " has no configurable dropout)");
+  CAMPO_CHECK(o.dropout == 0 || o.model == "mlp" || o.model == "bert",
+              "--dropout applies to --model mlp and bert only (", o.model,
+              " has no configurable dropout)");
+  check_model_fits_data(o.model, o.dataset);
+  if (is_text_dataset(o.dataset)) {
+    (void)bert_config(o.bert_config);  // names the sizes when unknown
+    CAMPO_CHECK(o.seq_len >= 8 && o.seq_len <= 512, "--seq-len must be in 8..512 (BERT's 512 "
+                "positions), got ", o.seq_len);
+    CAMPO_CHECK(o.vocab_size >= 64 && o.vocab_size <= 1000000,
+                "--vocab-size must be in 64..1000000, got ", o.vocab_size);
+    CAMPO_CHECK(o.mask_prob > 0 && o.mask_prob < 1, "--mask-prob must be in (0, 1), got ",
+                o.mask_prob);
+    if (!o.vocab_path.empty()) require_input_file(o.vocab_path, "--vocab vocabulary");
+    if (!o.save_vocab_path.empty()) require_output_file(o.save_vocab_path, "--save-vocab file");
+  }
   CAMPO_CHECK(o.image_size >= 0, "--image-size must be positive (or 0: native), got ",
               o.image_size);
   CAMPO_CHECK(o.channels == 0 || o.channels == 1 || o.channels == 3,
@@ -470,6 +582,10 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   dopts.image_size = o.image_size;
   dopts.channels = o.channels;
   const bool image_data = o.dataset == "cifar10" || o.dataset.rfind("folder", 0) == 0;
+  if (is_text_dataset(o.dataset)) {
+    set_text_options(dopts, o, log);
+    if (!o.save_vocab_path.empty()) dopts.tokenizer->save(o.save_vocab_path);
+  }
   if (image_data) {
     CAMPO_CHECK(o.augment == "auto" || o.augment == "on" || o.augment == "off",
                 "--augment must be auto, on or off, got '", o.augment, "'");
@@ -494,12 +610,8 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   CAMPO_CHECK(train_set->size() >= o.batch, "--batch ", o.batch, " is larger than the ",
               train_set->size(), " training samples of ", train_set->name());
 
-  ModelOptions mopts;
-  Shape image_shape = train_set->image_shape();
-  mopts.in_channels = int(image_shape[0]);
-  mopts.image_size = int(image_shape[1]);
-  mopts.num_classes = train_set->num_classes();
-  mopts.dropout = o.dropout;
+  const ModelOptions mopts = model_options_for(*train_set, o.dropout, o.bert_config);
+  const Shape image_shape = train_set->image_shape();
   OptimizerConfig ocfg;
   ocfg.kind = o.optimizer == "adam" ? OptimizerConfig::Kind::adam : OptimizerConfig::Kind::sgd;
   ocfg.momentum = o.momentum;
@@ -508,6 +620,10 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   PrecisionConfig pcfg = precision_config(o);
   attach_calibration(pcfg, o.calibration, log);
   TrainingSession session(o.model, mopts, image_shape, o.batch, ocfg, o.seed, pcfg);
+  if (dopts.tokenizer) {  // what campo eval and --resume need to read the text the same way
+    session.set_checkpoint_extra("vocab", dopts.tokenizer->to_json());
+    session.set_checkpoint_extra("bert_config", o.bert_config);
+  }
 
   if (o.profile) session.set_profiling(true);
   LoaderOptions lopts;
@@ -650,8 +766,9 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   }
   r.wall_seconds = wall.seconds();
   if (mode != "none")
-    log << "test accuracy " << std::fixed << std::setprecision(4) << r.test_accuracy << " on "
-        << test_set->size() << " samples of " << test_set->name() << "\n";
+    log << (dopts.tokenizer ? "masked-token accuracy " : "test accuracy ") << std::fixed
+        << std::setprecision(4) << r.test_accuracy << " on " << test_set->size()
+        << (dopts.tokenizer ? " sequences of " : " samples of ") << test_set->name() << "\n";
   if (o.profile) print_profile(session.profile_by_op(), step, log);
   nlohmann::json j = {{"event", "result"},
                       {"model", o.model},

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -71,6 +72,13 @@ struct TrainOptions {
   int padding = -1;              // random-crop border (-1: the data set's default)
   bool skip_bad = false;         // leave out images whose header cannot be read
   double holdout = 0;            // folder without a test folder: fraction held out for test
+  // bert on text data sets (see datasets/registry.h's text:PATH).
+  std::string bert_config = "mini";  // tiny | mini | small | medium | base
+  int seq_len = 128;                 // tokens per sequence, [CLS] and [SEP] included
+  int vocab_size = 8000;             // of the vocabulary trained on the text
+  std::string vocab_path;            // a saved vocabulary instead of training one
+  std::string save_vocab_path;       // write the vocabulary used
+  float mask_prob = 0.15f;           // tokens chosen for prediction (BERT's 80/10/10)
 };
 
 // From the command-line options (checks them). Leaves the calibration out.
@@ -97,6 +105,8 @@ struct EvalOptions {
   int image_size = 0;
   int channels = 0;
   uint64_t seed = 42;  // the synthetic data set's seed (as campo train's --seed)
+  int seq_len = 128;   // text data sets: as the model was trained
+  float mask_prob = 0.15f;
 };
 double evaluate_checkpoint(const EvalOptions& o, std::ostream& log);
 
@@ -173,6 +183,10 @@ class TrainingSession {
   Graph& train_graph() { return train_graph_; }
   const Executable& train_executable() const { return *train_exe_; }
   int64_t step() const { return step_; }
+  // A metadata field every checkpoint of the session carries (a text model's vocabulary).
+  void set_checkpoint_extra(const std::string& key, std::string value) {
+    checkpoint_extra_[key] = std::move(value);
+  }
   int64_t parameter_count() const { return vars_.count_elements(VariableKind::parameter); }
 
  private:
@@ -194,6 +208,7 @@ class TrainingSession {
   std::vector<std::unique_ptr<EvalGraph>> eval_graphs_;
   int64_t step_ = 0;
   std::vector<double> op_ms_;  // by OpKind
+  std::map<std::string, std::string> checkpoint_extra_;
 };
 
 }  // namespace campo

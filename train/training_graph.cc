@@ -2,6 +2,7 @@
 
 #include "amp/cost_aware.h"
 #include "amp/padding.h"
+#include "datasets/dataset.h"
 #include "graph/autodiff.h"
 #include "graph/builder.h"
 #include "runtime/check.h"
@@ -34,6 +35,10 @@ PolicyResult apply_policy(Graph& g, const PrecisionConfig& precision, const Cost
   return r;
 }
 
+const char* input_placeholder(const std::string& model) {
+  return model_input(model) == ModelInput::tokens ? "input_ids" : "images";
+}
+
 TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
                                        const TrainingGraphSpec& spec) {
   TrainingGraphInfo info;
@@ -44,13 +49,25 @@ TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
   b.set_training(true);
   Shape input_shape = {spec.batch};
   input_shape.insert(input_shape.end(), spec.image_shape.begin(), spec.image_shape.end());
-  ValueId images = b.placeholder("images", input_shape);
-  ValueId labels = b.placeholder("labels", {spec.batch}, DType::i32);
-  const ModelOutputs model = build_model_outputs(spec.model, b, images, spec.model_options);
-  info.loss = b.mean(b.sparse_softmax_cross_entropy(model.logits, labels));
-  for (const ModelOutputs::Auxiliary& aux : model.auxiliary)  // e.g. loss + 0.4 aux loss
-    info.loss = b.add(info.loss, b.mul(b.mean(b.sparse_softmax_cross_entropy(aux.logits, labels)),
-                                       b.constant(aux.loss_weight)));
+  if (model_input(spec.model) == ModelInput::tokens) {
+    // A prediction per token: logits [batch * T, V] against the labels flattened, the
+    // unmasked ones (kIgnoreLabel) left out of the sum and of the count.
+    ValueId ids = b.placeholder(input_placeholder(spec.model), input_shape, DType::i32);
+    ValueId labels = b.placeholder("labels", input_shape, DType::i32);
+    const ModelOutputs model = build_model_outputs(spec.model, b, ids, spec.model_options);
+    ValueId per_token = b.sparse_softmax_cross_entropy(
+        model.logits, b.reshape(labels, {shape_numel(input_shape)}), kIgnoreLabel);
+    info.loss = b.mul(b.sum(per_token), b.placeholder("inv_num_targets", {}));
+  } else {
+    ValueId images = b.placeholder(input_placeholder(spec.model), input_shape);
+    ValueId labels = b.placeholder("labels", {spec.batch}, DType::i32);
+    const ModelOutputs model = build_model_outputs(spec.model, b, images, spec.model_options);
+    info.loss = b.mean(b.sparse_softmax_cross_entropy(model.logits, labels));
+    for (const ModelOutputs::Auxiliary& aux : model.auxiliary)  // e.g. loss + 0.4 aux loss
+      info.loss =
+          b.add(info.loss, b.mul(b.mean(b.sparse_softmax_cross_entropy(aux.logits, labels)),
+                                 b.constant(aux.loss_weight)));
+  }
   ValueId seed_grad = b.placeholder("loss_scale", {});
   std::vector<std::string> params = vars.names_of_kind(VariableKind::parameter);
   std::vector<ValueId> param_values;

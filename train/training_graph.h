@@ -42,15 +42,21 @@ using PaddingDecision = std::function<bool(const Graph& g, NodeId id)>;
 PolicyResult apply_policy(Graph& g, const PrecisionConfig& precision, const CostTable* costs,
                           const PaddingDecision& pays = nullptr);
 
-// What one training step computes: model forward on placeholders "images" [batch, C, H, W]
-// and "labels" [batch] (i32), mean softmax cross-entropy, gradients seeded by the
+// The name of a model's input placeholder: "images" [batch, C, H, W] f32, or "input_ids"
+// [batch, T] i32 for a model of token inputs (models.h's ModelInput).
+const char* input_placeholder(const std::string& model);
+
+// What one training step computes: model forward on the input placeholder and "labels"
+// ([batch] i32; [batch, T] for token models), the mean softmax cross-entropy (token
+// models: the sum over the labels that are not kIgnoreLabel times the placeholder
+// "inv_num_targets", 1 / their number, fed per batch), gradients seeded by the
 // placeholder "loss_scale", unscaling and the AllFinite check when loss scaling is on,
 // the optimizer updates, then the precision policy (apply_policy; cost-aware uses
 // precision.costs, which must be set: see with_profiled_costs in train/profiling.h).
 struct TrainingGraphSpec {
   std::string model;
   ModelOptions model_options;
-  Shape image_shape;  // [C, H, W]
+  Shape image_shape;  // [C, H, W]; [T] for token models
   int64_t batch = 0;
   OptimizerConfig optimizer;
   PrecisionConfig precision;
