@@ -126,6 +126,8 @@ std::string piece_problem(std::string_view piece) {
   if (find_invalid_utf8(piece) >= 0) return "is not UTF-8";
   const bool is_continuation = piece.starts_with("##") && piece.size() > 2;
   const std::vector<char32_t> body = code_points(is_continuation ? piece.substr(2) : piece);
+  if (body.size() > size_t(WordPieceTokenizer::kMaxWordChars))
+    return "is longer than the longest word the tokenizer spells (100 characters)";
   for (char32_t c : body) {
     if (is_dropped(c) || is_whitespace(c))
       return "holds whitespace or a control character, which the tokenizer removes";

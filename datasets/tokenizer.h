@@ -19,7 +19,8 @@
 // The vocabulary: ids 0..4 are [PAD] [UNK] [CLS] [SEP] [MASK]; every other piece is a
 // non-empty string of non-special characters, either a word start ("th") or a continuation
 // ("##e"). A piece that encode could never produce (upper case, whitespace, punctuation
-// inside a longer piece) makes the vocabulary inconsistent and is refused.
+// inside a longer piece, more than kMaxWordChars characters) makes the vocabulary
+// inconsistent and is refused.
 //
 // Invariants: immutable once built; every method is const and thread-safe. Input text must
 // be UTF-8 (an error names the byte offset otherwise).

@@ -233,6 +233,7 @@ TEST(WordPieceTokenizerJson, MalformedOrInconsistentVocabulariesAreOneLineErrors
       {vocab_json(R"("a", "##,")"), "punctuation"},
       {vocab_json(R"("a", "a b")"), "whitespace"},
       {vocab_json(R"("a", "")"), "is empty"},
+      {vocab_json("\"a\", \"" + std::string(101, 'a') + "\""), "longer than the longest word"},
       {R"({"format": "campo-wordpiece", "version": 1, "vocab_size": 6,)"
        R"( "vocab": ["[PAD]", "[CLS]", "[UNK]", "[SEP]", "[MASK]", "a"]})",
        "ids 0..4 must be [PAD] [UNK] [CLS] [SEP] [MASK]"},
