@@ -13,6 +13,7 @@
 
 #include "amp/calibration.h"
 #include "datasets/idx.h"
+#include "datasets/tokenizer.h"
 #include "fuzz/targets.h"
 #include "graph/checkpoint.h"
 
@@ -201,6 +202,19 @@ void make_amp_lists() {
   write_text(seed("amp_lists_edit", "remove"), "infer-=BiasAdd");
 }
 
+// A text file and a tokenizer vocabulary trained on it (the text target reads each input
+// as both).
+void make_text() {
+  const std::string text =
+      "The quick brown fox jumps over the lazy dog. \"Don't panic!\" -- Douglas Adams\n"
+      "A caf\xc3\xa9 in Z\xc3\xbcrich serves cr\xc3\xa8me br\xc3\xbbl\xc3\xa9"
+      "e at 9:30; "
+      "it\xe2\x80\x99s \xe2\x80\x9cgood\xe2\x80\x9d \xe4\xb8\xad\xe6\x96\x87.\n"
+      "The fox and the dog, the dog and the fox: foxes, dogs, quickly, quicker.\n";
+  write_text(seed("text", "english.txt"), text);
+  WordPieceTokenizer::train(text, 120).save(seed("text", "vocab.json").string());
+}
+
 // Dictionaries: the format's keywords, so the fuzzer need not guess them byte by byte.
 void make_dictionaries(const fs::path& dir) {
   auto dict = [&](const std::string& target, const std::vector<std::string>& words) {
@@ -276,6 +290,14 @@ void make_dictionaries(const fs::path& dir) {
                         "cpu"})
     cal.push_back("\\\"" + std::string(w) + "\\\"");
   dict("calibration", cal);
+  std::vector<std::string> text = json;
+  for (const char* w : {"format", "campo-wordpiece", "version", "vocab_size", "vocab", "[PAD]",
+                        "[UNK]", "[CLS]", "[SEP]", "[MASK]", "##"})
+    text.push_back("\\\"" + std::string(w) + "\\\"");
+  for (const char* w : {"\\xc3\\xa9", "\\xe2\\x80\\x99", "\\xe4\\xb8\\xad", "\\xef\\xbb\\xbf",
+                        "\\xed\\xa0\\x80", "\\x00"})
+    text.push_back(w);
+  dict("text", text);
 }
 
 }  // namespace
@@ -293,6 +315,7 @@ int main(int argc, char** argv) {
     make_safetensors();
     make_calibration();
     make_amp_lists();
+    make_text();
     make_dictionaries(argv[1]);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "campo_fuzz_corpus: error: %s\n", e.what());

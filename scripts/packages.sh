@@ -1,4 +1,4 @@
-# shellcheck shell=bash disable=SC2034  # sourced: campo_build_packages is used by the sourcing script
+# shellcheck shell=bash disable=SC2034  # sourced: the arrays are used by the sourcing scripts
 # Sourced by the scripts in scripts/: installs the Debian packages named that are missing
 # (with sudo unless root; recommends are not installed).
 #   install_missing_packages cmake ninja-build ...
@@ -19,3 +19,8 @@ install_missing_packages() {
 # CMake package looks for OpenCL, which libdnnl-dev only recommends.
 campo_build_packages=(cmake ninja-build g++ libdnnl-dev ocl-icd-opencl-dev zlib1g-dev libstb-dev
                       libturbojpeg0-dev nlohmann-json3-dev libcli11-dev libgtest-dev)
+
+# The data sets the tests use where installed (each test skips, saying why, without them):
+# Fashion-MNIST, and English text for the masked-language-model tests (the fortunes
+# quotation files, 2.7 MB installed; datasets/text.h).
+campo_data_packages=(dataset-fashion-mnist fortunes)

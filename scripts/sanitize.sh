@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/packages.sh
 source scripts/packages.sh
-install_missing_packages "${campo_build_packages[@]}" dataset-fashion-mnist
+install_missing_packages "${campo_build_packages[@]}" "${campo_data_packages[@]}"
 
 mode="${1:-test}"
 build_dir="${BUILD_DIR:-build-asan}"

@@ -15,6 +15,8 @@
 #include "datasets/cifar10.h"
 #include "datasets/idx.h"
 #include "datasets/image_file.h"
+#include "datasets/text.h"
+#include "datasets/tokenizer.h"
 #include "fuzz/targets.h"
 #include "graph/checkpoint.h"
 
@@ -36,6 +38,7 @@ const Target kTargets[] = {
     {"calibration", fuzz::calibration},
     {"amp_lists_file", fuzz::amp_lists_file},
     {"amp_lists_edit", fuzz::amp_lists_edit},
+    {"text", fuzz::text},
 };
 
 fs::path fuzz_dir() { return fs::path(CAMPO_SOURCE_DIR) / "fuzz"; }
@@ -101,6 +104,11 @@ TEST(FuzzReplayTest, SeedsAreValidInputs) {
         AmpLists::defaults(Device::cpu, DType::bf16).edit(std::string(bytes.begin(), bytes.end())))
         << f;
   }
+  for (const fs::path& f : files_in(corpus / "text"))
+    if (f.extension() == ".json")
+      EXPECT_NO_THROW(WordPieceTokenizer::load(f.string())) << f;
+    else
+      EXPECT_NO_THROW(WordPieceTokenizer::train(read_text_file(f.string()), 400)) << f;
 }
 
 }  // namespace

@@ -1,0 +1,155 @@
+#include "datasets/text.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "datasets/synthetic.h"
+#include "datasets/tokenizer.h"
+#include "datasets/utf8.h"
+#include "runtime/check.h"
+#include "runtime/file_check.h"
+#include "runtime/rng.h"
+
+namespace campo {
+namespace {
+
+// Debian 12's fortunes (1:1.99.1-7.3) and fortunes-min: every quotation file but ascii-art.
+constexpr const char* kFortuneFiles[] = {
+    "art",        "computers", "cookie",       "debian",   "definitions", "disclaimer",
+    "drugs",      "education", "ethnic",       "food",     "fortunes",    "goedel",
+    "humorists",  "kids",      "knghtbrd",     "law",      "linux",       "linuxcookie",
+    "literature", "love",      "magic",        "medicine", "men-women",   "miscellaneous",
+    "news",       "paradoxum", "people",       "perl",     "pets",        "platitudes",
+    "politics",   "pratchett", "riddles",      "science",  "songs-poems", "sports",
+    "startrek",   "tao",       "translate-me", "wisdom",   "work",        "zippy"};
+
+constexpr int kNumSpecialIds = WordPieceTokenizer::kNumSpecialTokens;
+constexpr int32_t kClsId = WordPieceTokenizer::kClsId;
+constexpr int32_t kSepId = WordPieceTokenizer::kSepId;
+constexpr int32_t kMaskId = WordPieceTokenizer::kMaskId;
+
+}  // namespace
+
+std::string read_text_file(const std::string& path, const std::string& kind) {
+  require_input_file(path, kind);
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  CAMPO_CHECK(!ec, "cannot read ", kind, " ", path, ": ", ec.message());
+  CAMPO_CHECK(int64_t(size) <= kMaxTextFileBytes, kind, " ", path, " is ", size,
+              " bytes, more than the ", kMaxTextFileBytes >> 20,
+              " MiB campo reads; use a part of it");
+  std::ifstream in(path, std::ios::binary);
+  CAMPO_CHECK(in, "cannot open ", kind, " ", path, ": ", std::strerror(errno));
+  std::string text(size, '\0');
+  in.read(text.data(), std::streamsize(size));
+  CAMPO_CHECK(in.gcount() == std::streamsize(size), "cannot read ", kind, " ", path,
+              ": it ended after ", in.gcount(), " of ", size, " bytes");
+  CAMPO_CHECK(!text.empty(), kind, " ", path, " is empty");
+  if (const void* nul = std::memchr(text.data(), 0, text.size()))
+    CAMPO_FAIL(kind, " ", path, " is not text: a NUL byte at byte offset ",
+               static_cast<const char*>(nul) - text.data());
+  const int64_t bad = find_invalid_utf8(text);
+  CAMPO_CHECK(bad < 0, kind, " ", path, " is not UTF-8 text (byte offset ", bad, ")");
+  if (text.starts_with("\xef\xbb\xbf")) text.erase(0, 3);
+  CAMPO_CHECK(!text.empty(), kind, " ", path, " is empty (a byte-order mark only)");
+  return text;
+}
+
+std::string read_fortunes_corpus(const std::string& dir) {
+  std::string corpus;
+  for (const char* name : kFortuneFiles) {
+    const std::string path = dir + "/" + name;
+    CAMPO_CHECK(std::filesystem::exists(path), "fortunes corpus file ", path,
+                " is missing; `apt-get install fortunes` provides it");
+    const std::string text = read_text_file(path, "fortunes corpus file");
+    size_t pos = 0;
+    while (pos < text.size()) {
+      size_t end = text.find('\n', pos);
+      if (end == std::string::npos) end = text.size();
+      const std::string_view line(text.data() + pos, end - pos);
+      if (line != "%") {
+        corpus.append(line);
+        corpus.push_back('\n');
+      }
+      pos = end + 1;
+    }
+  }
+  return corpus;
+}
+
+MlmDataset::MlmDataset(std::span<const int32_t> tokens, const MlmOptions& options)
+    : options_(options) {
+  const int seq_len = options.seq_len;
+  CAMPO_CHECK(seq_len >= 8, "--seq-len must be at least 8 (got ", seq_len, ")");
+  CAMPO_CHECK(options.split == "train" || options.split == "test",
+              "text data set split must be train or test (got \"", options.split, "\")");
+  CAMPO_CHECK(options.mask_prob > 0 && options.mask_prob <= 1,
+              "the masking probability must lie in (0, 1] (got ", options.mask_prob, ")");
+  CAMPO_CHECK(options.vocab_size > kNumSpecialIds, "vocabulary size ", options.vocab_size,
+              " must exceed the ", kNumSpecialIds, " special tokens");
+  for (size_t i = 0; i < tokens.size(); ++i)
+    CAMPO_CHECK(tokens[i] >= 0 && tokens[i] < options.vocab_size, "token ", i,
+                " of the corpus has id ", tokens[i], ", outside the vocabulary of ",
+                options.vocab_size, " pieces");
+  const int64_t window = seq_len - 2;
+  const int64_t num_windows = int64_t(tokens.size()) / window;
+  CAMPO_CHECK(num_windows >= 2, "the corpus has ", tokens.size(), " tokens, but --seq-len ",
+              seq_len, " needs at least ", 2 * window, " (", window,
+              " per sequence, one sequence each for train and test); use more text or a "
+              "smaller --seq-len");
+  const int64_t num_train = num_windows * 9 / 10;
+  const int64_t first = options.split == "train" ? 0 : num_train;
+  num_sequences_ = options.split == "train" ? num_train : num_windows - num_train;
+  tokens_.assign(tokens.begin() + first * window,
+                 tokens.begin() + (first + num_sequences_) * window);
+}
+
+void MlmDataset::get(int64_t index, int epoch, int32_t* input_ids, int32_t* labels) const {
+  CAMPO_CHECK(index >= 0 && index < num_sequences_, name(), ": index ", index,
+              " is out of range [0, ", num_sequences_, ")");
+  CAMPO_CHECK(epoch >= 0, name(), ": epoch ", epoch, " is negative");
+  const int seq_len = options_.seq_len;
+  const int32_t* window = tokens_.data() + index * (seq_len - 2);
+  input_ids[0] = kClsId;
+  std::copy(window, window + seq_len - 2, input_ids + 1);
+  input_ids[seq_len - 1] = kSepId;
+  std::fill(labels, labels + seq_len, kIgnoreLabel);
+
+  // The candidates: positions of non-special tokens.
+  std::vector<int> candidates;
+  candidates.reserve(size_t(seq_len));
+  for (int i = 1; i < seq_len - 1; ++i)
+    if (input_ids[i] >= kNumSpecialIds) candidates.push_back(i);
+  const int n = int(candidates.size());
+  if (n == 0) return;
+  const int num_chosen = std::clamp(int(std::lround(double(options_.mask_prob) * n)), 1, n);
+
+  Rng rng(
+      mix_seed(mix_seed(options_.seed ^ 0x6d6c6dull, uint64_t(int64_t(epoch))), uint64_t(index)));
+  for (int k = 0; k < num_chosen; ++k) {
+    // Partial Fisher-Yates: candidates[0..k] are the chosen ones.
+    std::swap(candidates[size_t(k)], candidates[size_t(k) + rng.below(uint64_t(n - k))]);
+    const int pos = candidates[size_t(k)];
+    labels[pos] = input_ids[pos];
+    const uint64_t action = rng.below(10);
+    if (action < 8) {
+      input_ids[pos] = kMaskId;
+    } else if (action == 8) {
+      input_ids[pos] =
+          kNumSpecialIds + int32_t(rng.below(uint64_t(options_.vocab_size - kNumSpecialIds)));
+    }  // else: the token stays
+  }
+}
+
+void MlmDataset::fill_batch(const std::vector<int64_t>& indices, int epoch, int32_t* input_ids,
+                            int32_t* labels) const {
+  const size_t seq_len = size_t(options_.seq_len);
+  for (size_t row = 0; row < indices.size(); ++row)
+    get(indices[row], epoch, input_ids + row * seq_len, labels + row * seq_len);
+}
+
+}  // namespace campo
