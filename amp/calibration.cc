@@ -117,6 +117,17 @@ NodeFeatures node_features(const Graph& g, NodeId id) {
       is_gemm = true;
       break;
     }
+    case OpKind::BatchMatMulV2: {  // x [..., M, K] (adj_x: [..., K, M]) -> z [..., M, N]
+      const auto& t = attrs_as<BatchMatMulAttrs>(n.attrs);
+      const Shape& x = shape_of(g, n.inputs[0]);
+      const size_t r = out0.size();
+      const int64_t m = out0[r - 2], cols = out0[r - 1], k = t.adj_x ? x[r - 2] : x[r - 1];
+      const int64_t batch = shape_numel(out0) / std::max<int64_t>(1, m * cols);
+      flops = 2.0 * double(batch) * double(m) * double(cols) * double(k);
+      aligned = multiple_of_block(m) && multiple_of_block(cols) && multiple_of_block(k);
+      is_gemm = true;
+      break;
+    }
     case OpKind::MaxPool:
     case OpKind::AvgPool:
     case OpKind::MaxPoolGrad:

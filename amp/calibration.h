@@ -37,12 +37,13 @@ Feature parse_feature(const std::string& name);  // throws on an unknown name
 
 // Features of one node, indexed by Feature.
 //   flops     conv family 2 * N*K*Ho*Wo * (C/groups)*R*S (the same count for both
-//             backprops); MatMul 2*M*N*K; pooling output (or dy) elements * window area;
+//             backprops); MatMul 2*M*N*K; BatchMatMulV2 2*B*M*N*K (B the product of the
+//             batch dims); pooling output (or dy) elements * window area;
 //             every other op max(input, output) elements.
 //   bytes     every input and output at 4 bytes (f32), whatever the node's dtype.
 //   intensity flops / bytes.
 //   elements  elements of output 0.
-//   aligned   1 when the GEMM dimensions (MatMul M, N, K; conv input and output channels)
+//   aligned   1 when the GEMM dimensions ((Batch)MatMul M, N, K; conv input and output channels)
 //             are multiples of 16 (oneDNN's AVX-512 BF16 block), else 0; for other ops the
 //             channel dimension (dim 1 of a 4-D output, the last of a 2-D one, else all
 //             elements).

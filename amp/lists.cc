@@ -44,6 +44,7 @@ constexpr ListedOp kCudaLists[] = {
     {OpKind::Conv2DBackpropInput, AmpList::allow},
     {OpKind::Conv2DBackpropFilter, AmpList::allow},
     {OpKind::MatMul, AmpList::allow},
+    {OpKind::BatchMatMulV2, AmpList::allow},  // TensorFlow's from CUDA 9.1
     {OpKind::Add, AmpList::infer},
     {OpKind::AddN, AmpList::infer},
     {OpKind::AvgPool, AmpList::infer},
@@ -82,6 +83,7 @@ constexpr ListedOp kCudaLists[] = {
     {OpKind::Reshape, AmpList::clear},
     {OpKind::ConcatV2, AmpList::clear},
     {OpKind::SplitV, AmpList::clear},
+    {OpKind::Transpose, AmpList::clear},
     {OpKind::Dropout, AmpList::clear},
 };
 

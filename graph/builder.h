@@ -27,7 +27,8 @@ class Builder final : public GradientBuilder {
   void set_phase(Phase p) { phase_ = p; }
   Phase phase() const { return phase_; }
 
-  // op_multi / op / matmul (adding a node) come from GradientBuilder.
+  // op_multi / op / matmul / batch_matmul / transpose (adding a node) come from
+  // GradientBuilder (ops/schema.h): gradient builders use them too.
 
   // Scopes prefix node and variable names: {auto s = b.scope("layer1"); ...}
   struct ScopeGuard {

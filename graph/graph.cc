@@ -138,6 +138,11 @@ static std::string attrs_summary(const Node& n) {
           os << " kernel=" << a.kernel_h << "x" << a.kernel_w << " stride=" << a.stride_h << "x"
              << a.stride_w << " pad=" << a.pad_h << "x" << a.pad_w;
           if (a.count_include_pad) os << " count_include_pad";
+        } else if constexpr (std::is_same_v<T, BatchMatMulAttrs>) {
+          if (a.adj_x) os << " adj_x";
+          if (a.adj_y) os << " adj_y";
+        } else if constexpr (std::is_same_v<T, TransposeAttrs>) {
+          os << " perm=" << shape_str(Shape(a.perm.begin(), a.perm.end()));
         } else if constexpr (std::is_same_v<T, ConcatAttrs>) {
           os << " axis=" << a.axis;
         } else if constexpr (std::is_same_v<T, SplitAttrs>) {

@@ -23,7 +23,7 @@ namespace campo {
   X(SigmoidCrossEntropyWithLogitsGrad) X(Mean) X(MeanGrad) X(Sum) X(BroadcastTo) X(Cast)      \
   X(AllFinite) X(ApplyMomentum) X(ApplyAdam)                                                \
   X(Softmax) X(SoftmaxGrad) X(Gelu) X(GeluGrad) X(LayerNorm) X(LayerNormGrad)                \
-  X(ConcatV2) X(SplitV) X(Const)
+  X(ConcatV2) X(SplitV) X(Const) X(BatchMatMulV2) X(Transpose)
 // clang-format on
 
 enum class OpKind : uint16_t {
@@ -60,6 +60,19 @@ struct ConvAttrs {
 
 struct MatMulAttrs {
   bool transpose_a = false, transpose_b = false;
+};
+
+// BatchMatMulV2 (TensorFlow's attribute names): z [..., M, N] = adj(x) adj(y) for every batch
+// index, x [..., M, K] (or [..., K, M] with adj_x), y [..., K, N] (or [..., N, K] with adj_y);
+// adj transposes the last two dims (real data: the adjoint is the transpose).
+struct BatchMatMulAttrs {
+  bool adj_x = false, adj_y = false;
+};
+
+// Transpose: output dim i is input dim perm[i] (TensorFlow's and NumPy's convention), perm a
+// permutation of 0 .. rank-1.
+struct TransposeAttrs {
+  std::vector<int> perm;
 };
 
 // MaxPool / AvgPool and their gradients. AvgPool divides by the window area that lies
@@ -186,7 +199,7 @@ using Attrs =
     std::variant<NoAttrs, ConvAttrs, MatMulAttrs, PoolAttrs, BatchNormAttrs, LeakyReluAttrs,
                  ReduceAttrs, ReshapeAttrs, DropoutAttrs, CastAttrs, MomentumAttrs, AdamAttrs,
                  PlaceholderAttrs, VariableAttrs, GeluAttrs, LayerNormAttrs, ConcatAttrs,
-                 SplitAttrs, ConstAttrs>;
+                 SplitAttrs, ConstAttrs, BatchMatMulAttrs, TransposeAttrs>;
 
 template <typename T>
 const T& attrs_as(const Attrs& a) {

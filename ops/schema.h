@@ -65,6 +65,14 @@ class GradientBuilder : public ValueDescs {
   ValueId matmul(ValueId a, ValueId b, bool transpose_a = false, bool transpose_b = false) {
     return op(OpKind::MatMul, {a, b}, MatMulAttrs{transpose_a, transpose_b});
   }
+  // BatchMatMulV2 (ops/batch_matmul.cc): z [..., M, N] = adj(x) adj(y) per batch index.
+  ValueId batch_matmul(ValueId x, ValueId y, bool adj_x = false, bool adj_y = false) {
+    return op(OpKind::BatchMatMulV2, {x, y}, BatchMatMulAttrs{adj_x, adj_y});
+  }
+  // Transpose (ops/transpose.cc): y's dim d is x's dim perm[d].
+  ValueId transpose(ValueId x, std::vector<int> perm) {
+    return op(OpKind::Transpose, {x}, TransposeAttrs{std::move(perm)});
+  }
   // Sets the compute dtype of the node that produced `v` (a Cast's is its source dtype).
   virtual void set_compute_dtype(ValueId v, DType dtype) = 0;
 

@@ -475,12 +475,13 @@ int run(const std::vector<std::string>& args) {
   calibrate_cmd->add_option("--low-precision", calibrate_options.low_precision, "bf16 or fp16")
       ->capture_default_str();
   calibrate_cmd->add_flag("--quick", calibrate_options.quick,
-                          "About a minute: LeNet, ResNet-18 and DCGAN at small batches");
+                          "About a minute: LeNet, ResNet-18, DCGAN and BERT's attention "
+                          "products at small batches");
   calibrate_cmd->add_option("--samples", calibrate_options.samples_out,
                             "Also write the raw measurements (every node sample and cast) as JSON");
   calibrate_cmd->add_option("--models", calibrate_models,
                             "Only these models (comma-separated: lenet, resnet18, resnet50, "
-                            "vgg16, dcgan)");
+                            "vgg16, dcgan, attention: BERT's batched attention products)");
 
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend());

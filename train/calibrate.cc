@@ -33,11 +33,16 @@ constexpr double kMinSampleMs = 1e-3;
 // model of their own.
 constexpr int kMinSplitSamples = 16;
 
-// One model at one input shape; each gets several batch sizes.
+// One model at one input shape; each gets several batch sizes. The model "attention" is
+// not a network but BERT's six batched products of one attention layer (attention_graph):
+// for it image_size is the sequence length T and channels the number of heads.
 struct ModelShape {
   std::string model;
   int image_size, channels;
 };
+
+// The head size of the "attention" shapes: BERT's (768 / 12 and 256 / 4 alike).
+constexpr int64_t kAttentionHeadSize = 64;
 
 struct Configuration {
   ModelShape shape;
@@ -45,6 +50,10 @@ struct Configuration {
   bool heldout = false;
   bool minimal = false;  // part of the minimal set: run whatever the budget
   std::string describe() const {
+    if (shape.model == "attention")
+      return "attention T=" + std::to_string(shape.image_size) +
+             " heads=" + std::to_string(shape.channels) +
+             " d=" + std::to_string(kAttentionHeadSize) + " batch " + std::to_string(batch);
     return shape.model + " " + std::to_string(shape.image_size) + "x" +
            std::to_string(shape.image_size) + "x" + std::to_string(shape.channels) + " batch " +
            std::to_string(batch);
@@ -77,14 +86,15 @@ DType parse_low(const std::string& s) {
 std::vector<Configuration> calibration_set(const CalibrateOptions& o) {
   std::vector<ModelShape> shapes;
   if (o.quick)
-    shapes = {{"lenet", 28, 1}, {"resnet18", 32, 3}, {"dcgan", 32, 1}};
+    shapes = {{"lenet", 28, 1}, {"resnet18", 32, 3}, {"dcgan", 32, 1}, {"attention", 64, 4}};
   else
-    shapes = {{"lenet", 28, 1},    {"resnet18", 32, 3}, {"vgg16", 32, 3},
-              {"dcgan", 32, 1},    {"resnet50", 32, 3}, {"lenet", 32, 3},
-              {"resnet18", 28, 1}, {"vgg16", 28, 1},    {"dcgan", 32, 3}};
+    shapes = {{"lenet", 28, 1},    {"resnet18", 32, 3},  {"vgg16", 32, 3},      {"dcgan", 32, 1},
+              {"resnet50", 32, 3}, {"lenet", 32, 3},     {"resnet18", 28, 1},   {"vgg16", 28, 1},
+              {"dcgan", 32, 3},    {"attention", 64, 4}, {"attention", 128, 12}};
   if (!o.models.empty()) {
     for (const std::string& m : o.models)
-      CAMPO_CHECK(m == "dcgan" || is_known_model(m), "unknown model '", m, "' for calibration");
+      CAMPO_CHECK(m == "dcgan" || m == "attention" || is_known_model(m), "unknown model '", m,
+                  "' for calibration");
     std::vector<ModelShape> kept;
     for (const ModelShape& s : shapes)
       if (std::find(o.models.begin(), o.models.end(), s.model) != o.models.end()) kept.push_back(s);
@@ -146,10 +156,39 @@ struct Timing {
   int warmup, steps;
 };
 
+// BERT's attention products at batch B, H heads, sequence length T (head size d =
+// kAttentionHeadSize), as a training step has them (ops/batch_matmul.cc's gradients):
+//   forward   scores = q k^T [B, H, T, T],         context = p v [B, H, T, d];
+//   backward  dp = dcontext v^T, dv = p^T dcontext, dq = dscores k, dk = dscores^T q.
+// Inputs are placeholders, every product is fetched: nothing else is timed.
+std::vector<ValueId> attention_graph(Builder& b, int64_t batch, int64_t heads, int64_t T) {
+  const Shape per_head = {batch, heads, T, kAttentionHeadSize}, square = {batch, heads, T, T};
+  const ValueId q = b.placeholder("q", per_head), k = b.placeholder("k", per_head),
+                v = b.placeholder("v", per_head), dcontext = b.placeholder("dcontext", per_head);
+  const ValueId p = b.placeholder("p", square), dscores = b.placeholder("dscores", square);
+  return {b.batch_matmul(q, k, false, true),
+          b.batch_matmul(p, v),
+          b.batch_matmul(dcontext, v, false, true),
+          b.batch_matmul(p, dcontext, true, false),
+          b.batch_matmul(dscores, k),
+          b.batch_matmul(dscores, q, true, false)};
+}
+
 // Times one configuration: its nodes in both precisions, the casts of its low graphs.
 void measure_configuration(const Configuration& c, DType low, const Timing& timing, uint64_t seed,
                            Measurements& m) {
   const AmpLists lists = AmpLists::defaults(Device::cpu, low);  // what it calibrates
+  if (c.shape.model == "attention") {
+    Graph g;
+    VariableStore vars(seed);
+    Builder b(g, vars);
+    const std::vector<ValueId> fetches =
+        attention_graph(b, c.batch, c.shape.channels, c.shape.image_size);
+    BothPrecisionTimes t = measure_both_precisions(g, vars, fetches, TimingInputs{}, lists, low,
+                                                   timing.warmup, timing.steps, seed);
+    collect(g, t, c.heldout, m);
+    return;
+  }
   if (c.shape.model == "dcgan") {
     DcganOptions d;
     d.image_size = c.shape.image_size;
@@ -250,7 +289,7 @@ std::map<std::string, OpModel> fit_models(const Measurements& m, std::ostream& l
   };
   for (const auto& [op, samples] : by_op) {
     const bool gemm = op == "Conv2D" || op == "Conv2DBackpropInput" ||
-                      op == "Conv2DBackpropFilter" || op == "MatMul";
+                      op == "Conv2DBackpropFilter" || op == "MatMul" || op == "BatchMatMulV2";
     std::vector<const Sample*> aligned, unaligned;
     int aligned_train = 0, unaligned_train = 0;
     for (const Sample* s : samples) {

@@ -1,10 +1,10 @@
 // `campo calibrate`: the offline calibration of the cost-aware policy on this machine
 // (DESIGN.md "The cost-aware policy", step 3). Times every node of the training graphs of
-// the reference models at several batch sizes in f32 and with every allow/infer/clear op
-// in low precision, plus standalone casts of 2^10..2^24 elements in both directions; fits
-// the per-op models and the cast model (amp/calibration.h) on 3/4 of the configurations,
-// scores them on the other 1/4 (whole configurations held out, not random nodes), prints a
-// report and writes the JSON file the profiling step loads.
+// the reference models (and BERT's batched attention products) at several batch sizes in f32 and
+// with every allow/infer/clear op in low precision, plus standalone casts of 2^10..2^24 elements in
+// both directions; fits the per-op models and the cast model (amp/calibration.h) on 3/4 of the
+// configurations, scores them on the other 1/4 (whole configurations held out, not random nodes),
+// prints a report and writes the JSON file the profiling step loads.
 #pragma once
 
 #include <iosfwd>
@@ -24,9 +24,13 @@ struct CalibrateOptions {
   // No configuration starts that would overrun it (the minimal set runs regardless).
   double budget_minutes = 0;           // 0: 10 minutes, 1 with `quick`
   std::string low_precision = "bf16";  // bf16 | fp16
-  bool quick = false;  // ~1 minute: LeNet, ResNet-18 and DCGAN at small batches, fewer steps
+  // ~1 minute: LeNet, ResNet-18, DCGAN and the attention products at small batches, fewer
+  // steps.
+  bool quick = false;
   // A narrower calibration set (tests, experiments): only these models (lenet, resnet18,
-  // resnet50, vgg16, dcgan) and batch sizes; empty: all.
+  // resnet50, vgg16, dcgan, and "attention": BERT's six BatchMatMulV2 products of one
+  // attention layer, forward and backward, at T=64 with 4 heads and T=128 with 12, head
+  // size 64) and batch sizes; empty: all.
   std::vector<std::string> models;
   std::vector<int64_t> batches;
   uint64_t seed = 42;

@@ -140,8 +140,8 @@ TEST(AmpPolicyTest, EditedListsChangeThePlan) {
 
 TEST(AmpPolicyTest, DefaultListsMatchDesign) {
   AmpLists l = AmpLists::defaults(Device::cpu, DType::bf16);
-  for (OpKind op :
-       {OpKind::Conv2D, OpKind::Conv2DBackpropInput, OpKind::Conv2DBackpropFilter, OpKind::MatMul})
+  for (OpKind op : {OpKind::Conv2D, OpKind::Conv2DBackpropInput, OpKind::Conv2DBackpropFilter,
+                    OpKind::MatMul, OpKind::BatchMatMulV2})
     EXPECT_EQ(l.classify(op), AmpList::allow) << op_name(op);
   for (OpKind op : {OpKind::Add, OpKind::AddN, OpKind::AvgPool, OpKind::BiasAdd,
                     OpKind::FusedBatchNorm, OpKind::FusedBatchNormGrad, OpKind::LeakyRelu,
@@ -150,7 +150,7 @@ TEST(AmpPolicyTest, DefaultListsMatchDesign) {
   for (OpKind op : {OpKind::Mean, OpKind::Sum, OpKind::SparseSoftmaxCrossEntropyWithLogits})
     EXPECT_EQ(l.classify(op), AmpList::deny) << op_name(op);
   for (OpKind op : {OpKind::Relu, OpKind::ReluGrad, OpKind::MaxPool, OpKind::MaxPoolGrad,
-                    OpKind::Reshape, OpKind::ConcatV2, OpKind::SplitV})
+                    OpKind::Reshape, OpKind::ConcatV2, OpKind::SplitV, OpKind::Transpose})
     EXPECT_EQ(l.classify(op), AmpList::clear) << op_name(op);
   for (OpKind op : {OpKind::ApplyMomentum, OpKind::ApplyAdam, OpKind::Cast, OpKind::Variable})
     EXPECT_EQ(l.classify(op), AmpList::fp32) << op_name(op);

@@ -241,6 +241,16 @@ TEST(CalibrationFeaturesTest, ConvAndMatMulFlopsAreExact) {
   EXPECT_EQ(mt[size_t(Feature::flops)], 2.0 * 16 * 16 * 32);
   EXPECT_EQ(mt[size_t(Feature::aligned)], 1);
 
+  // BatchMatMulV2 [2, 3, 16, 8]^T x [2, 3, 16, 32]: B = 6, M = 8, K = 16, N = 32 (M = 8 not
+  // a multiple of 16); q k^T of [2, 3, 16, 32] twice: M = N = 16, K = 32, aligned.
+  ValueId bx = b.placeholder("bx", {2, 3, 16, 8}), by = b.placeholder("by", {2, 3, 16, 32});
+  NodeFeatures bm = node_features(g, g.value(b.batch_matmul(bx, by, true, false)).producer);
+  EXPECT_EQ(bm[size_t(Feature::flops)], 2.0 * 6 * 8 * 32 * 16);
+  EXPECT_EQ(bm[size_t(Feature::aligned)], 0);
+  NodeFeatures bq = node_features(g, g.value(b.batch_matmul(by, by, false, true)).producer);
+  EXPECT_EQ(bq[size_t(Feature::flops)], 2.0 * 6 * 16 * 16 * 32);
+  EXPECT_EQ(bq[size_t(Feature::aligned)], 1);
+
   // Element-wise: one per element.
   NodeFeatures r = node_features(g, g.value(b.relu(y)).producer);
   EXPECT_EQ(r[size_t(Feature::flops)], 2048);

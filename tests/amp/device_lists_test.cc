@@ -24,6 +24,7 @@ const std::map<std::string, AmpList> kTensorFlowCuda = {
     {"Conv2DBackpropFilter", AmpList::allow},
     {"Conv2DBackpropInput", AmpList::allow},
     {"MatMul", AmpList::allow},
+    {"BatchMatMulV2", AmpList::allow},
     {"Add", AmpList::infer},
     {"AddN", AmpList::infer},
     {"AvgPool", AmpList::infer},
@@ -51,6 +52,7 @@ const std::map<std::string, AmpList> kTensorFlowCuda = {
     {"Reshape", AmpList::clear},
     {"ConcatV2", AmpList::clear},
     {"SplitV", AmpList::clear},
+    {"Transpose", AmpList::clear},
     // Not TensorFlow ops: the CPU's lists.
     {"Dropout", AmpList::clear},
     {"SigmoidCrossEntropyWithLogits", AmpList::deny},

@@ -145,6 +145,18 @@ std::vector<LpCase> lp_cases() {
                  return std::vector{random_tensor({64, 8}, r), random_tensor({24, 64}, r)};
                },
                true});
+  // BERT's attention products, smaller: q k^T and, with both adjoints, a backward one.
+  c.push_back(
+      {"BatchMatMulV2", OpKind::BatchMatMulV2, BatchMatMulAttrs{false, true},
+       [](R r) {
+         return std::vector{random_tensor({2, 3, 16, 32}, r), random_tensor({2, 3, 16, 32}, r)};
+       },
+       true});
+  c.push_back({"BatchMatMulV2_adj_both", OpKind::BatchMatMulV2, BatchMatMulAttrs{true, true},
+               [](R r) {
+                 return std::vector{random_tensor({4, 32, 8}, r), random_tensor({4, 24, 32}, r)};
+               },
+               true});
   c.push_back({"BiasAdd_nchw", OpKind::BiasAdd, NoAttrs{}, [](R r) {
                  return std::vector{random_tensor({2, 5, 4, 3}, r), random_tensor({5}, r)};
                }});
@@ -264,6 +276,12 @@ std::vector<LpCase> lp_cases() {
                  return std::vector{random_tensor({3, 4, 5, 6}, r), random_tensor({3, 2, 5, 6}, r)};
                }});
   c.push_back({"SplitV", OpKind::SplitV, SplitAttrs{-1, {2, 3, 1}}, unary});
+  c.push_back({"Transpose_bert", OpKind::Transpose, TransposeAttrs{{0, 2, 1, 3}}, [](R r) {
+                 return std::vector{random_tensor({2, 5, 3, 8}, r)};
+               }});
+  c.push_back({"Transpose_last_moves", OpKind::Transpose, TransposeAttrs{{2, 0, 1}}, [](R r) {
+                 return std::vector{random_tensor({3, 4, 7}, r)};
+               }});
   const PoolAttrs stem = pool(3, 2, 1);
   c.push_back({"MaxPool", OpKind::MaxPool, stem, [](R r) {
                  return std::vector{random_tensor({2, 3, 13, 13}, r)};
@@ -400,8 +418,10 @@ TEST_P(NativeBf16, AgreesWithEmulation) {
   set_avx512_loops_enabled(false);
   const auto baseline = run_with(c, inputs, DType::bf16, baseline_ctx, &unused);
   set_avx512_loops_enabled(true);
-  // Reshape, ConcatV2 and SplitV are byte copies, one kernel for every dtype: never emulated.
-  const std::set<OpKind> byte_copies = {OpKind::Reshape, OpKind::ConcatV2, OpKind::SplitV};
+  // Reshape, ConcatV2, SplitV and Transpose are byte copies, one kernel for every dtype:
+  // never emulated.
+  const std::set<OpKind> byte_copies = {OpKind::Reshape, OpKind::ConcatV2, OpKind::SplitV,
+                                        OpKind::Transpose};
   EXPECT_EQ(emulated_was_emulated, byte_copies.count(c.kind) == 0);
   // Which ops have a native kernel is a fixed list: conv, matmul, element-wise, bias,
   // batch norm, pooling, softmax, layer norm.

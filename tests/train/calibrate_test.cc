@@ -73,6 +73,28 @@ TEST(CalibrateTest, TinyRunWritesALoadableFileCoveringConvAndMatMul) {
   fs::remove(o.samples_out);
 }
 
+// The "attention" shapes are BERT's six batched products of one attention layer (forward
+// and backward): every configuration gives six BatchMatMulV2 samples, and the op gets a
+// model of its own (GEMM-like: aligned at T = 64, d = 64).
+TEST(CalibrateTest, AttentionShapesGiveABatchMatMulModel) {
+  CalibrateOptions o;
+  o.quick = true;
+  o.models = {"attention"};
+  o.batches = {1, 2, 3, 4};  // the second is held out
+  o.out = temp_path("attention.json");
+  std::ostringstream log;
+  const Calibration cal = run_calibration(o, log);
+  EXPECT_EQ(cal.configurations, 4);
+  EXPECT_NE(log.str().find("attention T=64 heads=4 d=64 batch 1"), std::string::npos) << log.str();
+  ASSERT_TRUE(cal.ops.count("BatchMatMulV2")) << log.str();
+  const OpModel& m = cal.ops.at("BatchMatMulV2");
+  EXPECT_EQ(m.train_samples, 3 * 6);
+  EXPECT_EQ(m.heldout_samples, 6);
+  EXPECT_FALSE(cal.ops.count("BatchMatMulV2:unaligned"));
+  EXPECT_EQ(cal.ops.size(), 1u) << "only the products are timed in low precision";
+  fs::remove(o.out);
+}
+
 // A calibration of this machine with known models: Conv2D at half its f32 time, and
 // every other op without a model.
 std::shared_ptr<const Calibration> half_conv_calibration() {
