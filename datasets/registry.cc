@@ -7,6 +7,7 @@
 #include "datasets/idx.h"
 #include "datasets/image_folder.h"
 #include "datasets/synthetic.h"
+#include "datasets/text.h"
 
 namespace campo {
 namespace {
@@ -158,55 +159,37 @@ std::shared_ptr<Dataset> open_folder(const std::string& name, const std::string&
 
 std::shared_ptr<Dataset> open_text(const std::string& name, const std::string& split,
                                    const DatasetOptions& options) {
-  const std::string path = text_dataset_path(name, options.data_dir);
   CAMPO_CHECK(options.image_size == 0 && options.channels == 0 && options.channel_mean.empty() &&
                   !options.mean && !options.stddev,
               name, ": image options (size, channels, normalisation) do not apply to text");
   reject_image_options(name, options);
   CAMPO_CHECK(options.tokenizer != nullptr,
               "internal: ", name, " needs a vocabulary (DatasetOptions::tokenizer)");
-  return open_text_dataset(path, split, *options.tokenizer, options.seq_len, options.mask_prob,
-                           options.seed);
+  return make_text_dataset(read_text_dataset(name, options.data_dir),
+                           name == "fortunes" ? "fortunes" : "text", split, *options.tokenizer,
+                           options.seq_len, options.mask_prob, options.seed);
 }
 
 }  // namespace
 
 bool is_text_dataset(const std::string& name) {
-  return name == "text" || name.rfind("text:", 0) == 0;
+  return name == "fortunes" || name == "text" || name.rfind("text:", 0) == 0;
 }
 
-std::string text_dataset_path(const std::string& name, const std::string& data_dir) {
+std::string read_text_dataset(const std::string& name, const std::string& data_dir) {
   CAMPO_CHECK(is_text_dataset(name), "internal: '", name, "' is not a text data set");
+  if (name == "fortunes") return read_fortunes_corpus(data_dir.empty() ? kFortunesDir : data_dir);
+  std::string path = name.size() > 5 ? name.substr(5) : "";
   if (name == "text") {
     CAMPO_CHECK(!data_dir.empty(), "text: no file given; use --dataset text:PATH or --data-dir");
-    return data_dir;
+    path = data_dir;
   }
-  const std::string path = name.substr(5);
   CAMPO_CHECK(!path.empty(), "text: no path after 'text:'");
-  return path;
-}
-
-void check_splits_match(const Dataset& train, const Dataset& test) {
-  auto shape_text = [](const Shape& s) {
-    std::string t;
-    for (int64_t d : s) t += (t.empty() ? "" : "x") + std::to_string(d);
-    return t;
-  };
-  const Shape a = train.image_shape(), b = test.image_shape();
-  CAMPO_CHECK(a == b, "the test split ", test.name(), " has images of ", shape_text(b),
-              " (CxHxW) but the train split ", train.name(), " has ", shape_text(a),
-              ", so the model cannot evaluate it",
-              a.size() == 3 && b.size() == 3 && a[0] == b[0]
-                  ? "; pass --image-size N to resize both splits to NxN (e.g. --image-size " +
-                        std::to_string(a[1]) + ")"
-                  : "; give both splits the same channels (--channels) and size (--image-size)");
-  CAMPO_CHECK(train.num_classes() == test.num_classes(), "the test split ", test.name(), " has ",
-              test.num_classes(), " classes but the train split ", train.name(), " has ",
-              train.num_classes(), "; the labels would not match");
+  return read_text_file(path, "--dataset text file");
 }
 
 std::vector<std::string> dataset_names() {
-  return {"fashion-mnist", "mnist", "synthetic", "cifar10", "folder:PATH", "text:PATH"};
+  return {"fashion-mnist", "mnist", "synthetic", "cifar10", "folder:PATH", "fortunes", "text:PATH"};
 }
 
 std::shared_ptr<Dataset> open_dataset(const std::string& name, const std::string& split,

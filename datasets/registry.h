@@ -4,6 +4,7 @@
 //   mnist          IDX files; no package provides them, so data_dir is required
 //   synthetic      SyntheticDataset: learnable, deterministic, no files
 //   cifar10        the binary version (data_batch_*.bin, test_batch.bin); data_dir required
+//   fortunes       English text: the quotations of Debian's fortunes packages, as text:PATH
 //   text:PATH      a UTF-8 text file as masked-language-model sequences (datasets/text.h):
 //                  options.tokenizer encodes it, train = the first 90% of its tokens,
 //                  test = the rest, windows of seq_len tokens, mask_prob of them to predict;
@@ -71,10 +72,11 @@ struct DatasetOptions {
 // path).
 std::vector<std::string> dataset_names();
 
-// Whether `name` is a text data set (text or text:PATH), and the file it names (PATH, or
-// data_dir for "text" alone; an error when neither gives one).
+// Whether `name` is a text data set (fortunes, text or text:PATH), and its text: the file
+// (PATH, or data_dir for "text" alone; an error when neither gives one), or the fortunes
+// corpus (datasets/text.h; data_dir replaces its directory).
 bool is_text_dataset(const std::string& name);
-std::string text_dataset_path(const std::string& name, const std::string& data_dir);
+std::string read_text_dataset(const std::string& name, const std::string& data_dir);
 
 // Opens split "train" or "test" of data set `name`.
 std::shared_ptr<Dataset> open_dataset(const std::string& name, const std::string& split,

@@ -152,4 +152,46 @@ void MlmDataset::fill_batch(const std::vector<int64_t>& indices, int epoch, int3
     get(indices[row], epoch, input_ids + row * seq_len, labels + row * seq_len);
 }
 
+namespace {
+
+class TextDataset final : public Dataset {
+ public:
+  TextDataset(MlmDataset mlm, std::string name) : mlm_(std::move(mlm)), name_(std::move(name)) {}
+  int64_t size() const override { return mlm_.size(); }
+  Shape image_shape() const override { return {mlm_.seq_len()}; }
+  int num_classes() const override { return mlm_.vocab_size(); }
+  std::string name() const override { return name_ + "/" + mlm_.split(); }
+  DType input_dtype() const override { return DType::i32; }
+  Shape label_shape() const override { return {mlm_.seq_len()}; }
+  void get_sample(int64_t index, int epoch, void* input, int32_t* labels) const override {
+    check_index(index);
+    mlm_.get(index, epoch, static_cast<int32_t*>(input), labels);
+  }
+  // Token ids are not images: the loader reads get_sample; nothing calls these.
+  void get(int64_t index, float* image, int32_t* label) const override {
+    CAMPO_FAIL("internal: ", name(), " holds token ids; read it with get_sample");
+  }
+
+ private:
+  MlmDataset mlm_;
+  std::string name_;
+};
+
+}  // namespace
+
+std::shared_ptr<Dataset> make_text_dataset(const std::string& text, const std::string& name,
+                                           const std::string& split,
+                                           const WordPieceTokenizer& tokenizer, int seq_len,
+                                           float mask_prob, uint64_t seed) {
+  static_assert(MlmDataset::kIgnoreLabel == kIgnoreLabel);
+  MlmOptions o;
+  o.seq_len = seq_len;
+  o.split = split;
+  o.mask_prob = mask_prob;
+  o.vocab_size = tokenizer.vocab_size();
+  o.seed = seed;
+  const std::vector<int32_t> tokens = tokenizer.encode(text);
+  return std::make_shared<TextDataset>(MlmDataset(tokens, o), name);
+}
+
 }  // namespace campo

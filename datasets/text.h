@@ -16,9 +16,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
+
+#include "datasets/dataset.h"
+#include "datasets/tokenizer.h"
 
 namespace campo {
 
@@ -84,5 +88,13 @@ class MlmDataset {
   std::vector<int32_t> tokens_;  // this split's windows, back to back
   int64_t num_sequences_ = 0;
 };
+
+// MlmDataset as a Dataset (the loader's interface): input [seq_len] i32 token ids, labels
+// [seq_len] (kIgnoreLabel where nothing is predicted), num_classes the vocabulary size.
+// `text` is encoded with `tokenizer`; `name` prefixes the split in logs ("fortunes/train").
+std::shared_ptr<Dataset> make_text_dataset(const std::string& text, const std::string& name,
+                                           const std::string& split,
+                                           const WordPieceTokenizer& tokenizer, int seq_len,
+                                           float mask_prob, uint64_t seed);
 
 }  // namespace campo

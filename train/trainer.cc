@@ -133,8 +133,7 @@ void set_text_options(DatasetOptions& d, const TrainOptions& o, std::ostream& lo
     d.tokenizer = from_resume;
     return;
   }
-  const std::string path = text_dataset_path(o.dataset, o.data_dir);
-  const std::string text = read_text_file(path);
+  const std::string text = read_text_dataset(o.dataset, o.data_dir);
   size_t cut = text.size() * 9 / 10;
   const size_t line_end = text.rfind('\n', cut);
   if (line_end != std::string::npos && line_end > 0) cut = line_end + 1;
@@ -142,7 +141,7 @@ void set_text_options(DatasetOptions& d, const TrainOptions& o, std::ostream& lo
   d.tokenizer = std::make_shared<const WordPieceTokenizer>(
       WordPieceTokenizer::train(std::string_view(text).substr(0, cut), o.vocab_size));
   log << "campo: vocabulary of " << d.tokenizer->vocab_size() << " pieces trained on " << cut
-      << " bytes of " << path << " in " << std::fixed << std::setprecision(1) << t.seconds()
+      << " bytes of " << o.dataset << " in " << std::fixed << std::setprecision(1) << t.seconds()
       << " s\n";
 }
 
