@@ -139,6 +139,19 @@ NodeFeatures node_features(const Graph& g, NodeId id) {
       flops = double(windows) * p.kernel_h * p.kernel_w;
       break;
     }
+    case OpKind::GatherV2: {
+      // Memory-bound row copies: it reads only the rows it gathers, not the whole table
+      // (params, [V, D...]), so the table is left out: indices, then rows read and written.
+      const int64_t copied = shape_numel(out0);
+      bytes = 4 * (shape_numel(shape_of(g, n.inputs[1])) + 2 * copied);
+      flops = double(copied);
+      break;
+    }
+    case OpKind::UnsortedSegmentSum:
+      // Memory-bound: every data element added once, every output element written once
+      // (zeros included), all of them in `bytes` as for any op.
+      flops = double(shape_numel(shape_of(g, n.inputs[0])) + shape_numel(out0));
+      break;
     default:
       break;
   }

@@ -39,8 +39,10 @@ Feature parse_feature(const std::string& name);  // throws on an unknown name
 //   flops     conv family 2 * N*K*Ho*Wo * (C/groups)*R*S (the same count for both
 //             backprops); MatMul 2*M*N*K; BatchMatMulV2 2*B*M*N*K (B the product of the
 //             batch dims); pooling output (or dy) elements * window area;
+//             GatherV2 output elements (copies); UnsortedSegmentSum data + output elements;
 //             every other op max(input, output) elements.
-//   bytes     every input and output at 4 bytes (f32), whatever the node's dtype.
+//   bytes     every input and output at 4 bytes (f32), whatever the node's dtype; GatherV2
+//             counts the rows it reads (as many as it writes) instead of the whole params.
 //   intensity flops / bytes.
 //   elements  elements of output 0.
 //   aligned   1 when the GEMM dimensions ((Batch)MatMul M, N, K; conv input and output channels)

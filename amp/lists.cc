@@ -84,6 +84,9 @@ constexpr ListedOp kCudaLists[] = {
     {OpKind::ConcatV2, AmpList::clear},
     {OpKind::SplitV, AmpList::clear},
     {OpKind::Transpose, AmpList::clear},
+    // GatherV2: clear in TensorFlow's CUDA (and oneDNN) lists. UnsortedSegmentSum, its
+    // gradient, is on none of TensorFlow's lists, so it stays f32 on both devices.
+    {OpKind::GatherV2, AmpList::clear},
     {OpKind::Dropout, AmpList::clear},
 };
 

@@ -116,8 +116,20 @@ ValueId Builder::dropout(ValueId x, float rate) {
   return op(OpKind::Dropout, {x}, DropoutAttrs{rate});
 }
 
-ValueId Builder::sparse_softmax_cross_entropy(ValueId logits, ValueId labels) {
-  return op(OpKind::SparseSoftmaxCrossEntropyWithLogits, {logits, labels});
+ValueId Builder::gather(ValueId params, ValueId indices) {
+  return op(OpKind::GatherV2, {params, indices}, GatherAttrs{0});
+}
+
+ValueId Builder::unsorted_segment_sum(ValueId data, ValueId segment_ids, int64_t num_segments) {
+  return op(OpKind::UnsortedSegmentSum, {data, segment_ids}, UnsortedSegmentSumAttrs{num_segments});
+}
+
+// Without an ignore_label the node carries no attributes, exactly as before the option.
+ValueId Builder::sparse_softmax_cross_entropy(ValueId logits, ValueId labels,
+                                              std::optional<int32_t> ignore_label) {
+  if (!ignore_label) return op(OpKind::SparseSoftmaxCrossEntropyWithLogits, {logits, labels});
+  return op(OpKind::SparseSoftmaxCrossEntropyWithLogits, {logits, labels},
+            SparseSoftmaxCrossEntropyAttrs{ignore_label});
 }
 
 ValueId Builder::sigmoid_cross_entropy(ValueId logits, ValueId targets) {

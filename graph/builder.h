@@ -5,6 +5,8 @@
 // so parameter names match PyTorch's state_dict.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -90,8 +92,17 @@ class Builder final : public GradientBuilder {
   ValueId concat(std::vector<ValueId> xs, int axis);
   ValueId flatten(ValueId x);              // [N, ...] -> [N, rest]
   ValueId dropout(ValueId x, float rate);  // identity outside training
-  // Per-example loss [N] from logits [N, C] and i32 labels [N].
-  ValueId sparse_softmax_cross_entropy(ValueId logits, ValueId labels);
+  // GatherV2 along axis 0: rows of params [V, D...] at i32 indices [I...] -> [I..., D...]
+  // (an embedding lookup). Its gradient w.r.t. params is an UnsortedSegmentSum.
+  ValueId gather(ValueId params, ValueId indices);
+  // UnsortedSegmentSum: data [I..., D...] rows summed by i32 segment_ids [I...] into
+  // [num_segments, D...], zeros where no id points.
+  ValueId unsorted_segment_sum(ValueId data, ValueId segment_ids, int64_t num_segments);
+  // Per-example loss [N] from logits [N, C] and i32 labels [N]. With `ignore_label`
+  // (PyTorch's ignore_index, -100 by convention), rows labelled with it get loss 0 and no
+  // gradient; every other label must lie in [0, C).
+  ValueId sparse_softmax_cross_entropy(ValueId logits, ValueId labels,
+                                       std::optional<int32_t> ignore_label = std::nullopt);
   // Element-wise loss from logits and f32 targets of the same shape.
   ValueId sigmoid_cross_entropy(ValueId logits, ValueId targets);
   ValueId mean(ValueId x, std::vector<int> axes = {}, bool keep_dims = false);

@@ -159,6 +159,12 @@ static std::string attrs_summary(const Node& n) {
           if (a.approximate) os << " approximate=tanh";
         } else if constexpr (std::is_same_v<T, LayerNormAttrs>) {
           os << " epsilon=" << a.epsilon;
+        } else if constexpr (std::is_same_v<T, GatherAttrs>) {
+          os << " axis=" << a.axis;
+        } else if constexpr (std::is_same_v<T, UnsortedSegmentSumAttrs>) {
+          os << " num_segments=" << a.num_segments;
+        } else if constexpr (std::is_same_v<T, SparseSoftmaxCrossEntropyAttrs>) {
+          if (a.ignore_label) os << " ignore_label=" << *a.ignore_label;
         }
       },
       n.attrs);

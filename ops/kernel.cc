@@ -17,8 +17,11 @@ ExecContext::~ExecContext() = default;
 
 void ExecContext::reserve_workspace(size_t bytes) {
   if (bytes <= workspace_bytes_) return;
-  workspace_.reset();
-  workspace_ = backend_->allocate(bytes);
+  // The new buffer is taken before the old one is released, so it always has another
+  // address: kernels that bound the old one see the move (EmulatedKernel::bind), even where
+  // the allocator would have handed the freed block back grown in place.
+  std::shared_ptr<void> larger = backend_->allocate(bytes);
+  workspace_ = std::move(larger);
   workspace_bytes_ = bytes;
 }
 

@@ -4,6 +4,10 @@
 //    backprop = softmax(x) - onehot(labels), which is d loss_n / d x_n. Gradient w.r.t.
 //    logits: backprop * dloss (dloss [N] broadcast over C); none for labels, and none
 //    flows from a gradient of `backprop` (it is not meant to be differentiated).
+//    Attributes NoAttrs, or SparseSoftmaxCrossEntropyAttrs with an optional ignore_label
+//    (PyTorch's ignore_index, e.g. -100 for unmasked positions of a masked-LM batch): rows
+//    whose label equals it get loss 0 and a zero backprop row (so a zero gradient); every
+//    other label must lie in [0, C). The mean over the rows that count is the caller's.
 //  SigmoidCrossEntropyWithLogits {logits x, targets z} -> element-wise
 //    loss = max(x, 0) - x z + log(1 + exp(-|x|)); its gradient op
 //    SigmoidCrossEntropyWithLogitsGrad {dloss, x, z} -> dx = dloss * (sigmoid(x) - z).
@@ -28,6 +32,10 @@ std::vector<TensorDesc> infer_sparse_softmax_ce(const ValueDescs& g, const OpNod
               ", got ", shape_str(labels));
   CAMPO_CHECK(logits[1] > 0, "SparseSoftmaxCrossEntropyWithLogits '", n.name,
               "': logits need at least one class, got ", shape_str(logits));
+  CAMPO_CHECK(std::holds_alternative<NoAttrs>(n.attrs) ||
+                  std::holds_alternative<SparseSoftmaxCrossEntropyAttrs>(n.attrs),
+              "SparseSoftmaxCrossEntropyWithLogits '", n.name,
+              "': internal: its attributes must be SparseSoftmaxCrossEntropyAttrs (or none)");
   return {{{logits[0]}, DType::f32}, {logits, DType::f32}};
 }
 

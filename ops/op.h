@@ -23,7 +23,8 @@ namespace campo {
   X(SigmoidCrossEntropyWithLogitsGrad) X(Mean) X(MeanGrad) X(Sum) X(BroadcastTo) X(Cast)      \
   X(AllFinite) X(ApplyMomentum) X(ApplyAdam)                                                \
   X(Softmax) X(SoftmaxGrad) X(Gelu) X(GeluGrad) X(LayerNorm) X(LayerNormGrad)                \
-  X(ConcatV2) X(SplitV) X(Const) X(BatchMatMulV2) X(Transpose)
+  X(ConcatV2) X(SplitV) X(Const) X(BatchMatMulV2) X(Transpose) X(GatherV2)          \
+  X(UnsortedSegmentSum)
 // clang-format on
 
 enum class OpKind : uint16_t {
@@ -195,17 +196,47 @@ struct ConstAttrs {
   float value = 0.0f;
 };
 
+// GatherV2 (an embedding lookup): inputs params [V, D...] and i32 indices of any shape;
+// output [indices..., D...] with out[i..., :] = params[indices[i...], :]. Only axis 0 (rows
+// of params) is supported; an index outside [0, V) is an error at run time.
+struct GatherAttrs {
+  int axis = 0;
+};
+
+// UnsortedSegmentSum (GatherV2's gradient w.r.t. params): inputs data [n..., D...] and i32
+// segment_ids [n...] (data's leading dims); output [num_segments, D...] with
+// out[s, :] = sum over i with segment_ids[i] == s of data[i, :], zeros where no id points.
+struct UnsortedSegmentSumAttrs {
+  int64_t num_segments = 0;
+};
+
+// SparseSoftmaxCrossEntropyWithLogits with PyTorch's `ignore_index` (-100 by convention):
+// rows whose label equals `ignore_label` get loss 0 and a zero backprop row. The op also
+// takes NoAttrs, which means what an unset ignore_label means: every label must lie in
+// [0, C).
+struct SparseSoftmaxCrossEntropyAttrs {
+  std::optional<int32_t> ignore_label;
+};
+
 using Attrs =
     std::variant<NoAttrs, ConvAttrs, MatMulAttrs, PoolAttrs, BatchNormAttrs, LeakyReluAttrs,
                  ReduceAttrs, ReshapeAttrs, DropoutAttrs, CastAttrs, MomentumAttrs, AdamAttrs,
                  PlaceholderAttrs, VariableAttrs, GeluAttrs, LayerNormAttrs, ConcatAttrs,
-                 SplitAttrs, ConstAttrs, BatchMatMulAttrs, TransposeAttrs>;
+                 SplitAttrs, ConstAttrs, BatchMatMulAttrs, TransposeAttrs, GatherAttrs,
+                 UnsortedSegmentSumAttrs, SparseSoftmaxCrossEntropyAttrs>;
 
 template <typename T>
 const T& attrs_as(const Attrs& a) {
   const T* p = std::get_if<T>(&a);
   CAMPO_CHECK(p != nullptr, "internal: node carries the wrong attribute type");
   return *p;
+}
+
+// The ignore_label of a SparseSoftmaxCrossEntropyWithLogits node's attributes (NoAttrs:
+// none).
+inline std::optional<int32_t> ignore_label_of(const Attrs& a) {
+  if (std::holds_alternative<NoAttrs>(a)) return std::nullopt;
+  return attrs_as<SparseSoftmaxCrossEntropyAttrs>(a).ignore_label;
 }
 
 // Output size of a convolution / pooling window along one axis.

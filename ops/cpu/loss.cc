@@ -1,12 +1,15 @@
 // CPU kernels of the losses (f32). Numerically stable forms:
 //  softmax cross entropy per row n: m = max_c x[c], s = sum_c exp(x[c] - m),
 //    loss = log(s) + m - x[label], backprop[c] = exp(x[c] - m) / s - (c == label);
-//    s accumulates in double; labels are validated before anything is computed.
+//    s accumulates in double; labels are validated before anything is computed. With an
+//    ignore_label, a row whose label equals it has loss 0 and backprop 0.
 //  sigmoid cross entropy: loss = max(x, 0) - x z + log1p(exp(-|x|)),
 //    dX = dloss * (sigmoid(x) - z) with sigmoid(x) = 1 / (1 + e) for x >= 0 and
 //    e / (1 + e) otherwise, e = exp(-|x|) (never overflows).
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <string>
 
 #include "ops/kernel.h"
 
@@ -24,7 +27,7 @@ std::unique_ptr<Kernel> make(const KernelSpec& spec, ExecContext& ctx) {
 class SparseSoftmaxCrossEntropyKernel : public Kernel {
  public:
   SparseSoftmaxCrossEntropyKernel(const KernelSpec& spec, ExecContext&)
-      : node_name_(spec.node_name) {}
+      : node_name_(spec.node_name), ignore_label_(ignore_label_of(spec.attrs)) {}
 
   void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
     const float* logits = in[0].device_data<float>();
@@ -33,12 +36,20 @@ class SparseSoftmaxCrossEntropyKernel : public Kernel {
     float* backprop = out[1].device_data<float>();
     const int64_t N = in[0].dim(0), C = in[0].dim(1);
     for (int64_t n = 0; n < N; ++n)
-      CAMPO_CHECK(labels[n] >= 0 && labels[n] < C, "SparseSoftmaxCrossEntropyWithLogits '",
-                  node_name_, "': label ", labels[n], " in row ", n, " is outside [0, ", C, ")");
+      CAMPO_CHECK(is_ignored(labels[n]) || (labels[n] >= 0 && labels[n] < C),
+                  "SparseSoftmaxCrossEntropyWithLogits '", node_name_, "': label ", labels[n],
+                  " in row ", n, " is outside [0, ", C, ")",
+                  ignore_label_ ? " and is not the ignore_label " : "",
+                  ignore_label_ ? std::to_string(*ignore_label_) : "");
 #pragma omp parallel for schedule(static) if (N * C >= kParallelElements)
     for (int64_t n = 0; n < N; ++n) {
       const float* x = logits + n * C;
       float* bp = backprop + n * C;
+      if (is_ignored(labels[n])) {
+        loss[n] = 0.0f;
+        std::fill(bp, bp + C, 0.0f);
+        continue;
+      }
       float m = x[0];
       for (int64_t c = 1; c < C; ++c) m = std::max(m, x[c]);
       double s = 0;
@@ -56,7 +67,10 @@ class SparseSoftmaxCrossEntropyKernel : public Kernel {
   }
 
  private:
+  bool is_ignored(int32_t label) const { return ignore_label_ && label == *ignore_label_; }
+
   std::string node_name_;
+  std::optional<int32_t> ignore_label_;
 };
 
 // inputs {x, z}: loss = max(x, 0) - x z + log1p(exp(-|x|)).

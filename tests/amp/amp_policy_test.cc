@@ -150,9 +150,11 @@ TEST(AmpPolicyTest, DefaultListsMatchDesign) {
   for (OpKind op : {OpKind::Mean, OpKind::Sum, OpKind::SparseSoftmaxCrossEntropyWithLogits})
     EXPECT_EQ(l.classify(op), AmpList::deny) << op_name(op);
   for (OpKind op : {OpKind::Relu, OpKind::ReluGrad, OpKind::MaxPool, OpKind::MaxPoolGrad,
-                    OpKind::Reshape, OpKind::ConcatV2, OpKind::SplitV, OpKind::Transpose})
+                    OpKind::Reshape, OpKind::ConcatV2, OpKind::SplitV, OpKind::Transpose,
+                    OpKind::GatherV2})
     EXPECT_EQ(l.classify(op), AmpList::clear) << op_name(op);
-  for (OpKind op : {OpKind::ApplyMomentum, OpKind::ApplyAdam, OpKind::Cast, OpKind::Variable})
+  for (OpKind op : {OpKind::ApplyMomentum, OpKind::ApplyAdam, OpKind::Cast, OpKind::Variable,
+                    OpKind::UnsortedSegmentSum})
     EXPECT_EQ(l.classify(op), AmpList::fp32) << op_name(op);
 }
 

@@ -257,6 +257,29 @@ TEST(CalibrationFeaturesTest, ConvAndMatMulFlopsAreExact) {
   EXPECT_EQ(r[size_t(Feature::aligned)], 1);  // 16 channels
 }
 
+// An embedding lookup reads only the rows it gathers: a 1000-row table costs what a 10-row
+// one does. Its gradient writes the whole table's shape.
+TEST(CalibrationFeaturesTest, GatherCountsTheRowsItCopiesNotTheTable) {
+  Graph g;
+  VariableStore vars;
+  Builder b(g, vars);
+  ValueId ids = b.placeholder("ids", {2, 3}, DType::i32);
+  ValueId table = b.variable("table", {1000, 16}, Init::ones());
+  ValueId y = b.gather(table, ids);  // [2, 3, 16]: 96 elements
+  NodeFeatures f = node_features(g, g.value(y).producer);
+  EXPECT_EQ(f[size_t(Feature::bytes)], 4.0 * (6 + 2 * 96));
+  EXPECT_EQ(f[size_t(Feature::flops)], 96);
+  EXPECT_EQ(f[size_t(Feature::elements)], 96);
+  ValueId small = b.variable("small", {10, 16}, Init::ones());
+  EXPECT_EQ(node_features(g, g.value(b.gather(small, ids)).producer), f);
+
+  ValueId s = b.unsorted_segment_sum(y, ids, 1000);  // [1000, 16]
+  NodeFeatures fs = node_features(g, g.value(s).producer);
+  EXPECT_EQ(fs[size_t(Feature::bytes)], 4.0 * (96 + 6 + 16000));
+  EXPECT_EQ(fs[size_t(Feature::flops)], 96 + 16000);
+  EXPECT_EQ(fs[size_t(Feature::elements)], 16000);
+}
+
 TEST(CalibrationFileTest, RoundTrip) {
   TempFile f("round_trip.json");
   const Calibration cal = sample_calibration();

@@ -53,6 +53,8 @@ const std::map<std::string, AmpList> kTensorFlowCuda = {
     {"ConcatV2", AmpList::clear},
     {"SplitV", AmpList::clear},
     {"Transpose", AmpList::clear},
+    {"GatherV2", AmpList::clear},
+    // UnsortedSegmentSum is on none of TensorFlow's lists: absent here, so f32.
     // Not TensorFlow ops: the CPU's lists.
     {"Dropout", AmpList::clear},
     {"SigmoidCrossEntropyWithLogits", AmpList::deny},

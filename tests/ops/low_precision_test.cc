@@ -282,6 +282,13 @@ std::vector<LpCase> lp_cases() {
   c.push_back({"Transpose_last_moves", OpKind::Transpose, TransposeAttrs{{2, 0, 1}}, [](R r) {
                  return std::vector{random_tensor({3, 4, 7}, r)};
                }});
+  c.push_back({"GatherV2", OpKind::GatherV2, GatherAttrs{0}, [](R r) {
+                 return std::vector{random_tensor({12, 5}, r), labels(9, 12, r)};
+               }});
+  c.push_back(
+      {"UnsortedSegmentSum", OpKind::UnsortedSegmentSum, UnsortedSegmentSumAttrs{5}, [](R r) {
+         return std::vector{random_tensor({9, 6}, r), labels(9, 5, r)};
+       }});
   const PoolAttrs stem = pool(3, 2, 1);
   c.push_back({"MaxPool", OpKind::MaxPool, stem, [](R r) {
                  return std::vector{random_tensor({2, 3, 13, 13}, r)};
@@ -318,6 +325,13 @@ std::vector<LpCase> lp_cases() {
   c.push_back({"SparseSoftmaxCrossEntropyWithLogits", OpKind::SparseSoftmaxCrossEntropyWithLogits,
                NoAttrs{}, [](R r) {
                  return std::vector{random_tensor({6, 10}, r, -4.0f, 4.0f), labels(6, 10, r)};
+               }});
+  c.push_back({"SparseSoftmaxCrossEntropyWithLogits_ignore_label",
+               OpKind::SparseSoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyAttrs{-100},
+               [](R r) {
+                 Tensor l = labels(6, 10, r);
+                 l.data_as<int32_t>()[1] = l.data_as<int32_t>()[4] = -100;
+                 return std::vector{random_tensor({6, 10}, r, -4.0f, 4.0f), l};
                }});
   c.push_back(
       {"SigmoidCrossEntropyWithLogits", OpKind::SigmoidCrossEntropyWithLogits, NoAttrs{}, [](R r) {
@@ -418,13 +432,13 @@ TEST_P(NativeBf16, AgreesWithEmulation) {
   set_avx512_loops_enabled(false);
   const auto baseline = run_with(c, inputs, DType::bf16, baseline_ctx, &unused);
   set_avx512_loops_enabled(true);
-  // Reshape, ConcatV2, SplitV and Transpose are byte copies, one kernel for every dtype:
-  // never emulated.
+  // Reshape, ConcatV2, SplitV, Transpose and GatherV2 are byte copies, one kernel for every
+  // dtype: never emulated.
   const std::set<OpKind> byte_copies = {OpKind::Reshape, OpKind::ConcatV2, OpKind::SplitV,
-                                        OpKind::Transpose};
+                                        OpKind::Transpose, OpKind::GatherV2};
   EXPECT_EQ(emulated_was_emulated, byte_copies.count(c.kind) == 0);
   // Which ops have a native kernel is a fixed list: conv, matmul, element-wise, bias,
-  // batch norm, pooling, softmax, layer norm.
+  // batch norm, pooling, softmax, layer norm, segment sum.
   const std::set<OpKind> no_native = {OpKind::SparseSoftmaxCrossEntropyWithLogits,
                                       OpKind::SigmoidCrossEntropyWithLogits,
                                       OpKind::SigmoidCrossEntropyWithLogitsGrad,
@@ -666,8 +680,9 @@ TEST(LowPrecisionTest, Bf16BackpropFilterWritesF32Weights) {
     Shape x, dy, w;
     ConvAttrs a;
   };
-  const Case cases[] = {{{4, 8, 10, 10}, {4, 16, 10, 10}, {16, 8, 3, 3}, conv(1, 1, {16, 8, 3, 3})},
-                        {{4, 64, 4, 4}, {4, 256, 4, 4}, {256, 64, 1, 1}, conv(1, 0, {256, 64, 1, 1})}};
+  const Case cases[] = {
+      {{4, 8, 10, 10}, {4, 16, 10, 10}, {16, 8, 3, 3}, conv(1, 1, {16, 8, 3, 3})},
+      {{4, 64, 4, 4}, {4, 256, 4, 4}, {256, 64, 1, 1}, conv(1, 0, {256, 64, 1, 1})}};
   Rng rng(11);
   for (const Case& c : cases) {
     const Tensor x = rounded_to(random_tensor(c.x, rng), DType::bf16);
