@@ -163,8 +163,8 @@ std::shared_ptr<Dataset> open_text(const std::string& name, const std::string& s
                   !options.mean && !options.stddev,
               name, ": image options (size, channels, normalisation) do not apply to text");
   reject_image_options(name, options);
-  CAMPO_CHECK(options.tokenizer != nullptr,
-              "internal: ", name, " needs a vocabulary (DatasetOptions::tokenizer)");
+  CAMPO_CHECK(options.tokenizer != nullptr, "internal: ", name,
+              " needs a vocabulary (DatasetOptions::tokenizer)");
   return make_text_dataset(read_text_dataset(name, options.data_dir),
                            name == "fortunes" ? "fortunes" : "text", split, *options.tokenizer,
                            options.seq_len, options.mask_prob, options.seed);
@@ -186,6 +186,25 @@ std::string read_text_dataset(const std::string& name, const std::string& data_d
   }
   CAMPO_CHECK(!path.empty(), "text: no path after 'text:'");
   return read_text_file(path, "--dataset text file");
+}
+
+void check_splits_match(const Dataset& train, const Dataset& test) {
+  auto shape_text = [](const Shape& s) {
+    std::string t;
+    for (int64_t d : s) t += (t.empty() ? "" : "x") + std::to_string(d);
+    return t;
+  };
+  const Shape a = train.image_shape(), b = test.image_shape();
+  CAMPO_CHECK(a == b, "the test split ", test.name(), " has images of ", shape_text(b),
+              " (CxHxW) but the train split ", train.name(), " has ", shape_text(a),
+              ", so the model cannot evaluate it",
+              a.size() == 3 && b.size() == 3 && a[0] == b[0]
+                  ? "; pass --image-size N to resize both splits to NxN (e.g. --image-size " +
+                        std::to_string(a[1]) + ")"
+                  : "; give both splits the same channels (--channels) and size (--image-size)");
+  CAMPO_CHECK(train.num_classes() == test.num_classes(), "the test split ", test.name(), " has ",
+              test.num_classes(), " classes but the train split ", train.name(), " has ",
+              train.num_classes(), "; the labels would not match");
 }
 
 std::vector<std::string> dataset_names() {

@@ -53,8 +53,8 @@ ValueId encoder_layer(Builder& b, ValueId x, int64_t batch, int64_t seq, const B
       ValueId scores = b.mul(b.batch_matmul(q, k, false, true),
                              b.constant(1.0f / std::sqrt(float(hidden / c.heads))));
       ValueId probs = b.dropout(b.softmax(scores), dropout);
-      context = b.reshape(b.transpose(b.batch_matmul(probs, v), {0, 2, 1, 3}),
-                          {batch * seq, hidden});
+      context =
+          b.reshape(b.transpose(b.batch_matmul(probs, v), {0, 2, 1, 3}), {batch * seq, hidden});
     }
     auto out = b.scope("output");
     ValueId y = b.dropout(dense(b, context, hidden, "dense"), dropout);
@@ -79,7 +79,7 @@ BertConfig bert_config(const std::string& name) {
     int layers, hidden, heads;
   };
   static const Size kSizes[] = {
-      {"tiny", 2, 128, 2}, {"mini", 4, 256, 4}, {"small", 4, 512, 8},
+      {"tiny", 2, 128, 2},   {"mini", 4, 256, 4},   {"small", 4, 512, 8},
       {"medium", 8, 512, 8}, {"base", 12, 768, 12},
   };
   for (const Size& s : kSizes)
@@ -99,11 +99,11 @@ ValueId build_bert(Builder& b, ValueId input_ids, const ModelOptions& o) {
   const Shape& in = b.shape(input_ids);
   CAMPO_CHECK(in.size() == 2 && b.dtype(input_ids) == DType::i32,
               "bert expects token ids [batch, sequence] (i32), got ", shape_str(in), " ",
-              dtype_name(b.dtype(input_ids)), " (train it on a text data set: --dataset text:PATH)");
+              dtype_name(b.dtype(input_ids)),
+              " (train it on a text data set: --dataset text:PATH)");
   const int64_t batch = in[0], seq = in[1];
-  CAMPO_CHECK(seq >= 1 && seq <= c.max_positions, "bert: sequence length ", seq,
-              " is outside 1..", c.max_positions, " (its position table has ", c.max_positions,
-              " rows)");
+  CAMPO_CHECK(seq >= 1 && seq <= c.max_positions, "bert: sequence length ", seq, " is outside 1..",
+              c.max_positions, " (its position table has ", c.max_positions, " rows)");
   const int64_t vocab = o.num_classes, hidden = c.hidden;
   CAMPO_CHECK(vocab > 5, "bert: vocabulary of ", vocab, " tokens is too small");
   ValueId word_table;
@@ -115,8 +115,8 @@ ValueId build_bert(Builder& b, ValueId input_ids, const ModelOptions& o) {
       word_table = b.variable("word_embeddings.weight", {vocab, hidden}, bert_normal());
       ValueId positions =
           b.variable("position_embeddings.weight", {c.max_positions, hidden}, bert_normal());
-      ValueId types = b.variable("token_type_embeddings.weight", {c.type_vocab, hidden},
-                                 bert_normal());
+      ValueId types =
+          b.variable("token_type_embeddings.weight", {c.type_vocab, hidden}, bert_normal());
       // words [B, T * H] + positions [T * H] (broadcast over B), then + type 0's row [H]
       // (every token is of segment 0) over [B * T, H].
       ValueId words = b.reshape(b.gather(word_table, input_ids), {batch, seq * hidden});
@@ -139,7 +139,8 @@ ValueId build_bert(Builder& b, ValueId input_ids, const ModelOptions& o) {
     x = layers::layer_norm(b, b.gelu(dense(b, x, hidden, "dense")), "LayerNorm", c.layer_norm_eps);
   }
   // decoder: x word_table^T + bias (the table tied, as Hugging Face's tie_weights).
-  return b.bias_add(b.matmul(x, word_table, false, true), b.variable("bias", {vocab}, Init::zeros()));
+  return b.bias_add(b.matmul(x, word_table, false, true),
+                    b.variable("bias", {vocab}, Init::zeros()));
 }
 
 }  // namespace campo

@@ -22,7 +22,10 @@ const Entry kModels[] = {
     {"vgg16_bn", build_vgg16_bn, nullptr, ModelInput::images, kLr001},
     {"alexnet", build_alexnet, nullptr, ModelInput::images, kLr001},
     {"inception_v3", nullptr, build_inception_v3, ModelInput::images, kLr001},
-    {"bert", build_bert, nullptr, ModelInput::tokens,
+    {"bert",
+     build_bert,
+     nullptr,
+     ModelInput::tokens,
      {.lr = 5e-4f, .optimizer = "adam", .warmup_steps = 100, .dropout = 0.1f}},
 };
 

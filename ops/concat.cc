@@ -109,7 +109,8 @@ std::vector<ValueId> grad_split(GradientBuilder& b, const OpNode& n,
       pieces[k] = b.op(OpKind::Const, {}, ConstAttrs{b.shape(n.outputs[k]), 0.0f},
                        n.name + "/zeros" + std::to_string(k));
   const auto& a = attrs_as<SplitAttrs>(n.attrs);
-  return {b.op(OpKind::ConcatV2, pieces, ConcatAttrs{resolve_axis(n, a.axis, b.shape(n.inputs[0]))})};
+  return {
+      b.op(OpKind::ConcatV2, pieces, ConcatAttrs{resolve_axis(n, a.axis, b.shape(n.inputs[0]))})};
 }
 
 SchemaRegistrar concat({.kind = OpKind::ConcatV2,

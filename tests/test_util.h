@@ -2,18 +2,35 @@
 #pragma once
 
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "runtime/check.h"
 #include "runtime/rng.h"
 #include "runtime/tensor.h"
 
 namespace campo::testing {
+
+// The message of the campo::Error `f` throws ("" when it throws none); checked to be one line.
+inline std::string error_message(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    return msg;
+  }
+  return "";
+}
+
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 // A fresh directory under the system's temporary one, named after the running test and
 // this process, removed with everything in it at the end of the scope.
@@ -21,8 +38,9 @@ class TempDir {
  public:
   TempDir() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = std::filesystem::temp_directory_path() /
-            ("campo_" + std::string(info ? info->name() : "test") + "_" + std::to_string(::getpid()));
+    path_ =
+        std::filesystem::temp_directory_path() /
+        ("campo_" + std::string(info ? info->name() : "test") + "_" + std::to_string(::getpid()));
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }
@@ -44,9 +62,12 @@ struct Tolerance {
 };
 inline Tolerance tolerance_for(DType t) {
   switch (t) {
-    case DType::f16: return {1e-3, 1e-5};
-    case DType::bf16: return {1.6e-2, 1e-5};
-    default: return {1.3e-6, 1e-5};
+    case DType::f16:
+      return {1e-3, 1e-5};
+    case DType::bf16:
+      return {1.6e-2, 1e-5};
+    default:
+      return {1.3e-6, 1e-5};
   }
 }
 
@@ -94,16 +115,16 @@ inline ::testing::AssertionResult all_close(const std::vector<float>& actual,
     }
   }
   if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << bad << " of " << actual.size()
-                                       << " elements differ (worst abs error " << worst
-                                       << "):" << msg;
+  return ::testing::AssertionFailure()
+         << bad << " of " << actual.size() << " elements differ (worst abs error " << worst
+         << "):" << msg;
 }
 
 inline ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected,
                                             double rtol, double atol) {
   if (actual.shape() != expected.shape())
-    return ::testing::AssertionFailure() << "shape " << shape_str(actual.shape())
-                                         << " != expected " << shape_str(expected.shape());
+    return ::testing::AssertionFailure() << "shape " << shape_str(actual.shape()) << " != expected "
+                                         << shape_str(expected.shape());
   return all_close(actual.to_float_vector(), expected.to_float_vector(), rtol, atol);
 }
 

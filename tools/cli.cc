@@ -131,7 +131,9 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device) {
       ->capture_default_str();
   cmd->add_option("--batch", o.batch, "Training batch size")->capture_default_str();
   cmd->add_option("--eval-batch", o.eval_batch, "Evaluation batch size")->capture_default_str();
-  cmd->add_option("--lr", o.lr, "Learning rate (when not given: vgg16, alexnet, inception_v3 0.01; bert 5e-4; dcgan 2e-4)")
+  cmd->add_option(
+         "--lr", o.lr,
+         "Learning rate (when not given: vgg16, alexnet, inception_v3 0.01; bert 5e-4; dcgan 2e-4)")
       ->capture_default_str();
   cmd->add_option("--lr-schedule", o.lr_schedule,
                   "constant, step or cosine (when not given: dcgan constant)")
@@ -147,7 +149,8 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device) {
   cmd->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str();
   cmd->add_flag("--nesterov", o.nesterov, "Nesterov momentum");
   cmd->add_option("--weight-decay", o.weight_decay, "L2 weight decay")->capture_default_str();
-  cmd->add_option("--dropout", o.dropout, "Dropout rate (mlp; bert, default 0.1)")->capture_default_str();
+  cmd->add_option("--dropout", o.dropout, "Dropout rate (mlp; bert, default 0.1)")
+      ->capture_default_str();
   cmd->add_option("--seed", o.seed, "Random seed (weights, shuffling, dropout)")
       ->check(kSeed)
       ->capture_default_str();
@@ -253,8 +256,8 @@ void resolve_calibration(ModelRunOptions& run, bool cost_aware) {
     return;
   }
   if (!run.calibration.empty()) return;
-  const DType low = run.low_precision == "fp16" || run.low_precision == "f16" ? DType::f16
-                                                                               : DType::bf16;
+  const DType low =
+      run.low_precision == "fp16" || run.low_precision == "f16" ? DType::f16 : DType::bf16;
   default_calibration(low, std::cerr, &run.calibration);
 }
 
@@ -280,6 +283,15 @@ void apply_training_defaults(const CLI::App* cmd, TrainOptions& o) {
 
 // Options a user gave that the run would ignore are errors, each naming the option and why.
 void check_train_options_apply(const CLI::App* cmd, const TrainOptions& o) {
+  if (!is_text_dataset(o.dataset))
+    for (const char* option :
+         {"--seq-len", "--vocab-size", "--vocab", "--save-vocab", "--mask-prob"})
+      CAMPO_CHECK(!given(cmd, option), option,
+                  " applies to text data sets only (--dataset fortunes or text:PATH)");
+  CAMPO_CHECK(!given(cmd, "--bert-config") || o.model == "bert",
+              "--bert-config applies to --model bert only");
+  CAMPO_CHECK(!given(cmd, "--vocab") || !given(cmd, "--vocab-size"),
+              "--vocab-size trains a vocabulary; --vocab loads one: give one of them");
   const Precision policy = parse_precision(o.precision);
   if (policy == Precision::fp32)
     for (const char* option :
@@ -353,13 +365,6 @@ void check_run_options_apply(const CLI::App* cmd, ModelRunOptions& run,
   if (!cost_aware)
     for (const char* option : {"--calibration", "--search", "--no-fold-casts"})
       CAMPO_CHECK(!given(cmd, option), option, " applies to --precision cost-aware only");
-  if (!is_text_dataset(o.dataset))
-    for (const char* option : {"--seq-len", "--vocab-size", "--vocab", "--save-vocab", "--mask-prob"})
-      CAMPO_CHECK(!given(cmd, option), option, " applies to text data sets only (--dataset text:PATH)");
-  CAMPO_CHECK(!given(cmd, "--bert-config") || o.model == "bert",
-              "--bert-config applies to --model bert only");
-  CAMPO_CHECK(!given(cmd, "--vocab") || !given(cmd, "--vocab-size"),
-              "--vocab-size trains a vocabulary; --vocab loads one: give one of them");
 }
 
 // dcgan trains as PyTorch's example does; the classifier options it has no use for are
@@ -396,8 +401,9 @@ int run(const std::vector<std::string>& args) {
   CLI::App* train_cmd = app.add_subcommand("train", "Train a model and evaluate it");
   add_train_options(train_cmd, train_options, train_device);
   std::string samples_dir = "samples";
-  train_cmd->add_option("--samples-dir", samples_dir,
-                        "dcgan: where the sample grid of each epoch is written")
+  train_cmd
+      ->add_option("--samples-dir", samples_dir,
+                   "dcgan: where the sample grid of each epoch is written")
       ->capture_default_str();
 
   TrainOptions graph_options;
@@ -448,8 +454,8 @@ int run(const std::vector<std::string>& args) {
 
   BenchOptions bench_options;
   std::string bench_precisions = "fp32,amp,cost-aware";
-  CLI::App* bench_cmd = app.add_subcommand(
-      "bench", "Measure training throughput of precision policies side by side");
+  CLI::App* bench_cmd =
+      app.add_subcommand("bench", "Measure training throughput of precision policies side by side");
   add_model_run_options(bench_cmd, bench_options.run, bench_device);
   bench_cmd->add_option("--precision", bench_precisions, "Comma-separated policies")
       ->capture_default_str();

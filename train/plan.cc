@@ -25,9 +25,12 @@ namespace {
 
 const char* phase_name(Phase p) {
   switch (p) {
-    case Phase::forward: return "fwd";
-    case Phase::backward: return "bwd";
-    case Phase::update: return "upd";
+    case Phase::forward:
+      return "fwd";
+    case Phase::backward:
+      return "bwd";
+    case Phase::update:
+      return "upd";
   }
   return "?";
 }
@@ -49,7 +52,6 @@ std::string with_commas(int64_t v) {
   std::reverse(out.begin(), out.end());
   return out;
 }
-
 
 }  // namespace
 
@@ -117,8 +119,9 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
   out << title << "\n";
   out << std::left << std::setw(44) << "node" << std::setw(22) << "op" << std::setw(5) << "step"
       << std::setw(7) << "list" << std::setw(6) << "dtype";
-  if (costed) out << std::right << std::setw(9) << "f32 ms" << std::setw(9) << "low ms" << "  "
-                  << std::left << std::setw(14) << "decided by";
+  if (costed)
+    out << std::right << std::setw(9) << "f32 ms" << std::setw(9) << "low ms"
+        << "  " << std::left << std::setw(14) << "decided by";
   out << "shapes\n";
   nlohmann::json nodes = nlohmann::json::array();
   for (NodeId id : g.topological_order()) {
@@ -143,11 +146,10 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
                            {"shapes", shapes}};
     const bool has_cost = costed && size_t(id) < info->costs->nodes.size() &&
                           size_t(id) < info->cost_plan->decided_by.size();
-    const double cast_ms =
-        costed && n.kind == OpKind::Cast && !n.weight_copy
-            ? info->costs->cast_ms(is_low_precision(g.value(n.outputs[0]).dtype),
-                                   shape_numel(g.value(n.inputs[0]).shape))
-            : 0.0;
+    const double cast_ms = costed && n.kind == OpKind::Cast && !n.weight_copy
+                               ? info->costs->cast_ms(is_low_precision(g.value(n.outputs[0]).dtype),
+                                                      shape_numel(g.value(n.inputs[0]).shape))
+                               : 0.0;
     const bool measured = costed && size_t(id) < info->costs->low_measured.size() &&
                           info->costs->low_measured[size_t(id)];
     if (has_cost) {
@@ -168,8 +170,9 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
     if (costed) {
       char buf[64];
       if (has_cost)
-        std::snprintf(buf, sizeof buf, "%9.3f%8.3f%c  %-14s", info->costs->nodes[size_t(id)].fp32_ms,
-                      info->costs->nodes[size_t(id)].low_ms, measured ? 'm' : ' ',
+        std::snprintf(buf, sizeof buf, "%9.3f%8.3f%c  %-14s",
+                      info->costs->nodes[size_t(id)].fp32_ms, info->costs->nodes[size_t(id)].low_ms,
+                      measured ? 'm' : ' ',
                       traversal_name(info->cost_plan->decided_by[size_t(id)]));
       else if (n.kind == OpKind::Cast)
         std::snprintf(buf, sizeof buf, "%9s%9.3f  %-14s", "", cast_ms,
@@ -289,12 +292,11 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
     d_info.cost_plan = session.d_plan();
     g_info.costs = session.g_costs();
     g_info.cost_plan = session.g_plan();
-    j["graphs"] = {print_graph_plan(session.d_graph(), "discriminator step", precision, o,
-                                    with_suffix(o.dot_path, "_d"), out, session.d_fetches(),
-                                    &d_info),
-                   print_graph_plan(session.g_graph(), "generator step", precision, o,
-                                    with_suffix(o.dot_path, "_g"), out, session.g_fetches(),
-                                    &g_info)};
+    j["graphs"] = {
+        print_graph_plan(session.d_graph(), "discriminator step", precision, o,
+                         with_suffix(o.dot_path, "_d"), out, session.d_fetches(), &d_info),
+        print_graph_plan(session.g_graph(), "generator step", precision, o,
+                         with_suffix(o.dot_path, "_g"), out, session.g_fetches(), &g_info)};
     PrecisionSummary s = session.precision_summary();
     j["low_nodes"] = s.low_nodes;
     j["f32_nodes"] = s.f32_nodes;
@@ -326,12 +328,12 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
                     "predicted step: cost-aware %.2f ms, amp %.2f ms, fp32 %.2f ms; casts: "
                     "cost-aware %d, amp %d (cast model %.4f ms + %.3g ms/element)\n",
                     info.cost_plan->predicted_ms, amp_ms, fp32_ms, info.summary.casts.casts,
-                    amp_casts.casts, info.costs->cast.fixed_ms,
-                    info.costs->cast.per_element_ms);
+                    amp_casts.casts, info.costs->cast.fixed_ms, info.costs->cast.per_element_ms);
       out << line;
       if (info.costs->cast_to_f32)
         out << "cast model low -> f32: " << info.costs->cast_to_f32->fixed_ms << " ms + "
-            << info.costs->cast_to_f32->per_element_ms << " ms/element (the line above: f32 -> low)\n";
+            << info.costs->cast_to_f32->per_element_ms
+            << " ms/element (the line above: f32 -> low)\n";
       if (spec.precision.search == CostAwareSearch::exact) {
         std::snprintf(line, sizeof line,
                       "search: exact; the four traversals alone predicted %.2f ms, the exact "
@@ -339,8 +341,8 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
                       info.cost_plan->traversals_ms, info.cost_plan->exact_changes);
         out << line;
       }
-      const int measured = int(std::count(info.costs->low_measured.begin(),
-                                          info.costs->low_measured.end(), 1));
+      const int measured =
+          int(std::count(info.costs->low_measured.begin(), info.costs->low_measured.end(), 1));
       if (measured > 0)
         out << "measured: " << measured << " low-precision times marked m were timed in the "
             << "profiling step: the calibration does not trust its model of those ops (held-out "
@@ -426,7 +428,8 @@ std::vector<BenchResult> run_gan_bench(const BenchOptions& o) {
     results[k].low_nodes = s.low_nodes;
     results[k].cast_ms_per_step = -1;  // not profiled for GAN steps
     if (sessions[k]->d_plan())
-      results[k].predicted_ms = sessions[k]->d_plan()->predicted_ms + sessions[k]->g_plan()->predicted_ms;
+      results[k].predicted_ms =
+          sessions[k]->d_plan()->predicted_ms + sessions[k]->g_plan()->predicted_ms;
   }
   return results;
 }
@@ -577,14 +580,15 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
     out << line;
     if (res.predicted_ms > 0) {
       std::snprintf(line, sizeof line,
-                    "%-8s %-11s predicted %.2f ms/step, measured %.2f ms/step (%+.1f%%)\n", "",
-                    "", res.predicted_ms, measured_ms, res.prediction_error_pct);
+                    "%-8s %-11s predicted %.2f ms/step, measured %.2f ms/step (%+.1f%%)\n", "", "",
+                    res.predicted_ms, measured_ms, res.prediction_error_pct);
       out << line;
     }
     if (res.vs_amp) {
       const PairedRatio& p = *res.vs_amp;
       char ci[64] = "95% CI needs 6 or more repetitions";
-      if (!std::isnan(p.ci_low)) std::snprintf(ci, sizeof ci, "95%% CI %.3f-%.3f", p.ci_low, p.ci_high);
+      if (!std::isnan(p.ci_low))
+        std::snprintf(ci, sizeof ci, "95%% CI %.3f-%.3f", p.ci_low, p.ci_high);
       std::snprintf(line, sizeof line,
                     "%-8s %-11s x%.3f of amp, paired by repetition (%s; faster in %d of %zu)\n", "",
                     "", p.median, ci, p.faster, p.ratios.size());

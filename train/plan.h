@@ -41,8 +41,8 @@ struct ModelRunOptions {
 struct PlanOptions {
   ModelRunOptions run;
   std::string precision = "cost-aware";
-  std::string dot_path;   // write Graphviz DOT here when set
-  std::string json_path;  // write the per-node plan as JSON here when set
+  std::string dot_path;    // write Graphviz DOT here when set
+  std::string json_path;   // write the per-node plan as JSON here when set
   bool all_nodes = false;  // also list variables, placeholders and optimizer updates
 };
 
@@ -60,10 +60,10 @@ void print_plan(const PlanOptions& o, std::ostream& out);
 struct BenchOptions {
   ModelRunOptions run;
   std::vector<std::string> precisions = {"fp32", "amp", "cost-aware"};
-  int steps = 20;      // timed steps per repetition
-  int warmup = 3;      // untimed steps before the first repetition
-  int repeats = 3;     // interleaved repetitions (policy A, B, ..., A, B, ...)
-  float lr = 1e-3f;    // small, so that weights stay sane over the benchmark
+  int steps = 20;    // timed steps per repetition
+  int warmup = 3;    // untimed steps before the first repetition
+  int repeats = 3;   // interleaved repetitions (policy A, B, ..., A, B, ...)
+  float lr = 1e-3f;  // small, so that weights stay sane over the benchmark
   std::string json_path;
 };
 
@@ -83,7 +83,7 @@ struct BenchResult {
   double median = 0, min = 0, max = 0;
   double ratio_to_fp32 = 0;  // median / fp32 median (0 when fp32 was not run)
   int casts = 0;
-  int folded = 0;  // casts folded away (cost-aware): into producers or weight copies
+  int folded = 0;         // casts folded away (cost-aware): into producers or weight copies
   int weight_copies = 0;  // of which weight copies the optimizer updates write
   int64_t cast_elements = 0;
   double cast_ms_per_step = 0, step_ms = 0;  // from a timed profiling step
@@ -95,7 +95,6 @@ struct BenchResult {
   // the interleaved repetitions r of both policies ran back to back, under the same load.
   std::optional<PairedRatio> vs_amp;
 };
-
 
 std::vector<BenchResult> run_bench(const BenchOptions& o, std::ostream& out);
 // Fills median/min/max and the ratios of measured results, prints the table, writes JSON.

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <deque>
 #include <iomanip>
+#include <iostream>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -71,8 +72,8 @@ int64_t count_targets(const Tensor& labels) {
 // and how many labels were scored: those that are not kIgnoreLabel.
 std::pair<int64_t, int64_t> count_correct(const Tensor& logits, const Tensor& labels) {
   const int64_t rows = logits.dim(0), c = logits.dim(1);
-  CAMPO_CHECK(labels.numel() == rows, "internal: ", rows, " rows of logits for ",
-              labels.numel(), " labels");
+  CAMPO_CHECK(labels.numel() == rows, "internal: ", rows, " rows of logits for ", labels.numel(),
+              " labels");
   const float* p = logits.data_as<float>();
   const int32_t* y = labels.data_as<int32_t>();
   int64_t correct = 0, scored = 0;
@@ -120,10 +121,12 @@ void set_text_options(DatasetOptions& d, const TrainOptions& o, std::ostream& lo
     auto it = meta.find("vocab");
     CAMPO_CHECK(it != meta.end(), "--resume checkpoint ", o.resume_path,
                 " holds no vocabulary (it was not written by a text run)");
-    from_resume = std::make_shared<const WordPieceTokenizer>(WordPieceTokenizer::from_json(it->second));
+    from_resume =
+        std::make_shared<const WordPieceTokenizer>(WordPieceTokenizer::from_json(it->second));
   }
   if (!o.vocab_path.empty()) {
-    d.tokenizer = std::make_shared<const WordPieceTokenizer>(WordPieceTokenizer::load(o.vocab_path));
+    d.tokenizer =
+        std::make_shared<const WordPieceTokenizer>(WordPieceTokenizer::load(o.vocab_path));
     CAMPO_CHECK(!from_resume || from_resume->fingerprint() == d.tokenizer->fingerprint(),
                 "--vocab ", o.vocab_path, " is not the vocabulary of --resume checkpoint ",
                 o.resume_path, " (leave --vocab out to use the checkpoint's)");
@@ -157,8 +160,7 @@ struct TrainingSession::EvalGraph {
 TrainingSession::TrainingSession(const std::string& model, const ModelOptions& model_options,
                                  const Shape& image_shape, int64_t batch,
                                  const OptimizerConfig& optimizer, uint64_t seed,
-                                 const PrecisionConfig& precision,
-                                 std::shared_ptr<Backend> backend)
+                                 const PrecisionConfig& precision, std::shared_ptr<Backend> backend)
     : model_(model),
       model_options_(model_options),
       image_shape_(image_shape),
@@ -192,8 +194,8 @@ PrecisionConfig precision_config(const TrainOptions& o) {
   CAMPO_CHECK(o.loss_scale == "auto" || o.loss_scale == "dynamic" || o.loss_scale == "none",
               "--loss-scale must be auto, dynamic or none, got '", o.loss_scale, "'");
   const bool mixed = p.policy != Precision::fp32;
-  p.scaler.enabled = mixed && (o.loss_scale == "dynamic" ||
-                               (o.loss_scale == "auto" && p.low == DType::f16));
+  p.scaler.enabled =
+      mixed && (o.loss_scale == "dynamic" || (o.loss_scale == "auto" && p.low == DType::f16));
   CAMPO_CHECK(std::isfinite(o.loss_scale_init) && o.loss_scale_init > 0,
               "--loss-scale-init must be positive, got ", o.loss_scale_init);
   CAMPO_CHECK(o.loss_scale_growth_interval > 0,
@@ -232,7 +234,8 @@ void TrainingSession::save(const std::string& path, int64_t epoch, int64_t posit
 
 TrainingSession::Position TrainingSession::restore(const std::string& path,
                                                    const std::string& optimizer) {
-  CheckpointMeta meta = load_checkpoint(path, vars_, LoadOptions{.allow_missing_optimizer_state = true});
+  CheckpointMeta meta =
+      load_checkpoint(path, vars_, LoadOptions{.allow_missing_optimizer_state = true});
   CAMPO_CHECK(meta.model.empty() || meta.model == model_, "checkpoint ", path, " holds model '",
               meta.model, "', not '", model_, "'");
   CAMPO_CHECK(meta.optimizer.empty() || meta.optimizer == optimizer, "checkpoint ", path,
@@ -260,9 +263,8 @@ void TrainingSession::set_profiling(bool on) {
   op_ms_.assign(size_t(OpKind::kCount), 0.0);
   train_exe_->set_timing(on);
   if (on)
-    train_exe_->set_node_hook([this](NodeId id, double ms) {
-      op_ms_[size_t(train_graph_.node(id).kind)] += ms;
-    });
+    train_exe_->set_node_hook(
+        [this](NodeId id, double ms) { op_ms_[size_t(train_graph_.node(id).kind)] += ms; });
 }
 
 std::vector<std::pair<std::string, double>> TrainingSession::profile_by_op() const {
@@ -378,8 +380,8 @@ double evaluate_checkpoint(const EvalOptions& o, std::ostream& log) {
     // The vocabulary and the size the model was trained with, from the checkpoint.
     CAMPO_CHECK(meta.count("vocab") && meta.count("bert_config"), "checkpoint ", o.checkpoint,
                 " holds no vocabulary (was it written by campo train on a text data set?)");
-    dopts.tokenizer = std::make_shared<const WordPieceTokenizer>(
-        WordPieceTokenizer::from_json(meta.at("vocab")));
+    dopts.tokenizer =
+        std::make_shared<const WordPieceTokenizer>(WordPieceTokenizer::from_json(meta.at("vocab")));
     dopts.seq_len = o.seq_len;
     dopts.mask_prob = o.mask_prob;
     bert = meta.at("bert_config");
@@ -403,10 +405,10 @@ double evaluate_checkpoint(const EvalOptions& o, std::ostream& log) {
     b.set_training(false);
     Shape shape = {n};
     for (int64_t d : test_set->image_shape()) shape.push_back(d);
-    ValueId logits =
-        build_model(model, b, b.placeholder(input_placeholder(model), shape, test_set->input_dtype()),
-                    mopts);
-    if (graphs.empty()) load_checkpoint(o.checkpoint, vars, LoadOptions{.allow_missing_optimizer_state = true});
+    ValueId logits = build_model(
+        model, b, b.placeholder(input_placeholder(model), shape, test_set->input_dtype()), mopts);
+    if (graphs.empty())
+      load_checkpoint(o.checkpoint, vars, LoadOptions{.allow_missing_optimizer_state = true});
     CompileOptions co;
     co.fetches = {logits};
     exes.push_back(std::make_unique<Executable>(*g, vars, co));
@@ -453,33 +455,34 @@ float learning_rate_at(const TrainOptions& o, int64_t step, int64_t total_steps,
 }
 
 void validate(const TrainOptions& o) {
-  CAMPO_CHECK(is_known_model(o.model), "unknown model '", o.model, "' (known models: ", [] {
-    std::string s;
-    for (auto& n : model_names()) s += (s.empty() ? "" : ", ") + n;
-    return s;
-  }(), ")");
+  CAMPO_CHECK(
+      is_known_model(o.model), "unknown model '", o.model, "' (known models: ",
+      [] {
+        std::string s;
+        for (auto& n : model_names()) s += (s.empty() ? "" : ", ") + n;
+        return s;
+      }(),
+      ")");
   CAMPO_CHECK(o.batch > 0, "--batch must be a positive number of samples, got ", o.batch);
   CAMPO_CHECK(o.eval_batch > 0, "--eval-batch must be positive, got ", o.eval_batch);
   CAMPO_CHECK(o.epochs > 0, "--epochs must be positive, got ", o.epochs);
   CAMPO_CHECK(o.max_steps >= 0, "--steps must be zero (full epochs) or positive, got ",
               o.max_steps);
-  CAMPO_CHECK(std::isfinite(o.lr) && o.lr > 0, "--lr must be a positive learning rate, got ",
-              o.lr);
+  CAMPO_CHECK(std::isfinite(o.lr) && o.lr > 0, "--lr must be a positive learning rate, got ", o.lr);
   CAMPO_CHECK(o.lr_schedule == "constant" || o.lr_schedule == "step" || o.lr_schedule == "cosine",
               "--lr-schedule must be constant, step or cosine, got '", o.lr_schedule, "'");
   CAMPO_CHECK(o.lr_step_epochs > 0, "--lr-step-epochs must be positive, got ", o.lr_step_epochs);
   CAMPO_CHECK(o.lr_gamma > 0 && o.lr_gamma <= 1, "--lr-gamma must be in (0, 1], got ", o.lr_gamma);
   CAMPO_CHECK(o.warmup_steps >= 0, "--warmup-steps must be >= 0, got ", o.warmup_steps);
-  CAMPO_CHECK(o.momentum >= 0 && o.momentum < 1, "--momentum must be in [0, 1), got ",
-              o.momentum);
+  CAMPO_CHECK(o.momentum >= 0 && o.momentum < 1, "--momentum must be in [0, 1), got ", o.momentum);
   CAMPO_CHECK(o.weight_decay >= 0, "--weight-decay must be non-negative, got ", o.weight_decay);
   CAMPO_CHECK(o.dropout >= 0 && o.dropout < 1, "--dropout must be in [0, 1), got ", o.dropout);
   CAMPO_CHECK(o.optimizer == "sgd" || o.optimizer == "adam", "unknown optimizer '", o.optimizer,
               "' (expected sgd or adam)");
   CAMPO_CHECK(o.train_limit >= 0 && o.test_limit >= 0, "--limit-train/--limit-test must be >= 0");
-  CAMPO_CHECK(o.progress == "auto" || o.progress == "bar" || o.progress == "lines" ||
-                  o.progress == "none",
-              "--progress must be auto, bar, lines or none, got '", o.progress, "'");
+  CAMPO_CHECK(
+      o.progress == "auto" || o.progress == "bar" || o.progress == "lines" || o.progress == "none",
+      "--progress must be auto, bar, lines or none, got '", o.progress, "'");
   check_threads(o.threads);
   CAMPO_CHECK(o.dropout == 0 || o.model == "mlp" || o.model == "bert",
               "--dropout applies to --model mlp and bert only (", o.model,
@@ -487,8 +490,10 @@ void validate(const TrainOptions& o) {
   check_model_fits_data(o.model, o.dataset);
   if (is_text_dataset(o.dataset)) {
     (void)bert_config(o.bert_config);  // names the sizes when unknown
-    CAMPO_CHECK(o.seq_len >= 8 && o.seq_len <= 512, "--seq-len must be in 8..512 (BERT's 512 "
-                "positions), got ", o.seq_len);
+    CAMPO_CHECK(o.seq_len >= 8 && o.seq_len <= 512,
+                "--seq-len must be in 8..512 (BERT's 512 "
+                "positions), got ",
+                o.seq_len);
     CAMPO_CHECK(o.vocab_size >= 64 && o.vocab_size <= 1000000,
                 "--vocab-size must be in 64..1000000, got ", o.vocab_size);
     CAMPO_CHECK(o.mask_prob > 0 && o.mask_prob < 1, "--mask-prob must be in (0, 1), got ",
@@ -594,10 +599,10 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
     dopts.skip_bad = o.skip_bad;
     dopts.holdout = o.holdout;
   } else {
-    CAMPO_CHECK(o.augment == "auto" && o.resize == 0 && o.padding < 0 && !o.skip_bad &&
-                    o.holdout == 0,
-                "--augment, --resize, --padding, --skip-bad and --holdout apply to cifar10 and "
-                "folder data sets only");
+    CAMPO_CHECK(
+        o.augment == "auto" && o.resize == 0 && o.padding < 0 && !o.skip_bad && o.holdout == 0,
+        "--augment, --resize, --padding, --skip-bad and --holdout apply to cifar10 and "
+        "folder data sets only");
   }
   std::shared_ptr<const Dataset> train_set = open_dataset(o.dataset, "train", dopts);
   DatasetOptions test_opts = dopts;
@@ -636,8 +641,7 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   eopts.shuffle = false;
   DataLoader test_loader(test_set, eopts);
 
-  const std::string mode =
-      o.progress == "auto" ? (log_is_terminal ? "bar" : "lines") : o.progress;
+  const std::string mode = o.progress == "auto" ? (log_is_terminal ? "bar" : "lines") : o.progress;
   const int64_t per_epoch = train_loader.batches_per_epoch();
   CAMPO_CHECK(per_epoch > 0, "no full batch of ", o.batch, " in ", train_set->size(), " samples");
   const int64_t total_steps =
@@ -682,8 +686,7 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
     int64_t in_epoch = epoch == start_epoch ? start_batch : 0;
     train_loader.start_epoch(epoch, in_epoch);
     while (step < total_steps && train_loader.next(batch)) {
-      float loss =
-          session.train_step(batch, learning_rate_at(o, step, total_steps, per_epoch));
+      float loss = session.train_step(batch, learning_rate_at(o, step, total_steps, per_epoch));
       CAMPO_CHECK(std::isfinite(loss), "training diverged: loss is ", loss, " at step ", step + 1,
                   " (try a smaller --lr)");
       ++step;
@@ -719,10 +722,11 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
         const int width = 30;
         int filled = int(double(in_epoch) / double(per_epoch) * width);
         std::ostringstream line;
-        line << "\repoch " << epoch + 1 << "/" << o.epochs << " [" << std::string(size_t(filled), '=')
-             << std::string(size_t(width - filled), ' ') << "] " << in_epoch << "/" << per_epoch
-             << "  loss " << std::fixed << std::setprecision(4) << avg << "  "
-             << std::setprecision(0) << rate << " samples/s  ETA " << format_duration(eta);
+        line << "\repoch " << epoch + 1 << "/" << o.epochs << " ["
+             << std::string(size_t(filled), '=') << std::string(size_t(width - filled), ' ') << "] "
+             << in_epoch << "/" << per_epoch << "  loss " << std::fixed << std::setprecision(4)
+             << avg << "  " << std::setprecision(0) << rate << " samples/s  ETA "
+             << format_duration(eta);
         if (session.scaler().enabled())
           line << "  scale " << session.scaler().scale() << " skipped "
                << session.scaler().skipped_steps();
@@ -733,8 +737,8 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
       } else if (mode == "lines") {
         const int64_t every = std::max<int64_t>(1, per_epoch / 10);
         if (in_epoch % every == 0 || last) {
-          log << "epoch " << epoch + 1 << "/" << o.epochs << " step " << in_epoch << "/" << per_epoch
-              << " loss " << std::fixed << std::setprecision(4) << avg << " samples/s "
+          log << "epoch " << epoch + 1 << "/" << o.epochs << " step " << in_epoch << "/"
+              << per_epoch << " loss " << std::fixed << std::setprecision(4) << avg << " samples/s "
               << std::setprecision(0) << rate << " eta " << format_duration(eta);
           if (session.scaler().enabled())
             log << " loss_scale " << session.scaler().scale() << " skipped "
@@ -746,8 +750,8 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
     }
     if (!o.save_path.empty()) {
       const bool finished_epoch = in_epoch == per_epoch;
-      session.save(o.save_path, finished_epoch ? epoch + 1 : epoch,
-                   finished_epoch ? 0 : in_epoch, o.optimizer);
+      session.save(o.save_path, finished_epoch ? epoch + 1 : epoch, finished_epoch ? 0 : in_epoch,
+                   o.optimizer);
     }
   }
   const double train_seconds = train_timer.seconds();
@@ -769,22 +773,23 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
         << std::setprecision(4) << r.test_accuracy << " on " << test_set->size()
         << (dopts.tokenizer ? " sequences of " : " samples of ") << test_set->name() << "\n";
   if (o.profile) print_profile(session.profile_by_op(), step, log);
-  nlohmann::json j = {{"event", "result"},
-                      {"model", o.model},
-                      {"dataset", o.dataset},
-                      {"precision", o.precision},
-                      {"low_precision", pcfg.policy == Precision::fp32 ? "none" : dtype_name(pcfg.low)},
-                      {"casts", session.precision_summary().casts.casts},
-                      {"loss_scale", session.scaler().enabled() ? session.scaler().scale() : 1.0f},
-                      {"skipped_steps", session.scaler().skipped_steps()},
-                      {"epochs", o.epochs},
-                      {"steps", r.steps},
-                      {"batch", o.batch},
-                      {"parameters", r.parameters},
-                      {"test_accuracy", r.test_accuracy},
-                      {"final_loss", r.final_loss},
-                      {"samples_per_sec", r.samples_per_sec},
-                      {"wall_seconds", r.wall_seconds}};
+  nlohmann::json j = {
+      {"event", "result"},
+      {"model", o.model},
+      {"dataset", o.dataset},
+      {"precision", o.precision},
+      {"low_precision", pcfg.policy == Precision::fp32 ? "none" : dtype_name(pcfg.low)},
+      {"casts", session.precision_summary().casts.casts},
+      {"loss_scale", session.scaler().enabled() ? session.scaler().scale() : 1.0f},
+      {"skipped_steps", session.scaler().skipped_steps()},
+      {"epochs", o.epochs},
+      {"steps", r.steps},
+      {"batch", o.batch},
+      {"parameters", r.parameters},
+      {"test_accuracy", r.test_accuracy},
+      {"final_loss", r.final_loss},
+      {"samples_per_sec", r.samples_per_sec},
+      {"wall_seconds", r.wall_seconds}};
   log << j.dump() << "\n";
   log.flush();
   return r;

@@ -33,27 +33,27 @@ struct TrainOptions {
   int64_t eval_batch = 500;
   float lr = 0.05f;
   std::string lr_schedule = "cosine";  // constant | step | cosine (decay to 0 over the run)
-  int lr_step_epochs = 30;                // step: multiply by lr_gamma every N epochs
+  int lr_step_epochs = 30;             // step: multiply by lr_gamma every N epochs
   float lr_gamma = 0.1f;
-  int64_t warmup_steps = 0;  // linear warm-up from 0 over the first N steps
+  int64_t warmup_steps = 0;       // linear warm-up from 0 over the first N steps
   std::string optimizer = "sgd";  // sgd | adam
   float momentum = 0.9f;
   bool nesterov = false;
   float weight_decay = 0.0f;
   float dropout = 0.0f;
   uint64_t seed = 42;
-  int64_t train_limit = 0;  // use only the first N training samples (0: all)
-  int64_t test_limit = 0;   // evaluate on the first N test samples (0: all)
-  std::string progress = "auto";  // auto | bar | lines | none
-  int threads = 0;                // 0: OpenMP default
-  bool profile = false;           // time every node; print the time per op at the end
+  int64_t train_limit = 0;               // use only the first N training samples (0: all)
+  int64_t test_limit = 0;                // evaluate on the first N test samples (0: all)
+  std::string progress = "auto";         // auto | bar | lines | none
+  int threads = 0;                       // 0: OpenMP default
+  bool profile = false;                  // time every node; print the time per op at the end
   std::string precision = "cost-aware";  // fp32 | amp | cost-aware
   // cost-aware: the calibration file; "" = this machine's (train/calibrate.h
   // default_calibration: found, or a quick automatic calibration first); "none" = no
   // calibration, the profiling step times both precisions instead.
   std::string calibration;
-  std::string search = "exact";  // cost-aware: exact or traversals
-  bool fold_casts = true;        // cost-aware: fold weight-gradient casts into producers
+  std::string search = "exact";        // cost-aware: exact or traversals
+  bool fold_casts = true;              // cost-aware: fold weight-gradient casts into producers
   std::string low_precision = "bf16";  // bf16 | fp16 (the low type of amp / cost-aware)
   std::string loss_scale = "auto";     // auto (dynamic for fp16, none for bf16) | dynamic | none
   float loss_scale_init = 65536.0f;

@@ -64,9 +64,8 @@ TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
     const ModelOutputs model = build_model_outputs(spec.model, b, images, spec.model_options);
     info.loss = b.mean(b.sparse_softmax_cross_entropy(model.logits, labels));
     for (const ModelOutputs::Auxiliary& aux : model.auxiliary)  // e.g. loss + 0.4 aux loss
-      info.loss =
-          b.add(info.loss, b.mul(b.mean(b.sparse_softmax_cross_entropy(aux.logits, labels)),
-                                 b.constant(aux.loss_weight)));
+      info.loss = b.add(info.loss, b.mul(b.mean(b.sparse_softmax_cross_entropy(aux.logits, labels)),
+                                         b.constant(aux.loss_weight)));
   }
   ValueId seed_grad = b.placeholder("loss_scale", {});
   std::vector<std::string> params = vars.names_of_kind(VariableKind::parameter);

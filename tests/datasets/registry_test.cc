@@ -19,9 +19,10 @@ TEST(DatasetRegistry, UnknownNameListsTheKnownOnes) {
   EXPECT_TRUE(contains(msg, "fashion-mnist, mnist, synthetic"));
 }
 
-TEST(DatasetRegistry, NamesTheImageDataSets) {
+TEST(DatasetRegistry, NamesTheImageAndTextDataSets) {
   EXPECT_EQ(dataset_names(), (std::vector<std::string>{"fashion-mnist", "mnist", "synthetic",
-                                                       "cifar10", "folder:PATH"}));
+                                                       "cifar10", "folder:PATH", "fortunes",
+                                                       "text:PATH"}));
   std::string msg = error_message([] { open_dataset("folders:/tmp", "train"); });
   EXPECT_TRUE(contains(msg, "cifar10, folder:PATH"));
 }

@@ -6,11 +6,15 @@
 #include <set>
 
 #include "datasets/dataset.h"
+#include "graph/autodiff.h"
 #include "tests/models/model_test_util.h"
 #include "train/training_graph.h"
 
 namespace campo {
 namespace {
+
+using testing::contains;
+using testing::error_message;
 
 struct BuiltBert {
   Graph graph;
@@ -41,7 +45,7 @@ TEST(BertTest, BaseHasHuggingFaceParameterCountAndNames) {
   EXPECT_EQ(m.vars.at("bert.encoder.layer.11.output.dense.weight").shape(), Shape({768, 3072}));
   EXPECT_EQ(m.vars.at("cls.predictions.bias").shape(), Shape({30522}));
   EXPECT_FALSE(m.vars.contains("cls.predictions.decoder.weight"));  // tied: not a copy
-  EXPECT_FALSE(m.vars.contains("bert.pooler.dense.weight"));         // BertForMaskedLM has none
+  EXPECT_FALSE(m.vars.contains("bert.pooler.dense.weight"));        // BertForMaskedLM has none
 }
 
 TEST(BertTest, MiniHasEveryNameOfALayer) {
@@ -58,8 +62,9 @@ TEST(BertTest, MiniHasEveryNameOfALayer) {
         "output.dense.bias", "output.LayerNorm.weight", "output.LayerNorm.bias"})
     EXPECT_TRUE(names.count(layer + suffix)) << layer + suffix;
   EXPECT_FALSE(names.count("bert.encoder.layer.4.output.dense.weight"));  // 4 layers: 0..3
-  for (const char* n : {"cls.predictions.transform.dense.weight",
-                        "cls.predictions.transform.LayerNorm.bias", "bert.embeddings.LayerNorm.weight"})
+  for (const char* n :
+       {"cls.predictions.transform.dense.weight", "cls.predictions.transform.LayerNorm.bias",
+        "bert.embeddings.LayerNorm.weight"})
     EXPECT_TRUE(names.count(n)) << n;
   // 4 layers x 16 + 5 embedding + 5 head tensors.
   EXPECT_EQ(names.size(), 4u * 16 + 5 + 5);
@@ -68,12 +73,14 @@ TEST(BertTest, MiniHasEveryNameOfALayer) {
   EXPECT_EQ(m.graph.nodes_of_kind(OpKind::LayerNorm).size(), 1u + 2 * 4 + 1);
   // Hugging Face's init: N(0, 0.02) weights, zero biases, LayerNorm ones.
   double sq = 0;
-  const std::vector<float> w = m.vars.at("bert.encoder.layer.0.intermediate.dense.weight").to_float_vector();
+  const std::vector<float> w =
+      m.vars.at("bert.encoder.layer.0.intermediate.dense.weight").to_float_vector();
   for (float v : w) sq += double(v) * v;
   EXPECT_NEAR(std::sqrt(sq / double(w.size())), 0.02, 0.001);
   for (float v : m.vars.at("bert.encoder.layer.0.intermediate.dense.bias").to_float_vector())
     EXPECT_EQ(v, 0.0f);
-  for (float v : m.vars.at("bert.embeddings.LayerNorm.weight").to_float_vector()) EXPECT_EQ(v, 1.0f);
+  for (float v : m.vars.at("bert.embeddings.LayerNorm.weight").to_float_vector())
+    EXPECT_EQ(v, 1.0f);
 }
 
 TEST(BertTest, SizesAndInputsAreChecked) {
@@ -87,11 +94,13 @@ TEST(BertTest, SizesAndInputsAreChecked) {
   ModelOptions o;
   o.num_classes = 100;
   o.bert_config = "tiny";
-  const std::string images =
-      error_message([&] { build_model("bert", b, b.placeholder("x", {2, 1, 28, 28}), o); });
+  const std::string images = error_message([&] {
+    build_model("bert", b, b.placeholder("x", {2, 1, 28, 28}), o);
+  });
   EXPECT_TRUE(contains(images, "bert expects token ids [batch, sequence] (i32)")) << images;
-  const std::string long_seq = error_message(
-      [&] { build_model("bert", b, b.placeholder("ids", {1, 513}, DType::i32), o); });
+  const std::string long_seq = error_message([&] {
+    build_model("bert", b, b.placeholder("ids", {1, 513}, DType::i32), o);
+  });
   EXPECT_TRUE(contains(long_seq, "sequence length 513 is outside 1..512")) << long_seq;
   EXPECT_EQ(model_input("bert"), ModelInput::tokens);
   EXPECT_EQ(model_input("resnet18"), ModelInput::images);
@@ -115,7 +124,8 @@ TEST(BertTest, MaskedLanguageModelTrainingGraph) {
   EXPECT_EQ(g.value(g.node(g.find_node("labels")).outputs[0]).shape, Shape({3, 12}));
   EXPECT_GE(g.find_node("inv_num_targets"), 0);
   for (NodeId id : g.nodes_of_kind(OpKind::SparseSoftmaxCrossEntropyWithLogits))
-    EXPECT_EQ(attrs_as<SoftmaxCrossEntropyAttrs>(g.node(id).attrs).ignore_label, kIgnoreLabel);
+    EXPECT_EQ(attrs_as<SparseSoftmaxCrossEntropyAttrs>(g.node(id).attrs).ignore_label,
+              kIgnoreLabel);
   EXPECT_FALSE(g.nodes_of_kind(OpKind::GatherV2).empty());
   EXPECT_FALSE(g.nodes_of_kind(OpKind::UnsortedSegmentSum).empty());  // the tables' gradient
 
@@ -145,6 +155,69 @@ TEST(BertTest, MaskedLanguageModelTrainingGraph) {
     last = exe.fetch_scalar(info.loss);
   }
   EXPECT_LT(last, 0.5f * first) << "first " << first << " last " << last;
+}
+
+// The whole model's gradients (attention, embeddings with the tied decoder, the position
+// table's unused rows) against central finite differences, a few entries per tensor.
+TEST(BertTest, GradientsMatchFiniteDifferences) {
+  Graph g;
+  VariableStore vars(7);
+  ValueId loss;
+  std::vector<std::string> names;
+  std::vector<ValueId> grads;
+  {
+    Builder b(g, vars);
+    ModelOptions o;
+    o.num_classes = 23;
+    o.bert_config = "tiny";
+    ValueId ids = b.placeholder("input_ids", {2, 6}, DType::i32);
+    ValueId labels = b.placeholder("labels", {12}, DType::i32);
+    ValueId logits = build_model("bert", b, ids, o);
+    loss = b.mean(b.sparse_softmax_cross_entropy(logits, labels, kIgnoreLabel));
+    names = vars.names_of_kind(VariableKind::parameter);
+    std::vector<ValueId> params;
+    for (const std::string& n : names) params.push_back(g.node(g.find_node(n)).outputs[0]);
+    grads = append_gradients(b, loss, b.placeholder("loss_scale", {}), params);
+  }
+  CompileOptions co;
+  co.fetches = grads;
+  co.fetches.push_back(loss);
+  Executable exe(g, vars, co);
+  std::vector<int32_t> ids = {5, 9, 4, 12, 7, 7, 22, 3, 11, 5, 6, 18};
+  std::vector<int32_t> labels = {kIgnoreLabel, 3, 8, kIgnoreLabel, 21, 0, 9,
+                                 kIgnoreLabel, 2, 2, 14,           5};
+  exe.feed("input_ids", Tensor::from_vector(ids, {2, 6}));
+  exe.feed("labels", Tensor::from_vector(labels, {12}));
+  exe.feed_scalar("loss_scale", 1.0f);
+  auto loss_now = [&] {
+    exe.run();
+    return double(exe.fetch_scalar(loss));
+  };
+  loss_now();
+  Rng rng(3);
+  int checked = 0, nonzero = 0;
+  for (size_t p = 0; p < names.size(); ++p) {
+    const std::vector<float> analytic = exe.fetch(grads[p]).to_float_vector();
+    Tensor& w = vars.at(names[p]);
+    float* data = w.data_as<float>();
+    for (int k = 0; k < 2; ++k) {
+      const int64_t i = int64_t(rng.below(uint64_t(w.numel())));
+      const float saved = data[i];
+      const float eps = 1e-2f;
+      data[i] = saved + eps;
+      const double up = loss_now();
+      data[i] = saved - eps;
+      const double down = loss_now();
+      data[i] = saved;
+      const double numeric = (up - down) / (2.0 * eps);
+      EXPECT_NEAR(analytic[size_t(i)], numeric, 2e-3 + 0.05 * std::fabs(numeric))
+          << names[p] << "[" << i << "]";
+      ++checked;
+      nonzero += std::fabs(numeric) > 1e-4;
+    }
+  }
+  EXPECT_EQ(checked, int(names.size()) * 2);
+  EXPECT_GT(nonzero, checked / 2);  // the entries checked do move the loss
 }
 
 }  // namespace

@@ -320,7 +320,7 @@ TEST(CliOptionTest, MomentumAndNesterovNeedSgd) {
 
 TEST(CliOptionTest, DropoutNeedsAModelWithDropout) {
   expect_error(run_cli(train_args({"--model", "lenet", "--dropout", "0.3"})),
-               "--dropout applies to --model mlp only");
+               "--dropout applies to --model mlp and bert only");
 }
 
 TEST(CliOptionTest, MixedPrecisionOptionsWithFp32) {
