@@ -27,6 +27,9 @@
 namespace campo {
 namespace {
 
+using testing::contains;
+using testing::error_message;
+
 using testing::all_close;
 using testing::check_gradients;
 using testing::random_tensor;
@@ -163,22 +166,6 @@ TEST(BatchMatMulGradTest, IsTwoBatchMatMulsWithoutTransposes) {
 }
 
 // ---- shape errors ----
-
-// The message of the campo::Error `f` throws ("" when none); checked to be one line.
-std::string error_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-    return msg;
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 TEST(BatchMatMulShapeTest, MismatchesAreOneLineNamingBothShapes) {
   Rng rng(5);

@@ -20,20 +20,13 @@
 namespace campo {
 namespace {
 
+using testing::error_message;
+
 using testing::run_op;
 
 // A host f32 tensor (a plain from_vector on a braced list of integers would be i32).
 Tensor floats(const std::vector<float>& v, const Shape& shape) {
   return Tensor::from_vector(v, shape);
-}
-
-std::string error_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 float from_bits(uint32_t u) {

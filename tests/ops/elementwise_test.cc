@@ -23,6 +23,8 @@
 namespace campo {
 namespace {
 
+using testing::error_message;
+
 using testing::all_close;
 using testing::check_gradients;
 using testing::random_tensor;
@@ -35,16 +37,6 @@ Tensor floats(const std::vector<float>& v, const Shape& shape) {
 }
 
 const testing::Tolerance kF32 = tolerance_for(DType::f32);
-
-// The message of the campo::Error `f` throws ("" when it does not throw).
-std::string error_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // Shapes: odd sizes, a scalar, a size-1 tensor and one above the parallel threshold (2^15)
 // that is not a multiple of any vector width.

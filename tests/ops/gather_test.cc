@@ -25,26 +25,13 @@
 namespace campo {
 namespace {
 
+using testing::contains;
+using testing::error_message;
+
 using testing::all_close;
 using testing::check_gradients;
 using testing::random_tensor;
 using testing::run_op;
-
-// The message of the campo::Error `f` throws ("" when it throws none); checked to be one line.
-std::string error_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-    return msg;
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 Tensor ints(const std::vector<int32_t>& v, const Shape& shape) {
   return Tensor::from_vector(v, shape);

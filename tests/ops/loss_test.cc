@@ -20,6 +20,8 @@
 namespace campo {
 namespace {
 
+using testing::error_message;
+
 using testing::all_close;
 using testing::check_gradients;
 using testing::random_tensor;
@@ -33,15 +35,6 @@ Tensor floats(const std::vector<float>& v, const Shape& shape) {
 // exp/log in f32 against the double reference: a few ulp of the result, so the table's
 // f32 tolerance (1.3e-6 relative, 1e-5 absolute) holds.
 const testing::Tolerance kF32 = testing::tolerance_for(DType::f32);
-
-std::string error_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 Tensor random_labels(int64_t n, int64_t classes, Rng& rng) {
   std::vector<int32_t> v(static_cast<size_t>(n));

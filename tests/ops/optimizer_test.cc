@@ -19,6 +19,8 @@
 namespace campo {
 namespace {
 
+using testing::error_message;
+
 using testing::all_close;
 using testing::random_tensor;
 
@@ -30,15 +32,6 @@ Tensor floats(const std::vector<float>& v, const Shape& shape) {
 // The kernel updates in f32, the reference in double; three steps of a few f32 roundings
 // each stay within the table's f32 tolerance.
 const testing::Tolerance kF32 = testing::tolerance_for(DType::f32);
-
-std::string error_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 Tensor scalar(float v) { return Tensor::from_vector(std::vector<float>{v}, {}); }
 
@@ -228,9 +221,10 @@ TEST(OptimizerOpTest, WeightCopyIsTheUpdatedVarRounded) {
       ExecContext ctx;
       if (variant < 2) {
         const MomentumAttrs a{0.9f, 1e-2f, variant == 1};
-        run_op_eager(OpKind::ApplyMomentum, a, DType::f32, {var, state, grad, scalar(0.1f)}, {}, ctx);
-        run_op_eager(OpKind::ApplyMomentum, a, DType::f32,
-                     {var2, state2, grad, scalar(0.1f), copy}, {}, ctx);
+        run_op_eager(OpKind::ApplyMomentum, a, DType::f32, {var, state, grad, scalar(0.1f)}, {},
+                     ctx);
+        run_op_eager(OpKind::ApplyMomentum, a, DType::f32, {var2, state2, grad, scalar(0.1f), copy},
+                     {}, ctx);
       } else {
         run_op_eager(OpKind::ApplyAdam, AdamAttrs{}, DType::f32,
                      {var, state, state3, grad, scalar(0.1f), scalar(2.0f)}, {}, ctx);
@@ -255,11 +249,13 @@ TEST(OptimizerOpTest, WeightCopyMustBeLowPrecisionOfVarsShape) {
   ValueId lr = b.placeholder("lr", {});
   ValueId f32_copy = b.placeholder("f32_copy", {3, 2});
   ValueId short_copy = b.placeholder("short_copy", {3}, DType::bf16);
-  std::string msg = error_message(
-      [&] { b.op(OpKind::ApplyMomentum, {var, var, grad, lr, f32_copy}, MomentumAttrs{}); });
+  std::string msg = error_message([&] {
+    b.op(OpKind::ApplyMomentum, {var, var, grad, lr, f32_copy}, MomentumAttrs{});
+  });
   EXPECT_NE(msg.find("the weight copy must be f16 or bf16, got f32"), std::string::npos) << msg;
-  msg = error_message(
-      [&] { b.op(OpKind::ApplyMomentum, {var, var, grad, lr, short_copy}, MomentumAttrs{}); });
+  msg = error_message([&] {
+    b.op(OpKind::ApplyMomentum, {var, var, grad, lr, short_copy}, MomentumAttrs{});
+  });
   EXPECT_NE(msg.find("the weight copy has shape [3]"), std::string::npos) << msg;
   msg = error_message([&] {
     b.op(OpKind::ApplyMomentum, {var, var, grad, lr, short_copy, short_copy}, MomentumAttrs{});

@@ -17,6 +17,8 @@
 namespace campo {
 namespace {
 
+using testing::error_message;
+
 using testing::all_close;
 using testing::check_gradients;
 using testing::random_tensor;
@@ -25,15 +27,6 @@ using testing::run_op;
 // Both sides sum in double and round once; only the summation order differs, so results
 // agree to about one f32 ulp: the table's f32 tolerance applies.
 const testing::Tolerance kF32 = testing::tolerance_for(DType::f32);
-
-std::string error_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 struct ReduceCase {
   Shape shape;

@@ -20,19 +20,12 @@
 namespace campo {
 namespace {
 
+using testing::error_message;
+
 using testing::all_close;
 using testing::check_gradients;
 using testing::random_tensor;
 using testing::run_op;
-
-std::string error_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // oneDNN's JIT exp is within a few f32 ulp of exp, and a row of S terms sums S of them:
 // a few 1e-7 relative, inside the f32 table's 1.3e-6 / 1e-5 for every shape here.

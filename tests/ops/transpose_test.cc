@@ -23,25 +23,13 @@
 namespace campo {
 namespace {
 
+using testing::contains;
+using testing::error_message;
+
 using testing::all_close;
 using testing::check_gradients;
 using testing::random_tensor;
 using testing::run_op;
-
-std::string error_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-    return msg;
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 // Bytes of two tensors of one shape and type are equal.
 ::testing::AssertionResult same_bytes(const Tensor& a, const Tensor& b) {
