@@ -5,7 +5,7 @@
 # casts) and OUT/<model>.json.
 # Usage: bench/paper-models.sh [OUT_DIR] [REPEATS]   (from the repository root, after a build)
 set -euo pipefail
-out=${1:-bench-out}
+out=${1:-bench/results/paper-models}
 repeats=${2:-3}
 campo=${CAMPO:-build/campo}
 mkdir -p "$out"

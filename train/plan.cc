@@ -553,9 +553,13 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
   for (BenchResult& res : results)
     if (amp && res.precision != "fp32" && res.precision != "amp")
       res.vs_amp = paired_ratio(amp->samples_per_sec, res.samples_per_sec);
-  out << "bench: " << o.run.model << ", batch " << o.run.batch << ", input [" << o.run.channels
-      << "," << o.run.image_size << "," << o.run.image_size << "], " << o.steps << " steps x "
-      << o.repeats << " interleaved repetitions, low precision " << o.run.low_precision << "\n";
+  const bool tokens = is_known_model(o.run.model) && model_input(o.run.model) == ModelInput::tokens;
+  out << "bench: " << o.run.model << ", batch " << o.run.batch << ", input "
+      << (tokens ? "[" + std::to_string(o.run.seq_len) + "] tokens"
+                 : "[" + std::to_string(o.run.channels) + "," + std::to_string(o.run.image_size) +
+                       "," + std::to_string(o.run.image_size) + "]")
+      << ", " << o.steps << " steps x " << o.repeats << " interleaved repetitions, low precision "
+      << o.run.low_precision << "\n";
   nlohmann::json j = nlohmann::json::array();
   // What the figures were measured on (Backend::describe of the benchmarked device).
   const std::string machine = make_backend(o.run.device)->describe();

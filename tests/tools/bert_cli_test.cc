@@ -130,6 +130,7 @@ TEST(BertCliTest, PlanAndBenchTakeBert) {
                           "--batch", "4", "--classes", "200", "--precision", "fp32,amp", "--steps",
                           "2", "--repeats", "1", "--warmup", "1"});
   ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_NE(b.out.find("bench: bert, batch 4, input [16] tokens"), std::string::npos) << b.out;
   expect_error(run_cli({"plan", "--model", "bert", "--image-size", "32"}),
                "--image-size does not apply to --model bert");
 }
