@@ -21,17 +21,6 @@ namespace {
 using dnnl::memory;
 using tag = memory::format_tag;
 
-memory::data_type dnnl_type(DType t) {
-  switch (t) {
-    case DType::f32:
-      return memory::data_type::f32;
-    case DType::bf16:
-      return memory::data_type::bf16;
-    default:
-      CAMPO_FAIL("BatchMatMulV2 has no oneDNN ", dtype_name(t), " kernel");
-  }
-}
-
 // inputs {x, y}, output z.
 class BatchMatMulKernel : public Kernel {
  public:
@@ -46,7 +35,7 @@ class BatchMatMulKernel : public Kernel {
     int64_t B = 1;
     for (size_t d = 0; d + 2 < r; ++d) B *= z[d];
     const int64_t M = z[r - 2], N = z[r - 1], K = t.adj_x ? x[r - 2] : x[r - 1];
-    const memory::data_type dt = dnnl_type(spec.dtype);
+    const memory::data_type dt = dnnl_type(spec.dtype, "oneDNN batched matmul");
     // Nothing to compute (an empty z), or z = 0 (an empty sum over K): no primitive.
     if (B * M * N == 0 || K == 0) {
       zero_bytes_ = size_t(B * M * N) * dtype_size(spec.dtype);

@@ -19,4 +19,19 @@ inline CpuBackend& cpu_backend(ExecContext& ctx) {
 inline dnnl::engine& cpu_engine(ExecContext& ctx) { return cpu_backend(ctx).engine(); }
 inline dnnl::stream& cpu_stream(ExecContext& ctx) { return cpu_backend(ctx).stream(); }
 
+// oneDNN's data type for a floating dtype; `primitive` names the caller in the error for any
+// other ("oneDNN convolution has no i32 variant").
+inline dnnl::memory::data_type dnnl_type(DType t, const char* primitive) {
+  switch (t) {
+    case DType::f32:
+      return dnnl::memory::data_type::f32;
+    case DType::bf16:
+      return dnnl::memory::data_type::bf16;
+    case DType::f16:
+      return dnnl::memory::data_type::f16;
+    default:
+      CAMPO_FAIL(primitive, " has no ", dtype_name(t), " variant");
+  }
+}
+
 }  // namespace campo

@@ -31,19 +31,6 @@ bool prefer_blocked_layouts(OpKind kind, const Shape& x, const Shape& w) {
   return true;
 }
 
-memory::data_type dnnl_type(DType t) {
-  switch (t) {
-    case DType::f32:
-      return memory::data_type::f32;
-    case DType::bf16:
-      return memory::data_type::bf16;
-    case DType::f16:
-      return memory::data_type::f16;
-    default:
-      CAMPO_FAIL("oneDNN convolution has no ", dtype_name(t), " variant");
-  }
-}
-
 memory::dims to_dims(const Shape& s) { return memory::dims(s.begin(), s.end()); }
 
 // One convolution's geometry as oneDNN descriptors: x [N, C, H, W] * w [O, C/g, kh, kw]
@@ -57,7 +44,7 @@ struct ConvProblem {
 
   ConvProblem(OpKind kind, const Shape& x, const Shape& w, const Shape& y, const ConvAttrs& a,
               DType dtype) {
-    const memory::data_type dt = dnnl_type(dtype);
+    const memory::data_type dt = dnnl_type(dtype, "oneDNN convolution");
     plain_x = memory::desc(to_dims(x), dt, tag::nchw);
     plain_y = memory::desc(to_dims(y), dt, tag::nchw);
     memory::dims wd = to_dims(w);
@@ -83,9 +70,11 @@ struct ConvProblem {
   // The weights (dw for Conv2DBackpropFilter) in another type than the data: bf16 x and dy
   // with an f32 dw is a cast folded into the kernel (Node::f32_output).
   void set_weights_type(DType t) {
-    plain_w = memory::desc(plain_w.dims(), dnnl_type(t), plain_w.dims().size() == 5 ? tag::goihw
-                                                                                   : tag::oihw);
-    prim_w = weights_blocked ? memory::desc(plain_w.dims(), dnnl_type(t), tag::any) : plain_w;
+    plain_w = memory::desc(plain_w.dims(), dnnl_type(t, "oneDNN convolution"),
+                           plain_w.dims().size() == 5 ? tag::goihw : tag::oihw);
+    prim_w = weights_blocked
+                 ? memory::desc(plain_w.dims(), dnnl_type(t, "oneDNN convolution"), tag::any)
+                 : plain_w;
   }
 
   dnnl::convolution_forward::primitive_desc forward_pd(const dnnl::engine& eng,
@@ -207,7 +196,8 @@ class Conv2DBackpropInputKernel : public Kernel {
       prim_.add_arg(DNNL_ARG_DIFF_DST, p.plain_y, pd.diff_dst_desc(), true, cpu_engine(ctx));
       prim_.add_arg(DNNL_ARG_WEIGHTS, p.plain_w, pd.weights_desc(), true, cpu_engine(ctx));
       prim_.add_arg(DNNL_ARG_DIFF_SRC, p.plain_x, pd.diff_src_desc(), false, cpu_engine(ctx));
-      prim_.set_primitive(dnnl::convolution_backward_data(pd), pd.scratchpad_desc(), cpu_engine(ctx));
+      prim_.set_primitive(dnnl::convolution_backward_data(pd), pd.scratchpad_desc(),
+                          cpu_engine(ctx));
     });
   }
   void run(ExecContext& ctx, const std::vector<Tensor>& in,

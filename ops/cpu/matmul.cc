@@ -29,19 +29,6 @@ namespace {
 using dnnl::memory;
 using tag = memory::format_tag;
 
-memory::data_type dnnl_type(DType t) {
-  switch (t) {
-    case DType::f32:
-      return memory::data_type::f32;
-    case DType::bf16:
-      return memory::data_type::bf16;
-    case DType::f16:
-      return memory::data_type::f16;
-    default:
-      CAMPO_FAIL("oneDNN matmul has no ", dtype_name(t), " variant");
-  }
-}
-
 int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
 // Copies a row-major [rows, cols] matrix into the top-left corner of a row-major
@@ -87,7 +74,7 @@ class MatMulKernel : public Kernel {
       b_pad_ = Tensor::zeros(t.transpose_b ? Shape{Np_, Kp_} : Shape{Kp_, Np_}, spec.dtype);
     if (Np_ != N_) c_pad_ = Tensor::zeros({M_, Np_}, spec.dtype);
 
-    const memory::data_type dt = dnnl_type(spec.dtype);
+    const memory::data_type dt = dnnl_type(spec.dtype, "oneDNN matmul");
     const memory::desc a_md({M_, Kp_}, dt, t.transpose_a ? tag::ba : tag::ab);
     const memory::desc b_md({Kp_, Np_}, dt, t.transpose_b ? tag::ba : tag::ab);
     const memory::desc c_md({M_, Np_}, dt, tag::ab);
