@@ -4,9 +4,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <filesystem>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,31 +16,38 @@
 
 namespace campo::testing {
 
-// The message of the campo::Error `f` throws ("" when it throws none); checked to be one line.
-inline std::string error_message(const std::function<void()>& f) {
+// Runs fn, expects a campo::Error, and returns its message, checked to be one line (a test
+// failure, and "", when nothing or something else is thrown).
+template <typename Fn>
+std::string error_message(Fn&& fn) {
   try {
-    f();
-  } catch (const Error& e) {
+    fn();
+  } catch (const campo::Error& e) {
     const std::string msg = e.what();
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
     return msg;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected campo::Error, got std::exception: " << e.what();
+    return e.what();
   }
+  ADD_FAILURE() << "expected a campo::Error, nothing was thrown";
   return "";
 }
 
-inline bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
+// Passes when `text` contains `part`; prints both otherwise.
+inline ::testing::AssertionResult contains(const std::string& text, const std::string& part) {
+  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "\"" << text << "\"\n  does not contain \"" << part << "\"";
 }
 
-// A fresh directory under the system's temporary one, named after the running test and
-// this process, removed with everything in it at the end of the scope.
+// A fresh directory under the system temp directory, removed with its contents.
 class TempDir {
  public:
   TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ =
-        std::filesystem::temp_directory_path() /
-        ("campo_" + std::string(info ? info->name() : "test") + "_" + std::to_string(::getpid()));
+    static std::atomic<int> counter{0};
+    path_ = std::filesystem::temp_directory_path() /
+            ("campo_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }
@@ -50,7 +57,8 @@ class TempDir {
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
-  std::string path() const { return path_.string(); }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  std::string str() const { return path_.string(); }
 
  private:
   std::filesystem::path path_;

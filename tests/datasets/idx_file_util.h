@@ -13,29 +13,9 @@
 #include <vector>
 
 #include "runtime/check.h"
+#include "tests/test_util.h"
 
 namespace campo::testing {
-
-// A fresh directory under the system temp directory, removed with its contents.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("campo_datasets_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
 
 inline std::vector<uint8_t> idx_bytes(uint32_t magic, const std::vector<uint32_t>& dims,
                                       const std::vector<uint8_t>& data) {
@@ -78,28 +58,6 @@ inline void write_idx_split(const TempDir& dir, const std::string& prefix, uint3
               idx_bytes(0x00000803, {count, rows, cols}, pixels), gzip);
   write_bytes(dir.file(prefix + "-labels-idx1-ubyte" + ext),
               idx_bytes(0x00000801, {uint32_t(labels.size())}, labels), gzip);
-}
-
-// Passes when `text` contains `part`; prints both otherwise.
-inline ::testing::AssertionResult contains(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << "\"" << text << "\"\n  does not contain \"" << part << "\"";
-}
-
-// Runs fn, expects a campo::Error, and returns its message ("" if none was thrown).
-template <typename Fn>
-std::string error_message(Fn&& fn) {
-  try {
-    fn();
-  } catch (const campo::Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected campo::Error, got std::exception: " << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a campo::Error, nothing was thrown";
-  return "";
 }
 
 }  // namespace campo::testing

@@ -66,7 +66,7 @@ void expect_reference_loads(const std::string& model, const std::vector<int64_t>
   float* first = file[0].second.data_as<float>();
   for (int64_t i = 0; i < file[0].second.numel(); ++i) first[i] = float(i % 1000) * 1e-6f;
   testing::TempDir dir;
-  const std::string path = dir.path() + "/" + model + ".safetensors";
+  const std::string path = dir.str() + "/" + model + ".safetensors";
   write_safetensors(path, file, {{"format", "pt"}});
   load_checkpoint(path, vars,
                   LoadOptions{.allow_missing_optimizer_state = true, .strict_unexpected = true});

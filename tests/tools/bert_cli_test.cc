@@ -43,9 +43,9 @@ nlohmann::json result_line(const std::string& out) {
 
 TEST(BertCliTest, TrainsOnATextFileSavesEvaluatesAndResumes) {
   TempDir dir;
-  const std::string text = write(dir.path() + "/corpus.txt", corpus());
-  const std::string ckpt = dir.path() + "/bert.safetensors";
-  const std::string vocab = dir.path() + "/vocab.json";
+  const std::string text = write(dir.str() + "/corpus.txt", corpus());
+  const std::string ckpt = dir.str() + "/bert.safetensors";
+  const std::string vocab = dir.str() + "/vocab.json";
   const std::vector<std::string> common = {"train", "--model",    "bert",         "--bert-config",
                                            "tiny",  "--dataset",  "text:" + text, "--seq-len",
                                            "16",    "--batch",    "16",           "--precision",
@@ -83,10 +83,10 @@ TEST(BertCliTest, TrainsOnATextFileSavesEvaluatesAndResumes) {
   EXPECT_EQ(result_line(rr.out)["steps"], 4 * 42);
 
   std::vector<std::string> other = common;
-  const std::string other_vocab = dir.path() + "/other.json";
+  const std::string other_vocab = dir.str() + "/other.json";
   for (const char* a : {"--vocab-size", "64", "--steps", "1", "--save-vocab", other_vocab.c_str()})
     other.push_back(a);
-  other[6] = "text:" + write(dir.path() + "/other.txt", "an other text, " + corpus());
+  other[6] = "text:" + write(dir.str() + "/other.txt", "an other text, " + corpus());
   ASSERT_EQ(run_cli(other).code, 0);
   std::vector<std::string> mismatch = common;
   for (const char* a : {"--epochs", "5", "--resume", ckpt.c_str(), "--vocab", other_vocab.c_str()})
@@ -96,9 +96,9 @@ TEST(BertCliTest, TrainsOnATextFileSavesEvaluatesAndResumes) {
 
 TEST(BertCliTest, BadInputsAreOneErrorLine) {
   TempDir dir;
-  const std::string text = write(dir.path() + "/corpus.txt", corpus());
-  const std::string empty = write(dir.path() + "/empty.txt", "");
-  const std::string binary = write(dir.path() + "/binary.txt", std::string("ab\0cd\x01\xff", 7));
+  const std::string text = write(dir.str() + "/corpus.txt", corpus());
+  const std::string empty = write(dir.str() + "/empty.txt", "");
+  const std::string binary = write(dir.str() + "/binary.txt", std::string("ab\0cd\x01\xff", 7));
   auto train = [&](std::vector<std::string> extra) {
     std::vector<std::string> a = {"train",   "--model", "bert",        "--progress", "none",
                                   "--steps", "1",       "--precision", "fp32"};
@@ -112,7 +112,7 @@ TEST(BertCliTest, BadInputsAreOneErrorLine) {
                "--seq-len must be in 8..512");
   expect_error(train({"--dataset", "text:" + text, "--bert-config", "huge"}),
                "unknown --bert-config 'huge'");
-  expect_error(train({"--dataset", "text:" + dir.path() + "/missing.txt"}), "missing.txt");
+  expect_error(train({"--dataset", "text:" + dir.str() + "/missing.txt"}), "missing.txt");
   expect_error(train({"--dataset", "text:" + text, "--vocab", text}), "corpus.txt");
   expect_error(run_cli({"train", "--model", "lenet", "--dataset", "text:" + text, "--steps", "1"}),
                "needs --model bert");
