@@ -23,23 +23,6 @@
 namespace campo::testing {
 namespace {
 
-double wall_ms() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
-
-template <typename F>
-double best_ms(int reps, F f) {
-  f();
-  double best = 1e300;
-  for (int r = 0; r < reps; ++r) {
-    const double t0 = wall_ms();
-    f();
-    best = std::min(best, wall_ms() - t0);
-  }
-  return best;
-}
-
 dnnl::memory::data_type dnnl_type(DType t) {
   switch (t) {
     case DType::bf16:
