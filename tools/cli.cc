@@ -466,6 +466,12 @@ int run(const std::vector<std::string>& args) {
   bench_cmd->add_option("--repeats", bench_options.repeats, "Interleaved repetitions")
       ->capture_default_str();
   bench_cmd->add_option("--json", bench_options.json_path, "Write the results as JSON");
+  bench_cmd->add_flag("--no-peak{false}", bench_options.measure_peak,
+                      "Skip measuring the GEMM peak (the roofline's percentages)");
+  bool bench_lockstep = false;
+  bench_cmd->add_flag("--lockstep", bench_lockstep,
+                      "Driven from stdin: a JSON 'ready' line, then one repetition per 'run' "
+                      "line, one JSON result line each; the table goes to stderr");
 
   CalibrateOptions calibrate_options;
   std::string calibrate_models;
@@ -595,12 +601,20 @@ int run(const std::vector<std::string>& args) {
       std::string p;
       while (std::getline(ss, p, ','))
         if (!p.empty()) bench_options.precisions.push_back(p);
+      CAMPO_CHECK(!bench_lockstep || !given(bench_cmd, "--repeats"),
+                  "--repeats does not apply to --lockstep (each 'run' line on stdin runs one "
+                  "repetition)");
       check_bench_options(bench_options);
       check_run_options_apply(bench_cmd, bench_options.run, bench_options.precisions);
       resolve_calibration(bench_options.run,
                           std::count(bench_options.precisions.begin(),
                                      bench_options.precisions.end(), "cost-aware") > 0);
-      run_bench(bench_options, std::cout);
+      if (bench_lockstep) {
+        // stdout carries the protocol only: the table and any banner go to stderr.
+        run_bench_lockstep(bench_options, std::cin, std::cout, std::cerr);
+      } else {
+        run_bench(bench_options, std::cout);
+      }
       return 0;
     }
     if (graph_cmd->parsed()) {

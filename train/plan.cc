@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
+#include <istream>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <sstream>
@@ -13,10 +14,12 @@
 #include "amp/padding.h"
 #include "models/dcgan.h"
 #include "runtime/atomic_file.h"
+#include "runtime/energy.h"
 #include "runtime/file_check.h"
 #include "runtime/timer.h"
 #include "train/gan_trainer.h"
 #include "train/profiling.h"
+#include "train/roofline.h"
 #include "train/trainer.h"
 
 namespace campo {
@@ -374,143 +377,254 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
 
 namespace {
 
-struct BenchSession {
-  std::string precision;
-  Graph graph;
-  VariableStore vars;
-  TrainingGraphInfo info;
-  std::unique_ptr<Executable> exe;
-  LossScaler scaler;
-  explicit BenchSession(uint64_t seed, const LossScalerOptions& so) : vars(seed), scaler(so) {}
+// One policy of a bench run, built, compiled and warmed up: what a repetition runs and what
+// the report says about it. The classifiers' and DCGAN's differ only here; the loop over
+// repetitions (run_bench_repetition) is one.
+class BenchPolicy {
+ public:
+  explicit BenchPolicy(std::string precision) : precision_(std::move(precision)) {}
+  virtual ~BenchPolicy() = default;
+  const std::string& precision() const { return precision_; }
+  // One training step (dcgan: one iteration, the D step and the G step).
+  virtual void step() = 0;
+  // The FLOPs one step() runs (graph/flops.h).
+  virtual FlopCount flops() const = 0;
+  virtual int64_t trainable_parameters() const = 0;
+  // After the timed repetitions: casts, nodes in low precision, the predicted step time
+  // and (classifiers) the time in casts of a few profiled steps.
+  virtual void describe(BenchResult& res) = 0;
 
-  void step() {
-    if (info.all_finite == kNoValue) {
-      exe->run();
+ private:
+  std::string precision_;
+};
+
+class ClassifierBenchPolicy final : public BenchPolicy {
+ public:
+  ClassifierBenchPolicy(const std::string& precision, const TrainingGraphSpec& spec, uint64_t seed)
+      : BenchPolicy(precision), vars_(seed), scaler_(spec.precision.scaler) {
+    info_ = build_training_graph(graph_, vars_, with_profiled_costs(spec));
+    CompileOptions co;
+    co.fetches = info_.fetches();
+    co.seed = seed;
+    exe_ = std::make_unique<Executable>(graph_, vars_, co);
+  }
+  Executable& executable() { return *exe_; }
+
+  void step() override {
+    if (info_.all_finite == kNoValue) {
+      exe_->run();
       return;
     }
-    exe->feed_scalar("loss_scale", scaler.scale());
-    exe->feed_scalar("inv_loss_scale", 1.0f / scaler.scale());
-    exe->run();
-    scaler.update(exe->fetch_scalar(info.all_finite) != 0.0f);
+    exe_->feed_scalar("loss_scale", scaler_.scale());
+    exe_->feed_scalar("inv_loss_scale", 1.0f / scaler_.scale());
+    exe_->run();
+    scaler_.update(exe_->fetch_scalar(info_.all_finite) != 0.0f);
   }
+  FlopCount flops() const override { return count_step_flops(graph_, info_.fetches()); }
+  int64_t trainable_parameters() const override {
+    return vars_.count_elements(VariableKind::parameter);
+  }
+  void describe(BenchResult& res) override {
+    res.casts = info_.summary.casts.casts;
+    res.folded = info_.summary.casts.folded;
+    res.weight_copies = info_.summary.casts.weight_copies;
+    res.cast_elements = info_.summary.casts.cast_elements;
+    res.low_nodes = info_.summary.low_nodes;
+    if (info_.cost_plan) res.predicted_ms = info_.cost_plan->predicted_ms;
+    // Time spent in casts: a few timed steps after the measurement.
+    double cast_ms = 0, total_ms = 0;
+    exe_->set_timing(true);
+    exe_->set_node_hook([&](NodeId id, double ms) {
+      total_ms += ms;
+      if (graph_.node(id).kind == OpKind::Cast) cast_ms += ms;
+    });
+    const int profiled = 3;
+    for (int i = 0; i < profiled; ++i) step();
+    exe_->set_timing(false);
+    res.cast_ms_per_step = cast_ms / profiled;
+    res.step_ms = total_ms / profiled;
+  }
+
+ private:
+  Graph graph_;
+  VariableStore vars_;
+  TrainingGraphInfo info_;
+  std::unique_ptr<Executable> exe_;
+  LossScaler scaler_;
 };
 
 // DCGAN: one iteration = the discriminator step and the generator step (GanSession).
-std::vector<BenchResult> run_gan_bench(const BenchOptions& o) {
-  DcganOptions m;
-  m.image_size = o.run.image_size;
-  m.channels = o.run.channels;
-  const OptimizerConfig optimizer = gan_optimizer(o.run);
-  std::vector<std::unique_ptr<GanSession>> sessions;
+class GanBenchPolicy final : public BenchPolicy {
+ public:
+  GanBenchPolicy(const std::string& precision, const DcganOptions& m, const BenchOptions& o,
+                 const Tensor& real)
+      : BenchPolicy(precision),
+        session_(m, o.run.batch, gan_optimizer(o.run), o.run.seed, 1,
+                 model_run_precision(o.run, parse_precision(precision))),
+        real_(real) {}
+
+  void step() override { session_.step(real_, 2e-4f); }
+  FlopCount flops() const override {
+    FlopCount c = count_step_flops(session_.d_graph(), session_.d_fetches());
+    c += count_step_flops(session_.g_graph(), session_.g_fetches());
+    return c;
+  }
+  int64_t trainable_parameters() const override {
+    return session_.generator_parameters() + session_.discriminator_parameters();
+  }
+  void describe(BenchResult& res) override {
+    PrecisionSummary s = session_.precision_summary();
+    res.casts = s.casts.casts;
+    res.folded = s.casts.folded;
+    res.weight_copies = s.casts.weight_copies;
+    res.cast_elements = s.casts.cast_elements;
+    res.low_nodes = s.low_nodes;
+    res.cast_ms_per_step = -1;  // not profiled for GAN steps
+    if (session_.d_plan())
+      res.predicted_ms = session_.d_plan()->predicted_ms + session_.g_plan()->predicted_ms;
+  }
+
+ private:
+  mutable GanSession session_;  // its graph accessors are not const
+  Tensor real_;
+};
+
+// A bench run between its repetitions: the policies, their results so far, the machine's
+// GEMM peak and the energy counters.
+struct BenchRun {
+  std::vector<std::unique_ptr<BenchPolicy>> policies;
+  std::vector<BenchResult> results;  // one per policy, in order
+  BenchMachine machine;
+  std::optional<RaplEnergy> energy;
+};
+
+// The GEMM sizes of the peak measurement: large enough to reach the kernel's peak, small
+// enough that both precisions take well under a second (the emulated bf16 of a CPU
+// without AVX-512 BF16 converts its operands every run, so it is slower than f32).
+constexpr int64_t kPeakGemmSize = 1024;
+constexpr int kPeakReps = 5;
+
+DType bench_low_dtype(const ModelRunOptions& run) { return parse_dtype(run.low_precision); }
+
+// Builds, compiles and warms up every policy; measures the GEMM peak first (o.measure_peak)
+// and opens the energy counters.
+BenchRun prepare_bench(const BenchOptions& o) {
+  check_bench_options(o);
+  BenchRun run;
+  if (o.measure_peak) {
+    run.machine.peak_f32 = measure_gemm_peak(o.run.device, DType::f32, kPeakGemmSize, kPeakGemmSize,
+                                             kPeakGemmSize, kPeakReps);
+    run.machine.peak_low = measure_gemm_peak(o.run.device, bench_low_dtype(o.run), kPeakGemmSize,
+                                             kPeakGemmSize, kPeakGemmSize, kPeakReps);
+  }
+  run.energy = RaplEnergy::open(o.powercap_root);
+  if (!run.energy) run.machine.energy_unavailable = rapl_unavailable_reason(o.powercap_root);
   Rng rng(o.run.seed);
-  Tensor real = Tensor::empty({o.run.batch, m.channels, m.image_size, m.image_size}, DType::f32);
-  for (int64_t i = 0; i < real.numel(); ++i) real.data_as<float>()[i] = rng.uniform(-1, 1);
-  for (const std::string& p : o.precisions) {
-    const PrecisionConfig precision = model_run_precision(o.run, parse_precision(p));
-    sessions.push_back(
-        std::make_unique<GanSession>(m, o.run.batch, optimizer, o.run.seed, 1, precision));
-    for (int i = 0; i < o.warmup; ++i) sessions.back()->step(real, 2e-4f);
-  }
-  std::vector<BenchResult> results(sessions.size());
-  for (int r = 0; r < o.repeats; ++r)
-    for (size_t k = 0; k < sessions.size(); ++k) {
-      Timer t;
-      for (int i = 0; i < o.steps; ++i) sessions[k]->step(real, 2e-4f);
-      results[k].samples_per_sec.push_back(double(o.steps) * double(o.run.batch) / t.seconds());
+  if (o.run.model == "dcgan") {
+    DcganOptions m;
+    m.image_size = o.run.image_size;
+    m.channels = o.run.channels;
+    Tensor real = Tensor::empty({o.run.batch, m.channels, m.image_size, m.image_size}, DType::f32);
+    for (int64_t i = 0; i < real.numel(); ++i) real.data_as<float>()[i] = rng.uniform(-1, 1);
+    for (const std::string& p : o.precisions) {
+      run.policies.push_back(std::make_unique<GanBenchPolicy>(p, m, o, real));
+      for (int i = 0; i < o.warmup; ++i) run.policies.back()->step();
     }
-  for (size_t k = 0; k < sessions.size(); ++k) {
-    results[k].precision = o.precisions[k];
-    PrecisionSummary s = sessions[k]->precision_summary();
-    results[k].casts = s.casts.casts;
-    results[k].folded = s.casts.folded;
-    results[k].weight_copies = s.casts.weight_copies;
-    results[k].cast_elements = s.casts.cast_elements;
-    results[k].low_nodes = s.low_nodes;
-    results[k].cast_ms_per_step = -1;  // not profiled for GAN steps
-    if (sessions[k]->d_plan())
-      results[k].predicted_ms =
-          sessions[k]->d_plan()->predicted_ms + sessions[k]->g_plan()->predicted_ms;
+  } else {
+    Tensor images, labels;
+    for (const std::string& p : o.precisions) {
+      auto s = std::make_unique<ClassifierBenchPolicy>(p, model_run_spec(o.run, parse_precision(p)),
+                                                       o.run.seed);
+      Executable& exe = s->executable();
+      const char* input = input_placeholder(o.run.model);
+      if (!images.defined()) {
+        // One fixed batch of synthetic data for every policy: data loading is not measured.
+        // Token models: random ids and every position a target.
+        images = Tensor::empty(exe.input(input).shape(), exe.input(input).dtype());
+        labels = Tensor::empty(exe.input("labels").shape(), DType::i32);
+        for (int64_t i = 0; i < images.numel(); ++i) {
+          if (images.dtype() == DType::i32)
+            images.data_as<int32_t>()[i] = int32_t(rng.below(uint64_t(o.run.classes)));
+          else
+            images.data_as<float>()[i] = rng.normal();
+        }
+        for (int64_t i = 0; i < labels.numel(); ++i)
+          labels.data_as<int32_t>()[i] = int32_t(rng.below(uint64_t(o.run.classes)));
+      }
+      exe.feed(input, images);
+      exe.feed("labels", labels);
+      if (exe.has_input("inv_num_targets"))
+        exe.feed_scalar("inv_num_targets", 1.0f / float(labels.numel()));
+      exe.feed_scalar("lr", o.lr);
+      exe.feed_scalar("loss_scale", 1.0f);
+      if (exe.has_input("step")) exe.feed_scalar("step", 1.0f);
+      for (int i = 0; i < o.warmup; ++i) s->step();
+      run.policies.push_back(std::move(s));
+    }
   }
-  return results;
+  for (const auto& p : run.policies) {
+    BenchResult res;
+    res.precision = p->precision();
+    res.flops = p->flops();
+    run.results.push_back(res);
+  }
+  return run;
+}
+
+// One interleaved repetition: each policy in turn, o.steps timed steps each (and the
+// package energy over them when the counters are readable).
+void run_bench_repetition(const BenchOptions& o, BenchRun& run) {
+  for (size_t k = 0; k < run.policies.size(); ++k) {
+    std::vector<uint64_t> before;
+    if (run.energy) before = run.energy->read();
+    Timer t;
+    for (int i = 0; i < o.steps; ++i) run.policies[k]->step();
+    const double seconds = t.seconds();
+    if (run.energy)
+      run.results[k].joules.push_back(run.energy->joules_between(before, run.energy->read()));
+    run.results[k].samples_per_sec.push_back(double(o.steps) * double(o.run.batch) / seconds);
+  }
+}
+
+std::vector<BenchResult> finish_bench_run(const BenchOptions& o, BenchRun& run, std::ostream& out) {
+  if (!run.results.empty() && !run.results[0].samples_per_sec.empty())
+    for (size_t k = 0; k < run.policies.size(); ++k) run.policies[k]->describe(run.results[k]);
+  return finish_bench(o, run.results, run.machine, out);
 }
 
 }  // namespace
 
 std::vector<BenchResult> run_bench(const BenchOptions& o, std::ostream& out) {
-  check_bench_options(o);
-  if (o.run.model == "dcgan") {
-    std::vector<BenchResult> results = run_gan_bench(o);
-    return finish_bench(o, results, out);
+  BenchRun run = prepare_bench(o);
+  for (int r = 0; r < o.repeats; ++r) run_bench_repetition(o, run);
+  return finish_bench_run(o, run, out);
+}
+
+std::vector<BenchResult> run_bench_lockstep(const BenchOptions& o, std::istream& commands,
+                                            std::ostream& protocol, std::ostream& out) {
+  BenchRun run = prepare_bench(o);
+  nlohmann::json ready = {{"ready", true},
+                          {"framework", std::string("campo ") + CAMPO_VERSION},
+                          {"model", o.run.model},
+                          {"precisions", o.precisions},
+                          {"flops_per_step", run.results.at(0).flops.total()},
+                          {"gemm_flops_per_step", run.results.at(0).flops.gemm},
+                          {"params", run.policies.at(0)->trainable_parameters()}};
+  protocol << ready.dump() << std::endl;  // endl: flushed, the orchestrator waits for it
+  std::string line;
+  while (std::getline(commands, line)) {
+    const size_t b = line.find_first_not_of(" \t\r"), e = line.find_last_not_of(" \t\r");
+    const std::string command = b == std::string::npos ? "" : line.substr(b, e - b + 1);
+    if (command.empty()) continue;
+    if (command == "quit") break;
+    CAMPO_CHECK(command == "run", "--lockstep: unknown command '", command,
+                "' on stdin (one command a line: run or quit)");
+    run_bench_repetition(o, run);
+    nlohmann::json speeds = nlohmann::json::object();
+    for (const BenchResult& res : run.results) speeds[res.precision] = res.samples_per_sec.back();
+    protocol << nlohmann::json{{"samples_per_sec", speeds}}.dump() << std::endl;
   }
-  std::vector<std::unique_ptr<BenchSession>> sessions;
-  Rng rng(o.run.seed);
-  Tensor images, labels;
-  for (const std::string& p : o.precisions) {
-    TrainingGraphSpec spec = model_run_spec(o.run, parse_precision(p));
-    auto s = std::make_unique<BenchSession>(o.run.seed, spec.precision.scaler);
-    s->precision = p;
-    s->info = build_training_graph(s->graph, s->vars, with_profiled_costs(spec));
-    CompileOptions co;
-    co.fetches = s->info.fetches();
-    co.seed = o.run.seed;
-    s->exe = std::make_unique<Executable>(s->graph, s->vars, co);
-    const char* input = input_placeholder(o.run.model);
-    if (!images.defined()) {
-      // One fixed batch of synthetic data for every policy: data loading is not measured.
-      // Token models: random ids and every position a target.
-      images = Tensor::empty(s->exe->input(input).shape(), s->exe->input(input).dtype());
-      labels = Tensor::empty(s->exe->input("labels").shape(), DType::i32);
-      for (int64_t i = 0; i < images.numel(); ++i) {
-        if (images.dtype() == DType::i32)
-          images.data_as<int32_t>()[i] = int32_t(rng.below(uint64_t(o.run.classes)));
-        else
-          images.data_as<float>()[i] = rng.normal();
-      }
-      for (int64_t i = 0; i < labels.numel(); ++i)
-        labels.data_as<int32_t>()[i] = int32_t(rng.below(uint64_t(o.run.classes)));
-    }
-    s->exe->feed(input, images);
-    s->exe->feed("labels", labels);
-    if (s->exe->has_input("inv_num_targets"))
-      s->exe->feed_scalar("inv_num_targets", 1.0f / float(labels.numel()));
-    s->exe->feed_scalar("lr", o.lr);
-    s->exe->feed_scalar("loss_scale", 1.0f);
-    if (s->exe->has_input("step")) s->exe->feed_scalar("step", 1.0f);
-    for (int i = 0; i < o.warmup; ++i) s->step();
-    sessions.push_back(std::move(s));
-  }
-  std::vector<BenchResult> results(sessions.size());
-  for (int r = 0; r < o.repeats; ++r) {
-    for (size_t k = 0; k < sessions.size(); ++k) {
-      Timer t;
-      for (int i = 0; i < o.steps; ++i) sessions[k]->step();
-      results[k].samples_per_sec.push_back(double(o.steps) * double(o.run.batch) / t.seconds());
-    }
-  }
-  for (size_t k = 0; k < sessions.size(); ++k) {
-    BenchResult& res = results[k];
-    BenchSession& s = *sessions[k];
-    res.precision = s.precision;
-    res.casts = s.info.summary.casts.casts;
-    res.folded = s.info.summary.casts.folded;
-    res.weight_copies = s.info.summary.casts.weight_copies;
-    res.cast_elements = s.info.summary.casts.cast_elements;
-    res.low_nodes = s.info.summary.low_nodes;
-    if (s.info.cost_plan) res.predicted_ms = s.info.cost_plan->predicted_ms;
-    // Time spent in casts: a few timed steps after the measurement.
-    double cast_ms = 0, total_ms = 0;
-    s.exe->set_timing(true);
-    s.exe->set_node_hook([&](NodeId id, double ms) {
-      total_ms += ms;
-      if (s.graph.node(id).kind == OpKind::Cast) cast_ms += ms;
-    });
-    const int profiled = 3;
-    for (int i = 0; i < profiled; ++i) s.step();
-    s.exe->set_timing(false);
-    res.cast_ms_per_step = cast_ms / profiled;
-    res.step_ms = total_ms / profiled;
-  }
-  return finish_bench(o, results, out);
+  return finish_bench_run(o, run, out);
 }
 
 PairedRatio paired_ratio(const std::vector<double>& a, const std::vector<double>& b) {
@@ -540,7 +654,17 @@ PairedRatio paired_ratio(const std::vector<double>& a, const std::vector<double>
 }
 
 std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchResult>& results,
-                                      std::ostream& out) {
+                                      const BenchMachine& machine, std::ostream& out) {
+  const size_t repetitions = results.empty() ? 0 : results[0].samples_per_sec.size();
+  if (repetitions == 0) {
+    // --lockstep whose stdin closed before the first "run": nothing was measured.
+    out << "bench: " << o.run.model << ": no repetition was run, nothing measured\n";
+    if (!o.json_path.empty()) {
+      write_file_atomically(o.json_path, "[]\n");
+      out << "wrote " << o.json_path << "\n";
+    }
+    return results;
+  }
   double fp32_median = 0;
   const BenchResult* amp = nullptr;
   for (BenchResult& res : results) {
@@ -558,17 +682,42 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
       << (tokens ? "[" + std::to_string(o.run.seq_len) + "] tokens"
                  : "[" + std::to_string(o.run.channels) + "," + std::to_string(o.run.image_size) +
                        "," + std::to_string(o.run.image_size) + "]")
-      << ", " << o.steps << " steps x " << o.repeats << " interleaved repetitions, low precision "
+      << ", " << o.steps << " steps x " << repetitions << " interleaved repetitions, low precision "
       << o.run.low_precision << "\n";
+  const double peak_f32 = machine.peak_f32 ? machine.peak_f32->gflops : 0;
+  const double peak_low = machine.peak_low ? machine.peak_low->gflops : 0;
+  char line[512];
+  if (machine.peak_f32 && machine.peak_low) {
+    std::snprintf(line, sizeof line,
+                  "peak: one %lldx%lldx%lld GEMM (campo's MatMul kernel, best of %d): f32 %.1f "
+                  "GFLOP/s, %s %.1f GFLOP/s\n",
+                  (long long)machine.peak_f32->m, (long long)machine.peak_f32->n,
+                  (long long)machine.peak_f32->k, machine.peak_f32->reps, peak_f32,
+                  dtype_name(machine.peak_low->dtype), peak_low);
+    out << line;
+  } else {
+    out << "peak: not measured (--no-peak)\n";
+  }
+  if (!machine.energy_unavailable.empty())
+    out << "energy: not available (" << machine.energy_unavailable << ")\n";
   nlohmann::json j = nlohmann::json::array();
   // What the figures were measured on (Backend::describe of the benchmarked device).
-  const std::string machine = make_backend(o.run.device)->describe();
+  const std::string machine_name = make_backend(o.run.device)->describe();
   for (BenchResult& res : results) {
     res.ratio_to_fp32 = fp32_median > 0 ? res.median / fp32_median : 0;
     const double measured_ms = res.median > 0 ? 1000.0 * double(o.run.batch) / res.median : 0;
     if (res.predicted_ms > 0 && measured_ms > 0)
       res.prediction_error_pct = 100.0 * (res.predicted_ms - measured_ms) / measured_ms;
-    char line[512];
+    // Roofline: the counted FLOPs at the median rate, against the peak of the step's GEMM mix.
+    const double steps_per_sec = res.median / double(o.run.batch);
+    res.achieved_gflops = double(res.flops.total()) * steps_per_sec * 1e-9;
+    res.peak_gflops = mixed_gemm_peak_gflops(res.flops, peak_f32, peak_low);
+    res.pct_of_peak = res.peak_gflops > 0 ? 100.0 * res.achieved_gflops / res.peak_gflops : 0;
+    if (!res.joules.empty()) {
+      res.joules_per_step = median_of(res.joules) / double(o.steps);
+      res.samples_per_joule =
+          res.joules_per_step > 0 ? double(o.run.batch) / res.joules_per_step : 0;
+    }
     char cast_time[64] = "cast time n/a";
     if (res.cast_ms_per_step >= 0)
       std::snprintf(cast_time, sizeof cast_time, "%6.2f ms/step in casts (%4.1f%%)",
@@ -598,8 +747,31 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
                     "", p.median, ci, p.faster, p.ratios.size());
       out << line;
     }
+    {
+      const double gemm_share =
+          res.flops.gemm > 0 ? 100.0 * double(res.flops.gemm_low) / double(res.flops.gemm) : 0;
+      char peak[160] = "";
+      if (res.peak_gflops > 0 && res.flops.gemm_low == 0)
+        std::snprintf(peak, sizeof peak, ", %.1f%% of the f32 GEMM peak", res.pct_of_peak);
+      else if (res.peak_gflops > 0)
+        std::snprintf(peak, sizeof peak,
+                      ", %.1f%% of the GEMM peak of its mix (%.1f GFLOP/s: %.0f%% of the GEMM "
+                      "FLOPs in %s)",
+                      res.pct_of_peak, res.peak_gflops, gemm_share,
+                      dtype_name(bench_low_dtype(o.run)));
+      std::snprintf(line, sizeof line,
+                    "%-8s %-11s roofline: %.3f GFLOP/step (%.3f in GEMMs), %.2f GFLOP/s%s\n", "",
+                    "", double(res.flops.total()) * 1e-9, double(res.flops.gemm) * 1e-9,
+                    res.achieved_gflops, peak);
+      out << line;
+    }
+    if (!res.joules.empty()) {
+      std::snprintf(line, sizeof line, "%-8s %-11s energy: %.3f J/step, %.2f samples/J (RAPL)\n",
+                    "", "", res.joules_per_step, res.samples_per_joule);
+      out << line;
+    }
     j.push_back({{"model", o.run.model},
-                 {"machine", machine},
+                 {"machine", machine_name},
                  {"precision", res.precision},
                  {"low_precision", o.run.low_precision},
                  {"batch", o.run.batch},
@@ -615,14 +787,35 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
                  {"low_nodes", res.low_nodes},
                  {"predicted_ms", res.predicted_ms},
                  {"measured_ms", measured_ms},
-                 {"prediction_error_pct", res.prediction_error_pct}});
+                 {"prediction_error_pct", res.prediction_error_pct},
+                 {"flops_per_step", res.flops.total()},
+                 {"gemm_flops_per_step", res.flops.gemm},
+                 {"gemm_flops_low_per_step", res.flops.gemm_low},
+                 {"other_flops_per_step", res.flops.other},
+                 {"achieved_gflops", res.achieved_gflops}});
+    nlohmann::json& e = j.back();
+    auto or_null = [](bool known, double v) {
+      return known ? nlohmann::json(v) : nlohmann::json();
+    };
+    e["peak_gflops_f32"] = or_null(peak_f32 > 0, peak_f32);
+    e["peak_gflops_low"] = or_null(peak_low > 0, peak_low);
+    e["peak_gflops"] = or_null(res.peak_gflops > 0, res.peak_gflops);
+    e["pct_of_peak"] = or_null(res.peak_gflops > 0, res.pct_of_peak);
+    e["pct_of_peak_f32"] = or_null(peak_f32 > 0, 100.0 * res.achieved_gflops / peak_f32);
+    e["pct_of_peak_low"] = or_null(peak_low > 0, 100.0 * res.achieved_gflops / peak_low);
+    if (res.joules.empty())
+      e["energy"] = nullptr;
+    else
+      e["energy"] = {{"joules", res.joules},
+                     {"joules_per_step", res.joules_per_step},
+                     {"samples_per_joule", res.samples_per_joule}};
     if (res.vs_amp)
-      j.back()["vs_amp"] = {{"ratios", res.vs_amp->ratios},
-                            {"median", res.vs_amp->median},
-                            {"ci95", std::isnan(res.vs_amp->ci_low)
-                                         ? nlohmann::json(nullptr)
-                                         : nlohmann::json{res.vs_amp->ci_low, res.vs_amp->ci_high}},
-                            {"faster", res.vs_amp->faster}};
+      e["vs_amp"] = {{"ratios", res.vs_amp->ratios},
+                     {"median", res.vs_amp->median},
+                     {"ci95", std::isnan(res.vs_amp->ci_low)
+                                  ? nlohmann::json(nullptr)
+                                  : nlohmann::json{res.vs_amp->ci_low, res.vs_amp->ci_high}},
+                     {"faster", res.vs_amp->faster}};
   }
   if (!o.json_path.empty()) {
     write_file_atomically(o.json_path, j.dump(1) + "\n");

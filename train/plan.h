@@ -7,6 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "graph/flops.h"
+#include "runtime/energy.h"
+#include "train/roofline.h"
 #include "train/training_graph.h"
 
 namespace campo {
@@ -65,6 +68,11 @@ struct BenchOptions {
   int repeats = 3;   // interleaved repetitions (policy A, B, ..., A, B, ...)
   float lr = 1e-3f;  // small, so that weights stay sane over the benchmark
   std::string json_path;
+  // The roofline's GEMM peak (train/roofline.h), measured once before the policies are
+  // built; false (--no-peak): not measured, no percentages.
+  bool measure_peak = true;
+  // Where the RAPL energy counters are read (runtime/energy.h); tests fake a tree.
+  std::string powercap_root = kPowercapRoot;
 };
 
 // Throughput ratios b[r] / a[r] of paired repetitions: their median, a distribution-free
@@ -94,12 +102,46 @@ struct BenchResult {
   // Against amp, repetition by repetition (policies other than fp32 and amp, when amp ran):
   // the interleaved repetitions r of both policies ran back to back, under the same load.
   std::optional<PairedRatio> vs_amp;
+  // Roofline: the FLOPs of one step (dcgan: D step + G step; graph/flops.h), their rate at
+  // the median throughput, the peak of the step's GEMM mix (mixed_gemm_peak_gflops: f32
+  // GEMMs at the f32 peak, low-precision ones at the low peak; 0 when not measured) and
+  // the achieved rate as a percentage of it.
+  FlopCount flops;
+  double achieved_gflops = 0, peak_gflops = 0, pct_of_peak = 0;
+  // Package energy (RAPL) of each repetition's o.steps steps, in joules (empty when the
+  // counters cannot be read); the median per step and samples per joule at that median.
+  std::vector<double> joules;
+  double joules_per_step = 0, samples_per_joule = 0;
 };
 
+// What a bench run measured about the machine besides the policies.
+struct BenchMachine {
+  std::optional<GemmPeak> peak_f32, peak_low;  // unset: --no-peak
+  std::string energy_unavailable;              // why there is no energy (empty: there is)
+};
+
+// Builds, compiles and warms up every policy, then runs o.repeats interleaved repetitions
+// (policy A, B, ..., A, B, ...), prints the table to `out`, writes JSON.
 std::vector<BenchResult> run_bench(const BenchOptions& o, std::ostream& out);
-// Fills median/min/max and the ratios of measured results, prints the table, writes JSON.
+
+// The same run driven from outside (`campo bench --lockstep`, for an orchestrator that
+// interleaves campo with other frameworks' processes). After building, compiling and
+// warming up every policy it writes one JSON line to `protocol`:
+//   {"ready": true, "framework": "campo <version>", "model": ..., "precisions": [...],
+//    "flops_per_step": ..., "gemm_flops_per_step": ..., "params": <trainable parameters>}
+// (the FLOPs of the first policy's step), then reads `commands` line by line: "run" runs one
+// repetition (each policy in turn, o.steps steps each) and writes
+//   {"samples_per_sec": {"<policy>": x, ...}}
+// "quit" or the end of the input ends the run: the table goes to `out`, the JSON file (every
+// repetition run) is written. Any other command is an error. o.repeats is not used. Every
+// protocol line is flushed.
+std::vector<BenchResult> run_bench_lockstep(const BenchOptions& o, std::istream& commands,
+                                            std::ostream& protocol, std::ostream& out);
+
+// Fills median/min/max, the ratios, the roofline and the energy figures of measured results,
+// prints the table, writes JSON. No repetition run: says so, writes an empty JSON array.
 std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchResult>& results,
-                                      std::ostream& out);
+                                      const BenchMachine& machine, std::ostream& out);
 
 TrainingGraphSpec model_run_spec(const ModelRunOptions& o, Precision policy);
 // dcgan's optimizer for o.optimizer: Adam with beta1 0.5 (the DCGAN paper's) or SGD.

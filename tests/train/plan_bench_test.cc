@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "tests/test_util.h"
 #include "train/plan.h"
 
 namespace campo {
@@ -19,7 +20,8 @@ TEST(PlanTest, AmpPlanListsEveryNodeAndTotals) {
   o.run.batch = 8;
   o.precision = "amp";
   const std::string dot = (std::filesystem::temp_directory_path() / "campo_plan_test.dot").string();
-  const std::string json = (std::filesystem::temp_directory_path() / "campo_plan_test.json").string();
+  const std::string json =
+      (std::filesystem::temp_directory_path() / "campo_plan_test.json").string();
   o.dot_path = dot;
   o.json_path = json;
   std::ostringstream out;
@@ -86,6 +88,159 @@ TEST(BenchTest, RunsPoliciesSideBySide) {
   EXPECT_NE(out.str().find("samples/s"), std::string::npos);
 }
 
+using testing::TempDir;
+
+// The roofline: each policy's counted FLOPs (the same GEMM FLOPs for fp32 and amp), the
+// achieved rate, and the percentage of the measured GEMM peak of its mix; energy from a
+// fake powercap tree (its counters stand still: 0 J, but one reading per repetition).
+TEST(BenchTest, RooflineAndEnergyInTheTableAndJson) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("powercap/intel-rapl:0"));
+  std::ofstream(dir.file("powercap/intel-rapl:0/energy_uj")) << "123456\n";
+  std::ofstream(dir.file("powercap/intel-rapl:0/max_energy_range_uj")) << "262143328850\n";
+  BenchOptions o;
+  o.run.model = "lenet";
+  o.run.batch = 16;
+  o.precisions = {"fp32", "amp"};
+  o.steps = 1;
+  o.repeats = 2;
+  o.warmup = 1;
+  o.json_path = dir.file("bench.json");
+  o.powercap_root = dir.file("powercap");
+  std::ostringstream out;
+  auto results = run_bench(o, out);
+  ASSERT_EQ(results.size(), 2u);
+  const std::string text = out.str();
+  EXPECT_NE(text.find("peak: one 1024x1024x1024 GEMM"), std::string::npos) << text;
+  EXPECT_NE(text.find("roofline: 0.037 GFLOP/step (0.036 in GEMMs)"), std::string::npos) << text;
+  EXPECT_NE(text.find("% of the f32 GEMM peak\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("% of the GEMM peak of its mix ("), std::string::npos) << text;
+  EXPECT_NE(text.find("100% of the GEMM FLOPs in bf16)"), std::string::npos) << text;
+  EXPECT_NE(text.find("energy: 0.000 J/step"), std::string::npos) << text;
+  EXPECT_EQ(text.find("not available"), std::string::npos) << text;
+  for (const BenchResult& r : results) {
+    EXPECT_EQ(r.flops.gemm, 36222720);  // tests/graph/flops_test.cc counts it by hand
+    EXPECT_GT(r.achieved_gflops, 0);
+    EXPECT_GT(r.peak_gflops, 0);
+    EXPECT_NEAR(r.pct_of_peak, 100.0 * r.achieved_gflops / r.peak_gflops, 1e-9);
+    EXPECT_EQ(r.joules, (std::vector<double>{0.0, 0.0}));
+  }
+  std::ifstream in(o.json_path);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_EQ(j.size(), 2u);
+  for (const auto& e : j) {
+    EXPECT_EQ(e["gemm_flops_per_step"], 36222720);
+    EXPECT_GT(e["flops_per_step"].get<int64_t>(), 36222720);
+    EXPECT_GT(e["peak_gflops_f32"].get<double>(), 0);
+    EXPECT_GT(e["peak_gflops_low"].get<double>(), 0);
+    EXPECT_GT(e["pct_of_peak"].get<double>(), 0);
+    EXPECT_GT(e["achieved_gflops"].get<double>(), 0);
+    ASSERT_TRUE(e["energy"].is_object()) << e.dump();
+    EXPECT_EQ(e["energy"]["joules"].size(), 2u);
+  }
+  // fp32's GEMMs run at the f32 peak, amp's (all bf16) at the low one.
+  EXPECT_DOUBLE_EQ(j[0]["peak_gflops"].get<double>(), j[0]["peak_gflops_f32"].get<double>());
+  EXPECT_DOUBLE_EQ(j[1]["peak_gflops"].get<double>(), j[1]["peak_gflops_low"].get<double>());
+}
+
+TEST(BenchTest, WithoutPeakOrEnergyCountersSaysSoOnce) {
+  TempDir dir;
+  BenchOptions o;
+  o.run.model = "mlp";
+  o.run.batch = 8;
+  o.precisions = {"fp32", "amp"};
+  o.steps = 1;
+  o.repeats = 1;
+  o.warmup = 0;
+  o.measure_peak = false;
+  o.powercap_root = dir.file("no-powercap");
+  o.json_path = dir.file("bench.json");
+  std::ostringstream out;
+  run_bench(o, out);
+  const std::string text = out.str();
+  const std::string line =
+      "energy: not available (no readable RAPL counters under " + o.powercap_root + ")\n";
+  ASSERT_NE(text.find(line), std::string::npos) << text;
+  EXPECT_EQ(text.find(line, text.find(line) + 1), std::string::npos) << text;
+  EXPECT_NE(text.find("peak: not measured (--no-peak)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("GEMM peak"), std::string::npos) << text;
+  std::ifstream in(o.json_path);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  for (const auto& e : j) {
+    EXPECT_TRUE(e["energy"].is_null());
+    EXPECT_TRUE(e["peak_gflops_f32"].is_null());
+    EXPECT_TRUE(e["pct_of_peak"].is_null());
+    EXPECT_GT(e["flops_per_step"].get<int64_t>(), 0);
+  }
+}
+
+BenchOptions lockstep_options(const TempDir& dir) {
+  BenchOptions o;
+  o.run.model = "lenet";
+  o.run.batch = 8;
+  o.precisions = {"fp32", "amp"};
+  o.steps = 1;
+  o.warmup = 1;
+  o.repeats = 99;  // not used by lockstep
+  o.measure_peak = false;
+  o.powercap_root = dir.file("no-powercap");
+  o.json_path = dir.file("lockstep.json");
+  return o;
+}
+
+// The ready line, one result line per "run", then the table and the JSON of every run.
+TEST(BenchTest, LockstepRunsOneRepetitionPerCommand) {
+  TempDir dir;
+  const BenchOptions o = lockstep_options(dir);
+  std::istringstream commands("run\n\nrun\nquit\nrun\n");
+  std::ostringstream protocol, out;
+  auto results = run_bench_lockstep(o, commands, protocol, out);
+  std::istringstream lines(protocol.str());
+  std::string line;
+  std::vector<nlohmann::json> msgs;
+  while (std::getline(lines, line)) msgs.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(msgs.size(), 3u) << protocol.str();
+  EXPECT_EQ(msgs[0]["ready"], true);
+  EXPECT_EQ(msgs[0]["framework"].get<std::string>().rfind("campo ", 0), 0u);
+  EXPECT_EQ(msgs[0]["model"], "lenet");
+  EXPECT_EQ(msgs[0]["precisions"], (nlohmann::json{"fp32", "amp"}));
+  EXPECT_EQ(msgs[0]["gemm_flops_per_step"], 36222720 / 2);  // batch 8, not 16
+  EXPECT_GT(msgs[0]["flops_per_step"].get<int64_t>(), 36222720 / 2);
+  // conv 6*1*25+6, 16*6*25+16, fc 400*120+120, 120*84+84, 84*10+10
+  EXPECT_EQ(msgs[0]["params"], 156 + 2416 + 48120 + 10164 + 850);
+  for (size_t i = 1; i < 3; ++i) {
+    EXPECT_GT(msgs[i]["samples_per_sec"]["fp32"].get<double>(), 0);
+    EXPECT_GT(msgs[i]["samples_per_sec"]["amp"].get<double>(), 0);
+    EXPECT_EQ(msgs[i]["samples_per_sec"].size(), 2u);
+  }
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].samples_per_sec.size(), 2u);  // the run after quit is not read
+  EXPECT_NE(out.str().find("1 steps x 2 interleaved repetitions"), std::string::npos) << out.str();
+  std::ifstream in(o.json_path);
+  EXPECT_EQ(nlohmann::json::parse(in)[0]["samples_per_sec"].size(), 2u);
+}
+
+TEST(BenchTest, LockstepRefusesAnUnknownCommandAndSurvivesNoRun) {
+  TempDir dir;
+  const BenchOptions o = lockstep_options(dir);
+  std::istringstream bad("run\nstart\n");
+  std::ostringstream protocol, out;
+  try {
+    run_bench_lockstep(o, bad, protocol, out);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--lockstep: unknown command 'start' on stdin"),
+              std::string::npos)
+        << e.what();
+  }
+  std::istringstream none("");
+  std::ostringstream protocol2, out2;
+  run_bench_lockstep(o, none, protocol2, out2);
+  EXPECT_NE(out2.str().find("no repetition was run"), std::string::npos) << out2.str();
+  std::ifstream in(o.json_path);
+  EXPECT_TRUE(nlohmann::json::parse(in).empty());
+}
+
 }  // namespace
 }  // namespace campo
 
@@ -149,7 +304,8 @@ TEST(BenchTest, CostAwareWithFixedCostsNeedsNoMoreCastsThanAmp) {
       ASSERT_TRUE(results[1].vs_amp.has_value());
       EXPECT_FALSE(results[0].vs_amp.has_value());
       EXPECT_NE(out.str().find("of amp, paired by repetition (95% CI needs 6 or more"),
-                std::string::npos) << out.str();
+                std::string::npos)
+          << out.str();
     } else {
       EXPECT_EQ(results[1].casts, 0) << out.str();
       EXPECT_EQ(results[1].low_nodes, 0) << out.str();

@@ -1,0 +1,57 @@
+#include "train/roofline.h"
+
+#include <algorithm>
+
+#include "ops/kernel.h"
+#include "runtime/backend.h"
+#include "runtime/check.h"
+#include "runtime/timer.h"
+
+namespace campo {
+
+GemmPeak measure_gemm_peak(const DeviceSpec& device, DType dtype, int64_t m, int64_t n, int64_t k,
+                           int reps) {
+  CAMPO_CHECK(m > 0 && n > 0 && k > 0 && reps > 0, "internal: GEMM peak of ", m, "x", n, "x", k,
+              ", ", reps, " repetitions");
+  ExecContext ctx(make_backend(device));
+  Backend& backend = ctx.backend();
+  KernelSpec spec{OpKind::MatMul,    MatMulAttrs{}, dtype, {{{m, k}, dtype}, {{k, n}, dtype}},
+                  {{{m, n}, dtype}}, "gemm_peak"};
+  std::unique_ptr<Kernel> kernel = create_kernel(spec, ctx);
+  const std::vector<Tensor> inputs = {backend.zeros({m, k}, dtype), backend.zeros({k, n}, dtype)};
+  const std::vector<Tensor> outputs = {backend.zeros({m, n}, dtype)};
+  kernel->run(ctx, inputs, outputs);  // warm-up: first-touch pages, caches, lazy JIT
+  backend.synchronize();
+  double best = 1e300;
+  for (int r = 0; r < reps; ++r) {
+    Timer t;
+    kernel->run(ctx, inputs, outputs);
+    backend.synchronize();
+    best = std::min(best, t.seconds());
+  }
+  GemmPeak p;
+  p.dtype = dtype;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.reps = reps;
+  p.gflops = 2.0 * double(m) * double(n) * double(k) / best * 1e-9;
+  return p;
+}
+
+double mixed_gemm_peak_gflops(const FlopCount& flops, double peak_f32, double peak_low) {
+  const double low = double(flops.gemm_low), f32 = double(flops.gemm - flops.gemm_low);
+  if (low + f32 <= 0) return 0;
+  double seconds = 0;  // per FLOP-unit, at the peaks (GFLOP / (GFLOP/s))
+  if (f32 > 0) {
+    if (peak_f32 <= 0) return 0;
+    seconds += f32 / peak_f32;
+  }
+  if (low > 0) {
+    if (peak_low <= 0) return 0;
+    seconds += low / peak_low;
+  }
+  return (low + f32) / seconds;
+}
+
+}  // namespace campo
