@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iomanip>
 #include <istream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <sstream>
@@ -432,17 +433,23 @@ class ClassifierBenchPolicy final : public BenchPolicy {
     res.low_nodes = info_.summary.low_nodes;
     if (info_.cost_plan) res.predicted_ms = info_.cost_plan->predicted_ms;
     // Time spent in casts: a few timed steps after the measurement.
+    // The same steps give the time per (op, compute type), for breakdown charts.
     double cast_ms = 0, total_ms = 0;
+    std::map<std::pair<OpKind, DType>, double> op_ms;
     exe_->set_timing(true);
     exe_->set_node_hook([&](NodeId id, double ms) {
+      const Node& n = graph_.node(id);
       total_ms += ms;
-      if (graph_.node(id).kind == OpKind::Cast) cast_ms += ms;
+      if (n.kind == OpKind::Cast) cast_ms += ms;
+      op_ms[{n.kind, n.dtype}] += ms;
     });
     const int profiled = 3;
     for (int i = 0; i < profiled; ++i) step();
     exe_->set_timing(false);
     res.cast_ms_per_step = cast_ms / profiled;
     res.step_ms = total_ms / profiled;
+    for (const auto& [key, ms] : op_ms)
+      res.op_ms.push_back({op_name(key.first), dtype_name(key.second), ms / profiled});
   }
 
  private:
@@ -793,6 +800,12 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
                  {"gemm_flops_low_per_step", res.flops.gemm_low},
                  {"other_flops_per_step", res.flops.other},
                  {"achieved_gflops", res.achieved_gflops}});
+    if (!res.op_ms.empty()) {
+      nlohmann::json ops = nlohmann::json::array();
+      for (const OpTime& t : res.op_ms)
+        ops.push_back({{"op", t.op}, {"dtype", t.dtype}, {"ms", t.ms}});
+      j.back()["op_ms"] = ops;
+    }
     nlohmann::json& e = j.back();
     auto or_null = [](bool known, double v) {
       return known ? nlohmann::json(v) : nlohmann::json();

@@ -85,6 +85,12 @@ struct PairedRatio {
 };
 PairedRatio paired_ratio(const std::vector<double>& a, const std::vector<double>& b);
 
+// Time per step of one op kind in one compute type (the profiled steps).
+struct OpTime {
+  std::string op, dtype;
+  double ms = 0;
+};
+
 struct BenchResult {
   std::string precision;
   std::vector<double> samples_per_sec;  // one per repetition
@@ -95,6 +101,7 @@ struct BenchResult {
   int weight_copies = 0;  // of which weight copies the optimizer updates write
   int64_t cast_elements = 0;
   double cast_ms_per_step = 0, step_ms = 0;  // from a timed profiling step
+  std::vector<OpTime> op_ms;  // the same steps by (op, compute type); classifiers only
   int low_nodes = 0;
   // cost-aware: the plan's predicted step time (ms) and its error against the measured
   // median step time, in percent (0 when not cost-aware).

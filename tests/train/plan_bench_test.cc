@@ -84,7 +84,20 @@ TEST(BenchTest, RunsPoliciesSideBySide) {
   for (const auto& r : results) {
     EXPECT_EQ(r.samples_per_sec.size(), 2u);
     EXPECT_GT(r.median, 0);
+    // The breakdown by (op, compute type) adds up to the profiled step.
+    double sum = 0;
+    for (const OpTime& t : r.op_ms) sum += t.ms;
+    EXPECT_NEAR(sum, r.step_ms, 1e-6 * r.step_ms + 1e-9);
   }
+  auto has = [](const BenchResult& r, const char* op, const char* dtype) {
+    for (const OpTime& t : r.op_ms)
+      if (t.op == op && t.dtype == dtype) return true;
+    return false;
+  };
+  EXPECT_TRUE(has(results[0], "MatMul", "f32"));
+  EXPECT_FALSE(has(results[0], "MatMul", "bf16"));
+  EXPECT_TRUE(has(results[1], "MatMul", "bf16"));  // amp: MatMul is on the allow list
+  EXPECT_TRUE(has(results[1], "Cast", "bf16") || has(results[1], "Cast", "f32"));
   EXPECT_NE(out.str().find("samples/s"), std::string::npos);
 }
 
