@@ -243,8 +243,9 @@ def markdown(results, header):
             gflops = f"{c['achieved_gflops']:.1f}" if "achieved_gflops" in c else ""
             pct = f"{c['pct_of_peak']:.0f}%" if "pct_of_peak" in c else ""
             best = " (best peer)" if cfg == r.get("best_peer") else ""
+            ratio = f"x{v['x_best_peer']:.2f}" if "x_best_peer" in v else "n/a"
             lines.append(f"| {name} | {cfg}{best} | {v['median']:.1f} ({v['min']:.1f}-{v['max']:.1f})"
-                         f" | x{v.get('x_best_peer', float('nan')):.2f} | {casts} | {gflops} | {pct} |")
+                         f" | {ratio} | {casts} | {gflops} | {pct} |")
             name = ""
         for cfg, why in r["failed"].items():
             lines.append(f"| {name} | {cfg} | failed: {why} | | | | |")
@@ -296,7 +297,7 @@ def charts(results, out):
             if "op_ms" in r["configs"].get(f"campo {p}", {}).get("campo", {})]
     if not rows:
         return
-    fig, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 6.2), squeeze=False)
     for ax, r in zip(axes[0], results):
         mine = [(p, r["configs"][f"campo {p}"]["campo"]["op_ms"]) for rr, p in rows if rr is r]
         kinds = {}
@@ -306,7 +307,7 @@ def charts(results, out):
         top = sorted(kinds, key=lambda k: -kinds[k])[:7]
         groups = [(k, d) for k in top for d in ("f32", "bf16", "f16")] + [("other", None)]
         bottom = [0.0] * len(mine)
-        cmap = plt.get_cmap("tab20")
+        cmap = plt.get_cmap("tab10")
         for gi, (kind, dtype) in enumerate(groups):
             vals = []
             for _, op_ms in mine:
@@ -316,13 +317,15 @@ def charts(results, out):
             if not any(vals):
                 continue
             label = kind if dtype is None else f"{kind} {dtype}"
-            ax.bar(range(len(mine)), vals, bottom=bottom, label=label, color=cmap(gi % 20),
-                   hatch="//" if dtype in ("bf16", "f16") else None)
+            color = cmap(top.index(kind) % 10) if kind in top else "lightgrey"
+            ax.bar(range(len(mine)), vals, bottom=bottom, label=label, color=color,
+                   hatch="//" if dtype in ("bf16", "f16") else None, edgecolor="white")
             bottom = [b + v for b, v in zip(bottom, vals)]
         ax.set_xticks(range(len(mine)), [p for p, _ in mine])
         ax.set_ylabel("ms per step (profiled)")
         ax.set_title(f"campo {r['model']}", fontsize=9)
-        ax.legend(fontsize=6)
+        ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=2,
+                  title="hatched: bf16/f16", title_fontsize=6)
     fig.tight_layout()
     fig.savefig(out / "campo-op-breakdown.png", dpi=110)
     plt.close(fig)
