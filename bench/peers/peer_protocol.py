@@ -117,6 +117,16 @@ def cpu_flags_note():
     return "cpu: " + (" ".join(have) if have else "none of " + " ".join(BF16_CPU_FLAGS))
 
 
+def summarize(error):
+    """One line for an exception: its type and first message line, and the last line when
+    the first only introduces a trace ("in user code:", "backend='inductor' raised:")."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()] or [""]
+    text = lines[0]
+    if text.endswith(":") and len(lines) > 1:
+        text += " ... " + lines[-1]
+    return f"{type(error).__name__}: {text}"
+
+
 def emit(obj):
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()

@@ -39,7 +39,7 @@ import tempfile
 from peer_protocol import (BN_EPSILON, BN_MOMENTUM, CLASSIFIER_LR, GAN_BETA1, GAN_BETA2,
                            GAN_EPSILON, GAN_LR, GAN_NDF, GAN_NGF, GAN_NZ, MOMENTUM, PeerError,
                            cpu_flags, cpu_flags_note, dcgan_stages, emit, fail, is_small_variant,
-                           parse_args, serve)
+                           parse_args, serve, summarize)
 
 CONFIGS = ["fp32", "grappler-amp", "mixed-bfloat16"]
 AMP_OPTION = "auto_mixed_precision_onednn_bfloat16"  # tf.config.optimizer's key in TF 2.21
@@ -92,8 +92,7 @@ def main():
     except PeerError as e:
         fail(str(e))
     except Exception as e:
-        first_line = (str(e).strip().splitlines() or [""])[0]
-        fail(f"{a.config if a else 'startup'}: {type(e).__name__}: {first_line}")
+        fail(f"{a.config if a else 'startup'}: {summarize(e)}")
     finally:
         if dump_dir:
             shutil.rmtree(dump_dir, ignore_errors=True)
@@ -313,7 +312,7 @@ class Worker:
 
         def bce(logits, labels):
             return tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
-                labels=labels, logits=tf.cast(logits, tf.float32)))
+                labels=labels, logits=tf.reshape(tf.cast(logits, tf.float32), [-1])))
 
         @tf.function
         def gan_step(real):

@@ -23,11 +23,15 @@ G(z) detached) then G step (BCE(D(G(z)), 1), gradients of G only), Adam lr 2e-4,
 fresh z ~ N(0, 1) each iteration (GanSession::step). Models: lenet from pytorch_train.py;
 resnet50 is torchvision's (3x3 stem without max-pool under 64 px, as campo); vgg16 and the
 DCGAN networks are built here after models/vgg.cc and models/dcgan.cc.
+Threads: torch.set_num_threads(--threads), one inter-op thread, PyTorch's OpenMP defaults.
+On a machine other processes keep busy, libgomp's spin-waiting threads slowed two-thread
+steps ~10x (VGG-16, batch 2, load 7 on 2 cores: 3.6 s against 0.29 s with
+OMP_WAIT_POLICY=PASSIVE in the environment); benchmark on an otherwise idle machine.
 """
 from peer_protocol import (BN_EPSILON, BN_MOMENTUM, CLASSIFIER_LR, GAN_BETA1, GAN_BETA2,
                            GAN_EPSILON, GAN_LR, GAN_NDF, GAN_NGF, GAN_NZ, MOMENTUM, PeerError,
                            cpu_flags_note, dcgan_stages, emit, fail, is_small_variant,
-                           parse_args, serve)
+                           parse_args, serve, summarize)
 
 CONFIGS = ["fp32", "autocast", "compile"]
 
@@ -52,8 +56,7 @@ def main():
     except PeerError as e:
         fail(str(e))
     except Exception as e:
-        first_line = (str(e).strip().splitlines() or [""])[0]
-        fail(f"{a.config if a else 'startup'}: {type(e).__name__}: {first_line}")
+        fail(f"{a.config if a else 'startup'}: {summarize(e)}")
     serve(worker.ready_line(), worker.run_steps, a.steps, a.batch)
 
 
