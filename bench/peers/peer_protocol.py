@@ -10,7 +10,8 @@ repetitions of campo, PyTorch and TensorFlow (A B C A B C ...):
      them, the work finished), then one JSON line {"samples_per_sec", "seconds", "loss"};
   3. EOF or `quit`: exit 0.
 Any error before the ready line (a bad option, an unsupported configuration) is one line
-`peer-bench: error: <what>` on stderr and exit status 1. Nothing else goes to stdout.
+`peer-bench: error: <what>` on stderr and exit status 1; so is one after it (an unknown
+command, a failed run). Nothing else goes to stdout.
 """
 import argparse
 import json
@@ -144,14 +145,17 @@ def serve(ready, run_steps, steps, batch):
     run_steps(n) runs n training steps and returns the last loss as a Python float once
     the work is done (it is timed as a whole)."""
     emit(ready)
-    for line in sys.stdin:
+    for line in iter(sys.stdin.readline, ""):  # one line at a time, no read-ahead
         command = line.strip()
         if command == "quit":
             break
         if command != "run":
             fail(f"unknown command '{command}' on stdin (expected run or quit)")
         start = time.perf_counter()
-        loss = run_steps(steps)
+        try:
+            loss = run_steps(steps)
+        except Exception as e:
+            fail(f"a run failed: {summarize(e)}")
         seconds = time.perf_counter() - start
         emit({"samples_per_sec": batch * steps / seconds, "seconds": seconds, "loss": loss})
     sys.exit(0)

@@ -9,9 +9,10 @@ peer_protocol.py:
   "loss"}; EOF or `quit` ends it. Errors: `peer-bench: error: <what>` on stderr, status 1.
 
 Every configuration runs one tf.function-compiled training step per call (a custom loop with
-tf.GradientTape), images in NHWC (TensorFlow's native CPU layout; Conv2D on CPU has no NCHW
-kernel), oneDNN on (TF_ENABLE_ONEDNN_OPTS=1 unless set otherwise: TensorFlow enables it by
-default only on CPUs with AVX-512 VNNI/BF16 or AMX, and grappler's bf16 rewrite needs it).
+tf.GradientTape), images in NHWC (TensorFlow's native CPU layout; its Eigen Conv2D kernels
+take NHWC only), oneDNN on (TF_ENABLE_ONEDNN_OPTS=1 unless set otherwise: TensorFlow turns it
+on by itself only on CPUs with AVX-512 VNNI/BF16 or AMX, so on an AVX2 CPU it is off, and
+grappler registers its bf16 rewrite only with oneDNN on).
   fp32            float32.
   grappler-amp    grappler's graph rewrite auto_mixed_precision_onednn_bfloat16: float32
                   Keras model, TensorFlow's allow/infer/deny lists paint the graph bf16 (the
