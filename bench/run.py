@@ -26,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 
 # (key, campo model, image size, channels, batch, timed steps per repetition)
 SHAPES = {
-    "lenet": ("lenet", 28, 1, 64, 20),
+    "lenet": ("lenet", 28, 1, 64, 100),
     "resnet50": ("resnet50", 32, 3, 32, 2),
     "resnet50-224": ("resnet50", 224, 3, 16, 1),
     "vgg16": ("vgg16", 32, 3, 32, 3),
@@ -120,14 +120,14 @@ def worker_argvs(args, key, out):
     common = ["--model", model, "--image-size", str(size), "--channels", str(channels),
               "--batch", str(batch), "--steps", str(steps), "--warmup", str(args.warmup)]
     argvs = []
-    if "campo" in args.frameworks:
+    if "campo" in args.configs:
         argvs.append(("campo", [args.campo, "bench", *common, "--precision",
                                 ",".join(CAMPO_POLICIES), "--lockstep",
                                 "--json", str(out / f"campo-{key}.json")]))
     for fw, (script, configs) in PEER_CONFIGS.items():
-        if fw not in args.frameworks:
-            continue
         for c in configs:
+            if f"{fw}:{c}" not in args.configs:
+                continue
             argvs.append((f"{fw} {c}", [sys.executable, str(HERE / "peers" / script), *common,
                                         "--classes", "10", "--threads", str(args.threads),
                                         "--config", c]))
@@ -155,7 +155,7 @@ def bench_model(args, key, out):
         workers.append(w)
     live = [w for w in workers if w.error is None]
     samples = {}  # configuration -> samples/s per repetition
-    for r in range(args.repeats):
+    for r in range(-args.warmup_repeats, args.repeats):
         for w in live:
             if w.error:
                 continue
@@ -166,12 +166,15 @@ def bench_model(args, key, out):
                 print(f"  {key}: {w.name}: FAILED: {w.error}", flush=True)
                 continue
             sps = ans["samples_per_sec"]
+            if r < 0:
+                continue  # a warm-up round: every worker once more, after all have started
             if isinstance(sps, dict):  # campo: one figure per policy
                 for policy, v in sps.items():
                     samples.setdefault(f"campo {policy}", []).append(v)
             else:
                 samples.setdefault(w.name, []).append(sps)
-        print(f"  {key}: repetition {r + 1}/{args.repeats} done", flush=True)
+        print(f"  {key}: " + (f"repetition {r + 1}/{args.repeats}" if r >= 0 else
+                              "warm-up round") + " done", flush=True)
     for w in workers:
         w.stop()
     result = {"model": key, "campo_model": SHAPES[key][0], "image_size": SHAPES[key][1],
@@ -335,10 +338,15 @@ def main():
     p = argparse.ArgumentParser(prog="bench/run", description=__doc__.split("\n")[0])
     p.add_argument("--models", default="lenet,resnet50,resnet50-224,vgg16,dcgan",
                    help="comma-separated, of: " + ", ".join(SHAPES))
-    p.add_argument("--frameworks", default="campo,pytorch,tensorflow")
+    all_configs = ["campo"] + [f"{fw}:{c}" for fw, (_, cs) in PEER_CONFIGS.items() for c in cs]
+    p.add_argument("--configs", default=",".join(all_configs),
+                   help="comma-separated, of: " + ", ".join(all_configs) +
+                   "; a framework's name alone means all of its configurations")
     p.add_argument("--repeats", type=int, default=5, help="interleaved repetitions")
     p.add_argument("--steps", type=int, default=0, help="timed steps per repetition (0: per model)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps at start-up")
+    p.add_argument("--warmup-repeats", type=int, default=1,
+                   help="untimed interleaved rounds after every worker has started")
     p.add_argument("--threads", type=int, default=os.cpu_count(), help="threads per framework")
     p.add_argument("--campo", default=str(HERE.parent / "build" / "campo"))
     p.add_argument("--out", default=str(HERE / "results" / "peers"))
@@ -351,13 +359,20 @@ def main():
     for m in models:
         if m not in SHAPES:
             fail(f"unknown model '{m}' in --models (known: {', '.join(SHAPES)})")
-    args.frameworks = [f for f in args.frameworks.split(",") if f]
-    for f in args.frameworks:
-        if f != "campo" and f not in PEER_CONFIGS:
-            fail(f"unknown framework '{f}' in --frameworks (known: campo, pytorch, tensorflow)")
-    if args.repeats < 1 or args.warmup < 0 or args.steps < 0 or args.threads < 1:
-        fail("--repeats and --threads must be at least 1, --warmup and --steps at least 0")
-    if "campo" in args.frameworks and not os.access(args.campo, os.X_OK):
+    configs = []
+    for c in (c for c in args.configs.split(",") if c):
+        if c in PEER_CONFIGS:
+            configs += [f"{c}:{x}" for x in PEER_CONFIGS[c][1]]
+        elif c in all_configs:
+            configs.append(c)
+        else:
+            fail(f"unknown configuration '{c}' in --configs (known: {', '.join(all_configs)})")
+    args.configs = configs
+    if (args.repeats < 1 or args.threads < 1 or args.warmup < 1 or args.steps < 0 or
+            args.warmup_repeats < 0):
+        fail("--repeats, --threads and --warmup must be at least 1 (TensorFlow and torch.compile "
+             "compile in the warm-up), --steps and --warmup-repeats at least 0")
+    if "campo" in args.configs and not os.access(args.campo, os.X_OK):
         fail(f"{args.campo} is not an executable campo: build it first (see the README) or give --campo")
     out = Path(args.out)
     (out / "logs").mkdir(parents=True, exist_ok=True)
@@ -370,7 +385,8 @@ def main():
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
                 if l.startswith("model name")), "unknown CPU")
     header = (f"bench/run on {cpu}, {os.cpu_count()} cores, {args.threads} threads per framework; "
-              f"{args.repeats} interleaved repetitions, warm-up {args.warmup} steps; "
+              f"{args.repeats} interleaved repetitions after {args.warmup} warm-up steps and "
+              f"{args.warmup_repeats} untimed round(s); "
               f"{time.time() - started:.0f} s in all")
     (out / "results.md").write_text(markdown(results, header))
     charts(results, out)
