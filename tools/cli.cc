@@ -400,6 +400,13 @@ int run(const std::vector<std::string>& args) {
   TrainOptions train_options;
   CLI::App* train_cmd = app.add_subcommand("train", "Train a model and evaluate it");
   add_train_options(train_cmd, train_options, train_device);
+  // --conv-layout of train and bench, as given; parse_conv_layout reads it once, below.
+  std::string train_conv_layout = "blocked", bench_conv_layout = "blocked";
+  const std::string conv_layout_help =
+      "blocked: keep convolution activations in oneDNN's blocked layout (nChw8c) between "
+      "kernels; plain: NCHW everywhere, each convolution reordering its operands";
+  train_cmd->add_option("--conv-layout", train_conv_layout, conv_layout_help)
+      ->capture_default_str();
   std::string samples_dir = "samples";
   train_cmd
       ->add_option("--samples-dir", samples_dir,
@@ -466,6 +473,8 @@ int run(const std::vector<std::string>& args) {
   bench_cmd->add_option("--repeats", bench_options.repeats, "Interleaved repetitions")
       ->capture_default_str();
   bench_cmd->add_option("--json", bench_options.json_path, "Write the results as JSON");
+  bench_cmd->add_option("--conv-layout", bench_conv_layout, conv_layout_help)
+      ->capture_default_str();
 
   CalibrateOptions calibrate_options;
   std::string calibrate_models;
@@ -519,6 +528,7 @@ int run(const std::vector<std::string>& args) {
     }
     if (train_cmd->parsed()) {
       train_options.device = parse_device_spec(train_device);
+      train_options.conv_layout = parse_conv_layout(train_conv_layout);
       apply_training_defaults(train_cmd, train_options);
       default_low_precision_of(train_cmd, train_options.device, train_options.low_precision);
       check_train_options_apply(train_cmd, train_options);
@@ -527,6 +537,7 @@ int run(const std::vector<std::string>& args) {
       const TrainOptions& t = train_options;
       check_dcgan_options(train_cmd);
       GanOptions g;
+      g.conv_layout = train_options.conv_layout;
       g.dataset = t.dataset;
       g.data_dir = t.data_dir;
       g.image_size = t.image_size > 0 ? t.image_size : 64;
@@ -588,6 +599,7 @@ int run(const std::vector<std::string>& args) {
     }
     if (bench_cmd->parsed()) {
       bench_options.run.device = parse_device_spec(bench_device);
+      bench_options.run.conv_layout = parse_conv_layout(bench_conv_layout);
       default_low_precision_of(bench_cmd, bench_options.run.device,
                                bench_options.run.low_precision);
       bench_options.precisions.clear();

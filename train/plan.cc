@@ -407,8 +407,8 @@ std::vector<BenchResult> run_gan_bench(const BenchOptions& o) {
   for (int64_t i = 0; i < real.numel(); ++i) real.data_as<float>()[i] = rng.uniform(-1, 1);
   for (const std::string& p : o.precisions) {
     const PrecisionConfig precision = model_run_precision(o.run, parse_precision(p));
-    sessions.push_back(
-        std::make_unique<GanSession>(m, o.run.batch, optimizer, o.run.seed, 1, precision));
+    sessions.push_back(std::make_unique<GanSession>(m, o.run.batch, optimizer, o.run.seed, 1,
+                                                    precision, o.run.conv_layout));
     for (int i = 0; i < o.warmup; ++i) sessions.back()->step(real, 2e-4f);
   }
   std::vector<BenchResult> results(sessions.size());
@@ -453,6 +453,7 @@ std::vector<BenchResult> run_bench(const BenchOptions& o, std::ostream& out) {
     CompileOptions co;
     co.fetches = s->info.fetches();
     co.seed = o.run.seed;
+    co.conv_layout = o.run.conv_layout;
     s->exe = std::make_unique<Executable>(s->graph, s->vars, co);
     const char* input = input_placeholder(o.run.model);
     if (!images.defined()) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/layout.h"
 #include "train/training_graph.h"
 
 namespace campo {
@@ -36,6 +37,8 @@ struct ModelRunOptions {
   std::string calibration;
   std::string search = "exact";  // cost-aware: exact or traversals
   bool fold_casts = true;        // cost-aware: fold weight-gradient casts into producers
+  // bench: --conv-layout, blocked activations between convolutions or plain (graph/layout.h).
+  ConvLayout conv_layout = ConvLayout::blocked;
 };
 
 struct PlanOptions {
