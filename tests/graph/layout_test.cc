@@ -247,14 +247,14 @@ void expect_within_control(VariableStore& vars, const Run& plain, const Run& con
 }
 
 void expect_same_training(const std::string& model, const Shape& image, int64_t batch,
-                          Precision policy) {
+                          Precision policy, int steps = 3) {
   ModelOptions mo;
   mo.in_channels = int(image[0]);
   mo.image_size = int(image[1]);
   mo.stem = "small";
   PrecisionConfig p;
   p.policy = policy;
-  const std::vector<Batch> batches = random_batches(image, batch, 3, 11);
+  const std::vector<Batch> batches = random_batches(image, batch, steps, 11);
   auto run = [&](ConvLayout layout, bool perturb) {
     TrainingSession s(model, mo, image, batch, OptimizerConfig{}, 7, p, nullptr, layout);
     const LayoutAssignment& la = s.train_executable().layouts();
@@ -281,6 +281,10 @@ TEST(BlockedLayoutTrainingTest, ResNet18Fp32) {
 }
 TEST(BlockedLayoutTrainingTest, ResNet18Amp) {
   expect_same_training("resnet18", {3, 32, 32}, 4, Precision::amp);
+}
+// Inception-v3: the conversions at its concatenations and poolings (which read plain).
+TEST(BlockedLayoutTrainingTest, InceptionV3Fp32) {
+  expect_same_training("inception_v3", {3, 75, 75}, 4, Precision::fp32, 1);
 }
 TEST(BlockedLayoutTrainingTest, Vgg16SmallFp32) {
   expect_same_training("vgg16", {3, 32, 32}, 2, Precision::fp32);
