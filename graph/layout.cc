@@ -23,7 +23,8 @@ int LayoutAssignment::num_blocked_values() const {
 namespace {
 
 // How a node's kernel treats layouts (graph/layout.h): `data_inputs` / `data_outputs` are
-// the operands that may be blocked.
+// the operands that may be blocked. A producer reads its data inputs in whichever layout
+// they have (BiasAddGrad too, which writes none).
 enum class Role : uint8_t { plain, producer, follower };
 struct NodeRole {
   Role role = Role::plain;
@@ -59,6 +60,10 @@ NodeRole layout_role(const Graph& g, const Node& n) {
       return {Role::producer, {0}, {0}};
     case OpKind::Conv2DBackpropFilter:  // {x, dy} -> dw (a weight gradient: plain)
       return {Role::producer, {0, 1}, {}};
+    case OpKind::BiasAddGrad:  // {dy} -> dbias
+      return {Role::producer, {0}, {}};
+    case OpKind::BiasAdd:  // {x, bias} -> y
+      return {Role::follower, {0}, {0}};
     case OpKind::FusedBatchNorm:  // {x, scale, offset, mean, var} -> {y, mean, inv_std}
       return {Role::follower, {0}, {0}};
     case OpKind::FusedBatchNormGrad:  // {dy, x, scale, mean, inv_std} -> {dx, dscale, doffset}

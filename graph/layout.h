@@ -10,8 +10,10 @@
 //  - and written by a kernel that can write it blocked (layout_role):
 //      producers: the convolution family (Conv2D's y, Conv2DBackpropInput's dx); they
 //                 read their activations (x, dy) in whatever layout those have, with no
-//                 conversion (oneDNN builds the primitive for it);
-//      followers: FusedBatchNorm / FusedBatchNormGrad (x, dy -> y, dx) and the element-wise
+//                 conversion (oneDNN builds the primitive for it); BiasAddGrad reads dy so
+//                 too;
+//      followers: FusedBatchNorm / FusedBatchNormGrad (x, dy -> y, dx), BiasAdd (x -> y)
+//                 and the element-wise
 //                 ops whose inputs all have the output's shape (flat loops: any layout works
 //                 as long as every operand shares it). A follower picks one layout for all
 //                 its data operands: blocked when its output may be blocked and at least

@@ -95,8 +95,9 @@ struct ConvProblem {
   }
 };
 
-// A oneDNN primitive bound to caller buffers in plain layouts. Where the primitive chose
-// another layout, the argument is reordered through a buffer allocated here, once.
+// A oneDNN primitive bound to caller buffers in their layouts (plain, or nChw8c activations).
+// Where the primitive chose another layout, the argument is reordered through a buffer
+// allocated here, once.
 class BoundPrimitive {
  public:
   // Declares argument `arg` in the order run() receives the buffers.

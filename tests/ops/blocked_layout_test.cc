@@ -1,7 +1,7 @@
 // Kernels that accept blocked nChw8c data (ops/kernel.h Layout) give the results they give
 // on plain NCHW data: the layout conversion against a host permutation written from the
 // layout's definition, the convolution family and batch norm (training and inference)
-// with their activations blocked against the same kernels on plain data.
+// and bias with their activations blocked against the same kernels on plain data.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -202,6 +202,21 @@ TEST(BatchNormBlockedTest, ForwardAndGradMatchPlainInTrainingAndInference) {
     EXPECT_TRUE(all_close(gb[1], gp[1], 1e-5, 1e-4));
     EXPECT_TRUE(all_close(gb[2], gp[2], 1e-5, 1e-4));
   }
+}
+
+// BiasAdd is exact in either layout; BiasAddGrad sums each plane in f32 lanes laid out
+// differently per layout, then the planes in double: f32 rounding of sums of 30 terms in
+// [-1, 1] (a few ulp of partial sums ~ 3), the table's f32 atol of 1e-5.
+TEST(BiasBlockedTest, BiasAddAndGradMatchPlain) {
+  const Shape shape{3, 16, 6, 5};
+  Rng rng(6);
+  const Tensor x = random_tensor(shape, rng), bias = random_tensor({16}, rng);
+  auto p = run_with_layouts(OpKind::BiasAdd, NoAttrs{}, {x, bias}, {{shape}}, {}, {});
+  auto b = run_with_layouts(OpKind::BiasAdd, NoAttrs{}, {x, bias}, {{shape}}, {0}, {0});
+  EXPECT_TRUE(all_close(b[0], p[0], 0, 0));
+  auto gp = run_with_layouts(OpKind::BiasAddGrad, NoAttrs{}, {x}, {{{16}}}, {}, {});
+  auto gb = run_with_layouts(OpKind::BiasAddGrad, NoAttrs{}, {x}, {{{16}}}, {0}, {});
+  EXPECT_TRUE(all_close(gb[0], gp[0], 1.3e-6, 1e-5));
 }
 
 }  // namespace
