@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-
 namespace campo {
 
 Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOptions& options)
@@ -16,7 +15,14 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
   for (NodeId id : graph.topological_order())
     if (live[size_t(id)]) schedule_.push_back(id);
 
-  // Lifetimes of intermediate values.
+  // Physical layouts (graph/layout.h): blocked values only between CPU kernels.
+  layouts_ = assign_layouts(
+      graph, schedule_, options.fetches,
+      backend.kernel_device() == Device::cpu ? options.conv_layout : ConvLayout::plain);
+
+  // Lifetimes of intermediate values. A conversion reads its value at its first reader's
+  // position (so the value lives at least that long) and its own buffer lives from there
+  // to its last reader.
   const int n_sched = int(schedule_.size());
   std::vector<int> first(size_t(graph.num_values()), -1), last(size_t(graph.num_values()), -1);
   for (int pos = 0; pos < n_sched; ++pos) {
@@ -25,6 +31,8 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
     for (ValueId v : n.inputs) last[size_t(v)] = std::max(last[size_t(v)], pos);
   }
   for (ValueId v : options.fetches) last[size_t(v)] = n_sched;
+  for (const LayoutConversion& c : layouts_.conversions)
+    last[size_t(c.value)] = std::max(last[size_t(c.value)], c.readers.front());
 
   values_.resize(size_t(graph.num_values()));
   std::vector<BufferRequest> requests;
@@ -34,8 +42,8 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
     if (n.kind == OpKind::Variable) {
       Tensor& t = vars.at(n.name);
       const Value& val = graph.value(n.outputs[0]);
-      CAMPO_CHECK(t.shape() == val.shape && t.dtype() == val.dtype, "variable '", n.name,
-                  "' is ", dtype_name(t.dtype()), shape_str(t.shape()), " but the graph expects ",
+      CAMPO_CHECK(t.shape() == val.shape && t.dtype() == val.dtype, "variable '", n.name, "' is ",
+                  dtype_name(t.dtype()), shape_str(t.shape()), " but the graph expects ",
                   dtype_name(val.dtype), shape_str(val.shape));
       values_[size_t(n.outputs[0])] = Tensor::borrow(t.device_data(), t.shape(), t.dtype(), device);
     } else if (n.kind == OpKind::Placeholder) {
@@ -45,8 +53,8 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
       placeholders_.push_back({n.name, t});
     } else if (n.weight_copy) {
       // Persistent: it lives from one step to the next, outside the arena.
-      CAMPO_CHECK(n.kind == OpKind::Cast && graph.node(graph.value(n.inputs[0]).producer).kind ==
-                                                OpKind::Variable,
+      CAMPO_CHECK(n.kind == OpKind::Cast &&
+                      graph.node(graph.value(n.inputs[0]).producer).kind == OpKind::Variable,
                   "internal: weight copy '", n.name, "' is not a Cast of a variable");
       const Value& val = graph.value(n.outputs[0]);
       values_[size_t(n.outputs[0])] = backend.zeros(val.shape, val.dtype);
@@ -60,13 +68,23 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
       }
     }
   }
+  for (const LayoutConversion& c : layouts_.conversions) {
+    const Value& val = graph.value(c.value);
+    requests.push_back({size_t(shape_numel(val.shape)) * dtype_size(val.dtype), c.readers.front(),
+                        c.readers.back()});
+  }
   plan_ = plan_memory(requests);
   arena_ = backend.allocate(plan_.arena_bytes);
-  for (size_t i = 0; i < planned.size(); ++i) {
-    const Value& val = graph.value(planned[i]);
-    values_[size_t(planned[i])] = Tensor::borrow(static_cast<char*>(arena_.get()) + plan_.offsets[i],
-                                                 val.shape, val.dtype, device);
-  }
+  auto arena_tensor = [&](size_t request, ValueId v) {
+    const Value& val = graph.value(v);
+    return Tensor::borrow(static_cast<char*>(arena_.get()) + plan_.offsets[request], val.shape,
+                          val.dtype, device);
+  };
+  for (size_t i = 0; i < planned.size(); ++i)
+    values_[size_t(planned[i])] = arena_tensor(i, planned[i]);
+  std::vector<Tensor> converted;  // by conversion
+  for (size_t i = 0; i < layouts_.conversions.size(); ++i)
+    converted.push_back(arena_tensor(planned.size() + i, layouts_.conversions[i].value));
 
   // Kernels and argument lists, built once.
   kernels_.resize(size_t(n_sched));
@@ -75,14 +93,44 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
   node_times_ms_.assign(size_t(n_sched), 0.0);
   for (int pos = 0; pos < n_sched; ++pos) {
     const Node& n = graph.node(schedule_[size_t(pos)]);
-    for (ValueId v : n.inputs) node_inputs_[size_t(pos)].push_back(values_[size_t(v)]);
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const int c = layouts_.input_conversion[size_t(pos)][i];
+      node_inputs_[size_t(pos)].push_back(c < 0 ? values_[size_t(n.inputs[i])]
+                                                : converted[size_t(c)]);
+    }
     for (ValueId v : n.outputs) node_outputs_[size_t(pos)].push_back(values_[size_t(v)]);
     if (n.kind == OpKind::Variable || n.kind == OpKind::Placeholder) continue;
     KernelSpec spec{n.kind, n.attrs, n.dtype, {}, {}, n.name, n.pad_to};
-    for (ValueId v : n.inputs) spec.inputs.push_back(desc_of(graph, v));
-    for (ValueId v : n.outputs) spec.outputs.push_back(desc_of(graph, v));
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      spec.inputs.push_back(desc_of(graph, n.inputs[i]));
+      spec.inputs.back().layout = layouts_.input_layout[size_t(pos)][i];
+    }
+    for (ValueId v : n.outputs) {
+      spec.outputs.push_back(desc_of(graph, v));
+      spec.outputs.back().layout = layouts_.value_layout[size_t(v)];
+    }
     kernels_[size_t(pos)] = create_kernel(spec, ctx_);
   }
+  // Conversion steps, ordered by the position they run at.
+  std::vector<size_t> order(layouts_.conversions.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return layouts_.conversions[a].readers.front() < layouts_.conversions[b].readers.front();
+  });
+  for (size_t i : order) {
+    const LayoutConversion& c = layouts_.conversions[i];
+    TensorDesc from = desc_of(graph, c.value), to = from;
+    from.layout = layouts_.value_layout[size_t(c.value)];
+    to.layout = c.to;
+    conversions_.push_back({size_t(c.readers.front()),
+                            create_layout_conversion(from, to, ctx_),
+                            {values_[size_t(c.value)]},
+                            {converted[i]}});
+  }
+  first_conversion_.assign(size_t(n_sched) + 1, conversions_.size());
+  for (size_t i = conversions_.size(); i-- > 0;) first_conversion_[conversions_[i].position] = i;
+  for (size_t pos = size_t(n_sched); pos-- > 0;)
+    first_conversion_[pos] = std::min(first_conversion_[pos], first_conversion_[pos + 1]);
   // Weight copies run apart from the step (refresh_weight_copies).
   for (size_t pos : copy_positions_) copy_kernels_.push_back(std::move(kernels_[pos]));
   // The schedule places update nodes last (autodiff and the optimizer append them so);
@@ -109,6 +157,12 @@ void Executable::refresh_weight_copies() {
   ++copy_refreshes_;
 }
 
+void Executable::run_conversions(size_t pos) {
+  for (size_t i = first_conversion_[pos];
+       i < conversions_.size() && conversions_[i].position == pos; ++i)
+    conversions_[i].kernel->run(ctx_, conversions_[i].input, conversions_[i].output);
+}
+
 void Executable::set_timing(bool on) {
   if (on && !timer_) timer_ = ctx_.backend().make_timer(schedule_.size());
   if (!on) timer_.reset();
@@ -130,13 +184,16 @@ void Executable::run() {
   refresh_weight_copies();
   const size_t n = schedule_.size();
   if (!timer_) {
-    for (size_t pos = 0; pos < n; ++pos)
+    for (size_t pos = 0; pos < n; ++pos) {
+      run_conversions(pos);
       if (Kernel* k = kernels_[pos].get()) k->run(ctx_, node_inputs_[pos], node_outputs_[pos]);
+    }
   } else {
     for (size_t pos = 0; pos < n; ++pos) {
       Kernel* k = kernels_[pos].get();
       if (!k) continue;
       timer_->start(pos);
+      run_conversions(pos);
       k->run(ctx_, node_inputs_[pos], node_outputs_[pos]);
       timer_->stop(pos);
     }
@@ -170,18 +227,18 @@ Tensor Executable::fetch(ValueId v) { return ctx_.backend().to_host(output(v)); 
 
 float Executable::fetch_scalar(ValueId v) {
   const Tensor& t = output(v);
-  CAMPO_CHECK(t.dtype() == DType::f32 && t.numel() == 1, "value ", v, " is ",
-              dtype_name(t.dtype()), shape_str(t.shape()), ", not an f32 scalar");
+  CAMPO_CHECK(t.dtype() == DType::f32 && t.numel() == 1, "value ", v, " is ", dtype_name(t.dtype()),
+              shape_str(t.shape()), ", not an f32 scalar");
   return ctx_.backend().read_scalar(t);
 }
 
 const Tensor& Executable::output(ValueId v) const {
   CAMPO_CHECK(v >= 0 && v < int(values_.size()) && values_[size_t(v)].device_data() != nullptr,
               "value ", v, " was not computed by this executable (not fetched?)");
-  CAMPO_CHECK(std::find(options_.fetches.begin(), options_.fetches.end(), v) !=
-                      options_.fetches.end() ||
-                  graph_.node(graph_.value(v).producer).kind == OpKind::Variable,
-              "value ", v, " was not listed in CompileOptions::fetches");
+  CAMPO_CHECK(
+      std::find(options_.fetches.begin(), options_.fetches.end(), v) != options_.fetches.end() ||
+          graph_.node(graph_.value(v).producer).kind == OpKind::Variable,
+      "value ", v, " was not listed in CompileOptions::fetches");
   return values_[size_t(v)];
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "graph/layout.h"
 #include "graph/memory_plan.h"
 #include "graph/variables.h"
 #include "ops/kernel.h"
@@ -27,6 +28,9 @@ namespace campo {
 struct CompileOptions {
   std::vector<ValueId> fetches;  // values readable after run(); kept alive to the end
   uint64_t seed = 0;             // seeds the context RNG (dropout)
+  // Whether convolution activations stay blocked between kernels (graph/layout.h); only
+  // on a backend with CPU kernels (elsewhere every value is plain).
+  ConvLayout conv_layout = ConvLayout::blocked;
 };
 
 class Executable {
@@ -40,7 +44,9 @@ class Executable {
   // feed, or through the backend).
   Tensor& input(const std::string& placeholder_name);
   bool has_input(const std::string& placeholder_name) const;
-  const Shape& input_shape(const std::string& placeholder_name) { return input(placeholder_name).shape(); }
+  const Shape& input_shape(const std::string& placeholder_name) {
+    return input(placeholder_name).shape();
+  }
   // Runs one step. Each run first refreshes the weight copies (Node::weight_copy) if the
   // variables may have changed since the last refresh (VariableStore::generation). With
   // timing on, it synchronizes at the end to read the node times.
@@ -57,7 +63,8 @@ class Executable {
   float fetch_scalar(ValueId v);
 
   // The storage bound to any computed value (meaningful for a fetch only after run(); for
-  // others only while the value is live). For tests and tools.
+  // others only while the value is live), in the layout layouts().value_layout gives
+  // (fetched values are always plain). For tests and tools.
   const Tensor& buffer(ValueId v) const { return values_.at(size_t(v)); }
 
   const std::vector<NodeId>& schedule() const { return schedule_; }
@@ -65,6 +72,8 @@ class Executable {
   ExecContext& context() { return ctx_; }
   Backend& backend() { return ctx_.backend(); }
   const MemoryPlan& memory_plan() const { return plan_; }
+  // The physical layout of every value and the conversions run between kernels.
+  const LayoutAssignment& layouts() const { return layouts_; }
   // How many times the weight copies were rebuilt from the variables (0 without copies).
   int weight_copy_refreshes() const { return copy_refreshes_; }
 
@@ -82,9 +91,20 @@ class Executable {
   CompileOptions options_;
   ExecContext ctx_;
   std::vector<NodeId> schedule_;
-  std::vector<Tensor> values_;  // by ValueId; undefined for values not computed
+  std::vector<Tensor> values_;                    // by ValueId; undefined for values not computed
   std::vector<std::unique_ptr<Kernel>> kernels_;  // by schedule position (null for leaves)
   std::vector<std::vector<Tensor>> node_inputs_, node_outputs_;
+  LayoutAssignment layouts_;
+  // Layout conversions (layouts_.conversions), each run right before the schedule position
+  // of its first reader (and timed with it).
+  struct ConversionStep {
+    size_t position;
+    std::unique_ptr<Kernel> kernel;
+    std::vector<Tensor> input, output;
+  };
+  std::vector<ConversionStep> conversions_;  // by position
+  std::vector<size_t> first_conversion_;     // by position: index into conversions_
+  void run_conversions(size_t pos);
   std::vector<std::pair<std::string, Tensor>> placeholders_;
   MemoryPlan plan_;
   // Owned from the start, so that a constructor that throws later (a missing kernel)
@@ -92,7 +112,7 @@ class Executable {
   std::shared_ptr<void> arena_;
   std::unique_ptr<NodeTimer> timer_;
   void refresh_weight_copies();
-  std::vector<size_t> copy_positions_;  // schedule positions of weight-copy Casts
+  std::vector<size_t> copy_positions_;                 // schedule positions of weight-copy Casts
   std::vector<std::unique_ptr<Kernel>> copy_kernels_;  // their kernels, by copy_positions_
   std::optional<uint64_t> copies_generation_;  // VariableStore::generation at the last refresh
   int copy_refreshes_ = 0;

@@ -16,12 +16,25 @@
 
 namespace campo {
 
+// The physical arrangement of a tensor's elements in memory. The graph's semantics are
+// always the logical (row-major) ones; a layout other than `plain` is a compile-time choice
+// of the executor (graph/layout.h) for 4-D activations [N, C, H, W] between kernels that
+// accept it.
+//  - plain:  row-major, NCHW for 4-D data.
+//  - nChw8c: oneDNN's blocked aBcd8b: element (n, c, h, w) at
+//            (((n * C/8 + c/8) * H + h) * W + w) * 8 + c % 8, for C % 8 == 0 only (so the
+//            bytes are exactly those of the plain tensor, permuted).
+enum class Layout : uint8_t { plain, nChw8c };
+const char* layout_name(Layout layout);
+
 struct TensorDesc {
   Shape shape;
   DType dtype = DType::f32;
+  Layout layout = Layout::plain;  // decided at compile time; kernels build for it
 };
 
-// Everything a kernel factory may look at.
+// Everything a kernel factory may look at. An input's or output's layout is `plain` unless
+// the kernel accepts blocked data for it (graph/layout.cc, layout_role).
 struct KernelSpec {
   OpKind kind;
   Attrs attrs;
@@ -94,6 +107,12 @@ struct KernelRegistrar {
     register_kernel(kind, device, dtype, factory);
   }
 };
+
+// A kernel that copies a 4-D tensor from one layout to another (the executor's layout
+// conversions, graph/layout.h): inputs {x in from.layout}, outputs {x in to.layout}; `from`
+// and `to` differ only in layout. CPU only (a oneDNN reorder).
+std::unique_ptr<Kernel> create_layout_conversion(const TensorDesc& from, const TensorDesc& to,
+                                                 ExecContext& ctx);
 
 // Runs one op eagerly on tensors of the context's backend: creates the kernel, allocates
 // zeroed outputs there, runs it. For tests and tools; the executor does not use it.

@@ -400,6 +400,13 @@ int run(const std::vector<std::string>& args) {
   TrainOptions train_options;
   CLI::App* train_cmd = app.add_subcommand("train", "Train a model and evaluate it");
   add_train_options(train_cmd, train_options, train_device);
+  // --conv-layout of train and bench, as given; parse_conv_layout reads it once, below.
+  std::string train_conv_layout = "blocked", bench_conv_layout = "blocked";
+  const std::string conv_layout_help =
+      "blocked: keep convolution activations in oneDNN's blocked layout (nChw8c) between "
+      "kernels; plain: NCHW everywhere, each convolution reordering its operands";
+  train_cmd->add_option("--conv-layout", train_conv_layout, conv_layout_help)
+      ->capture_default_str();
   std::string samples_dir = "samples";
   train_cmd
       ->add_option("--samples-dir", samples_dir,
@@ -472,6 +479,8 @@ int run(const std::vector<std::string>& args) {
   bench_cmd->add_flag("--lockstep", bench_lockstep,
                       "Driven from stdin: a JSON 'ready' line, then one repetition per 'run' "
                       "line, one JSON result line each; the table goes to stderr");
+  bench_cmd->add_option("--conv-layout", bench_conv_layout, conv_layout_help)
+      ->capture_default_str();
 
   CalibrateOptions calibrate_options;
   std::string calibrate_models;
@@ -525,6 +534,7 @@ int run(const std::vector<std::string>& args) {
     }
     if (train_cmd->parsed()) {
       train_options.device = parse_device_spec(train_device);
+      train_options.conv_layout = parse_conv_layout(train_conv_layout);
       apply_training_defaults(train_cmd, train_options);
       default_low_precision_of(train_cmd, train_options.device, train_options.low_precision);
       check_train_options_apply(train_cmd, train_options);
@@ -533,6 +543,7 @@ int run(const std::vector<std::string>& args) {
       const TrainOptions& t = train_options;
       check_dcgan_options(train_cmd);
       GanOptions g;
+      g.conv_layout = train_options.conv_layout;
       g.dataset = t.dataset;
       g.data_dir = t.data_dir;
       g.image_size = t.image_size > 0 ? t.image_size : 64;
@@ -594,6 +605,7 @@ int run(const std::vector<std::string>& args) {
     }
     if (bench_cmd->parsed()) {
       bench_options.run.device = parse_device_spec(bench_device);
+      bench_options.run.conv_layout = parse_conv_layout(bench_conv_layout);
       default_low_precision_of(bench_cmd, bench_options.run.device,
                                bench_options.run.low_precision);
       bench_options.precisions.clear();

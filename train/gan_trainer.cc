@@ -98,7 +98,6 @@ Tensor filled(const Shape& shape, float value) {
   return t;
 }
 
-
 // The gradients of `loss` (seeded by a "loss_scale" placeholder) with respect to the
 // parameters of one network (`net`: netG or netD), and their optimizer updates.
 void append_net_update(Builder& b, const Graph& g, const VariableStore& vars, ValueId loss,
@@ -119,7 +118,8 @@ DStep build_d_step(Graph& g, VariableStore& vars, const DcganOptions& model, int
                    const OptimizerConfig& optimizer) {
   Builder b(g, vars);
   b.set_training(true);
-  ValueId real = b.placeholder("images", {batch, model.channels, model.image_size, model.image_size});
+  ValueId real =
+      b.placeholder("images", {batch, model.channels, model.image_size, model.image_size});
   ValueId z = b.placeholder("z", {batch, model.nz, 1, 1});
   ValueId ones = b.placeholder("real_label", {batch});
   ValueId zeros = b.placeholder("fake_label", {batch});
@@ -161,14 +161,18 @@ std::shared_ptr<const CostTable> gan_step_costs(
     const PrecisionConfig& precision,
     const std::function<std::vector<ValueId>(Graph&, VariableStore&)>& build) {
   if (precision.policy != Precision::cost_aware) return nullptr;
-  CAMPO_CHECK(!precision.costs, "dcgan: cost-aware profiles its two step graphs itself; a "
-                                "fixed cost table describes one graph and cannot be used");
+  CAMPO_CHECK(!precision.costs,
+              "dcgan: cost-aware profiles its two step graphs itself; a "
+              "fixed cost table describes one graph and cannot be used");
   Graph scratch;
   VariableStore scratch_vars(1);
   const std::vector<ValueId> fetches = build(scratch, scratch_vars);
   TimingInputs inputs;
-  inputs.constants = {{"lr", 0.0f},         {"step", 1.0f},      {"loss_scale", 1.0f},
-                      {"real_label", 1.0f}, {"fake_label", 0.0f}};
+  inputs.constants = {{"lr", 0.0f},
+                      {"step", 1.0f},
+                      {"loss_scale", 1.0f},
+                      {"real_label", 1.0f},
+                      {"fake_label", 0.0f}};
   return std::make_shared<const CostTable>(
       graph_costs(scratch, scratch_vars, fetches, inputs, precision));
 }
@@ -176,7 +180,8 @@ std::shared_ptr<const CostTable> gan_step_costs(
 }  // namespace
 
 GanSession::GanSession(const DcganOptions& model, int64_t batch, const OptimizerConfig& optimizer,
-                       uint64_t seed, int64_t num_samples, const PrecisionConfig& precision)
+                       uint64_t seed, int64_t num_samples, const PrecisionConfig& precision,
+                       ConvLayout conv_layout)
     : model_(model), batch_(batch), vars_(seed), noise_rng_(mix_seed(seed, 0x6e6f697365)) {
   check_dcgan_options(model);
   CAMPO_CHECK(!precision.scaler.enabled,
@@ -196,6 +201,7 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, const Optimizer
     CompileOptions co;
     co.fetches = d_fetches();
     co.seed = seed;
+    co.conv_layout = conv_layout;
     d_exe_ = std::make_unique<Executable>(d_graph_, vars_, co);
     d_exe_->feed_scalar("loss_scale", 1.0f);
     d_exe_->feed("real_label", filled({batch}, 1.0f));
@@ -212,6 +218,7 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, const Optimizer
     CompileOptions co;
     co.fetches = g_fetches();
     co.seed = seed + 1;
+    co.conv_layout = conv_layout;
     g_exe_ = std::make_unique<Executable>(g_graph_, vars_, co);
     g_exe_->feed_scalar("loss_scale", 1.0f);
     g_exe_->feed("real_label", filled({batch}, 1.0f));
@@ -223,6 +230,7 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, const Optimizer
     samples_ = build_dcgan_generator(b, z, model);
     CompileOptions co;
     co.fetches = {samples_};
+    co.conv_layout = conv_layout;
     sample_exe_ = std::make_unique<Executable>(sample_graph_, vars_, co);
     Rng fixed(mix_seed(seed, 0x6669786564));
     Tensor fz = Tensor::empty(sample_exe_->input_shape("z"), DType::f32);
@@ -488,7 +496,7 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
   optimizer.weight_decay = o.weight_decay;
   PrecisionConfig precision = o.precision;
   attach_calibration(precision, o.calibration, log);
-  GanSession session(mopts, o.batch, optimizer, o.seed, 64, precision);
+  GanSession session(mopts, o.batch, optimizer, o.seed, 64, precision, o.conv_layout);
   if (o.profile) session.set_profiling(true);
 
   if (!o.samples_dir.empty()) {

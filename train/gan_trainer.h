@@ -24,8 +24,6 @@
 // via a temporary file and a rename.
 #pragma once
 
-#include "amp/policy.h"
-
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
@@ -33,7 +31,9 @@
 #include <utility>
 #include <vector>
 
+#include "amp/policy.h"
 #include "graph/executor.h"
+#include "graph/layout.h"
 #include "graph/optimizer.h"
 #include "models/dcgan.h"
 #include "runtime/backend.h"
@@ -71,7 +71,8 @@ struct GanOptions {
   bool profile = false;                 // time every node; print the time per op at the end
   DeviceSpec device;                    // cpu (cuda: make_backend's error, as for the classifiers)
   PrecisionConfig precision;            // fp32 unless set
-  std::string calibration;              // cost-aware: as TrainOptions::calibration
+  ConvLayout conv_layout = ConvLayout::blocked;  // --conv-layout (graph/layout.h)
+  std::string calibration;                       // cost-aware: as TrainOptions::calibration
   // Checkpoints (one safetensors file, GanSession::save): written at each epoch end, every
   // save_every steps (0: epoch ends only), on Ctrl-C and at the end; resume_path continues
   // a run from one bit for bit.
@@ -119,7 +120,8 @@ class GanSession {
   // cost-aware profiles each step graph itself), the sample graph stays f32; dynamic loss
   // scaling is not supported for GANs yet.
   GanSession(const DcganOptions& model, int64_t batch, const OptimizerConfig& optimizer,
-             uint64_t seed, int64_t num_samples = 64, const PrecisionConfig& precision = {});
+             uint64_t seed, int64_t num_samples = 64, const PrecisionConfig& precision = {},
+             ConvLayout conv_layout = ConvLayout::blocked);
   // Nodes in low precision and casts over both step graphs.
   PrecisionSummary precision_summary() const;
   ~GanSession();

@@ -401,12 +401,14 @@ class BenchPolicy {
 
 class ClassifierBenchPolicy final : public BenchPolicy {
  public:
-  ClassifierBenchPolicy(const std::string& precision, const TrainingGraphSpec& spec, uint64_t seed)
+  ClassifierBenchPolicy(const std::string& precision, const TrainingGraphSpec& spec, uint64_t seed,
+                        ConvLayout conv_layout)
       : BenchPolicy(precision), vars_(seed), scaler_(spec.precision.scaler) {
     info_ = build_training_graph(graph_, vars_, with_profiled_costs(spec));
     CompileOptions co;
     co.fetches = info_.fetches();
     co.seed = seed;
+    co.conv_layout = conv_layout;
     exe_ = std::make_unique<Executable>(graph_, vars_, co);
   }
   Executable& executable() { return *exe_; }
@@ -467,7 +469,7 @@ class GanBenchPolicy final : public BenchPolicy {
                  const Tensor& real)
       : BenchPolicy(precision),
         session_(m, o.run.batch, gan_optimizer(o.run), o.run.seed, 1,
-                 model_run_precision(o.run, parse_precision(precision))),
+                 model_run_precision(o.run, parse_precision(precision)), o.run.conv_layout),
         real_(real) {}
 
   void step() override { session_.step(real_, 2e-4f); }
@@ -541,7 +543,7 @@ BenchRun prepare_bench(const BenchOptions& o) {
     Tensor images, labels;
     for (const std::string& p : o.precisions) {
       auto s = std::make_unique<ClassifierBenchPolicy>(p, model_run_spec(o.run, parse_precision(p)),
-                                                       o.run.seed);
+                                                       o.run.seed, o.run.conv_layout);
       Executable& exe = s->executable();
       const char* input = input_placeholder(o.run.model);
       if (!images.defined()) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "graph/flops.h"
+#include "graph/layout.h"
 #include "runtime/energy.h"
 #include "train/roofline.h"
 #include "train/training_graph.h"
@@ -39,6 +40,8 @@ struct ModelRunOptions {
   std::string calibration;
   std::string search = "exact";  // cost-aware: exact or traversals
   bool fold_casts = true;        // cost-aware: fold weight-gradient casts into producers
+  // bench: --conv-layout, blocked activations between convolutions or plain (graph/layout.h).
+  ConvLayout conv_layout = ConvLayout::blocked;
 };
 
 struct PlanOptions {

@@ -160,12 +160,14 @@ struct TrainingSession::EvalGraph {
 TrainingSession::TrainingSession(const std::string& model, const ModelOptions& model_options,
                                  const Shape& image_shape, int64_t batch,
                                  const OptimizerConfig& optimizer, uint64_t seed,
-                                 const PrecisionConfig& precision, std::shared_ptr<Backend> backend)
+                                 const PrecisionConfig& precision, std::shared_ptr<Backend> backend,
+                                 ConvLayout conv_layout)
     : model_(model),
       model_options_(model_options),
       image_shape_(image_shape),
       batch_(batch),
       seed_(seed),
+      conv_layout_(conv_layout),
       vars_(seed, std::move(backend)),
       scaler_(precision.scaler) {
   TrainingGraphInfo info = build_training_graph(
@@ -177,6 +179,7 @@ TrainingSession::TrainingSession(const std::string& model, const ModelOptions& m
   CompileOptions co;
   co.fetches = info.fetches();
   co.seed = seed;
+  co.conv_layout = conv_layout;
   train_exe_ = std::make_unique<Executable>(train_graph_, vars_, co);
   train_exe_->feed_scalar("loss_scale", 1.0f);
 }
@@ -317,6 +320,7 @@ TrainingSession::EvalGraph& TrainingSession::eval_graph(int64_t batch) {
   e->logits = build_model(model_, b, inputs, model_options_);
   CompileOptions co;
   co.fetches = {e->logits};
+  co.conv_layout = conv_layout_;
   e->exe = std::make_unique<Executable>(e->graph, vars_, co);
   eval_graphs_.push_back(std::move(e));
   return *eval_graphs_.back();
@@ -623,7 +627,8 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   ocfg.weight_decay = o.weight_decay;
   PrecisionConfig pcfg = precision_config(o);
   attach_calibration(pcfg, o.calibration, log);
-  TrainingSession session(o.model, mopts, image_shape, o.batch, ocfg, o.seed, pcfg);
+  TrainingSession session(o.model, mopts, image_shape, o.batch, ocfg, o.seed, pcfg, nullptr,
+                          o.conv_layout);
   if (dopts.tokenizer) {  // what campo eval and --resume need to read the text the same way
     session.set_checkpoint_extra("vocab", dopts.tokenizer->to_json());
     session.set_checkpoint_extra("bert_config", o.bert_config);

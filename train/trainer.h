@@ -16,6 +16,7 @@
 #include "amp/policy.h"
 #include "datasets/dataset.h"
 #include "graph/executor.h"
+#include "graph/layout.h"
 #include "graph/optimizer.h"
 #include "models/models.h"
 #include "runtime/backend.h"
@@ -79,6 +80,8 @@ struct TrainOptions {
   std::string vocab_path;            // a saved vocabulary instead of training one
   std::string save_vocab_path;       // write the vocabulary used
   float mask_prob = 0.15f;           // tokens chosen for prediction (BERT's 80/10/10)
+  // --conv-layout: blocked activations between convolutions (graph/layout.h) or plain.
+  ConvLayout conv_layout = ConvLayout::blocked;
 };
 
 // From the command-line options (checks them). Leaves the calibration out.
@@ -155,7 +158,8 @@ class TrainingSession {
   TrainingSession(const std::string& model, const ModelOptions& model_options,
                   const Shape& image_shape, int64_t batch, const OptimizerConfig& optimizer,
                   uint64_t seed, const PrecisionConfig& precision = {},
-                  std::shared_ptr<Backend> backend = nullptr);
+                  std::shared_ptr<Backend> backend = nullptr,
+                  ConvLayout conv_layout = ConvLayout::blocked);
   ~TrainingSession();
 
   // One step on a batch of exactly `batch` samples; returns the loss. With dynamic loss
@@ -198,6 +202,7 @@ class TrainingSession {
   Shape image_shape_;
   int64_t batch_;
   uint64_t seed_;
+  ConvLayout conv_layout_;
   VariableStore vars_;
   Graph train_graph_;
   ValueId loss_ = kNoValue;

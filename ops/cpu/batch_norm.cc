@@ -3,6 +3,10 @@
 // M = N * S values of a channel, each plane summed in f32 SIMD lanes and the planes in
 // double. Statistics use two passes (mean, then centred squares), so large means do not
 // cancel.
+// 4-D data may also be blocked nChw8c (TensorDesc::layout, chosen by graph/layout.h; x, y,
+// dy and dx then all are): channel c = 8 cb + ci of sample n lives at
+// [n][cb][s][ci], so a block is 8 adjacent channels, each plane [S, 8] is summed in eight
+// f32 lanes (one per channel) and the planes in double, as for plain data.
 //
 // oneDNN's batch_normalization is not used: these loops are faster on nchw data
 // (docs/kernels.md, "Batch norm"), and the running-statistics update (PyTorch's, with the
@@ -23,15 +27,26 @@ namespace {
 
 struct BnDims {
   int64_t n = 0, c = 0, s = 0;
+  bool blocked = false;                    // nChw8c
   int64_t count() const { return n * s; }  // M: values per channel
 };
 
-BnDims bn_dims(const Shape& x) {
+constexpr int64_t kChannelBlock = 8;  // nChw8c
+
+BnDims bn_dims(const TensorDesc& x) {
   BnDims d;
-  d.n = x[0];
-  d.c = x[1];
-  d.s = x.size() == 4 ? x[2] * x[3] : 1;
+  d.n = x.shape[0];
+  d.c = x.shape[1];
+  d.s = x.shape.size() == 4 ? x.shape[2] * x.shape[3] : 1;
+  d.blocked = x.layout == Layout::nChw8c;
+  CAMPO_CHECK(!d.blocked || (x.shape.size() == 4 && d.c % kChannelBlock == 0),
+              "internal: batch norm on nChw8c data of shape ", shape_str(x.shape));
   return d;
+}
+
+// nChw8c: the offset of block c0 / 8's plane [S, 8] of sample n.
+int64_t blocked_plane(const BnDims& d, int64_t n, int64_t c0) {
+  return (n * (d.c / kChannelBlock) + c0 / kChannelBlock) * d.s * kChannelBlock;
 }
 
 // Work is split into blocks of channels [c0, c0 + nc). With planes (S > 1) a block is one
@@ -40,13 +55,22 @@ BnDims bn_dims(const Shape& x) {
 // contiguously instead of with a stride of C.
 constexpr int64_t kRowBlock = 64;
 
-int64_t block_size(const BnDims& d) { return d.s == 1 ? kRowBlock : 1; }
+int64_t block_size(const BnDims& d) { return d.blocked ? kChannelBlock : d.s == 1 ? kRowBlock : 1; }
 
 // sums[k] = sum of channel c0 + k's values.
 template <typename T>
 void block_sums(const T* x, const BnDims& d, int64_t c0, int64_t nc, double* sums) {
   for (int64_t k = 0; k < nc; ++k) sums[k] = 0.0;
   for (int64_t n = 0; n < d.n; ++n) {
+    if (d.blocked) {
+      const T* p = x + blocked_plane(d, n, c0);
+      float s[kChannelBlock] = {};
+      for (int64_t i = 0; i < d.s; ++i)
+#pragma omp simd
+        for (int64_t k = 0; k < kChannelBlock; ++k) s[k] += float(p[i * kChannelBlock + k]);
+      for (int64_t k = 0; k < kChannelBlock; ++k) sums[k] += s[k];
+      continue;
+    }
     if (d.s == 1) {
       const T* row = x + n * d.c + c0;
 #pragma omp simd
@@ -69,6 +93,18 @@ void block_centred_squares(const T* x, const BnDims& d, int64_t c0, int64_t nc, 
                            double* sums) {
   for (int64_t k = 0; k < nc; ++k) sums[k] = 0.0;
   for (int64_t n = 0; n < d.n; ++n) {
+    if (d.blocked) {
+      const T* p = x + blocked_plane(d, n, c0);
+      float s[kChannelBlock] = {};
+      for (int64_t i = 0; i < d.s; ++i)
+#pragma omp simd
+        for (int64_t k = 0; k < kChannelBlock; ++k) {
+          const float v = float(p[i * kChannelBlock + k]) - mean[k];
+          s[k] += v * v;
+        }
+      for (int64_t k = 0; k < kChannelBlock; ++k) sums[k] += s[k];
+      continue;
+    }
     if (d.s == 1) {
       const T* row = x + n * d.c + c0;
 #pragma omp simd
@@ -97,6 +133,15 @@ template <typename T>
 void block_affine(const T* x, T* y, const BnDims& d, int64_t c0, int64_t nc, const float* a,
                   const float* b) {
   for (int64_t n = 0; n < d.n; ++n) {
+    if (d.blocked) {
+      const int64_t base = blocked_plane(d, n, c0);
+      for (int64_t i = 0; i < d.s; ++i) {
+        const int64_t row = base + i * kChannelBlock;
+#pragma omp simd
+        for (int64_t k = 0; k < kChannelBlock; ++k) y[row + k] = float(x[row + k]) * a[k] + b[k];
+      }
+      continue;
+    }
     if (d.s == 1) {
       const int64_t base = n * d.c + c0;
 #pragma omp simd
@@ -122,7 +167,10 @@ template <typename T>
 class BatchNormKernel final : public Kernel {
  public:
   explicit BatchNormKernel(const KernelSpec& spec)
-      : attrs_(std::get<BatchNormAttrs>(spec.attrs)), dims_(bn_dims(spec.inputs[0].shape)) {}
+      : attrs_(std::get<BatchNormAttrs>(spec.attrs)), dims_(bn_dims(spec.inputs[0])) {
+    CAMPO_CHECK(spec.outputs[0].layout == spec.inputs[0].layout, "internal: FusedBatchNorm '",
+                spec.node_name, "' writes y in another layout than x");
+  }
 
   void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
     const T* x = static_cast<const T*>(in[0].device_data());
@@ -184,6 +232,24 @@ void block_grad_sums(const T* dy, const T* x, const BnDims& d, int64_t c0, int64
                      const float* mean, double* sum_dy, double* sum_dy_xmu) {
   for (int64_t k = 0; k < nc; ++k) sum_dy[k] = sum_dy_xmu[k] = 0.0;
   for (int64_t n = 0; n < d.n; ++n) {
+    if (d.blocked) {
+      const int64_t base = blocked_plane(d, n, c0);
+      float s0[kChannelBlock] = {}, s1[kChannelBlock] = {};
+      for (int64_t i = 0; i < d.s; ++i) {
+        const int64_t row = base + i * kChannelBlock;
+#pragma omp simd
+        for (int64_t k = 0; k < kChannelBlock; ++k) {
+          const float g = float(dy[row + k]);
+          s0[k] += g;
+          s1[k] += g * (float(x[row + k]) - mean[k]);
+        }
+      }
+      for (int64_t k = 0; k < kChannelBlock; ++k) {
+        sum_dy[k] += s0[k];
+        sum_dy_xmu[k] += s1[k];
+      }
+      continue;
+    }
     if (d.s == 1) {
       const int64_t base = n * d.c + c0;
 #pragma omp simd
@@ -215,6 +281,16 @@ template <typename T>
 void block_grad_apply(const T* dy, const T* x, T* dx, const BnDims& d, int64_t c0, int64_t nc,
                       const float* mean, const float* a, const float* b, const float* e) {
   for (int64_t n = 0; n < d.n; ++n) {
+    if (d.blocked) {
+      const int64_t base = blocked_plane(d, n, c0);
+      for (int64_t i = 0; i < d.s; ++i) {
+        const int64_t row = base + i * kChannelBlock;
+#pragma omp simd
+        for (int64_t k = 0; k < kChannelBlock; ++k)
+          dx[row + k] = a[k] * float(dy[row + k]) + b[k] * (float(x[row + k]) - mean[k]) + e[k];
+      }
+      continue;
+    }
     if (d.s == 1) {
       const int64_t base = n * d.c + c0;
 #pragma omp simd
@@ -242,7 +318,12 @@ template <typename T>
 class BatchNormGradKernel final : public Kernel {
  public:
   explicit BatchNormGradKernel(const KernelSpec& spec)
-      : attrs_(std::get<BatchNormAttrs>(spec.attrs)), dims_(bn_dims(spec.inputs[1].shape)) {}
+      : attrs_(std::get<BatchNormAttrs>(spec.attrs)), dims_(bn_dims(spec.inputs[1])) {
+    CAMPO_CHECK(spec.inputs[0].layout == spec.inputs[1].layout &&
+                    spec.outputs[0].layout == spec.inputs[1].layout,
+                "internal: FusedBatchNormGrad '", spec.node_name,
+                "' has dy, x and dx in different layouts");
+  }
 
   void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
     const T* dy = static_cast<const T*>(in[0].device_data());

@@ -1,7 +1,8 @@
 // CPU kernels of BiasAdd and BiasAddGrad on [N, C, S...] tensors, S = product of the axes
 // after 1 (1 for [N, C]). Plain loops templated on the element type T: float, or bfloat16
 // (ops/cpu/low_precision.h: exact loads, f32 math and accumulation, one rounding per store);
-// f16 is emulated.
+// f16 is emulated. 4-D data may also be blocked nChw8c (TensorDesc::layout, graph/layout.h):
+// channel c = 8 cb + ci of sample n at [n][cb][s][ci].
 #include <algorithm>
 
 #include "ops/cpu/low_precision.h"
@@ -35,17 +36,44 @@ float row_sum(const T* row, int64_t S) {
   return sum;
 }
 
+constexpr int64_t kChannelBlock = 8;  // nChw8c
+
+bool is_blocked(const TensorDesc& d) {
+  CAMPO_CHECK(d.layout == Layout::plain || (d.shape.size() == 4 && d.shape[1] % kChannelBlock == 0),
+              "internal: bias kernel on nChw8c data of shape ", shape_str(d.shape));
+  return d.layout == Layout::nChw8c;
+}
+
 // y[n, c, s] = x[n, c, s] + bias[c]
 template <typename T>
 class BiasAddKernel : public Kernel {
  public:
-  explicit BiasAddKernel(const KernelSpec& spec) : v_(spec.inputs[0].shape) {}
+  explicit BiasAddKernel(const KernelSpec& spec)
+      : v_(spec.inputs[0].shape), blocked_(is_blocked(spec.inputs[0])) {
+    CAMPO_CHECK(spec.outputs[0].layout == spec.inputs[0].layout, "internal: BiasAdd '",
+                spec.node_name, "' writes y in another layout than x");
+  }
 
   void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
     const T* x = static_cast<const T*>(in[0].device_data());
     const T* bias = static_cast<const T*>(in[1].device_data());
     T* y = static_cast<T*>(out[0].device_data());
     const int64_t C = v_.channels, S = v_.inner, rows = v_.outer * C;
+    if (blocked_) {  // rows (n, cb) of S * 8 values
+      const int64_t CB = C / kChannelBlock, brows = v_.outer * CB;
+      parallel_for<T>(brows, rows * S > 4096, [=](int64_t r) {
+        const T* b = bias + (r % CB) * kChannelBlock;
+        float bk[kChannelBlock];
+        for (int64_t k = 0; k < kChannelBlock; ++k) bk[k] = float(b[k]);
+        const T* xr = x + r * S * kChannelBlock;
+        T* yr = y + r * S * kChannelBlock;
+        for (int64_t s = 0; s < S; ++s)
+#pragma omp simd
+          for (int64_t k = 0; k < kChannelBlock; ++k)
+            yr[s * kChannelBlock + k] = float(xr[s * kChannelBlock + k]) + bk[k];
+      });
+      return;
+    }
     if (S == 1) {  // [N, C]: rows are examples, parallel over N
       parallel_for<T>(v_.outer, rows > 4096, [=](int64_t n) {
         for (int64_t c = 0; c < C; ++c) y[n * C + c] = float(x[n * C + c]) + float(bias[c]);
@@ -62,18 +90,38 @@ class BiasAddKernel : public Kernel {
 
  private:
   ChannelView v_;
+  bool blocked_;
 };
 
-// dbias[c] = sum_{n, s} dy[n, c, s], accumulated in double.
+// dbias[c] = sum_{n, s} dy[n, c, s], accumulated in double (each plane in f32: kLanes
+// partial sums for plain data, one lane per channel for nChw8c).
 template <typename T>
 class BiasAddGradKernel : public Kernel {
  public:
-  explicit BiasAddGradKernel(const KernelSpec& spec) : v_(spec.inputs[0].shape) {}
+  explicit BiasAddGradKernel(const KernelSpec& spec)
+      : v_(spec.inputs[0].shape), blocked_(is_blocked(spec.inputs[0])) {}
 
   void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
     const T* dy = static_cast<const T*>(in[0].device_data());
     T* db = static_cast<T*>(out[0].device_data());
     const int64_t N = v_.outer, C = v_.channels, S = v_.inner;
+    if (blocked_) {
+      const int64_t CB = C / kChannelBlock;
+      parallel_for<T>(CB, N * C * S > 4096, [=](int64_t cb) {
+        double total[kChannelBlock] = {};
+        for (int64_t n = 0; n < N; ++n) {
+          const T* plane = dy + (n * CB + cb) * S * kChannelBlock;
+          float lanes[kChannelBlock] = {};
+          for (int64_t s = 0; s < S; ++s)
+#pragma omp simd
+            for (int64_t k = 0; k < kChannelBlock; ++k)
+              lanes[k] += float(plane[s * kChannelBlock + k]);
+          for (int64_t k = 0; k < kChannelBlock; ++k) total[k] += lanes[k];
+        }
+        for (int64_t k = 0; k < kChannelBlock; ++k) db[cb * kChannelBlock + k] = float(total[k]);
+      });
+      return;
+    }
     parallel_for<T>(C, N * C * S > 4096, [=](int64_t c) {
       double total = 0;
       for (int64_t n = 0; n < N; ++n) total += row_sum(dy + (n * C + c) * S, S);
@@ -83,6 +131,7 @@ class BiasAddGradKernel : public Kernel {
 
  private:
   ChannelView v_;
+  bool blocked_;
 };
 
 template <template <typename> class K, typename T>

@@ -1,6 +1,8 @@
-// CPU kernels of the convolution family (oneDNN 2.6). Tensors are plain NCHW / OIHW
-// buffers; a filter with groups g is read by oneDNN as goihw [g, O/g, C/g, kh, kw], the same
-// bytes as OIHW. With s = stride, d = dilation, c = input channel c' of o's group:
+// CPU kernels of the convolution family (oneDNN 2.6). Filters are plain OIHW buffers; a
+// filter with groups g is read by oneDNN as goihw [g, O/g, C/g, kh, kw], the same bytes as
+// OIHW. Activations (x, y, dx, dy) are NCHW, or blocked nChw8c where the executor's layout
+// pass (graph/layout.h) says so in the spec (TensorDesc::layout). With s = stride, d = dilation, c
+// = input channel c' of o's group:
 //   Conv2D               y[n,o,i,j] = sum_{c',p,q} x[n,c,i*s-pad+p*d,j*s-pad+q*d] w[o,c',p,q]
 //   Conv2DBackpropInput  dx = conv^T(dy, w), the adjoint of x -> conv(x, w)
 //   Conv2DBackpropFilter dw = the adjoint of w -> conv(x, w), applied to dy
@@ -25,6 +27,8 @@ using tag = memory::format_tag;
 // on NCHW / OIHW directly: blocked layouts, reorders included, are faster for kernels larger
 // than 1x1 and slower for 1x1 kernels and for backprop-input into fewer than 16 channels
 // (the gradient of an image or of a 1-channel input); docs/kernels.md, "Convolution".
+// Activations that arrive blocked (nChw8c) always take the blocked path: they need no
+// reorder then (on AVX2 oneDNN picks nChw8c for them).
 bool prefer_blocked_layouts(OpKind kind, const Shape& x, const Shape& w) {
   if (w[2] == 1 && w[3] == 1) return false;
   if (kind == OpKind::Conv2DBackpropInput && x[1] < 16) return false;
@@ -33,20 +37,24 @@ bool prefer_blocked_layouts(OpKind kind, const Shape& x, const Shape& w) {
 
 memory::dims to_dims(const Shape& s) { return memory::dims(s.begin(), s.end()); }
 
+tag activation_tag(Layout layout) { return layout == Layout::nChw8c ? tag::nChw8c : tag::nchw; }
+
 // One convolution's geometry as oneDNN descriptors: x [N, C, H, W] * w [O, C/g, kh, kw]
-// -> y [N, O, Ho, Wo]. `plain_*` describe our buffers, `prim_*` what the primitive is
-// asked for (the same, or format_tag::any).
+// -> y [N, O, Ho, Wo]. `plain_*` describe our buffers (x and y in their spec layouts),
+// `prim_*` what the primitive is asked for (the same, or format_tag::any).
 struct ConvProblem {
   memory::desc plain_x, plain_w, plain_y;
   memory::desc prim_x, prim_w, prim_y;
   memory::dims strides, dilates, pads;
   bool weights_blocked = false;
 
-  ConvProblem(OpKind kind, const Shape& x, const Shape& w, const Shape& y, const ConvAttrs& a,
-              DType dtype) {
+  ConvProblem(OpKind kind, const TensorDesc& x_desc, const Shape& w, const TensorDesc& y_desc,
+              const ConvAttrs& a, DType dtype) {
+    const Shape& x = x_desc.shape;
+    const Shape& y = y_desc.shape;
     const memory::data_type dt = dnnl_type(dtype, "oneDNN convolution");
-    plain_x = memory::desc(to_dims(x), dt, tag::nchw);
-    plain_y = memory::desc(to_dims(y), dt, tag::nchw);
+    plain_x = memory::desc(to_dims(x), dt, activation_tag(x_desc.layout));
+    plain_y = memory::desc(to_dims(y), dt, activation_tag(y_desc.layout));
     memory::dims wd = to_dims(w);
     if (a.groups == 1) {
       plain_w = memory::desc(wd, dt, tag::oihw);
@@ -54,7 +62,8 @@ struct ConvProblem {
       wd = {a.groups, w[0] / a.groups, w[1], w[2], w[3]};
       plain_w = memory::desc(wd, dt, tag::goihw);
     }
-    if (prefer_blocked_layouts(kind, x, w)) {
+    if (prefer_blocked_layouts(kind, x, w) || x_desc.layout != Layout::plain ||
+        y_desc.layout != Layout::plain) {
       prim_x = memory::desc(to_dims(x), dt, tag::any);
       prim_y = memory::desc(to_dims(y), dt, tag::any);
       prim_w = memory::desc(wd, dt, tag::any);
@@ -86,8 +95,9 @@ struct ConvProblem {
   }
 };
 
-// A oneDNN primitive bound to caller buffers in plain layouts. Where the primitive chose
-// another layout, the argument is reordered through a buffer allocated here, once.
+// A oneDNN primitive bound to caller buffers in their layouts (plain, or nChw8c activations).
+// Where the primitive chose another layout, the argument is reordered through a buffer
+// allocated here, once.
 class BoundPrimitive {
  public:
   // Declares argument `arg` in the order run() receives the buffers.
@@ -162,7 +172,7 @@ class Conv2DKernel : public Kernel {
  public:
   Conv2DKernel(const KernelSpec& spec, ExecContext& ctx) {
     build_or_explain(spec, [&] {
-      ConvProblem p(spec.kind, spec.inputs[0].shape, spec.inputs[1].shape, spec.outputs[0].shape,
+      ConvProblem p(spec.kind, spec.inputs[0], spec.inputs[1].shape, spec.outputs[0],
                     attrs_as<ConvAttrs>(spec.attrs), spec.dtype);
       auto pd = p.forward_pd(cpu_engine(ctx), user_scratchpad());
       prim_.add_arg(DNNL_ARG_SRC, p.plain_x, pd.src_desc(), true, cpu_engine(ctx));
@@ -185,7 +195,7 @@ class Conv2DBackpropInputKernel : public Kernel {
  public:
   Conv2DBackpropInputKernel(const KernelSpec& spec, ExecContext& ctx) {
     build_or_explain(spec, [&] {
-      ConvProblem p(spec.kind, spec.outputs[0].shape, spec.inputs[1].shape, spec.inputs[0].shape,
+      ConvProblem p(spec.kind, spec.outputs[0], spec.inputs[1].shape, spec.inputs[0],
                     attrs_as<ConvAttrs>(spec.attrs), spec.dtype);
       const dnnl::primitive_attr attr = user_scratchpad();
       auto hint = p.forward_pd(cpu_engine(ctx), attr);
@@ -240,7 +250,7 @@ class Conv2DBackpropFilterKernel : public Kernel {
   // Builds the primitive; with `f32_dw`, returns false (building nothing) where oneDNN
   // would use its GEMM-based implementation.
   bool build(const KernelSpec& spec, ExecContext& ctx, bool f32_dw) {
-    ConvProblem p(spec.kind, spec.inputs[0].shape, spec.outputs[0].shape, spec.inputs[1].shape,
+    ConvProblem p(spec.kind, spec.inputs[0], spec.outputs[0].shape, spec.inputs[1],
                   attrs_as<ConvAttrs>(spec.attrs), spec.dtype);
     const dnnl::primitive_attr attr = user_scratchpad();
     auto hint = p.forward_pd(cpu_engine(ctx), attr);

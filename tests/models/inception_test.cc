@@ -101,9 +101,15 @@ TEST(InceptionTest, TrainingLossAddsTheAuxiliaryLossWithWeight04) {
   EXPECT_NE(vars.at("AuxLogits.fc.weight").to_float_vector(), before);
 }
 
+// At batch 4 and 75 px (batch norm over 4 values per channel at the 1x1 end) these steps
+// are chaotic: scaling the input by 1 + 1e-6 u moves the third step's loss from 5.5 to 6.8
+// in plain layout, and the blocked layout's other rounding moves it to 9.0 (above the
+// first). So this test keeps the plain layout it was written with;
+// BlockedLayoutTrainingTest.InceptionV3Fp32 shows the blocked step within that perturbation
+// of the plain one.
 TEST(InceptionTest, TrainingStepsLowerAFixedBatchLoss) {
-  const testing::FixedBatchRun r =
-      testing::train_fixed_batch("inception_v3", classes(10), {4, 3, 75, 75}, 3, 0.01f, false);
+  const testing::FixedBatchRun r = testing::train_fixed_batch(
+      "inception_v3", classes(10), {4, 3, 75, 75}, 3, 0.01f, false, {}, ConvLayout::plain);
   EXPECT_LT(r.last, r.first) << "first " << r.first << ", last " << r.last;
 }
 

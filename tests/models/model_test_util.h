@@ -62,7 +62,8 @@ struct FixedBatchRun {
 
 inline FixedBatchRun train_fixed_batch(const std::string& model, ModelOptions o,
                                        const Shape& images, int steps, float lr, bool eval_loss,
-                                       const OptimizerConfig& optimizer = {}) {
+                                       const OptimizerConfig& optimizer = {},
+                                       ConvLayout conv_layout = ConvLayout::blocked) {
   VariableStore vars(3);
   Graph g;
   ValueId loss;
@@ -79,6 +80,7 @@ inline FixedBatchRun train_fixed_batch(const std::string& model, ModelOptions o,
   }
   CompileOptions co;
   co.fetches = {loss};
+  co.conv_layout = conv_layout;
   Executable exe(g, vars, co);
   Graph eg;
   ValueId eval_loss_value = kNoValue;
@@ -91,6 +93,7 @@ inline FixedBatchRun train_fixed_batch(const std::string& model, ModelOptions o,
     eval_loss_value = b.mean(b.sparse_softmax_cross_entropy(build_model(model, b, x, o), y));
     CompileOptions eco;
     eco.fetches = {eval_loss_value};
+    eco.conv_layout = conv_layout;
     eval = std::make_unique<Executable>(eg, vars, eco);
   }
   // Noise around a per-sample brightness, so the samples are easy to tell apart.

@@ -66,6 +66,13 @@ TEST(CliTest, UnknownPrecision) {
   expect_error(run_cli(train_args({"--precision", "fp8"})), "unknown precision policy 'fp8'");
 }
 
+TEST(CliTest, UnknownConvLayout) {
+  expect_error(run_cli(train_args({"--conv-layout", "nhwc"})),
+               "--conv-layout must be blocked or plain, got 'nhwc'");
+  expect_error(run_cli({"bench", "--model", "lenet", "--conv-layout", "nchw"}),
+               "--conv-layout must be blocked or plain, got 'nchw'");
+}
+
 TEST(CliTest, UnknownOption) {
   auto r = run_cli(train_args({"--bogus", "1"}));
   EXPECT_NE(r.code, 0);
@@ -453,8 +460,8 @@ TEST(CliOptionTest, PlanAndBenchRefuseWhatDcganIgnoresAndHonourItsOptimizer) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("ApplyMomentum"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("ApplyAdam"), std::string::npos) << r.out;
-  r = run_cli({"plan", "--model", "dcgan", "--image-size", "32", "--precision", "fp32",
-               "--all-nodes"});
+  r = run_cli(
+      {"plan", "--model", "dcgan", "--image-size", "32", "--precision", "fp32", "--all-nodes"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("ApplyAdam"), std::string::npos) << r.out;
 }
