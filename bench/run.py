@@ -300,8 +300,9 @@ def charts(results, out):
             if "op_ms" in r["configs"].get(f"campo {p}", {}).get("campo", {})]
     if not rows:
         return
-    fig, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 6.2), squeeze=False)
-    for ax, r in zip(axes[0], results):
+    profiled = [r for r in results if any(rr is r for rr, _ in rows)]  # dcgan has no op times
+    fig, axes = plt.subplots(1, len(profiled), figsize=(4.2 * len(profiled), 6.2), squeeze=False)
+    for ax, r in zip(axes[0], profiled):
         mine = [(p, r["configs"][f"campo {p}"]["campo"]["op_ms"]) for rr, p in rows if rr is r]
         kinds = {}
         for _, op_ms in mine:
