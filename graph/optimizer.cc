@@ -7,11 +7,26 @@ void append_optimizer(Builder& b, const std::vector<std::string>& params,
                       ValueId all_finite) {
   CAMPO_CHECK(params.size() == grads.size(), "internal: ", params.size(), " parameters and ",
               grads.size(), " gradients");
+  const bool sgd = config.kind == OptimizerConfig::Kind::sgd;
+  CAMPO_CHECK(config.slices >= 1, "optimizer: slices must be >= 1, got ", config.slices);
+  CAMPO_CHECK(config.slice_momentum.empty() || int(config.slice_momentum.size()) == config.slices,
+              "optimizer: slice_momentum has ", config.slice_momentum.size(), " values for ",
+              config.slices, " slices (give one per slice, or none)");
+  CAMPO_CHECK(
+      config.slice_weight_decay.empty() || int(config.slice_weight_decay.size()) == config.slices,
+      "optimizer: slice_weight_decay has ", config.slice_weight_decay.size(), " values for ",
+      config.slices, " slices (give one per slice, or none)");
+  CAMPO_CHECK(sgd || config.slice_momentum.empty(),
+              "optimizer: slice_momentum applies to sgd only (adam has no momentum)");
   Graph& g = b.graph();
   const Phase saved = b.phase();
   b.set_phase(Phase::update);
+  const Shape lr_shape = config.slices > 1 ? Shape{config.slices} : Shape{};
   ValueId lr = g.find_node("lr") >= 0 ? g.node(g.find_node("lr")).outputs[0]
-                                      : b.placeholder("lr", {}, DType::f32);
+                                      : b.placeholder("lr", lr_shape, DType::f32);
+  CAMPO_CHECK(g.value(lr).shape == lr_shape, "optimizer: the graph's \"lr\" has shape ",
+              shape_str(g.value(lr).shape), " but ", config.slices, " slices need ",
+              shape_str(lr_shape));
   ValueId step = kNoValue;
   if (config.kind == OptimizerConfig::Kind::adam)
     step = g.find_node("step") >= 0 ? g.node(g.find_node("step")).outputs[0]
@@ -24,14 +39,17 @@ void append_optimizer(Builder& b, const std::vector<std::string>& params,
                 "' in the graph");
     ValueId var = g.node(var_node).outputs[0];
     const Shape shape = g.value(var).shape;
-    if (config.kind == OptimizerConfig::Kind::sgd) {
+    CAMPO_CHECK(shape_numel(shape) % config.slices == 0, "parameter '", name, "' of shape ",
+                shape_str(shape), " cannot be cut into ", config.slices,
+                " equal slices (one per model of the array)");
+    if (sgd) {
       ValueId accum = b.variable_exact(name + ".momentum_buffer", shape, Init::zeros(),
                                        VariableKind::optimizer_state);
       std::vector<ValueId> in = {var, accum, grads[i], lr};
       if (all_finite != kNoValue) in.push_back(all_finite);
       b.op(OpKind::ApplyMomentum, in,
            MomentumAttrs{config.momentum, config.weight_decay, config.nesterov,
-                         all_finite != kNoValue},
+                         all_finite != kNoValue, config.slice_momentum, config.slice_weight_decay},
            name + "/ApplyMomentum");
     } else {
       ValueId m = b.variable_exact(name + ".exp_avg", shape, Init::zeros(),
@@ -42,7 +60,7 @@ void append_optimizer(Builder& b, const std::vector<std::string>& params,
       if (all_finite != kNoValue) in.push_back(all_finite);
       b.op(OpKind::ApplyAdam, in,
            AdamAttrs{config.beta1, config.beta2, config.epsilon, config.weight_decay,
-                     all_finite != kNoValue},
+                     all_finite != kNoValue, config.slice_weight_decay},
            name + "/ApplyAdam");
     }
   }

@@ -1,8 +1,9 @@
 // Optimizer update nodes, appended after the backward pass so one training step is one
 // graph. State lives in the VariableStore under PyTorch's optimizer-state names
 // ("<param>.momentum_buffer", "<param>.exp_avg", "<param>.exp_avg_sq").
-// The learning rate and the (1-based) step count are scalar placeholders "lr" and "step",
-// fed every step so schedules need no recompilation.
+// The learning rate and the (1-based) step count are placeholders "lr" and "step", fed
+// every step so schedules need no recompilation; "step" is a scalar, "lr" is a scalar or,
+// for a model array of `slices` models, [slices]: one learning rate per model.
 #pragma once
 
 #include <string>
@@ -18,11 +19,21 @@ struct OptimizerConfig {
   bool nesterov = false;
   float weight_decay = 0.0f;
   float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
+  // A model array (HFTA-style fusion): every parameter and its state hold `slices` models'
+  // copies as equal contiguous slices (ops/op.h, MomentumAttrs), model i updating with
+  // lr[i] and its own momentum (sgd) and weight decay. Empty vectors: `momentum` /
+  // `weight_decay` for every model; otherwise exactly `slices` values. slice_momentum is
+  // refused for adam.
+  int slices = 1;
+  std::vector<float> slice_momentum, slice_weight_decay;
 };
 
 // One ApplyMomentum / ApplyAdam per parameter. grads[i] == kNoValue is an error naming
 // the parameter (it does not influence the loss). With `all_finite` (an AllFinite flag of
 // the gradients) every update is skipped on the device when a gradient overflowed.
+// "lr" is created as a placeholder of shape [] (slices 1) or [slices]; a graph that already
+// has a node "lr" reuses it (it must have that shape). With slices > 1 every parameter's
+// element count must be divisible by slices. Errors name the parameter or config field.
 void append_optimizer(Builder& b, const std::vector<std::string>& params,
                       const std::vector<ValueId>& grads, const OptimizerConfig& config,
                       ValueId all_finite = kNoValue);

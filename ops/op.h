@@ -157,27 +157,37 @@ struct CastAttrs {
   DType to = DType::f32;
 };
 
-// ApplyMomentum inputs: var, accum, grad, lr (scalar). PyTorch SGD semantics:
+// ApplyMomentum inputs: var, accum, grad, lr ([] or [S]). PyTorch SGD semantics:
 //   g = grad + weight_decay * var; accum = momentum * accum + g;
 //   var -= lr * (nesterov ? g + momentum * accum : accum)
 // With `skip_if_not_finite` the input after lr is the AllFinite flag (f32 scalar, 1 when
 // every gradient is finite): at 0 the update leaves var, accum and the weight copy as they
 // are (a loss-scale overflow), decided on the device within the step.
+// Slices (a model array's N models, each owning a contiguous equal part of every variable):
+// var is cut into S equal contiguous slices, slice s = elements [s numel/S, (s+1) numel/S),
+// and slice s updates with lr[s], slice_momentum[s] and slice_weight_decay[s], bit for bit
+// as S separate updates would. S is lr's size when lr is [S] (S >= 1 dividing numel), else
+// the size of the non-empty per-slice vectors (which must divide numel), else 1. An empty
+// vector means the scalar field for every slice; a non-empty one has exactly S values.
 struct MomentumAttrs {
   float momentum = 0.9f;
   float weight_decay = 0.0f;
   bool nesterov = false;
   bool skip_if_not_finite = false;
+  std::vector<float> slice_momentum, slice_weight_decay;
 };
 
-// ApplyAdam inputs: var, m, v, grad, lr (scalar), step (scalar, 1-based). PyTorch Adam:
+// ApplyAdam inputs: var, m, v, grad, lr ([] or [S]), step (scalar, 1-based). PyTorch Adam:
 //   g = grad + weight_decay * var; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 //   var -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
 // `skip_if_not_finite`: the input after step is the AllFinite flag, as for ApplyMomentum.
+// Slices as ApplyMomentum's: slice s uses lr[s] and slice_weight_decay[s]; the step, betas
+// and epsilon (so the bias corrections) are shared.
 struct AdamAttrs {
   float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
   float weight_decay = 0.0f;
   bool skip_if_not_finite = false;
+  std::vector<float> slice_weight_decay;
 };
 
 struct PlaceholderAttrs {

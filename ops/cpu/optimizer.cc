@@ -8,9 +8,13 @@
 // With a weight copy (the optional last input, f16/bf16), each block of var is rounded
 // into it right after its update, while it is still in cache: the same rounding as Cast
 // (runtime/dtype.h), without a separate pass over the weights.
+// With S slices (ops/op.h: lr [S], per-slice momentum / weight decay) every slice is cut
+// into its own blocks, each updated with its slice's hyperparameters by the same block
+// function, so an update of S slices gives the bits of S separate updates of the slices.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "ops/kernel.h"
 
@@ -83,18 +87,23 @@ __attribute__((target_clones("avx512f", "default"))) void adam_block(const AdamB
   }
 }
 
-// Runs block(begin, end) over [0, n) in blocks of kBlock (in parallel when n is large); the
-// weight copy, if any, gets each block of var right after its update, while it is in cache.
-// A bf16 copy is streamed (it is read only in the next step, by then out of cache anyway,
-// and streaming saves reading its lines first: docs/kernels.md, "Optimizer weight copies");
-// f16 goes through convert.
+// Runs block(slice, begin, end) over [0, n) cut into `slices` equal slices (the schema checked
+// that slices divides n), each slice in blocks of kBlock, all blocks in parallel when n is
+// large; the weight copy, if any, gets each block of var right after its update, while it is
+// in cache. A bf16 copy is streamed (it is read only in the next step, by then out of cache
+// anyway, and streaming saves reading its lines first: docs/kernels.md, "Optimizer weight
+// copies"); f16 goes through convert.
 template <typename Block>
-void update_blocks(int64_t n, const float* var, const Tensor* copy, Block block) {
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
+void update_blocks(int64_t n, int64_t slices, const float* var, const Tensor* copy, Block block) {
+  const int64_t slice_len = n / slices;
+  const int64_t blocks_per_slice = (slice_len + kBlock - 1) / kBlock;
+  const int64_t blocks = slices * blocks_per_slice;
 #pragma omp parallel for schedule(static) if (n >= kParallelElements)
   for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t begin = b * kBlock, end = std::min(n, begin + kBlock);
-    block(begin, end);
+    const int64_t slice = b / blocks_per_slice;
+    const int64_t begin = slice * slice_len + (b % blocks_per_slice) * kBlock;
+    const int64_t end = std::min((slice + 1) * slice_len, begin + kBlock);
+    block(slice, begin, end);
     if (!copy) continue;
     if (copy->dtype() == DType::bf16)
       f32_to_bf16_streaming(var + begin, static_cast<uint16_t*>(copy->device_data()) + begin,
@@ -104,6 +113,18 @@ void update_blocks(int64_t n, const float* var, const Tensor* copy, Block block)
               static_cast<char*>(copy->device_data()) + begin * int64_t(dtype_size(copy->dtype())),
               copy->dtype(), size_t(end - begin));
   }
+}
+
+// The slice count (ops/op.h): lr's size when it is [S], else the per-slice attribute
+// vectors' size (checked equal by the schema), else 1.
+int64_t slice_count(const Tensor& lr, size_t attr_slices) {
+  if (!lr.shape().empty()) return lr.numel();
+  return attr_slices > 0 ? int64_t(attr_slices) : 1;
+}
+
+// Slice s's value of a hyperparameter: its per-slice vector's, or the scalar for all.
+float slice_value(const std::vector<float>& per_slice, float scalar, int64_t s) {
+  return per_slice.empty() ? scalar : per_slice[size_t(s)];
 }
 
 // The weight copy input, if the node has one.
@@ -126,11 +147,19 @@ class ApplyMomentumKernel : public Kernel {
     float* var = in[0].device_data<float>();
     float* accum = in[1].device_data<float>();
     const float* grad = in[2].device_data<float>();
-    const float lr = *in[3].device_data<float>();
-    const float mu = attrs_.momentum, wd = attrs_.weight_decay;
-    const MomentumBlock p{var, accum, grad, lr, mu, wd, attrs_.nesterov};
-    update_blocks(in[0].numel(), var, weight_copy(in, 4 + flag),
-                  [&](int64_t begin, int64_t end) { momentum_block(p, begin, end); });
+    const Tensor& lr = in[3];
+    const float* lrs = lr.device_data<float>();
+    const bool lr_per_slice = !lr.shape().empty();
+    const int64_t slices =
+        slice_count(lr, std::max(attrs_.slice_momentum.size(), attrs_.slice_weight_decay.size()));
+    update_blocks(in[0].numel(), slices, var, weight_copy(in, 4 + flag),
+                  [&](int64_t s, int64_t begin, int64_t end) {
+                    const float lr_s = lrs[lr_per_slice ? s : 0];
+                    const float mu = slice_value(attrs_.slice_momentum, attrs_.momentum, s);
+                    const float wd = slice_value(attrs_.slice_weight_decay, attrs_.weight_decay, s);
+                    const MomentumBlock p{var, accum, grad, lr_s, mu, wd, attrs_.nesterov};
+                    momentum_block(p, begin, end);
+                  });
   }
 
  private:
@@ -148,16 +177,22 @@ class ApplyAdamKernel : public Kernel {
     float* m = in[1].device_data<float>();
     float* v = in[2].device_data<float>();
     const float* grad = in[3].device_data<float>();
-    const double lr = *in[4].device_data<float>();
+    const Tensor& lr = in[4];
+    const float* lrs = lr.device_data<float>();
+    const bool lr_per_slice = !lr.shape().empty();
     const double t = *in[5].device_data<float>();
     CAMPO_CHECK(t >= 1.0, "ApplyAdam '", node_name_, "': step must be >= 1 (1-based), got ", t);
     const float b1 = attrs_.beta1, b2 = attrs_.beta2, eps = attrs_.epsilon;
-    const float wd = attrs_.weight_decay;
-    const float step_size = float(lr / (1.0 - std::pow(double(b1), t)));
+    const double bc1 = 1.0 - std::pow(double(b1), t);
     const float bc2_sqrt = float(std::sqrt(1.0 - std::pow(double(b2), t)));
-    const AdamBlock p{var, m, v, grad, step_size, bc2_sqrt, b1, b2, eps, wd};
-    update_blocks(in[0].numel(), var, weight_copy(in, 6 + flag),
-                  [&](int64_t begin, int64_t end) { adam_block(p, begin, end); });
+    const int64_t slices = slice_count(lr, attrs_.slice_weight_decay.size());
+    update_blocks(in[0].numel(), slices, var, weight_copy(in, 6 + flag),
+                  [&](int64_t s, int64_t begin, int64_t end) {
+                    const float step_size = float(double(lrs[lr_per_slice ? s : 0]) / bc1);
+                    const float wd = slice_value(attrs_.slice_weight_decay, attrs_.weight_decay, s);
+                    const AdamBlock p{var, m, v, grad, step_size, bc2_sqrt, b1, b2, eps, wd};
+                    adam_block(p, begin, end);
+                  });
   }
 
  private:

@@ -1,12 +1,14 @@
 // Optimizer updates: ApplyMomentum (plain, Nesterov, weight decay) and ApplyAdam (with
 // and without weight decay) against PyTorch's update formulas written out in double, over
 // three steps with a fresh gradient each step; in-place semantics through the executor;
-// schema checks.
+// schema checks. Sliced updates (a model array's per-model lr, momentum, weight decay)
+// against separate updates of each slice, bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -156,6 +158,7 @@ TEST(OptimizerOpTest, SchemaChecksShapesAndHasSideEffects) {
   ValueId lr = b.placeholder("lr", {});
   ValueId step = b.placeholder("step", {});
   ValueId vec = b.placeholder("vec", {1});
+  ValueId lr4 = b.placeholder("lr4", {4});  // 4 does not divide var's 6 elements
   EXPECT_EQ(b.op(OpKind::ApplyMomentum, {var, accum, grad, lr}, MomentumAttrs{}), kNoValue);
   EXPECT_EQ(b.op(OpKind::ApplyAdam, {var, accum, accum, grad, lr, step}, AdamAttrs{}), kNoValue);
   const OpSchema& s = op_schema(OpKind::ApplyAdam);
@@ -171,9 +174,9 @@ TEST(OptimizerOpTest, SchemaChecksShapesAndHasSideEffects) {
   msg = error_message([&] { b.op(OpKind::ApplyMomentum, {var, bad, grad, lr}, MomentumAttrs{}); });
   EXPECT_NE(msg.find("accum has shape"), std::string::npos) << msg;
   msg = error_message([&] {
-    b.op(OpKind::ApplyMomentum, {var, accum, grad, vec}, MomentumAttrs{});
+    b.op(OpKind::ApplyMomentum, {var, accum, grad, lr4}, MomentumAttrs{});
   });
-  EXPECT_NE(msg.find("lr must be a scalar"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("lr has shape [4] but var has shape [3, 2]"), std::string::npos) << msg;
   msg = error_message([&] {
     b.op(OpKind::ApplyAdam, {var, accum, bad, grad, lr, step}, AdamAttrs{});
   });
@@ -261,6 +264,227 @@ TEST(OptimizerOpTest, WeightCopyMustBeLowPrecisionOfVarsShape) {
     b.op(OpKind::ApplyMomentum, {var, var, grad, lr, short_copy, short_copy}, MomentumAttrs{});
   });
   EXPECT_NE(msg.find("takes 4 inputs (5 with a weight copy), got 6"), std::string::npos) << msg;
+}
+
+// ---- slices (ops/op.h: lr [S], per-slice momentum and weight decay) ----
+
+// A view of elements [begin, begin + len) of a 1-D tensor (f32 or 16-bit).
+Tensor part(const Tensor& t, int64_t begin, int64_t len) {
+  char* base = static_cast<char*>(t.data()) + begin * int64_t(dtype_size(t.dtype()));
+  return Tensor::borrow(base, {len}, t.dtype());
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.nbytes() == b.nbytes() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
+}
+
+// How the slice hyperparameters are given: lr [S] with per-slice vectors, lr [S] alone
+// (the scalar attrs for every slice), or a scalar lr with per-slice vectors.
+enum class SliceSource { lr_and_vectors, lr_only, vectors_only };
+
+struct SliceCase {
+  int slices;
+  int64_t numel;
+  SliceSource source;
+  DType copy;  // f32: no weight copy
+};
+
+std::string slice_case_name(const SliceCase& c) {
+  const char* src[] = {"lr_and_vectors", "lr_only", "vectors_only"};
+  return "S" + std::to_string(c.slices) + "_n" + std::to_string(c.numel) + "_" +
+         src[int(c.source)] + (c.copy == DType::f32 ? "" : std::string("_") + dtype_name(c.copy));
+}
+
+void PrintTo(const SliceCase& c, std::ostream* os) { *os << slice_case_name(c); }
+
+// S in {1, 3, 4}; 12 elements (one block per slice), and 60036 = 3 * 4 * 5003 elements: the
+// parallel path with slices of 20012 / 15009 elements, not multiples of the 4096 block.
+std::vector<SliceCase> slice_cases() {
+  std::vector<SliceCase> cases;
+  for (int slices : {1, 3, 4})
+    for (int64_t numel : {int64_t(12), int64_t(60036)})
+      for (SliceSource source :
+           {SliceSource::lr_and_vectors, SliceSource::lr_only, SliceSource::vectors_only})
+        cases.push_back({slices, numel, source, DType::f32});
+  cases.push_back({3, 60036, SliceSource::lr_and_vectors, DType::bf16});
+  cases.push_back({4, 60036, SliceSource::lr_and_vectors, DType::f16});
+  cases.push_back({4, 12, SliceSource::vectors_only, DType::bf16});
+  return cases;
+}
+
+const float kSliceLr[] = {0.05f, 0.1f, 0.02f, 0.07f};
+const float kSliceMomentum[] = {0.9f, 0.5f, 0.0f, 0.99f};
+const float kSliceWeightDecay[] = {0.0f, 1e-2f, 5e-2f, 1e-4f};
+
+class SlicedUpdateTest : public ::testing::TestWithParam<SliceCase> {
+ protected:
+  // The node's lr input and the slice s's scalar lr for the separate update.
+  Tensor node_lr() const {
+    const SliceCase& c = GetParam();
+    if (c.source == SliceSource::vectors_only) return scalar(0.03f);
+    return floats(std::vector<float>(kSliceLr, kSliceLr + c.slices), {int64_t(c.slices)});
+  }
+  float slice_lr(int s) const {
+    return GetParam().source == SliceSource::vectors_only ? 0.03f : kSliceLr[s];
+  }
+  bool has_vectors() const { return GetParam().source != SliceSource::lr_only; }
+  std::vector<float> vec(const float* v) const {
+    return has_vectors() ? std::vector<float>(v, v + GetParam().slices) : std::vector<float>{};
+  }
+};
+
+// var and accum (and the copy) after two steps of one sliced ApplyMomentum equal, bit for
+// bit, those of separate ApplyMomentum runs on each slice with its scalar hyperparameters.
+TEST_P(SlicedUpdateTest, MomentumEqualsSeparateSliceUpdates) {
+  const SliceCase& c = GetParam();
+  for (bool nesterov : {false, true}) {
+    Rng rng(20);
+    const Shape shape{c.numel};
+    Tensor var = random_tensor(shape, rng), accum = Tensor::zeros(shape, DType::f32);
+    Tensor var2 = var.clone(), accum2 = accum.clone();
+    const bool with_copy = c.copy != DType::f32;
+    Tensor copy = Tensor::zeros(shape, with_copy ? c.copy : DType::f32), copy2 = copy.clone();
+    MomentumAttrs sliced{0.8f, 2e-2f, nesterov};
+    sliced.slice_momentum = vec(kSliceMomentum);
+    sliced.slice_weight_decay = vec(kSliceWeightDecay);
+    ExecContext ctx;
+    const int64_t len = c.numel / c.slices;
+    for (int step = 0; step < 2; ++step) {
+      Tensor grad = random_tensor(shape, rng);
+      std::vector<Tensor> in = {var, accum, grad, node_lr()};
+      if (with_copy) in.push_back(copy);
+      run_op_eager(OpKind::ApplyMomentum, sliced, DType::f32, in, {}, ctx);
+      for (int s = 0; s < c.slices; ++s) {
+        MomentumAttrs one{has_vectors() ? kSliceMomentum[s] : sliced.momentum,
+                          has_vectors() ? kSliceWeightDecay[s] : sliced.weight_decay, nesterov};
+        std::vector<Tensor> part_in = {part(var2, s * len, len), part(accum2, s * len, len),
+                                       part(grad, s * len, len), scalar(slice_lr(s))};
+        if (with_copy) part_in.push_back(part(copy2, s * len, len));
+        run_op_eager(OpKind::ApplyMomentum, one, DType::f32, part_in, {}, ctx);
+      }
+      EXPECT_TRUE(same_bits(var, var2)) << "var, step " << step << " nesterov " << nesterov;
+      EXPECT_TRUE(same_bits(accum, accum2)) << "accum, step " << step << " nesterov " << nesterov;
+      if (with_copy) EXPECT_TRUE(same_bits(copy, copy2)) << "copy, step " << step;
+    }
+    // The hyperparameters differ per slice, so the slices did not all update alike.
+    if (c.slices > 1) EXPECT_FALSE(same_bits(part(accum, 0, len), part(accum, len, len)));
+  }
+}
+
+TEST_P(SlicedUpdateTest, AdamEqualsSeparateSliceUpdates) {
+  const SliceCase& c = GetParam();
+  Rng rng(21);
+  const Shape shape{c.numel};
+  Tensor var = random_tensor(shape, rng);
+  Tensor m = Tensor::zeros(shape, DType::f32), v = Tensor::zeros(shape, DType::f32);
+  Tensor var2 = var.clone(), m2 = m.clone(), v2 = v.clone();
+  const bool with_copy = c.copy != DType::f32;
+  Tensor copy = Tensor::zeros(shape, with_copy ? c.copy : DType::f32), copy2 = copy.clone();
+  AdamAttrs sliced{0.9f, 0.99f, 1e-8f, 3e-2f};
+  sliced.slice_weight_decay = vec(kSliceWeightDecay);
+  ExecContext ctx;
+  const int64_t len = c.numel / c.slices;
+  for (int step = 1; step <= 2; ++step) {
+    Tensor grad = random_tensor(shape, rng);
+    std::vector<Tensor> in = {var, m, v, grad, node_lr(), scalar(float(step))};
+    if (with_copy) in.push_back(copy);
+    run_op_eager(OpKind::ApplyAdam, sliced, DType::f32, in, {}, ctx);
+    for (int s = 0; s < c.slices; ++s) {
+      AdamAttrs one{0.9f, 0.99f, 1e-8f, has_vectors() ? kSliceWeightDecay[s] : 3e-2f};
+      std::vector<Tensor> part_in = {part(var2, s * len, len), part(m2, s * len, len),
+                                     part(v2, s * len, len),   part(grad, s * len, len),
+                                     scalar(slice_lr(s)),      scalar(float(step))};
+      if (with_copy) part_in.push_back(part(copy2, s * len, len));
+      run_op_eager(OpKind::ApplyAdam, one, DType::f32, part_in, {}, ctx);
+    }
+    EXPECT_TRUE(same_bits(var, var2)) << "var, step " << step;
+    EXPECT_TRUE(same_bits(m, m2)) << "m, step " << step;
+    EXPECT_TRUE(same_bits(v, v2)) << "v, step " << step;
+    if (with_copy) EXPECT_TRUE(same_bits(copy, copy2)) << "copy, step " << step;
+  }
+  if (c.slices > 1 && c.source != SliceSource::lr_only)
+    EXPECT_FALSE(same_bits(part(m, 0, len), part(m, len, len)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Slices, SlicedUpdateTest, ::testing::ValuesIn(slice_cases()),
+                         [](const auto& info) { return slice_case_name(info.param); });
+
+// An overflowed step (AllFinite flag 0) leaves every slice as it was.
+TEST(OptimizerOpTest, SlicedUpdateIsSkippedWhenNotFinite) {
+  Rng rng(22);
+  Tensor var = random_tensor({12}, rng), accum = random_tensor({12}, rng);
+  Tensor var0 = var.clone(), accum0 = accum.clone();
+  MomentumAttrs a{0.9f, 0.0f, false, true};
+  a.slice_momentum = {0.1f, 0.2f, 0.3f};
+  ExecContext ctx;
+  run_op_eager(OpKind::ApplyMomentum, a, DType::f32,
+               {var, accum, random_tensor({12}, rng), floats({0.1f, 0.2f, 0.3f}, {3}), scalar(0)},
+               {}, ctx);
+  EXPECT_TRUE(same_bits(var, var0));
+  EXPECT_TRUE(same_bits(accum, accum0));
+}
+
+TEST(OptimizerOpTest, SchemaChecksSlices) {
+  Graph g;
+  VariableStore vars;
+  Builder b(g, vars);
+  ValueId var = b.placeholder("var", {12});
+  ValueId lr = b.placeholder("lr", {});
+  ValueId lr1 = b.placeholder("lr1", {1});
+  ValueId lr3 = b.placeholder("lr3", {3});
+  ValueId lr5 = b.placeholder("lr5", {5});
+  ValueId lr_matrix = b.placeholder("lr_matrix", {3, 1});
+  ValueId step = b.placeholder("step", {});
+  MomentumAttrs three_mu;
+  three_mu.slice_momentum = {0.9f, 0.8f, 0.7f};
+  AdamAttrs three_wd;
+  three_wd.slice_weight_decay = {0.0f, 0.1f, 0.2f};
+  // Accepted: lr [1], lr [3] with or without vectors of 3, scalar lr with vectors of 3.
+  EXPECT_EQ(b.op(OpKind::ApplyMomentum, {var, var, var, lr1}, MomentumAttrs{}), kNoValue);
+  EXPECT_EQ(b.op(OpKind::ApplyMomentum, {var, var, var, lr3}, MomentumAttrs{}), kNoValue);
+  EXPECT_EQ(b.op(OpKind::ApplyMomentum, {var, var, var, lr3}, three_mu), kNoValue);
+  EXPECT_EQ(b.op(OpKind::ApplyMomentum, {var, var, var, lr}, three_mu), kNoValue);
+  EXPECT_EQ(b.op(OpKind::ApplyAdam, {var, var, var, var, lr3, step}, three_wd), kNoValue);
+  EXPECT_EQ(b.op(OpKind::ApplyAdam, {var, var, var, var, lr, step}, three_wd), kNoValue);
+
+  std::string msg = error_message([&] {
+    b.op(OpKind::ApplyMomentum, {var, var, var, lr5}, MomentumAttrs{}, "w/ApplyMomentum");
+  });
+  EXPECT_NE(msg.find("ApplyMomentum 'w/ApplyMomentum': lr has shape [5] but var has shape [12]"),
+            std::string::npos)
+      << msg;
+  msg = error_message([&] {
+    b.op(OpKind::ApplyAdam, {var, var, var, var, lr5, step}, AdamAttrs{});
+  });
+  EXPECT_NE(msg.find("lr has shape [5] but var has shape [12]"), std::string::npos) << msg;
+  msg = error_message([&] {
+    b.op(OpKind::ApplyMomentum, {var, var, var, lr_matrix}, MomentumAttrs{});
+  });
+  EXPECT_NE(msg.find("lr has shape [3, 1]"), std::string::npos) << msg;
+
+  MomentumAttrs two_wd;
+  two_wd.slice_weight_decay = {0.1f, 0.2f};
+  msg = error_message([&] { b.op(OpKind::ApplyMomentum, {var, var, var, lr3}, two_wd); });
+  EXPECT_NE(msg.find("slice_weight_decay has 2 values but lr has shape [3] (3 slices)"),
+            std::string::npos)
+      << msg;
+  MomentumAttrs mismatched = three_mu;
+  mismatched.slice_weight_decay = {0.1f, 0.2f};
+  msg = error_message([&] { b.op(OpKind::ApplyMomentum, {var, var, var, lr}, mismatched); });
+  EXPECT_NE(msg.find("slice_weight_decay has 2 values but slice_momentum has 3 values"),
+            std::string::npos)
+      << msg;
+  MomentumAttrs five_mu;
+  five_mu.slice_momentum = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f};
+  msg = error_message([&] { b.op(OpKind::ApplyMomentum, {var, var, var, lr}, five_mu); });
+  EXPECT_NE(msg.find("slice_momentum has 5 values (slices) but var has shape [12]"),
+            std::string::npos)
+      << msg;
+  AdamAttrs two_adam;
+  two_adam.slice_weight_decay = {0.1f, 0.2f};
+  msg = error_message([&] { b.op(OpKind::ApplyAdam, {var, var, var, var, lr3, step}, two_adam); });
+  EXPECT_NE(msg.find("slice_weight_decay has 2 values but lr has shape [3]"), std::string::npos)
+      << msg;
 }
 
 }  // namespace
