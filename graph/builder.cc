@@ -1,5 +1,7 @@
 #include "graph/builder.h"
 
+#include <algorithm>
+
 namespace campo {
 
 std::string Builder::scoped(const std::string& name) const {
@@ -114,6 +116,17 @@ ValueId Builder::dropout(ValueId x, float rate) {
   CAMPO_CHECK(rate >= 0.0f && rate < 1.0f, "dropout rate must be in [0, 1), got ", rate);
   if (!is_training_ || rate == 0.0f) return x;
   return op(OpKind::Dropout, {x}, DropoutAttrs{rate});
+}
+
+ValueId Builder::dropout(ValueId x, std::vector<float> slice_rates) {
+  CAMPO_CHECK(!slice_rates.empty(), "dropout: no slice rates (give one per slice)");
+  for (size_t i = 0; i < slice_rates.size(); ++i)
+    CAMPO_CHECK(slice_rates[i] >= 0.0f && slice_rates[i] < 1.0f, "dropout: slice rate ", i,
+                " must be in [0, 1), got ", slice_rates[i]);
+  const bool any_active =
+      std::any_of(slice_rates.begin(), slice_rates.end(), [](float r) { return r != 0.0f; });
+  if (!is_training_ || !any_active) return x;
+  return op(OpKind::Dropout, {x}, DropoutAttrs{0.0f, std::move(slice_rates)});
 }
 
 ValueId Builder::gather(ValueId params, ValueId indices) {

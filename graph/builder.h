@@ -92,6 +92,9 @@ class Builder final : public GradientBuilder {
   ValueId concat(std::vector<ValueId> xs, int axis);
   ValueId flatten(ValueId x);              // [N, ...] -> [N, rest]
   ValueId dropout(ValueId x, float rate);  // identity outside training
+  // Dropout with one rate per slice of axis 1 (a model array's models: ops/op.h
+  // DropoutAttrs), x [outer, S * C, ...]; identity outside training and when every rate is 0.
+  ValueId dropout(ValueId x, std::vector<float> slice_rates);
   // GatherV2 along axis 0: rows of params [V, D...] at i32 indices [I...] -> [I..., D...]
   // (an embedding lookup). Its gradient w.r.t. params is an UnsortedSegmentSum.
   ValueId gather(ValueId params, ValueId indices);

@@ -150,7 +150,14 @@ static std::string attrs_summary(const Node& n) {
         } else if constexpr (std::is_same_v<T, CastAttrs>) {
           os << " to=" << dtype_name(a.to);
         } else if constexpr (std::is_same_v<T, DropoutAttrs>) {
-          os << " rate=" << a.rate;
+          if (a.slice_rates.empty()) {
+            os << " rate=" << a.rate;
+          } else {
+            os << " slice_rates=[";
+            for (size_t i = 0; i < a.slice_rates.size(); ++i)
+              os << (i ? ", " : "") << a.slice_rates[i];
+            os << "]";
+          }
         } else if constexpr (std::is_same_v<T, BatchNormAttrs>) {
           os << (a.is_training ? " training" : " inference");
         } else if constexpr (std::is_same_v<T, ConstAttrs>) {

@@ -162,14 +162,24 @@ SchemaRegistrar mul({.kind = OpKind::Mul,
 
 std::vector<TensorDesc> infer_dropout(const ValueDescs& g, const OpNode& n) {
   check_float_inputs(g, n);
-  float rate = attrs_as<DropoutAttrs>(n.attrs).rate;
-  CAMPO_CHECK(rate >= 0.0f && rate < 1.0f, "Dropout '", n.name, "': rate must be in [0, 1), got ",
-              rate);
+  const auto& a = attrs_as<DropoutAttrs>(n.attrs);
   const Shape& s = in_shape(g, n, 0);
+  if (a.slice_rates.empty()) {
+    CAMPO_CHECK(a.rate >= 0.0f && a.rate < 1.0f, "Dropout '", n.name,
+                "': rate must be in [0, 1), got ", a.rate);
+  } else {
+    const int64_t slices = int64_t(a.slice_rates.size());
+    CAMPO_CHECK(s.size() >= 2 && s[1] % slices == 0, "Dropout '", n.name, "': ", slices,
+                " slice rates need x of rank >= 2 with dim 1 divisible by ", slices, ", got ",
+                shape_str(s));
+    for (size_t i = 0; i < a.slice_rates.size(); ++i)
+      CAMPO_CHECK(a.slice_rates[i] >= 0.0f && a.slice_rates[i] < 1.0f, "Dropout '", n.name,
+                  "': slice rate ", i, " must be in [0, 1), got ", a.slice_rates[i]);
+  }
   return {{s, n.dtype}, {s, n.dtype}};
 }
 
-// dX = dY * mask.
+// dX = dY * mask (the forward's mask output, so per-slice rates need nothing more here).
 std::vector<ValueId> grad_dropout(GradientBuilder& b, const OpNode& n,
                                   const std::vector<ValueId>& dy) {
   if (dy[0] == kNoValue) return {kNoValue};

@@ -149,8 +149,14 @@ struct SplitAttrs {
 };
 
 // Dropout outputs (y, mask) with mask in {0, 1/(1-rate)}; y = x * mask.
+// Per-slice rates (a model array: model s owns block s of axis 1): with S = slice_rates.size()
+// > 0, `rate` is unused and x is viewed as [outer, S, inner], outer = x.shape[0], inner =
+// numel / (outer S); element (o, s, k) drops with slice_rates[s] (kept ones scaled by
+// 1/(1 - slice_rates[s]); a rate of 0 keeps the slice unscaled). x has rank >= 2 and
+// x.shape[1] divisible by S; every rate lies in [0, 1).
 struct DropoutAttrs {
   float rate = 0.5f;
+  std::vector<float> slice_rates;
 };
 
 struct CastAttrs {

@@ -387,12 +387,22 @@ class MulKernel : public Kernel {
 // y = x * mask (with the f32 mask; a bf16 mask output is that mask rounded). One 64-bit
 // seed is drawn from ctx.rng per run; block b of 4096 elements draws from its own generator
 // seeded by (seed, b), so the mask depends only on ctx.rng's state (not on the thread count)
-// and the blocks fill in parallel.
+// and the blocks fill in parallel. With per-slice rates (ops/op.h DropoutAttrs) element i
+// lies in slice (i / inner) % S and uses that slice's rate; the draws are the same, so equal
+// slice rates give the scalar rate's mask.
 template <typename T>
 class DropoutKernel : public Kernel {
  public:
-  DropoutKernel(const KernelSpec& spec, ExecContext&)
-      : rate_(attrs_as<DropoutAttrs>(spec.attrs).rate), scale_(1.0f / (1.0f - rate_)) {}
+  DropoutKernel(const KernelSpec& spec, ExecContext&) {
+    const auto& a = attrs_as<DropoutAttrs>(spec.attrs);
+    rates_ = a.slice_rates.empty() ? std::vector<float>{a.rate} : a.slice_rates;
+    for (float r : rates_) scales_.push_back(1.0f / (1.0f - r));
+    const Shape& s = spec.inputs[0].shape;
+    const int64_t n = shape_numel(s);
+    // One slice covering everything, or [outer, S, inner] with S = rates_.size().
+    inner_ = a.slice_rates.empty() || n == 0 ? std::max<int64_t>(n, 1)
+                                             : n / (s[0] * int64_t(rates_.size()));
+  }
   void run(ExecContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
     const T* x = in_data<T>(in[0]);
@@ -400,14 +410,21 @@ class DropoutKernel : public Kernel {
     T* mask = out_data<T>(out[1]);
     const int64_t n = in[0].numel();
     const uint64_t seed = ctx.rng.next_u64();
-    const float rate = rate_, scale = scale_;
+    const float* rates = rates_.data();
+    const float* scales = scales_.data();
+    const int64_t slices = int64_t(rates_.size()), inner = inner_;
     constexpr int64_t kBlock = 4096;
     const int64_t blocks = (n + kBlock - 1) / kBlock;
     parallel_for<T>(blocks, n >= kParallelElements, [=](int64_t blk) {
       const int64_t begin = blk * kBlock, end = std::min(n, begin + kBlock);
       Rng rng(seed ^ (uint64_t(blk) * 0xd1b54a32d192ed03ull));
       float m[kBlock];
-      for (int64_t i = begin; i < end; ++i) m[i - begin] = rng.uniform() >= rate ? scale : 0.0f;
+      // Runs of one slice: [i, run_end) lies in one block of `inner` elements.
+      for (int64_t i = begin; i < end;) {
+        const int64_t chunk = i / inner, run_end = std::min(end, (chunk + 1) * inner);
+        const float rate = rates[chunk % slices], scale = scales[chunk % slices];
+        for (; i < run_end; ++i) m[i - begin] = rng.uniform() >= rate ? scale : 0.0f;
+      }
 #pragma omp simd
       for (int64_t i = begin; i < end; ++i) {
         mask[i] = m[i - begin];
@@ -417,7 +434,8 @@ class DropoutKernel : public Kernel {
   }
 
  private:
-  float rate_, scale_;
+  std::vector<float> rates_, scales_;  // one per slice (one for a scalar rate)
+  int64_t inner_ = 1;                  // elements per (outer, slice) block
 };
 
 // Registers the f32 kernel and the bf16 one (plain loops, or oneDNN eltwise for Tanh /

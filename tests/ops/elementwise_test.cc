@@ -8,13 +8,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "graph/autodiff.h"
 #include "graph/builder.h"
+#include "graph/executor.h"
 #include "ops/kernel.h"
 #include "ops/op.h"
 #include "tests/gradcheck.h"
@@ -271,6 +274,124 @@ TEST(DropoutOpTest, GradientMatchesFiniteDifferences) {
   // check_gradients reseeds the context's RNG before every run, so the mask is fixed.
   Rng rng(12);
   EXPECT_TRUE(check_gradients(OpKind::Dropout, DropoutAttrs{0.4f}, {random_tensor({4, 6}, rng)}));
+}
+
+// ---- Dropout with per-slice rates (a model array: model s owns block s of axis 1) ----
+
+std::vector<Tensor> run_sliced_dropout(const Tensor& x, std::vector<float> rates, uint64_t seed) {
+  ExecContext ctx;
+  ctx.rng.reseed(seed);
+  TensorDesc d{x.shape(), DType::f32};
+  return run_op_eager(OpKind::Dropout, DropoutAttrs{0.5f, std::move(rates)}, DType::f32, {x},
+                      {d, d}, ctx);
+}
+
+TEST(DropoutOpTest, SliceRatesKeepTheirFractionsAndScales) {
+  Rng rng(30);
+  const std::vector<float> rates = {0.0f, 0.5f, 0.9f};
+  const int64_t outer = 64, width = 40;  // x [64, 3 * 40]: 2560 elements per slice
+  Tensor x = random_tensor({outer, 3 * width}, rng);
+  std::vector<Tensor> out = run_sliced_dropout(x, rates, 5);
+  const float* xs = x.data_as<float>();
+  const float* y = out[0].data_as<float>();
+  const float* mask = out[1].data_as<float>();
+  for (int s = 0; s < 3; ++s) {
+    const float scale = 1.0f / (1.0f - rates[size_t(s)]);
+    int64_t kept = 0;
+    bool exact = true;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t k = 0; k < width; ++k) {
+        const int64_t i = (o * 3 + s) * width + k;
+        const bool keep = mask[i] != 0.0f;
+        kept += keep;
+        exact &= keep ? mask[i] == scale && y[i] == xs[i] * scale : y[i] == 0.0f;
+      }
+    EXPECT_TRUE(exact) << "slice " << s << ": kept values must be x * 1/(1-rate), dropped 0";
+    // Binomial standard deviation of the kept fraction over 2560 draws is at most 0.0099
+    // (rate 0.5): 0.05 is more than 5 sigma.
+    EXPECT_NEAR(double(kept) / double(outer * width), 1.0 - rates[size_t(s)], 0.05)
+        << "slice " << s;
+    if (s == 0) EXPECT_EQ(kept, outer * width) << "rate 0 keeps every element";
+  }
+  // Slice 0 (rate 0) is untouched, bit for bit.
+  for (int64_t o = 0; o < outer; ++o)
+    EXPECT_EQ(std::memcmp(y + o * 3 * width, xs + o * 3 * width, width * sizeof(float)), 0);
+}
+
+TEST(DropoutOpTest, SliceRatesFollowAxisOneOfHigherRanks) {
+  // x [4, 2 * 3, 5, 5]: slice s is channels [3 s, 3 s + 3) of every sample.
+  Rng rng(31);
+  Tensor x = random_tensor({4, 6, 5, 5}, rng);
+  std::vector<Tensor> out = run_sliced_dropout(x, {0.0f, 0.75f}, 6);
+  const float* mask = out[1].data_as<float>();
+  bool slice0_kept = true, slice1_values = true;
+  int64_t dropped1 = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const bool in_slice1 = (i / 25) % 6 >= 3;
+    if (!in_slice1) slice0_kept &= mask[i] == 1.0f;
+    if (in_slice1) slice1_values &= mask[i] == 0.0f || mask[i] == 4.0f;
+    if (in_slice1) dropped1 += mask[i] == 0.0f;
+  }
+  EXPECT_TRUE(slice0_kept);
+  EXPECT_TRUE(slice1_values);
+  EXPECT_GT(dropped1, 0);
+}
+
+TEST(DropoutOpTest, EqualSliceRatesGiveTheScalarRatesMask) {
+  // Same draws, same rate: the per-slice path adds nothing of its own (200000 elements: the
+  // parallel blocks too).
+  Rng rng(32);
+  Tensor x = random_tensor({50, 4000}, rng);
+  EXPECT_EQ(run_sliced_dropout(x, {0.3f, 0.3f, 0.3f, 0.3f}, 9)[1].to_float_vector(),
+            run_dropout(x, 0.3f, 9)[1].to_float_vector());
+}
+
+TEST(DropoutOpTest, SliceRatesGradientUsesTheForwardMask) {
+  Rng rng(33);
+  EXPECT_TRUE(check_gradients(OpKind::Dropout, DropoutAttrs{0.5f, {0.0f, 0.5f, 0.9f}},
+                              {random_tensor({4, 6}, rng)}));
+  // Through autodiff: d sum(dropout(x)) / dx is exactly the mask of the same run.
+  Graph g;
+  VariableStore vars;
+  Builder b(g, vars);
+  ValueId x = b.placeholder("x", {8, 6});
+  ValueId y = b.dropout(x, std::vector<float>{0.0f, 0.5f, 0.9f});
+  const Node& drop = g.node(g.value(y).producer);
+  ASSERT_EQ(drop.kind, OpKind::Dropout);
+  ValueId mask = drop.outputs[1];
+  ValueId dx = append_gradients(b, b.sum(y), b.constant(1.0f), {x})[0];
+  Executable exe(g, vars, CompileOptions{.fetches = {mask, dx}, .seed = 4});
+  exe.feed("x", random_tensor({8, 6}, rng));
+  exe.run();
+  EXPECT_EQ(exe.fetch(dx).to_float_vector(), exe.fetch(mask).to_float_vector());
+}
+
+TEST(DropoutOpTest, SliceRatesErrors) {
+  Graph g;
+  VariableStore vars;
+  Builder b(g, vars);
+  ValueId flat = b.placeholder("flat", {12});
+  ValueId odd = b.placeholder("odd", {4, 10});
+  ValueId ok = b.placeholder("ok", {4, 9});
+  std::string msg = error_message([&] { b.dropout(flat, std::vector<float>{0.1f, 0.2f}); });
+  EXPECT_NE(msg.find("2 slice rates need x of rank >= 2 with dim 1 divisible by 2, got [12]"),
+            std::string::npos)
+      << msg;
+  msg = error_message([&] { b.dropout(odd, std::vector<float>{0.1f, 0.2f, 0.3f}); });
+  EXPECT_NE(msg.find("dim 1 divisible by 3, got [4, 10]"), std::string::npos) << msg;
+  msg = error_message([&] { b.dropout(ok, std::vector<float>{0.1f, 1.0f, 0.3f}); });
+  EXPECT_NE(msg.find("slice rate 1 must be in [0, 1), got 1"), std::string::npos) << msg;
+  msg = error_message([&] {
+    b.op(OpKind::Dropout, {ok}, DropoutAttrs{0.5f, {0.1f, 0.2f, -0.1f}}, "drop");
+  });
+  EXPECT_NE(msg.find("Dropout 'drop': slice rate 2 must be in [0, 1), got -0.1"), std::string::npos)
+      << msg;
+  msg = error_message([&] { b.dropout(ok, std::vector<float>{}); });
+  EXPECT_NE(msg.find("no slice rates"), std::string::npos) << msg;
+  // All rates 0, or inference: the identity, no node.
+  EXPECT_EQ(b.dropout(ok, std::vector<float>{0.0f, 0.0f, 0.0f}), ok);
+  b.set_training(false);
+  EXPECT_EQ(b.dropout(ok, std::vector<float>{0.5f, 0.5f, 0.5f}), ok);
 }
 
 // ---- Reshape ----
