@@ -17,6 +17,11 @@ std::vector<ValueId> Builder::add_op(OpKind kind, std::vector<ValueId> inputs, A
   return graph_.node(id).outputs;
 }
 
+void Builder::set_array_size(int n) {
+  CAMPO_CHECK(n >= 1, "a model array needs at least one model, got ", n);
+  array_size_ = n;
+}
+
 ValueId Builder::placeholder(const std::string& name, const Shape& shape, DType dtype) {
   CAMPO_CHECK(graph_.find_node(name) < 0, "placeholder '", name, "' already exists");
   NodeId id = graph_.add_node(OpKind::Placeholder, {}, PlaceholderAttrs{shape, dtype}, name);

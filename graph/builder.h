@@ -25,6 +25,12 @@ class Builder final : public GradientBuilder {
   // Training mode: batch-norm uses batch statistics, dropout is active.
   bool is_training() const { return is_training_; }
   void set_training(bool t) { is_training_ = t; }
+  // Model arrays (train/model_array.h): `n` models fused into one graph. Activations stack
+  // the models along axis 1 (model i's channels or features are block i), and the layer
+  // helpers (models/layers.h) emit grouped convolutions and batched matrix products over
+  // variables that hold the n models' copies as n contiguous equal slices. 1: one model.
+  int array_size() const { return array_size_; }
+  void set_array_size(int n);
   // Phase given to new nodes (autodiff switches to backward, optimizers to update).
   void set_phase(Phase p) { phase_ = p; }
   Phase phase() const { return phase_; }
@@ -123,6 +129,7 @@ class Builder final : public GradientBuilder {
   VariableStore& vars_;
   std::vector<std::string> scopes_;
   bool is_training_ = true;
+  int array_size_ = 1;
   Phase phase_ = Phase::forward;
 };
 

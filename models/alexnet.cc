@@ -44,7 +44,7 @@ ValueId build_alexnet(Builder& b, ValueId images, const ModelOptions& o) {
     auto conv = [&](int64_t out, int kernel, int stride, int pad, int index) {
       layers::Conv c{.out_channels = out, .kernel = kernel, .stride = stride, .pad = pad};
       if (small)  // He et al.'s forward form, see the note at the top
-        c.weight_init = Init::kaiming_normal(b.shape(x)[1] * kernel * kernel);
+        c.weight_init = Init::kaiming_normal(b.shape(x)[1] / b.array_size() * kernel * kernel);
       x = b.relu(layers::conv2d(b, x, c, std::to_string(index)));
     };
     if (small)

@@ -38,13 +38,15 @@ void check_dcgan_options(const DcganOptions& o) {
 ValueId build_dcgan_generator(Builder& b, ValueId z, const DcganOptions& o) {
   check_dcgan_options(o);
   const Shape zs = b.shape(z);
-  CAMPO_CHECK((zs.size() == 2 && zs[1] == o.nz) ||
-                  (zs.size() == 4 && zs[1] == o.nz && zs[2] == 1 && zs[3] == 1),
-              "DCGAN generator expects noise [N, ", o.nz, ", 1, 1] or [N, ", o.nz, "], got ",
+  // A model array (Builder::array_size) stacks its models' noise along axis 1.
+  const int64_t nz = int64_t(b.array_size()) * o.nz;
+  CAMPO_CHECK((zs.size() == 2 && zs[1] == nz) ||
+                  (zs.size() == 4 && zs[1] == nz && zs[2] == 1 && zs[3] == 1),
+              "DCGAN generator expects noise [N, ", nz, ", 1, 1] or [N, ", nz, "], got ",
               shape_str(zs));
   auto net = b.scope(kGeneratorScope);
   auto main = b.scope("main");
-  ValueId x = zs.size() == 2 ? b.reshape(z, {zs[0], o.nz, 1, 1}) : z;
+  ValueId x = zs.size() == 2 ? b.reshape(z, {zs[0], nz, 1, 1}) : z;
   const int stages = num_stages(o.image_size);
   const Init w_init = Init::normal(0.0f, kInitStd);
   int index = 0;
@@ -71,8 +73,11 @@ ValueId build_dcgan_generator(Builder& b, ValueId z, const DcganOptions& o) {
 ValueId build_dcgan_discriminator(Builder& b, ValueId images, const DcganOptions& o) {
   check_dcgan_options(o);
   const Shape s = b.shape(images);
-  CAMPO_CHECK(s.size() == 4 && s[1] == o.channels && s[2] == o.image_size && s[3] == o.image_size,
-              "DCGAN discriminator expects images [N, ", o.channels, ", ", o.image_size, ", ",
+  // A model array stacks its models' images along axis 1 and returns logits [N, models].
+  const int64_t models = b.array_size();
+  const int64_t channels = models * o.channels;
+  CAMPO_CHECK(s.size() == 4 && s[1] == channels && s[2] == o.image_size && s[3] == o.image_size,
+              "DCGAN discriminator expects images [N, ", channels, ", ", o.image_size, ", ",
               o.image_size, "], got ", shape_str(s));
   const int64_t n = s[0];
   auto net = b.scope(kDiscriminatorScope);
@@ -106,9 +111,9 @@ ValueId build_dcgan_discriminator(Builder& b, ValueId images, const DcganOptions
       b, x,
       {.out_channels = 1, .kernel = 4, .stride = 1, .pad = 0, .bias = false, .weight_init = w_init},
       std::to_string(index));
-  CAMPO_CHECK(b.shape(x) == Shape({n, 1, 1, 1}), "internal: DCGAN discriminator output ",
+  CAMPO_CHECK(b.shape(x) == Shape({n, models, 1, 1}), "internal: DCGAN discriminator output ",
               shape_str(b.shape(x)));
-  return b.reshape(x, {n});
+  return models == 1 ? b.reshape(x, {n}) : b.reshape(x, {n, models});
 }
 
 std::vector<std::string> dcgan_parameter_names(const VariableStore& vars, const std::string& net) {

@@ -49,6 +49,9 @@ void check_dcgan_options(const DcganOptions& o);
 // z [N, nz, 1, 1] or [N, nz] -> images [N, nc, S, S] in (-1, 1). Opens the "netG" scope.
 ValueId build_dcgan_generator(Builder& b, ValueId z, const DcganOptions& o);
 // images [N, nc, S, S] -> logits [N] (D's probability is their sigmoid). Opens "netD".
+// In a model array of M models (Builder::array_size, train/model_array.h) both stack the
+// models along axis 1: G takes z [N, M nz(, 1, 1)] and returns [N, M nc, S, S], D takes
+// [N, M nc, S, S] and returns logits [N, M].
 ValueId build_dcgan_discriminator(Builder& b, ValueId images, const DcganOptions& o);
 
 // The parameter names of one network ("netG" or "netD") in the store, in creation order.

@@ -16,6 +16,9 @@ struct ModelOptions {
   int image_size = 28;
   int num_classes = 10;
   float dropout = 0.0f;  // where the model has a configurable dropout (mlp)
+  // A model array's per-model dropout rates (mlp; train/model_array.h), replacing `dropout`
+  // when given: one per model.
+  std::vector<float> array_dropout;
   // The input-size variant of the ImageNet models: "imagenet" is torchvision's model as
   // is; "small" suits 28-32 px images (ResNet: a 3x3/1 stem conv and no max-pool; VGG:
   // no final max-pool, global average pooling and a 512-512-classes classifier); "auto"

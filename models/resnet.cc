@@ -39,7 +39,8 @@ ValueId conv_bn(Builder& b, ValueId x, int64_t out, int kernel, int stride, int 
 
 // The identity path: x, or downsample = conv1x1(stride) + BN when the shape changes.
 ValueId shortcut(Builder& b, ValueId x, int64_t out, int stride) {
-  if (stride == 1 && b.shape(x)[1] == out) return x;
+  // Channels per model (a model array stacks its models' channels, graph/builder.h).
+  if (stride == 1 && b.shape(x)[1] == out * b.array_size()) return x;
   auto scope = b.scope("downsample");
   return conv_bn(b, x, out, 1, stride, 0, "0", "1");
 }
@@ -79,8 +80,8 @@ ValueId build_resnet(const ResNetSpec& spec, Builder& b, ValueId images, const M
     }
   }
   x = b.flatten(b.global_avg_pool(x));
-  CAMPO_CHECK(b.shape(x)[1] == 512 * expansion(spec.block), "internal: ", spec.name,
-              " features have ", b.shape(x)[1], " channels");
+  CAMPO_CHECK(b.shape(x)[1] == 512 * expansion(spec.block) * b.array_size(),
+              "internal: ", spec.name, " features have ", b.shape(x)[1], " channels");
   return layers::linear(b, x, o.num_classes, "fc");
 }
 

@@ -11,18 +11,18 @@ namespace campo {
 ValueId build_mlp(Builder& b, ValueId images, const ModelOptions& o) {
   ValueId x = b.flatten(images);
   x = b.relu(layers::linear(b, x, 256, "fc1"));
-  x = b.dropout(x, o.dropout);
+  x = o.array_dropout.empty() ? b.dropout(x, o.dropout) : b.dropout(x, o.array_dropout);
   x = b.relu(layers::linear(b, x, 128, "fc2"));
   return layers::linear(b, x, o.num_classes, "fc3");
 }
 
 ValueId build_lenet(Builder& b, ValueId images, const ModelOptions& o) {
   const Shape& s = b.shape(images);
-  CAMPO_CHECK(s[2] >= 28 && s[3] >= 28, "lenet needs images of at least 28x28, got ",
-              shape_str(s));
+  CAMPO_CHECK(s[2] >= 28 && s[3] >= 28, "lenet needs images of at least 28x28, got ", shape_str(s));
   // Padding 2 on 28 px inputs gives LeNet's classic 32 px receptive layout.
   const int pad = s[2] < 32 ? 2 : 0;
-  ValueId x = b.relu(layers::conv2d(b, images, {.out_channels = 6, .kernel = 5, .pad = pad}, "conv1"));
+  ValueId x =
+      b.relu(layers::conv2d(b, images, {.out_channels = 6, .kernel = 5, .pad = pad}, "conv1"));
   x = b.max_pool(x, 2, 2);
   x = b.relu(layers::conv2d(b, x, {.out_channels = 16, .kernel = 5}, "conv2"));
   x = b.max_pool(x, 2, 2);

@@ -62,7 +62,7 @@ ValueId build_vgg(const char* name, bool batch_norm, Builder& b, ValueId images,
       }
       layers::Conv conv{.out_channels = kConfigD[i], .kernel = 3, .pad = 1, .kaiming = true};
       if (small && !batch_norm)  // He et al.'s forward form, see the note at the top
-        conv.weight_init = Init::kaiming_normal(b.shape(x)[1] * 3 * 3);
+        conv.weight_init = Init::kaiming_normal(b.shape(x)[1] / b.array_size() * 3 * 3);
       x = layers::conv2d(b, x, conv, std::to_string(index));
       if (batch_norm) x = layers::batch_norm(b, x, std::to_string(index + 1));
       x = b.relu(x);

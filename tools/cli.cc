@@ -9,6 +9,8 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
+#include <vector>
 
 #include "amp/calibration.h"
 #include "datasets/registry.h"
@@ -23,6 +25,7 @@
 #include "train/calibrate.h"
 #include "train/gan_trainer.h"
 #include "train/interrupt.h"
+#include "train/model_array.h"
 #include "train/plan.h"
 #include "train/trainer.h"
 #ifdef CAMPO_HAVE_CUDA
@@ -120,7 +123,55 @@ void add_device_option(CLI::App* cmd, std::string& device) {
   cmd->add_option("--device", device, "cpu, cuda or cuda:N")->capture_default_str();
 }
 
-void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device) {
+// Whether the user gave `option` on the command line (a default does not count).
+bool given(const CLI::App* cmd, const std::string& option) { return cmd->count(option) > 0; }
+
+// --lr, --momentum, --weight-decay, --dropout and --seed as typed: one value, or with
+// --array N a comma-separated list of N values, one per model.
+struct PerModelLists {
+  std::string lr, momentum, weight_decay, dropout, seed;
+};
+
+// The values of a list option ("0.1,0.05,0.01"); one error line naming the option otherwise.
+template <typename T>
+std::vector<T> parse_values(const char* option, const std::string& text) {
+  std::vector<T> out;
+  size_t begin = 0;
+  while (true) {
+    const size_t end = std::min(text.find(',', begin), text.size());
+    const std::string piece = text.substr(begin, end - begin);
+    T value{};
+    auto [ptr, ec] = std::from_chars(piece.data(), piece.data() + piece.size(), value);
+    CAMPO_CHECK(!piece.empty() && ec == std::errc() && ptr == piece.data() + piece.size(), option,
+                " expects ", std::is_integral_v<T> ? "a whole number from 0 to 2^64-1" : "a number",
+                " or a comma-separated list of them (one per --array model), got '", text, "'");
+    out.push_back(value);
+    if (end == text.size()) break;
+    begin = end + 1;
+  }
+  return out;
+}
+
+// Sets each given list option: one value into the scalar, several into the per-model list.
+void apply_per_model_lists(const CLI::App* cmd, const PerModelLists& l, TrainOptions& o) {
+  auto apply = [&](const char* option, const std::string& text, auto& scalar, auto& list) {
+    if (!given(cmd, option)) return;
+    using T = std::decay_t<decltype(scalar)>;
+    std::vector<T> values = parse_values<T>(option, text);
+    if (values.size() == 1)
+      scalar = values[0];
+    else
+      list = std::move(values);
+  };
+  apply("--lr", l.lr, o.lr, o.lr_list);
+  apply("--momentum", l.momentum, o.momentum, o.momentum_list);
+  apply("--weight-decay", l.weight_decay, o.weight_decay, o.weight_decay_list);
+  apply("--dropout", l.dropout, o.dropout, o.dropout_list);
+  apply("--seed", l.seed, o.seed, o.seed_list);
+}
+
+void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device,
+                       PerModelLists& lists) {
   cmd->add_option("--model", o.model, "Model: " + join(model_names()) + ", dcgan")
       ->capture_default_str();
   cmd->add_option("--dataset", o.dataset, "Data set: " + join(dataset_names()))
@@ -131,9 +182,10 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device) {
       ->capture_default_str();
   cmd->add_option("--batch", o.batch, "Training batch size")->capture_default_str();
   cmd->add_option("--eval-batch", o.eval_batch, "Evaluation batch size")->capture_default_str();
-  cmd->add_option(
-         "--lr", o.lr,
-         "Learning rate (when not given: vgg16, alexnet, inception_v3 0.01; bert 5e-4; dcgan 2e-4)")
+  lists.lr = "0.05";
+  cmd->add_option("--lr", lists.lr,
+                  "Learning rate (when not given: vgg16, alexnet, inception_v3 0.01; bert 5e-4; "
+                  "dcgan 2e-4); with --array N, a list of N")
       ->capture_default_str();
   cmd->add_option("--lr-schedule", o.lr_schedule,
                   "constant, step or cosine (when not given: dcgan constant)")
@@ -146,13 +198,29 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device) {
   cmd->add_option("--optimizer", o.optimizer,
                   "sgd (with momentum) or adam (when not given: bert adam; dcgan adam, beta1 0.5)")
       ->capture_default_str();
-  cmd->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str();
-  cmd->add_flag("--nesterov", o.nesterov, "Nesterov momentum");
-  cmd->add_option("--weight-decay", o.weight_decay, "L2 weight decay")->capture_default_str();
-  cmd->add_option("--dropout", o.dropout, "Dropout rate (mlp; bert, default 0.1)")
+  lists.momentum = "0.9";
+  cmd->add_option("--momentum", lists.momentum, "SGD momentum; with --array N, a list of N")
       ->capture_default_str();
-  cmd->add_option("--seed", o.seed, "Random seed (weights, shuffling, dropout)")
-      ->check(kSeed)
+  cmd->add_flag("--nesterov", o.nesterov, "Nesterov momentum");
+  lists.weight_decay = "0";
+  cmd->add_option("--weight-decay", lists.weight_decay,
+                  "L2 weight decay; with --array N, a list of N")
+      ->capture_default_str();
+  lists.dropout = "0";
+  cmd->add_option("--dropout", lists.dropout,
+                  "Dropout rate (mlp; bert, default 0.1); with --array N, a list of N")
+      ->capture_default_str();
+  lists.seed = "42";
+  cmd->add_option("--seed", lists.seed,
+                  "Random seed (weights, shuffling, dropout); with --array N, a list of N")
+      ->capture_default_str();
+  cmd->add_option("--array", o.array,
+                  "Train N copies of the model as one fused step (a model array); --lr, "
+                  "--momentum, --weight-decay, --dropout and --seed may list one value per model")
+      ->capture_default_str();
+  cmd->add_option("--array-shuffle", o.array_shuffle,
+                  "--array: shared (every model sees the same batches, in the first seed's "
+                  "order) or independent (each model its own seed's order)")
       ->capture_default_str();
   cmd->add_option("--limit-train", o.train_limit, "Use only the first N training samples");
   cmd->add_option("--limit-test", o.test_limit, "Evaluate on the first N test samples");
@@ -261,8 +329,6 @@ void resolve_calibration(ModelRunOptions& run, bool cost_aware) {
   default_calibration(low, std::cerr, &run.calibration);
 }
 
-// Whether the user gave `option` on the command line (a default does not count).
-bool given(const CLI::App* cmd, const std::string& option) { return cmd->count(option) > 0; }
 
 // --low-precision when not given: the device's (bf16 on cpu, fp16 on cuda).
 void default_low_precision_of(const CLI::App* cmd, const DeviceSpec& device, std::string& low) {
@@ -399,7 +465,8 @@ int run(const std::vector<std::string>& args) {
               calibrate_device = "cpu";
   TrainOptions train_options;
   CLI::App* train_cmd = app.add_subcommand("train", "Train a model and evaluate it");
-  add_train_options(train_cmd, train_options, train_device);
+  PerModelLists train_lists;
+  add_train_options(train_cmd, train_options, train_device, train_lists);
   // --conv-layout of train and bench, as given; parse_conv_layout reads it once, below.
   std::string train_conv_layout = "blocked", bench_conv_layout = "blocked";
   const std::string conv_layout_help =
@@ -535,6 +602,7 @@ int run(const std::vector<std::string>& args) {
     if (train_cmd->parsed()) {
       train_options.device = parse_device_spec(train_device);
       train_options.conv_layout = parse_conv_layout(train_conv_layout);
+      apply_per_model_lists(train_cmd, train_lists, train_options);
       apply_training_defaults(train_cmd, train_options);
       default_low_precision_of(train_cmd, train_options.device, train_options.low_precision);
       check_train_options_apply(train_cmd, train_options);
@@ -542,6 +610,9 @@ int run(const std::vector<std::string>& args) {
     if (train_cmd->parsed() && train_options.model == "dcgan") {
       const TrainOptions& t = train_options;
       check_dcgan_options(train_cmd);
+      CAMPO_CHECK(t.array < 2 && t.lr_list.empty() && t.momentum_list.empty() &&
+                      t.weight_decay_list.empty() && t.dropout_list.empty() && t.seed_list.empty(),
+                  "--array and per-model lists are not supported with --model dcgan yet");
       GanOptions g;
       g.conv_layout = train_options.conv_layout;
       g.dataset = t.dataset;
@@ -573,6 +644,10 @@ int run(const std::vector<std::string>& args) {
       g.precision = precision_config(t);
       g.calibration = t.calibration;
       train_gan(g, std::cout, isatty(STDOUT_FILENO) != 0);
+      return 0;
+    }
+    if (train_cmd->parsed() && train_options.array >= 2) {
+      train_array(train_options, std::cout, isatty(STDOUT_FILENO) != 0);
       return 0;
     }
     if (train_cmd->parsed()) {

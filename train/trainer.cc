@@ -26,6 +26,7 @@
 #include "runtime/timer.h"
 #include "train/calibrate.h"
 #include "train/interrupt.h"
+#include "train/model_array.h"
 #include "train/profiling.h"
 #include "train/progress.h"
 
@@ -458,6 +459,52 @@ float learning_rate_at(const TrainOptions& o, int64_t step, int64_t total_steps,
   return float(lr);
 }
 
+namespace {
+
+// --array and the per-model lists: sizes, each value as its scalar option is checked, the
+// model, and what arrays leave out.
+void validate_array(const TrainOptions& o) {
+  CAMPO_CHECK(o.array >= 0 && o.array <= 64, "--array must be a number of models in 1..64, got ",
+              o.array);
+  const std::pair<const char*, size_t> lists[] = {{"--lr", o.lr_list.size()},
+                                                  {"--momentum", o.momentum_list.size()},
+                                                  {"--weight-decay", o.weight_decay_list.size()},
+                                                  {"--dropout", o.dropout_list.size()},
+                                                  {"--seed", o.seed_list.size()}};
+  for (const auto& [option, count] : lists) {
+    if (count == 0) continue;
+    CAMPO_CHECK(o.array >= 2, option, " lists ", count, " values; give --array ", count,
+                " to train one model per value");
+    CAMPO_CHECK(int(count) == o.array, option, " lists ", count, " values for --array ",
+                o.array, " (give one value per model, or a single value for all)");
+  }
+  for (float v : o.lr_list)
+    CAMPO_CHECK(std::isfinite(v) && v > 0, "--lr must list positive learning rates, got ", v);
+  for (float v : o.momentum_list)
+    CAMPO_CHECK(v >= 0 && v < 1, "--momentum values must be in [0, 1), got ", v);
+  for (float v : o.weight_decay_list)
+    CAMPO_CHECK(v >= 0, "--weight-decay values must be non-negative, got ", v);
+  for (float v : o.dropout_list) {
+    CAMPO_CHECK(v >= 0 && v < 1, "--dropout values must be in [0, 1), got ", v);
+    CAMPO_CHECK(v == 0 || o.model == "mlp",
+                "--dropout applies to --model mlp only in an array (", o.model,
+                " has no configurable dropout)");
+  }
+  CAMPO_CHECK(o.array_shuffle == "shared" || o.array_shuffle == "independent",
+              "--array-shuffle must be shared or independent, got '", o.array_shuffle, "'");
+  if (o.array < 2) {
+    CAMPO_CHECK(o.array_shuffle == "shared", "--array-shuffle needs --array N (N >= 2)");
+    return;
+  }
+  std::string why;
+  CAMPO_CHECK(supports_model_array(o.model, &why), why);
+  CAMPO_CHECK(o.resume_path.empty(),
+              "--resume does not continue a model array; resume one of its models alone from "
+              "its checkpoint (campo train --resume PATH-<i>.safetensors)");
+}
+
+}  // namespace
+
 void validate(const TrainOptions& o) {
   CAMPO_CHECK(
       is_known_model(o.model), "unknown model '", o.model, "' (known models: ",
@@ -516,6 +563,7 @@ void validate(const TrainOptions& o) {
   CAMPO_CHECK(o.save_every == 0 || !o.save_path.empty(),
               "--save-every needs --save (the checkpoint path to write every ", o.save_every,
               " steps)");
+  validate_array(o);
   (void)precision_config(o);  // checks --precision, --low-precision, --loss-scale, lists
   check_training_device(o.device);
   // Outputs and inputs before any work is spent (a calibration or a training run).
@@ -580,11 +628,9 @@ ResumePoint resume_point(const std::string& path, int64_t epoch, int64_t positio
   return at;
 }
 
-TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal) {
-  validate(o);
-  if (o.threads > 0) omp_set_num_threads(o.threads);
-  Timer wall;
-  DatasetOptions dopts;
+TrainingData open_training_data(const TrainOptions& o, std::ostream& log) {
+  TrainingData d;
+  DatasetOptions& dopts = d.options;
   dopts.data_dir = o.data_dir;
   dopts.seed = o.seed;
   dopts.image_size = o.image_size;
@@ -608,17 +654,27 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
         "--augment, --resize, --padding, --skip-bad and --holdout apply to cifar10 and "
         "folder data sets only");
   }
-  std::shared_ptr<const Dataset> train_set = open_dataset(o.dataset, "train", dopts);
+  d.train = open_dataset(o.dataset, "train", dopts);
   DatasetOptions test_opts = dopts;
   if (image_data && o.augment == "on") test_opts.augment = false;  // never augment evaluation
-  std::shared_ptr<const Dataset> test_set = open_dataset(o.dataset, "test", test_opts);
-  check_splits_match(*train_set, *test_set);  // before training, not at the first evaluation
-  if (o.train_limit > 0) train_set = std::make_shared<SubsetDataset>(train_set, o.train_limit);
-  if (o.test_limit > 0) test_set = std::make_shared<SubsetDataset>(test_set, o.test_limit);
-  CAMPO_CHECK(train_set->size() >= o.batch, "--batch ", o.batch, " is larger than the ",
-              train_set->size(), " training samples of ", train_set->name());
+  d.test = open_dataset(o.dataset, "test", test_opts);
+  check_splits_match(*d.train, *d.test);  // before training, not at the first evaluation
+  if (o.train_limit > 0) d.train = std::make_shared<SubsetDataset>(d.train, o.train_limit);
+  if (o.test_limit > 0) d.test = std::make_shared<SubsetDataset>(d.test, o.test_limit);
+  CAMPO_CHECK(d.train->size() >= o.batch, "--batch ", o.batch, " is larger than the ",
+              d.train->size(), " training samples of ", d.train->name());
+  d.model_options = model_options_for(*d.train, o.dropout, o.bert_config);
+  return d;
+}
 
-  const ModelOptions mopts = model_options_for(*train_set, o.dropout, o.bert_config);
+TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal) {
+  validate(o);
+  if (o.threads > 0) omp_set_num_threads(o.threads);
+  Timer wall;
+  TrainingData data = open_training_data(o, log);
+  const DatasetOptions& dopts = data.options;
+  std::shared_ptr<const Dataset> train_set = data.train, test_set = data.test;
+  const ModelOptions& mopts = data.model_options;
   const Shape image_shape = train_set->image_shape();
   OptimizerConfig ocfg;
   ocfg.kind = o.optimizer == "adam" ? OptimizerConfig::Kind::adam : OptimizerConfig::Kind::sgd;

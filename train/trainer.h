@@ -15,6 +15,7 @@
 #include "amp/loss_scaler.h"
 #include "amp/policy.h"
 #include "datasets/dataset.h"
+#include "datasets/registry.h"
 #include "graph/executor.h"
 #include "graph/layout.h"
 #include "graph/optimizer.h"
@@ -82,6 +83,15 @@ struct TrainOptions {
   float mask_prob = 0.15f;           // tokens chosen for prediction (BERT's 80/10/10)
   // --conv-layout: blocked activations between convolutions (graph/layout.h) or plain.
   ConvLayout conv_layout = ConvLayout::blocked;
+  // --array N: N copies of the model trained as one fused step (train/model_array.h); 0 or 1:
+  // a single model. With it, --lr, --momentum, --weight-decay, --dropout and --seed may each
+  // list N values (the lists below; empty: the scalar option for every model).
+  int array = 0;
+  std::vector<float> lr_list, momentum_list, weight_decay_list, dropout_list;
+  std::vector<uint64_t> seed_list;
+  // shared: every model sees the same batches (the first seed's order, as in HFTA);
+  // independent: model i its own order from its seed, as a single run with that seed.
+  std::string array_shuffle = "shared";
 };
 
 // From the command-line options (checks them). Leaves the calibration out.
@@ -144,6 +154,15 @@ void check_threads(int threads);
 // --device: a backend for it exists (make_backend's one error line otherwise; shared with
 // dcgan), checked before any work.
 void check_training_device(const DeviceSpec& device);
+
+// The data sets of a run (its options checked; --limit-train / --limit-test applied) and the
+// model options they imply (channels, image size, classes).
+struct TrainingData {
+  std::shared_ptr<const Dataset> train, test;
+  DatasetOptions options;
+  ModelOptions model_options;
+};
+TrainingData open_training_data(const TrainOptions& o, std::ostream& log);
 
 // Trains and evaluates; progress goes to `log`, the final JSON line too. SIGINT or SIGTERM
 // during training or evaluation ends the run after the current step with Interrupted

@@ -49,7 +49,24 @@ TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
   b.set_training(true);
   Shape input_shape = {spec.batch};
   input_shape.insert(input_shape.end(), spec.image_shape.begin(), spec.image_shape.end());
-  if (model_input(spec.model) == ModelInput::tokens) {
+  if (spec.array > 1) {
+    CAMPO_CHECK(model_input(spec.model) == ModelInput::images && input_shape.size() == 4,
+                "internal: model arrays take image models");
+    CAMPO_CHECK(spec.optimizer.slices == spec.array, "internal: an array of ", spec.array,
+                " models with an optimizer over ", spec.optimizer.slices, " slices");
+    const int64_t n = spec.array;
+    b.set_array_size(spec.array);
+    input_shape[1] *= n;
+    ValueId images = b.placeholder(input_placeholder(spec.model), input_shape);
+    ValueId labels = b.placeholder("labels", {spec.batch * n}, DType::i32);
+    const ModelOutputs model = build_model_outputs(spec.model, b, images, spec.model_options);
+    CAMPO_CHECK(model.auxiliary.empty(), "internal: a model array with auxiliary heads");
+    const Shape& logits = b.shape(model.logits);  // [batch, n * classes]
+    ValueId per_example = b.sparse_softmax_cross_entropy(
+        b.reshape(model.logits, {spec.batch * n, logits[1] / n}), labels);
+    info.model_losses = b.mean(b.reshape(per_example, {spec.batch, n}), {0});
+    info.loss = b.sum(info.model_losses);
+  } else if (model_input(spec.model) == ModelInput::tokens) {
     // A prediction per token: logits [batch * T, V] against the labels flattened, the
     // unmasked ones (kIgnoreLabel) left out of the sum and of the count.
     ValueId ids = b.placeholder(input_placeholder(spec.model), input_shape, DType::i32);

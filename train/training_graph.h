@@ -60,15 +60,25 @@ struct TrainingGraphSpec {
   int64_t batch = 0;
   OptimizerConfig optimizer;
   PrecisionConfig precision;
+  // A model array (train/model_array.h) of `array` image models: "images" is
+  // [batch, array * C, H, W] (model i's images in channel block i), "labels" [batch * array]
+  // (row b * array + i: model i's label of sample b), the loss the sum of the models' mean
+  // losses (so each model's gradient is its own), `model_losses` [array] each model's, and
+  // optimizer.slices must equal `array`.
+  int array = 1;
 };
 struct TrainingGraphInfo {
   ValueId loss = kNoValue;
   ValueId all_finite = kNoValue;
-  // What a training step fetches: the loss, and the gradients' finiteness check when there
-  // is one (the live nodes are those these and the updates need).
+  ValueId model_losses = kNoValue;  // model arrays: [array], each model's mean loss
+  // What a training step fetches: the loss, each model's loss in an array, and the
+  // gradients' finiteness check when there is one (the live nodes are those these and the
+  // updates need).
   std::vector<ValueId> fetches() const {
-    if (all_finite == kNoValue) return {loss};
-    return {loss, all_finite};
+    std::vector<ValueId> f = {loss};
+    if (model_losses != kNoValue) f.push_back(model_losses);
+    if (all_finite != kNoValue) f.push_back(all_finite);
+    return f;
   }
   PrecisionSummary summary;
   // cost-aware only: the costs used and the decisions (by node id of the graph before
