@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "ops/kernel.h"
+
 namespace campo {
 
 const char* conv_layout_name(ConvLayout layout) {
@@ -54,6 +56,17 @@ bool is_flat_elementwise(OpKind kind) {
 }
 
 NodeRole layout_role(const Graph& g, const Node& n) {
+  switch (n.kind) {
+    case OpKind::Conv2D:
+    case OpKind::Conv2DBackpropInput:
+    case OpKind::Conv2DBackpropFilter: {
+      const ValueId filter = n.kind == OpKind::Conv2DBackpropFilter ? n.outputs[0] : n.inputs[1];
+      if (runs_per_group(attrs_as<ConvAttrs>(n.attrs), g.value(filter).shape)) return {};
+      break;
+    }
+    default:
+      break;
+  }
   switch (n.kind) {
     case OpKind::Conv2D:               // {x, w} -> y
     case OpKind::Conv2DBackpropInput:  // {dy, w} -> dx

@@ -27,6 +27,17 @@ namespace campo {
 enum class Layout : uint8_t { plain, nChw8c };
 const char* layout_name(Layout layout);
 
+// A grouped convolution (`filter` [O, C / groups, kh, kw]) whose groups have an input or output
+// channel count that is not a multiple of 8 runs as one oneDNN primitive per group on the
+// CPU, on strided views of the group's channels: oneDNN 2.6 has only its GEMM-based
+// implementation for such groups, 10-50x slower than its direct kernels on the same groups
+// one at a time (a model array of LeNets, whose convolutions have 1, 6 and 16 channels per
+// model; docs/kernels.md, "Grouped convolutions"). Its activations stay plain (the layout pass
+// leaves it out).
+inline bool runs_per_group(const ConvAttrs& a, const Shape& filter) {
+  return a.groups > 1 && (filter[1] % 8 != 0 || (filter[0] / a.groups) % 8 != 0);
+}
+
 struct TensorDesc {
   Shape shape;
   DType dtype = DType::f32;

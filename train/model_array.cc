@@ -487,10 +487,11 @@ ArrayTrainResult train_array(const TrainOptions& o, std::ostream& log, bool log_
     if (!r.checkpoints.empty()) m["checkpoint"] = r.checkpoints[size_t(i)];
     models.push_back(m);
     if (mode != "none")
-      log << "model " << i << ": lr " << h.lr[size_t(i)] << " momentum " << h.momentum[size_t(i)]
-          << " weight_decay " << h.weight_decay[size_t(i)] << " seed " << h.seed[size_t(i)]
-          << "  final loss " << std::fixed << std::setprecision(4) << r.final_loss[size_t(i)]
-          << "  test accuracy " << r.test_accuracy[size_t(i)]
+      log << std::defaultfloat << std::setprecision(6) << "model " << i << ": lr "
+          << h.lr[size_t(i)] << " momentum " << h.momentum[size_t(i)] << " weight_decay "
+          << h.weight_decay[size_t(i)] << " seed " << h.seed[size_t(i)] << "  final loss "
+          << std::fixed << std::setprecision(4) << r.final_loss[size_t(i)] << "  test accuracy "
+          << r.test_accuracy[size_t(i)]
           << (r.checkpoints.empty() ? "" : "  -> " + r.checkpoints[size_t(i)]) << "\n";
   }
   nlohmann::json j = {

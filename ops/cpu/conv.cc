@@ -42,6 +42,12 @@ tag activation_tag(Layout layout) { return layout == Layout::nChw8c ? tag::nChw8
 // One convolution's geometry as oneDNN descriptors: x [N, C, H, W] * w [O, C/g, kh, kw]
 // -> y [N, O, Ho, Wo]. `plain_*` describe our buffers (x and y in their spec layouts),
 // `prim_*` what the primitive is asked for (the same, or format_tag::any).
+//
+// With `one_group` (runs_per_group: a grouped convolution run one group at a time), the
+// problem is one group's: x and y are strided views of the group's channels of the plain
+// [N, C, H, W] / [N, O, Ho, Wo] buffers (GroupOffsets below moves them to the group), the
+// filter the group's dense [O/g, C/g, kh, kw] slice, and the primitive runs on its preferred
+// layouts, reordered from and to the views.
 struct ConvProblem {
   memory::desc plain_x, plain_w, plain_y;
   memory::desc prim_x, prim_w, prim_y;
@@ -49,10 +55,30 @@ struct ConvProblem {
   bool weights_blocked = false;
 
   ConvProblem(OpKind kind, const TensorDesc& x_desc, const Shape& w, const TensorDesc& y_desc,
-              const ConvAttrs& a, DType dtype) {
+              const ConvAttrs& a, DType dtype, bool one_group = false) {
     const Shape& x = x_desc.shape;
     const Shape& y = y_desc.shape;
     const memory::data_type dt = dnnl_type(dtype, "oneDNN convolution");
+    strides = {a.stride_h, a.stride_w};
+    dilates = {a.dilation_h - 1, a.dilation_w - 1};  // oneDNN counts dilation from 0
+    pads = {a.pad_h, a.pad_w};                       // symmetric: padding_l == padding_r
+    if (one_group) {
+      CAMPO_CHECK(x_desc.layout == Layout::plain && y_desc.layout == Layout::plain,
+                  "internal: a convolution run per group needs plain activations");
+      const int64_t g = a.groups;
+      auto group_view = [&](const Shape& t) {
+        return memory::desc({t[0], t[1] / g, t[2], t[3]}, dt,
+                            memory::dims{t[1] * t[2] * t[3], t[2] * t[3], t[3], 1});
+      };
+      plain_x = group_view(x);
+      plain_y = group_view(y);
+      plain_w = memory::desc({w[0] / g, w[1], w[2], w[3]}, dt, tag::oihw);
+      prim_x = memory::desc(plain_x.dims(), dt, tag::any);
+      prim_y = memory::desc(plain_y.dims(), dt, tag::any);
+      prim_w = memory::desc(plain_w.dims(), dt, tag::any);
+      weights_blocked = true;
+      return;
+    }
     plain_x = memory::desc(to_dims(x), dt, activation_tag(x_desc.layout));
     plain_y = memory::desc(to_dims(y), dt, activation_tag(y_desc.layout));
     memory::dims wd = to_dims(w);
@@ -71,9 +97,6 @@ struct ConvProblem {
       prim_x = plain_x, prim_y = plain_y, prim_w = plain_w;
     }
     weights_blocked = prim_w != plain_w;
-    strides = {a.stride_h, a.stride_w};
-    dilates = {a.dilation_h - 1, a.dilation_w - 1};  // oneDNN counts dilation from 0
-    pads = {a.pad_h, a.pad_w};                       // symmetric: padding_l == padding_r
   }
 
   // The weights (dw for Conv2DBackpropFilter) in another type than the data: bf16 x and dy
@@ -148,6 +171,39 @@ class BoundPrimitive {
   std::unordered_map<int, memory> args_;
 };
 
+// The byte offsets from one group's x, w and y to the next's in the full plain buffers, and
+// the number of groups a kernel runs one at a time (1: one primitive for the whole problem).
+struct GroupOffsets {
+  int groups = 1;
+  size_t x = 0, w = 0, y = 0;
+
+  GroupOffsets(const TensorDesc& x_desc, const Shape& w_shape, const TensorDesc& y_desc,
+               const ConvAttrs& a, DType dtype) {
+    if (!runs_per_group(a, w_shape)) return;
+    groups = a.groups;
+    const size_t bytes = dtype_size(dtype);
+    const Shape& xs = x_desc.shape;
+    const Shape& ys = y_desc.shape;
+    x = size_t(xs[1] / groups * xs[2] * xs[3]) * bytes;
+    y = size_t(ys[1] / groups * ys[2] * ys[3]) * bytes;
+    w = size_t(shape_numel(w_shape) / groups) * bytes;
+  }
+  bool per_group() const { return groups > 1; }
+};
+
+// Runs `prim` once per group (once in all without a split), each argument (in add_arg
+// order) moved on by its per-group byte step.
+void run_groups(BoundPrimitive& prim, dnnl::stream& s, int groups,
+                std::initializer_list<std::pair<void*, size_t>> buffers) {
+  for (int g = 0; g < groups; ++g) {
+    void* moved[3];
+    size_t i = 0;
+    for (const auto& [base, step] : buffers)
+      moved[i++] = static_cast<char*>(base) + size_t(g) * step;
+    prim.run(s, {moved[0], moved[1], moved[2]});
+  }
+}
+
 dnnl::primitive_attr user_scratchpad() {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -170,10 +226,12 @@ void build_or_explain(const KernelSpec& spec, F&& build) {
 // y = conv(x, w); inputs {x, w}, output y.
 class Conv2DKernel : public Kernel {
  public:
-  Conv2DKernel(const KernelSpec& spec, ExecContext& ctx) {
+  Conv2DKernel(const KernelSpec& spec, ExecContext& ctx)
+      : off_(spec.inputs[0], spec.inputs[1].shape, spec.outputs[0], attrs_as<ConvAttrs>(spec.attrs),
+             spec.dtype) {
     build_or_explain(spec, [&] {
       ConvProblem p(spec.kind, spec.inputs[0], spec.inputs[1].shape, spec.outputs[0],
-                    attrs_as<ConvAttrs>(spec.attrs), spec.dtype);
+                    attrs_as<ConvAttrs>(spec.attrs), spec.dtype, off_.per_group());
       auto pd = p.forward_pd(cpu_engine(ctx), user_scratchpad());
       prim_.add_arg(DNNL_ARG_SRC, p.plain_x, pd.src_desc(), true, cpu_engine(ctx));
       prim_.add_arg(DNNL_ARG_WEIGHTS, p.plain_w, pd.weights_desc(), true, cpu_engine(ctx));
@@ -183,20 +241,26 @@ class Conv2DKernel : public Kernel {
   }
   void run(ExecContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
-    prim_.run(cpu_stream(ctx), {in[0].device_data(), in[1].device_data(), out[0].device_data()});
+    run_groups(prim_, cpu_stream(ctx), off_.groups,
+               {{in[0].device_data(), off_.x},
+                {in[1].device_data(), off_.w},
+                {out[0].device_data(), off_.y}});
   }
 
  private:
+  GroupOffsets off_;
   BoundPrimitive prim_;
 };
 
 // dx = conv^T(dy, w); inputs {dy, w}, output dx (also the transposed convolution).
 class Conv2DBackpropInputKernel : public Kernel {
  public:
-  Conv2DBackpropInputKernel(const KernelSpec& spec, ExecContext& ctx) {
+  Conv2DBackpropInputKernel(const KernelSpec& spec, ExecContext& ctx)
+      : off_(spec.outputs[0], spec.inputs[1].shape, spec.inputs[0], attrs_as<ConvAttrs>(spec.attrs),
+             spec.dtype) {
     build_or_explain(spec, [&] {
       ConvProblem p(spec.kind, spec.outputs[0], spec.inputs[1].shape, spec.inputs[0],
-                    attrs_as<ConvAttrs>(spec.attrs), spec.dtype);
+                    attrs_as<ConvAttrs>(spec.attrs), spec.dtype, off_.per_group());
       const dnnl::primitive_attr attr = user_scratchpad();
       auto hint = p.forward_pd(cpu_engine(ctx), attr);
       dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, p.prim_x,
@@ -212,10 +276,14 @@ class Conv2DBackpropInputKernel : public Kernel {
   }
   void run(ExecContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
-    prim_.run(cpu_stream(ctx), {in[0].device_data(), in[1].device_data(), out[0].device_data()});
+    run_groups(prim_, cpu_stream(ctx), off_.groups,
+               {{in[0].device_data(), off_.y},
+                {in[1].device_data(), off_.w},
+                {out[0].device_data(), off_.x}});
   }
 
  private:
+  GroupOffsets off_;
   BoundPrimitive prim_;
 };
 
@@ -226,7 +294,9 @@ class Conv2DBackpropInputKernel : public Kernel {
 // into its own buffer and widens it, which costs a pass over the weights only.
 class Conv2DBackpropFilterKernel : public Kernel {
  public:
-  Conv2DBackpropFilterKernel(const KernelSpec& spec, ExecContext& ctx) {
+  Conv2DBackpropFilterKernel(const KernelSpec& spec, ExecContext& ctx)
+      : off_(spec.inputs[0], spec.outputs[0].shape, spec.inputs[1], attrs_as<ConvAttrs>(spec.attrs),
+             spec.dtype) {
     build_or_explain(spec, [&] {
       const bool f32_dw = spec.outputs[0].dtype != spec.dtype;
       if (!build(spec, ctx, f32_dw)) {  // the GEMM path: compute bf16, widen in run()
@@ -237,11 +307,20 @@ class Conv2DBackpropFilterKernel : public Kernel {
   }
   void run(ExecContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
+    // The widened path's dw is in the node's dtype, so its per-group step is off_.w; a
+    // direct f32 dw (a folded cast) steps by f32 elements.
+    const size_t w_step = off_.w / dtype_size(spec_dtype_) * dtype_size(out[0].dtype());
     if (!widened_.defined()) {
-      prim_.run(cpu_stream(ctx), {in[0].device_data(), in[1].device_data(), out[0].device_data()});
+      run_groups(prim_, cpu_stream(ctx), off_.groups,
+                 {{in[0].device_data(), off_.x},
+                  {in[1].device_data(), off_.y},
+                  {out[0].device_data(), w_step}});
       return;
     }
-    prim_.run(cpu_stream(ctx), {in[0].device_data(), in[1].device_data(), widened_.device_data()});
+    run_groups(prim_, cpu_stream(ctx), off_.groups,
+               {{in[0].device_data(), off_.x},
+                {in[1].device_data(), off_.y},
+                {widened_.device_data(), off_.w}});
     convert(widened_.device_data(), widened_.dtype(), out[0].device_data(), out[0].dtype(),
             size_t(widened_.numel()));
   }
@@ -250,8 +329,9 @@ class Conv2DBackpropFilterKernel : public Kernel {
   // Builds the primitive; with `f32_dw`, returns false (building nothing) where oneDNN
   // would use its GEMM-based implementation.
   bool build(const KernelSpec& spec, ExecContext& ctx, bool f32_dw) {
+    spec_dtype_ = spec.dtype;
     ConvProblem p(spec.kind, spec.inputs[0], spec.outputs[0].shape, spec.inputs[1],
-                  attrs_as<ConvAttrs>(spec.attrs), spec.dtype);
+                  attrs_as<ConvAttrs>(spec.attrs), spec.dtype, off_.per_group());
     const dnnl::primitive_attr attr = user_scratchpad();
     auto hint = p.forward_pd(cpu_engine(ctx), attr);
     if (f32_dw) p.set_weights_type(DType::f32);
@@ -269,6 +349,8 @@ class Conv2DBackpropFilterKernel : public Kernel {
     return true;
   }
 
+  GroupOffsets off_;
+  DType spec_dtype_ = DType::f32;
   BoundPrimitive prim_;
   Tensor widened_;  // bf16 dw of the GEMM path, widened to the f32 output
 };
