@@ -312,6 +312,10 @@ void add_model_run_options(CLI::App* cmd, ModelRunOptions& o, std::string& devic
   cmd->add_option("--search", o.search, "cost-aware: exact or traversals")->capture_default_str();
   cmd->add_flag("--no-fold-casts{false}", o.fold_casts,
                 "cost-aware: insert weight and weight-gradient casts as Cast nodes, as amp does");
+  cmd->add_option("--array", o.array,
+                  "N copies of the model as one fused step (a model array, as campo train "
+                  "--array); samples/s counts every model's batch")
+      ->capture_default_str();
   check_int64(cmd, {"--batch"});
 }
 

@@ -19,6 +19,7 @@
 #include "runtime/file_check.h"
 #include "runtime/timer.h"
 #include "train/gan_trainer.h"
+#include "train/model_array.h"
 #include "train/profiling.h"
 #include "train/roofline.h"
 #include "train/trainer.h"
@@ -107,6 +108,9 @@ TrainingGraphSpec model_run_spec(const ModelRunOptions& o, Precision policy) {
   spec.optimizer.kind =
       o.optimizer == "adam" ? OptimizerConfig::Kind::adam : OptimizerConfig::Kind::sgd;
   spec.precision = model_run_precision(o, policy);
+  // --array N: N copies as one fused step, "lr" [N] (one rate per model).
+  spec.array = o.array;
+  spec.optimizer.slices = o.array;
   return spec;
 }
 
@@ -224,12 +228,20 @@ std::string with_suffix(const std::string& path, const std::string& suffix) {
 
 namespace {
 
+constexpr int kMaxArraySize = 64;  // --array's bound, as campo train's (train/trainer.cc)
+
 void check_model_run_numbers(const ModelRunOptions& o) {
   CAMPO_CHECK(o.model == "dcgan" || is_known_model(o.model), "unknown model '", o.model, "'");
   CAMPO_CHECK(o.batch > 0, "--batch must be a positive number of samples, got ", o.batch);
   CAMPO_CHECK(o.image_size > 0, "--image-size must be positive, got ", o.image_size);
   CAMPO_CHECK(o.channels > 0, "--channels must be positive, got ", o.channels);
   CAMPO_CHECK(o.classes > 1, "--classes must be at least 2, got ", o.classes);
+  CAMPO_CHECK(o.array >= 1 && o.array <= kMaxArraySize, "--array must be a number of models in 1..",
+              kMaxArraySize, ", got ", o.array);
+  if (o.array > 1 && o.model != "dcgan") {
+    std::string why;
+    CAMPO_CHECK(supports_model_array(o.model, &why), why);
+  }
 }
 
 }  // namespace
@@ -249,6 +261,9 @@ void check_plan_options(const PlanOptions& o) {
               device_name(device.type),
               "` needs the CUDA backend's kernels, issue 12; this CPU's calibrations do not "
               "apply); plan --precision amp or fp32 for it");
+  CAMPO_CHECK(o.run.model != "dcgan" || o.run.array == 1,
+              "campo plan --array does not support --model dcgan (plan a single DCGAN; "
+              "campo bench --model dcgan --array N measures its array)");
   if (o.run.model == "dcgan") {  // one file per step graph
     for (const char* suffix : {"_d", "_g"})
       if (!o.dot_path.empty()) require_output_file(with_suffix(o.dot_path, suffix), "--dot file");
@@ -267,6 +282,9 @@ void check_bench_options(const BenchOptions& o) {
   CAMPO_CHECK(o.steps > 0, "--steps must be a positive number of timed steps, got ", o.steps);
   CAMPO_CHECK(o.repeats > 0, "--repeats must be positive, got ", o.repeats);
   CAMPO_CHECK(o.warmup >= 0, "--warmup must be zero or positive, got ", o.warmup);
+  CAMPO_CHECK(o.run.model != "dcgan" || o.run.array == 1,
+              "campo bench --array does not support --model dcgan yet (GanBenchPolicy runs one "
+              "DCGAN); bench it without --array");
   if (!o.json_path.empty()) require_output_file(o.json_path, "--json file");
 }
 
@@ -312,6 +330,7 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
     VariableStore vars(o.run.seed);
     TrainingGraphInfo info = build_training_graph(g, vars, with_profiled_costs(spec));
     header << ", batch " << o.run.batch << ", input " << compact_shape(spec.image_shape);
+    if (o.run.array > 1) header << ", array of " << o.run.array << " models";
     j["graphs"] = {print_graph_plan(g, header.str(), spec.precision, o, o.dot_path, out,
                                     info.fetches(), &info)};
     if (info.cost_plan) {
@@ -515,6 +534,9 @@ constexpr int kPeakReps = 5;
 
 DType bench_low_dtype(const ModelRunOptions& run) { return parse_dtype(run.low_precision); }
 
+// Samples one step trains on: the batch of every model of an --array.
+int64_t samples_per_step(const ModelRunOptions& run) { return run.batch * run.array; }
+
 // Builds, compiles and warms up every policy; measures the GEMM peak first (o.measure_peak)
 // and opens the energy counters.
 BenchRun prepare_bench(const BenchOptions& o) {
@@ -564,7 +586,11 @@ BenchRun prepare_bench(const BenchOptions& o) {
       exe.feed("labels", labels);
       if (exe.has_input("inv_num_targets"))
         exe.feed_scalar("inv_num_targets", 1.0f / float(labels.numel()));
-      exe.feed_scalar("lr", o.lr);
+      if (o.run.array > 1)  // every model at o.lr
+        exe.feed("lr", Tensor::from_vector(std::vector<float>(size_t(o.run.array), o.lr),
+                                           {int64_t(o.run.array)}));
+      else
+        exe.feed_scalar("lr", o.lr);
       exe.feed_scalar("loss_scale", 1.0f);
       if (exe.has_input("step")) exe.feed_scalar("step", 1.0f);
       for (int i = 0; i < o.warmup; ++i) s->step();
@@ -591,7 +617,8 @@ void run_bench_repetition(const BenchOptions& o, BenchRun& run) {
     const double seconds = t.seconds();
     if (run.energy)
       run.results[k].joules.push_back(run.energy->joules_between(before, run.energy->read()));
-    run.results[k].samples_per_sec.push_back(double(o.steps) * double(o.run.batch) / seconds);
+    run.results[k].samples_per_sec.push_back(double(o.steps) * double(samples_per_step(o.run)) /
+                                             seconds);
   }
 }
 
@@ -615,6 +642,7 @@ std::vector<BenchResult> run_bench_lockstep(const BenchOptions& o, std::istream&
   nlohmann::json ready = {{"ready", true},
                           {"framework", std::string("campo ") + CAMPO_VERSION},
                           {"model", o.run.model},
+                          {"array", o.run.array},
                           {"precisions", o.precisions},
                           {"flops_per_step", run.results.at(0).flops.total()},
                           {"gemm_flops_per_step", run.results.at(0).flops.gemm},
@@ -691,6 +719,9 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
       << (tokens ? "[" + std::to_string(o.run.seq_len) + "] tokens"
                  : "[" + std::to_string(o.run.channels) + "," + std::to_string(o.run.image_size) +
                        "," + std::to_string(o.run.image_size) + "]")
+      << (o.run.array > 1 ? ", array of " + std::to_string(o.run.array) + " models (" +
+                                std::to_string(samples_per_step(o.run)) + " samples/step)"
+                          : std::string())
       << ", " << o.steps << " steps x " << repetitions << " interleaved repetitions, low precision "
       << o.run.low_precision << "\n";
   const double peak_f32 = machine.peak_f32 ? machine.peak_f32->gflops : 0;
@@ -714,18 +745,18 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
   const std::string machine_name = make_backend(o.run.device)->describe();
   for (BenchResult& res : results) {
     res.ratio_to_fp32 = fp32_median > 0 ? res.median / fp32_median : 0;
-    const double measured_ms = res.median > 0 ? 1000.0 * double(o.run.batch) / res.median : 0;
+    const double per_step = double(samples_per_step(o.run));
+    const double measured_ms = res.median > 0 ? 1000.0 * per_step / res.median : 0;
     if (res.predicted_ms > 0 && measured_ms > 0)
       res.prediction_error_pct = 100.0 * (res.predicted_ms - measured_ms) / measured_ms;
     // Roofline: the counted FLOPs at the median rate, against the peak of the step's GEMM mix.
-    const double steps_per_sec = res.median / double(o.run.batch);
+    const double steps_per_sec = res.median / per_step;
     res.achieved_gflops = double(res.flops.total()) * steps_per_sec * 1e-9;
     res.peak_gflops = mixed_gemm_peak_gflops(res.flops, peak_f32, peak_low);
     res.pct_of_peak = res.peak_gflops > 0 ? 100.0 * res.achieved_gflops / res.peak_gflops : 0;
     if (!res.joules.empty()) {
       res.joules_per_step = median_of(res.joules) / double(o.steps);
-      res.samples_per_joule =
-          res.joules_per_step > 0 ? double(o.run.batch) / res.joules_per_step : 0;
+      res.samples_per_joule = res.joules_per_step > 0 ? per_step / res.joules_per_step : 0;
     }
     char cast_time[64] = "cast time n/a";
     if (res.cast_ms_per_step >= 0)
@@ -784,6 +815,7 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
                  {"precision", res.precision},
                  {"low_precision", o.run.low_precision},
                  {"batch", o.run.batch},
+                 {"array", o.run.array},
                  {"samples_per_sec", res.samples_per_sec},
                  {"median_samples_per_sec", res.median},
                  {"ratio_to_fp32", res.ratio_to_fp32},

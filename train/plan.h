@@ -42,6 +42,7 @@ struct ModelRunOptions {
   bool fold_casts = true;        // cost-aware: fold weight-gradient casts into producers
   // bench: --conv-layout, blocked activations between convolutions or plain (graph/layout.h).
   ConvLayout conv_layout = ConvLayout::blocked;
+  int array = 1;  // --array: models trained as one fused step (train/model_array.h)
 };
 
 struct PlanOptions {
@@ -137,7 +138,7 @@ std::vector<BenchResult> run_bench(const BenchOptions& o, std::ostream& out);
 // The same run driven from outside (`campo bench --lockstep`, for an orchestrator that
 // interleaves campo with other frameworks' processes). After building, compiling and
 // warming up every policy it writes one JSON line to `protocol`:
-//   {"ready": true, "framework": "campo <version>", "model": ..., "precisions": [...],
+//   {"ready": true, "framework": "campo <version>", "model": ..., "array": N, "precisions": [...],
 //    "flops_per_step": ..., "gemm_flops_per_step": ..., "params": <trainable parameters>}
 // (the FLOPs of the first policy's step), then reads `commands` line by line: "run" runs one
 // repetition (each policy in turn, o.steps steps each) and writes
