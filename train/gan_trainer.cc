@@ -1002,7 +1002,6 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
       const GanModelResult& m = r.models[size_t(i)];
       nlohmann::json e = {{"index", i},
                           {"lr", h.lr[size_t(i)]},
-                          {"momentum", h.momentum[size_t(i)]},
                           {"weight_decay", h.weight_decay[size_t(i)]},
                           {"seed", h.seed[size_t(i)]},
                           {"loss_d", m.loss_d},
@@ -1010,13 +1009,18 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
                           {"d_x", m.d_x},
                           {"d_g_z", m.d_g_z},
                           {"samples", m.sample_files.empty() ? "" : m.sample_files.back()}};
+      if (o.optimizer == "sgd") e["momentum"] = h.momentum[size_t(i)];
       if (!m.checkpoint.empty()) e["checkpoint"] = m.checkpoint;
       models.push_back(e);
-      if (mode != "none")
-        log << "model " << i << ": lr " << h.lr[size_t(i)] << " weight_decay "
-            << h.weight_decay[size_t(i)] << " seed " << h.seed[size_t(i)] << "  loss_D "
-            << std::fixed << std::setprecision(4) << m.loss_d << "  loss_G " << m.loss_g
-            << (m.checkpoint.empty() ? "" : "  -> " + m.checkpoint) << "\n";
+      if (mode != "none") {
+        std::ostringstream line;  // its own stream: std::fixed would stick to `log`
+        line << "model " << i << ": lr " << h.lr[size_t(i)];
+        if (o.optimizer == "sgd") line << " momentum " << h.momentum[size_t(i)];
+        line << " weight_decay " << h.weight_decay[size_t(i)] << " seed " << h.seed[size_t(i)]
+             << std::fixed << std::setprecision(4) << "  loss_D " << m.loss_d << "  loss_G "
+             << m.loss_g << (m.checkpoint.empty() ? "" : "  -> " + m.checkpoint);
+        log << line.str() << "\n";
+      }
     }
     j["array"] = n;
     j["array_shuffle"] = o.array_shuffle;
