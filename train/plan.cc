@@ -76,6 +76,14 @@ PrecisionConfig model_run_precision(const ModelRunOptions& o, Precision policy) 
   return c;
 }
 
+// The samples one bench step trains: the batch of each of the --array models.
+double samples_per_step(const ModelRunOptions& o) {
+  return double(o.batch) * double(std::max(1, o.array));
+}
+
+// DCGAN's bench learning rate (the paper's).
+constexpr float kGanBenchLr = 2e-4f;
+
 OptimizerConfig gan_optimizer(const ModelRunOptions& o) {
   CAMPO_CHECK(o.optimizer == "sgd" || o.optimizer == "adam", "unknown optimizer '", o.optimizer,
               "'");
@@ -462,24 +470,43 @@ class ClassifierBenchPolicy final : public BenchPolicy {
   LossScaler scaler_;
 };
 
-// DCGAN: one iteration = the discriminator step and the generator step (GanSession).
+// DCGAN: one iteration = the discriminator step and the generator step (GanSession); with
+// --array N, N models' iterations as one fused step (seeds seed, seed + 1, ...), each on
+// the same real batch.
+ArrayHyperparameters gan_bench_models(const ModelRunOptions& run, const OptimizerConfig& o) {
+  CAMPO_CHECK(run.array >= 1 && run.array <= 64,
+              "--array must be a number of models in 1..64, got ", run.array);
+  ArrayHyperparameters h;
+  const size_t n = size_t(run.array);
+  h.lr.assign(n, kGanBenchLr);
+  h.momentum.assign(n, o.momentum);
+  h.weight_decay.assign(n, o.weight_decay);
+  h.dropout.assign(n, 0.0f);
+  for (size_t i = 0; i < n; ++i) h.seed.push_back(run.seed + i);
+  return h;
+}
+
 class GanBenchPolicy final : public BenchPolicy {
  public:
   GanBenchPolicy(const std::string& precision, const DcganOptions& m, const BenchOptions& o,
                  const Tensor& real)
       : BenchPolicy(precision),
-        session_(m, o.run.batch, gan_optimizer(o.run), o.run.seed, 1,
+        models_(gan_bench_models(o.run, gan_optimizer(o.run))),
+        session_(m, o.run.batch, gan_optimizer(o.run), models_, 1,
                  model_run_precision(o.run, parse_precision(precision)), o.run.conv_layout),
-        real_(real) {}
+        real_(real),
+        reals_(size_t(models_.size()), &real_) {}
 
-  void step() override { session_.step(real_, 2e-4f); }
+  void step() override { session_.step(reals_, models_.lr); }
   FlopCount flops() const override {
     FlopCount c = count_step_flops(session_.d_graph(), session_.d_fetches());
     c += count_step_flops(session_.g_graph(), session_.g_fetches());
     return c;
   }
   int64_t trainable_parameters() const override {
-    return session_.generator_parameters() + session_.discriminator_parameters();
+    // All the models' (the parameters the fused step trains).
+    return (session_.generator_parameters() + session_.discriminator_parameters()) *
+           session_.size();
   }
   void describe(BenchResult& res) override {
     PrecisionSummary s = session_.precision_summary();
@@ -494,8 +521,10 @@ class GanBenchPolicy final : public BenchPolicy {
   }
 
  private:
+  ArrayHyperparameters models_;
   mutable GanSession session_;  // its graph accessors are not const
   Tensor real_;
+  std::vector<const Tensor*> reals_;  // every model's real batch: real_
 };
 
 // A bench run between its repetitions: the policies, their results so far, the machine's
@@ -591,7 +620,7 @@ void run_bench_repetition(const BenchOptions& o, BenchRun& run) {
     const double seconds = t.seconds();
     if (run.energy)
       run.results[k].joules.push_back(run.energy->joules_between(before, run.energy->read()));
-    run.results[k].samples_per_sec.push_back(double(o.steps) * double(o.run.batch) / seconds);
+    run.results[k].samples_per_sec.push_back(double(o.steps) * samples_per_step(o.run) / seconds);
   }
 }
 
@@ -714,18 +743,18 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
   const std::string machine_name = make_backend(o.run.device)->describe();
   for (BenchResult& res : results) {
     res.ratio_to_fp32 = fp32_median > 0 ? res.median / fp32_median : 0;
-    const double measured_ms = res.median > 0 ? 1000.0 * double(o.run.batch) / res.median : 0;
+    const double measured_ms = res.median > 0 ? 1000.0 * samples_per_step(o.run) / res.median : 0;
     if (res.predicted_ms > 0 && measured_ms > 0)
       res.prediction_error_pct = 100.0 * (res.predicted_ms - measured_ms) / measured_ms;
     // Roofline: the counted FLOPs at the median rate, against the peak of the step's GEMM mix.
-    const double steps_per_sec = res.median / double(o.run.batch);
+    const double steps_per_sec = res.median / samples_per_step(o.run);
     res.achieved_gflops = double(res.flops.total()) * steps_per_sec * 1e-9;
     res.peak_gflops = mixed_gemm_peak_gflops(res.flops, peak_f32, peak_low);
     res.pct_of_peak = res.peak_gflops > 0 ? 100.0 * res.achieved_gflops / res.peak_gflops : 0;
     if (!res.joules.empty()) {
       res.joules_per_step = median_of(res.joules) / double(o.steps);
       res.samples_per_joule =
-          res.joules_per_step > 0 ? double(o.run.batch) / res.joules_per_step : 0;
+          res.joules_per_step > 0 ? samples_per_step(o.run) / res.joules_per_step : 0;
     }
     char cast_time[64] = "cast time n/a";
     if (res.cast_ms_per_step >= 0)

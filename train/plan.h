@@ -42,6 +42,7 @@ struct ModelRunOptions {
   bool fold_casts = true;        // cost-aware: fold weight-gradient casts into producers
   // bench: --conv-layout, blocked activations between convolutions or plain (graph/layout.h).
   ConvLayout conv_layout = ConvLayout::blocked;
+  int array = 1;  // --array: models trained as one fused step (train/model_array.h)
 };
 
 struct PlanOptions {
