@@ -475,7 +475,8 @@ int run(const std::vector<std::string>& args) {
   std::string samples_dir = "samples";
   train_cmd
       ->add_option("--samples-dir", samples_dir,
-                   "dcgan: where the sample grid of each epoch is written")
+                   "dcgan: where the sample grid of each epoch is written (epoch_NNN.png; "
+                   "with --array, epoch_NNN-<i>.png per model)")
       ->capture_default_str();
 
   TrainOptions graph_options;
