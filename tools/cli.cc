@@ -170,8 +170,7 @@ void apply_per_model_lists(const CLI::App* cmd, const PerModelLists& l, TrainOpt
   apply("--seed", l.seed, o.seed, o.seed_list);
 }
 
-void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device,
-                       PerModelLists& lists) {
+void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, PerModelLists& lists) {
   cmd->add_option("--model", o.model, "Model: " + join(model_names()) + ", dcgan")
       ->capture_default_str();
   cmd->add_option("--dataset", o.dataset, "Data set: " + join(dataset_names()))
@@ -333,7 +332,6 @@ void resolve_calibration(ModelRunOptions& run, bool cost_aware) {
   default_calibration(low, std::cerr, &run.calibration);
 }
 
-
 // --low-precision when not given: the device's (bf16 on cpu, fp16 on cuda).
 void default_low_precision_of(const CLI::App* cmd, const DeviceSpec& device, std::string& low) {
   if (!given(cmd, "--low-precision"))
@@ -481,7 +479,8 @@ int run(const std::vector<std::string>& args) {
   std::string samples_dir = "samples";
   train_cmd
       ->add_option("--samples-dir", samples_dir,
-                   "dcgan: where the sample grid of each epoch is written")
+                   "dcgan: where the sample grid of each epoch is written (epoch_NNN.png; "
+                   "with --array, epoch_NNN-<i>.png per model)")
       ->capture_default_str();
 
   TrainOptions graph_options;
@@ -614,9 +613,6 @@ int run(const std::vector<std::string>& args) {
     if (train_cmd->parsed() && train_options.model == "dcgan") {
       const TrainOptions& t = train_options;
       check_dcgan_options(train_cmd);
-      CAMPO_CHECK(t.array < 2 && t.lr_list.empty() && t.momentum_list.empty() &&
-                      t.weight_decay_list.empty() && t.dropout_list.empty() && t.seed_list.empty(),
-                  "--array and per-model lists are not supported with --model dcgan yet");
       GanOptions g;
       g.conv_layout = train_options.conv_layout;
       g.dataset = t.dataset;
@@ -647,6 +643,13 @@ int run(const std::vector<std::string>& args) {
       g.resume_path = t.resume_path;
       g.precision = precision_config(t);
       g.calibration = t.calibration;
+      // --array N: the per-model lists (--dropout is refused above: dcgan has none).
+      g.array = t.array;
+      g.lr_list = t.lr_list;
+      g.momentum_list = t.momentum_list;
+      g.weight_decay_list = t.weight_decay_list;
+      g.seed_list = t.seed_list;
+      g.array_shuffle = t.array_shuffle;
       train_gan(g, std::cout, isatty(STDOUT_FILENO) != 0);
       return 0;
     }

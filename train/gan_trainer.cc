@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <iomanip>
@@ -110,47 +111,62 @@ void append_net_update(Builder& b, const Graph& g, const VariableStore& vars, Va
 }
 
 struct DStep {
-  ValueId loss, d_x, d_g_z1;
+  ValueId loss, d_x, d_g_z1;  // a model array: each of them [N], one value per model
   std::vector<ValueId> fetches() const { return {loss, d_x, d_g_z1}; }
 };
-// D step: loss_D = BCE(D(x), 1) + BCE(D(G(z)), 0); update D only.
+
+// The batch mean of `x` ([batch], or [batch, N] in an array: one mean per model).
+ValueId batch_mean(Builder& b, ValueId x) {
+  return b.array_size() > 1 ? b.mean(x, {0}) : b.mean(x);
+}
+
+// What a step differentiates: its loss, or in an array the sum of the models' losses.
+ValueId total_loss(Builder& b, ValueId loss) { return b.array_size() > 1 ? b.sum(loss) : loss; }
+
+// D step: loss_D = BCE(D(x), 1) + BCE(D(G(z)), 0); update D only. `array` models stack
+// along axis 1 (array 1: one model).
 DStep build_d_step(Graph& g, VariableStore& vars, const DcganOptions& model, int64_t batch,
-                   const OptimizerConfig& optimizer) {
+                   const OptimizerConfig& optimizer, int array = 1) {
   Builder b(g, vars);
   b.set_training(true);
+  b.set_array_size(array);
+  const int64_t n = array;
   ValueId real =
-      b.placeholder("images", {batch, model.channels, model.image_size, model.image_size});
-  ValueId z = b.placeholder("z", {batch, model.nz, 1, 1});
-  ValueId ones = b.placeholder("real_label", {batch});
-  ValueId zeros = b.placeholder("fake_label", {batch});
+      b.placeholder("images", {batch, n * model.channels, model.image_size, model.image_size});
+  ValueId z = b.placeholder("z", {batch, n * model.nz, 1, 1});
+  const Shape labels = array > 1 ? Shape{batch, n} : Shape{batch};
+  ValueId ones = b.placeholder("real_label", labels);
+  ValueId zeros = b.placeholder("fake_label", labels);
   ValueId fake = build_dcgan_generator(b, z, model);
   ValueId d_real = build_dcgan_discriminator(b, real, model);
   ValueId d_fake = build_dcgan_discriminator(b, fake, model);
   DStep d;
-  d.loss = b.add(b.mean(b.sigmoid_cross_entropy(d_real, ones)),
-                 b.mean(b.sigmoid_cross_entropy(d_fake, zeros)));
-  d.d_x = b.mean(b.sigmoid(d_real));
-  d.d_g_z1 = b.mean(b.sigmoid(d_fake));
-  append_net_update(b, g, vars, d.loss, kDiscriminatorScope, optimizer);
+  d.loss = b.add(batch_mean(b, b.sigmoid_cross_entropy(d_real, ones)),
+                 batch_mean(b, b.sigmoid_cross_entropy(d_fake, zeros)));
+  d.d_x = batch_mean(b, b.sigmoid(d_real));
+  d.d_g_z1 = batch_mean(b, b.sigmoid(d_fake));
+  append_net_update(b, g, vars, total_loss(b, d.loss), kDiscriminatorScope, optimizer);
   return d;
 }
 
 struct GStep {
-  ValueId loss, d_g_z2;
+  ValueId loss, d_g_z2;  // a model array: [N] each
   std::vector<ValueId> fetches() const { return {loss, d_g_z2}; }
 };
 // G step: loss_G = BCE(D(G(z)), 1); update G only.
 GStep build_g_step(Graph& g, VariableStore& vars, const DcganOptions& model, int64_t batch,
-                   const OptimizerConfig& optimizer) {
+                   const OptimizerConfig& optimizer, int array = 1) {
   Builder b(g, vars);
   b.set_training(true);
-  ValueId z = b.placeholder("z", {batch, model.nz, 1, 1});
-  ValueId ones = b.placeholder("real_label", {batch});
+  b.set_array_size(array);
+  const int64_t n = array;
+  ValueId z = b.placeholder("z", {batch, n * model.nz, 1, 1});
+  ValueId ones = b.placeholder("real_label", array > 1 ? Shape{batch, n} : Shape{batch});
   ValueId d_fake = build_dcgan_discriminator(b, build_dcgan_generator(b, z, model), model);
   GStep s;
-  s.loss = b.mean(b.sigmoid_cross_entropy(d_fake, ones));
-  s.d_g_z2 = b.mean(b.sigmoid(d_fake));
-  append_net_update(b, g, vars, s.loss, kGeneratorScope, optimizer);
+  s.loss = batch_mean(b, b.sigmoid_cross_entropy(d_fake, ones));
+  s.d_g_z2 = batch_mean(b, b.sigmoid(d_fake));
+  append_net_update(b, g, vars, total_loss(b, s.loss), kGeneratorScope, optimizer);
   return s;
 }
 
@@ -179,63 +195,157 @@ std::shared_ptr<const CostTable> gan_step_costs(
 
 }  // namespace
 
+namespace {
+
+// The hyperparameters of one model of seed `seed` (a single session).
+ArrayHyperparameters one_model(const OptimizerConfig& optimizer, uint64_t seed) {
+  ArrayHyperparameters h;
+  h.lr = {0.0f};
+  h.momentum = {optimizer.momentum};
+  h.weight_decay = {optimizer.weight_decay};
+  h.dropout = {0.0f};
+  h.seed = {seed};
+  return h;
+}
+
+// Model i's optimizer alone: the shared settings with its momentum and weight decay.
+OptimizerConfig model_optimizer(OptimizerConfig o, const ArrayHyperparameters& h, int i) {
+  o.slices = 1;
+  o.slice_momentum.clear();
+  o.slice_weight_decay.clear();
+  o.momentum = h.momentum[size_t(i)];
+  o.weight_decay = h.weight_decay[size_t(i)];
+  return o;
+}
+
+// The noise of a session of seed `seed` (z of every step) and its fixed sample noise.
+uint64_t noise_seed(uint64_t seed) { return mix_seed(seed, 0x6e6f697365); }
+uint64_t fixed_noise_seed(uint64_t seed) { return mix_seed(seed, 0x6669786564); }
+
+// Fills block `model` of `n` of z [rows, n nz(, 1, 1)] from `rng`, in the order a single
+// session fills its z [rows, nz(, 1, 1)] (row by row).
+void fill_noise(Tensor& z, int model, int n, Rng& rng) {
+  const int64_t rows = z.dim(0), nz = z.dim(1) / n;
+  float* p = z.data_as<float>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < nz; ++k) p[(r * n + model) * nz + k] = rng.normal();
+}
+
+}  // namespace
+
 GanSession::GanSession(const DcganOptions& model, int64_t batch, const OptimizerConfig& optimizer,
                        uint64_t seed, int64_t num_samples, const PrecisionConfig& precision,
                        ConvLayout conv_layout)
-    : model_(model), batch_(batch), vars_(seed), noise_rng_(mix_seed(seed, 0x6e6f697365)) {
+    : GanSession(model, batch, optimizer, one_model(optimizer, seed), num_samples, precision,
+                 conv_layout) {}
+
+GanSession::GanSession(const DcganOptions& model, int64_t batch, OptimizerConfig optimizer,
+                       const ArrayHyperparameters& h, int64_t num_samples,
+                       const PrecisionConfig& precision, ConvLayout conv_layout)
+    : model_(model), batch_(batch), n_(h.size()), hyper_(h), vars_(h.seed.empty() ? 0 : h.seed[0]) {
   check_dcgan_options(model);
+  CAMPO_CHECK(n_ >= 1, "a GAN session needs at least one model");
+  for (const auto* v : {&h.lr, &h.momentum, &h.weight_decay, &h.dropout})
+    CAMPO_CHECK(int(v->size()) == n_, "internal: per-model hyperparameters of ", v->size(),
+                " models for a GAN array of ", n_);
+  for (float d : h.dropout) CAMPO_CHECK(d == 0.0f, "dcgan has no dropout (got ", d, ")");
   CAMPO_CHECK(!precision.scaler.enabled,
               "dynamic loss scaling is not supported for dcgan yet: use --low-precision bf16 or "
               "--loss-scale none");
   CAMPO_CHECK(batch > 0, "GAN batch must be positive, got ", batch);
   CAMPO_CHECK(num_samples > 0, "GAN sample count must be positive, got ", num_samples);
+  for (uint64_t s : h.seed) noise_rngs_.emplace_back(noise_seed(s));
+
+  // Each model's starting weights (arrays): its single session's, built on a store of its
+  // seed in the single session's order (the D step's graph, then the G step's).
+  std::map<std::string, std::vector<Tensor>> slices;  // name -> each model's host copy
+  if (n_ > 1) {
+    for (int i = 0; i < n_; ++i) {
+      VariableStore single(h.seed[size_t(i)]);
+      Graph d, g;
+      build_d_step(d, single, model, batch, model_optimizer(optimizer, h, i));
+      build_g_step(g, single, model, batch, model_optimizer(optimizer, h, i));
+      for (const std::string& name : single.names()) {
+        if (i == 0) single_shapes_[name] = single.at(name).shape();
+        slices[name].push_back(single.read(name));
+      }
+    }
+    optimizer.slices = n_;
+    if (optimizer.kind == OptimizerConfig::Kind::sgd) optimizer.slice_momentum = h.momentum;
+    optimizer.slice_weight_decay = h.weight_decay;
+  } else {
+    optimizer.momentum = h.momentum[0];
+    optimizer.weight_decay = h.weight_decay[0];
+  }
+  const uint64_t seed = h.seed[0];
+  const Shape labels = n_ > 1 ? Shape{batch, n_} : Shape{batch};
   {
-    const DStep d = build_d_step(d_graph_, vars_, model, batch, optimizer);
+    const DStep d = build_d_step(d_graph_, vars_, model, batch, optimizer, n_);
     loss_d_ = d.loss;
     d_x_ = d.d_x;
     d_g_z1_ = d.d_g_z1;
     d_costs_ = gan_step_costs(precision, [&](Graph& g, VariableStore& v) {
-      return build_d_step(g, v, model, batch, optimizer).fetches();
+      return build_d_step(g, v, model, batch, optimizer, n_).fetches();
     });
     d_policy_ = apply_policy(d_graph_, precision, d_costs_.get());
+  }
+  {
+    const GStep s = build_g_step(g_graph_, vars_, model, batch, optimizer, n_);
+    loss_g_ = s.loss;
+    d_g_z2_ = s.d_g_z2;
+    g_costs_ = gan_step_costs(precision, [&](Graph& g, VariableStore& v) {
+      return build_g_step(g, v, model, batch, optimizer, n_).fetches();
+    });
+    g_policy_ = apply_policy(g_graph_, precision, g_costs_.get());
+  }
+  if (n_ > 1) {
+    CAMPO_CHECK(slices.size() == vars_.names().size(), "internal: the GAN array has ",
+                vars_.names().size(), " variables, the single model ", slices.size());
+    for (const auto& [name, copies] : slices) {
+      CAMPO_CHECK(vars_.contains(name), "internal: the GAN array has no variable '", name, "'");
+      Tensor host = vars_.read(name);
+      CAMPO_CHECK(host.numel() == copies[0].numel() * n_, "internal: array variable '", name,
+                  "' holds ", host.numel(), " elements, not ", n_, " x ", copies[0].numel());
+      for (int i = 0; i < n_; ++i)
+        std::memcpy(static_cast<char*>(host.data()) + i * copies[size_t(i)].nbytes(),
+                    copies[size_t(i)].data(), copies[size_t(i)].nbytes());
+      vars_.write(name, host);
+    }
+  }
+  {
     CompileOptions co;
     co.fetches = d_fetches();
     co.seed = seed;
     co.conv_layout = conv_layout;
     d_exe_ = std::make_unique<Executable>(d_graph_, vars_, co);
     d_exe_->feed_scalar("loss_scale", 1.0f);
-    d_exe_->feed("real_label", filled({batch}, 1.0f));
-    d_exe_->feed("fake_label", filled({batch}, 0.0f));
+    d_exe_->feed("real_label", filled(labels, 1.0f));
+    d_exe_->feed("fake_label", filled(labels, 0.0f));
   }
   {
-    const GStep s = build_g_step(g_graph_, vars_, model, batch, optimizer);
-    loss_g_ = s.loss;
-    d_g_z2_ = s.d_g_z2;
-    g_costs_ = gan_step_costs(precision, [&](Graph& g, VariableStore& v) {
-      return build_g_step(g, v, model, batch, optimizer).fetches();
-    });
-    g_policy_ = apply_policy(g_graph_, precision, g_costs_.get());
     CompileOptions co;
     co.fetches = g_fetches();
     co.seed = seed + 1;
     co.conv_layout = conv_layout;
     g_exe_ = std::make_unique<Executable>(g_graph_, vars_, co);
     g_exe_->feed_scalar("loss_scale", 1.0f);
-    g_exe_->feed("real_label", filled({batch}, 1.0f));
+    g_exe_->feed("real_label", filled(labels, 1.0f));
   }
   {  // Samples of the fixed noise, G in training mode (as the example).
     Builder b(sample_graph_, vars_);
     b.set_training(true);
-    ValueId z = b.placeholder("z", {num_samples, model.nz, 1, 1});
+    b.set_array_size(n_);
+    ValueId z = b.placeholder("z", {num_samples, int64_t(n_) * model.nz, 1, 1});
     samples_ = build_dcgan_generator(b, z, model);
     CompileOptions co;
     co.fetches = {samples_};
     co.conv_layout = conv_layout;
     sample_exe_ = std::make_unique<Executable>(sample_graph_, vars_, co);
-    Rng fixed(mix_seed(seed, 0x6669786564));
     Tensor fz = Tensor::empty(sample_exe_->input_shape("z"), DType::f32);
-    float* p = fz.data_as<float>();
-    for (int64_t i = 0; i < fz.numel(); ++i) p[i] = fixed.normal();
+    for (int i = 0; i < n_; ++i) {
+      Rng fixed(fixed_noise_seed(h.seed[size_t(i)]));
+      fill_noise(fz, i, n_, fixed);
+    }
     sample_exe_->feed("z", fz);
   }
 }
@@ -244,21 +354,59 @@ GanSession::~GanSession() = default;
 
 void GanSession::save(const std::string& path, int64_t epoch, int64_t position_in_epoch,
                       const std::string& optimizer) {
+  CAMPO_CHECK(n_ == 1, "internal: GanSession::save of an array of ", n_,
+              " models (save_model writes one model)");
+  save_model(0, path, epoch, position_in_epoch, optimizer);
+}
+
+void GanSession::save_model(int i, const std::string& path, int64_t epoch,
+                            int64_t position_in_epoch, const std::string& optimizer) {
+  CAMPO_CHECK(i >= 0 && i < n_, "internal: model ", i, " of a GAN array of ", n_);
   CheckpointMeta meta;
   meta.model = "dcgan";
   meta.step = iterations_;
   meta.epoch = epoch;
   meta.position_in_epoch = position_in_epoch;
   meta.optimizer = optimizer;
-  meta.rng_states["noise"] = rng_state_to_string(noise_rng_.state());
+  meta.rng_states["noise"] = rng_state_to_string(noise_rngs_[size_t(i)].state());
   meta.rng_states["d_step"] = rng_state_to_string(d_exe_->context().rng.state());
   meta.rng_states["g_step"] = rng_state_to_string(g_exe_->context().rng.state());
   meta.extra["d_executor_step"] = std::to_string(d_exe_->context().step);
   meta.extra["g_executor_step"] = std::to_string(g_exe_->context().step);
-  save_checkpoint(path, vars_, meta);
+  if (n_ == 1) {
+    save_checkpoint(path, vars_, meta);
+    return;
+  }
+  VariableStore single(hyper_.seed[size_t(i)]);
+  for (const std::string& name : vars_.names()) {
+    single.get_or_create(name, single_shapes_.at(name), Init::zeros(), vars_.kind(name));
+    single.write(name, read_model_variable(i, name));
+  }
+  meta.extra["array_index"] = std::to_string(i);
+  meta.extra["array_size"] = std::to_string(n_);
+  const nlohmann::json hp = {{"lr", hyper_.lr[size_t(i)]},
+                             {"momentum", hyper_.momentum[size_t(i)]},
+                             {"weight_decay", hyper_.weight_decay[size_t(i)]},
+                             {"seed", hyper_.seed[size_t(i)]}};
+  meta.extra["hyperparameters"] = hp.dump();
+  save_checkpoint(path, single, meta);
+}
+
+Tensor GanSession::read_model_variable(int i, const std::string& name) const {
+  CAMPO_CHECK(i >= 0 && i < n_, "model ", i, " of a GAN array of ", n_);
+  if (n_ == 1) return vars_.read(name);
+  auto it = single_shapes_.find(name);
+  CAMPO_CHECK(it != single_shapes_.end(), "the GAN array has no variable '", name, "'");
+  const Tensor all = vars_.read(name);
+  Tensor one = Tensor::empty(it->second, all.dtype());
+  std::memcpy(one.data(), static_cast<const char*>(all.data()) + i * one.nbytes(), one.nbytes());
+  return one;
 }
 
 GanSession::Position GanSession::restore(const std::string& path, const std::string& optimizer) {
+  CAMPO_CHECK(n_ == 1, "a GAN array of ", n_,
+              " models cannot be restored; restore each model's checkpoint into a single "
+              "session (campo train --model dcgan --resume PATH-<i>.safetensors)");
   // Everything is checked before anything changes: the metadata from the header first
   // (a classifier's checkpoint fails here, not on a missing tensor), then load_checkpoint
   // validates and stages every tensor before it writes any.
@@ -288,7 +436,7 @@ GanSession::Position GanSession::restore(const std::string& path, const std::str
   // Validates the whole file and changes the variables only when all of it loads.
   const CheckpointMeta meta = load_checkpoint(path, vars_);
   iterations_ = meta.step;
-  noise_rng_.set_state(noise);
+  noise_rngs_[0].set_state(noise);
   d_exe_->context().rng.set_state(d_rng);
   g_exe_->context().rng.set_state(g_rng);
   d_exe_->context().step = d_step;
@@ -300,14 +448,14 @@ int64_t GanSession::generator_parameters() const {
   int64_t n = 0;
   for (const auto& name : dcgan_parameter_names(vars_, kGeneratorScope))
     n += vars_.at(name).numel();
-  return n;
+  return n / n_;
 }
 
 int64_t GanSession::discriminator_parameters() const {
   int64_t n = 0;
   for (const auto& name : dcgan_parameter_names(vars_, kDiscriminatorScope))
     n += vars_.at(name).numel();
-  return n;
+  return n / n_;
 }
 
 void GanSession::set_profiling(bool on) {
@@ -332,37 +480,90 @@ std::vector<std::pair<std::string, double>> GanSession::profile_by_op() const {
 }
 
 GanSession::StepStats GanSession::step(const Tensor& real, float lr) {
+  CAMPO_CHECK(n_ == 1, "internal: GanSession::step of one batch on an array of ", n_,
+              " models (give one batch and learning rate per model)");
+  return step(std::vector<const Tensor*>{&real}, std::vector<float>{lr})[0];
+}
+
+Tensor GanSession::stack_images(const std::vector<const Tensor*>& real) const {
+  Tensor out = Tensor::empty(
+      {batch_, int64_t(n_) * model_.channels, model_.image_size, model_.image_size}, DType::f32);
+  const int64_t sample = int64_t(model_.channels) * model_.image_size * model_.image_size;
+  float* o = out.data_as<float>();
+  for (int i = 0; i < n_; ++i) {
+    const float* x = real[size_t(i)]->data_as<float>();
+    for (int64_t b = 0; b < batch_; ++b)
+      std::memcpy(o + (b * n_ + i) * sample, x + b * sample, size_t(sample) * sizeof(float));
+  }
+  return out;
+}
+
+std::vector<GanSession::StepStats> GanSession::step(const std::vector<const Tensor*>& real,
+                                                    const std::vector<float>& lr) {
+  CAMPO_CHECK(int(real.size()) == n_ && int(lr.size()) == n_, "internal: ", real.size(),
+              " batches and ", lr.size(), " learning rates for a GAN array of ", n_);
   const Shape expected = {batch_, model_.channels, model_.image_size, model_.image_size};
-  CAMPO_CHECK(real.shape() == expected, "GAN step: real images have shape ",
-              shape_str(real.shape()), ", the graphs were compiled for ", shape_str(expected));
+  for (const Tensor* r : real)
+    CAMPO_CHECK(r->shape() == expected && r->dtype() == DType::f32, "GAN step: real images have ",
+                "shape ", shape_str(r->shape()), ", the graphs were compiled for ",
+                shape_str(expected));
   ++iterations_;
   const float t = float(iterations_);
 
   Tensor z = Tensor::empty(d_exe_->input_shape("z"), DType::f32);
-  float* zp = z.data_as<float>();
-  for (int64_t i = 0; i < z.numel(); ++i) zp[i] = noise_rng_.normal();
+  for (int i = 0; i < n_; ++i) fill_noise(z, i, n_, noise_rngs_[size_t(i)]);
+  auto feed_lr = [&](Executable& exe) {
+    if (n_ == 1)
+      exe.feed_scalar("lr", lr[0]);
+    else
+      exe.feed("lr", Tensor::from_vector(lr, {int64_t(n_)}));
+  };
   d_exe_->feed("z", z);
-  d_exe_->feed("images", real);
-  d_exe_->feed_scalar("lr", lr);
+  d_exe_->feed("images", n_ == 1 ? *real[0] : stack_images(real));
+  feed_lr(*d_exe_);
   if (d_exe_->has_input("step")) d_exe_->feed_scalar("step", t);  // Adam's bias correction
   d_exe_->run();
-  StepStats s;
-  s.loss_d = d_exe_->fetch_scalar(loss_d_);
-  s.d_x = d_exe_->fetch_scalar(d_x_);
-  s.d_g_z1 = d_exe_->fetch_scalar(d_g_z1_);
+  std::vector<StepStats> s(static_cast<size_t>(n_));
+  // Each fetch holds one value per model (a scalar for one model).
+  auto read = [&](Executable& exe, ValueId v, float StepStats::*field) {
+    const Tensor values = exe.fetch(v);
+    CAMPO_CHECK(values.numel() == n_, "internal: a GAN statistic of ", values.numel(),
+                " values for ", n_, " models");
+    for (int i = 0; i < n_; ++i) s[size_t(i)].*field = values.data_as<float>()[i];
+  };
+  read(*d_exe_, loss_d_, &StepStats::loss_d);
+  read(*d_exe_, d_x_, &StepStats::d_x);
+  read(*d_exe_, d_g_z1_, &StepStats::d_g_z1);
 
   g_exe_->feed("z", z);
-  g_exe_->feed_scalar("lr", lr);
+  feed_lr(*g_exe_);
   if (g_exe_->has_input("step")) g_exe_->feed_scalar("step", t);  // Adam's bias correction
   g_exe_->run();
-  s.loss_g = g_exe_->fetch_scalar(loss_g_);
-  s.d_g_z2 = g_exe_->fetch_scalar(d_g_z2_);
+  read(*g_exe_, loss_g_, &StepStats::loss_g);
+  read(*g_exe_, d_g_z2_, &StepStats::d_g_z2);
   return s;
 }
 
 Tensor GanSession::generate_samples() {
+  CAMPO_CHECK(n_ == 1, "internal: generate_samples of a GAN array (generate_model_samples)");
   sample_exe_->run();
   return sample_exe_->fetch(samples_);
+}
+
+std::vector<Tensor> GanSession::generate_model_samples() {
+  sample_exe_->run();
+  const Tensor all = sample_exe_->fetch(samples_);  // [rows, N nc, S, S]
+  const int64_t rows = all.dim(0), block = all.numel() / rows / n_;
+  std::vector<Tensor> out;
+  for (int i = 0; i < n_; ++i) {  // model i's channel block
+    Tensor one =
+        Tensor::empty({rows, model_.channels, model_.image_size, model_.image_size}, DType::f32);
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(one.data_as<float>() + r * block, all.data_as<float>() + (r * n_ + i) * block,
+                  size_t(block) * sizeof(float));
+    out.push_back(std::move(one));
+  }
+  return out;
 }
 
 // ---- PNG output ----
@@ -401,6 +602,63 @@ void write_png_grid(const std::string& path, const Tensor& images, int nrow, int
 }
 
 // ---- the training loop ----
+
+namespace {
+
+// --array and the per-model lists: sizes, each value as its scalar option is checked.
+void validate_gan_array(const GanOptions& o) {
+  CAMPO_CHECK(o.array >= 0 && o.array <= 64, "--array must be a number of models in 1..64, got ",
+              o.array);
+  const std::pair<const char*, size_t> lists[] = {{"--lr", o.lr_list.size()},
+                                                  {"--momentum", o.momentum_list.size()},
+                                                  {"--weight-decay", o.weight_decay_list.size()},
+                                                  {"--seed", o.seed_list.size()}};
+  for (const auto& [option, count] : lists) {
+    if (count == 0) continue;
+    CAMPO_CHECK(o.array >= 2, option, " lists ", count, " values; give --array ", count,
+                " to train one dcgan per value");
+    CAMPO_CHECK(int(count) == o.array, option, " lists ", count, " values for --array ", o.array,
+                " (give one value per model, or a single value for all)");
+  }
+  for (float v : o.lr_list)
+    CAMPO_CHECK(std::isfinite(v) && v > 0, "--lr must list positive learning rates, got ", v);
+  for (float v : o.momentum_list)
+    CAMPO_CHECK(v >= 0 && v < 1, "--momentum values must be in [0, 1), got ", v);
+  for (float v : o.weight_decay_list)
+    CAMPO_CHECK(std::isfinite(v) && v >= 0, "--weight-decay values must be non-negative, got ", v);
+  CAMPO_CHECK(o.momentum_list.empty() || o.optimizer == "sgd",
+              "--momentum applies to --optimizer sgd only (dcgan trains with adam unless "
+              "--optimizer sgd is given)");
+  CAMPO_CHECK(o.array_shuffle == "shared" || o.array_shuffle == "independent",
+              "--array-shuffle must be shared or independent, got '", o.array_shuffle, "'");
+  if (o.array < 2) {
+    CAMPO_CHECK(o.array_shuffle == "shared", "--array-shuffle needs --array N (N >= 2)");
+    return;
+  }
+  CAMPO_CHECK(o.resume_path.empty(),
+              "--resume does not continue a dcgan array; resume one of its models alone from "
+              "its checkpoint (campo train --model dcgan --resume PATH-<i>.safetensors)");
+}
+
+}  // namespace
+
+ArrayHyperparameters gan_array_hyperparameters(const GanOptions& o) {
+  const size_t n = size_t(std::max(1, o.array));
+  auto values = [n](const auto& list, auto scalar) {
+    using T = decltype(scalar);
+    return list.empty() ? std::vector<T>(n, scalar) : std::vector<T>(list.begin(), list.end());
+  };
+  ArrayHyperparameters h;
+  h.lr = values(o.lr_list, o.lr);
+  h.momentum = values(o.momentum_list, o.momentum);
+  h.weight_decay = values(o.weight_decay_list, o.weight_decay);
+  h.dropout.assign(n, 0.0f);
+  h.seed = values(o.seed_list, o.seed);
+  for (const auto* v : {&h.lr, &h.momentum, &h.weight_decay})
+    CAMPO_CHECK(v->size() == n, "internal: ", v->size(), " values for --array ", n);
+  CAMPO_CHECK(h.seed.size() == n, "internal: ", h.seed.size(), " seeds for --array ", n);
+  return h;
+}
 
 void validate_gan(const GanOptions& o) {
   CAMPO_CHECK(o.dataset == "fashion-mnist" || o.dataset == "mnist" || o.dataset == "synthetic",
@@ -443,6 +701,7 @@ void validate_gan(const GanOptions& o) {
   if (!o.samples_dir.empty()) require_output_directory(o.samples_dir, "--samples-dir");
   if (!o.save_path.empty()) require_output_file(o.save_path, "--save checkpoint");
   if (!o.resume_path.empty()) require_input_file(o.resume_path, "--resume checkpoint");
+  validate_gan_array(o);
 }
 
 namespace {
@@ -460,10 +719,28 @@ TrainOptions schedule_options(const GanOptions& o) {
 
 }  // namespace
 
+namespace {
+
+// "lo..hi" of the models' values (one model: its value).
+std::string value_range(const std::vector<double>& v) {
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(4) << *lo;
+  if (v.size() > 1) out << ".." << *hi;
+  return out.str();
+}
+
+}  // namespace
+
 GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal) {
   validate_gan(o);
   if (o.threads > 0) omp_set_num_threads(o.threads);
   Timer wall;
+  const ArrayHyperparameters h = gan_array_hyperparameters(o);
+  const int n = h.size();
+  const bool is_array = n > 1;
+  // shared: the first seed's data and order for every model; independent: each model's own.
+  const bool independent = is_array && o.array_shuffle == "independent";
 
   DatasetOptions dopts;
   dopts.data_dir = o.data_dir;
@@ -471,10 +748,20 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
   dopts.channels = o.channels;
   dopts.mean = 0.5f;  // [0, 1] pixels -> [-1, 1]
   dopts.stddev = 0.5f;
-  dopts.seed = o.seed;
   if (o.dataset == "synthetic" && o.train_limit > 0) dopts.synthetic_size = o.train_limit;
-  std::shared_ptr<const Dataset> data = std::make_shared<GanDataset>(
-      open_dataset(o.dataset, "train", dopts), o.train_limit, o.dataset == "synthetic");
+  // Model i's data: a single run of seed_i opens the data set with its seed (the synthetic
+  // data set's pixels depend on it) and shuffles with it.
+  std::vector<std::shared_ptr<const Dataset>> datasets;
+  for (int i = 0; i < (independent ? n : 1); ++i) {
+    if (i > 0 && o.dataset != "synthetic") {  // the files do not depend on the seed
+      datasets.push_back(datasets[0]);
+      continue;
+    }
+    dopts.seed = h.seed[size_t(i)];
+    datasets.push_back(std::make_shared<GanDataset>(open_dataset(o.dataset, "train", dopts),
+                                                    o.train_limit, o.dataset == "synthetic"));
+  }
+  const std::shared_ptr<const Dataset>& data = datasets[0];
   const Shape expected = {o.channels, o.image_size, o.image_size};
   CAMPO_CHECK(data->image_shape() == expected, "internal: ", data->name(), " gives images ",
               shape_str(data->image_shape()), ", expected ", shape_str(expected));
@@ -496,7 +783,7 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
   optimizer.weight_decay = o.weight_decay;
   PrecisionConfig precision = o.precision;
   attach_calibration(precision, o.calibration, log);
-  GanSession session(mopts, o.batch, optimizer, o.seed, 64, precision, o.conv_layout);
+  GanSession session(mopts, o.batch, optimizer, h, 64, precision, o.conv_layout);
   if (o.profile) session.set_profiling(true);
 
   if (!o.samples_dir.empty()) {
@@ -507,36 +794,43 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
                 ec ? ": " + ec.message() : std::string());
   }
 
-  LoaderOptions lopts;
-  lopts.batch_size = o.batch;
-  lopts.shuffle = true;
-  lopts.drop_last = true;  // the graphs have a static batch size
-  lopts.seed = o.seed;
-  DataLoader loader(data, lopts);
+  std::vector<std::unique_ptr<DataLoader>> loaders;
+  for (size_t i = 0; i < datasets.size(); ++i) {
+    LoaderOptions lopts;
+    lopts.batch_size = o.batch;
+    lopts.shuffle = true;
+    lopts.drop_last = true;  // the graphs have a static batch size
+    lopts.seed = h.seed[i];
+    loaders.push_back(std::make_unique<DataLoader>(datasets[i], lopts));
+  }
 
   const std::string mode = o.progress == "auto" ? (log_is_terminal ? "bar" : "lines") : o.progress;
-  const int64_t per_epoch = loader.batches_per_epoch();
+  const int64_t per_epoch = loaders[0]->batches_per_epoch();
   const int64_t total_steps =
       o.steps > 0 ? std::min<int64_t>(o.steps, per_epoch * o.epochs) : per_epoch * o.epochs;
   GanResult r;
   r.parameters_g = session.generator_parameters();
   r.parameters_d = session.discriminator_parameters();
-  log << "campo: training dcgan " << o.image_size << "x" << o.image_size << "x" << o.channels
-      << " (G " << r.parameters_g << ", D " << r.parameters_d << " parameters) on " << data->name()
-      << ", " << data->size() << " samples, batch " << o.batch << ", " << total_steps
-      << " steps, precision " << precision_name(o.precision.policy);
+  r.models.assign(size_t(n), {});
+  log << "campo: training " << (is_array ? "an array of " + std::to_string(n) + " " : "")
+      << "dcgan " << o.image_size << "x" << o.image_size << "x" << o.channels << " (G "
+      << r.parameters_g << ", D " << r.parameters_d << " parameters" << (is_array ? " each" : "")
+      << ") on " << data->name() << ", " << data->size() << " samples, batch " << o.batch
+      << (is_array ? " per model" : "") << ", " << total_steps << " steps, precision "
+      << precision_name(o.precision.policy);
   if (o.precision.policy != Precision::fp32) {
     const PrecisionSummary ps = session.precision_summary();
     log << " (" << dtype_name(o.precision.low) << ": " << ps.low_nodes << " nodes low precision, "
         << ps.casts.casts << " casts)";
   }
+  if (is_array) log << ", " << o.array_shuffle << " batches";
   log << "\n";
   log.flush();
 
   int64_t step = 0;
   int start_epoch = 0;
   int64_t start_batch = 0;
-  if (!o.resume_path.empty()) {
+  if (!o.resume_path.empty()) {  // one model only (validate_gan)
     const GanSession::Position pos = session.restore(o.resume_path, o.optimizer);
     const ResumePoint at = resume_point(o.resume_path, pos.epoch, pos.position_in_epoch,
                                         session.iterations(), 0, per_epoch, o.epochs);
@@ -546,73 +840,108 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
     log << "campo: resumed from " << o.resume_path << " at step " << step << " (epoch "
         << start_epoch + 1 << ", batch " << start_batch << ")\n";
   }
-  const TrainOptions schedule = schedule_options(o);
+  // Model i's checkpoint and sample file names: one model's as given, an array's with
+  // "-<i>" before the extension (train/model_array.h).
+  auto model_path = [&](const std::string& path, int i) {
+    return is_array ? array_checkpoint_path(path, i) : path;
+  };
 
   auto write_samples = [&](int epoch) {
     if (o.samples_dir.empty()) return;
     char name[32];
     std::snprintf(name, sizeof name, "epoch_%03d.png", epoch + 1);
     const std::string path = (std::filesystem::path(o.samples_dir) / name).string();
-    write_png_grid(path, session.generate_samples(), 8, 2);
-    r.sample_files.push_back(path);
-    if (mode != "none") log << "wrote " << path << "\n";
+    const std::vector<Tensor> samples = session.generate_model_samples();
+    for (int i = 0; i < n; ++i) {
+      const std::string file = model_path(path, i);
+      write_png_grid(file, samples[size_t(i)], 8, 2);
+      r.models[size_t(i)].sample_files.push_back(file);
+      if (mode != "none") log << "wrote " << file << "\n";
+    }
   };
 
   // From here on Ctrl-C and SIGTERM finish the step, save (with --save) and stop.
   InterruptScope interrupt_scope;
-  std::vector<float> d_x, d_g_z;
+  std::vector<std::vector<float>> d_x(static_cast<size_t>(n)), d_g_z(static_cast<size_t>(n));
   Timer train_timer;
   double last_print = -1;
   const int64_t first_step = step;
-  Batch batch;
+  std::vector<Batch> batches(loaders.size());
+  std::vector<const Tensor*> real(static_cast<size_t>(n));
+  std::vector<float> lr(static_cast<size_t>(n));
+  TrainOptions schedule = schedule_options(o);  // learning_rate_at with each model's --lr
   for (int epoch = start_epoch; epoch < o.epochs && step < total_steps; ++epoch) {
     int64_t in_epoch = epoch == start_epoch ? start_batch : 0;
-    loader.start_epoch(epoch, in_epoch);
+    for (auto& l : loaders) l->start_epoch(epoch, in_epoch);
     // The position saved after a step: an epoch's end is saved as the next one's start.
     auto save = [&] {
       const bool finished_epoch = in_epoch == per_epoch;
-      session.save(o.save_path, finished_epoch ? epoch + 1 : epoch, finished_epoch ? 0 : in_epoch,
-                   o.optimizer);
+      for (int i = 0; i < n; ++i)
+        session.save_model(i, model_path(o.save_path, i), finished_epoch ? epoch + 1 : epoch,
+                           finished_epoch ? 0 : in_epoch, o.optimizer);
     };
-    while (step < total_steps && loader.next(batch)) {
-      const GanSession::StepStats s =
-          session.step(batch.images, learning_rate_at(schedule, step, total_steps, per_epoch));
-      CAMPO_CHECK(std::isfinite(s.loss_d) && std::isfinite(s.loss_g),
-                  "DCGAN training diverged at step ", step + 1, ": loss_D ", s.loss_d, ", loss_G ",
-                  s.loss_g, " (try a smaller --lr)");
+    while (step < total_steps) {
+      bool more = true;
+      for (size_t k = 0; k < loaders.size(); ++k) more = more && loaders[k]->next(batches[k]);
+      if (!more) break;
+      for (int i = 0; i < n; ++i) {
+        real[size_t(i)] = &batches[independent ? size_t(i) : 0].images;
+        schedule.lr = h.lr[size_t(i)];
+        lr[size_t(i)] = learning_rate_at(schedule, step, total_steps, per_epoch);
+      }
+      const std::vector<GanSession::StepStats> stats = session.step(real, lr);
+      for (int i = 0; i < n; ++i) {
+        const GanSession::StepStats& s = stats[size_t(i)];
+        CAMPO_CHECK(
+            std::isfinite(s.loss_d) && std::isfinite(s.loss_g), "DCGAN training diverged at step ",
+            step + 1, is_array ? " (model " + std::to_string(i) + ")" : std::string(), ": loss_D ",
+            s.loss_d, ", loss_G ", s.loss_g, " (try a smaller --lr than ", h.lr[size_t(i)], ")");
+        r.models[size_t(i)].loss_d_history.push_back(s.loss_d);
+        r.models[size_t(i)].loss_g_history.push_back(s.loss_g);
+        d_x[size_t(i)].push_back(s.d_x);
+        d_g_z[size_t(i)].push_back(s.d_g_z1);
+      }
       ++step;
       ++in_epoch;
-      r.loss_d_history.push_back(s.loss_d);
-      r.loss_g_history.push_back(s.loss_g);
-      d_x.push_back(s.d_x);
-      d_g_z.push_back(s.d_g_z1);
       if (!o.save_path.empty() && o.save_every > 0 && step % o.save_every == 0) save();
       if (const int signal = interrupt_signal()) {
         if (!o.save_path.empty()) save();  // the step is complete
         if (mode == "bar") log << "\n";
         log.flush();
-        throw Interrupted(signal, "at step " + std::to_string(step), o.save_path,
-                          "no --save given");
+        throw Interrupted(signal, "at step " + std::to_string(step),
+                          o.save_path.empty() ? "" : model_path(o.save_path, 0), "no --save given");
       }
       const double elapsed = train_timer.seconds();
-      const double rate = double((step - first_step) * o.batch) / std::max(elapsed, 1e-9);
-      const double eta = double(total_steps - step) * o.batch / std::max(rate, 1e-9);
+      const double rate = double((step - first_step) * o.batch * n) / std::max(elapsed, 1e-9);
+      const double eta = double(total_steps - step) * double(o.batch * n) / std::max(rate, 1e-9);
       const bool last = step == total_steps || in_epoch == per_epoch;
-      std::ostringstream stats;
-      stats << std::fixed << std::setprecision(4) << "loss_D " << tail_mean(r.loss_d_history, 10)
-            << "  loss_G " << tail_mean(r.loss_g_history, 10) << "  D(x) " << s.d_x << "  D(G(z)) "
-            << s.d_g_z1 << "/" << s.d_g_z2 << "  " << std::setprecision(0) << rate << " samples/s";
+      std::ostringstream line;
+      if (!is_array) {
+        const GanSession::StepStats& s = stats[0];
+        line << std::fixed << std::setprecision(4) << "loss_D "
+             << tail_mean(r.models[0].loss_d_history, 10) << "  loss_G "
+             << tail_mean(r.models[0].loss_g_history, 10) << "  D(x) " << s.d_x << "  D(G(z)) "
+             << s.d_g_z1 << "/" << s.d_g_z2 << "  " << std::setprecision(0) << rate << " samples/s";
+      } else {  // the range of the models' recent means
+        std::vector<double> ld, lg;
+        for (const GanModelResult& m : r.models) {
+          ld.push_back(tail_mean(m.loss_d_history, 10));
+          lg.push_back(tail_mean(m.loss_g_history, 10));
+        }
+        line << "loss_D " << value_range(ld) << "  loss_G " << value_range(lg) << " (" << n
+             << " models)  " << std::fixed << std::setprecision(0) << rate << " samples/s";
+      }
       if (mode == "bar" && (elapsed - last_print >= 0.1 || last)) {
         last_print = elapsed;
         log << "\repoch " << epoch + 1 << "/" << o.epochs << " " << in_epoch << "/" << per_epoch
-            << "  " << stats.str() << "  ETA " << format_duration(eta) << "   ";
+            << "  " << line.str() << "  ETA " << format_duration(eta) << "   ";
         if (last) log << "\n";
         log.flush();
       } else if (mode == "lines") {
         const int64_t every = std::max<int64_t>(1, per_epoch / 10);
         if (in_epoch % every == 0 || last) {
           log << "epoch " << epoch + 1 << "/" << o.epochs << " step " << in_epoch << "/"
-              << per_epoch << " " << stats.str() << " eta " << format_duration(eta) << "\n";
+              << per_epoch << " " << line.str() << " eta " << format_duration(eta) << "\n";
           log.flush();
         }
       }
@@ -621,14 +950,29 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
     write_samples(epoch);
   }
   const double train_seconds = train_timer.seconds();
-  if (!o.save_path.empty()) log << "campo: checkpoint " << o.save_path << "\n";
+  if (!o.save_path.empty())
+    for (int i = 0; i < n; ++i) {
+      r.models[size_t(i)].checkpoint = model_path(o.save_path, i);
+      log << "campo: checkpoint " << r.models[size_t(i)].checkpoint << "\n";
+    }
 
   r.steps = step;
-  r.loss_d = tail_mean(r.loss_d_history);
-  r.loss_g = tail_mean(r.loss_g_history);
-  r.d_x = tail_mean(d_x);
-  r.d_g_z = tail_mean(d_g_z);
-  r.samples_per_sec = double((step - first_step) * o.batch) / std::max(train_seconds, 1e-9);
+  for (int i = 0; i < n; ++i) {
+    GanModelResult& m = r.models[size_t(i)];
+    m.loss_d = tail_mean(m.loss_d_history);
+    m.loss_g = tail_mean(m.loss_g_history);
+    m.d_x = tail_mean(d_x[size_t(i)]);
+    m.d_g_z = tail_mean(d_g_z[size_t(i)]);
+  }
+  const GanModelResult& first = r.models[0];
+  r.loss_d = first.loss_d;
+  r.loss_g = first.loss_g;
+  r.d_x = first.d_x;
+  r.d_g_z = first.d_g_z;
+  r.loss_d_history = first.loss_d_history;
+  r.loss_g_history = first.loss_g_history;
+  r.sample_files = first.sample_files;
+  r.samples_per_sec = double((step - first_step) * o.batch * n) / std::max(train_seconds, 1e-9);
   r.wall_seconds = wall.seconds();
   if (o.profile) print_profile(session.profile_by_op(), step, log);
   nlohmann::json j = {{"event", "result"},
@@ -641,14 +985,47 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
                       {"steps", r.steps},
                       {"batch", o.batch},
                       {"parameters_g", r.parameters_g},
-                      {"parameters_d", r.parameters_d},
-                      {"loss_d", r.loss_d},
-                      {"loss_g", r.loss_g},
-                      {"d_x", r.d_x},
-                      {"d_g_z", r.d_g_z},
-                      {"samples_per_sec", r.samples_per_sec},
-                      {"wall_seconds", r.wall_seconds},
-                      {"samples", r.sample_files.empty() ? "" : r.sample_files.back()}};
+                      {"parameters_d", r.parameters_d}};
+  if (!is_array) {
+    j["loss_d"] = r.loss_d;
+    j["loss_g"] = r.loss_g;
+    j["d_x"] = r.d_x;
+    j["d_g_z"] = r.d_g_z;
+  }
+  j["samples_per_sec"] = r.samples_per_sec;
+  j["wall_seconds"] = r.wall_seconds;
+  if (!is_array) {
+    j["samples"] = r.sample_files.empty() ? "" : r.sample_files.back();
+  } else {
+    nlohmann::json models = nlohmann::json::array();
+    for (int i = 0; i < n; ++i) {
+      const GanModelResult& m = r.models[size_t(i)];
+      nlohmann::json e = {{"index", i},
+                          {"lr", h.lr[size_t(i)]},
+                          {"weight_decay", h.weight_decay[size_t(i)]},
+                          {"seed", h.seed[size_t(i)]},
+                          {"loss_d", m.loss_d},
+                          {"loss_g", m.loss_g},
+                          {"d_x", m.d_x},
+                          {"d_g_z", m.d_g_z},
+                          {"samples", m.sample_files.empty() ? "" : m.sample_files.back()}};
+      if (o.optimizer == "sgd") e["momentum"] = h.momentum[size_t(i)];
+      if (!m.checkpoint.empty()) e["checkpoint"] = m.checkpoint;
+      models.push_back(e);
+      if (mode != "none") {
+        std::ostringstream line;  // its own stream: std::fixed would stick to `log`
+        line << "model " << i << ": lr " << h.lr[size_t(i)];
+        if (o.optimizer == "sgd") line << " momentum " << h.momentum[size_t(i)];
+        line << " weight_decay " << h.weight_decay[size_t(i)] << " seed " << h.seed[size_t(i)]
+             << std::fixed << std::setprecision(4) << "  loss_D " << m.loss_d << "  loss_G "
+             << m.loss_g << (m.checkpoint.empty() ? "" : "  -> " + m.checkpoint);
+        log << line.str() << "\n";
+      }
+    }
+    j["array"] = n;
+    j["array_shuffle"] = o.array_shuffle;
+    j["models"] = models;
+  }
   log << j.dump() << "\n";
   log.flush();
   return r;

@@ -22,10 +22,26 @@
 // At the end of every epoch (and when --steps stops a run mid-epoch) G's samples of the
 // fixed noise are written as an 8x8 grid PNG, samples_dir/epoch_NNN.png (1-based epoch),
 // via a temporary file and a rename.
+//
+// Model arrays (train/model_array.h, HFTA-style fusion): a session of N models builds both
+// networks arrayed (Builder::array_size: G maps z [B, N nz, 1, 1] to [B, N nc, S, S], D maps
+// those to logits [B, N]); model i's losses are the batch means of its column of D's logits,
+// each step graph differentiates the sum over the models (so each model's gradient is its
+// own), and one update per variable applies each model's lr [N], weight decay and (sgd)
+// momentum through OptimizerConfig slices (Adam's betas are shared). Every variable holds the
+// N models' copies as N contiguous equal slices. Model i starts from exactly the weights a
+// single session of seed_i starts from and draws exactly its noise (its own noise Rng, its
+// z written into block i of z; its fixed sample noise likewise), so in fp32 it trains as
+// that session would up to the summation order of the fused kernels
+// (tests/train/gan_array_test.cc). With --array, train_gan writes one checkpoint per model
+// (array_checkpoint_path: run.safetensors -> run-0.safetensors, ...; each a single
+// session's checkpoint, which GanSession::restore reads) and one sample grid per model,
+// samples_dir/epoch_NNN-<i>.png.
 #pragma once
 
 #include <cstdint>
 #include <iosfwd>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -38,6 +54,7 @@
 #include "models/dcgan.h"
 #include "runtime/backend.h"
 #include "runtime/rng.h"
+#include "train/model_array.h"
 #include "train/training_graph.h"
 
 namespace campo {
@@ -79,17 +96,39 @@ struct GanOptions {
   std::string save_path;
   int64_t save_every = 0;
   std::string resume_path;
+  // --array N (N >= 2): N models trained as one fused step (see the file comment); 0 or 1:
+  // one model. The lists give each model's value (N of them; empty: the scalar above for
+  // every model).
+  int array = 0;
+  std::vector<float> lr_list, momentum_list, weight_decay_list;
+  std::vector<uint64_t> seed_list;
+  // shared: every model sees the same real batches (the first seed's data and order);
+  // independent: model i its own, as a single run with its seed.
+  std::string array_shuffle = "shared";
+};
+
+// The per-model hyperparameters of a GAN run (size max(1, o.array); dropout all 0).
+ArrayHyperparameters gan_array_hyperparameters(const GanOptions& o);
+
+// One model's results of an array run (train_gan fills one per model, also for a single run).
+struct GanModelResult {
+  double loss_d = 0, loss_g = 0, d_x = 0, d_g_z = 0;  // means over the last 50 steps
+  std::vector<float> loss_d_history, loss_g_history;  // one entry per step
+  std::vector<std::string> sample_files;              // PNGs written, in order
+  std::string checkpoint;                             // with --save
 };
 
 struct GanResult {
   double loss_d = 0, loss_g = 0;  // means over the last 50 steps
   double d_x = 0, d_g_z = 0;      // mean D(x) and D(G(z)) (before D's update), last 50 steps
-  double samples_per_sec = 0;     // real images per second through both steps
+  double samples_per_sec = 0;     // real images per second through both steps (all models)
   double wall_seconds = 0;
   int64_t steps = 0;
-  int64_t parameters_g = 0, parameters_d = 0;
+  int64_t parameters_g = 0, parameters_d = 0;         // of one model
   std::vector<float> loss_d_history, loss_g_history;  // one entry per step
   std::vector<std::string> sample_files;              // PNGs written, in order
+  // Every model's (one for a single run); the fields above are model 0's.
+  std::vector<GanModelResult> models;
 };
 
 // Checks the options (one clear campo::Error per problem) before anything is loaded.
@@ -122,6 +161,13 @@ class GanSession {
   GanSession(const DcganOptions& model, int64_t batch, const OptimizerConfig& optimizer,
              uint64_t seed, int64_t num_samples = 64, const PrecisionConfig& precision = {},
              ConvLayout conv_layout = ConvLayout::blocked);
+  // A model array of h.size() models (see the file comment): `optimizer` gives what is
+  // shared (kind, betas, nesterov), h each model's momentum, weight decay and seed (h.lr is
+  // not used here: step() takes the rates; h.dropout must be 0). One model (h.size() 1) is
+  // exactly the session above with optimizer.momentum / weight_decay = h's.
+  GanSession(const DcganOptions& model, int64_t batch, OptimizerConfig optimizer,
+             const ArrayHyperparameters& h, int64_t num_samples = 64,
+             const PrecisionConfig& precision = {}, ConvLayout conv_layout = ConvLayout::blocked);
   // Nodes in low precision and casts over both step graphs.
   PrecisionSummary precision_summary() const;
   ~GanSession();
@@ -129,8 +175,16 @@ class GanSession {
   // One iteration: draws z ~ N(0, 1), runs the D step on (real, G(z)), then the G step.
   // `real` is [batch, nc, S, S] in [-1, 1].
   StepStats step(const Tensor& real, float lr);
-  // G(fixed noise) [num_samples, nc, S, S]; a view valid until the next call.
+  // One iteration of every model: model i trains on real[i] ([batch, nc, S, S]; the N
+  // pointers may all be the same batch) at lr[i], drawing its own z; its stats, in order.
+  std::vector<StepStats> step(const std::vector<const Tensor*>& real, const std::vector<float>& lr);
+  // G(fixed noise) [num_samples, nc, S, S] of a single session; a view valid until the
+  // next call.
   Tensor generate_samples();
+  // Every model's G(its fixed noise), [num_samples, nc, S, S] each, from one run of the
+  // sample graph (a single session: one tensor).
+  std::vector<Tensor> generate_model_samples();
+  int size() const { return n_; }
 
   // Per-node timing of both step graphs, summed per op kind (name -> total ms, largest
   // first).
@@ -167,15 +221,31 @@ class GanSession {
   };
   // Checks the checkpoint (model dcgan, `optimizer`, every field) before it changes
   // anything, then restores the variables and the position.
+  // A single session only (an array: restore each model's checkpoint into a single one).
   Position restore(const std::string& path, const std::string& optimizer);
+  // Model i alone as a single session's checkpoint (netG.* / netD.* with the single
+  // shapes, its optimizer state, its noise state; metadata array_index, array_size and its
+  // hyperparameters): a single GanSession of the same options restores it and continues as
+  // model i would. save() is save_model(0, ...) for one model.
+  void save_model(int i, const std::string& path, int64_t epoch, int64_t position_in_epoch,
+                  const std::string& optimizer);
+  // Model i's copy of a variable, with the single model's shape.
+  Tensor read_model_variable(int i, const std::string& name) const;
+  // Of one model.
   int64_t generator_parameters() const;
   int64_t discriminator_parameters() const;
 
  private:
+  // The N models' real batches stacked into channel blocks [batch, N nc, S, S].
+  Tensor stack_images(const std::vector<const Tensor*>& real) const;
+
   DcganOptions model_;
   int64_t batch_;
+  int n_ = 1;
+  ArrayHyperparameters hyper_;
   VariableStore vars_;
-  Rng noise_rng_;
+  std::vector<Rng> noise_rngs_;  // one per model, seeded as a single session of its seed
+  std::map<std::string, Shape> single_shapes_;  // arrays: each variable's single-model shape
   Graph d_graph_, g_graph_, sample_graph_;
   ValueId loss_d_ = kNoValue, d_x_ = kNoValue, d_g_z1_ = kNoValue;
   ValueId loss_g_ = kNoValue, d_g_z2_ = kNoValue, samples_ = kNoValue;

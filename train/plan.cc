@@ -77,6 +77,9 @@ PrecisionConfig model_run_precision(const ModelRunOptions& o, Precision policy) 
   return c;
 }
 
+// DCGAN's bench learning rate (the paper's).
+constexpr float kGanBenchLr = 2e-4f;
+
 OptimizerConfig gan_optimizer(const ModelRunOptions& o) {
   CAMPO_CHECK(o.optimizer == "sgd" || o.optimizer == "adam", "unknown optimizer '", o.optimizer,
               "'");
@@ -282,9 +285,6 @@ void check_bench_options(const BenchOptions& o) {
   CAMPO_CHECK(o.steps > 0, "--steps must be a positive number of timed steps, got ", o.steps);
   CAMPO_CHECK(o.repeats > 0, "--repeats must be positive, got ", o.repeats);
   CAMPO_CHECK(o.warmup >= 0, "--warmup must be zero or positive, got ", o.warmup);
-  CAMPO_CHECK(o.run.model != "dcgan" || o.run.array == 1,
-              "campo bench --array does not support --model dcgan yet (GanBenchPolicy runs one "
-              "DCGAN); bench it without --array");
   if (!o.json_path.empty()) require_output_file(o.json_path, "--json file");
 }
 
@@ -481,24 +481,43 @@ class ClassifierBenchPolicy final : public BenchPolicy {
   LossScaler scaler_;
 };
 
-// DCGAN: one iteration = the discriminator step and the generator step (GanSession).
+// DCGAN: one iteration = the discriminator step and the generator step (GanSession); with
+// --array N, N models' iterations as one fused step (seeds seed, seed + 1, ...), each on
+// the same real batch.
+ArrayHyperparameters gan_bench_models(const ModelRunOptions& run, const OptimizerConfig& o) {
+  CAMPO_CHECK(run.array >= 1 && run.array <= 64,
+              "--array must be a number of models in 1..64, got ", run.array);
+  ArrayHyperparameters h;
+  const size_t n = size_t(run.array);
+  h.lr.assign(n, kGanBenchLr);
+  h.momentum.assign(n, o.momentum);
+  h.weight_decay.assign(n, o.weight_decay);
+  h.dropout.assign(n, 0.0f);
+  for (size_t i = 0; i < n; ++i) h.seed.push_back(run.seed + i);
+  return h;
+}
+
 class GanBenchPolicy final : public BenchPolicy {
  public:
   GanBenchPolicy(const std::string& precision, const DcganOptions& m, const BenchOptions& o,
                  const Tensor& real)
       : BenchPolicy(precision),
-        session_(m, o.run.batch, gan_optimizer(o.run), o.run.seed, 1,
+        models_(gan_bench_models(o.run, gan_optimizer(o.run))),
+        session_(m, o.run.batch, gan_optimizer(o.run), models_, 1,
                  model_run_precision(o.run, parse_precision(precision)), o.run.conv_layout),
-        real_(real) {}
+        real_(real),
+        reals_(size_t(models_.size()), &real_) {}
 
-  void step() override { session_.step(real_, 2e-4f); }
+  void step() override { session_.step(reals_, models_.lr); }
   FlopCount flops() const override {
     FlopCount c = count_step_flops(session_.d_graph(), session_.d_fetches());
     c += count_step_flops(session_.g_graph(), session_.g_fetches());
     return c;
   }
   int64_t trainable_parameters() const override {
-    return session_.generator_parameters() + session_.discriminator_parameters();
+    // All the models' (the parameters the fused step trains).
+    return (session_.generator_parameters() + session_.discriminator_parameters()) *
+           session_.size();
   }
   void describe(BenchResult& res) override {
     PrecisionSummary s = session_.precision_summary();
@@ -513,8 +532,10 @@ class GanBenchPolicy final : public BenchPolicy {
   }
 
  private:
+  ArrayHyperparameters models_;
   mutable GanSession session_;  // its graph accessors are not const
   Tensor real_;
+  std::vector<const Tensor*> reals_;  // every model's real batch: real_
 };
 
 // A bench run between its repetitions: the policies, their results so far, the machine's
