@@ -242,7 +242,12 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, const Optimizer
 GanSession::GanSession(const DcganOptions& model, int64_t batch, OptimizerConfig optimizer,
                        const ArrayHyperparameters& h, int64_t num_samples,
                        const PrecisionConfig& precision, ConvLayout conv_layout)
-    : model_(model), batch_(batch), n_(h.size()), hyper_(h), vars_(h.seed.empty() ? 0 : h.seed[0]) {
+    : model_(model),
+      batch_(batch),
+      n_(h.size()),
+      hyper_(h),
+      vars_(h.seed.empty() ? 0 : h.seed[0]),
+      slices_(h.size()) {
   check_dcgan_options(model);
   CAMPO_CHECK(n_ >= 1, "a GAN session needs at least one model");
   for (const auto* v : {&h.lr, &h.momentum, &h.weight_decay, &h.dropout})
@@ -258,17 +263,13 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, OptimizerConfig
 
   // Each model's starting weights (arrays): its single session's, built on a store of its
   // seed in the single session's order (the D step's graph, then the G step's).
-  std::map<std::string, std::vector<Tensor>> slices;  // name -> each model's host copy
   if (n_ > 1) {
     for (int i = 0; i < n_; ++i) {
       VariableStore single(h.seed[size_t(i)]);
       Graph d, g;
       build_d_step(d, single, model, batch, model_optimizer(optimizer, h, i));
       build_g_step(g, single, model, batch, model_optimizer(optimizer, h, i));
-      for (const std::string& name : single.names()) {
-        if (i == 0) single_shapes_[name] = single.at(name).shape();
-        slices[name].push_back(single.read(name));
-      }
+      slices_.add_model(single);
     }
     optimizer.slices = n_;
     if (optimizer.kind == OptimizerConfig::Kind::sgd) optimizer.slice_momentum = h.momentum;
@@ -299,18 +300,7 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, OptimizerConfig
     g_policy_ = apply_policy(g_graph_, precision, g_costs_.get());
   }
   if (n_ > 1) {
-    CAMPO_CHECK(slices.size() == vars_.names().size(), "internal: the GAN array has ",
-                vars_.names().size(), " variables, the single model ", slices.size());
-    for (const auto& [name, copies] : slices) {
-      CAMPO_CHECK(vars_.contains(name), "internal: the GAN array has no variable '", name, "'");
-      Tensor host = vars_.read(name);
-      CAMPO_CHECK(host.numel() == copies[0].numel() * n_, "internal: array variable '", name,
-                  "' holds ", host.numel(), " elements, not ", n_, " x ", copies[0].numel());
-      for (int i = 0; i < n_; ++i)
-        std::memcpy(static_cast<char*>(host.data()) + i * copies[size_t(i)].nbytes(),
-                    copies[size_t(i)].data(), copies[size_t(i)].nbytes());
-      vars_.write(name, host);
-    }
+    slices_.write_into(vars_);
   }
   {
     CompileOptions co;
@@ -377,11 +367,7 @@ void GanSession::save_model(int i, const std::string& path, int64_t epoch,
     save_checkpoint(path, vars_, meta);
     return;
   }
-  VariableStore single(hyper_.seed[size_t(i)]);
-  for (const std::string& name : vars_.names()) {
-    single.get_or_create(name, single_shapes_.at(name), Init::zeros(), vars_.kind(name));
-    single.write(name, read_model_variable(i, name));
-  }
+  const VariableStore single = slices_.single_store(vars_, i, hyper_.seed[size_t(i)]);
   meta.extra["array_index"] = std::to_string(i);
   meta.extra["array_size"] = std::to_string(n_);
   const nlohmann::json hp = {{"lr", hyper_.lr[size_t(i)]},
@@ -395,12 +381,7 @@ void GanSession::save_model(int i, const std::string& path, int64_t epoch,
 Tensor GanSession::read_model_variable(int i, const std::string& name) const {
   CAMPO_CHECK(i >= 0 && i < n_, "model ", i, " of a GAN array of ", n_);
   if (n_ == 1) return vars_.read(name);
-  auto it = single_shapes_.find(name);
-  CAMPO_CHECK(it != single_shapes_.end(), "the GAN array has no variable '", name, "'");
-  const Tensor all = vars_.read(name);
-  Tensor one = Tensor::empty(it->second, all.dtype());
-  std::memcpy(one.data(), static_cast<const char*>(all.data()) + i * one.nbytes(), one.nbytes());
-  return one;
+  return slices_.read(vars_, i, name);
 }
 
 GanSession::Position GanSession::restore(const std::string& path, const std::string& optimizer) {
@@ -459,43 +440,19 @@ int64_t GanSession::discriminator_parameters() const {
 }
 
 void GanSession::set_profiling(bool on) {
-  op_ms_.assign(size_t(OpKind::kCount), 0.0);
-  using Pair = std::pair<Executable*, const Graph*>;
-  for (auto [exe, graph] : {Pair{d_exe_.get(), &d_graph_}, Pair{g_exe_.get(), &g_graph_}}) {
-    exe->set_timing(on);
-    if (on)
-      exe->set_node_hook(
-          [this, g = graph](NodeId id, double ms) { op_ms_[size_t(g->node(id).kind)] += ms; });
-    else
-      exe->set_node_hook(nullptr);
-  }
+  profile_.reset();
+  profile_.attach(*d_exe_, d_graph_, on);
+  profile_.attach(*g_exe_, g_graph_, on);
 }
 
 std::vector<std::pair<std::string, double>> GanSession::profile_by_op() const {
-  std::vector<std::pair<std::string, double>> out;
-  for (size_t k = 0; k < op_ms_.size(); ++k)
-    if (op_ms_[k] > 0) out.push_back({op_name(OpKind(k)), op_ms_[k]});
-  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.second > b.second; });
-  return out;
+  return profile_.by_op();
 }
 
 GanSession::StepStats GanSession::step(const Tensor& real, float lr) {
   CAMPO_CHECK(n_ == 1, "internal: GanSession::step of one batch on an array of ", n_,
               " models (give one batch and learning rate per model)");
   return step(std::vector<const Tensor*>{&real}, std::vector<float>{lr})[0];
-}
-
-Tensor GanSession::stack_images(const std::vector<const Tensor*>& real) const {
-  Tensor out = Tensor::empty(
-      {batch_, int64_t(n_) * model_.channels, model_.image_size, model_.image_size}, DType::f32);
-  const int64_t sample = int64_t(model_.channels) * model_.image_size * model_.image_size;
-  float* o = out.data_as<float>();
-  for (int i = 0; i < n_; ++i) {
-    const float* x = real[size_t(i)]->data_as<float>();
-    for (int64_t b = 0; b < batch_; ++b)
-      std::memcpy(o + (b * n_ + i) * sample, x + b * sample, size_t(sample) * sizeof(float));
-  }
-  return out;
 }
 
 std::vector<GanSession::StepStats> GanSession::step(const std::vector<const Tensor*>& real,
@@ -519,7 +476,7 @@ std::vector<GanSession::StepStats> GanSession::step(const std::vector<const Tens
       exe.feed("lr", Tensor::from_vector(lr, {int64_t(n_)}));
   };
   d_exe_->feed("z", z);
-  d_exe_->feed("images", n_ == 1 ? *real[0] : stack_images(real));
+  d_exe_->feed("images", n_ == 1 ? *real[0] : stack_model_inputs(real, batch_));
   feed_lr(*d_exe_);
   if (d_exe_->has_input("step")) d_exe_->feed_scalar("step", t);  // Adam's bias correction
   d_exe_->run();

@@ -55,6 +55,7 @@
 #include "runtime/backend.h"
 #include "runtime/rng.h"
 #include "train/model_array.h"
+#include "train/profiling.h"
 #include "train/training_graph.h"
 
 namespace campo {
@@ -236,16 +237,13 @@ class GanSession {
   int64_t discriminator_parameters() const;
 
  private:
-  // The N models' real batches stacked into channel blocks [batch, N nc, S, S].
-  Tensor stack_images(const std::vector<const Tensor*>& real) const;
-
   DcganOptions model_;
   int64_t batch_;
   int n_ = 1;
   ArrayHyperparameters hyper_;
   VariableStore vars_;
   std::vector<Rng> noise_rngs_;  // one per model, seeded as a single session of its seed
-  std::map<std::string, Shape> single_shapes_;  // arrays: each variable's single-model shape
+  ArraySlices slices_;           // arrays: the per-model view of vars_
   Graph d_graph_, g_graph_, sample_graph_;
   ValueId loss_d_ = kNoValue, d_x_ = kNoValue, d_g_z1_ = kNoValue;
   ValueId loss_g_ = kNoValue, d_g_z2_ = kNoValue, samples_ = kNoValue;
@@ -253,7 +251,7 @@ class GanSession {
   PolicyResult d_policy_, g_policy_;
   std::shared_ptr<const CostTable> d_costs_, g_costs_;
   int64_t iterations_ = 0;
-  std::vector<double> op_ms_;  // by OpKind
+  OpProfile profile_;
 };
 
 }  // namespace campo

@@ -66,6 +66,67 @@ ArrayHyperparameters array_hyperparameters(const TrainOptions& o) {
   return h;
 }
 
+void ArraySlices::add_model(const VariableStore& single) {
+  const bool first = shapes_.empty();
+  for (const std::string& name : single.names()) {
+    if (first) shapes_[name] = single.at(name).shape();
+    starts_[name].push_back(single.read(name));
+  }
+}
+
+void ArraySlices::write_into(VariableStore& array) {
+  CAMPO_CHECK(starts_.size() == array.names().size(), "internal: the array has ",
+              array.names().size(), " variables, the single model ", starts_.size());
+  for (const auto& [name, copies] : starts_) {
+    CAMPO_CHECK(array.contains(name), "internal: the array has no variable '", name, "'");
+    CAMPO_CHECK(int(copies.size()) == n_, "internal: ", copies.size(), " models' values of '", name,
+                "' for an array of ", n_);
+    Tensor host = array.read(name);
+    const int64_t each = copies[0].numel();
+    CAMPO_CHECK(host.numel() == each * n_, "internal: array variable '", name, "' holds ",
+                host.numel(), " elements, not ", n_, " x ", each);
+    for (int i = 0; i < n_; ++i)
+      std::memcpy(static_cast<char*>(host.data()) + i * copies[size_t(i)].nbytes(),
+                  copies[size_t(i)].data(), copies[size_t(i)].nbytes());
+    array.write(name, host);
+  }
+  starts_.clear();
+}
+
+Tensor ArraySlices::read(const VariableStore& array, int i, const std::string& name) const {
+  CAMPO_CHECK(i >= 0 && i < n_, "model ", i, " of an array of ", n_);
+  auto it = shapes_.find(name);
+  CAMPO_CHECK(it != shapes_.end(), "the model array has no variable '", name, "'");
+  const Tensor all = array.read(name);
+  Tensor one = Tensor::empty(it->second, all.dtype());
+  std::memcpy(one.data(), static_cast<const char*>(all.data()) + i * one.nbytes(), one.nbytes());
+  return one;
+}
+
+VariableStore ArraySlices::single_store(const VariableStore& array, int i, uint64_t seed) const {
+  VariableStore single(seed);
+  for (const std::string& name : array.names()) {
+    single.get_or_create(name, shapes_.at(name), Init::zeros(), array.kind(name));
+    single.write(name, read(array, i, name));
+  }
+  return single;
+}
+
+Tensor stack_model_inputs(const std::vector<const Tensor*>& xs, int64_t rows) {
+  const int64_t n = int64_t(xs.size());
+  Shape shape = xs[0]->shape();
+  const int64_t sample = shape_numel(shape) / rows;
+  shape[1] *= n;
+  Tensor out = Tensor::empty(shape, DType::f32);
+  float* o = out.data_as<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    const float* x = xs[size_t(i)]->data_as<float>();
+    for (int64_t b = 0; b < rows; ++b)
+      std::memcpy(o + (b * n + i) * sample, x + b * sample, size_t(sample) * sizeof(float));
+  }
+  return out;
+}
+
 struct ModelArraySession::EvalGraph {
   int64_t batch;
   Graph graph;
@@ -99,6 +160,7 @@ ModelArraySession::ModelArraySession(const std::string& model, const ModelOption
       hyper_(h),
       conv_layout_(conv_layout),
       vars_(h.seed.empty() ? 0 : h.seed[0]),
+      slices_(h.size()),
       scaler_(precision.scaler) {
   CAMPO_CHECK(n_ >= 1, "a model array needs at least one model");
   for (const auto* v : {&h.lr, &h.momentum, &h.weight_decay, &h.dropout})
@@ -115,7 +177,6 @@ ModelArraySession::ModelArraySession(const std::string& model, const ModelOption
 
   // Model i's starting weights: the single model built on a store of its seed, exactly as a
   // single run creates them (the same graph, the same creation order, the same draws).
-  std::map<std::string, std::vector<Tensor>> slices;  // name -> each model's host copy
   for (int i = 0; i < n_; ++i) {
     VariableStore single(h.seed[size_t(i)]);
     Graph g;
@@ -125,10 +186,7 @@ ModelArraySession::ModelArraySession(const std::string& model, const ModelOption
     TrainingGraphSpec spec{
         model_, one, image_shape, batch, single_optimizer(optimizer, h, i), PrecisionConfig{}};
     build_training_graph(g, single, spec);
-    for (const std::string& name : single.names()) {
-      if (i == 0) single_shapes_[name] = single.at(name).shape();
-      slices[name].push_back(single.read(name));
-    }
+    slices_.add_model(single);
   }
 
   optimizer.slices = n_;
@@ -142,19 +200,7 @@ ModelArraySession::ModelArraySession(const std::string& model, const ModelOption
   all_finite_ = info.all_finite;
   summary_ = info.summary;
 
-  CAMPO_CHECK(slices.size() == vars_.names().size(), "internal: the array has ",
-              vars_.names().size(), " variables, the single model ", slices.size());
-  for (const auto& [name, copies] : slices) {
-    CAMPO_CHECK(vars_.contains(name), "internal: the array has no variable '", name, "'");
-    Tensor host = vars_.read(name);
-    const int64_t each = copies[0].numel();
-    CAMPO_CHECK(host.numel() == each * n_, "internal: array variable '", name, "' holds ",
-                host.numel(), " elements, not ", n_, " x ", each);
-    for (int i = 0; i < n_; ++i)
-      std::memcpy(static_cast<char*>(host.data()) + i * copies[size_t(i)].nbytes(),
-                  copies[size_t(i)].data(), copies[size_t(i)].nbytes());
-    vars_.write(name, host);
-  }
+  slices_.write_into(vars_);
 
   CompileOptions co;
   co.fetches = info.fetches();
@@ -166,22 +212,6 @@ ModelArraySession::ModelArraySession(const std::string& model, const ModelOption
 
 ModelArraySession::~ModelArraySession() = default;
 
-Tensor ModelArraySession::stack_images(const std::vector<const Batch*>& batches,
-                                       int64_t rows) const {
-  const Shape& s = batches[0]->images.shape();
-  const int64_t sample = shape_numel(s) / rows;
-  Shape out_shape = s;
-  out_shape[1] *= n_;
-  Tensor out = Tensor::empty(out_shape, DType::f32);
-  float* o = out.data_as<float>();
-  for (int i = 0; i < n_; ++i) {
-    const float* x = batches[size_t(i)]->images.data_as<float>();
-    for (int64_t b = 0; b < rows; ++b)
-      std::memcpy(o + (b * n_ + i) * sample, x + b * sample, size_t(sample) * sizeof(float));
-  }
-  return out;
-}
-
 std::vector<float> ModelArraySession::train_step(const std::vector<const Batch*>& batches,
                                                  const std::vector<float>& lr) {
   CAMPO_CHECK(int(batches.size()) == n_ && int(lr.size()) == n_, "internal: ", batches.size(),
@@ -189,7 +219,9 @@ std::vector<float> ModelArraySession::train_step(const std::vector<const Batch*>
   for (const Batch* b : batches)
     CAMPO_CHECK(b->size() == batch_ && b->images.shape() == batches[0]->images.shape(),
                 "training batch of ", b->size(), " samples; the array was compiled for ", batch_);
-  train_exe_->feed("images", stack_images(batches, batch_));
+  std::vector<const Tensor*> images;
+  for (const Batch* b : batches) images.push_back(&b->images);
+  train_exe_->feed("images", stack_model_inputs(images, batch_));
   std::vector<int32_t> labels(size_t(batch_ * n_));
   for (int i = 0; i < n_; ++i) {
     const int32_t* y = batches[size_t(i)]->labels.data_as<int32_t>();
@@ -238,8 +270,8 @@ std::vector<double> ModelArraySession::evaluate(DataLoader& loader) {
     if (const int signal = interrupt_signal())
       throw Interrupted(signal, "during evaluation", "", "evaluation saves nothing");
     EvalGraph& e = eval_graph(batch.size());
-    e.exe->feed("images",
-                stack_images(std::vector<const Batch*>(size_t(n_), &batch), batch.size()));
+    e.exe->feed("images", stack_model_inputs(std::vector<const Tensor*>(size_t(n_), &batch.images),
+                                             batch.size()));
     e.exe->run();
     const Tensor logits = e.exe->fetch(e.logits);  // [rows, n * classes]
     const int64_t classes = logits.dim(1) / n_;
@@ -259,22 +291,12 @@ std::vector<double> ModelArraySession::evaluate(DataLoader& loader) {
 }
 
 Tensor ModelArraySession::read_model_variable(int i, const std::string& name) const {
-  CAMPO_CHECK(i >= 0 && i < n_, "model ", i, " of an array of ", n_);
-  auto it = single_shapes_.find(name);
-  CAMPO_CHECK(it != single_shapes_.end(), "the model array has no variable '", name, "'");
-  const Tensor all = vars_.read(name);
-  Tensor one = Tensor::empty(it->second, all.dtype());
-  std::memcpy(one.data(), static_cast<const char*>(all.data()) + i * one.nbytes(), one.nbytes());
-  return one;
+  return slices_.read(vars_, i, name);
 }
 
 void ModelArraySession::save_model(int i, const std::string& path, int64_t epoch,
                                    int64_t position_in_epoch, const std::string& optimizer) const {
-  VariableStore single(hyper_.seed[size_t(i)]);
-  for (const std::string& name : vars_.names()) {
-    single.get_or_create(name, single_shapes_.at(name), Init::zeros(), vars_.kind(name));
-    single.write(name, read_model_variable(i, name));
-  }
+  const VariableStore single = slices_.single_store(vars_, i, hyper_.seed[size_t(i)]);
   CheckpointMeta meta;
   meta.model = model_;
   meta.step = step_;
@@ -297,19 +319,12 @@ int64_t ModelArraySession::parameter_count() const {
 }
 
 void ModelArraySession::set_profiling(bool on) {
-  op_ms_.assign(size_t(OpKind::kCount), 0.0);
-  train_exe_->set_timing(on);
-  if (on)
-    train_exe_->set_node_hook(
-        [this](NodeId id, double ms) { op_ms_[size_t(train_graph_.node(id).kind)] += ms; });
+  profile_.reset();
+  profile_.attach(*train_exe_, train_graph_, on);
 }
 
 std::vector<std::pair<std::string, double>> ModelArraySession::profile_by_op() const {
-  std::vector<std::pair<std::string, double>> out;
-  for (size_t k = 0; k < op_ms_.size(); ++k)
-    if (op_ms_[k] > 0) out.push_back({op_name(OpKind(k)), op_ms_[k]});
-  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.second > b.second; });
-  return out;
+  return profile_.by_op();
 }
 
 namespace {

@@ -27,6 +27,7 @@
 #include "graph/layout.h"
 #include "graph/optimizer.h"
 #include "models/models.h"
+#include "train/profiling.h"
 #include "train/training_graph.h"
 
 namespace campo {
@@ -48,6 +49,34 @@ struct ArrayHyperparameters {
 // The hyperparameters of `--array N` from the options: each list of N values, or one
 // value (the scalar option) for every model. Checks the sizes.
 ArrayHyperparameters array_hyperparameters(const TrainOptions& o);
+
+// A model array's variables seen per model: each variable's single-model shape, the starting
+// values written into the slices from the single models' stores, model i's slice read out,
+// and model i alone as a single model's store (for its checkpoint). Shared by the
+// classifier and the DCGAN arrays.
+class ArraySlices {
+ public:
+  explicit ArraySlices(int models) : n_(models) {}
+  // Records the starting values of the next model (model 0 first) from a store built for
+  // the single model of its seed.
+  void add_model(const VariableStore& single);
+  // Writes every recorded model into its slice of `array`, after checking that the models
+  // cover exactly its variables, each N times a single model's size; forgets the values.
+  void write_into(VariableStore& array);
+  // Model i's copy of `name`, with the single model's shape.
+  Tensor read(const VariableStore& array, int i, const std::string& name) const;
+  // Model i alone: a store of the single model's names, shapes and kinds with its values.
+  VariableStore single_store(const VariableStore& array, int i, uint64_t seed) const;
+
+ private:
+  int n_;
+  std::map<std::string, Shape> shapes_;
+  std::map<std::string, std::vector<Tensor>> starts_;  // name -> each model's values
+};
+
+// Model i's samples (xs[i], `rows` samples each, f32) stacked into channel block i of a
+// [rows, N C, ...] tensor: the input of a model array.
+Tensor stack_model_inputs(const std::vector<const Tensor*>& xs, int64_t rows);
 
 class ModelArraySession {
  public:
@@ -91,9 +120,6 @@ class ModelArraySession {
  private:
   struct EvalGraph;
   EvalGraph& eval_graph(int64_t batch);
-  // Model i's images (batches[i], `rows` samples) stacked into channel block i of a
-  // [rows, N * C, H, W] tensor.
-  Tensor stack_images(const std::vector<const Batch*>& batches, int64_t rows) const;
 
   std::string model_;
   ModelOptions model_options_;
@@ -103,8 +129,7 @@ class ModelArraySession {
   ArrayHyperparameters hyper_;
   ConvLayout conv_layout_;
   VariableStore vars_;
-  // The single model's shape of every variable (the array's hold N of them).
-  std::map<std::string, Shape> single_shapes_;
+  ArraySlices slices_;
   Graph train_graph_;
   ValueId loss_ = kNoValue, model_losses_ = kNoValue, all_finite_ = kNoValue;
   LossScaler scaler_;
@@ -112,7 +137,7 @@ class ModelArraySession {
   std::unique_ptr<Executable> train_exe_;
   std::vector<std::unique_ptr<EvalGraph>> eval_graphs_;
   int64_t step_ = 0;
-  std::vector<double> op_ms_;  // by OpKind
+  OpProfile profile_;
 };
 
 // `campo train --array N`: trains the array on the options' data set, evaluates each model,

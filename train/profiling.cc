@@ -36,7 +36,7 @@ CompileOptions compile_options(const std::vector<ValueId>& fetches, uint64_t see
 class NodeTimeSampler {
  public:
   NodeTimeSampler(const Graph& g, VariableStore& vars, const std::vector<ValueId>& fetches,
-            const TimingInputs& inputs, uint64_t seed)
+                  const TimingInputs& inputs, uint64_t seed)
       : exe_(g, vars, compile_options(fetches, seed)),
         best_(size_t(g.num_nodes()), std::numeric_limits<double>::infinity()) {
     Rng rng(seed);
@@ -215,14 +215,32 @@ CostTable profile_costs(const TrainingGraphSpec& spec) {
   Graph g32;
   VariableStore v32(1);
   const TrainingGraphInfo info = build_training_graph(g32, v32, fp32);
-  return graph_costs(g32, v32, info.fetches(), training_timing_inputs(spec.model_options.num_classes),
-                     spec.precision);
+  return graph_costs(g32, v32, info.fetches(),
+                     training_timing_inputs(spec.model_options.num_classes), spec.precision);
 }
 
 TrainingGraphSpec with_profiled_costs(TrainingGraphSpec spec) {
   if (spec.precision.policy == Precision::cost_aware && !spec.precision.costs)
     spec.precision.costs = std::make_shared<const CostTable>(profile_costs(spec));
   return spec;
+}
+
+void OpProfile::attach(Executable& exe, const Graph& graph, bool on) {
+  if (ms_.empty()) reset();
+  exe.set_timing(on);
+  if (on)
+    exe.set_node_hook(
+        [this, g = &graph](NodeId id, double ms) { ms_[size_t(g->node(id).kind)] += ms; });
+  else
+    exe.set_node_hook(nullptr);
+}
+
+std::vector<std::pair<std::string, double>> OpProfile::by_op() const {
+  std::vector<std::pair<std::string, double>> out;
+  for (size_t k = 0; k < ms_.size(); ++k)
+    if (ms_[k] > 0) out.push_back({op_name(OpKind(k)), ms_[k]});
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.second > b.second; });
+  return out;
 }
 
 }  // namespace campo

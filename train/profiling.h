@@ -12,10 +12,12 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "amp/calibration.h"
 #include "amp/cost_aware.h"
+#include "graph/executor.h"
 #include "train/training_graph.h"
 
 namespace campo {
@@ -86,5 +88,19 @@ CostTable profile_costs(const TrainingGraphSpec& spec);
 // `spec` ready for build_training_graph: for cost-aware without costs, with
 // precision.costs = profile_costs(spec); else unchanged.
 TrainingGraphSpec with_profiled_costs(TrainingGraphSpec spec);
+
+// --profile: the time per op kind of timed steps. attach() hooks an executable's node
+// timings (several executables, e.g. a GAN's two step graphs, add into one profile); by_op()
+// gives the totals (name -> ms, largest first, kinds that ran only).
+class OpProfile {
+ public:
+  void reset() { ms_.assign(size_t(OpKind::kCount), 0.0); }
+  // Times `exe`'s nodes (those of `graph`) into this profile, or stops timing them.
+  void attach(Executable& exe, const Graph& graph, bool on);
+  std::vector<std::pair<std::string, double>> by_op() const;
+
+ private:
+  std::vector<double> ms_;  // by OpKind
+};
 
 }  // namespace campo

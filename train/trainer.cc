@@ -264,19 +264,12 @@ TrainingSession::Position TrainingSession::restore(const std::string& path,
 }
 
 void TrainingSession::set_profiling(bool on) {
-  op_ms_.assign(size_t(OpKind::kCount), 0.0);
-  train_exe_->set_timing(on);
-  if (on)
-    train_exe_->set_node_hook(
-        [this](NodeId id, double ms) { op_ms_[size_t(train_graph_.node(id).kind)] += ms; });
+  profile_.reset();
+  profile_.attach(*train_exe_, train_graph_, on);
 }
 
 std::vector<std::pair<std::string, double>> TrainingSession::profile_by_op() const {
-  std::vector<std::pair<std::string, double>> out;
-  for (size_t k = 0; k < op_ms_.size(); ++k)
-    if (op_ms_[k] > 0) out.push_back({op_name(OpKind(k)), op_ms_[k]});
-  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.second > b.second; });
-  return out;
+  return profile_.by_op();
 }
 
 float TrainingSession::train_step(const Batch& batch, float lr) {
@@ -475,8 +468,8 @@ void validate_array(const TrainOptions& o) {
     if (count == 0) continue;
     CAMPO_CHECK(o.array >= 2, option, " lists ", count, " values; give --array ", count,
                 " to train one model per value");
-    CAMPO_CHECK(int(count) == o.array, option, " lists ", count, " values for --array ",
-                o.array, " (give one value per model, or a single value for all)");
+    CAMPO_CHECK(int(count) == o.array, option, " lists ", count, " values for --array ", o.array,
+                " (give one value per model, or a single value for all)");
   }
   for (float v : o.lr_list)
     CAMPO_CHECK(std::isfinite(v) && v > 0, "--lr must list positive learning rates, got ", v);
@@ -486,9 +479,8 @@ void validate_array(const TrainOptions& o) {
     CAMPO_CHECK(v >= 0, "--weight-decay values must be non-negative, got ", v);
   for (float v : o.dropout_list) {
     CAMPO_CHECK(v >= 0 && v < 1, "--dropout values must be in [0, 1), got ", v);
-    CAMPO_CHECK(v == 0 || o.model == "mlp",
-                "--dropout applies to --model mlp only in an array (", o.model,
-                " has no configurable dropout)");
+    CAMPO_CHECK(v == 0 || o.model == "mlp", "--dropout applies to --model mlp only in an array (",
+                o.model, " has no configurable dropout)");
   }
   CAMPO_CHECK(o.array_shuffle == "shared" || o.array_shuffle == "independent",
               "--array-shuffle must be shared or independent, got '", o.array_shuffle, "'");

@@ -21,6 +21,7 @@
 #include "graph/optimizer.h"
 #include "models/models.h"
 #include "runtime/backend.h"
+#include "train/profiling.h"
 #include "train/training_graph.h"
 
 namespace campo {
@@ -231,7 +232,7 @@ class TrainingSession {
   std::unique_ptr<Executable> train_exe_;
   std::vector<std::unique_ptr<EvalGraph>> eval_graphs_;
   int64_t step_ = 0;
-  std::vector<double> op_ms_;  // by OpKind
+  OpProfile profile_;
   std::map<std::string, std::string> checkpoint_extra_;
 };
 

@@ -35,6 +35,7 @@
 #include "graph/checkpoint.h"
 #include "runtime/rng.h"
 #include "tests/test_util.h"
+#include "tests/train/array_test_util.h"
 #include "train/gan_trainer.h"
 
 namespace campo {
@@ -75,17 +76,7 @@ OptimizerConfig single_optimizer(OptimizerConfig o, const ArrayHyperparameters& 
   return o;
 }
 
-// Each parameter element times 1 + 1e-6 u, u uniform in [-1, 1]: a perturbation of the size
-// of the fused kernels' rounding differences.
-void perturb_parameters(VariableStore& vars) {
-  Rng rng(4);
-  for (const std::string& name : vars.names_of_kind(VariableKind::parameter)) {
-    Tensor host = vars.read(name);
-    for (int64_t k = 0; k < host.numel(); ++k)
-      host.data_as<float>()[k] *= 1.0f + 1e-6f * rng.uniform(-1, 1);
-    vars.write(name, host);
-  }
-}
+using testing::perturb_parameters;
 
 // The largest control envelope each test saw (printed with CAMPO_GAN_ARRAY_DEBUG).
 void expect_gans_train_as_singles(OptimizerConfig::Kind kind, int steps) {

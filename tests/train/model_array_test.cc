@@ -28,6 +28,7 @@
 #include "datasets/synthetic.h"
 #include "graph/checkpoint.h"
 #include "runtime/rng.h"
+#include "tests/train/array_test_util.h"
 #include "train/trainer.h"
 
 namespace campo {
@@ -79,17 +80,7 @@ std::shared_ptr<const Dataset> data_for(const Shape& image, int64_t size, uint64
 
 constexpr double kControlFactor = 3.0;
 
-// Each element times 1 + 1e-6 u, u uniform in [-1, 1]: a perturbation of the size of the
-// fused kernels' rounding differences.
-void perturb_parameters(VariableStore& vars) {
-  Rng rng(4);
-  for (const std::string& name : vars.names_of_kind(VariableKind::parameter)) {
-    Tensor host = vars.read(name);
-    for (int64_t k = 0; k < host.numel(); ++k)
-      host.data_as<float>()[k] *= 1.0f + 1e-6f * rng.uniform(-1, 1);
-    vars.write(name, host);
-  }
-}
+using testing::perturb_parameters;
 
 void expect_trains_as_singles(const ArrayCase& c) {
   const int n = c.h.size();
