@@ -9,12 +9,12 @@
 // most steps are bit-identical; the first difference appears after a few steps), and
 // training amplifies it: ReLU masks flip where a pre-activation cancels to ~1e-6, and batch
 // norm at small batches amplifies every difference from step to step (ResNet-18 reaches
-// O(1) relative loss differences after ~20 steps from a 1e-7 start). So:
-//  - the first 3 steps must agree within 1e-5 relative (rounding only, not yet amplified);
-//  - later steps within 3x the envelope of a control, the single run restarted from its
-//    parameters times 1 + 1e-6 u (rounding-sized noise), plus 1e-4 relative.
-// An array that mixes models up (a wrong slice, another model's learning rate, a shared
-// gradient) is off by 1e-2 or more from the first update.
+// O(1) relative loss differences after ~20 steps from a 1e-7 start; by step 2 it was 8e-5
+// on one CI machine, whose oneDNN kernels split the sums differently from this one's). So
+// every step must lie within 3x the envelope of a control, the single run restarted from
+// its parameters times 1 + 1e-6 u (rounding-sized noise), plus 1e-4 relative. An array that
+// mixes models up (a wrong slice, another model's learning rate, a shared gradient) is off
+// by 1e-2 or more from the first update.
 #include "train/model_array.h"
 
 #include <gtest/gtest.h>
@@ -124,9 +124,8 @@ void expect_trains_as_singles(const ArrayCase& c) {
       const double rel = std::abs(losses[size_t(i)] - single) / std::abs(single);
       if (getenv("CAMPO_ARRAY_DEBUG"))
         std::printf("step %d model %d array %.3g control %.3g\n", step, i, rel, envelope);
-      // The first steps: rounding only, before training can amplify it. Later: no further
-      // from the single run than 3x what rounding-sized noise moved its control.
-      EXPECT_LE(rel, step < 3 ? 1e-5 : kControlFactor * envelope + c.loss_rtol)
+      // No further from the single run than 3x what rounding-sized noise moved its control.
+      EXPECT_LE(rel, kControlFactor * envelope + c.loss_rtol)
           << c.model << " model " << i << " step " << step;
     }
     ++step;
