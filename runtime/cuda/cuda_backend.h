@@ -13,6 +13,7 @@
 #include <cudnn.h>
 
 #include <memory>
+#include <string>
 
 #include "runtime/backend.h"
 #include "runtime/caching_allocator.h"
@@ -22,8 +23,9 @@ namespace campo::cuda {
 // Also a CachingAllocatorOwner, so device-neutral code reaches the allocator's statistics.
 class CudaBackend : public Backend, public CachingAllocatorOwner {
  public:
-  // Selects device `index` and creates the stream and handles; one error line for a missing
-  // or too-old driver, no device, or an index out of range.
+  // Selects device `index` (which must exist: make_backend's factory checks the driver, the
+  // device count and the compute capability first, each with one error line) and creates the
+  // stream, the handles, the allocator and the staging buffers.
   explicit CudaBackend(int index);
   ~CudaBackend() override;
 
@@ -57,6 +59,14 @@ class CudaBackend : public Backend, public CachingAllocatorOwner {
   cublasLtHandle_t cublaslt_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
   std::unique_ptr<CachingAllocator> allocator_;
+  std::string name_;
+  size_t total_memory_ = 0;
+  int driver_version_ = 0;
+  struct Staging;  // pinned host buffers of the copies
+  std::unique_ptr<Staging> staging_;
+
+  void use_device() const;  // cudaSetDevice(index_): calls may come from any thread
+  void release() noexcept;  // the destructor's work, also on a failed construction
 };
 
 }  // namespace campo::cuda
