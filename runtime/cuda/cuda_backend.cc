@@ -201,7 +201,7 @@ void CudaBackend::release() noexcept {
     const cublasStatus_t status = cublasLtDestroy(cublaslt_);
     if (status != CUBLAS_STATUS_SUCCESS)
       std::fprintf(stderr, "campo: warning: cublasLtDestroy failed: %s\n",
-                   cublasGetStatusString(status));
+                   cublasLtGetStatusString(status));
     cublaslt_ = nullptr;
   }
   if (stream_) warn_on_error(cudaStreamDestroy(stream_), "cudaStreamDestroy");
