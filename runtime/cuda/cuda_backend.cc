@@ -122,7 +122,7 @@ struct CudaBackend::Staging {
   }
   // Buffers of at least min(bytes, kMaxChunk); returns the chunk size.
   size_t reserve(size_t bytes) {
-    const size_t want = std::clamp(std::bit_ceil(bytes), kMinChunk, kMaxChunk);
+    const size_t want = std::max(kMinChunk, std::bit_ceil(std::min(bytes, kMaxChunk)));
     if (capacity < want) {
       free_buffers();
       for (void*& b : buffers) CAMPO_CUDA_CHECK(cudaMallocHost(&b, want));
@@ -187,6 +187,7 @@ CudaBackend::CudaBackend(int index) : index_(index) {
 CudaBackend::~CudaBackend() { release(); }
 
 void CudaBackend::release() noexcept {
+  warn_on_error(cudaSetDevice(index_), "cudaSetDevice");  // the last owner may be any thread
   if (stream_) warn_on_error(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   // The cache goes now; blocks still owned by tensors are freed when their last owner dies.
   allocator_.reset();
