@@ -115,8 +115,8 @@ std::shared_ptr<void> CachingAllocator::allocate(size_t bytes) {
           }
         }
         CAMPO_FAIL("out of device memory: asked for ", mib(bytes), " MiB, ", device,
-                   " (campo holds ", mib(stats.bytes_reserved), " MiB, ",
-                   mib(stats.bytes_cached()), " MiB of it cached)");
+                   " (campo holds ", mib(stats.bytes_reserved), " MiB, ", mib(stats.bytes_cached()),
+                   " MiB of it cached)");
       }
       if (reinterpret_cast<uintptr_t>(p) % kAlignment != 0) {
         state_->free(p);

@@ -54,7 +54,7 @@ class CachingAllocator {
 
   static constexpr size_t kAlignment = 256;
   static constexpr size_t kSmallGranularity = 512;
-  static constexpr size_t kSmallLimit = size_t(1) << 20;  // 1 MiB
+  static constexpr size_t kSmallLimit = size_t(1) << 20;        // 1 MiB
   static constexpr size_t kLargeGranularity = size_t(2) << 20;  // 2 MiB
 
   // `query` may be empty (the message then says the free memory is unknown).

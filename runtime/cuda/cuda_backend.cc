@@ -52,7 +52,10 @@ void check_device_tensor(const Tensor& t, const char* what) {
 class CudaNodeTimer final : public NodeTimer {
  public:
   CudaNodeTimer(cudaStream_t stream, size_t slots)
-      : stream_(stream), starts_(slots, nullptr), stops_(slots, nullptr), timed_(slots, false),
+      : stream_(stream),
+        starts_(slots, nullptr),
+        stops_(slots, nullptr),
+        timed_(slots, false),
         ms_(slots, 0.0) {
     try {
       for (size_t i = 0; i < slots; ++i) {
@@ -113,7 +116,8 @@ struct CudaBackend::Staging {
   size_t capacity = 0;                       // bytes of each buffer
 
   Staging() {
-    for (cudaEvent_t& e : done) CAMPO_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    for (cudaEvent_t& e : done)
+      CAMPO_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   }
   ~Staging() {
     free_buffers();
@@ -187,15 +191,18 @@ CudaBackend::CudaBackend(int index) : index_(index) {
 CudaBackend::~CudaBackend() { release(); }
 
 void CudaBackend::release() noexcept {
-  warn_on_error(cudaSetDevice(index_), "cudaSetDevice");  // the last owner may be any thread
-  if (stream_) warn_on_error(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  if (stream_) {
+    warn_on_error(cudaSetDevice(index_), "cudaSetDevice");  // the last owner may be any thread
+    warn_on_error(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  }
   // The cache goes now; blocks still owned by tensors are freed when their last owner dies.
   allocator_.reset();
   staging_.reset();
   if (cudnn_) {
     const cudnnStatus_t status = cudnnDestroy(cudnn_);
     if (status != CUDNN_STATUS_SUCCESS)
-      std::fprintf(stderr, "campo: warning: cudnnDestroy failed: %s\n", cudnnGetErrorString(status));
+      std::fprintf(stderr, "campo: warning: cudnnDestroy failed: %s\n",
+                   cudnnGetErrorString(status));
     cudnn_ = nullptr;
   }
   if (cublaslt_) {
@@ -279,9 +286,9 @@ void CudaBackend::copy_to_host(void* dst, const Tensor& src) {
 void CudaBackend::copy(const Tensor& dst, const Tensor& src) {
   check_device_tensor(dst, "copy");
   check_device_tensor(src, "copy");
-  CAMPO_CHECK(src.dtype() == dst.dtype() && src.numel() == dst.numel(), "copy: ",
-              dtype_name(src.dtype()), shape_str(src.shape()), " into ", dtype_name(dst.dtype()),
-              shape_str(dst.shape()));
+  CAMPO_CHECK(src.dtype() == dst.dtype() && src.numel() == dst.numel(),
+              "copy: ", dtype_name(src.dtype()), shape_str(src.shape()), " into ",
+              dtype_name(dst.dtype()), shape_str(dst.shape()));
   if (dst.nbytes() == 0 || dst.device_data() == src.device_data()) return;
   use_device();
   CAMPO_CUDA_CHECK(cudaMemcpyAsync(dst.device_data(), src.device_data(), dst.nbytes(),
@@ -330,9 +337,10 @@ std::shared_ptr<Backend> make_cuda_backend(const DeviceSpec& spec) {
   CAMPO_CHECK(major * 10 + minor >= 75, "--device ", spec.str(), ": ", name,
               " has compute capability ", major, ".", minor, "; CUDA ", runtime / 1000,
               " (this build's) supports 7.5 (Turing) or newer only; use --device cpu");
-  CAMPO_CHECK(cuda::runs_this_build(spec.index), "--device ", spec.str(), ": this build has GPU code for ",
-              cuda::built_architectures(), " only, which ", name, " (compute capability ", major,
-              ".", minor, ") cannot run; rebuild with -DCMAKE_CUDA_ARCHITECTURES=", major, minor);
+  CAMPO_CHECK(cuda::runs_this_build(spec.index), "--device ", spec.str(),
+              ": this build has GPU code for ", cuda::built_architectures(), " only, which ", name,
+              " (compute capability ", major, ".", minor,
+              ") cannot run; rebuild with -DCMAKE_CUDA_ARCHITECTURES=", major, minor);
   return std::make_shared<cuda::CudaBackend>(spec.index);
 }
 

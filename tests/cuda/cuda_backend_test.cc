@@ -25,11 +25,11 @@ using testing::random_tensor_of;
 // Host tensors compared bit for bit: a copy must not change a single bit of any dtype.
 ::testing::AssertionResult same_bytes(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype() || a.shape() != b.shape())
-    return ::testing::AssertionFailure() << dtype_name(a.dtype()) << shape_str(a.shape())
-                                         << " vs " << dtype_name(b.dtype()) << shape_str(b.shape());
+    return ::testing::AssertionFailure() << dtype_name(a.dtype()) << shape_str(a.shape()) << " vs "
+                                         << dtype_name(b.dtype()) << shape_str(b.shape());
   if (a.nbytes() && std::memcmp(a.data(), b.data(), a.nbytes()) != 0)
-    return ::testing::AssertionFailure() << dtype_name(a.dtype()) << shape_str(a.shape())
-                                         << ": bytes differ";
+    return ::testing::AssertionFailure()
+           << dtype_name(a.dtype()) << shape_str(a.shape()) << ": bytes differ";
   return ::testing::AssertionSuccess();
 }
 
@@ -81,7 +81,8 @@ TEST(CudaBackendCudaTest, FillZero) {
     const Tensor zeros = Tensor::zeros(t.shape(), dtype);
     EXPECT_TRUE(same_bytes(back, zeros)) << dtype_name(dtype);
   }
-  EXPECT_TRUE(same_bytes(gpu->to_host(gpu->zeros({7}, DType::f32)), Tensor::zeros({7}, DType::f32)));
+  EXPECT_TRUE(
+      same_bytes(gpu->to_host(gpu->zeros({7}, DType::f32)), Tensor::zeros({7}, DType::f32)));
 }
 
 TEST(CudaBackendCudaTest, ScalarsAndHostBoundary) {

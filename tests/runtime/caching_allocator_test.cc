@@ -8,8 +8,8 @@
 
 #include <cstdint>
 #include <cstdlib>
-#include <memory>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "tests/test_util.h"
@@ -43,7 +43,9 @@ struct FakeDevice {
           live.erase(p);
           std::free(p);
         },
-        [this] { return CachingAllocator::MemoryInfo{total - used, total}; });
+        [this] {
+          return CachingAllocator::MemoryInfo{total - used, total};
+        });
   }
 };
 
@@ -121,8 +123,9 @@ TEST(CachingAllocatorTest, OutOfMemoryMessageNamesTheSizes) {
   CachingAllocator alloc = dev.make();
   auto held = alloc.allocate(size_t(4) << 20);
   const std::string msg = error_message([&] { alloc.allocate(size_t(8) << 20); });
-  EXPECT_TRUE(contains(msg, "out of device memory: asked for 8.0 MiB, 60.0 MiB free of 64.0 MiB "
-                            "(campo holds 4.0 MiB, 0.0 MiB of it cached)"));
+  EXPECT_TRUE(contains(msg,
+                       "out of device memory: asked for 8.0 MiB, 60.0 MiB free of 64.0 MiB "
+                       "(campo holds 4.0 MiB, 0.0 MiB of it cached)"));
   EXPECT_EQ(alloc.stats().raw_allocations, 1u);
   EXPECT_EQ(alloc.stats().bytes_in_use, size_t(4) << 20);
 }
@@ -168,8 +171,7 @@ TEST(CachingAllocatorTest, BlocksAreAligned) {
   std::vector<std::shared_ptr<void>> blocks;
   for (size_t n : {size_t(1), size_t(3), size_t(513), size_t(100000), size_t(3) << 20})
     blocks.push_back(alloc.allocate(n));
-  for (const auto& b : blocks)
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(b.get()) % 256, 0u) << b.get();
+  for (const auto& b : blocks) EXPECT_EQ(reinterpret_cast<uintptr_t>(b.get()) % 256, 0u) << b.get();
 }
 
 TEST(CachingAllocatorTest, UnalignedRawMemoryIsRefused) {
