@@ -1,19 +1,328 @@
-// The CUDA backend's registration: the only place besides --version (tools/cli.cc) that
-// knows whether the build has CUDA, because this file is compiled only when it has
-// (CAMPO_HAVE_CUDA; CMakeLists.txt's runtime/cuda glob). Without it, make_backend says the
-// build has no CUDA backend.
+// The CUDA backend (runtime/cuda/cuda_backend.h) and its registration: the only place besides
+// --version (tools/cli.cc) that knows whether the build has CUDA, because this file is
+// compiled only when it has (CAMPO_HAVE_CUDA; CMakeLists.txt's runtime/cuda glob). Without
+// it, make_backend says the build has no CUDA backend.
 //
-// The factory checks what is missing in the order a user fixes it: a CUDA device at all,
-// the index asked for, then the kernels, which come with issue 12. Until then every
-// --device cuda run stops here, before any work, with one line.
-#include "runtime/backend.h"
+// Everything is issued on one non-blocking stream, in order: kernels, library calls, copies,
+// memsets, timing events. That order is what makes the caching allocator's immediate reuse
+// of freed blocks safe (runtime/caching_allocator.h). Host copies go through pinned staging
+// buffers (real DMA, overlapped with the host memcpy in two halves) and return when the data
+// is in place, as the Backend interface promises.
+//
+// Error handling: every CUDA, cuBLAS and cuDNN call is checked (runtime/cuda/cuda_check.h)
+// and throws, except in destructors and memory deleters, which must not throw: there a
+// failure is printed as a warning and otherwise ignored.
+#include "runtime/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
 #include "runtime/check.h"
+#include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/device_info.h"
 
 namespace campo {
+namespace cuda {
 namespace {
 
+// CUDA's version numbers (1000 * major + 10 * minor) as "13.0".
+std::string version_str(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
+
+// For destructors and deleters, which must not throw. cudaErrorCudartUnloading (memory
+// freed by static destructors after the runtime has shut down) is expected and silent.
+void warn_on_error(cudaError_t status, const char* call) noexcept {
+  if (status == cudaSuccess) return;
+  cudaGetLastError();
+  if (status == cudaErrorCudartUnloading) return;
+  std::fprintf(stderr, "campo: warning: %s failed: %s\n", call, cudaGetErrorString(status));
+}
+
+void check_device_tensor(const Tensor& t, const char* what) {
+  CAMPO_CHECK(t.device() == Device::cuda, what, ": a ", device_name(t.device()),
+              " tensor given to the CUDA backend");
+}
+
+// Times nodes with a pair of events per slot, recorded on the backend's stream.
+class CudaNodeTimer final : public NodeTimer {
+ public:
+  CudaNodeTimer(cudaStream_t stream, size_t slots)
+      : stream_(stream),
+        starts_(slots, nullptr),
+        stops_(slots, nullptr),
+        timed_(slots, false),
+        ms_(slots, 0.0) {
+    try {
+      for (size_t i = 0; i < slots; ++i) {
+        CAMPO_CUDA_CHECK(cudaEventCreate(&starts_[i]));
+        CAMPO_CUDA_CHECK(cudaEventCreate(&stops_[i]));
+      }
+    } catch (...) {
+      destroy();
+      throw;
+    }
+  }
+  ~CudaNodeTimer() override { destroy(); }
+
+  void start(size_t slot) override {
+    CAMPO_CUDA_CHECK(cudaEventRecord(starts_.at(slot), stream_));
+    timed_[slot] = false;
+  }
+  void stop(size_t slot) override {
+    CAMPO_CUDA_CHECK(cudaEventRecord(stops_.at(slot), stream_));
+    timed_[slot] = true;
+  }
+  const std::vector<double>& elapsed_ms() override {
+    CAMPO_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    for (size_t i = 0; i < ms_.size(); ++i) {
+      if (!timed_[i]) continue;
+      float ms = 0;
+      CAMPO_CUDA_CHECK(cudaEventElapsedTime(&ms, starts_[i], stops_[i]));
+      ms_[i] = ms;
+    }
+    return ms_;
+  }
+
+ private:
+  void destroy() noexcept {
+    for (cudaEvent_t e : starts_)
+      if (e) warn_on_error(cudaEventDestroy(e), "cudaEventDestroy");
+    for (cudaEvent_t e : stops_)
+      if (e) warn_on_error(cudaEventDestroy(e), "cudaEventDestroy");
+  }
+
+  cudaStream_t stream_;  // the backend's; the timer must not outlive its backend
+  std::vector<cudaEvent_t> starts_, stops_;
+  std::vector<bool> timed_;  // slot's last start has its stop
+  std::vector<double> ms_;
+};
+
+}  // namespace
+
+// Two pinned buffers: while the device copies one, the host fills (or drains) the other.
+// Grown as copies need, up to kMaxChunk each; larger copies go in chunks.
+struct CudaBackend::Staging {
+  static constexpr size_t kMinChunk = size_t(1) << 20;
+  static constexpr size_t kMaxChunk = size_t(16) << 20;
+
+  std::mutex mutex;  // one copy at a time uses the buffers
+  void* buffers[2] = {nullptr, nullptr};
+  cudaEvent_t done[2] = {nullptr, nullptr};  // the device is through with buffers[i]
+  size_t capacity = 0;                       // bytes of each buffer
+
+  Staging() {
+    for (cudaEvent_t& e : done)
+      CAMPO_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  }
+  ~Staging() {
+    free_buffers();
+    for (cudaEvent_t e : done)
+      if (e) warn_on_error(cudaEventDestroy(e), "cudaEventDestroy");
+  }
+  // Buffers of at least min(bytes, kMaxChunk); returns the chunk size.
+  size_t reserve(size_t bytes) {
+    const size_t want = std::max(kMinChunk, std::bit_ceil(std::min(bytes, kMaxChunk)));
+    if (capacity < want) {
+      free_buffers();
+      for (void*& b : buffers) CAMPO_CUDA_CHECK(cudaMallocHost(&b, want));
+      capacity = want;
+    }
+    return capacity;
+  }
+  void free_buffers() noexcept {
+    for (void*& b : buffers) {
+      if (b) warn_on_error(cudaFreeHost(b), "cudaFreeHost");
+      b = nullptr;
+    }
+    capacity = 0;
+  }
+};
+
+CudaBackend::CudaBackend(int index) : index_(index) {
+  try {
+    CAMPO_CUDA_CHECK(cudaSetDevice(index_));
+    cudaDeviceProp prop{};
+    CAMPO_CUDA_CHECK(cudaGetDeviceProperties(&prop, index_));
+    name_ = prop.name;
+    total_memory_ = prop.totalGlobalMem;
+    compute_capability_ = prop.major * 10 + prop.minor;
+    multiprocessors_ = prop.multiProcessorCount;
+    CAMPO_CUDA_CHECK(cudaDriverGetVersion(&driver_version_));
+
+    CAMPO_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    CAMPO_CUBLAS_CHECK(cublasLtCreate(&cublaslt_));
+    CAMPO_CUDNN_CHECK(cudnnCreate(&cudnn_));
+    CAMPO_CUDNN_CHECK(cudnnSetStream(cudnn_, stream_));
+    staging_ = std::make_unique<Staging>();
+
+    const int device = index_;
+    allocator_ = std::make_unique<CachingAllocator>(
+        [device](size_t bytes) -> void* {
+          CAMPO_CUDA_CHECK(cudaSetDevice(device));
+          void* p = nullptr;
+          const cudaError_t status = cudaMalloc(&p, bytes);
+          if (status == cudaErrorMemoryAllocation) {
+            // Clear it, or the next kernel launch check (cudaGetLastError) would report it.
+            cudaGetLastError();
+            return nullptr;  // the allocator empties its cache, retries, then says how much
+          }
+          CAMPO_CUDA_CHECK(status);
+          return p;
+        },
+        // cudaFree waits for the device, so memory is never freed under a queued kernel.
+        [](void* p) { warn_on_error(cudaFree(p), "cudaFree"); },
+        [device] {
+          CAMPO_CUDA_CHECK(cudaSetDevice(device));
+          CachingAllocator::MemoryInfo info;
+          CAMPO_CUDA_CHECK(cudaMemGetInfo(&info.free_bytes, &info.total_bytes));
+          return info;
+        });
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+CudaBackend::~CudaBackend() { release(); }
+
+void CudaBackend::release() noexcept {
+  if (stream_) {
+    warn_on_error(cudaSetDevice(index_), "cudaSetDevice");  // the last owner may be any thread
+    warn_on_error(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  }
+  // The cache goes now; blocks still owned by tensors are freed when their last owner dies.
+  allocator_.reset();
+  staging_.reset();
+  if (cudnn_) {
+    const cudnnStatus_t status = cudnnDestroy(cudnn_);
+    if (status != CUDNN_STATUS_SUCCESS)
+      std::fprintf(stderr, "campo: warning: cudnnDestroy failed: %s\n",
+                   cudnnGetErrorString(status));
+    cudnn_ = nullptr;
+  }
+  if (cublaslt_) {
+    const cublasStatus_t status = cublasLtDestroy(cublaslt_);
+    if (status != CUBLAS_STATUS_SUCCESS)
+      std::fprintf(stderr, "campo: warning: cublasLtDestroy failed: %s\n",
+                   cublasLtGetStatusString(status));
+    cublaslt_ = nullptr;
+  }
+  if (stream_) warn_on_error(cudaStreamDestroy(stream_), "cudaStreamDestroy");
+  stream_ = nullptr;
+}
+
+void CudaBackend::use_device() const { CAMPO_CUDA_CHECK(cudaSetDevice(index_)); }
+
+std::string CudaBackend::describe() const {
+  char memory[32];
+  std::snprintf(memory, sizeof memory, "%.1f GiB", double(total_memory_) / double(1 << 30));
+  return device().str() + ": " + name_ + ", compute capability " +
+         std::to_string(compute_capability_ / 10) + "." + std::to_string(compute_capability_ % 10) +
+         ", " + memory + ", " + std::to_string(multiprocessors_) + " SMs, driver " +
+         version_str(driver_version_);
+}
+
+std::shared_ptr<void> CudaBackend::allocate(size_t bytes) {
+  // Size classes of at least 512 bytes, 256-byte aligned (cudaMalloc's alignment).
+  return allocator_->allocate(bytes);
+}
+
+void CudaBackend::copy_from_host(const Tensor& dst, const void* src) {
+  check_device_tensor(dst, "copy_from_host");
+  const size_t n = dst.nbytes();
+  if (n == 0) return;
+  use_device();
+  std::lock_guard<std::mutex> lock(staging_->mutex);
+  const size_t chunk = staging_->reserve(n);
+  char* device = static_cast<char*>(dst.device_data());
+  const char* host = static_cast<const char*>(src);
+  for (size_t offset = 0, i = 0; offset < n; offset += chunk, ++i) {
+    const size_t len = std::min(chunk, n - offset);
+    const int b = int(i % 2);
+    // The copy issued two chunks ago read this buffer; wait until it has.
+    if (i >= 2) CAMPO_CUDA_CHECK(cudaEventSynchronize(staging_->done[b]));
+    std::memcpy(staging_->buffers[b], host + offset, len);
+    CAMPO_CUDA_CHECK(cudaMemcpyAsync(device + offset, staging_->buffers[b], len,
+                                     cudaMemcpyHostToDevice, stream_));
+    CAMPO_CUDA_CHECK(cudaEventRecord(staging_->done[b], stream_));
+  }
+  CAMPO_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::copy_to_host(void* dst, const Tensor& src) {
+  check_device_tensor(src, "copy_to_host");
+  const size_t n = src.nbytes();
+  if (n == 0) return;
+  use_device();
+  std::lock_guard<std::mutex> lock(staging_->mutex);
+  const size_t chunk = staging_->reserve(n);
+  const char* device = static_cast<const char*>(src.device_data());
+  char* host = static_cast<char*>(dst);
+  // Chunk i is copied into buffer i % 2 while the host drains chunk i - 1 from the other.
+  auto drain = [&](size_t i) {
+    const size_t offset = i * chunk, len = std::min(chunk, n - offset);
+    const int b = int(i % 2);
+    CAMPO_CUDA_CHECK(cudaEventSynchronize(staging_->done[b]));
+    std::memcpy(host + offset, staging_->buffers[b], len);
+  };
+  const size_t chunks = (n + chunk - 1) / chunk;
+  for (size_t i = 0; i < chunks; ++i) {
+    const size_t offset = i * chunk, len = std::min(chunk, n - offset);
+    const int b = int(i % 2);
+    CAMPO_CUDA_CHECK(cudaMemcpyAsync(staging_->buffers[b], device + offset, len,
+                                     cudaMemcpyDeviceToHost, stream_));
+    CAMPO_CUDA_CHECK(cudaEventRecord(staging_->done[b], stream_));
+    if (i > 0) drain(i - 1);
+  }
+  // The last chunk's event follows everything issued before it on the stream.
+  drain(chunks - 1);
+}
+
+void CudaBackend::copy(const Tensor& dst, const Tensor& src) {
+  check_device_tensor(dst, "copy");
+  check_device_tensor(src, "copy");
+  CAMPO_CHECK(src.dtype() == dst.dtype() && src.numel() == dst.numel(),
+              "copy: ", dtype_name(src.dtype()), shape_str(src.shape()), " into ",
+              dtype_name(dst.dtype()), shape_str(dst.shape()));
+  if (dst.nbytes() == 0 || dst.device_data() == src.device_data()) return;
+  use_device();
+  CAMPO_CUDA_CHECK(cudaMemcpyAsync(dst.device_data(), src.device_data(), dst.nbytes(),
+                                   cudaMemcpyDeviceToDevice, stream_));
+}
+
+void CudaBackend::fill_zero(const Tensor& t) {
+  check_device_tensor(t, "fill_zero");
+  if (t.nbytes() == 0) return;
+  use_device();
+  CAMPO_CUDA_CHECK(cudaMemsetAsync(t.device_data(), 0, t.nbytes(), stream_));
+}
+
+void CudaBackend::synchronize() { CAMPO_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+std::unique_ptr<NodeTimer> CudaBackend::make_timer(size_t slots) {
+  use_device();  // events belong to the current device, and must be the stream's
+  return std::make_unique<CudaNodeTimer>(stream_, slots);
+}
+
+}  // namespace cuda
+
+namespace {
+
+// Checks what is missing in the order a user fixes it: the driver, a device at all, the index
+// asked for, a GPU new enough for this CUDA, code in this build for its architecture.
 std::shared_ptr<Backend> make_cuda_backend(const DeviceSpec& spec) {
+  const int driver = cuda::driver_version(), runtime = cuda::runtime_version();
+  // A driver of the same major version runs any minor release of the runtime (CUDA's minor
+  // version compatibility). No driver at all reads as no device, below.
+  CAMPO_CHECK(driver == 0 || driver / 1000 >= runtime / 1000, "--device ", spec.str(),
+              ": the NVIDIA driver supports CUDA up to ", cuda::version_str(driver),
+              " but this build of campo uses CUDA ", cuda::version_str(runtime),
+              "; install a driver for CUDA ", runtime / 1000, " or newer, or use --device cpu");
   const int devices = cuda::device_count();
   CAMPO_CHECK(devices > 0, "--device ", spec.str(),
               ": no CUDA device is present (cuda::device_count() is 0: no GPU, or no driver "
@@ -21,8 +330,18 @@ std::shared_ptr<Backend> make_cuda_backend(const DeviceSpec& spec) {
   CAMPO_CHECK(spec.index < devices, "--device ", spec.str(), ": this machine has ", devices,
               " CUDA device", devices == 1 ? "" : "s", " (cuda:0",
               devices == 1 ? "" : " .. cuda:" + std::to_string(devices - 1), ")");
-  CAMPO_FAIL("--device ", spec.str(),
-             ": the CUDA backend's kernels are not implemented yet (issue 12); use --device cpu");
+  int major = 0, minor = 0;
+  CAMPO_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, spec.index));
+  CAMPO_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, spec.index));
+  const std::string name = cuda::device_name(spec.index);
+  CAMPO_CHECK(major * 10 + minor >= 75, "--device ", spec.str(), ": ", name,
+              " has compute capability ", major, ".", minor, "; CUDA ", runtime / 1000,
+              " (this build's) supports 7.5 (Turing) or newer only; use --device cpu");
+  CAMPO_CHECK(cuda::runs_this_build(spec.index), "--device ", spec.str(),
+              ": this build has GPU code for ", cuda::built_architectures(), " only, which ", name,
+              " (compute capability ", major, ".", minor,
+              ") cannot run; rebuild with -DCMAKE_CUDA_ARCHITECTURES=", major, minor);
+  return std::make_shared<cuda::CudaBackend>(spec.index);
 }
 
 const bool cuda_registered = (register_backend(Device::cuda, make_cuda_backend), true);

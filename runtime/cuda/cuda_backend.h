@@ -1,7 +1,7 @@
 // The CUDA backend: one device (--device cuda:N), one compute stream on which every kernel,
 // copy and library call of an executable is issued in order, a caching allocator
-// (runtime/cuda/caching_allocator.h: size-class bins, stream-ordered reuse, no cudaMalloc
-// in the steady state), pinned host staging for copies, CUDA events to time nodes, and the
+// (runtime/caching_allocator.h: size-class bins, stream-ordered reuse, no cudaMalloc in
+// the steady state), pinned host staging for copies, CUDA events to time nodes, and the
 // library handles kernels share (cuBLASLt, cuDNN), all bound to that stream.
 //
 // Kernels reach it through ops/cuda/context.h. Compiled only with CAMPO_HAVE_CUDA; the rest
@@ -13,17 +13,19 @@
 #include <cudnn.h>
 
 #include <memory>
+#include <string>
 
 #include "runtime/backend.h"
+#include "runtime/caching_allocator.h"
 
 namespace campo::cuda {
 
-class CachingAllocator;
-
-class CudaBackend : public Backend {
+// Also a CachingAllocatorOwner, so device-neutral code reaches the allocator's statistics.
+class CudaBackend : public Backend, public CachingAllocatorOwner {
  public:
-  // Selects device `index` and creates the stream and handles; one error line for a missing
-  // or too-old driver, no device, or an index out of range.
+  // Selects device `index` (which must exist: make_backend's factory checks the driver, the
+  // device count and the compute capability first, each with one error line) and creates the
+  // stream, the handles, the allocator and the staging buffers.
   explicit CudaBackend(int index);
   ~CudaBackend() override;
 
@@ -47,7 +49,7 @@ class CudaBackend : public Backend {
   cudaStream_t stream() const { return stream_; }
   cublasLtHandle_t cublaslt() const { return cublaslt_; }
   cudnnHandle_t cudnn() const { return cudnn_; }
-  CachingAllocator& allocator() { return *allocator_; }
+  CachingAllocator& allocator() override { return *allocator_; }
 
  private:
   int index_ = 0;
@@ -57,6 +59,14 @@ class CudaBackend : public Backend {
   cublasLtHandle_t cublaslt_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
   std::unique_ptr<CachingAllocator> allocator_;
+  std::string name_;
+  size_t total_memory_ = 0;
+  int driver_version_ = 0;
+  struct Staging;  // pinned host buffers of the copies
+  std::unique_ptr<Staging> staging_;
+
+  void use_device() const;  // cudaSetDevice(index_): calls may come from any thread
+  void release() noexcept;  // the destructor's work, also on a failed construction
 };
 
 }  // namespace campo::cuda

@@ -30,7 +30,7 @@ namespace campo::cuda {
     const cublasStatus_t campo_cublas_status_ = (expr);                                 \
     if (campo_cublas_status_ != CUBLAS_STATUS_SUCCESS)                                  \
       ::campo::cuda::fail_call(__FILE__, __LINE__, #expr, "cuBLAS",                     \
-                               cublasGetStatusString(campo_cublas_status_));            \
+                               cublasLtGetStatusString(campo_cublas_status_));          \
   } while (0)
 
 #define CAMPO_CUDNN_CHECK(expr)                                                         \

@@ -5,10 +5,17 @@
 #include "runtime/cuda/device_info.h"
 
 namespace campo::cuda {
+namespace {
+// Never launched: its attributes exist on a device only if this binary has code for it.
+__global__ void probe_kernel() {}
+}  // namespace
 
 int device_count() {
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // not a failure of whatever runs next
+    return 0;
+  }
   return n;
 }
 
@@ -22,6 +29,37 @@ int runtime_version() {
   int v = 0;
   cudaRuntimeGetVersion(&v);
   return v;
+}
+
+int driver_version() {
+  int v = 0;
+  if (cudaDriverGetVersion(&v) != cudaSuccess) return 0;
+  return v;
+}
+
+std::string built_architectures() {
+#ifdef __CUDA_ARCH_LIST__
+  // nvcc's list of the targets, e.g. 750,900 (major * 100 + minor * 10).
+  const int archs[] = {__CUDA_ARCH_LIST__};
+  std::string s;
+  for (int a : archs) s += (s.empty() ? "sm_" : ", sm_") + std::to_string(a / 10);
+  return s;
+#else
+  return "unknown";
+#endif
+}
+
+bool runs_this_build(int index) {
+  int previous = 0;
+  if (cudaGetDevice(&previous) != cudaSuccess || cudaSetDevice(index) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  cudaFuncAttributes attributes{};
+  const bool ok = cudaFuncGetAttributes(&attributes, probe_kernel) == cudaSuccess;
+  cudaGetLastError();  // cudaErrorNoKernelImageForDevice is an answer here, not an error
+  cudaSetDevice(previous);
+  return ok;
 }
 
 }  // namespace campo::cuda
