@@ -24,9 +24,9 @@ cudaDataType_t cuda_data_type(DType t, const std::string& what) {
 
 // The column-major layout of a row-major [rows, cols] matrix stored densely (ld = cols),
 // `batch` of them `stride` elements apart.
-cublasLtMatrixLayout_t row_major_layout(cudaDataType_t type, int64_t rows, int64_t cols,
-                                        int64_t batch, int64_t stride) {
-  cublasLtMatrixLayout_t layout = nullptr;
+// Created into `layout` (a member) first, so a failing attribute leaves it to destroy().
+void set_row_major_layout(cublasLtMatrixLayout_t& layout, cudaDataType_t type, int64_t rows,
+                          int64_t cols, int64_t batch, int64_t stride) {
   CAMPO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, type, uint64_t(cols), uint64_t(rows), cols));
   if (batch > 1) {
     const int32_t count = int32_t(batch);
@@ -35,7 +35,6 @@ cublasLtMatrixLayout_t row_major_layout(cudaDataType_t type, int64_t rows, int64
     CAMPO_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
         layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
   }
-  return layout;
 }
 
 }  // namespace
@@ -50,7 +49,15 @@ Gemm::Gemm(const GemmShape& s, ExecContext& ctx, std::string what)
   empty_ = s.M == 0 || s.N == 0 || s.batch == 0;
   no_sum_ = !empty_ && s.K == 0;
   if (empty_ || no_sum_) return;
+  try {
+    plan(s, type, ctx);
+  } catch (...) {
+    destroy();  // the destructor does not run for a constructor that throws
+    throw;
+  }
+}
 
+void Gemm::plan(const GemmShape& s, cudaDataType_t type, ExecContext& ctx) {
   // Compute and scale type f32 for every storage dtype (gemm.h, "Numerics").
   CAMPO_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   // The operand swap: cuBLASLt's A is campo's B and keeps B's transpose flag, and vice versa.
@@ -61,11 +68,15 @@ Gemm::Gemm(const GemmShape& s, ExecContext& ctx, std::string what)
   CAMPO_CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
   // campo's B is stored [N, K] (transposed) or [K, N]; campo's A [K, M] or [M, K]; C [M, N].
-  a_layout_ = s.transpose_b ? row_major_layout(type, s.N, s.K, s.batch, s.stride_b)
-                            : row_major_layout(type, s.K, s.N, s.batch, s.stride_b);
-  b_layout_ = s.transpose_a ? row_major_layout(type, s.K, s.M, s.batch, s.stride_a)
-                            : row_major_layout(type, s.M, s.K, s.batch, s.stride_a);
-  c_layout_ = row_major_layout(type, s.M, s.N, s.batch, s.stride_c);
+  if (s.transpose_b)
+    set_row_major_layout(a_layout_, type, s.N, s.K, s.batch, s.stride_b);
+  else
+    set_row_major_layout(a_layout_, type, s.K, s.N, s.batch, s.stride_b);
+  if (s.transpose_a)
+    set_row_major_layout(b_layout_, type, s.K, s.M, s.batch, s.stride_a);
+  else
+    set_row_major_layout(b_layout_, type, s.M, s.K, s.batch, s.stride_a);
+  set_row_major_layout(c_layout_, type, s.M, s.N, s.batch, s.stride_c);
 
   cublasLtMatmulPreference_t pref = nullptr;
   CAMPO_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -91,15 +102,20 @@ Gemm::Gemm(const GemmShape& s, ExecContext& ctx, std::string what)
   algo_ = result.algo;
   workspace_bytes_ = result.workspaceSize;
   // The context's kernels run one at a time on one stream: one workspace serves them all.
-  if (workspace_bytes_ > 0) ctx.reserve_workspace(workspace_bytes_);
+  // Room to align it to 256 bytes (cuBLAS's workspace alignment; the backend gives 64).
+  if (workspace_bytes_ > 0) ctx.reserve_workspace(workspace_bytes_ + kWorkspaceAlignment);
 }
 
-Gemm::~Gemm() {
+Gemm::~Gemm() { destroy(); }
+
+void Gemm::destroy() {
   // Destroy calls only fail on a null handle; nothing to report from a destructor.
   if (c_layout_) cublasLtMatrixLayoutDestroy(c_layout_);
   if (b_layout_) cublasLtMatrixLayoutDestroy(b_layout_);
   if (a_layout_) cublasLtMatrixLayoutDestroy(a_layout_);
   if (desc_) cublasLtMatmulDescDestroy(desc_);
+  c_layout_ = b_layout_ = a_layout_ = nullptr;
+  desc_ = nullptr;
 }
 
 void Gemm::run(ExecContext& ctx, const void* a, const void* b, void* c, float alpha,
@@ -122,7 +138,12 @@ void Gemm::run(ExecContext& ctx, const void* a, const void* b, void* c, float al
     CAMPO_CHECK(reinterpret_cast<uintptr_t>(p) % kOperandAlignment == 0, what_, ": operand at ", p,
                 " is not ", kOperandAlignment,
                 "-byte aligned, which the planned cuBLASLt algorithm assumes");
-  void* workspace = workspace_bytes_ > 0 ? ctx.workspace() : nullptr;
+  void* workspace = nullptr;
+  if (workspace_bytes_ > 0) {
+    const uintptr_t p = reinterpret_cast<uintptr_t>(ctx.workspace());
+    workspace = reinterpret_cast<void*>((p + kWorkspaceAlignment - 1) / kWorkspaceAlignment *
+                                        kWorkspaceAlignment);
+  }
   // cuBLASLt's A is campo's B and its B campo's A (gemm.h); C is also the output D.
   CAMPO_CUBLAS_CHECK(cublasLtMatmul(cuda_backend(ctx).cublaslt(), desc_, &alpha, b, a_layout_, a,
                                     b_layout_, &beta, c, c_layout_, c, c_layout_, &algo_, workspace,

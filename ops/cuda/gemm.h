@@ -43,6 +43,7 @@ class Gemm {
  public:
   static constexpr size_t kMaxWorkspaceBytes = size_t(32) << 20;
   static constexpr uintptr_t kOperandAlignment = 16;
+  static constexpr uintptr_t kWorkspaceAlignment = 256;
 
   // `what` names the node for errors ("MatMul 'dense/MatMul'").
   Gemm(const GemmShape& shape, ExecContext& ctx, std::string what);
@@ -57,6 +58,9 @@ class Gemm {
   const GemmShape& shape() const { return shape_; }
 
  private:
+  void plan(const GemmShape& s, cudaDataType_t type, ExecContext& ctx);
+  void destroy();
+
   GemmShape shape_;
   std::string what_;
   bool empty_ = false;  // M, N or batch is 0: nothing to compute
