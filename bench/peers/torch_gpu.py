@@ -177,6 +177,29 @@ class Run:
         return seconds, float(loss.item())
 
 
+def backend_notes(torch, device):
+    """PyTorch's settings that change the fp32 numbers (TF32, cuDNN autotuning), as found;
+    None where this version lacks one (newer ones have fp32_precision, older allow_tf32)."""
+    import warnings
+    getters = {
+        "cudnn_benchmark": lambda: torch.backends.cudnn.benchmark,
+        "cudnn_allow_tf32": lambda: torch.backends.cudnn.allow_tf32,
+        "matmul_allow_tf32": lambda: torch.backends.cuda.matmul.allow_tf32,
+        "matmul_fp32_precision": lambda: torch.backends.cuda.matmul.fp32_precision,
+        "cudnn_conv_fp32_precision": lambda: torch.backends.cudnn.conv.fp32_precision,
+        "cudnn_version": lambda: torch.backends.cudnn.version() if device.type == "cuda" else None,
+    }
+    notes = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the deprecated allow_tf32 getters warn
+        for key, get in getters.items():
+            try:
+                notes[key] = get()
+            except Exception:
+                notes[key] = None
+    return notes
+
+
 def main():
     a = parse_args()
     plan = (f"torch_gpu: {a.model}, batch {a.batch}, input [{a.channels},{a.image_size},"
@@ -215,12 +238,7 @@ def main():
                 runs.pop(config)
                 continue
             speeds[config].append(a.batch * a.steps / seconds)
-    notes = {
-        "cudnn_benchmark": torch.backends.cudnn.benchmark,
-        "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
-        "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
-        "cudnn_version": torch.backends.cudnn.version() if device.type == "cuda" else None,
-    }
+    notes = backend_notes(torch, device)
     for config, run in runs.items():
         median = statistics.median(speeds[config])
         results.append({
