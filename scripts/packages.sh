@@ -24,3 +24,26 @@ campo_build_packages=(cmake ninja-build g++ libdnnl-dev ocl-icd-opencl-dev zlib1
 # Fashion-MNIST, and English text for the masked-language-model tests (the fortunes
 # quotation files, 2.7 MB installed; datasets/text.h).
 campo_data_packages=(dataset-fashion-mnist fortunes)
+
+# A lent GPU machine (docs/gpu.md) has a compiler, nvcc, CMake and ninja but no package
+# registry: scripts/fetch-gpu-debs downloads the rest here as .deb files (campo_gpu_debs) and
+# scripts/gpu-check unpacks them there. What such a machine has already:
+campo_gpu_machine_packages=(cmake ninja-build g++)
+# The run-time packages behind the -dev ones, and the OpenCL headers that Debian's oneDNN CMake
+# package looks for (its libdnnl2 is built with oneDNN's OpenCL GPU runtime). Left out on
+# purpose: libc6, libstdc++6, libgcc-s1, libgomp1 (the machine's compiler brings newer ones,
+# which older copies on LD_LIBRARY_PATH would shadow), googletest (sources only: libgtest-dev
+# holds the built libraries) and libstb0 (campo compiles stb_image itself).
+campo_gpu_runtime_packages=(libdnnl2 ocl-icd-libopencl1 opencl-c-headers opencl-clhpp-headers
+                            zlib1g libturbojpeg0)
+# Prints the packages of gpu-debs/, one a line: campo_build_packages less
+# campo_gpu_machine_packages, plus campo_gpu_runtime_packages.
+campo_gpu_debs() {
+  local p m skip
+  for p in "${campo_build_packages[@]}"; do
+    skip=0
+    for m in "${campo_gpu_machine_packages[@]}"; do [ "$p" = "$m" ] && skip=1; done
+    [ "$skip" -eq 1 ] || echo "$p"
+  done
+  printf '%s\n' "${campo_gpu_runtime_packages[@]}"
+}

@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""The end of scripts/gpu-check: reads what its stages left and prints one table (stages,
+tests, then samples/s of campo and PyTorch per model and precision with their ratio);
+writes it all to OUT/summary.json.
+
+  scripts/gpu_check_summary.py --out OUT --work WORK
+
+OUT: campo-<model>.json (campo bench --json), torch-<model>.json (bench/peers/torch_gpu.py
+--json). WORK: stages.tsv (name, status, seconds, note a line), cuda-tests.json and
+other-tests.json (GoogleTest's --gtest_output=json). A missing file is a stage that did not
+run or did not finish: its cells read '-'.
+"""
+import argparse
+import glob
+import json
+import os
+import sys
+
+MODELS = ["resnet50", "vgg16", "dcgan"]
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def read_stages(path):
+    stages = []
+    try:
+        with open(path) as f:
+            for line in f:
+                parts = line.rstrip("\n").split("\t")
+                if len(parts) >= 3:
+                    stages.append({"stage": parts[0], "status": parts[1],
+                                   "seconds": int(parts[2]) if parts[2].isdigit() else None,
+                                   "note": parts[3] if len(parts) > 3 else ""})
+    except OSError:
+        pass
+    return stages
+
+
+def test_counts(report):
+    """GoogleTest's JSON report: counts, and the failed and skipped tests' names."""
+    if not report:
+        return None
+    failed, skipped, ran = [], [], 0
+    for suite in report.get("testsuites", []):
+        for t in suite.get("testsuite", []):
+            name = f"{suite.get('name')}.{t.get('name')}"
+            if t.get("result") == "SKIPPED" or t.get("status") == "NOTRUN":
+                skipped.append(name)
+            elif t.get("failures"):
+                failed.append(name)
+            else:
+                ran += 1
+    return {"tests": report.get("tests", 0), "passed": ran, "failed": failed,
+            "skipped": skipped}
+
+
+def medians(entries, key="precision"):
+    out = {}
+    for e in entries or []:
+        if isinstance(e, dict) and e.get("median_samples_per_sec"):
+            out[e.get(key)] = e
+    return out
+
+
+def fmt(x, width=10):
+    return f"{x:{width}.1f}" if isinstance(x, (int, float)) else f"{'-':>{width}}"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--work", required=True)
+    a = p.parse_args()
+    stages = read_stages(os.path.join(a.work, "stages.tsv"))
+    tests = {name: test_counts(load(os.path.join(a.work, f"{name}-tests.json")))
+             for name in ("cuda", "other")}
+    models = MODELS + sorted(
+        {os.path.basename(f)[len("campo-"):-len(".json")]
+         for f in glob.glob(os.path.join(a.out, "campo-*.json"))} - set(MODELS))
+    rows, raw = [], {"campo": {}, "torch": {}}
+    for model in models:
+        campo = load(os.path.join(a.out, f"campo-{model}.json"))
+        torch = load(os.path.join(a.out, f"torch-{model}.json"))
+        if campo is None and torch is None:
+            continue
+        raw["campo"][model], raw["torch"][model] = campo, torch
+        c, t = medians(campo), medians(torch)
+        for precision in ("fp32", "amp"):
+            cs = c.get(precision, {}).get("median_samples_per_sec")
+            ts = t.get(precision, {}).get("median_samples_per_sec")
+            rows.append({"model": model, "precision": precision,
+                         "batch": (c.get(precision) or t.get(precision) or {}).get("batch"),
+                         "campo_samples_per_sec": cs, "torch_samples_per_sec": ts,
+                         "campo_over_torch": cs / ts if cs and ts else None,
+                         "torch_config": t.get(precision, {}).get("config")})
+    machine = next((e.get("machine") for m in raw["campo"].values() for e in (m or [])
+                    if isinstance(e, dict) and e.get("machine")), None)
+    torch_machine = next((e.get("machine") for m in raw["torch"].values() for e in (m or [])
+                          if isinstance(e, dict) and e.get("machine")), None)
+
+    print("== gpu-check summary")
+    for s in stages:
+        seconds = f"{s['seconds']:4d}s" if s["seconds"] is not None else "    -"
+        print(f"  {s['stage']:<22} {s['status']:<8} {seconds}  {s['note']}")
+    for name, t in tests.items():
+        if t is None:
+            print(f"  {name} tests: no report (not run, or stopped before the end)")
+            continue
+        print(f"  {name} tests: {t['tests']} run, {t['passed']} passed, {len(t['failed'])} "
+              f"failed, {len(t['skipped'])} skipped")
+        for n in t["failed"][:20]:
+            print(f"    FAILED {n}")
+        if name == "cuda" and t["skipped"]:
+            print(f"    skipped on the GPU machine: {', '.join(t['skipped'][:10])}"
+                  f"{' ...' if len(t['skipped']) > 10 else ''}")
+    print(f"  campo on: {machine or '-'}; pytorch on: {torch_machine or '-'}")
+    print(f"  {'model':<9} {'precision':<9} {'batch':>5} {'campo':>10} {'pytorch':>10} "
+          f"{'campo/pt':>8}   (samples/s, medians)")
+    for r in rows:
+        ratio = f"{r['campo_over_torch']:8.3f}" if r["campo_over_torch"] else f"{'-':>8}"
+        print(f"  {r['model']:<9} {r['precision']:<9} {r['batch'] or '-':>5} "
+              f"{fmt(r['campo_samples_per_sec'])} {fmt(r['torch_samples_per_sec'])} {ratio}")
+    if not rows:
+        print("  no benchmark results")
+    summary = {"stages": stages, "tests": tests, "rows": rows, "campo_machine": machine,
+               "torch_machine": torch_machine, "runs": raw}
+    with open(os.path.join(a.out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+        f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
