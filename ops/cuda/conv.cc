@@ -144,6 +144,19 @@ std::shared_ptr<void> find_workspace(cuda::CudaBackend& backend, size_t* bytes) 
   return nullptr;
 }
 
+// Runs `find` (a cudnnFind*AlgorithmEx call and its buffers), turning a failure into an error
+// that also names the node, its dtype and shapes.
+template <typename F>
+void find_or_explain(const KernelSpec& spec, const Shape& x, const Shape& w, const Shape& y, F&& find) {
+  try {
+    find();
+  } catch (const Error& e) {
+    CAMPO_FAIL(op_name(spec.kind), " '", spec.node_name, "': no cuDNN ", dtype_name(spec.dtype),
+               " algorithm for x ", shape_str(x), " w ", shape_str(w), " y ", shape_str(y), ": ",
+               e.what());
+  }
+}
+
 // What the three kernels share: the geometry as cuDNN descriptors, for the convolution
 // x [N, C, H, W] * w [O, C/g, kh, kw] -> y [N, O, Ho, Wo] (for the backprops x is dx and y is
 // dy), the algorithm's workspace size, and the error context.
@@ -214,9 +227,11 @@ class Conv2DKernel final : public Kernel, CudnnConvolution {
     std::shared_ptr<void> y = scratch(backend, bytes_of(y_shape_));
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int count = 0;
-    CAMPO_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
-        backend.cudnn(), x_.get(), x.get(), w_.get(), w.get(), conv_.get(), y_.get(), y.get(),
-        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf, ws.get(), limit));
+    find_or_explain(spec, x_shape_, w_shape_, y_shape_, [&] {
+      CAMPO_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
+          backend.cudnn(), x_.get(), x.get(), w_.get(), w.get(), conv_.get(), y_.get(), y.get(),
+          CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf, ws.get(), limit));
+    });
     choose(ctx, perf, count, limit, "forward");
     algo_ = perf[algo_index_].algo;
   }
@@ -246,9 +261,11 @@ class Conv2DBackpropInputKernel final : public Kernel, CudnnConvolution {
     std::shared_ptr<void> dx = scratch(backend, bytes_of(x_shape_));
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     int count = 0;
-    CAMPO_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
-        backend.cudnn(), w_.get(), w.get(), y_.get(), dy.get(), conv_.get(), x_.get(), dx.get(),
-        CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf, ws.get(), limit));
+    find_or_explain(spec, x_shape_, w_shape_, y_shape_, [&] {
+      CAMPO_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
+          backend.cudnn(), w_.get(), w.get(), y_.get(), dy.get(), conv_.get(), x_.get(), dx.get(),
+          CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf, ws.get(), limit));
+    });
     choose(ctx, perf, count, limit, "backward-data");
     algo_ = perf[algo_index_].algo;
   }
@@ -284,9 +301,11 @@ class Conv2DBackpropFilterKernel final : public Kernel, CudnnConvolution {
     std::shared_ptr<void> dw = scratch(backend, bytes_of(w_shape_));
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     int count = 0;
-    CAMPO_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-        backend.cudnn(), x_.get(), x.get(), y_.get(), dy.get(), conv_.get(), w_.get(), dw.get(),
-        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf, ws.get(), limit));
+    find_or_explain(spec, x_shape_, w_shape_, y_shape_, [&] {
+      CAMPO_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+          backend.cudnn(), x_.get(), x.get(), y_.get(), dy.get(), conv_.get(), w_.get(), dw.get(),
+          CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf, ws.get(), limit));
+    });
     choose(ctx, perf, count, limit, "backward-filter");
     algo_ = perf[algo_index_].algo;
   }
