@@ -37,8 +37,8 @@ struct BnDims {
 BnDims bn_dims(const KernelSpec& spec, const TensorDesc& x) {
   CAMPO_CHECK(x.layout == Layout::plain, op_name(spec.kind), " '", spec.node_name,
               "': the CUDA kernel takes plain NCHW data, got ", layout_name(x.layout));
-  CAMPO_CHECK(x.shape.size() == 4 || x.shape.size() == 2, op_name(spec.kind), " '",
-              spec.node_name, "': x must be [N, C, H, W] or [N, C], got ", shape_str(x.shape));
+  CAMPO_CHECK(x.shape.size() == 4 || x.shape.size() == 2, op_name(spec.kind), " '", spec.node_name,
+              "': x must be [N, C, H, W] or [N, C], got ", shape_str(x.shape));
   BnDims d;
   d.n = x.shape[0];
   d.c = x.shape[1];
@@ -134,8 +134,8 @@ __device__ __forceinline__ void affine_of(int64_t c, float mean, double inv_std,
 __global__ void finalize_training(const double* partial, int parts, int64_t channels, double m,
                                   double eps, double momentum, const float* mean,
                                   const float* scale, const float* offset, float* running_mean,
-                                  float* running_var, float* mean_out, float* inv_std_out,
-                                  float* a, float* b) {
+                                  float* running_var, float* mean_out, float* inv_std_out, float* a,
+                                  float* b) {
   CAMPO_CUDA_FOR(c, channels) {
     const double var = add_partials(partial, c, parts) / m;
     const double inv_std = 1.0 / sqrt(var + eps);
@@ -195,7 +195,8 @@ __global__ void apply_grad(const T* dy, const T* x, T* dx, BnDims d, const float
 // multiprocessor), no more than the channel has blocks of values.
 int parts_for(const BnDims& d, int multiprocessors) {
   const int64_t by_size = std::max<int64_t>(1, (d.count() + kThreads - 1) / kThreads);
-  const int64_t by_grid = std::max<int64_t>(1, (int64_t(multiprocessors) * 4 + d.c - 1) / std::max<int64_t>(d.c, 1));
+  const int64_t by_grid =
+      std::max<int64_t>(1, (int64_t(multiprocessors) * 4 + d.c - 1) / std::max<int64_t>(d.c, 1));
   return int(std::min<int64_t>({by_size, by_grid, 65535}));
 }
 
@@ -227,7 +228,8 @@ class BatchNormKernel final : public Kernel {
     ctx.reserve_workspace(Scratch::bytes(dims_, parts_));
   }
 
-  void run(ExecContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  void run(ExecContext& ctx, const std::vector<Tensor>& in,
+           const std::vector<Tensor>& out) override {
     const BnDims d = dims_;
     if (d.c == 0) return;
     cuda::CudaBackend& backend = cuda_backend(ctx);
@@ -246,11 +248,13 @@ class BatchNormKernel final : public Kernel {
     const unsigned channel_grid = cuda::grid_for(d.c, sms);
     if (attrs_.is_training) {
       const dim3 grid(unsigned(d.c), unsigned(parts_));
-      channel_partials<T, 0><<<grid, kThreads, 0, stream>>>(x, nullptr, nullptr, d, w.partial0, nullptr);
+      channel_partials<T, 0>
+          <<<grid, kThreads, 0, stream>>>(x, nullptr, nullptr, d, w.partial0, nullptr);
       cuda::check_launch("channel_partials (batch norm sums)");
       finalize_mean<<<channel_grid, kThreads, 0, stream>>>(w.partial0, parts_, d.c, m, w.mean);
       cuda::check_launch("finalize_mean");
-      channel_partials<T, 1><<<grid, kThreads, 0, stream>>>(x, nullptr, w.mean, d, w.partial0, nullptr);
+      channel_partials<T, 1>
+          <<<grid, kThreads, 0, stream>>>(x, nullptr, w.mean, d, w.partial0, nullptr);
       cuda::check_launch("channel_partials (batch norm centred squares)");
       finalize_training<<<channel_grid, kThreads, 0, stream>>>(
           w.partial0, parts_, d.c, m, attrs_.epsilon, attrs_.momentum, w.mean, scale, offset,
@@ -284,12 +288,14 @@ class BatchNormGradKernel final : public Kernel {
       : attrs_(attrs_as<BatchNormAttrs>(spec.attrs)), dims_(bn_dims(spec, spec.inputs[1])) {
     CAMPO_CHECK(spec.inputs[0].layout == Layout::plain && spec.outputs[0].layout == Layout::plain,
                 "FusedBatchNormGrad '", spec.node_name, "': the CUDA kernel takes plain NCHW data");
-    CAMPO_CHECK(dims_.c <= INT32_MAX, "FusedBatchNormGrad '", spec.node_name, "': too many channels");
+    CAMPO_CHECK(dims_.c <= INT32_MAX, "FusedBatchNormGrad '", spec.node_name,
+                "': too many channels");
     parts_ = parts_for(dims_, cuda_backend(ctx).multiprocessors());
     ctx.reserve_workspace(Scratch::bytes(dims_, parts_));
   }
 
-  void run(ExecContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  void run(ExecContext& ctx, const std::vector<Tensor>& in,
+           const std::vector<Tensor>& out) override {
     const BnDims d = dims_;
     if (d.c == 0) return;
     cuda::CudaBackend& backend = cuda_backend(ctx);
@@ -328,9 +334,9 @@ std::unique_ptr<Kernel> make(const KernelSpec& spec, ExecContext& ctx) {
   return std::make_unique<K<T>>(spec, ctx);
 }
 
-#define CAMPO_REGISTER_BN(name, kind, K)                                                       \
-  KernelRegistrar name##_f32(OpKind::kind, Device::cuda, DType::f32, make<K, float>);         \
-  KernelRegistrar name##_f16(OpKind::kind, Device::cuda, DType::f16, make<K, __half>);        \
+#define CAMPO_REGISTER_BN(name, kind, K)                                               \
+  KernelRegistrar name##_f32(OpKind::kind, Device::cuda, DType::f32, make<K, float>);  \
+  KernelRegistrar name##_f16(OpKind::kind, Device::cuda, DType::f16, make<K, __half>); \
   KernelRegistrar name##_bf16(OpKind::kind, Device::cuda, DType::bf16, make<K, __nv_bfloat16>);
 
 CAMPO_REGISTER_BN(batch_norm, FusedBatchNorm, BatchNormKernel)

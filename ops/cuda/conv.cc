@@ -39,18 +39,20 @@ constexpr size_t kWorkspaceFloor = size_t(16) << 20;
 
 cudnnDataType_t cudnn_type(DType t, const KernelSpec& spec) {
   switch (t) {
-    case DType::f32: return CUDNN_DATA_FLOAT;
-    case DType::f16: return CUDNN_DATA_HALF;
-    case DType::bf16: return CUDNN_DATA_BFLOAT16;
+    case DType::f32:
+      return CUDNN_DATA_FLOAT;
+    case DType::f16:
+      return CUDNN_DATA_HALF;
+    case DType::bf16:
+      return CUDNN_DATA_BFLOAT16;
     default:
-      CAMPO_FAIL(op_name(spec.kind), " '", spec.node_name, "': no CUDA kernel for ",
-                 dtype_name(t));
+      CAMPO_FAIL(op_name(spec.kind), " '", spec.node_name, "': no CUDA kernel for ", dtype_name(t));
   }
 }
 
 int as_int(int64_t v, const KernelSpec& spec) {
-  CAMPO_CHECK(v >= 0 && v <= INT32_MAX, op_name(spec.kind), " '", spec.node_name,
-              "': dimension ", v, " does not fit cuDNN's int descriptors");
+  CAMPO_CHECK(v >= 0 && v <= INT32_MAX, op_name(spec.kind), " '", spec.node_name, "': dimension ",
+              v, " does not fit cuDNN's int descriptors");
   return int(v);
 }
 
@@ -114,8 +116,8 @@ cudnnMathType_t math_type_for(DType t) {
 template <typename Perf>
 bool usable(const Perf& p, DType dtype, size_t workspace_limit) {
   if (p.status != CUDNN_STATUS_SUCCESS || p.memory > workspace_limit) return false;
-  if (dtype == DType::f32 && (p.mathType == CUDNN_TENSOR_OP_MATH ||
-                              p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
+  if (dtype == DType::f32 &&
+      (p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
     return false;
   return true;
 }
@@ -147,7 +149,8 @@ std::shared_ptr<void> find_workspace(cuda::CudaBackend& backend, size_t* bytes) 
 // Runs `find` (a cudnnFind*AlgorithmEx call and its buffers), turning a failure into an error
 // that also names the node, its dtype and shapes.
 template <typename F>
-void find_or_explain(const KernelSpec& spec, const Shape& x, const Shape& w, const Shape& y, F&& find) {
+void find_or_explain(const KernelSpec& spec, const Shape& x, const Shape& w, const Shape& y,
+                     F&& find) {
   try {
     find();
   } catch (const Error& e) {
@@ -198,11 +201,13 @@ class CudnnConvolution {
     }
     CAMPO_FAIL(op_name(spec_.kind), " '", spec_.node_name, "': cuDNN has no ", what,
                " algorithm for ", dtype_name(spec_.dtype), " x ", shape_str(x_shape_), " w ",
-               shape_str(w_shape_), " y ", shape_str(y_shape_), " within ",
-               workspace_limit >> 20, " MiB of workspace");
+               shape_str(w_shape_), " y ", shape_str(y_shape_), " within ", workspace_limit >> 20,
+               " MiB of workspace");
   }
 
-  void* workspace(ExecContext& ctx) const { return workspace_bytes_ > 0 ? ctx.workspace() : nullptr; }
+  void* workspace(ExecContext& ctx) const {
+    return workspace_bytes_ > 0 ? ctx.workspace() : nullptr;
+  }
   size_t bytes_of(const Shape& s) const { return size_t(shape_numel(s)) * dtype_size(spec_.dtype); }
 
   KernelSpec spec_;
@@ -236,7 +241,8 @@ class Conv2DKernel final : public Kernel, CudnnConvolution {
     algo_ = perf[algo_index_].algo;
   }
 
-  void run(ExecContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  void run(ExecContext& ctx, const std::vector<Tensor>& in,
+           const std::vector<Tensor>& out) override {
     const float alpha = 1.0f, beta = 0.0f;
     CAMPO_CUDNN_CHECK(cudnnConvolutionForward(cuda_backend(ctx).cudnn(), &alpha, x_.get(),
                                               in[0].device_data(), w_.get(), in[1].device_data(),
@@ -270,7 +276,8 @@ class Conv2DBackpropInputKernel final : public Kernel, CudnnConvolution {
     algo_ = perf[algo_index_].algo;
   }
 
-  void run(ExecContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  void run(ExecContext& ctx, const std::vector<Tensor>& in,
+           const std::vector<Tensor>& out) override {
     const float alpha = 1.0f, beta = 0.0f;
     CAMPO_CUDNN_CHECK(cudnnConvolutionBackwardData(
         cuda_backend(ctx).cudnn(), &alpha, w_.get(), in[1].device_data(), y_.get(),
@@ -310,7 +317,8 @@ class Conv2DBackpropFilterKernel final : public Kernel, CudnnConvolution {
     algo_ = perf[algo_index_].algo;
   }
 
-  void run(ExecContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  void run(ExecContext& ctx, const std::vector<Tensor>& in,
+           const std::vector<Tensor>& out) override {
     cuda::CudaBackend& backend = cuda_backend(ctx);
     const float alpha = 1.0f, beta = 0.0f;
     void* dw = narrow_dw_ ? narrow_dw_.get() : out[0].device_data();
@@ -332,9 +340,9 @@ std::unique_ptr<Kernel> make(const KernelSpec& spec, ExecContext& ctx) {
   return std::make_unique<K>(spec, ctx);
 }
 
-#define CAMPO_REGISTER_CONV(name, kind, K)                                                \
-  KernelRegistrar name##_f32(OpKind::kind, Device::cuda, DType::f32, make<K>);           \
-  KernelRegistrar name##_f16(OpKind::kind, Device::cuda, DType::f16, make<K>);           \
+#define CAMPO_REGISTER_CONV(name, kind, K)                                     \
+  KernelRegistrar name##_f32(OpKind::kind, Device::cuda, DType::f32, make<K>); \
+  KernelRegistrar name##_f16(OpKind::kind, Device::cuda, DType::f16, make<K>); \
   KernelRegistrar name##_bf16(OpKind::kind, Device::cuda, DType::bf16, make<K>);
 
 CAMPO_REGISTER_CONV(conv2d, Conv2D, Conv2DKernel)

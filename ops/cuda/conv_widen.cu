@@ -19,8 +19,8 @@ void widen_to_f32(const void* src, DType src_type, float* dst, int64_t n, int mu
                   cudaStream_t stream) {
   if (n == 0) return;
   CAMPO_CUDA_DISPATCH_FLOAT(src_type, "the widening copy of Conv2DBackpropFilter", [&] {
-    widen_kernel<T><<<grid_for(n, multiprocessors), kThreads, 0, stream>>>(
-        static_cast<const T*>(src), dst, n);
+    widen_kernel<T>
+        <<<grid_for(n, multiprocessors), kThreads, 0, stream>>>(static_cast<const T*>(src), dst, n);
     check_launch("widen_kernel");
   });
 }

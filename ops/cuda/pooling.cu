@@ -83,8 +83,8 @@ PoolGeometry pool_geometry(const KernelSpec& spec, const TensorDesc& x, const Te
       g.w + g.pw - g.kw >= 0 ? std::min<int64_t>((g.w + g.pw - g.kw) / g.sw + 1, g.ow) : 0;
   g.col_inner_end = std::max(g.col_inner_end, g.col_inner_begin);
   if (g.col_inner_end - g.col_inner_begin < 8) g.col_inner_begin = g.col_inner_end = g.ow;
-  CAMPO_CHECK(g.h * g.w <= INT32_MAX, op_name(spec.kind), " '", spec.node_name, "': a ",
-              g.h, "x", g.w, " plane is too large for an i32 argmax");
+  CAMPO_CHECK(g.h * g.w <= INT32_MAX, op_name(spec.kind), " '", spec.node_name, "': a ", g.h, "x",
+              g.w, " plane is too large for an i32 argmax");
   return g;
 }
 
@@ -186,7 +186,8 @@ class MaxPoolKernel final : public PoolingKernel {
  public:
   MaxPoolKernel(const KernelSpec& spec, ExecContext&)
       : PoolingKernel(spec, spec.inputs[0], spec.outputs[0]) {}
-  void run(ExecContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  void run(ExecContext& ctx, const std::vector<Tensor>& in,
+           const std::vector<Tensor>& out) override {
     if (outputs() == 0) return;
     max_pool<T><<<grid(ctx, outputs()), kThreads, 0, cuda_stream(ctx)>>>(
         static_cast<const T*>(in[0].device_data()), static_cast<T*>(out[0].device_data()),
@@ -201,7 +202,8 @@ class MaxPoolGradKernel final : public PoolingKernel {
  public:
   MaxPoolGradKernel(const KernelSpec& spec, ExecContext&)
       : PoolingKernel(spec, spec.outputs[0], spec.inputs[0]) {}
-  void run(ExecContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  void run(ExecContext& ctx, const std::vector<Tensor>& in,
+           const std::vector<Tensor>& out) override {
     if (inputs() == 0) return;
     max_pool_grad<T><<<grid(ctx, inputs()), kThreads, 0, cuda_stream(ctx)>>>(
         static_cast<const T*>(in[0].device_data()), in[1].device_data<int32_t>(),
@@ -216,7 +218,8 @@ class AvgPoolKernel final : public PoolingKernel {
  public:
   AvgPoolKernel(const KernelSpec& spec, ExecContext&)
       : PoolingKernel(spec, spec.inputs[0], spec.outputs[0]) {}
-  void run(ExecContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  void run(ExecContext& ctx, const std::vector<Tensor>& in,
+           const std::vector<Tensor>& out) override {
     if (outputs() == 0) return;
     avg_pool<T><<<grid(ctx, outputs()), kThreads, 0, cuda_stream(ctx)>>>(
         static_cast<const T*>(in[0].device_data()), static_cast<T*>(out[0].device_data()), geo_);
@@ -230,7 +233,8 @@ class AvgPoolGradKernel final : public PoolingKernel {
  public:
   AvgPoolGradKernel(const KernelSpec& spec, ExecContext&)
       : PoolingKernel(spec, spec.outputs[0], spec.inputs[0]) {}
-  void run(ExecContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  void run(ExecContext& ctx, const std::vector<Tensor>& in,
+           const std::vector<Tensor>& out) override {
     if (inputs() == 0) return;
     avg_pool_grad<T><<<grid(ctx, inputs()), kThreads, 0, cuda_stream(ctx)>>>(
         static_cast<const T*>(in[0].device_data()), static_cast<T*>(out[0].device_data()), geo_);
@@ -243,9 +247,9 @@ std::unique_ptr<Kernel> make(const KernelSpec& spec, ExecContext& ctx) {
   return std::make_unique<K<T>>(spec, ctx);
 }
 
-#define CAMPO_REGISTER_POOLING(name, kind, K)                                                  \
-  KernelRegistrar name##_f32(OpKind::kind, Device::cuda, DType::f32, make<K, float>);         \
-  KernelRegistrar name##_f16(OpKind::kind, Device::cuda, DType::f16, make<K, __half>);        \
+#define CAMPO_REGISTER_POOLING(name, kind, K)                                          \
+  KernelRegistrar name##_f32(OpKind::kind, Device::cuda, DType::f32, make<K, float>);  \
+  KernelRegistrar name##_f16(OpKind::kind, Device::cuda, DType::f16, make<K, __half>); \
   KernelRegistrar name##_bf16(OpKind::kind, Device::cuda, DType::bf16, make<K, __nv_bfloat16>);
 
 CAMPO_REGISTER_POOLING(max_pool, MaxPool, MaxPoolKernel)

@@ -32,9 +32,12 @@ constexpr DType kDtypes[] = {DType::f32, DType::f16, DType::bf16};
 
 Tolerance bn_tolerance(DType t) {
   switch (t) {
-    case DType::f16: return {1.0 / 1024, 1e-4};
-    case DType::bf16: return {1.0 / 128, 1e-4};
-    default: return {1e-5, 1e-4};
+    case DType::f16:
+      return {1.0 / 1024, 1e-4};
+    case DType::bf16:
+      return {1.0 / 128, 1e-4};
+    default:
+      return {1e-5, 1e-4};
   }
 }
 
@@ -108,8 +111,8 @@ TEST(BatchNormCudaTest, TrainingMatchesCpu) {
 TEST(BatchNormCudaTest, TrainingMomentumAndEpsilonMatchCpu) {
   auto gpu = CAMPO_CUDA_OR_SKIP();
   for (DType t : kDtypes)
-    EXPECT_TRUE(forward_matches(*gpu, t, {5, 4, 6, 3}, BatchNormAttrs{1e-3f, 0.9f, true},
-                                bn_tolerance(t)))
+    EXPECT_TRUE(
+        forward_matches(*gpu, t, {5, 4, 6, 3}, BatchNormAttrs{1e-3f, 0.9f, true}, bn_tolerance(t)))
         << dtype_name(t);
 }
 
@@ -136,10 +139,9 @@ TEST(BatchNormCudaTest, GradMatchesCpu) {
             forward_outputs(t, xs), cpu_ctx);
         Rng rng(33);
         const Tensor dy = random_tensor_of(t, xs, rng);
-        EXPECT_TRUE(cuda_matches_cpu(*gpu, OpKind::FusedBatchNormGrad, attrs, t,
-                                     {dy, in.x, in.scale, stats[1], stats[2]},
-                                     {{xs, t}, {{xs[1]}, DType::f32}, {{xs[1]}, DType::f32}},
-                                     bn_tolerance(t)))
+        EXPECT_TRUE(cuda_matches_cpu(
+            *gpu, OpKind::FusedBatchNormGrad, attrs, t, {dy, in.x, in.scale, stats[1], stats[2]},
+            {{xs, t}, {{xs[1]}, DType::f32}, {{xs[1]}, DType::f32}}, bn_tolerance(t)))
             << shape_str(xs) << " " << dtype_name(t) << (training ? " training" : " inference");
       }
 }

@@ -32,9 +32,12 @@ constexpr DType kDtypes[] = {DType::f32, DType::f16, DType::bf16};
 
 Tolerance conv_tolerance(DType t) {
   switch (t) {
-    case DType::f16: return {1.0 / 512, 1e-4};
-    case DType::bf16: return {1.0 / 64, 1e-4};
-    default: return {1e-4, 1e-4};
+    case DType::f16:
+      return {1.0 / 512, 1e-4};
+    case DType::bf16:
+      return {1.0 / 64, 1e-4};
+    default:
+      return {1e-4, 1e-4};
   }
 }
 
@@ -78,8 +81,8 @@ TEST(ConvCudaTest, Conv2DMatchesCpu) {
       const Tensor x = random_tensor_of(t, c.x, rng);
       const Tensor w = random_tensor_of(t, c.w, rng);
       const Shape y = reference::conv2d_output_shape(c.x, c.w, c.attrs);
-      EXPECT_TRUE(cuda_matches_cpu(*gpu, OpKind::Conv2D, c.attrs, t, {x, w}, {{y, t}},
-                                   conv_tolerance(t)))
+      EXPECT_TRUE(
+          cuda_matches_cpu(*gpu, OpKind::Conv2D, c.attrs, t, {x, w}, {{y, t}}, conv_tolerance(t)))
           << c.name;
     }
 }
@@ -161,8 +164,8 @@ TEST(ConvCudaTest, TransposedConvolutionMatchesCpu) {
       ConvAttrs f = c.attrs;
       f.output_shape = c.w;
       const Tensor dout = random_tensor_of(t, c.out, rng);
-      EXPECT_TRUE(cuda_matches_cpu(*gpu, OpKind::Conv2DBackpropFilter, f, t, {dout, in},
-                                   {{c.w, t}}, conv_tolerance(t)))
+      EXPECT_TRUE(cuda_matches_cpu(*gpu, OpKind::Conv2DBackpropFilter, f, t, {dout, in}, {{c.w, t}},
+                                   conv_tolerance(t)))
           << "filter gradient of " << shape_str(c.in) << " -> " << shape_str(c.out);
     }
 }

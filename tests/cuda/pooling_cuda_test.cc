@@ -33,9 +33,12 @@ constexpr Tolerance kExact = {0, 0};
 
 Tolerance avg_tolerance(DType t) {
   switch (t) {
-    case DType::f16: return {1.0 / 1024, 1e-6};
-    case DType::bf16: return {1.0 / 128, 1e-6};
-    default: return {1e-6, 1e-6};
+    case DType::f16:
+      return {1.0 / 1024, 1e-6};
+    case DType::bf16:
+      return {1.0 / 128, 1e-6};
+    default:
+      return {1e-6, 1e-6};
   }
 }
 
@@ -124,8 +127,8 @@ TEST(PoolingCudaTest, MaxPoolNaNAndInfinityMatchCpu) {
       convert(f.data(), DType::f32, x.data(), t, size_t(f.numel()));
     }
     const Shape y = pooled(xs, a);
-    EXPECT_TRUE(cuda_matches_cpu(*gpu, OpKind::MaxPool, a, t, {x}, {{y, t}, {y, DType::i32}},
-                                 kExact))
+    EXPECT_TRUE(
+        cuda_matches_cpu(*gpu, OpKind::MaxPool, a, t, {x}, {{y, t}, {y, DType::i32}}, kExact))
         << dtype_name(t);
   }
 }
@@ -142,8 +145,8 @@ TEST(PoolingCudaTest, MaxPoolGradMatchesCpu) {
         const Tensor dy = random_tensor_of(t, y, rng);
         PoolAttrs ga = c.attrs;
         ga.input_shape = c.x;
-        EXPECT_TRUE(cuda_matches_cpu(*gpu, OpKind::MaxPoolGrad, ga, t, {dy, argmax}, {{c.x, t}},
-                                     kExact))
+        EXPECT_TRUE(
+            cuda_matches_cpu(*gpu, OpKind::MaxPoolGrad, ga, t, {dy, argmax}, {{c.x, t}}, kExact))
             << c.name << (ties ? " (ties)" : "");
       }
 }
@@ -173,8 +176,8 @@ TEST(PoolingCudaTest, AvgPoolGradMatchesCpu) {
         a.count_include_pad = include_pad;
         a.input_shape = c.x;
         const Tensor dy = random_tensor_of(t, pooled(c.x, a), rng);
-        EXPECT_TRUE(cuda_matches_cpu(*gpu, OpKind::AvgPoolGrad, a, t, {dy}, {{c.x, t}},
-                                     avg_tolerance(t)))
+        EXPECT_TRUE(
+            cuda_matches_cpu(*gpu, OpKind::AvgPoolGrad, a, t, {dy}, {{c.x, t}}, avg_tolerance(t)))
             << c.name << (include_pad ? " count_include_pad" : "");
       }
 }
