@@ -30,6 +30,9 @@ using cuda::to_float;
 
 struct BnDims {
   int64_t n = 0, c = 0, s = 0;
+  // Every flat index fits 31 bits: the per-element index arithmetic runs in 32 bits (64-bit
+  // divisions cost several times as much).
+  bool narrow = false;
   __host__ __device__ int64_t count() const { return n * s; }  // M
   __host__ __device__ int64_t numel() const { return n * c * s; }
 };
@@ -43,13 +46,24 @@ BnDims bn_dims(const KernelSpec& spec, const TensorDesc& x) {
   d.n = x.shape[0];
   d.c = x.shape[1];
   d.s = x.shape.size() == 4 ? x.shape[2] * x.shape[3] : 1;
+  d.narrow = d.numel() <= INT32_MAX;
   return d;
 }
 
 // The flat index of value i < M of channel c.
 __device__ __forceinline__ int64_t channel_index(const BnDims& d, int64_t c, int64_t i) {
+  if (d.narrow) {
+    const uint32_t s = uint32_t(d.s), n = uint32_t(i) / s;
+    return int64_t((n * uint32_t(d.c) + uint32_t(c)) * s + (uint32_t(i) - n * s));
+  }
   const int64_t n = i / d.s;
   return (n * d.c + c) * d.s + (i - n * d.s);
+}
+
+// The channel of flat index i.
+__device__ __forceinline__ int64_t channel_of(const BnDims& d, int64_t i) {
+  if (d.narrow) return int64_t((uint32_t(i) / uint32_t(d.s)) % uint32_t(d.c));
+  return (i / d.s) % d.c;
 }
 
 // Sums of a block's threads' values (two at once); the result is valid in thread 0.
@@ -159,7 +173,7 @@ __global__ void finalize_inference(int64_t channels, double eps, const float* sc
 template <typename T>
 __global__ void apply_affine(const T* x, T* y, BnDims d, const float* a, const float* b) {
   CAMPO_CUDA_FOR(i, d.numel()) {
-    const int64_t c = (i / d.s) % d.c;
+    const int64_t c = channel_of(d, i);
     y[i] = from_float<T>(to_float(x[i]) * a[c] + b[c]);
   }
 }
@@ -186,7 +200,7 @@ template <typename T>
 __global__ void apply_grad(const T* dy, const T* x, T* dx, BnDims d, const float* mean,
                            const float* a, const float* b, const float* e) {
   CAMPO_CUDA_FOR(i, d.numel()) {
-    const int64_t c = (i / d.s) % d.c;
+    const int64_t c = channel_of(d, i);
     dx[i] = from_float<T>(a[c] * to_float(dy[i]) + b[c] * (to_float(x[i]) - mean[c]) + e[c]);
   }
 }

@@ -38,6 +38,25 @@ struct PoolGeometry {
   // [col_inner_begin, col_inner_end): the output columns the CPU's AvgPool treats as inner
   // (window inside [0, W), at least 8 of them) and scales by the reciprocal divisor.
   int64_t col_inner_begin = 0, col_inner_end = 0;
+  // Every flat index of x and y fits 31 bits: index arithmetic in 32 bits (64-bit divisions
+  // cost several times as much).
+  bool narrow = false;
+
+  // Flat index f of a [planes, rows, cols] tensor -> (plane, row, col).
+  __device__ void split(int64_t f, int64_t rows, int64_t cols, int64_t* plane, int64_t* row,
+                        int64_t* col) const {
+    if (narrow) {
+      const uint32_t u = uint32_t(f), q = u / uint32_t(cols);
+      *col = u - q * uint32_t(cols);
+      *plane = q / uint32_t(rows);
+      *row = q - uint32_t(*plane) * uint32_t(rows);
+      return;
+    }
+    const int64_t q = f / cols;
+    *col = f - q * cols;
+    *plane = q / rows;
+    *row = q - *plane * rows;
+  }
 
   __host__ __device__ bool is_global() const { return kh == h && kw == w && ph == 0 && pw == 0; }
   __device__ int64_t row_begin(int64_t o) const { return max(o * sh - ph, int64_t(0)); }
@@ -77,6 +96,7 @@ PoolGeometry pool_geometry(const KernelSpec& spec, const TensorDesc& x, const Te
   g.ph = a.pad_h;
   g.pw = a.pad_w;
   g.count_include_pad = a.count_include_pad;
+  g.narrow = g.planes * std::max(g.h * g.w, g.oh * g.ow) <= INT32_MAX;
   // As ops/cpu/pooling.cc's PoolGeometry (kMinVectorColumns = 8).
   g.col_inner_begin = std::min<int64_t>((g.pw + g.sw - 1) / g.sw, g.ow);
   g.col_inner_end =
@@ -91,7 +111,8 @@ PoolGeometry pool_geometry(const KernelSpec& spec, const TensorDesc& x, const Te
 template <typename T>
 __global__ void max_pool(const T* x, T* y, int32_t* argmax, PoolGeometry g) {
   CAMPO_CUDA_FOR(o, g.planes * g.oh * g.ow) {
-    const int64_t j = o % g.ow, i = (o / g.ow) % g.oh, p = o / (g.ow * g.oh);
+    int64_t p, i, j;
+    g.split(o, g.oh, g.ow, &p, &i, &j);
     const int64_t r0 = g.row_begin(i), r1 = g.row_end(i);
     const int64_t c0 = g.col_begin(j), c1 = g.col_end(j);
     const T* xp = x + p * g.h * g.w;
@@ -113,8 +134,9 @@ __global__ void max_pool(const T* x, T* y, int32_t* argmax, PoolGeometry g) {
 template <typename T>
 __global__ void max_pool_grad(const T* dy, const int32_t* argmax, T* dx, PoolGeometry g) {
   CAMPO_CUDA_FOR(e, g.planes * g.h * g.w) {
-    const int64_t plane = g.h * g.w;
-    const int64_t p = e / plane, k = e - p * plane, r = k / g.w, c = k - r * g.w;
+    int64_t p, r, c;
+    g.split(e, g.h, g.w, &p, &r, &c);
+    const int64_t k = r * g.w + c;  // the index argmax holds for this element
     int64_t i0, i1, j0, j1;
     PoolGeometry::covering(r, g.kh, g.sh, g.ph, g.oh, &i0, &i1);
     PoolGeometry::covering(c, g.kw, g.sw, g.pw, g.ow, &j0, &j1);
@@ -131,7 +153,8 @@ __global__ void max_pool_grad(const T* dy, const int32_t* argmax, T* dx, PoolGeo
 template <typename T>
 __global__ void avg_pool(const T* x, T* y, PoolGeometry g) {
   CAMPO_CUDA_FOR(o, g.planes * g.oh * g.ow) {
-    const int64_t j = o % g.ow, i = (o / g.ow) % g.oh, p = o / (g.ow * g.oh);
+    int64_t p, i, j;
+    g.split(o, g.oh, g.ow, &p, &i, &j);
     const int64_t r0 = g.row_begin(i), r1 = g.row_end(i);
     const int64_t c0 = g.col_begin(j), c1 = g.col_end(j);
     const T* xp = x + p * g.h * g.w;
@@ -147,11 +170,11 @@ __global__ void avg_pool(const T* x, T* y, PoolGeometry g) {
 template <typename T>
 __global__ void avg_pool_grad(const T* dy, T* dx, PoolGeometry g) {
   CAMPO_CUDA_FOR(e, g.planes * g.h * g.w) {
-    const int64_t plane = g.h * g.w;
-    const int64_t p = e / plane, k = e - p * plane, r = k / g.w, c = k - r * g.w;
+    int64_t p, r, c;
+    g.split(e, g.h, g.w, &p, &r, &c);
     const T* dyp = dy + p * g.oh * g.ow;
     if (g.is_global()) {  // the CPU's global path: dy times the reciprocal area
-      dx[e] = from_float<T>(to_float(dyp[0]) * (1.0f / float(plane)));
+      dx[e] = from_float<T>(to_float(dyp[0]) * (1.0f / float(g.h * g.w)));
       continue;
     }
     int64_t i0, i1, j0, j1;
