@@ -22,6 +22,7 @@
 // the data's type, so the kernel writes into its own buffer and widens it
 // (ops/cuda/conv_widen.cu); that costs one pass over the weights.
 #include <algorithm>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -138,8 +139,10 @@ std::shared_ptr<void> find_workspace(cuda::CudaBackend& backend, size_t* bytes) 
       std::shared_ptr<void> p = backend.allocate(b);
       *bytes = b;
       return p;
-    } catch (const Error&) {
-      // Out of memory: try a smaller one.
+    } catch (const std::exception&) {
+      // Out of memory: try a smaller one, first clearing the failed cudaMalloc's error so
+      // the next launch check does not report it.
+      (void)cudaGetLastError();
     }
   }
   *bytes = 0;
