@@ -203,10 +203,11 @@ struct AddNArgs {
   int count;
 };
 
-// acc_out[i] = (acc_in ? acc_in[i] : 0-less start) + x_0[i] + ... left to right in f32,
-// exactly the CPU's order: acc = x0 + x1, then acc += xj.
+// out[i] = acc_in[i] + x_0[i] + x_1[i] + ... (or x_0[i] + x_1[i] + ... without acc_in), left
+// to right in f32: the CPU's order (acc = x0 + x1, then acc += xj). acc_in and out may be
+// the same f32 buffer (the middle passes), so neither is __restrict__.
 template <typename T, typename Out>
-__global__ void add_n_kernel(AddNArgs args, const float* __restrict__ acc_in, Out* __restrict__ out,
+__global__ void add_n_kernel(AddNArgs args, const float* acc_in, Out* out,
                              int64_t n) {
   CAMPO_CUDA_FOR(i, n) {
     int j = 0;
@@ -222,11 +223,13 @@ __global__ void add_n_kernel(AddNArgs args, const float* __restrict__ acc_in, Ou
   }
 }
 
-// The same, 16-byte packs of T (all pointers aligned, n a multiple of the pack).
+// The same on 16-byte packs of T (all pointers aligned), the tail (< one pack) on the first
+// threads of the grid.
 template <typename T, typename Out>
-__global__ void add_n_packed_kernel(AddNArgs args, const float* __restrict__ acc_in, Out* __restrict__ out,
-                                    int64_t packs) {
+__global__ void add_n_packed_kernel(AddNArgs args, const float* acc_in, Out* out,
+                                    int64_t n) {
   constexpr int V = cuda::kPack<T>;
+  const int64_t packs = n / V;
   CAMPO_CUDA_FOR(p, packs) {
     float acc[V];
     int j = 0;
@@ -246,6 +249,19 @@ __global__ void add_n_packed_kernel(AddNArgs args, const float* __restrict__ acc
     }
 #pragma unroll
     for (int e = 0; e < V; ++e) out[p * V + e] = cuda::from_float<Out>(acc[e]);
+  }
+  const int64_t i = packs * V + int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) {
+    int j = 0;
+    float acc;
+    if (acc_in) {
+      acc = acc_in[i];
+    } else {
+      acc = cuda::to_float(static_cast<const T*>(args.x[0])[i]);
+      j = 1;
+    }
+    for (; j < args.count; ++j) acc = __fadd_rn(acc, cuda::to_float(static_cast<const T*>(args.x[j])[i]));
+    out[i] = cuda::from_float<Out>(acc);
   }
 }
 
@@ -272,7 +288,7 @@ class AddNKernel : public Kernel {
     for (int first = 0; first < k_; first += kAddNPerPass) {
       AddNArgs args{};
       args.count = std::min(kAddNPerPass, k_ - first);
-      bool packed = n % cuda::kPack<T> == 0 && cuda::aligned16(y);
+      bool packed = cuda::aligned16(y) && (acc == nullptr || cuda::aligned16(acc));
       for (int j = 0; j < args.count; ++j) {
         args.x[j] = in[size_t(first + j)].device_data();
         packed = packed && cuda::aligned16(args.x[j]);
@@ -291,7 +307,7 @@ class AddNKernel : public Kernel {
                      cudaStream_t stream, int sms) {
     if (packed) {
       const int64_t packs = n / cuda::kPack<T>;
-      add_n_packed_kernel<T, Out><<<cuda::grid_for(packs, sms), cuda::kThreads, 0, stream>>>(args, acc_in, out, packs);
+      add_n_packed_kernel<T, Out><<<cuda::grid_for(packs, sms), cuda::kThreads, 0, stream>>>(args, acc_in, out, n);
     } else {
       add_n_kernel<T, Out><<<cuda::grid_for(n, sms), cuda::kThreads, 0, stream>>>(args, acc_in, out, n);
     }
