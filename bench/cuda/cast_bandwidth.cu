@@ -32,8 +32,8 @@ double peak_bytes_per_second(int index) {
   return 2.0 * double(clock_khz) * 1e3 * double(bus_bits) / 8.0;
 }
 
-void bench(const std::shared_ptr<Backend>& backend, DType from, DType to, size_t source_bytes, int reps,
-           double peak) {
+void bench(const std::shared_ptr<Backend>& backend, DType from, DType to, size_t source_bytes,
+           int reps, double peak) {
   auto& gpu = dynamic_cast<cuda::CudaBackend&>(*backend);
   const int64_t n = int64_t(source_bytes / dtype_size(from));
   ExecContext ctx(backend);
@@ -55,8 +55,9 @@ void bench(const std::shared_ptr<Backend>& backend, DType from, DType to, size_t
   const double seconds = double(ms) / 1e3 / reps;
   const double bytes = double(n) * double(dtype_size(from) + dtype_size(to));
   const double rate = bytes / seconds;
-  std::printf("Cast %-4s -> %-4s  %10lld elements  %8.3f ms  %8.1f GB/s  %5.1f%% of peak\n", dtype_name(from),
-              dtype_name(to), static_cast<long long>(n), seconds * 1e3, rate / 1e9, 100.0 * rate / peak);
+  std::printf("Cast %-4s -> %-4s  %10lld elements  %8.3f ms  %8.1f GB/s  %5.1f%% of peak\n",
+              dtype_name(from), dtype_name(to), static_cast<long long>(n), seconds * 1e3,
+              rate / 1e9, 100.0 * rate / peak);
 }
 
 }  // namespace
@@ -78,8 +79,10 @@ int main(int argc, char** argv) {
   try {
     const std::shared_ptr<Backend> backend = make_backend({Device::cuda, 0});
     const double peak = peak_bytes_per_second(0);
-    std::printf("%s\npeak memory bandwidth %.1f GB/s (2 x memory clock x bus width); source buffer %zu MiB, %d runs\n",
-                backend->describe().c_str(), peak / 1e9, mib, reps);
+    std::printf(
+        "%s\npeak memory bandwidth %.1f GB/s (2 x memory clock x bus width); source buffer %zu "
+        "MiB, %d runs\n",
+        backend->describe().c_str(), peak / 1e9, mib, reps);
     const size_t bytes = mib << 20;
     bench(backend, DType::f32, DType::f16, bytes, reps, peak);
     bench(backend, DType::f16, DType::f32, bytes, reps, peak);

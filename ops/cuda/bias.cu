@@ -22,8 +22,8 @@ struct ChannelView {
 
 void check_bias_spec(const KernelSpec& spec) {
   const Shape& s = spec.inputs[0].shape;
-  CAMPO_CHECK(s.size() >= 2, op_name(spec.kind), " '", spec.node_name, "': x of shape ", shape_str(s),
-              " has no channel axis (rank >= 2)");
+  CAMPO_CHECK(s.size() >= 2, op_name(spec.kind), " '", spec.node_name, "': x of shape ",
+              shape_str(s), " has no channel axis (rank >= 2)");
   for (const TensorDesc& d : spec.inputs)
     CAMPO_CHECK(d.layout == Layout::plain, op_name(spec.kind), " '", spec.node_name,
                 "': the CUDA kernel takes plain (NCHW) data only, not ", layout_name(d.layout));
@@ -44,11 +44,14 @@ struct BiasF {
 template <typename T>
 class BiasAddKernel : public Kernel {
  public:
-  explicit BiasAddKernel(const KernelSpec& spec) : v_((check_bias_spec(spec), spec.inputs[0].shape)) {
-    CAMPO_CHECK(spec.inputs[1].shape == Shape{v_.channels}, "BiasAdd '", spec.node_name, "': bias of shape ",
-                shape_str(spec.inputs[1].shape), " for x of shape ", shape_str(spec.inputs[0].shape));
+  explicit BiasAddKernel(const KernelSpec& spec)
+      : v_((check_bias_spec(spec), spec.inputs[0].shape)) {
+    CAMPO_CHECK(spec.inputs[1].shape == Shape{v_.channels}, "BiasAdd '", spec.node_name,
+                "': bias of shape ", shape_str(spec.inputs[1].shape), " for x of shape ",
+                shape_str(spec.inputs[0].shape));
   }
-  void run(ExecContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  void run(ExecContext& ctx, const std::vector<Tensor>& in,
+           const std::vector<Tensor>& out) override {
     cuda::Inputs<T, 1> x{{static_cast<const T*>(in[0].device_data())}};
     cuda::launch_map("BiasAdd", cuda_stream(ctx), cuda_backend(ctx).multiprocessors(), x,
                      static_cast<T*>(out[0].device_data()), out[0].numel(),
@@ -79,11 +82,12 @@ constexpr int kReduceThreads = 256;
 // S > 1: block (c, split) sums dy[n, c, s] over the split's share of the N * S (n, s) pairs
 // (consecutive s are consecutive addresses: coalesced). partial[split * C + c].
 template <typename T>
-__global__ void bias_grad_planes_kernel(const T* __restrict__ dy, float* __restrict__ partial, int64_t N,
-                                        int64_t C, int64_t S, int64_t per_split) {
+__global__ void bias_grad_planes_kernel(const T* __restrict__ dy, float* __restrict__ partial,
+                                        int64_t N, int64_t C, int64_t S, int64_t per_split) {
   __shared__ float shared[kReduceThreads];
   const int64_t c = blockIdx.x, split = blockIdx.y;
-  const int64_t begin = split * per_split, end = begin + per_split < N * S ? begin + per_split : N * S;
+  const int64_t begin = split * per_split,
+                end = begin + per_split < N * S ? begin + per_split : N * S;
   float sum = 0.0f;
   for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
     const int64_t n = j / S, s = j - n * S;
@@ -99,15 +103,16 @@ __global__ void bias_grad_planes_kernel(const T* __restrict__ dy, float* __restr
 constexpr int kColumns = 32, kRowLanes = 8;
 
 template <typename T>
-__global__ void bias_grad_rows_kernel(const T* __restrict__ dy, float* __restrict__ partial, int64_t N,
-                                      int64_t C, int64_t per_split) {
+__global__ void bias_grad_rows_kernel(const T* __restrict__ dy, float* __restrict__ partial,
+                                      int64_t N, int64_t C, int64_t per_split) {
   __shared__ float shared[kRowLanes][kColumns];
   const int64_t c = int64_t(blockIdx.x) * kColumns + threadIdx.x;
   const int64_t split = blockIdx.y;
   const int64_t begin = split * per_split, end = begin + per_split < N ? begin + per_split : N;
   float sum = 0.0f;
   if (c < C)
-    for (int64_t n = begin + threadIdx.y; n < end; n += kRowLanes) sum = __fadd_rn(sum, cuda::to_float(dy[n * C + c]));
+    for (int64_t n = begin + threadIdx.y; n < end; n += kRowLanes)
+      sum = __fadd_rn(sum, cuda::to_float(dy[n * C + c]));
   shared[threadIdx.y][threadIdx.x] = sum;
   __syncthreads();
   if (threadIdx.y == 0 && c < C) {
@@ -119,8 +124,8 @@ __global__ void bias_grad_rows_kernel(const T* __restrict__ dy, float* __restric
 
 // db[c] = partial[0, c] + partial[1, c] + ..., in order, rounded once.
 template <typename T>
-__global__ void bias_grad_finish_kernel(const float* __restrict__ partial, T* __restrict__ db, int64_t C,
-                                        int64_t splits) {
+__global__ void bias_grad_finish_kernel(const float* __restrict__ partial, T* __restrict__ db,
+                                        int64_t C, int64_t splits) {
   CAMPO_CUDA_FOR(c, C) {
     float total = partial[c];
     for (int64_t k = 1; k < splits; ++k) total = __fadd_rn(total, partial[k * C + c]);
@@ -151,7 +156,8 @@ class BiasAddGradKernel : public Kernel {
     CAMPO_CHECK(splits_ <= 65535, "BiasAddGrad '", spec.node_name, "': too many splits");
     ctx.reserve_workspace(size_t(splits_ * C) * sizeof(float));
   }
-  void run(ExecContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  void run(ExecContext& ctx, const std::vector<Tensor>& in,
+           const std::vector<Tensor>& out) override {
     const int64_t N = v_.outer, C = v_.channels, S = v_.inner;
     if (C == 0) return;
     cudaStream_t stream = cuda_stream(ctx);
@@ -164,15 +170,18 @@ class BiasAddGradKernel : public Kernel {
     float* partial = static_cast<float*>(ctx.workspace());
     if (S == 1) {
       const dim3 grid{unsigned((C + kColumns - 1) / kColumns), unsigned(splits_)};
-      bias_grad_rows_kernel<T><<<grid, dim3(kColumns, kRowLanes), 0, stream>>>(dy, partial, N, C, per_split_);
+      bias_grad_rows_kernel<T>
+          <<<grid, dim3(kColumns, kRowLanes), 0, stream>>>(dy, partial, N, C, per_split_);
     } else {
       CAMPO_CHECK(C <= 0x7fffffff, "BiasAddGrad: ", C, " channels");
       const dim3 grid{unsigned(C), unsigned(splits_)};
-      bias_grad_planes_kernel<T><<<grid, kReduceThreads, 0, stream>>>(dy, partial, N, C, S, per_split_);
+      bias_grad_planes_kernel<T>
+          <<<grid, kReduceThreads, 0, stream>>>(dy, partial, N, C, S, per_split_);
     }
     cuda::check_launch("BiasAddGrad");
-    bias_grad_finish_kernel<T><<<cuda::grid_for(C, cuda_backend(ctx).multiprocessors()), cuda::kThreads, 0,
-                                 stream>>>(partial, db, C, splits_);
+    bias_grad_finish_kernel<T>
+        <<<cuda::grid_for(C, cuda_backend(ctx).multiprocessors()), cuda::kThreads, 0, stream>>>(
+            partial, db, C, splits_);
     cuda::check_launch("BiasAddGrad");
   }
 
@@ -193,9 +202,12 @@ std::unique_ptr<Kernel> make_bias_add_grad(const KernelSpec& spec, ExecContext& 
 // dbias is the node's dtype, as on the CPU (the sum rounded once).
 KernelRegistrar bias_add_f32(OpKind::BiasAdd, Device::cuda, DType::f32, make_bias_add<float>);
 KernelRegistrar bias_add_f16(OpKind::BiasAdd, Device::cuda, DType::f16, make_bias_add<__half>);
-KernelRegistrar bias_add_bf16(OpKind::BiasAdd, Device::cuda, DType::bf16, make_bias_add<__nv_bfloat16>);
-KernelRegistrar bias_add_grad_f32(OpKind::BiasAddGrad, Device::cuda, DType::f32, make_bias_add_grad<float>);
-KernelRegistrar bias_add_grad_f16(OpKind::BiasAddGrad, Device::cuda, DType::f16, make_bias_add_grad<__half>);
+KernelRegistrar bias_add_bf16(OpKind::BiasAdd, Device::cuda, DType::bf16,
+                              make_bias_add<__nv_bfloat16>);
+KernelRegistrar bias_add_grad_f32(OpKind::BiasAddGrad, Device::cuda, DType::f32,
+                                  make_bias_add_grad<float>);
+KernelRegistrar bias_add_grad_f16(OpKind::BiasAddGrad, Device::cuda, DType::f16,
+                                  make_bias_add_grad<__half>);
 KernelRegistrar bias_add_grad_bf16(OpKind::BiasAddGrad, Device::cuda, DType::bf16,
                                    make_bias_add_grad<__nv_bfloat16>);
 

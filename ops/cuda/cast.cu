@@ -35,14 +35,16 @@ template <>
 __device__ __forceinline__ float cast_value<__half, float>(__half x) {
   const uint16_t h = __half_as_ushort(x);
   if ((h & 0x7fffu) > 0x7c00u)
-    return __uint_as_float((uint32_t(h & 0x8000u) << 16) | 0x7f800000u | (uint32_t(h & 0x3ffu) << 13));
+    return __uint_as_float((uint32_t(h & 0x8000u) << 16) | 0x7f800000u |
+                           (uint32_t(h & 0x3ffu) << 13));
   return __half2float(x);
 }
 // bf16 is integer arithmetic: round to nearest even on the bits (runtime/dtype.cc).
 template <>
 __device__ __forceinline__ __nv_bfloat16 cast_value<float, __nv_bfloat16>(float x) {
   const uint32_t u = __float_as_uint(x);
-  const uint32_t bits = (u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t bits =
+      (u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
   return __ushort_as_bfloat16(uint16_t(bits));
 }
 template <>
@@ -95,7 +97,8 @@ void launch_cast(const void* x, void* y, int64_t n, cudaStream_t stream, int sms
   auto* ys = static_cast<To*>(y);
   if (aligned16(x) && aligned16(y)) {
     // The 8 blocks per multiprocessor of the element-wise kernels, with the grid-stride loop.
-    cast_chunked_kernel<From, To><<<cuda::grid_for(n / kChunk<From, To>, sms), cuda::kThreads, 0, stream>>>(xs, ys, n);
+    cast_chunked_kernel<From, To>
+        <<<cuda::grid_for(n / kChunk<From, To>, sms), cuda::kThreads, 0, stream>>>(xs, ys, n);
   } else {
     cast_scalar_kernel<From, To><<<cuda::grid_for(n, sms), cuda::kThreads, 0, stream>>>(xs, ys, n);
   }
@@ -105,37 +108,50 @@ void launch_cast(const void* x, void* y, int64_t n, cudaStream_t stream, int sms
 template <typename From>
 void launch_from(DType to, const void* x, void* y, int64_t n, cudaStream_t stream, int sms) {
   switch (to) {
-    case DType::f32: return launch_cast<From, float>(x, y, n, stream, sms);
-    case DType::f16: return launch_cast<From, __half>(x, y, n, stream, sms);
-    case DType::bf16: return launch_cast<From, __nv_bfloat16>(x, y, n, stream, sms);
-    default: CAMPO_FAIL("internal: Cast to ", dtype_name(to));
+    case DType::f32:
+      return launch_cast<From, float>(x, y, n, stream, sms);
+    case DType::f16:
+      return launch_cast<From, __half>(x, y, n, stream, sms);
+    case DType::bf16:
+      return launch_cast<From, __nv_bfloat16>(x, y, n, stream, sms);
+    default:
+      CAMPO_FAIL("internal: Cast to ", dtype_name(to));
   }
 }
 
 class CastKernel : public Kernel {
  public:
-  explicit CastKernel(const KernelSpec& spec) : from_(spec.inputs[0].dtype), to_(spec.outputs[0].dtype) {
-    CAMPO_CHECK(is_floating(from_) && is_floating(to_), "Cast '", spec.node_name, "': ", dtype_name(from_),
-                " -> ", dtype_name(to_), " has no CUDA kernel (only f32, f16 and bf16)");
-    CAMPO_CHECK(spec.inputs[0].layout == spec.outputs[0].layout, "Cast '", spec.node_name, "': ",
-                layout_name(spec.inputs[0].layout), " in, ", layout_name(spec.outputs[0].layout), " out");
+  explicit CastKernel(const KernelSpec& spec)
+      : from_(spec.inputs[0].dtype), to_(spec.outputs[0].dtype) {
+    CAMPO_CHECK(is_floating(from_) && is_floating(to_), "Cast '", spec.node_name,
+                "': ", dtype_name(from_), " -> ", dtype_name(to_),
+                " has no CUDA kernel (only f32, f16 and bf16)");
+    CAMPO_CHECK(spec.inputs[0].layout == spec.outputs[0].layout, "Cast '", spec.node_name,
+                "': ", layout_name(spec.inputs[0].layout), " in, ",
+                layout_name(spec.outputs[0].layout), " out");
   }
-  void run(ExecContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  void run(ExecContext& ctx, const std::vector<Tensor>& in,
+           const std::vector<Tensor>& out) override {
     const int64_t n = in[0].numel();
     if (n == 0) return;
     cudaStream_t stream = cuda_stream(ctx);
     const void* x = in[0].device_data();
     void* y = out[0].device_data();
     if (from_ == to_) {
-      CAMPO_CUDA_CHECK(cudaMemcpyAsync(y, x, size_t(n) * dtype_size(from_), cudaMemcpyDeviceToDevice, stream));
+      CAMPO_CUDA_CHECK(
+          cudaMemcpyAsync(y, x, size_t(n) * dtype_size(from_), cudaMemcpyDeviceToDevice, stream));
       return;
     }
     const int sms = cuda_backend(ctx).multiprocessors();
     switch (from_) {
-      case DType::f32: return launch_from<float>(to_, x, y, n, stream, sms);
-      case DType::f16: return launch_from<__half>(to_, x, y, n, stream, sms);
-      case DType::bf16: return launch_from<__nv_bfloat16>(to_, x, y, n, stream, sms);
-      default: CAMPO_FAIL("internal: Cast from ", dtype_name(from_));
+      case DType::f32:
+        return launch_from<float>(to_, x, y, n, stream, sms);
+      case DType::f16:
+        return launch_from<__half>(to_, x, y, n, stream, sms);
+      case DType::bf16:
+        return launch_from<__nv_bfloat16>(to_, x, y, n, stream, sms);
+      default:
+        CAMPO_FAIL("internal: Cast from ", dtype_name(from_));
     }
   }
 
@@ -143,7 +159,9 @@ class CastKernel : public Kernel {
   DType from_, to_;
 };
 
-std::unique_ptr<Kernel> make_cast(const KernelSpec& spec, ExecContext&) { return std::make_unique<CastKernel>(spec); }
+std::unique_ptr<Kernel> make_cast(const KernelSpec& spec, ExecContext&) {
+  return std::make_unique<CastKernel>(spec);
+}
 
 KernelRegistrar cast_f32(OpKind::Cast, Device::cuda, DType::f32, make_cast);
 KernelRegistrar cast_f16(OpKind::Cast, Device::cuda, DType::f16, make_cast);

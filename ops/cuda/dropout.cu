@@ -59,14 +59,15 @@ struct DeviceRng {
 struct DropoutArgs {
   uint64_t seed;
   int64_t n;
-  int64_t inner;    // elements per (outer, slice) run
-  int64_t slices;   // 1 for a scalar rate
+  int64_t inner;        // elements per (outer, slice) run
+  int64_t slices;       // 1 for a scalar rate
   const float* rates;   // [slices]
   const float* scales;  // [slices]: 1 / (1 - rate), computed on the host as the CPU does
 };
 
 template <typename T>
-__global__ void dropout_kernel(DropoutArgs a, const T* __restrict__ x, T* __restrict__ y, T* __restrict__ mask) {
+__global__ void dropout_kernel(DropoutArgs a, const T* __restrict__ x, T* __restrict__ y,
+                               T* __restrict__ mask) {
   __shared__ float tile[kWarpsPerBlock][kWarp][kWarp + 1];  // [warp][block lane][element]
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const int64_t blocks = (a.n + kBlock - 1) / kBlock;
@@ -76,7 +77,7 @@ __global__ void dropout_kernel(DropoutArgs a, const T* __restrict__ x, T* __rest
   DeviceRng rng(a.seed ^ (uint64_t(my_block) * 0xd1b54a32d192ed03ull));
   const bool single_rate = a.slices == 1;
   const float rate0 = a.rates[0], scale0 = a.scales[0];
-  float (*t)[kWarp + 1] = tile[warp];
+  float(*t)[kWarp + 1] = tile[warp];
   for (int64_t offset = 0; offset < kBlock; offset += kWarp) {
     // Each lane draws the next 32 masks of its own block (in order, like the CPU).
     if (my_block < blocks) {
@@ -112,7 +113,8 @@ class DropoutKernel : public Kernel {
   DropoutKernel(const KernelSpec& spec, ExecContext& ctx) {
     const auto& a = attrs_as<DropoutAttrs>(spec.attrs);
     CAMPO_CHECK(spec.inputs[0].layout == Layout::plain, "Dropout '", spec.node_name,
-                "': the CUDA kernel takes plain layouts only, not ", layout_name(spec.inputs[0].layout));
+                "': the CUDA kernel takes plain layouts only, not ",
+                layout_name(spec.inputs[0].layout));
     std::vector<float> rates = a.slice_rates.empty() ? std::vector<float>{a.rate} : a.slice_rates;
     std::vector<float> table = rates;  // rates, then scales
     for (float r : rates) table.push_back(1.0f / (1.0f - r));
@@ -120,12 +122,15 @@ class DropoutKernel : public Kernel {
     const Shape& s = spec.inputs[0].shape;
     numel_ = shape_numel(s);
     if (!a.slice_rates.empty() && numel_ > 0)
-      CAMPO_CHECK(s.size() >= 2 && s[1] % slices_ == 0, "Dropout '", spec.node_name, "': x of shape ",
-                  shape_str(s), " does not split into ", slices_, " slices along axis 1");
-    inner_ = a.slice_rates.empty() || numel_ == 0 ? std::max<int64_t>(numel_, 1) : numel_ / (s[0] * slices_);
+      CAMPO_CHECK(s.size() >= 2 && s[1] % slices_ == 0, "Dropout '", spec.node_name,
+                  "': x of shape ", shape_str(s), " does not split into ", slices_,
+                  " slices along axis 1");
+    inner_ = a.slice_rates.empty() || numel_ == 0 ? std::max<int64_t>(numel_, 1)
+                                                  : numel_ / (s[0] * slices_);
     table_ = ctx.backend().to_device(Tensor::from_vector(table, {int64_t(table.size())}));
   }
-  void run(ExecContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  void run(ExecContext& ctx, const std::vector<Tensor>& in,
+           const std::vector<Tensor>& out) override {
     // The seed is drawn even for an empty tensor, as on the CPU, so the streams stay in step.
     const uint64_t seed = ctx.rng.next_u64();
     if (numel_ == 0) return;
@@ -153,7 +158,8 @@ std::unique_ptr<Kernel> make_dropout(const KernelSpec& spec, ExecContext& ctx) {
 
 KernelRegistrar dropout_f32(OpKind::Dropout, Device::cuda, DType::f32, make_dropout<float>);
 KernelRegistrar dropout_f16(OpKind::Dropout, Device::cuda, DType::f16, make_dropout<__half>);
-KernelRegistrar dropout_bf16(OpKind::Dropout, Device::cuda, DType::bf16, make_dropout<__nv_bfloat16>);
+KernelRegistrar dropout_bf16(OpKind::Dropout, Device::cuda, DType::bf16,
+                             make_dropout<__nv_bfloat16>);
 
 }  // namespace
 }  // namespace campo

@@ -26,11 +26,15 @@ using cuda::launch_map;
 
 // y = x < 0 ? 0 : x (NaN and -0 stay).
 struct ReluF {
-  __device__ float operator()(const float (&v)[1], int64_t) const { return v[0] < 0.0f ? 0.0f : v[0]; }
+  __device__ float operator()(const float (&v)[1], int64_t) const {
+    return v[0] < 0.0f ? 0.0f : v[0];
+  }
 };
 // {dY, Y}: dX = Y > 0 ? dY : 0.
 struct ReluGradF {
-  __device__ float operator()(const float (&v)[2], int64_t) const { return v[1] > 0.0f ? v[0] : 0.0f; }
+  __device__ float operator()(const float (&v)[2], int64_t) const {
+    return v[1] > 0.0f ? v[0] : 0.0f;
+  }
 };
 // y = max(v, 0) + alpha min(v, 0) with std::max / std::min's NaN rule (the first argument
 // when unordered), which fmaxf / fminf do not follow: NaN stays NaN, -0 stays -0.
@@ -61,7 +65,9 @@ struct TanhGradF {
 };
 // y = 1 / (1 + exp(-x)); IEEE division (nvcc's default -prec-div=true).
 struct SigmoidF {
-  __device__ float operator()(const float (&v)[1], int64_t) const { return 1.0f / (1.0f + expf(-v[0])); }
+  __device__ float operator()(const float (&v)[1], int64_t) const {
+    return 1.0f / (1.0f + expf(-v[0]));
+  }
 };
 // {dY, Y}: dX = dY Y (1 - Y), left to right as the CPU.
 struct SigmoidGradF {
@@ -95,7 +101,8 @@ struct GeluGradF {
       d = normcdff(x) + x * kInvSqrt2Pi * expf(-0.5f * x * x);
     } else {
       const float t = tanhf(kSqrt2OverPi * (x + kGeluCubic * x * x * x));
-      d = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * x * x);
+      d = 0.5f * (1.0f + t) +
+          0.5f * x * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * x * x);
     }
     return v[0] * d;
   }
@@ -141,14 +148,15 @@ class MapKernel : public Kernel {
  public:
   MapKernel(const KernelSpec& spec, F f) : name_(op_name(spec.kind)), f_(f) {
     check_plain(spec);
-    CAMPO_CHECK(int(spec.inputs.size()) == K, op_name(spec.kind), " '", spec.node_name, "': ",
-                spec.inputs.size(), " inputs, expected ", K);
+    CAMPO_CHECK(int(spec.inputs.size()) == K, op_name(spec.kind), " '", spec.node_name,
+                "': ", spec.inputs.size(), " inputs, expected ", K);
     for (const TensorDesc& d : spec.inputs)
       CAMPO_CHECK(d.shape == spec.inputs[0].shape, op_name(spec.kind), " '", spec.node_name,
-                  "': inputs of shapes ", shape_str(spec.inputs[0].shape), " and ", shape_str(d.shape),
-                  " (the CUDA kernel broadcasts nothing here, as the CPU's)");
+                  "': inputs of shapes ", shape_str(spec.inputs[0].shape), " and ",
+                  shape_str(d.shape), " (the CUDA kernel broadcasts nothing here, as the CPU's)");
   }
-  void run(ExecContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  void run(ExecContext& ctx, const std::vector<Tensor>& in,
+           const std::vector<Tensor>& out) override {
     launch_map(name_, cuda_stream(ctx), cuda_backend(ctx).multiprocessors(), inputs_of<T, K>(in),
                out_ptr<T>(out[0]), out[0].numel(), f_);
   }
@@ -164,7 +172,9 @@ std::unique_ptr<Kernel> map_kernel(const KernelSpec& spec, F f) {
 }
 
 float leaky_alpha(const KernelSpec& spec) { return attrs_as<LeakyReluAttrs>(spec.attrs).alpha; }
-bool gelu_approximate(const KernelSpec& spec) { return attrs_as<GeluAttrs>(spec.attrs).approximate; }
+bool gelu_approximate(const KernelSpec& spec) {
+  return attrs_as<GeluAttrs>(spec.attrs).approximate;
+}
 
 // c = a * b, b of a's shape or of numel(b) dividing numel(a) (a's leading dims, or a scalar).
 template <typename T>
@@ -174,15 +184,17 @@ class MulKernel : public Kernel {
     check_plain(spec);
     numel_ = shape_numel(spec.inputs[0].shape);
     const int64_t outer = shape_numel(spec.inputs[1].shape);
-    CAMPO_CHECK(outer > 0 ? numel_ % outer == 0 : numel_ == 0, "Mul '", spec.node_name, "': b of shape ",
-                shape_str(spec.inputs[1].shape), " does not broadcast to a of shape ",
-                shape_str(spec.inputs[0].shape));
+    CAMPO_CHECK(outer > 0 ? numel_ % outer == 0 : numel_ == 0, "Mul '", spec.node_name,
+                "': b of shape ", shape_str(spec.inputs[1].shape),
+                " does not broadcast to a of shape ", shape_str(spec.inputs[0].shape));
     inner_ = outer == 0 ? 1 : numel_ / outer;
   }
-  void run(ExecContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  void run(ExecContext& ctx, const std::vector<Tensor>& in,
+           const std::vector<Tensor>& out) override {
     const int sms = cuda_backend(ctx).multiprocessors();
     if (inner_ == 1) {
-      launch_map("Mul", cuda_stream(ctx), sms, inputs_of<T, 2>(in), out_ptr<T>(out[0]), numel_, MulF{});
+      launch_map("Mul", cuda_stream(ctx), sms, inputs_of<T, 2>(in), out_ptr<T>(out[0]), numel_,
+                 MulF{});
     } else {
       launch_map("Mul", cuda_stream(ctx), sms, inputs_of<T, 1>(in), out_ptr<T>(out[0]), numel_,
                  MulBroadcastF<T>{static_cast<const T*>(in[1].device_data()), inner_});
@@ -207,8 +219,7 @@ struct AddNArgs {
 // to right in f32: the CPU's order (acc = x0 + x1, then acc += xj). acc_in and out may be
 // the same f32 buffer (the middle passes), so neither is __restrict__.
 template <typename T, typename Out>
-__global__ void add_n_kernel(AddNArgs args, const float* acc_in, Out* out,
-                             int64_t n) {
+__global__ void add_n_kernel(AddNArgs args, const float* acc_in, Out* out, int64_t n) {
   CAMPO_CUDA_FOR(i, n) {
     int j = 0;
     float acc;
@@ -218,7 +229,8 @@ __global__ void add_n_kernel(AddNArgs args, const float* acc_in, Out* out,
       acc = cuda::to_float(static_cast<const T*>(args.x[0])[i]);
       j = 1;
     }
-    for (; j < args.count; ++j) acc = __fadd_rn(acc, cuda::to_float(static_cast<const T*>(args.x[j])[i]));
+    for (; j < args.count; ++j)
+      acc = __fadd_rn(acc, cuda::to_float(static_cast<const T*>(args.x[j])[i]));
     out[i] = cuda::from_float<Out>(acc);
   }
 }
@@ -226,8 +238,7 @@ __global__ void add_n_kernel(AddNArgs args, const float* acc_in, Out* out,
 // The same on 16-byte packs of T (all pointers aligned), the tail (< one pack) on the first
 // threads of the grid.
 template <typename T, typename Out>
-__global__ void add_n_packed_kernel(AddNArgs args, const float* acc_in, Out* out,
-                                    int64_t n) {
+__global__ void add_n_packed_kernel(AddNArgs args, const float* acc_in, Out* out, int64_t n) {
   constexpr int V = cuda::kPack<T>;
   const int64_t packs = n / V;
   CAMPO_CUDA_FOR(p, packs) {
@@ -260,7 +271,8 @@ __global__ void add_n_packed_kernel(AddNArgs args, const float* acc_in, Out* out
       acc = cuda::to_float(static_cast<const T*>(args.x[0])[i]);
       j = 1;
     }
-    for (; j < args.count; ++j) acc = __fadd_rn(acc, cuda::to_float(static_cast<const T*>(args.x[j])[i]));
+    for (; j < args.count; ++j)
+      acc = __fadd_rn(acc, cuda::to_float(static_cast<const T*>(args.x[j])[i]));
     out[i] = cuda::from_float<Out>(acc);
   }
 }
@@ -275,9 +287,11 @@ class AddNKernel : public Kernel {
       CAMPO_CHECK(d.shape == spec.inputs[0].shape, "AddN '", spec.node_name, "': inputs of shapes ",
                   shape_str(spec.inputs[0].shape), " and ", shape_str(d.shape));
     // More inputs than one pass takes: an f32 accumulator, so the sum is rounded once.
-    if (k_ > kAddNPerPass) ctx.reserve_workspace(size_t(shape_numel(spec.inputs[0].shape)) * sizeof(float));
+    if (k_ > kAddNPerPass)
+      ctx.reserve_workspace(size_t(shape_numel(spec.inputs[0].shape)) * sizeof(float));
   }
-  void run(ExecContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  void run(ExecContext& ctx, const std::vector<Tensor>& in,
+           const std::vector<Tensor>& out) override {
     const int64_t n = out[0].numel();
     if (n == 0) return;
     T* y = out_ptr<T>(out[0]);
@@ -294,8 +308,10 @@ class AddNKernel : public Kernel {
         packed = packed && cuda::aligned16(args.x[j]);
       }
       const bool last = first + args.count >= k_;
-      if (last) launch(args, acc_in, y, n, packed, stream, sms);
-      else launch(args, acc_in, acc, n, packed, stream, sms);
+      if (last)
+        launch(args, acc_in, y, n, packed, stream, sms);
+      else
+        launch(args, acc_in, acc, n, packed, stream, sms);
       acc_in = acc;
     }
     cuda::check_launch("AddN");
@@ -307,9 +323,11 @@ class AddNKernel : public Kernel {
                      cudaStream_t stream, int sms) {
     if (packed) {
       const int64_t packs = n / cuda::kPack<T>;
-      add_n_packed_kernel<T, Out><<<cuda::grid_for(packs, sms), cuda::kThreads, 0, stream>>>(args, acc_in, out, n);
+      add_n_packed_kernel<T, Out>
+          <<<cuda::grid_for(packs, sms), cuda::kThreads, 0, stream>>>(args, acc_in, out, n);
     } else {
-      add_n_kernel<T, Out><<<cuda::grid_for(n, sms), cuda::kThreads, 0, stream>>>(args, acc_in, out, n);
+      add_n_kernel<T, Out>
+          <<<cuda::grid_for(n, sms), cuda::kThreads, 0, stream>>>(args, acc_in, out, n);
     }
   }
 
@@ -323,13 +341,14 @@ constexpr int kMaxDims = 8;
 
 struct BroadcastPlan {
   int dims = 0;
-  int64_t size[kMaxDims];      // merged output dims, outermost first
+  int64_t size[kMaxDims];       // merged output dims, outermost first
   int64_t dy_stride[kMaxDims];  // stride of dY along each (0 for a reduced dim)
 };
 
 // dX[index] = dY[index with the reduced coordinates dropped].
 template <typename T>
-__global__ void broadcast_kernel(BroadcastPlan plan, const T* __restrict__ dy, T* __restrict__ dx, int64_t n) {
+__global__ void broadcast_kernel(BroadcastPlan plan, const T* __restrict__ dy, T* __restrict__ dx,
+                                 int64_t n) {
   CAMPO_CUDA_FOR(i, n) {
     int64_t rest = i, src = 0;
     for (int d = plan.dims - 1; d >= 0; --d) {
@@ -355,11 +374,13 @@ class BroadcastToKernel : public Kernel {
     std::vector<std::pair<int64_t, bool>> dims;
     for (int d = 0; d < rank; ++d) {
       if (shape[size_t(d)] == 1) continue;
-      if (!dims.empty() && dims.back().second == reduced[size_t(d)]) dims.back().first *= shape[size_t(d)];
-      else dims.push_back({shape[size_t(d)], reduced[size_t(d)]});
+      if (!dims.empty() && dims.back().second == reduced[size_t(d)])
+        dims.back().first *= shape[size_t(d)];
+      else
+        dims.push_back({shape[size_t(d)], reduced[size_t(d)]});
     }
-    CAMPO_CHECK(int(dims.size()) <= kMaxDims, "BroadcastTo '", spec.node_name, "' to ", shape_str(shape),
-                ": more than ", kMaxDims, " alternating kept / reduced dims");
+    CAMPO_CHECK(int(dims.size()) <= kMaxDims, "BroadcastTo '", spec.node_name, "' to ",
+                shape_str(shape), ": more than ", kMaxDims, " alternating kept / reduced dims");
     plan_.dims = int(dims.size());
     int64_t stride = 1;
     for (int d = plan_.dims - 1; d >= 0; --d) {
@@ -368,11 +389,12 @@ class BroadcastToKernel : public Kernel {
       if (!dims[size_t(d)].second) stride *= dims[size_t(d)].first;
     }
   }
-  void run(ExecContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  void run(ExecContext& ctx, const std::vector<Tensor>& in,
+           const std::vector<Tensor>& out) override {
     if (numel_ == 0) return;
-    broadcast_kernel<T><<<cuda::grid_for(numel_, cuda_backend(ctx).multiprocessors()), cuda::kThreads, 0,
-                          cuda_stream(ctx)>>>(plan_, static_cast<const T*>(in[0].device_data()),
-                                              out_ptr<T>(out[0]), numel_);
+    broadcast_kernel<T><<<cuda::grid_for(numel_, cuda_backend(ctx).multiprocessors()),
+                          cuda::kThreads, 0, cuda_stream(ctx)>>>(
+        plan_, static_cast<const T*>(in[0].device_data()), out_ptr<T>(out[0]), numel_);
     cuda::check_launch("BroadcastTo");
   }
 
@@ -386,29 +408,45 @@ class BroadcastToKernel : public Kernel {
 template <typename T>
 std::unique_ptr<Kernel> make(const KernelSpec& spec, ExecContext& ctx) {
   switch (spec.kind) {
-    case OpKind::Relu: return map_kernel<T, 1>(spec, ReluF{});
-    case OpKind::ReluGrad: return map_kernel<T, 2>(spec, ReluGradF{});
-    case OpKind::LeakyRelu: return map_kernel<T, 1>(spec, LeakyReluF{leaky_alpha(spec)});
-    case OpKind::LeakyReluGrad: return map_kernel<T, 2>(spec, LeakyReluGradF{leaky_alpha(spec)});
-    case OpKind::Tanh: return map_kernel<T, 1>(spec, TanhF{});
-    case OpKind::TanhGrad: return map_kernel<T, 2>(spec, TanhGradF{});
-    case OpKind::Sigmoid: return map_kernel<T, 1>(spec, SigmoidF{});
-    case OpKind::SigmoidGrad: return map_kernel<T, 2>(spec, SigmoidGradF{});
-    case OpKind::Gelu: return map_kernel<T, 1>(spec, GeluF{gelu_approximate(spec)});
-    case OpKind::GeluGrad: return map_kernel<T, 2>(spec, GeluGradF{gelu_approximate(spec)});
-    case OpKind::Add: return map_kernel<T, 2>(spec, AddF{});
-    case OpKind::Mul: return std::make_unique<MulKernel<T>>(spec);
-    case OpKind::AddN: return std::make_unique<AddNKernel<T>>(spec, ctx);
-    case OpKind::BroadcastTo: return std::make_unique<BroadcastToKernel<T>>(spec);
-    default: CAMPO_FAIL("internal: ", op_name(spec.kind), " is not a CUDA element-wise op");
+    case OpKind::Relu:
+      return map_kernel<T, 1>(spec, ReluF{});
+    case OpKind::ReluGrad:
+      return map_kernel<T, 2>(spec, ReluGradF{});
+    case OpKind::LeakyRelu:
+      return map_kernel<T, 1>(spec, LeakyReluF{leaky_alpha(spec)});
+    case OpKind::LeakyReluGrad:
+      return map_kernel<T, 2>(spec, LeakyReluGradF{leaky_alpha(spec)});
+    case OpKind::Tanh:
+      return map_kernel<T, 1>(spec, TanhF{});
+    case OpKind::TanhGrad:
+      return map_kernel<T, 2>(spec, TanhGradF{});
+    case OpKind::Sigmoid:
+      return map_kernel<T, 1>(spec, SigmoidF{});
+    case OpKind::SigmoidGrad:
+      return map_kernel<T, 2>(spec, SigmoidGradF{});
+    case OpKind::Gelu:
+      return map_kernel<T, 1>(spec, GeluF{gelu_approximate(spec)});
+    case OpKind::GeluGrad:
+      return map_kernel<T, 2>(spec, GeluGradF{gelu_approximate(spec)});
+    case OpKind::Add:
+      return map_kernel<T, 2>(spec, AddF{});
+    case OpKind::Mul:
+      return std::make_unique<MulKernel<T>>(spec);
+    case OpKind::AddN:
+      return std::make_unique<AddNKernel<T>>(spec, ctx);
+    case OpKind::BroadcastTo:
+      return std::make_unique<BroadcastToKernel<T>>(spec);
+    default:
+      CAMPO_FAIL("internal: ", op_name(spec.kind), " is not a CUDA element-wise op");
   }
 }
 
 struct Registrations {
   Registrations() {
-    for (OpKind kind : {OpKind::Relu, OpKind::ReluGrad, OpKind::LeakyRelu, OpKind::LeakyReluGrad, OpKind::Tanh,
-                        OpKind::TanhGrad, OpKind::Sigmoid, OpKind::SigmoidGrad, OpKind::Gelu, OpKind::GeluGrad,
-                        OpKind::Add, OpKind::AddN, OpKind::Mul, OpKind::BroadcastTo}) {
+    for (OpKind kind :
+         {OpKind::Relu, OpKind::ReluGrad, OpKind::LeakyRelu, OpKind::LeakyReluGrad, OpKind::Tanh,
+          OpKind::TanhGrad, OpKind::Sigmoid, OpKind::SigmoidGrad, OpKind::Gelu, OpKind::GeluGrad,
+          OpKind::Add, OpKind::AddN, OpKind::Mul, OpKind::BroadcastTo}) {
       register_kernel(kind, Device::cuda, DType::f32, make<float>);
       register_kernel(kind, Device::cuda, DType::f16, make<__half>);
       register_kernel(kind, Device::cuda, DType::bf16, make<__nv_bfloat16>);

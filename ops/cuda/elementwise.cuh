@@ -77,9 +77,11 @@ void launch_map(const char* what, cudaStream_t stream, int multiprocessors, Inpu
   if (packed) {
     const int64_t packs = n / kPack<T>;
     // At least one block, so the tail (< kPack elements) is covered when packs == 0.
-    map_packed_kernel<T, K, F><<<grid_for(packs, multiprocessors), kThreads, 0, stream>>>(in, out, n, f);
+    map_packed_kernel<T, K, F>
+        <<<grid_for(packs, multiprocessors), kThreads, 0, stream>>>(in, out, n, f);
   } else {
-    map_scalar_kernel<T, K, F><<<grid_for(n, multiprocessors), kThreads, 0, stream>>>(in, out, n, f);
+    map_scalar_kernel<T, K, F>
+        <<<grid_for(n, multiprocessors), kThreads, 0, stream>>>(in, out, n, f);
   }
   check_launch(what);
 }

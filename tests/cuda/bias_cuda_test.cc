@@ -33,9 +33,9 @@ using testing::Tolerance;
 const std::vector<DType> kDtypes = {DType::f32, DType::f16, DType::bf16};
 
 std::vector<Shape> shapes() {
-  return {{1, 1},          {1, 7},          {7, 1},      {1000003, 1}, {1, 1000003}, {100003, 10},
-          {3, 3001},       {1, 7, 1, 1},    {2, 3, 5, 7}, {16, 3, 127, 129}, {8, 16, 33, 35},
-          {3, 5, 1, 66667}};
+  return {{1, 1},          {1, 7},          {7, 1},       {1000003, 1}, {1, 1000003},
+          {100003, 10},    {3, 3001},       {1, 7, 1, 1}, {2, 3, 5, 7}, {16, 3, 127, 129},
+          {8, 16, 33, 35}, {3, 5, 1, 66667}};
 }
 
 Tolerance grad_tolerance(DType dtype, const Shape& shape) {
@@ -49,9 +49,10 @@ TEST(BiasCudaTest, BiasAddMatchesCpu) {
   for (DType dtype : kDtypes)
     for (const Shape& shape : shapes()) {
       SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + shape_str(shape));
-      const Tensor x = random_tensor_of(dtype, shape, rng), bias = random_tensor_of(dtype, {shape[1]}, rng);
-      EXPECT_TRUE(cuda_matches_cpu(*gpu, OpKind::BiasAdd, NoAttrs{}, dtype, {x, bias}, {{shape, dtype}},
-                                   exact_tolerance()));
+      const Tensor x = random_tensor_of(dtype, shape, rng),
+                   bias = random_tensor_of(dtype, {shape[1]}, rng);
+      EXPECT_TRUE(cuda_matches_cpu(*gpu, OpKind::BiasAdd, NoAttrs{}, dtype, {x, bias},
+                                   {{shape, dtype}}, exact_tolerance()));
     }
 }
 
@@ -62,8 +63,8 @@ TEST(BiasCudaTest, BiasAddGradMatchesCpu) {
     for (const Shape& shape : shapes()) {
       SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + shape_str(shape));
       const Tensor dy = random_tensor_of(dtype, shape, rng);
-      EXPECT_TRUE(cuda_matches_cpu(*gpu, OpKind::BiasAddGrad, NoAttrs{}, dtype, {dy}, {{{shape[1]}, dtype}},
-                                   grad_tolerance(dtype, shape)));
+      EXPECT_TRUE(cuda_matches_cpu(*gpu, OpKind::BiasAddGrad, NoAttrs{}, dtype, {dy},
+                                   {{{shape[1]}, dtype}}, grad_tolerance(dtype, shape)));
     }
 }
 
@@ -74,9 +75,10 @@ TEST(BiasCudaTest, MisalignedViewsMatchCpu) {
   const Shape shape = {4, 6, 37, 41};
   for (DType dtype : kDtypes) {
     SCOPED_TRACE(dtype_name(dtype));
-    const Tensor x = random_tensor_of(dtype, shape, rng), bias = random_tensor_of(dtype, {shape[1]}, rng);
-    EXPECT_TRUE(cuda_matches_cpu_misaligned(*gpu, OpKind::BiasAdd, NoAttrs{}, dtype, {x, bias}, {{shape, dtype}},
-                                            exact_tolerance()));
+    const Tensor x = random_tensor_of(dtype, shape, rng),
+                 bias = random_tensor_of(dtype, {shape[1]}, rng);
+    EXPECT_TRUE(cuda_matches_cpu_misaligned(*gpu, OpKind::BiasAdd, NoAttrs{}, dtype, {x, bias},
+                                            {{shape, dtype}}, exact_tolerance()));
     EXPECT_TRUE(cuda_matches_cpu_misaligned(*gpu, OpKind::BiasAddGrad, NoAttrs{}, dtype, {x},
                                             {{{shape[1]}, dtype}}, grad_tolerance(dtype, shape)));
   }
@@ -89,11 +91,11 @@ TEST(BiasCudaTest, BiasAddGradIsDeterministic) {
   const Shape shape = {64, 3, 128, 128};
   const Tensor dy = gpu->to_device(random_tensor_of(DType::f32, shape, rng));
   ExecContext ctx(gpu);
-  const Tensor first =
-      gpu->to_host(run_op_eager(OpKind::BiasAddGrad, NoAttrs{}, DType::f32, {dy}, {{{3}, DType::f32}}, ctx)[0]);
+  const Tensor first = gpu->to_host(
+      run_op_eager(OpKind::BiasAddGrad, NoAttrs{}, DType::f32, {dy}, {{{3}, DType::f32}}, ctx)[0]);
   for (int k = 0; k < 3; ++k) {
-    const Tensor again =
-        gpu->to_host(run_op_eager(OpKind::BiasAddGrad, NoAttrs{}, DType::f32, {dy}, {{{3}, DType::f32}}, ctx)[0]);
+    const Tensor again = gpu->to_host(run_op_eager(OpKind::BiasAddGrad, NoAttrs{}, DType::f32, {dy},
+                                                   {{{3}, DType::f32}}, ctx)[0]);
     EXPECT_EQ(again.to_float_vector(), first.to_float_vector());
   }
 }

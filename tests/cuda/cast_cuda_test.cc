@@ -32,12 +32,14 @@ const std::vector<DType> kDtypes = {DType::f32, DType::f16, DType::bf16};
   const auto* e = static_cast<const unsigned char*>(expected.data());
   for (size_t i = 0; i < actual.nbytes(); i += esize)
     if (std::memcmp(a + i, e + i, esize) != 0)
-      return ::testing::AssertionFailure() << "element " << i / esize << " differs (of " << actual.numel() << ")";
+      return ::testing::AssertionFailure()
+             << "element " << i / esize << " differs (of " << actual.numel() << ")";
   return ::testing::AssertionSuccess();
 }
 
 // Cast of `host` to `to` on the CPU and on the GPU (aligned or misaligned device buffers).
-::testing::AssertionResult cast_matches_cpu(Backend& gpu, const Tensor& host, DType to, bool misaligned) {
+::testing::AssertionResult cast_matches_cpu(Backend& gpu, const Tensor& host, DType to,
+                                            bool misaligned) {
   const Attrs attrs = CastAttrs{to};
   const std::vector<TensorDesc> out = {{host.shape(), to}};
   ExecContext cpu_ctx;
@@ -47,14 +49,16 @@ const std::vector<DType> kDtypes = {DType::f32, DType::f16, DType::bf16};
   ExecContext gpu_ctx(gpu_ptr);
   std::vector<Tensor> keep;
   const Tensor x = misaligned ? misaligned_copy(gpu, host, keep) : gpu.to_device(host);
-  const Tensor y = misaligned ? misaligned_copy(gpu, Tensor::zeros(host.shape(), to), keep) : gpu.zeros(host.shape(), to);
+  const Tensor y = misaligned ? misaligned_copy(gpu, Tensor::zeros(host.shape(), to), keep)
+                              : gpu.zeros(host.shape(), to);
   KernelSpec spec{OpKind::Cast, attrs, host.dtype(), {{host.shape(), host.dtype()}}, out, "Cast"};
   create_kernel(spec, gpu_ctx)->run(gpu_ctx, {x}, {y});
   gpu.synchronize();
   auto r = same_bits(gpu.to_host(y), expected);
   if (!r)
-    return ::testing::AssertionFailure() << dtype_name(host.dtype()) << " -> " << dtype_name(to)
-                                         << (misaligned ? " (misaligned)" : "") << ": " << r.message();
+    return ::testing::AssertionFailure()
+           << dtype_name(host.dtype()) << " -> " << dtype_name(to)
+           << (misaligned ? " (misaligned)" : "") << ": " << r.message();
   return r;
 }
 
@@ -81,11 +85,15 @@ TEST(CastCudaTest, EveryPairMatchesCpu) {
 TEST(CastCudaTest, SpecialValuesMatchCpu) {
   auto gpu = CAMPO_CUDA_OR_SKIP();
   const std::vector<uint32_t> bits = {
-      0x00000000u, 0x80000000u, 0x3f800000u, 0x3f801000u, 0x3f803000u,  // 1 + f16 halfway ties
-      0x3f808000u, 0x3f818000u,                                         // bf16 halfway ties
-      0x33800000u, 0x33000000u, 0x33c00000u, 0x00000001u, 0x807fffffu,  // f16 subnormal edges, f32 subnormals
-      0x477fe000u, 0x477ff000u, 0x47800000u, 0x7f7fffffu, 0xff7fffffu,  // f16 max, overflow, bf16 overflow
-      0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u, 0x7f800001u,  // inf, NaN (quiet, signalling)
+      0x00000000u, 0x80000000u, 0x3f800000u,
+      0x3f801000u, 0x3f803000u,  // 1 + f16 halfway ties
+      0x3f808000u, 0x3f818000u,  // bf16 halfway ties
+      0x33800000u, 0x33000000u, 0x33c00000u,
+      0x00000001u, 0x807fffffu,  // f16 subnormal edges, f32 subnormals
+      0x477fe000u, 0x477ff000u, 0x47800000u,
+      0x7f7fffffu, 0xff7fffffu,  // f16 max, overflow, bf16 overflow
+      0x7f800000u, 0xff800000u, 0x7fc00000u,
+      0xffc00001u, 0x7f800001u,  // inf, NaN (quiet, signalling)
       0x7fa5a5a5u, 0xff812345u};
   Tensor f = Tensor::empty({int64_t(bits.size())}, DType::f32);
   std::memcpy(f.data(), bits.data(), bits.size() * 4);

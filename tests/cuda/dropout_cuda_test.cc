@@ -32,10 +32,12 @@ TEST(DropoutCudaTest, MaskAndOutputMatchCpu) {
   for (DType dtype : kDtypes)
     for (int64_t n : {1, 7, 1000003})
       for (float rate : {0.0f, 0.1f, 0.5f}) {
-        SCOPED_TRACE(std::string(dtype_name(dtype)) + " n=" + std::to_string(n) + " rate=" + std::to_string(rate));
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " n=" + std::to_string(n) +
+                     " rate=" + std::to_string(rate));
         const Tensor x = random_tensor_of(dtype, {n}, rng);
         const std::vector<TensorDesc> out = {{{n}, dtype}, {{n}, dtype}};
-        EXPECT_TRUE(cuda_matches_cpu(*gpu, OpKind::Dropout, DropoutAttrs{rate, {}}, dtype, {x}, out, exact_tolerance()));
+        EXPECT_TRUE(cuda_matches_cpu(*gpu, OpKind::Dropout, DropoutAttrs{rate, {}}, dtype, {x}, out,
+                                     exact_tolerance()));
       }
 }
 
@@ -50,7 +52,8 @@ TEST(DropoutCudaTest, SliceRatesMatchCpu) {
       SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + shape_str(shape));
       const Tensor x = random_tensor_of(dtype, shape, rng);
       const std::vector<TensorDesc> out = {{shape, dtype}, {shape, dtype}};
-      EXPECT_TRUE(cuda_matches_cpu(*gpu, OpKind::Dropout, attrs, dtype, {x}, out, exact_tolerance()));
+      EXPECT_TRUE(
+          cuda_matches_cpu(*gpu, OpKind::Dropout, attrs, dtype, {x}, out, exact_tolerance()));
     }
 }
 
@@ -61,8 +64,8 @@ TEST(DropoutCudaTest, MisalignedViewsMatchCpu) {
     SCOPED_TRACE(dtype_name(dtype));
     const Tensor x = random_tensor_of(dtype, {100003}, rng);
     const std::vector<TensorDesc> out = {{{100003}, dtype}, {{100003}, dtype}};
-    EXPECT_TRUE(cuda_matches_cpu_misaligned(*gpu, OpKind::Dropout, DropoutAttrs{0.25f, {}}, dtype, {x}, out,
-                                            exact_tolerance()));
+    EXPECT_TRUE(cuda_matches_cpu_misaligned(*gpu, OpKind::Dropout, DropoutAttrs{0.25f, {}}, dtype,
+                                            {x}, out, exact_tolerance()));
   }
 }
 
@@ -73,8 +76,12 @@ TEST(DropoutCudaTest, ConsecutiveStepsMatchCpu) {
   Rng rng(4);
   const int64_t n = 50001;
   const Tensor host_x = random_tensor_of(DType::f32, {n}, rng);
-  const KernelSpec spec{OpKind::Dropout, DropoutAttrs{0.5f, {}}, DType::f32, {{{n}, DType::f32}},
-                        {{{n}, DType::f32}, {{n}, DType::f32}}, "Dropout"};
+  const KernelSpec spec{OpKind::Dropout,
+                        DropoutAttrs{0.5f, {}},
+                        DType::f32,
+                        {{{n}, DType::f32}},
+                        {{{n}, DType::f32}, {{n}, DType::f32}},
+                        "Dropout"};
   ExecContext cpu_ctx, gpu_ctx(gpu);
   auto cpu_kernel = create_kernel(spec, cpu_ctx);
   auto gpu_kernel = create_kernel(spec, gpu_ctx);
@@ -102,9 +109,11 @@ TEST(DropoutCudaTest, KeepStatisticsAndScaling) {
   const float rate = 0.3f, scale = 1.0f / (1.0f - rate);
   const Tensor host_x = random_tensor_of(DType::f32, {n}, rng, 0.5f, 1.0f);
   ExecContext ctx(gpu);
-  const auto out = run_op_eager(OpKind::Dropout, DropoutAttrs{rate, {}}, DType::f32, {gpu->to_device(host_x)},
-                                {{{n}, DType::f32}, {{n}, DType::f32}}, ctx);
-  const std::vector<float> y = gpu->to_host(out[0]).to_float_vector(), m = gpu->to_host(out[1]).to_float_vector();
+  const auto out =
+      run_op_eager(OpKind::Dropout, DropoutAttrs{rate, {}}, DType::f32, {gpu->to_device(host_x)},
+                   {{{n}, DType::f32}, {{n}, DType::f32}}, ctx);
+  const std::vector<float> y = gpu->to_host(out[0]).to_float_vector(),
+                           m = gpu->to_host(out[1]).to_float_vector();
   const float* x = host_x.data_as<float>();
   int64_t kept = 0, bad = 0;
   for (int64_t i = 0; i < n; ++i) {

@@ -45,12 +45,9 @@ struct UnaryCase {
 
 // Ops of one input x, drawn from [-3, 3] (Gelu's and Tanh's curved range).
 std::vector<UnaryCase> unary_cases() {
-  return {{OpKind::Relu, NoAttrs{}, false},
-          {OpKind::LeakyRelu, LeakyReluAttrs{0.2f}, false},
-          {OpKind::Tanh, NoAttrs{}, true},
-          {OpKind::Sigmoid, NoAttrs{}, true},
-          {OpKind::Gelu, GeluAttrs{false}, true},
-          {OpKind::Gelu, GeluAttrs{true}, true}};
+  return {{OpKind::Relu, NoAttrs{}, false},       {OpKind::LeakyRelu, LeakyReluAttrs{0.2f}, false},
+          {OpKind::Tanh, NoAttrs{}, true},        {OpKind::Sigmoid, NoAttrs{}, true},
+          {OpKind::Gelu, GeluAttrs{false}, true}, {OpKind::Gelu, GeluAttrs{true}, true}};
 }
 
 struct GradCase {
@@ -108,8 +105,10 @@ TEST(ElementwiseCudaTest, AddAndMulMatchCpu) {
     for (int64_t n : kSizes) {
       const Tensor a = random_tensor_of(dtype, {n}, rng), b = random_tensor_of(dtype, {n}, rng);
       SCOPED_TRACE(label(OpKind::Add, dtype, n));
-      EXPECT_TRUE(cuda_matches_cpu(*gpu, OpKind::Add, NoAttrs{}, dtype, {a, b}, {{{n}, dtype}}, exact_tolerance()));
-      EXPECT_TRUE(cuda_matches_cpu(*gpu, OpKind::Mul, NoAttrs{}, dtype, {a, b}, {{{n}, dtype}}, exact_tolerance()));
+      EXPECT_TRUE(cuda_matches_cpu(*gpu, OpKind::Add, NoAttrs{}, dtype, {a, b}, {{{n}, dtype}},
+                                   exact_tolerance()));
+      EXPECT_TRUE(cuda_matches_cpu(*gpu, OpKind::Mul, NoAttrs{}, dtype, {a, b}, {{{n}, dtype}},
+                                   exact_tolerance()));
     }
 }
 
@@ -121,8 +120,10 @@ TEST(ElementwiseCudaTest, MulBroadcastMatchesCpu) {
   for (DType dtype : kDtypes)
     for (const Shape& b_shape : std::vector<Shape>{{}, {3}, {3, 5}, {3, 5, 1001}}) {
       SCOPED_TRACE(std::string(dtype_name(dtype)) + " b " + shape_str(b_shape));
-      const Tensor a = random_tensor_of(dtype, a_shape, rng), b = random_tensor_of(dtype, b_shape, rng);
-      EXPECT_TRUE(cuda_matches_cpu(*gpu, OpKind::Mul, NoAttrs{}, dtype, {a, b}, {{a_shape, dtype}}, exact_tolerance()));
+      const Tensor a = random_tensor_of(dtype, a_shape, rng),
+                   b = random_tensor_of(dtype, b_shape, rng);
+      EXPECT_TRUE(cuda_matches_cpu(*gpu, OpKind::Mul, NoAttrs{}, dtype, {a, b}, {{a_shape, dtype}},
+                                   exact_tolerance()));
     }
 }
 
@@ -137,7 +138,8 @@ TEST(ElementwiseCudaTest, AddNMatchesCpu) {
         SCOPED_TRACE(label(OpKind::AddN, dtype, n) + " k=" + std::to_string(k));
         std::vector<Tensor> xs;
         for (int j = 0; j < k; ++j) xs.push_back(random_tensor_of(dtype, {n}, rng));
-        EXPECT_TRUE(cuda_matches_cpu(*gpu, OpKind::AddN, NoAttrs{}, dtype, xs, {{{n}, dtype}}, exact_tolerance()));
+        EXPECT_TRUE(cuda_matches_cpu(*gpu, OpKind::AddN, NoAttrs{}, dtype, xs, {{{n}, dtype}},
+                                     exact_tolerance()));
       }
 }
 
@@ -149,17 +151,17 @@ TEST(ElementwiseCudaTest, BroadcastToMatchesCpu) {
     Shape dy_shape;
   };
   const std::vector<Case> cases = {
-      {{{0, 2}, true, {4, 6, 3}}, {1, 6, 1}},          // outer and inner reduced, keep_dims
-      {{{1}, false, {5, 7, 9}}, {5, 9}},                // middle reduced
-      {{{}, false, {7, 1, 11}}, {}},                    // everything reduced
-      {{{0, 3}, false, {3, 4, 1, 1001}}, {4, 1}},       // a size-1 dim kept
+      {{{0, 2}, true, {4, 6, 3}}, {1, 6, 1}},      // outer and inner reduced, keep_dims
+      {{{1}, false, {5, 7, 9}}, {5, 9}},           // middle reduced
+      {{{}, false, {7, 1, 11}}, {}},               // everything reduced
+      {{{0, 3}, false, {3, 4, 1, 1001}}, {4, 1}},  // a size-1 dim kept
       {{{2}, false, {2, 3, 4, 5}}, {2, 3, 5}}};
   for (DType dtype : kDtypes)
     for (const Case& c : cases) {
       SCOPED_TRACE(std::string(dtype_name(dtype)) + " to " + shape_str(c.attrs.input_shape));
       const Tensor dy = random_tensor_of(dtype, c.dy_shape, rng);
-      EXPECT_TRUE(cuda_matches_cpu(*gpu, OpKind::BroadcastTo, c.attrs, dtype, {dy}, {{c.attrs.input_shape, dtype}},
-                                   exact_tolerance()));
+      EXPECT_TRUE(cuda_matches_cpu(*gpu, OpKind::BroadcastTo, c.attrs, dtype, {dy},
+                                   {{c.attrs.input_shape, dtype}}, exact_tolerance()));
     }
 }
 
@@ -170,16 +172,20 @@ TEST(ElementwiseCudaTest, MisalignedViewsMatchCpu) {
   const int64_t n = 1000003;
   for (DType dtype : kDtypes) {
     SCOPED_TRACE(dtype_name(dtype));
-    const Tensor x = random_tensor_of(dtype, {n}, rng, -3.0f, 3.0f), dy = random_tensor_of(dtype, {n}, rng);
+    const Tensor x = random_tensor_of(dtype, {n}, rng, -3.0f, 3.0f),
+                 dy = random_tensor_of(dtype, {n}, rng);
     const std::vector<TensorDesc> out = {{{n}, dtype}};
-    EXPECT_TRUE(cuda_matches_cpu_misaligned(*gpu, OpKind::Relu, NoAttrs{}, dtype, {x}, out, exact_tolerance()));
-    EXPECT_TRUE(cuda_matches_cpu_misaligned(*gpu, OpKind::Add, NoAttrs{}, dtype, {x, dy}, out, exact_tolerance()));
-    EXPECT_TRUE(cuda_matches_cpu_misaligned(*gpu, OpKind::GeluGrad, GeluAttrs{false}, dtype, {dy, x}, out,
-                                            transcendental(dtype)));
-    EXPECT_TRUE(cuda_matches_cpu_misaligned(*gpu, OpKind::AddN, NoAttrs{}, dtype, {x, dy, x}, out, exact_tolerance()));
-    const Tensor a = random_tensor_of(dtype, {7, 1001}, rng), b = random_tensor_of(dtype, {7}, rng);
-    EXPECT_TRUE(cuda_matches_cpu_misaligned(*gpu, OpKind::Mul, NoAttrs{}, dtype, {a, b}, {{{7, 1001}, dtype}},
+    EXPECT_TRUE(cuda_matches_cpu_misaligned(*gpu, OpKind::Relu, NoAttrs{}, dtype, {x}, out,
                                             exact_tolerance()));
+    EXPECT_TRUE(cuda_matches_cpu_misaligned(*gpu, OpKind::Add, NoAttrs{}, dtype, {x, dy}, out,
+                                            exact_tolerance()));
+    EXPECT_TRUE(cuda_matches_cpu_misaligned(*gpu, OpKind::GeluGrad, GeluAttrs{false}, dtype,
+                                            {dy, x}, out, transcendental(dtype)));
+    EXPECT_TRUE(cuda_matches_cpu_misaligned(*gpu, OpKind::AddN, NoAttrs{}, dtype, {x, dy, x}, out,
+                                            exact_tolerance()));
+    const Tensor a = random_tensor_of(dtype, {7, 1001}, rng), b = random_tensor_of(dtype, {7}, rng);
+    EXPECT_TRUE(cuda_matches_cpu_misaligned(*gpu, OpKind::Mul, NoAttrs{}, dtype, {a, b},
+                                            {{{7, 1001}, dtype}}, exact_tolerance()));
   }
 }
 

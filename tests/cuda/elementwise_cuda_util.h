@@ -22,9 +22,12 @@ inline Tolerance exact_tolerance() { return {0.0, 0.0}; }
 // roundings may fall on either side of a tie point, one output ulp apart.
 inline Tolerance output_ulp(DType dtype, double f32_rtol, double atol) {
   switch (dtype) {
-    case DType::f16: return {1.0 / 1024, atol};
-    case DType::bf16: return {1.0 / 128, atol};
-    default: return {f32_rtol, atol};
+    case DType::f16:
+      return {1.0 / 1024, atol};
+    case DType::bf16:
+      return {1.0 / 128, atol};
+    default:
+      return {f32_rtol, atol};
   }
 }
 
@@ -33,20 +36,21 @@ inline Tolerance output_ulp(DType dtype, double f32_rtol, double atol) {
 inline Tensor misaligned_copy(Backend& gpu, const Tensor& host, std::vector<Tensor>& keep) {
   const size_t esize = dtype_size(host.dtype());
   Tensor padded = Tensor::zeros({host.numel() + 1}, host.dtype());
-  if (host.numel() > 0) std::memcpy(static_cast<char*>(padded.data()) + esize, host.data(), host.nbytes());
+  if (host.numel() > 0)
+    std::memcpy(static_cast<char*>(padded.data()) + esize, host.data(), host.nbytes());
   Tensor device = gpu.to_device(padded);
   keep.push_back(device);
-  return Tensor::borrow(static_cast<char*>(device.device_data()) + esize, host.shape(), host.dtype(),
-                        device.device());
+  return Tensor::borrow(static_cast<char*>(device.device_data()) + esize, host.shape(),
+                        host.dtype(), device.device());
 }
 
 // cuda_matches_cpu with every GPU input and output a misaligned view.
-inline ::testing::AssertionResult cuda_matches_cpu_misaligned(Backend& gpu, OpKind kind, const Attrs& attrs,
-                                                              DType dtype, const std::vector<Tensor>& host_inputs,
-                                                              const std::vector<TensorDesc>& outputs,
-                                                              Tolerance tol) {
+inline ::testing::AssertionResult cuda_matches_cpu_misaligned(
+    Backend& gpu, OpKind kind, const Attrs& attrs, DType dtype,
+    const std::vector<Tensor>& host_inputs, const std::vector<TensorDesc>& outputs, Tolerance tol) {
   ExecContext cpu_ctx;
-  const std::vector<Tensor> expected = run_op_eager(kind, attrs, dtype, host_inputs, outputs, cpu_ctx);
+  const std::vector<Tensor> expected =
+      run_op_eager(kind, attrs, dtype, host_inputs, outputs, cpu_ctx);
 
   auto gpu_ptr = std::shared_ptr<Backend>(&gpu, [](Backend*) {});
   ExecContext gpu_ctx(gpu_ptr);
@@ -56,15 +60,16 @@ inline ::testing::AssertionResult cuda_matches_cpu_misaligned(Backend& gpu, OpKi
     inputs.push_back(misaligned_copy(gpu, t, keep));
     spec.inputs.push_back({t.shape(), t.dtype()});
   }
-  for (const TensorDesc& d : outputs) results.push_back(misaligned_copy(gpu, Tensor::zeros(d.shape, d.dtype), keep));
+  for (const TensorDesc& d : outputs)
+    results.push_back(misaligned_copy(gpu, Tensor::zeros(d.shape, d.dtype), keep));
   auto kernel = create_kernel(spec, gpu_ctx);
   kernel->run(gpu_ctx, inputs, results);
   gpu.synchronize();
   for (size_t i = 0; i < outputs.size(); ++i) {
     auto r = all_close(gpu.to_host(results[i]), expected[i], tol.rtol, tol.atol);
     if (!r)
-      return ::testing::AssertionFailure() << op_name(kind) << " " << dtype_name(dtype) << " (misaligned) output "
-                                           << i << ": " << r.message();
+      return ::testing::AssertionFailure() << op_name(kind) << " " << dtype_name(dtype)
+                                           << " (misaligned) output " << i << ": " << r.message();
   }
   return ::testing::AssertionSuccess();
 }
