@@ -20,6 +20,7 @@ namespace campo {
 namespace {
 
 using cuda::Inputs;
+using cuda::launch_channel_map;
 using cuda::launch_map;
 
 // ---- functors (f32 in, f32 out) ----
@@ -113,14 +114,9 @@ struct AddF {
 struct MulF {
   __device__ float operator()(const float (&v)[2], int64_t) const { return __fmul_rn(v[0], v[1]); }
 };
-// c[o, i] = a[o, i] * b[o], a seen as [numel(b), inner].
-template <typename T>
-struct MulBroadcastF {
-  const T* b;
-  int64_t inner;
-  __device__ float operator()(const float (&v)[1], int64_t i) const {
-    return __fmul_rn(v[0], cuda::to_float(b[i / inner]));
-  }
+// c[o, i] = a[o, i] * b[o], a seen as [numel(b), inner] (the channel map's operand).
+struct ScaleF {
+  __device__ float operator()(float a, float b) const { return __fmul_rn(a, b); }
 };
 
 // ---- kernels ----
@@ -191,13 +187,15 @@ class MulKernel : public Kernel {
   }
   void run(ExecContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
+    if (numel_ == 0) return;
     const int sms = cuda_backend(ctx).multiprocessors();
     if (inner_ == 1) {
       launch_map("Mul", cuda_stream(ctx), sms, inputs_of<T, 2>(in), out_ptr<T>(out[0]), numel_,
                  MulF{});
     } else {
-      launch_map("Mul", cuda_stream(ctx), sms, inputs_of<T, 1>(in), out_ptr<T>(out[0]), numel_,
-                 MulBroadcastF<T>{static_cast<const T*>(in[1].device_data()), inner_});
+      launch_channel_map("Mul", cuda_stream(ctx), sms, static_cast<const T*>(in[0].device_data()),
+                         static_cast<const T*>(in[1].device_data()), out_ptr<T>(out[0]), numel_,
+                         inner_, numel_ / inner_, ScaleF{});
     }
   }
 
