@@ -116,13 +116,19 @@ TEST(ElementwiseCudaTest, AddAndMulMatchCpu) {
 TEST(ElementwiseCudaTest, MulBroadcastMatchesCpu) {
   auto gpu = CAMPO_CUDA_OR_SKIP();
   Rng rng(4);
-  const Shape a_shape = {3, 5, 1001};
+  struct Case {
+    Shape a, b;
+  };
+  // Runs of one b value longer than a 16-byte pack, and shorter (3: several per pack).
+  const std::vector<Case> cases = {{{3, 5, 1001}, {}},     {{3, 5, 1001}, {3}},
+                                   {{3, 5, 1001}, {3, 5}}, {{3, 5, 1001}, {3, 5, 1001}},
+                                   {{1001, 3}, {1001}},    {{7, 1}, {7}}};
   for (DType dtype : kDtypes)
-    for (const Shape& b_shape : std::vector<Shape>{{}, {3}, {3, 5}, {3, 5, 1001}}) {
-      SCOPED_TRACE(std::string(dtype_name(dtype)) + " b " + shape_str(b_shape));
-      const Tensor a = random_tensor_of(dtype, a_shape, rng),
-                   b = random_tensor_of(dtype, b_shape, rng);
-      EXPECT_TRUE(cuda_matches_cpu(*gpu, OpKind::Mul, NoAttrs{}, dtype, {a, b}, {{a_shape, dtype}},
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " a " + shape_str(c.a) + " b " +
+                   shape_str(c.b));
+      const Tensor a = random_tensor_of(dtype, c.a, rng), b = random_tensor_of(dtype, c.b, rng);
+      EXPECT_TRUE(cuda_matches_cpu(*gpu, OpKind::Mul, NoAttrs{}, dtype, {a, b}, {{c.a, dtype}},
                                    exact_tolerance()));
     }
 }
