@@ -22,6 +22,7 @@
 
 #include "ops/cuda/block_reduce.cuh"
 #include "ops/cuda/context.h"
+#include "ops/cuda/deferred_error.h"
 #include "ops/cuda/device_math.cuh"
 
 namespace campo {
@@ -31,7 +32,6 @@ using cuda::from_float;
 using cuda::to_float;
 
 constexpr int64_t kWarpRowMax = 1024;  // rows up to this long: one warp each
-constexpr uint64_t kNoBadLabel = ~uint64_t(0);
 
 template <int kGroup, typename T>
 __global__ void softmax_ce_kernel(const T* logits, const int32_t* labels, int64_t N, int64_t C,
@@ -85,27 +85,20 @@ template <typename T>
 class SparseSoftmaxCrossEntropyKernel final : public Kernel {
  public:
   SparseSoftmaxCrossEntropyKernel(const KernelSpec& spec, ExecContext& ctx)
-      : node_name_(spec.node_name),
+      : bad_label_(ctx),
+        node_name_(spec.node_name),
         ignore_label_(ignore_label_of(spec.attrs)),
         N_(spec.inputs[0].shape[0]),
         C_(spec.inputs[0].shape[1]) {
     CAMPO_CHECK(N_ < (int64_t(1) << 31), "SparseSoftmaxCrossEntropyWithLogits '", node_name_,
                 "': the CUDA kernel takes fewer than 2^31 rows, got ", N_);
-    first_bad_ = cuda_backend(ctx).allocate(sizeof(uint64_t));
-    void* host = nullptr;
-    CAMPO_CUDA_CHECK(cudaHostAlloc(&host, sizeof(uint64_t), cudaHostAllocDefault));
-    host_bad_.reset(static_cast<uint64_t*>(host));
-    *host_bad_ = kNoBadLabel;
-    CAMPO_CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
   }
-  ~SparseSoftmaxCrossEntropyKernel() override { cudaEventDestroy(copied_); }
 
   void run(ExecContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
     check_labels();  // the previous run's labels; long finished, so this does not wait
     cudaStream_t stream = cuda_stream(ctx);
-    auto* first_bad = static_cast<unsigned long long*>(first_bad_.get());
-    CAMPO_CUDA_CHECK(cudaMemsetAsync(first_bad, 0xff, sizeof(uint64_t), stream));
+    unsigned long long* first_bad = bad_label_.arm(stream);
     const T* logits = static_cast<const T*>(in[0].device_data());
     const int32_t* labels = in[1].device_data<int32_t>();
     float* loss = out[0].device_data<float>();
@@ -124,20 +117,15 @@ class SparseSoftmaxCrossEntropyKernel final : public Kernel {
       }
       cuda::check_launch("SparseSoftmaxCrossEntropyWithLogits");
     }
-    CAMPO_CUDA_CHECK(cudaMemcpyAsync(host_bad_.get(), first_bad, sizeof(uint64_t),
-                                     cudaMemcpyDeviceToHost, stream));
-    CAMPO_CUDA_CHECK(cudaEventRecord(copied_, stream));
-    pending_ = true;
+    bad_label_.publish(stream);
   }
 
   // Throws the CPU kernel's error for the first out-of-range label of the last run (waiting
   // for that run to finish).
   void check_labels() {
-    if (!pending_) return;
-    CAMPO_CUDA_CHECK(cudaEventSynchronize(copied_));
-    pending_ = false;
-    const uint64_t bad = *host_bad_;
-    if (bad == kNoBadLabel) return;
+    const std::optional<uint64_t> found = bad_label_.take();
+    if (!found) return;
+    const uint64_t bad = *found;
     const int64_t row = int64_t(bad >> 32);
     const int32_t label = int32_t(uint32_t(bad & 0xffffffffu));
     CAMPO_FAIL("SparseSoftmaxCrossEntropyWithLogits '", node_name_, "': label ", label,
@@ -149,16 +137,10 @@ class SparseSoftmaxCrossEntropyKernel final : public Kernel {
   }
 
  private:
-  struct FreeHost {
-    void operator()(uint64_t* p) const { cudaFreeHost(p); }
-  };
+  cuda::DeferredError bad_label_;  // (row << 32 | label) of the first bad label
   std::string node_name_;
   std::optional<int32_t> ignore_label_;
   int64_t N_, C_;
-  std::shared_ptr<void> first_bad_;                // device: (row << 32 | label) or ~0
-  std::unique_ptr<uint64_t, FreeHost> host_bad_;  // pinned copy of it after each run
-  cudaEvent_t copied_ = nullptr;
-  bool pending_ = false;
 };
 
 // loss = max(x, 0) - x z + log1p(exp(-|x|)).
