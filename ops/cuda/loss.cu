@@ -10,8 +10,8 @@
 //    GPU cannot throw from a kernel without stopping the stream, so the row's loss and
 //    backprop become NaN (the step's loss and gradients show it at once) and the first bad
 //    (row, label) is recorded on the device and copied to pinned host memory behind the
-//    kernel; the next run() of the same node (or a call of check_labels) throws the CPU's
-//    error for it. No host synchronization inside a step.
+//    kernel; a later run() of the same node throws the CPU's error for it, as soon as that
+//    copy has landed (ops/cuda/deferred_error.h). The host never waits inside a step.
 //  SigmoidCrossEntropyWithLogits: loss = max(x, 0) - x z + log1p(exp(-|x|)).
 //  SigmoidCrossEntropyWithLogitsGrad: dx = dloss * (sigmoid(x) - z), sigmoid(x) =
 //    (x >= 0 ? 1 : e) / (1 + e) with e = exp(-|x|) (never overflows).
@@ -96,9 +96,9 @@ class SparseSoftmaxCrossEntropyKernel final : public Kernel {
 
   void run(ExecContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
-    check_labels();  // the previous run's labels; long finished, so this does not wait
+    check_labels();  // an earlier run's labels (does not wait)
     cudaStream_t stream = cuda_stream(ctx);
-    unsigned long long* first_bad = bad_label_.arm(stream);
+    unsigned long long* first_bad = bad_label_.device_word();
     const T* logits = static_cast<const T*>(in[0].device_data());
     const int32_t* labels = in[1].device_data<int32_t>();
     float* loss = out[0].device_data<float>();
@@ -120,10 +120,9 @@ class SparseSoftmaxCrossEntropyKernel final : public Kernel {
     bad_label_.publish(stream);
   }
 
-  // Throws the CPU kernel's error for the first out-of-range label of the last run (waiting
-  // for that run to finish).
+  // Throws the CPU kernel's error for the first out-of-range label an earlier run found.
   void check_labels() {
-    const std::optional<uint64_t> found = bad_label_.take();
+    const std::optional<uint64_t> found = bad_label_.found();
     if (!found) return;
     const uint64_t bad = *found;
     const int64_t row = int64_t(bad >> 32);
@@ -132,7 +131,7 @@ class SparseSoftmaxCrossEntropyKernel final : public Kernel {
                " in row ", row, " is outside [0, ", C_, ")",
                ignore_label_ ? " and is not the ignore_label " : "",
                ignore_label_ ? std::to_string(*ignore_label_) : "",
-               " (found on the GPU in the previous run of this node, whose loss and backprop "
+               " (found on the GPU in an earlier run of this node, whose loss and backprop "
                "rows for it are NaN)");
   }
 

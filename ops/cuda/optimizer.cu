@@ -16,8 +16,8 @@
 // waits). A flag of 0 leaves var, the state and the copy untouched (a loss-scale overflow).
 // Slices (ops/op.h): element i belongs to slice i / (numel / S), with lr[s] when lr is [S]
 // and the per-slice momentum / weight decay from tables uploaded at construction.
-// A step below 1 (the CPU throws) gives NaN updates and the CPU's error at the node's next
-// run (ops/cuda/deferred_error.h).
+// A step below 1 (the CPU throws) gives NaN in var and the CPU's error at a later run of
+// the node (ops/cuda/deferred_error.h).
 //
 // One kernel per variable, as the graph has one update node per variable. A multi-tensor
 // launch (all variables in one kernel, as AllFinite does) would need a grouped update node
@@ -194,10 +194,10 @@ class ApplyAdamKernel final : public Kernel {
   }
 
   void run(ExecContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>&) override {
-    // The previous run's step check (long finished, so this does not wait).
-    CAMPO_CHECK(!bad_step_.take(), "ApplyAdam '", node_name_,
-                "': step must be >= 1 (1-based); the previous run of this node on the GPU got "
-                "a smaller step (or NaN) and wrote NaN into var");
+    // An earlier run's step check (does not wait).
+    CAMPO_CHECK(!bad_step_.found(), "ApplyAdam '", node_name_,
+                "': step must be >= 1 (1-based); an earlier run of this node on the GPU got a "
+                "smaller step (or NaN) and wrote NaN into var");
     const size_t flag_slot = attrs_.skip_if_not_finite ? 1 : 0;
     const float* flag = flag_slot ? in[6].device_data<float>() : nullptr;
     const Tensor* copy = in.size() > 6 + flag_slot ? &in[6 + flag_slot] : nullptr;
@@ -211,7 +211,7 @@ class ApplyAdamKernel final : public Kernel {
                         attrs_.weight_decay,
                         slice_len_};
     cudaStream_t stream = cuda_stream(ctx);
-    unsigned long long* bad_step = bad_step_.arm(stream);
+    unsigned long long* bad_step = bad_step_.device_word();
     with_copy(copy, "ApplyAdam", [&](auto* c) {
       adam_kernel<<<cuda::grid_for(n, multiprocessors_), cuda::kThreads, 0, stream>>>(
           in[0].device_data<float>(), in[1].device_data<float>(), in[2].device_data<float>(),

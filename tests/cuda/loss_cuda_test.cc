@@ -64,7 +64,8 @@ TEST(LossCudaTest, SparseSoftmaxCrossEntropyLargeLogits) {
 }
 
 // A label outside [0, C): that row's loss and backprop are NaN at once (the other rows are
-// computed), and the node's next run throws the CPU kernel's error naming row and label.
+// computed), and the node's next run (after the host has read the loss, so the report has
+// landed) throws the CPU kernel's error naming row and label.
 TEST(LossCudaTest, SparseSoftmaxCrossEntropyReportsBadLabel) {
   auto gpu = CAMPO_CUDA_OR_SKIP();
   Rng rng(13);

@@ -145,7 +145,8 @@ TEST(OptimizerCudaTest, AdamFlagAndCopy) {
     }
 }
 
-// step 0: the CPU throws at once; the GPU writes NaN into var and the node's next run throws.
+// step 0: the CPU throws at once; the GPU writes NaN into var, and the node's next run after
+// the host has read var (so the report has landed) throws.
 TEST(OptimizerCudaTest, AdamReportsStepBelowOne) {
   auto gpu = CAMPO_CUDA_OR_SKIP();
   Rng rng(55);
