@@ -60,8 +60,10 @@ __global__ void all_finite_kernel(const TensorTable table, int* found) {
     int lo = 0, hi = table.count - 1;
     while (lo < hi) {
       const int mid = (lo + hi + 1) / 2;
-      if (table.first_chunk[mid] <= c) lo = mid;
-      else hi = mid - 1;
+      if (table.first_chunk[mid] <= c)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     const int t = lo;
     const int64_t begin = (c - table.first_chunk[t]) * kChunk;
@@ -103,10 +105,14 @@ __global__ void all_finite_flag_kernel(const int* found, float* flag) {
 
 uint32_t exponent_mask(DType t) {
   switch (t) {
-    case DType::f32: return kF32Exponent;
-    case DType::f16: return kF16Exponent;
-    case DType::bf16: return kBf16Exponent;
-    default: CAMPO_FAIL("AllFinite: the CUDA kernel takes f32, f16 or bf16 inputs, got ", dtype_name(t));
+    case DType::f32:
+      return kF32Exponent;
+    case DType::f16:
+      return kF16Exponent;
+    case DType::bf16:
+      return kBf16Exponent;
+    default:
+      CAMPO_FAIL("AllFinite: the CUDA kernel takes f32, f16 or bf16 inputs, got ", dtype_name(t));
   }
 }
 

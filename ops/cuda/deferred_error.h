@@ -37,7 +37,9 @@ class DeferredError {
   DeferredError& operator=(const DeferredError&) = delete;
 
   // The address kernels report to.
-  unsigned long long* device_word() const { return static_cast<unsigned long long*>(device_.get()); }
+  unsigned long long* device_word() const {
+    return static_cast<unsigned long long*>(device_.get());
+  }
   // After the kernel: copies the word to the host behind it.
   void publish(cudaStream_t stream) {
     CAMPO_CUDA_CHECK(cudaMemcpyAsync(host_.get(), device_.get(), sizeof(uint64_t),

@@ -13,6 +13,7 @@
 //    and a second kernel adds the chunks in order. Chunks depend on the shape only: no
 //    atomics, reproducible bits.
 #include <cmath>
+#include <type_traits>
 
 #include "ops/cuda/block_reduce.cuh"
 #include "ops/cuda/context.h"
@@ -25,18 +26,20 @@ using cuda::from_float;
 using cuda::to_float;
 
 constexpr int64_t kWarpRowMax = 1024;
-constexpr int64_t kRowsPerChunk = 32;              // least rows per column chunk
+constexpr int64_t kRowsPerChunk = 32;               // least rows per column chunk
 constexpr int64_t kMaxPartials = int64_t(1) << 21;  // bound on 2 * chunks * C partial sums
 
 template <int kGroup>
 __device__ __forceinline__ double group_sum(double v, double* scratch) {
-  if constexpr (kGroup == 32) return cuda::warp_sum(v);
-  else return cuda::block_sum<kGroup>(v, scratch);
+  if constexpr (kGroup == 32)
+    return cuda::warp_sum(v);
+  else
+    return cuda::block_sum<kGroup>(v, scratch);
 }
 
 template <int kGroup, typename T>
-__global__ void layer_norm_kernel(const T* x, const float* scale, const float* offset,
-                                  int64_t rows, int64_t C, double eps, T* y, float* mean_out,
+__global__ void layer_norm_kernel(const T* x, const float* scale, const float* offset, int64_t rows,
+                                  int64_t C, double eps, T* y, float* mean_out,
                                   float* inv_std_out) {
   constexpr int kPerBlock = cuda::kThreads / kGroup;
   __shared__ double scratch[cuda::kThreads / 32];
@@ -101,8 +104,7 @@ __global__ void layer_norm_dx_kernel(const T* dy, const T* x, const float* scale
 template <typename T>
 __global__ void layer_norm_columns_kernel(const T* dy, const T* x, const float* mean_in,
                                           const float* inv_std_in, int64_t rows, int64_t C,
-                                          int64_t rows_per_chunk, int64_t chunks,
-                                          double* partial) {
+                                          int64_t rows_per_chunk, int64_t chunks, double* partial) {
   CAMPO_CUDA_FOR(t, chunks * C) {
     const int64_t k = t / C, i = t % C;
     const int64_t r0 = k * rows_per_chunk, r1 = min(rows, r0 + rows_per_chunk);
@@ -145,11 +147,12 @@ LnDims ln_dims(const Shape& x) {
 template <typename Launch>
 void launch_rows(const LnDims& d, const char* what, Launch launch) {
   if (d.rows == 0) return;
-  CAMPO_CHECK(d.rows < (int64_t(1) << 31), what, ": the CUDA kernel takes fewer than 2^31 rows, got ",
-              d.rows);
+  CAMPO_CHECK(d.rows < (int64_t(1) << 31), what,
+              ": the CUDA kernel takes fewer than 2^31 rows, got ", d.rows);
   if (d.c <= kWarpRowMax) {
     constexpr int kRowsPerBlock = cuda::kThreads / 32;
-    launch(std::integral_constant<int, 32>{}, unsigned((d.rows + kRowsPerBlock - 1) / kRowsPerBlock));
+    launch(std::integral_constant<int, 32>{},
+           unsigned((d.rows + kRowsPerBlock - 1) / kRowsPerBlock));
   } else {
     launch(std::integral_constant<int, cuda::kThreads>{}, unsigned(d.rows));
   }
@@ -218,9 +221,9 @@ class LayerNormGradKernel final : public Kernel {
           dy, x, scale, mean, inv_std, dims_.rows, dims_.c, dx);
     });
     if (chunks_ > 0) {
-      layer_norm_columns_kernel<T><<<cuda::grid_for(chunks_ * dims_.c, multiprocessors_),
-                                     cuda::kThreads, 0, stream>>>(
-          dy, x, mean, inv_std, dims_.rows, dims_.c, rows_per_chunk_, chunks_, partial);
+      layer_norm_columns_kernel<T>
+          <<<cuda::grid_for(chunks_ * dims_.c, multiprocessors_), cuda::kThreads, 0, stream>>>(
+              dy, x, mean, inv_std, dims_.rows, dims_.c, rows_per_chunk_, chunks_, partial);
       cuda::check_launch("LayerNormGrad columns");
     }
     // With no rows, this writes dscale = doffset = 0.

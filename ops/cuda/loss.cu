@@ -127,8 +127,8 @@ class SparseSoftmaxCrossEntropyKernel final : public Kernel {
     const uint64_t bad = *found;
     const int64_t row = int64_t(bad >> 32);
     const int32_t label = int32_t(uint32_t(bad & 0xffffffffu));
-    CAMPO_FAIL("SparseSoftmaxCrossEntropyWithLogits '", node_name_, "': label ", label,
-               " in row ", row, " is outside [0, ", C_, ")",
+    CAMPO_FAIL("SparseSoftmaxCrossEntropyWithLogits '", node_name_, "': label ", label, " in row ",
+               row, " is outside [0, ", C_, ")",
                ignore_label_ ? " and is not the ignore_label " : "",
                ignore_label_ ? std::to_string(*ignore_label_) : "",
                " (found on the GPU in an earlier run of this node, whose loss and backprop "
@@ -171,10 +171,10 @@ class SigmoidCrossEntropyKernel final : public Kernel {
            const std::vector<Tensor>& out) override {
     const int64_t n = in[0].numel();
     if (n == 0) return;
-    sigmoid_ce_kernel<T><<<cuda::grid_for(n, multiprocessors_), cuda::kThreads, 0,
-                           cuda_stream(ctx)>>>(static_cast<const T*>(in[0].device_data()),
-                                               static_cast<const T*>(in[1].device_data()), n,
-                                               static_cast<T*>(out[0].device_data()));
+    sigmoid_ce_kernel<T>
+        <<<cuda::grid_for(n, multiprocessors_), cuda::kThreads, 0, cuda_stream(ctx)>>>(
+            static_cast<const T*>(in[0].device_data()), static_cast<const T*>(in[1].device_data()),
+            n, static_cast<T*>(out[0].device_data()));
     cuda::check_launch("SigmoidCrossEntropyWithLogits");
   }
 
@@ -191,10 +191,10 @@ class SigmoidCrossEntropyGradKernel final : public Kernel {
            const std::vector<Tensor>& out) override {
     const int64_t n = in[0].numel();
     if (n == 0) return;
-    sigmoid_ce_grad_kernel<T><<<cuda::grid_for(n, multiprocessors_), cuda::kThreads, 0,
-                                cuda_stream(ctx)>>>(
-        static_cast<const T*>(in[0].device_data()), static_cast<const T*>(in[1].device_data()),
-        static_cast<const T*>(in[2].device_data()), n, static_cast<T*>(out[0].device_data()));
+    sigmoid_ce_grad_kernel<T>
+        <<<cuda::grid_for(n, multiprocessors_), cuda::kThreads, 0, cuda_stream(ctx)>>>(
+            static_cast<const T*>(in[0].device_data()), static_cast<const T*>(in[1].device_data()),
+            static_cast<const T*>(in[2].device_data()), n, static_cast<T*>(out[0].device_data()));
     cuda::check_launch("SigmoidCrossEntropyWithLogitsGrad");
   }
 

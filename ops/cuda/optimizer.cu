@@ -119,9 +119,12 @@ template <typename Body>
 void with_copy(const Tensor* copy, const char* what, Body body) {
   if (!copy) return body(static_cast<float*>(nullptr));
   switch (copy->dtype()) {
-    case DType::f16: return body(static_cast<__half*>(copy->device_data()));
-    case DType::bf16: return body(static_cast<__nv_bfloat16*>(copy->device_data()));
-    default: CAMPO_FAIL(what, ": the weight copy must be f16 or bf16, got ", dtype_name(copy->dtype()));
+    case DType::f16:
+      return body(static_cast<__half*>(copy->device_data()));
+    case DType::bf16:
+      return body(static_cast<__nv_bfloat16*>(copy->device_data()));
+    default:
+      CAMPO_FAIL(what, ": the weight copy must be f16 or bf16, got ", dtype_name(copy->dtype()));
   }
 }
 
@@ -145,9 +148,9 @@ class ApplyMomentumKernel final : public Kernel {
         slice_momentum_(upload_if_any(ctx, attrs_.slice_momentum)),
         slice_weight_decay_(upload_if_any(ctx, attrs_.slice_weight_decay)) {
     const int64_t numel = shape_numel(spec.inputs[0].shape);
-    const int64_t slices = slice_count(
-        spec.inputs[3].shape,
-        std::max(attrs_.slice_momentum.size(), attrs_.slice_weight_decay.size()));
+    const int64_t slices =
+        slice_count(spec.inputs[3].shape,
+                    std::max(attrs_.slice_momentum.size(), attrs_.slice_weight_decay.size()));
     slice_len_ = slices > 1 ? numel / slices : 0;
   }
 

@@ -110,9 +110,7 @@ __global__ void sum_chunks_kernel(const double* partial, int64_t outputs, int64_
   }
 }
 
-__global__ void fill_kernel(float* y, int64_t n, float value) {
-  CAMPO_CUDA_FOR(i, n) y[i] = value;
-}
+__global__ void fill_kernel(float* y, int64_t n, float value) { CAMPO_CUDA_FOR(i, n) y[i] = value; }
 
 unsigned blocks_for(int64_t n, int per_block) {
   const int64_t b = (n + per_block - 1) / per_block;
@@ -177,9 +175,9 @@ class ReduceKernel final : public Kernel {
     if (plan_.inner_is_reduced) {
       const int64_t tpo = tasks_per_output_, tasks = outer_kept * tpo;
       if (warp_tasks_)
-        reduce_runs_kernel<32, T><<<blocks_for(tasks, cuda::kThreads / 32), cuda::kThreads, 0,
-                                    stream>>>(x, kept, red, L, plan_.count, chunk_, tpo, tasks,
-                                              scale, y, partial);
+        reduce_runs_kernel<32, T>
+            <<<blocks_for(tasks, cuda::kThreads / 32), cuda::kThreads, 0, stream>>>(
+                x, kept, red, L, plan_.count, chunk_, tpo, tasks, scale, y, partial);
       else
         reduce_runs_kernel<cuda::kThreads, T><<<blocks_for(tasks, 1), cuda::kThreads, 0, stream>>>(
             x, kept, red, L, plan_.count, chunk_, tpo, tasks, scale, y, partial);
@@ -192,9 +190,9 @@ class ReduceKernel final : public Kernel {
       return;
     }
     const int64_t outputs = outer_kept * L;
-    reduce_rows_kernel<T><<<cuda::grid_for(outputs * chunks_, multiprocessors_), cuda::kThreads, 0,
-                            stream>>>(x, kept, red, L, outputs, outer_reduced, rows_per_chunk_,
-                                      chunks_, scale, y, partial);
+    reduce_rows_kernel<T>
+        <<<cuda::grid_for(outputs * chunks_, multiprocessors_), cuda::kThreads, 0, stream>>>(
+            x, kept, red, L, outputs, outer_reduced, rows_per_chunk_, chunks_, scale, y, partial);
     cuda::check_launch("Mean/Sum reduce_rows");
     if (chunks_ > 1) {
       sum_chunks_kernel<<<cuda::grid_for(outputs, multiprocessors_), cuda::kThreads, 0, stream>>>(
@@ -246,12 +244,12 @@ class BroadcastBackKernel final : public Kernel {
   void run(ExecContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
     if (plan_.input_is_empty) return;
-    broadcast_back_kernel<T><<<cuda::grid_for(numel_, multiprocessors_), cuda::kThreads, 0,
-                               cuda_stream(ctx)>>>(
-        static_cast<const T*>(in[0].device_data()), static_cast<const int64_t*>(kept_.get()),
-        static_cast<const int64_t*>(red_.get()), plan_.inner,
-        int64_t(plan_.reduced_offsets.size()), plan_.inner_is_reduced, scale_, numel_,
-        static_cast<T*>(out[0].device_data()));
+    broadcast_back_kernel<T>
+        <<<cuda::grid_for(numel_, multiprocessors_), cuda::kThreads, 0, cuda_stream(ctx)>>>(
+            static_cast<const T*>(in[0].device_data()), static_cast<const int64_t*>(kept_.get()),
+            static_cast<const int64_t*>(red_.get()), plan_.inner,
+            int64_t(plan_.reduced_offsets.size()), plan_.inner_is_reduced, scale_, numel_,
+            static_cast<T*>(out[0].device_data()));
     cuda::check_launch("MeanGrad/BroadcastTo");
   }
 
@@ -270,7 +268,7 @@ std::unique_ptr<Kernel> make(const KernelSpec& spec, ExecContext& ctx) {
   });
 }
 
-#define CAMPO_REGISTER_REDUCE(op, K, is_mean, dtype, tag)                          \
+#define CAMPO_REGISTER_REDUCE(op, K, is_mean, dtype, tag) \
   KernelRegistrar op##_##tag(OpKind::op, Device::cuda, DType::dtype, make<K, is_mean, DType::dtype>)
 CAMPO_REGISTER_REDUCE(Mean, ReduceKernel, true, f32, f32);
 CAMPO_REGISTER_REDUCE(Mean, ReduceKernel, true, f16, f16);

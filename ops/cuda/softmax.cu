@@ -6,6 +6,7 @@
 //  Softmax:     m = max(x), s = sum(exp(x - m)), y = exp(x - m) * (1 / s)
 //  SoftmaxGrad: inputs {dY, Y}: s = sum(dY * Y), dX = (dY - s) * Y
 #include <cmath>
+#include <type_traits>
 
 #include "ops/cuda/block_reduce.cuh"
 #include "ops/cuda/context.h"
@@ -22,13 +23,17 @@ constexpr int64_t kWarpRowMax = 1024;
 // The sum / maximum over the kGroup threads of a row (a warp, or the whole block).
 template <int kGroup>
 __device__ __forceinline__ float group_sum(float v, float* scratch) {
-  if constexpr (kGroup == 32) return cuda::warp_sum(v);
-  else return cuda::block_sum<kGroup>(v, scratch);
+  if constexpr (kGroup == 32)
+    return cuda::warp_sum(v);
+  else
+    return cuda::block_sum<kGroup>(v, scratch);
 }
 template <int kGroup>
 __device__ __forceinline__ float group_max(float v, float* scratch) {
-  if constexpr (kGroup == 32) return cuda::warp_max(v);
-  else return cuda::block_max<kGroup>(v, scratch);
+  if constexpr (kGroup == 32)
+    return cuda::warp_max(v);
+  else
+    return cuda::block_max<kGroup>(v, scratch);
 }
 
 template <int kGroup, typename T>
@@ -82,11 +87,12 @@ Rows softmax_rows(const Shape& shape) {
 template <typename Launch>
 void launch_rows(const Rows& d, const char* what, Launch launch) {
   if (d.rows == 0) return;
-  CAMPO_CHECK(d.rows < (int64_t(1) << 31), what, ": the CUDA kernel takes fewer than 2^31 rows, got ",
-              d.rows);
+  CAMPO_CHECK(d.rows < (int64_t(1) << 31), what,
+              ": the CUDA kernel takes fewer than 2^31 rows, got ", d.rows);
   if (d.cols <= kWarpRowMax) {
     constexpr int kRowsPerBlock = cuda::kThreads / 32;
-    launch(std::integral_constant<int, 32>{}, unsigned((d.rows + kRowsPerBlock - 1) / kRowsPerBlock));
+    launch(std::integral_constant<int, 32>{},
+           unsigned((d.rows + kRowsPerBlock - 1) / kRowsPerBlock));
   } else {
     launch(std::integral_constant<int, cuda::kThreads>{}, unsigned(d.rows));
   }
@@ -140,8 +146,10 @@ std::unique_ptr<Kernel> make(const KernelSpec& spec, ExecContext& ctx) {
   });
 }
 
-KernelRegistrar softmax_f32(OpKind::Softmax, Device::cuda, DType::f32, make<SoftmaxKernel, DType::f32>);
-KernelRegistrar softmax_f16(OpKind::Softmax, Device::cuda, DType::f16, make<SoftmaxKernel, DType::f16>);
+KernelRegistrar softmax_f32(OpKind::Softmax, Device::cuda, DType::f32,
+                            make<SoftmaxKernel, DType::f32>);
+KernelRegistrar softmax_f16(OpKind::Softmax, Device::cuda, DType::f16,
+                            make<SoftmaxKernel, DType::f16>);
 KernelRegistrar softmax_bf16(OpKind::Softmax, Device::cuda, DType::bf16,
                              make<SoftmaxKernel, DType::bf16>);
 KernelRegistrar softmax_grad_f32(OpKind::SoftmaxGrad, Device::cuda, DType::f32,

@@ -23,10 +23,11 @@ const testing::Tolerance kExact{0.0, 0.0};
 
 // Gradients of mixed dtypes and sizes 1, 7, 1000003, ...
 std::vector<Tensor> gradients(Rng& rng) {
-  return {random_tensor_of(DType::f32, {1}, rng),         random_tensor_of(DType::f16, {7}, rng),
-          random_tensor_of(DType::bf16, {3, 5}, rng),     random_tensor_of(DType::f32, {1000003}, rng),
-          random_tensor_of(DType::f16, {16385}, rng),     random_tensor_of(DType::bf16, {40000, 3}, rng),
-          random_tensor_of(DType::f32, {17, 33}, rng)};
+  return {
+      random_tensor_of(DType::f32, {1}, rng),     random_tensor_of(DType::f16, {7}, rng),
+      random_tensor_of(DType::bf16, {3, 5}, rng), random_tensor_of(DType::f32, {1000003}, rng),
+      random_tensor_of(DType::f16, {16385}, rng), random_tensor_of(DType::bf16, {40000, 3}, rng),
+      random_tensor_of(DType::f32, {17, 33}, rng)};
 }
 
 // Writes `value` (rounded to the tensor's dtype) into element `i` of host tensor `t`.
@@ -46,8 +47,8 @@ float gpu_flag(Backend& gpu, const std::vector<Tensor>& host) {
   ExecContext ctx(std::shared_ptr<Backend>(&gpu, [](Backend*) {}));
   std::vector<Tensor> device;
   for (const Tensor& t : host) device.push_back(gpu.to_device(t));
-  return gpu.read_scalar(run_op_eager(OpKind::AllFinite, NoAttrs{}, DType::f32, device,
-                                      {{{}, DType::f32}}, ctx)[0]);
+  return gpu.read_scalar(
+      run_op_eager(OpKind::AllFinite, NoAttrs{}, DType::f32, device, {{{}, DType::f32}}, ctx)[0]);
 }
 
 TEST(AllFiniteCudaTest, FiniteInputs) {
@@ -62,8 +63,9 @@ TEST(AllFiniteCudaTest, InfOrNanAtTheLastElementOfTheLastTensor) {
   auto gpu = CAMPO_CUDA_OR_SKIP();
   Rng rng(42);
   for (DType last : {DType::f32, DType::f16, DType::bf16})
-    for (float bad : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-                      std::numeric_limits<float>::quiet_NaN()}) {
+    for (float bad :
+         {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+          std::numeric_limits<float>::quiet_NaN()}) {
       std::vector<Tensor> in = gradients(rng);
       in.push_back(random_tensor_of(last, {1000003}, rng));
       plant(in.back(), in.back().numel() - 1, bad);
@@ -94,7 +96,8 @@ TEST(AllFiniteCudaTest, ManyInputs) {
   auto gpu = CAMPO_CUDA_OR_SKIP();
   Rng rng(45);
   std::vector<Tensor> in;
-  for (int i = 0; i < 250; ++i) in.push_back(random_tensor_of(i % 2 ? DType::f16 : DType::f32, {i % 37 + 1}, rng));
+  for (int i = 0; i < 250; ++i)
+    in.push_back(random_tensor_of(i % 2 ? DType::f16 : DType::f32, {i % 37 + 1}, rng));
   EXPECT_EQ(gpu_flag(*gpu, in), 1.0f);
   plant(in.back(), in.back().numel() - 1, std::numeric_limits<float>::infinity());
   EXPECT_TRUE(flag_matches(*gpu, in));
@@ -103,7 +106,8 @@ TEST(AllFiniteCudaTest, ManyInputs) {
 
 TEST(AllFiniteCudaTest, EmptyInputs) {
   auto gpu = CAMPO_CUDA_OR_SKIP();
-  EXPECT_EQ(gpu_flag(*gpu, {Tensor::empty({0}, DType::f32), Tensor::empty({2, 0}, DType::f16)}), 1.0f);
+  EXPECT_EQ(gpu_flag(*gpu, {Tensor::empty({0}, DType::f32), Tensor::empty({2, 0}, DType::f16)}),
+            1.0f);
 }
 
 // A gradient that is a view at an odd offset of a larger buffer (no 16-byte loads there).

@@ -45,9 +45,9 @@ TEST(LayerNormCudaTest, LayerNormMatchesCpu) {
       const std::vector<Tensor> in{random_tensor_of(dtype, s, rng, -3.0f, 5.0f),
                                    random_tensor_of(DType::f32, c, rng, 0.5f, 1.5f),
                                    random_tensor_of(DType::f32, c, rng)};
-      EXPECT_TRUE(cuda_matches_cpu(
-          *gpu, OpKind::LayerNorm, LayerNormAttrs{1e-5f}, dtype, in,
-          {{s, dtype}, {rows_of(s), DType::f32}, {rows_of(s), DType::f32}}, forward_tol(dtype)))
+      EXPECT_TRUE(cuda_matches_cpu(*gpu, OpKind::LayerNorm, LayerNormAttrs{1e-5f}, dtype, in,
+                                   {{s, dtype}, {rows_of(s), DType::f32}, {rows_of(s), DType::f32}},
+                                   forward_tol(dtype)))
           << shape_str(s);
     }
 }
@@ -63,14 +63,13 @@ TEST(LayerNormCudaTest, LayerNormGradMatchesCpu) {
       const Tensor offset = random_tensor_of(DType::f32, c, rng);
       // The statistics the forward pass gives (the CPU's), as LayerNormGrad's inputs.
       ExecContext cpu;
-      const std::vector<Tensor> fwd = run_op_eager(
-          OpKind::LayerNorm, LayerNormAttrs{1e-5f}, dtype, {x, scale, offset},
-          {{s, dtype}, {rows_of(s), DType::f32}, {rows_of(s), DType::f32}}, cpu);
+      const std::vector<Tensor> fwd =
+          run_op_eager(OpKind::LayerNorm, LayerNormAttrs{1e-5f}, dtype, {x, scale, offset},
+                       {{s, dtype}, {rows_of(s), DType::f32}, {rows_of(s), DType::f32}}, cpu);
       const Tensor dy = random_tensor_of(dtype, s, rng);
-      EXPECT_TRUE(cuda_matches_cpu(*gpu, OpKind::LayerNormGrad, LayerNormAttrs{1e-5f}, dtype,
-                                   {dy, x, scale, fwd[1], fwd[2]},
-                                   {{s, dtype}, {c, DType::f32}, {c, DType::f32}},
-                                   backward_tol(dtype)))
+      EXPECT_TRUE(cuda_matches_cpu(
+          *gpu, OpKind::LayerNormGrad, LayerNormAttrs{1e-5f}, dtype, {dy, x, scale, fwd[1], fwd[2]},
+          {{s, dtype}, {c, DType::f32}, {c, DType::f32}}, backward_tol(dtype)))
           << shape_str(s);
     }
 }

@@ -56,11 +56,10 @@ TEST(LossCudaTest, SparseSoftmaxCrossEntropyLargeLogits) {
   auto gpu = CAMPO_CUDA_OR_SKIP();
   Rng rng(12);
   const Shape s{9, 2001};
-  EXPECT_TRUE(cuda_matches_cpu(*gpu, OpKind::SparseSoftmaxCrossEntropyWithLogits, NoAttrs{},
-                               DType::f32,
-                               {random_tensor_of(DType::f32, s, rng, 500.0f, 1000.0f),
-                                labels_for(s[0], s[1], rng, false)},
-                               {{{s[0]}, DType::f32}, {s, DType::f32}}, tol(DType::f32)));
+  EXPECT_TRUE(cuda_matches_cpu(
+      *gpu, OpKind::SparseSoftmaxCrossEntropyWithLogits, NoAttrs{}, DType::f32,
+      {random_tensor_of(DType::f32, s, rng, 500.0f, 1000.0f), labels_for(s[0], s[1], rng, false)},
+      {{{s[0]}, DType::f32}, {s, DType::f32}}, tol(DType::f32)));
 }
 
 // A label outside [0, C): that row's loss and backprop are NaN at once (the other rows are
@@ -73,7 +72,9 @@ TEST(LossCudaTest, SparseSoftmaxCrossEntropyReportsBadLabel) {
   Tensor labels = labels_for(N, C, rng, false);
   labels.data_as<int32_t>()[2] = 6;
   ExecContext ctx(gpu);
-  KernelSpec spec{OpKind::SparseSoftmaxCrossEntropyWithLogits, NoAttrs{}, DType::f32,
+  KernelSpec spec{OpKind::SparseSoftmaxCrossEntropyWithLogits,
+                  NoAttrs{},
+                  DType::f32,
                   {{{N, C}, DType::f32}, {{N}, DType::i32}},
                   {{{N}, DType::f32}, {{N, C}, DType::f32}},
                   "ce"};

@@ -40,11 +40,12 @@ const testing::Tolerance kUpdateTol{1e-6, 1e-30};
   run_op_eager(kind, attrs, DType::f32, gpu_in, {}, gpu_ctx);
   gpu.synchronize();
   for (size_t i : updated) {
-    const testing::Tolerance tol = host[i].dtype() == DType::f32
-                                       ? kUpdateTol
-                                       : testing::tolerance_for(host[i].dtype());
+    const testing::Tolerance tol =
+        host[i].dtype() == DType::f32 ? kUpdateTol : testing::tolerance_for(host[i].dtype());
     auto r = testing::all_close(gpu.to_host(gpu_in[i]), cpu_in[i], tol.rtol, tol.atol);
-    if (!r) return ::testing::AssertionFailure() << op_name(kind) << " input " << i << ": " << r.message();
+    if (!r)
+      return ::testing::AssertionFailure()
+             << op_name(kind) << " input " << i << ": " << r.message();
   }
   return ::testing::AssertionSuccess();
 }
@@ -72,7 +73,9 @@ TEST(OptimizerCudaTest, MomentumMatchesCpu) {
     for (const MomentumCase& c : momentum_cases()) {
       const bool sliced = c.lr_per_slice || !c.attrs.slice_momentum.empty();
       if (sliced && s[0] % 3 != 0) continue;
-      const Tensor lr = c.lr_per_slice ? Tensor::from_vector(std::vector<float>{0.1f, 0.01f, 0.001f}, {3}) : scalar(0.05f);
+      const Tensor lr = c.lr_per_slice
+                            ? Tensor::from_vector(std::vector<float>{0.1f, 0.01f, 0.001f}, {3})
+                            : scalar(0.05f);
       const std::vector<Tensor> in{random_tensor_of(DType::f32, s, rng),
                                    random_tensor_of(DType::f32, s, rng, -0.1f, 0.1f),
                                    random_tensor_of(DType::f32, s, rng), lr};
@@ -93,7 +96,9 @@ TEST(OptimizerCudaTest, MomentumFlagAndCopy) {
       const Shape s{1000003};
       const std::vector<Tensor> in{random_tensor_of(DType::f32, s, rng),
                                    random_tensor_of(DType::f32, s, rng, -0.1f, 0.1f),
-                                   random_tensor_of(DType::f32, s, rng), scalar(0.05f), scalar(flag),
+                                   random_tensor_of(DType::f32, s, rng),
+                                   scalar(0.05f),
+                                   scalar(flag),
                                    random_tensor_of(copy, s, rng)};
       EXPECT_TRUE(update_matches_cpu(*gpu, OpKind::ApplyMomentum, a, in, {0, 1, 5}))
           << dtype_name(copy) << " flag " << flag;
@@ -112,7 +117,9 @@ TEST(OptimizerCudaTest, AdamMatchesCpu) {
         const bool lr_per_slice = k == 3;
         const AdamAttrs& a = k == 0 ? plain : k == 1 ? decayed : k == 2 ? sliced : plain;
         if ((k >= 2) && s[0] % 3 != 0) continue;
-        const Tensor lr = lr_per_slice ? Tensor::from_vector(std::vector<float>{1e-3f, 1e-2f, 3e-4f}, {3}) : scalar(1e-3f);
+        const Tensor lr = lr_per_slice
+                              ? Tensor::from_vector(std::vector<float>{1e-3f, 1e-2f, 3e-4f}, {3})
+                              : scalar(1e-3f);
         const std::vector<Tensor> in{random_tensor_of(DType::f32, s, rng),
                                      random_tensor_of(DType::f32, s, rng, -0.1f, 0.1f),
                                      random_tensor_of(DType::f32, s, rng, 0.0f, 0.01f),
@@ -154,7 +161,8 @@ TEST(OptimizerCudaTest, AdamReportsStepBelowOne) {
   ExecContext ctx(gpu);
   KernelSpec spec{OpKind::ApplyAdam, AdamAttrs{}, DType::f32, {}, {}, "adam"};
   std::vector<Tensor> in;
-  for (int i = 0; i < 4; ++i) in.push_back(gpu->to_device(random_tensor_of(DType::f32, s, rng, 0.0f, 1.0f)));
+  for (int i = 0; i < 4; ++i)
+    in.push_back(gpu->to_device(random_tensor_of(DType::f32, s, rng, 0.0f, 1.0f)));
   in.push_back(gpu->to_device(scalar(1e-3f)));
   in.push_back(gpu->to_device(scalar(0.0f)));
   for (const Tensor& t : in) spec.inputs.push_back({t.shape(), t.dtype()});

@@ -24,19 +24,19 @@ struct ReduceCase {
 
 std::vector<ReduceCase> cases() {
   return {
-      {{1}, {}},                    // one element
-      {{1000003}, {}},              // block tasks, several per output (partials)
-      {{7, 13, 5}, {1}},            // inner kept, few rows
-      {{7, 13, 5}, {0, 2}},         // inner reduced, warp tasks, strided runs
-      {{7, 13, 5}, {2}, true},      // keep_dims
-      {{7, 13, 5}, {-3, -2}},       // negative axes
-      {{3, 1, 4}, {1}},             // a size-1 reduced dim only
-      {{37, 4099}, {1}},            // block tasks, one per output
-      {{3, 40001}, {1}},            // block tasks, several per output
-      {{5003, 3}, {0}},             // inner kept, row chunks
-      {{129, 7, 33}, {0, 2}},       // inner reduced with a kept middle dim
-      {{2, 0, 3}, {1}},             // empty input
-      {{2, 0, 3}, {0}},             // empty input and output
+      {{1}, {}},                // one element
+      {{1000003}, {}},          // block tasks, several per output (partials)
+      {{7, 13, 5}, {1}},        // inner kept, few rows
+      {{7, 13, 5}, {0, 2}},     // inner reduced, warp tasks, strided runs
+      {{7, 13, 5}, {2}, true},  // keep_dims
+      {{7, 13, 5}, {-3, -2}},   // negative axes
+      {{3, 1, 4}, {1}},         // a size-1 reduced dim only
+      {{37, 4099}, {1}},        // block tasks, one per output
+      {{3, 40001}, {1}},        // block tasks, several per output
+      {{5003, 3}, {0}},         // inner kept, row chunks
+      {{129, 7, 33}, {0, 2}},   // inner reduced with a kept middle dim
+      {{2, 0, 3}, {1}},         // empty input
+      {{2, 0, 3}, {0}},         // empty input and output
   };
 }
 
@@ -46,8 +46,10 @@ Shape reduced_shape(const ReduceCase& c) {
   for (int a : c.axes) reduced[size_t(a < 0 ? a + rank : a)] = true;
   Shape out;
   for (int i = 0; i < rank; ++i) {
-    if (!reduced[size_t(i)]) out.push_back(c.shape[size_t(i)]);
-    else if (c.keep_dims) out.push_back(1);
+    if (!reduced[size_t(i)])
+      out.push_back(c.shape[size_t(i)]);
+    else if (c.keep_dims)
+      out.push_back(1);
   }
   return out;
 }
@@ -116,8 +118,10 @@ TEST(ReduceCudaTest, SumIsDeterministic) {
   const Tensor x = gpu->to_device(random_tensor_of(DType::f32, {3, 400001}, rng));
   ExecContext ctx(gpu);
   const ReduceAttrs a{{1}, false, {}};
-  const Tensor y1 = gpu->to_host(run_op_eager(OpKind::Sum, a, DType::f32, {x}, {{{3}, DType::f32}}, ctx)[0]);
-  const Tensor y2 = gpu->to_host(run_op_eager(OpKind::Sum, a, DType::f32, {x}, {{{3}, DType::f32}}, ctx)[0]);
+  const Tensor y1 =
+      gpu->to_host(run_op_eager(OpKind::Sum, a, DType::f32, {x}, {{{3}, DType::f32}}, ctx)[0]);
+  const Tensor y2 =
+      gpu->to_host(run_op_eager(OpKind::Sum, a, DType::f32, {x}, {{{3}, DType::f32}}, ctx)[0]);
   EXPECT_EQ(y1.to_float_vector(), y2.to_float_vector());
 }
 

@@ -22,8 +22,8 @@ testing::Tolerance tol(DType dtype) {
   return dtype == DType::f32 ? testing::Tolerance{1e-5, 1e-6} : testing::tolerance_for(dtype);
 }
 
-const Shape kShapes[] = {{1},          {7},           {3, 5, 33},  {2, 4, 17, 17},
-                         {9, 1024},    {5, 1025},     {3, 30522},  {1000, 3}};
+const Shape kShapes[] = {{1},       {7},       {3, 5, 33}, {2, 4, 17, 17},
+                         {9, 1024}, {5, 1025}, {3, 30522}, {1000, 3}};
 
 TEST(SoftmaxCudaTest, SoftmaxMatchesCpu) {
   auto gpu = CAMPO_CUDA_OR_SKIP();
