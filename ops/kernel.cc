@@ -46,7 +46,10 @@ KernelFactory find_factory(OpKind kind, Device device, DType dtype, bool emulate
 }  // namespace
 
 void register_kernel(OpKind kind, Device device, DType dtype, KernelFactory factory) {
-  registry()[{kind, device, dtype}] = factory;
+  // Two registrations of one key would leave whichever static initializer ran last.
+  const bool added = registry().emplace(std::tuple{kind, device, dtype}, factory).second;
+  CAMPO_CHECK(added, "internal: two ", device_name(device), " kernels registered for ",
+              op_name(kind), " ", dtype_name(dtype));
 }
 
 bool has_kernel(OpKind kind, Device device, DType dtype, bool emulates_low_precision) {

@@ -350,7 +350,15 @@ void apply_training_defaults(const CLI::App* cmd, TrainOptions& o) {
 }
 
 // Options a user gave that the run would ignore are errors, each naming the option and why.
+// --conv-layout picks oneDNN's layouts: on a GPU every activation is NCHW (graph/executor.cc).
+void check_conv_layout_applies(const CLI::App* cmd, const DeviceSpec& device) {
+  CAMPO_CHECK(!given(cmd, "--conv-layout") || device.type == Device::cpu,
+              "--conv-layout applies to --device cpu only (on ", device.str(),
+              " activations are always NCHW)");
+}
+
 void check_train_options_apply(const CLI::App* cmd, const TrainOptions& o) {
+  check_conv_layout_applies(cmd, o.device);
   if (!is_text_dataset(o.dataset))
     for (const char* option :
          {"--seq-len", "--vocab-size", "--vocab", "--save-vocab", "--mask-prob"})
@@ -688,6 +696,7 @@ int run(const std::vector<std::string>& args) {
     if (bench_cmd->parsed()) {
       bench_options.run.device = parse_device_spec(bench_device);
       bench_options.run.conv_layout = parse_conv_layout(bench_conv_layout);
+      check_conv_layout_applies(bench_cmd, bench_options.run.device);
       default_low_precision_of(bench_cmd, bench_options.run.device,
                                bench_options.run.low_precision);
       bench_options.precisions.clear();

@@ -1,10 +1,10 @@
 // CUDA kernels of the element-wise ops: Relu, LeakyRelu, Tanh, Sigmoid, Gelu (exact and
 // approximate) and their gradients, Add, AddN, Mul (b of a's shape, or broadcast along a's
-// trailing dims as the CPU kernel), and BroadcastTo (Sum's gradient). f32 / f16 / bf16
-// storage, f32 math, one rounding on store (ops/cpu/elementwise.cc and ops/cpu/reduce.cc are
-// the specification).
+// trailing dims as the CPU kernel). f32 / f16 / bf16 storage, f32 math, one rounding on
+// store (ops/cpu/elementwise.cc is the specification). BroadcastTo, Sum's gradient, lives
+// with the reductions (ops/cuda/reduce.cu), as on the CPU.
 //
-// Every op except AddN and BroadcastTo is one functor run by the map family of
+// Every op except AddN is one functor run by the map family of
 // ops/cuda/elementwise.cuh (16-byte packs where the pointers allow, scalar tail).
 // Products and sums are written with __fmul_rn / __fadd_rn where the CPU (compiled with
 // -ffp-contract=off) rounds each operation: nvcc would otherwise contract a * b + c into
@@ -332,75 +332,6 @@ class AddNKernel : public Kernel {
   int k_;
 };
 
-// ---- BroadcastTo ----
-
-// Up to this many dims after merging (kept and reduced dims alternate, so at most the rank).
-constexpr int kMaxDims = 8;
-
-struct BroadcastPlan {
-  int dims = 0;
-  int64_t size[kMaxDims];       // merged output dims, outermost first
-  int64_t dy_stride[kMaxDims];  // stride of dY along each (0 for a reduced dim)
-};
-
-// dX[index] = dY[index with the reduced coordinates dropped].
-template <typename T>
-__global__ void broadcast_kernel(BroadcastPlan plan, const T* __restrict__ dy, T* __restrict__ dx,
-                                 int64_t n) {
-  CAMPO_CUDA_FOR(i, n) {
-    int64_t rest = i, src = 0;
-    for (int d = plan.dims - 1; d >= 0; --d) {
-      const int64_t c = rest % plan.size[d];
-      rest /= plan.size[d];
-      src += c * plan.dy_stride[d];
-    }
-    dx[i] = dy[src];
-  }
-}
-
-template <typename T>
-class BroadcastToKernel : public Kernel {
- public:
-  explicit BroadcastToKernel(const KernelSpec& spec) {
-    const auto& a = attrs_as<ReduceAttrs>(spec.attrs);
-    const Shape& shape = a.input_shape;
-    const int rank = int(shape.size());
-    numel_ = shape_numel(shape);
-    std::vector<bool> reduced(size_t(rank), a.axes.empty());
-    for (int axis : a.axes) reduced[size_t(axis < 0 ? axis + rank : axis)] = true;
-    // Merge adjacent dims of the same kind, dropping size-1 dims (as ops/cpu/reduce.cc).
-    std::vector<std::pair<int64_t, bool>> dims;
-    for (int d = 0; d < rank; ++d) {
-      if (shape[size_t(d)] == 1) continue;
-      if (!dims.empty() && dims.back().second == reduced[size_t(d)])
-        dims.back().first *= shape[size_t(d)];
-      else
-        dims.push_back({shape[size_t(d)], reduced[size_t(d)]});
-    }
-    CAMPO_CHECK(int(dims.size()) <= kMaxDims, "BroadcastTo '", spec.node_name, "' to ",
-                shape_str(shape), ": more than ", kMaxDims, " alternating kept / reduced dims");
-    plan_.dims = int(dims.size());
-    int64_t stride = 1;
-    for (int d = plan_.dims - 1; d >= 0; --d) {
-      plan_.size[d] = dims[size_t(d)].first;
-      plan_.dy_stride[d] = dims[size_t(d)].second ? 0 : stride;
-      if (!dims[size_t(d)].second) stride *= dims[size_t(d)].first;
-    }
-  }
-  void run(ExecContext& ctx, const std::vector<Tensor>& in,
-           const std::vector<Tensor>& out) override {
-    if (numel_ == 0) return;
-    broadcast_kernel<T><<<cuda::grid_for(numel_, cuda_backend(ctx).multiprocessors()),
-                          cuda::kThreads, 0, cuda_stream(ctx)>>>(
-        plan_, static_cast<const T*>(in[0].device_data()), out_ptr<T>(out[0]), numel_);
-    cuda::check_launch("BroadcastTo");
-  }
-
- private:
-  BroadcastPlan plan_{};
-  int64_t numel_ = 0;
-};
-
 // ---- registration ----
 
 template <typename T>
@@ -432,8 +363,6 @@ std::unique_ptr<Kernel> make(const KernelSpec& spec, ExecContext& ctx) {
       return std::make_unique<MulKernel<T>>(spec);
     case OpKind::AddN:
       return std::make_unique<AddNKernel<T>>(spec, ctx);
-    case OpKind::BroadcastTo:
-      return std::make_unique<BroadcastToKernel<T>>(spec);
     default:
       CAMPO_FAIL("internal: ", op_name(spec.kind), " is not a CUDA element-wise op");
   }
@@ -444,7 +373,7 @@ struct Registrations {
     for (OpKind kind :
          {OpKind::Relu, OpKind::ReluGrad, OpKind::LeakyRelu, OpKind::LeakyReluGrad, OpKind::Tanh,
           OpKind::TanhGrad, OpKind::Sigmoid, OpKind::SigmoidGrad, OpKind::Gelu, OpKind::GeluGrad,
-          OpKind::Add, OpKind::AddN, OpKind::Mul, OpKind::BroadcastTo}) {
+          OpKind::Add, OpKind::AddN, OpKind::Mul}) {
       register_kernel(kind, Device::cuda, DType::f32, make<float>);
       register_kernel(kind, Device::cuda, DType::f16, make<__half>);
       register_kernel(kind, Device::cuda, DType::bf16, make<__nv_bfloat16>);

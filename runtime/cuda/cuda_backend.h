@@ -43,7 +43,7 @@ class CudaBackend : public Backend, public CachingAllocatorOwner {
   std::unique_ptr<NodeTimer> make_timer(size_t slots) override;
 
   int index() const { return index_; }
-  // major * 10 + minor: 90 on Hopper, 70 on Volta.
+  // major * 10 + minor: 90 on Hopper, 75 on Turing (the oldest CUDA 13 builds for).
   int compute_capability() const { return compute_capability_; }
   int multiprocessors() const { return multiprocessors_; }
   cudaStream_t stream() const { return stream_; }

@@ -73,6 +73,15 @@ TEST(CliTest, UnknownConvLayout) {
                "--conv-layout must be blocked or plain, got 'nchw'");
 }
 
+TEST(CliTest, ConvLayoutIsRefusedOffTheCpu) {
+  // Checked with the options, before any backend: the same line with or without a GPU.
+  expect_error(run_cli(train_args({"--device", "cuda", "--conv-layout", "plain"})),
+               "--conv-layout applies to --device cpu only (on cuda:0");
+  expect_error(run_cli({"bench", "--model", "lenet", "--device", "cuda:1", "--conv-layout",
+                        "blocked"}),
+               "--conv-layout applies to --device cpu only (on cuda:1");
+}
+
 TEST(CliTest, UnknownOption) {
   auto r = run_cli(train_args({"--bogus", "1"}));
   EXPECT_NE(r.code, 0);

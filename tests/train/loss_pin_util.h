@@ -97,9 +97,10 @@ inline uint64_t hash_variables(const VariableStore& vars) {
 }
 
 // config: "<model>/<policy>", policy one of fp32, amp, cost-aware, amp-fp16-dynamic.
-// `backend`: where the session trains (null: the default CPU backend).
+// `backend`: where the session trains (null: the default CPU backend); `steps` training steps.
 inline PinRun run_pinned_config(const std::string& config,
-                                std::shared_ptr<Backend> backend = nullptr) {
+                                std::shared_ptr<Backend> backend = nullptr,
+                                int steps = kPinSteps) {
   const std::string model = config.substr(0, config.find('/'));
   const std::string policy = config.substr(config.find('/') + 1);
   const bool lenet = model == "lenet";
@@ -137,7 +138,7 @@ inline PinRun run_pinned_config(const std::string& config,
                           ConvLayout::plain);
   PinRun run;
   Rng rng(99);
-  for (int step = 0; step < kPinSteps; ++step) {
+  for (int step = 0; step < steps; ++step) {
     Batch b;
     b.images = Tensor::empty({batch, mo.in_channels, mo.image_size, mo.image_size}, DType::f32);
     b.labels = Tensor::empty({batch}, DType::i32);
