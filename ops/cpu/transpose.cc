@@ -1,8 +1,6 @@
 // CPU kernel of Transpose: a gather by element size (one kernel for f32, bf16, f16 and i32
 // data), y[i_0, ..., i_{r-1}] = x[j] with j[perm[d]] = i_d.
-// At construction the permutation is simplified: dims of size 1 are dropped and output dims
-// that are consecutive in x as well are merged ({0, 2, 1, 3} on [B, T, H, d] stays 4-D, but
-// {0, 1, 3, 2} on [B, H, T, d] becomes [B*H, d, T] from [B*H, T, d]). Then y is [rows, n]
+// At construction the permutation is simplified (ops/transpose_plan.h). Then y is [rows, n]
 // with n its last (merged) dim:
 //  - when that dim is x's last too, each row is one contiguous run of n elements in x:
 //    one memcpy per row (BERT's {0, 2, 1, 3}: rows of d elements);
@@ -10,8 +8,10 @@
 // Rows are split over OpenMP threads when the tensor is large enough; each row finds its
 // offset in x from its index (a few divisions, once per row, not per element).
 #include <cstring>
+#include <utility>
 
 #include "ops/kernel.h"
+#include "ops/transpose_plan.h"
 
 namespace campo {
 namespace {
@@ -24,27 +24,9 @@ class TransposeKernel : public Kernel {
   TransposeKernel(const KernelSpec& spec, ExecContext&) : elem_(dtype_size(spec.inputs[0].dtype)) {
     const Shape& in = spec.inputs[0].shape;
     const std::vector<int>& perm = attrs_as<TransposeAttrs>(spec.attrs).perm;
-    std::vector<int64_t> x_stride(in.size(), 1);
-    for (int d = int(in.size()) - 2; d >= 0; --d)
-      x_stride[size_t(d)] = x_stride[size_t(d) + 1] * in[size_t(d) + 1];
-    // Output dims (as x's dim indices) without size-1 dims; output dim p joins the group
-    // before it when it lies right inside that group's last dim in x's memory.
-    std::vector<std::vector<int>> groups;
-    for (int p : perm) {
-      if (in[size_t(p)] == 1) continue;
-      if (!groups.empty() &&
-          x_stride[size_t(groups.back().back())] == x_stride[size_t(p)] * in[size_t(p)])
-        groups.back().push_back(p);
-      else
-        groups.push_back({p});
-    }
-    // Each group's size, and its stride in x (that of its last dim).
-    for (const auto& g : groups) {
-      int64_t size = 1;
-      for (int d : g) size *= in[size_t(d)];
-      dims_.push_back(size);
-      strides_.push_back(x_stride[size_t(g.back())]);
-    }
+    TransposePlan plan = make_transpose_plan(in, perm);
+    dims_ = std::move(plan.dims);
+    strides_ = std::move(plan.strides);
     numel_ = 1;
     for (int64_t s : in) numel_ *= s;
     contiguous_last_ = dims_.empty() || strides_.back() == 1;

@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "ops/cuda/context.h"
@@ -57,6 +58,52 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   __syncthreads();
   v = lane < kWarps ? scratch[lane] : -INFINITY;
   return warp_max(v);
+}
+
+// The sum / maximum over the kGroup threads that share a row: a warp (kGroup 32) or the
+// whole block.
+template <int kGroup, typename A>
+__device__ __forceinline__ A group_sum(A v, A* scratch) {
+  if constexpr (kGroup == 32)
+    return warp_sum(v);
+  else
+    return block_sum<kGroup>(v, scratch);
+}
+template <int kGroup>
+__device__ __forceinline__ float group_max(float v, float* scratch) {
+  if constexpr (kGroup == 32)
+    return warp_max(v);
+  else
+    return block_max<kGroup>(v, scratch);
+}
+
+// Row-wise kernels (softmax, layer norm) over the last dim of a tensor: one warp per row up
+// to kWarpRowMax columns, else one block.
+inline constexpr int64_t kWarpRowMax = 1024;
+struct Rows {
+  int64_t rows = 0, cols = 0;
+};
+inline Rows rows_of(const Shape& shape) {
+  Rows r;
+  r.cols = shape.back();
+  r.rows = r.cols == 0 ? 0 : shape_numel(shape) / r.cols;
+  return r;
+}
+// Calls launch(std::integral_constant<int, kGroup>, blocks) with kGroup 32 (warp rows) or
+// kThreads (block rows), then checks the launch.
+template <typename Launch>
+void launch_rows(const Rows& d, const char* what, Launch launch) {
+  if (d.rows == 0) return;
+  CAMPO_CHECK(d.rows < (int64_t(1) << 31), what,
+              ": the CUDA kernel takes fewer than 2^31 rows, got ", d.rows);
+  if (d.cols <= kWarpRowMax) {
+    constexpr int kRowsPerBlock = kThreads / 32;
+    launch(std::integral_constant<int, 32>{},
+           unsigned((d.rows + kRowsPerBlock - 1) / kRowsPerBlock));
+  } else {
+    launch(std::integral_constant<int, kThreads>{}, unsigned(d.rows));
+  }
+  check_launch(what);
 }
 
 // A copy of `host` in device memory of the context's backend, made at kernel construction

@@ -25,17 +25,8 @@ namespace {
 using cuda::from_float;
 using cuda::to_float;
 
-constexpr int64_t kWarpRowMax = 1024;
 constexpr int64_t kRowsPerChunk = 32;               // least rows per column chunk
 constexpr int64_t kMaxPartials = int64_t(1) << 21;  // bound on 2 * chunks * C partial sums
-
-template <int kGroup>
-__device__ __forceinline__ double group_sum(double v, double* scratch) {
-  if constexpr (kGroup == 32)
-    return cuda::warp_sum(v);
-  else
-    return cuda::block_sum<kGroup>(v, scratch);
-}
 
 template <int kGroup, typename T>
 __global__ void layer_norm_kernel(const T* x, const float* scale, const float* offset, int64_t rows,
@@ -50,14 +41,14 @@ __global__ void layer_norm_kernel(const T* x, const float* scale, const float* o
   T* yr = y + r * C;
   double s = 0;
   for (int64_t i = lane; i < C; i += kGroup) s += double(to_float(xr[i]));
-  s = group_sum<kGroup>(s, scratch);
+  s = cuda::group_sum<kGroup>(s, scratch);
   const float mean = float(s / double(C));
   double sq = 0;
   for (int64_t i = lane; i < C; i += kGroup) {
     const float v = to_float(xr[i]) - mean;
     sq += double(__fmul_rn(v, v));
   }
-  sq = group_sum<kGroup>(sq, scratch);
+  sq = cuda::group_sum<kGroup>(sq, scratch);
   const float inv_std = float(1.0 / sqrt(sq / double(C) + eps));
   if (lane == 0) {
     mean_out[r] = mean;
@@ -89,8 +80,8 @@ __global__ void layer_norm_dx_kernel(const T* dy, const T* x, const float* scale
     sum_g += double(g);
     sum_gx += double(__fmul_rn(g, xhat));
   }
-  sum_g = group_sum<kGroup>(sum_g, scratch);
-  sum_gx = group_sum<kGroup>(sum_gx, scratch);
+  sum_g = cuda::group_sum<kGroup>(sum_g, scratch);
+  sum_gx = cuda::group_sum<kGroup>(sum_gx, scratch);
   const float mean_g = float(sum_g / double(C)), mean_gx = float(sum_gx / double(C));
   for (int64_t i = lane; i < C; i += kGroup) {
     const float g = __fmul_rn(to_float(dyr[i]), scale[i]);
@@ -133,38 +124,13 @@ __global__ void layer_norm_sum_chunks_kernel(const double* partial, int64_t C, i
   }
 }
 
-struct LnDims {
-  int64_t rows = 0, c = 0;
-};
-LnDims ln_dims(const Shape& x) {
-  LnDims d;
-  d.c = x.back();
-  d.rows = d.c == 0 ? 0 : shape_numel(x) / d.c;
-  return d;
-}
-
-// Launches kernel<32> (warp rows) or kernel<kThreads> (block rows) over the rows.
-template <typename Launch>
-void launch_rows(const LnDims& d, const char* what, Launch launch) {
-  if (d.rows == 0) return;
-  CAMPO_CHECK(d.rows < (int64_t(1) << 31), what,
-              ": the CUDA kernel takes fewer than 2^31 rows, got ", d.rows);
-  if (d.c <= kWarpRowMax) {
-    constexpr int kRowsPerBlock = cuda::kThreads / 32;
-    launch(std::integral_constant<int, 32>{},
-           unsigned((d.rows + kRowsPerBlock - 1) / kRowsPerBlock));
-  } else {
-    launch(std::integral_constant<int, cuda::kThreads>{}, unsigned(d.rows));
-  }
-  cuda::check_launch(what);
-}
-
 // inputs {x, scale, offset}; outputs {y, mean, inv_std}.
 template <typename T>
 class LayerNormKernel final : public Kernel {
  public:
   LayerNormKernel(const KernelSpec& spec, ExecContext&)
-      : eps_(attrs_as<LayerNormAttrs>(spec.attrs).epsilon), dims_(ln_dims(spec.inputs[0].shape)) {}
+      : eps_(attrs_as<LayerNormAttrs>(spec.attrs).epsilon),
+        dims_(cuda::rows_of(spec.inputs[0].shape)) {}
   void run(ExecContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
     const T* x = static_cast<const T*>(in[0].device_data());
@@ -175,15 +141,15 @@ class LayerNormKernel final : public Kernel {
     float* inv_std = out[2].device_data<float>();
     cudaStream_t stream = cuda_stream(ctx);
     const double eps = eps_;
-    launch_rows(dims_, "LayerNorm", [&](auto group, unsigned blocks) {
+    cuda::launch_rows(dims_, "LayerNorm", [&](auto group, unsigned blocks) {
       layer_norm_kernel<decltype(group)::value, T><<<blocks, cuda::kThreads, 0, stream>>>(
-          x, scale, offset, dims_.rows, dims_.c, eps, y, mean, inv_std);
+          x, scale, offset, dims_.rows, dims_.cols, eps, y, mean, inv_std);
     });
   }
 
  private:
   float eps_;
-  LnDims dims_;
+  cuda::Rows dims_;
 };
 
 // inputs {dy, x, scale, mean, inv_std}; outputs {dx, dscale, doffset}.
@@ -191,21 +157,21 @@ template <typename T>
 class LayerNormGradKernel final : public Kernel {
  public:
   LayerNormGradKernel(const KernelSpec& spec, ExecContext& ctx)
-      : dims_(ln_dims(spec.inputs[1].shape)),
+      : dims_(cuda::rows_of(spec.inputs[1].shape)),
         multiprocessors_(cuda_backend(ctx).multiprocessors()) {
-    if (dims_.c == 0) return;
+    if (dims_.cols == 0) return;
     // Chunks of rows for the column sums: enough (column, chunk) threads to fill the device
     // when C is small, within a bound on the workspace.
     chunks_ = std::min((dims_.rows + kRowsPerChunk - 1) / kRowsPerChunk,
-                       std::max<int64_t>(1, kMaxPartials / (2 * dims_.c)));
+                       std::max<int64_t>(1, kMaxPartials / (2 * dims_.cols)));
     rows_per_chunk_ = chunks_ == 0 ? 0 : (dims_.rows + chunks_ - 1) / chunks_;
     if (rows_per_chunk_ > 0) chunks_ = (dims_.rows + rows_per_chunk_ - 1) / rows_per_chunk_;
-    if (chunks_ > 0) ctx.reserve_workspace(size_t(2 * chunks_ * dims_.c) * sizeof(double));
+    if (chunks_ > 0) ctx.reserve_workspace(size_t(2 * chunks_ * dims_.cols) * sizeof(double));
   }
 
   void run(ExecContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
-    if (dims_.c == 0) return;
+    if (dims_.cols == 0) return;
     const T* dy = static_cast<const T*>(in[0].device_data());
     const T* x = static_cast<const T*>(in[1].device_data());
     const float* scale = in[2].device_data<float>();
@@ -216,24 +182,24 @@ class LayerNormGradKernel final : public Kernel {
     float* doffset = out[2].device_data<float>();
     cudaStream_t stream = cuda_stream(ctx);
     auto* partial = static_cast<double*>(ctx.workspace());
-    launch_rows(dims_, "LayerNormGrad dx", [&](auto group, unsigned blocks) {
+    cuda::launch_rows(dims_, "LayerNormGrad dx", [&](auto group, unsigned blocks) {
       layer_norm_dx_kernel<decltype(group)::value, T><<<blocks, cuda::kThreads, 0, stream>>>(
-          dy, x, scale, mean, inv_std, dims_.rows, dims_.c, dx);
+          dy, x, scale, mean, inv_std, dims_.rows, dims_.cols, dx);
     });
     if (chunks_ > 0) {
       layer_norm_columns_kernel<T>
-          <<<cuda::grid_for(chunks_ * dims_.c, multiprocessors_), cuda::kThreads, 0, stream>>>(
-              dy, x, mean, inv_std, dims_.rows, dims_.c, rows_per_chunk_, chunks_, partial);
+          <<<cuda::grid_for(chunks_ * dims_.cols, multiprocessors_), cuda::kThreads, 0, stream>>>(
+              dy, x, mean, inv_std, dims_.rows, dims_.cols, rows_per_chunk_, chunks_, partial);
       cuda::check_launch("LayerNormGrad columns");
     }
     // With no rows, this writes dscale = doffset = 0.
-    layer_norm_sum_chunks_kernel<<<cuda::grid_for(dims_.c, multiprocessors_), cuda::kThreads, 0,
-                                   stream>>>(partial, dims_.c, chunks_, dscale, doffset);
+    layer_norm_sum_chunks_kernel<<<cuda::grid_for(dims_.cols, multiprocessors_), cuda::kThreads, 0,
+                                   stream>>>(partial, dims_.cols, chunks_, dscale, doffset);
     cuda::check_launch("LayerNormGrad sum_chunks");
   }
 
  private:
-  LnDims dims_;
+  cuda::Rows dims_;
   int multiprocessors_;
   int64_t chunks_ = 0, rows_per_chunk_ = 0;
 };

@@ -18,24 +18,6 @@ namespace {
 using cuda::from_float;
 using cuda::to_float;
 
-constexpr int64_t kWarpRowMax = 1024;
-
-// The sum / maximum over the kGroup threads of a row (a warp, or the whole block).
-template <int kGroup>
-__device__ __forceinline__ float group_sum(float v, float* scratch) {
-  if constexpr (kGroup == 32)
-    return cuda::warp_sum(v);
-  else
-    return cuda::block_sum<kGroup>(v, scratch);
-}
-template <int kGroup>
-__device__ __forceinline__ float group_max(float v, float* scratch) {
-  if constexpr (kGroup == 32)
-    return cuda::warp_max(v);
-  else
-    return cuda::block_max<kGroup>(v, scratch);
-}
-
 template <int kGroup, typename T>
 __global__ void softmax_kernel(const T* x, int64_t rows, int64_t S, T* y) {
   constexpr int kPerBlock = cuda::kThreads / kGroup;
@@ -47,10 +29,10 @@ __global__ void softmax_kernel(const T* x, int64_t rows, int64_t S, T* y) {
   T* yr = y + r * S;
   float m = -INFINITY;
   for (int64_t i = lane; i < S; i += kGroup) m = fmaxf(m, to_float(xr[i]));
-  m = group_max<kGroup>(m, scratch);
+  m = cuda::group_max<kGroup>(m, scratch);
   float s = 0.0f;
   for (int64_t i = lane; i < S; i += kGroup) s += expf(to_float(xr[i]) - m);
-  s = group_sum<kGroup>(s, scratch);
+  s = cuda::group_sum<kGroup>(s, scratch);
   const float inv = 1.0f / s;
   for (int64_t i = lane; i < S; i += kGroup)
     yr[i] = from_float<T>(__fmul_rn(expf(to_float(xr[i]) - m), inv));
@@ -68,75 +50,50 @@ __global__ void softmax_grad_kernel(const T* dy, const T* y, int64_t rows, int64
   T* dxr = dx + r * S;
   float s = 0.0f;
   for (int64_t i = lane; i < S; i += kGroup) s += __fmul_rn(to_float(dyr[i]), to_float(yr[i]));
-  s = group_sum<kGroup>(s, scratch);
+  s = cuda::group_sum<kGroup>(s, scratch);
   for (int64_t i = lane; i < S; i += kGroup)
     dxr[i] = from_float<T>(__fmul_rn(to_float(dyr[i]) - s, to_float(yr[i])));
-}
-
-struct Rows {
-  int64_t rows = 0, cols = 0;
-};
-Rows softmax_rows(const Shape& shape) {
-  Rows r;
-  r.cols = shape.back();
-  r.rows = r.cols == 0 ? 0 : shape_numel(shape) / r.cols;
-  return r;
-}
-
-// Launches kernel<32> (warp rows) or kernel<kThreads> (block rows) over `rows`.
-template <typename Launch>
-void launch_rows(const Rows& d, const char* what, Launch launch) {
-  if (d.rows == 0) return;
-  CAMPO_CHECK(d.rows < (int64_t(1) << 31), what,
-              ": the CUDA kernel takes fewer than 2^31 rows, got ", d.rows);
-  if (d.cols <= kWarpRowMax) {
-    constexpr int kRowsPerBlock = cuda::kThreads / 32;
-    launch(std::integral_constant<int, 32>{},
-           unsigned((d.rows + kRowsPerBlock - 1) / kRowsPerBlock));
-  } else {
-    launch(std::integral_constant<int, cuda::kThreads>{}, unsigned(d.rows));
-  }
-  cuda::check_launch(what);
 }
 
 template <typename T>
 class SoftmaxKernel final : public Kernel {
  public:
-  SoftmaxKernel(const KernelSpec& spec, ExecContext&) : dims_(softmax_rows(spec.inputs[0].shape)) {}
+  SoftmaxKernel(const KernelSpec& spec, ExecContext&)
+      : dims_(cuda::rows_of(spec.inputs[0].shape)) {}
   void run(ExecContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
     const T* x = static_cast<const T*>(in[0].device_data());
     T* y = static_cast<T*>(out[0].device_data());
     cudaStream_t stream = cuda_stream(ctx);
-    launch_rows(dims_, "Softmax", [&](auto group, unsigned blocks) {
+    cuda::launch_rows(dims_, "Softmax", [&](auto group, unsigned blocks) {
       softmax_kernel<decltype(group)::value, T>
           <<<blocks, cuda::kThreads, 0, stream>>>(x, dims_.rows, dims_.cols, y);
     });
   }
 
  private:
-  Rows dims_;
+  cuda::Rows dims_;
 };
 
 template <typename T>
 class SoftmaxGradKernel final : public Kernel {
  public:
   SoftmaxGradKernel(const KernelSpec& spec, ExecContext&)
-      : dims_(softmax_rows(spec.inputs[1].shape)) {}
+      : dims_(cuda::rows_of(spec.inputs[1].shape)) {}
   void run(ExecContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
     const T* dy = static_cast<const T*>(in[0].device_data());
     const T* y = static_cast<const T*>(in[1].device_data());
     T* dx = static_cast<T*>(out[0].device_data());
     cudaStream_t stream = cuda_stream(ctx);
-    launch_rows(dims_, "SoftmaxGrad", [&](auto group, unsigned blocks) {
+    cuda::launch_rows(dims_, "SoftmaxGrad", [&](auto group, unsigned blocks) {
       softmax_grad_kernel<decltype(group)::value, T>
           <<<blocks, cuda::kThreads, 0, stream>>>(dy, y, dims_.rows, dims_.cols, dx);
     });
   }
 
  private:
-  Rows dims_;
+  cuda::Rows dims_;
 };
 
 template <template <typename> class K, DType kType>

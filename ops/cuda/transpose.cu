@@ -1,8 +1,7 @@
 // CUDA kernel of Transpose: y[i_0, ..., i_{r-1}] = x[j] with j[perm[d]] = i_d, by element
 // size (one kernel for f32, f16, bf16 and i32 data), as the CPU kernel (ops/cpu/transpose.cc).
-// At construction the permutation is simplified the CPU's way: dims of size 1 are dropped and
-// output dims that are consecutive in x as well are merged, so y is [d_0, ..., d_{n-1}] with
-// each simplified dim's stride in x. Then, on the stream, one of:
+// At construction the permutation is simplified as on the CPU (ops/transpose_plan.h), so y is
+// [d_0, ..., d_{n-1}] with each simplified dim's stride in x. Then, on the stream, one of:
 //  - n <= 1: the identity on memory, one device copy;
 //  - the last dim contiguous in x (stride 1; BERT's {0, 2, 1, 3}): an element-wise copy,
 //    coalesced on both sides;
@@ -13,6 +12,7 @@
 // Index arithmetic is int64; up to kMaxDims simplified dims (a clear error beyond).
 #include "ops/cuda/context.h"
 #include "ops/cuda/device_math.cuh"
+#include "ops/transpose_plan.h"
 
 namespace campo {
 namespace {
@@ -82,29 +82,14 @@ class TransposeCudaKernel : public Kernel {
         multiprocessors_(cuda_backend(ctx).multiprocessors()) {
     const Shape& in = spec.inputs[0].shape;
     const std::vector<int>& perm = attrs_as<TransposeAttrs>(spec.attrs).perm;
-    std::vector<int64_t> x_stride(in.size(), 1);
-    for (int d = int(in.size()) - 2; d >= 0; --d)
-      x_stride[size_t(d)] = x_stride[size_t(d) + 1] * in[size_t(d) + 1];
-    // Output dims (as x's dim indices) without size-1 dims; output dim p joins the group
-    // before it when it lies right inside that group's last dim in x's memory.
-    std::vector<std::vector<int>> groups;
-    for (int p : perm) {
-      if (in[size_t(p)] == 1) continue;
-      if (!groups.empty() &&
-          x_stride[size_t(groups.back().back())] == x_stride[size_t(p)] * in[size_t(p)])
-        groups.back().push_back(p);
-      else
-        groups.push_back({p});
-    }
-    CAMPO_CHECK(groups.size() <= size_t(kMaxDims), "Transpose '", spec.node_name, "' of ",
-                shape_str(in), ": ", groups.size(), " dims remain after merging; the CUDA kernel takes at most ",
-                kMaxDims);
-    dims_.rank = int(groups.size());
-    for (size_t k = 0; k < groups.size(); ++k) {
-      int64_t size = 1;
-      for (int d : groups[k]) size *= in[size_t(d)];
-      dims_.size[k] = size;
-      dims_.stride[k] = x_stride[size_t(groups[k].back())];
+    const TransposePlan plan = make_transpose_plan(in, perm);
+    CAMPO_CHECK(plan.dims.size() <= size_t(kMaxDims), "Transpose '", spec.node_name, "' of ",
+                shape_str(in), ": ", plan.dims.size(),
+                " dims remain after merging; the CUDA kernel takes at most ", kMaxDims);
+    dims_.rank = int(plan.dims.size());
+    for (size_t k = 0; k < plan.dims.size(); ++k) {
+      dims_.size[k] = plan.dims[k];
+      dims_.stride[k] = plan.strides[k];
     }
     numel_ = shape_numel(in);
     CAMPO_CHECK(elem_ == 2 || elem_ == 4 || elem_ == 8, "Transpose '", spec.node_name,
