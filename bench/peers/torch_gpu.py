@@ -12,8 +12,10 @@ and their median. --dry-run checks the options and prints the plan without impor
 The job is torch_bench.py's (the CPU comparison's worker, whose model definitions are imported
 from there: VGG-16 and the DCGAN networks built after models/vgg.cc and models/dcgan.cc,
 ResNet-50 from torchvision), moved to the device:
-  fp32      eager, float32, PyTorch's defaults (cudnn.benchmark off; convolutions may use
-            TF32, cudnn.allow_tf32's default; matrix products do not; both are recorded).
+  fp32      eager, float32, cudnn.benchmark on (its algorithms chosen by measurement, as
+            campo's; --no-cudnn-benchmark for PyTorch's default); otherwise PyTorch's
+            defaults: convolutions may use TF32 (cudnn.allow_tf32's default), matrix products
+            do not (campo uses no TF32 at all); all of it is recorded.
   autocast  eager, torch.autocast("cuda", torch.float16) around the forward passes and the
             losses, with a GradScaler (dynamic loss scaling): campo's amp on cuda (fp16 with
             dynamic loss scaling, tools/cli.cc's defaults). On --device cpu: bfloat16 and no
@@ -51,6 +53,8 @@ def parse_args(argv=None):
     p.add_argument("--warmup", type=int, default=2, help="untimed steps per configuration")
     p.add_argument("--repeats", type=int, default=3, help="interleaved repetitions")
     p.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu")
+    p.add_argument("--no-cudnn-benchmark", dest="cudnn_benchmark", action="store_false",
+                   help="leave torch.backends.cudnn.benchmark at PyTorch's default (off)")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--json", help="write the results here")
     p.add_argument("--dry-run", action="store_true",
@@ -213,6 +217,7 @@ def main():
     if device.type == "cuda" and not torch.cuda.is_available():
         print("torch_gpu: error: torch sees no CUDA device", file=sys.stderr)
         return 1
+    torch.backends.cudnn.benchmark = a.cudnn_benchmark
     print(plan, flush=True)
     device_name = (torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu")
     runs, results = {}, []
