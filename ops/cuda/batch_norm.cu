@@ -343,19 +343,8 @@ class BatchNormGradKernel final : public Kernel {
   int parts_ = 1;
 };
 
-template <template <typename> class K, typename T>
-std::unique_ptr<Kernel> make(const KernelSpec& spec, ExecContext& ctx) {
-  return std::make_unique<K<T>>(spec, ctx);
-}
-
-#define CAMPO_REGISTER_BN(name, kind, K)                                               \
-  KernelRegistrar name##_f32(OpKind::kind, Device::cuda, DType::f32, make<K, float>);  \
-  KernelRegistrar name##_f16(OpKind::kind, Device::cuda, DType::f16, make<K, __half>); \
-  KernelRegistrar name##_bf16(OpKind::kind, Device::cuda, DType::bf16, make<K, __nv_bfloat16>);
-
-CAMPO_REGISTER_BN(batch_norm, FusedBatchNorm, BatchNormKernel)
-CAMPO_REGISTER_BN(batch_norm_grad, FusedBatchNormGrad, BatchNormGradKernel)
-#undef CAMPO_REGISTER_BN
+cuda::FloatKernelRegistrar<BatchNormKernel> batch_norm_kernels(OpKind::FusedBatchNorm);
+cuda::FloatKernelRegistrar<BatchNormGradKernel> batch_norm_grad_kernels(OpKind::FusedBatchNormGrad);
 
 }  // namespace
 }  // namespace campo

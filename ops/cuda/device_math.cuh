@@ -7,6 +7,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <memory>
+
+#include "ops/kernel.h"
 #include "runtime/dtype.h"
 
 namespace campo::cuda {
@@ -26,6 +29,24 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(f
 #define CAMPO_CUDA_FOR(i, n)                                                          \
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < int64_t(n);     \
        i += int64_t(blockDim.x) * gridDim.x)
+
+// The factory of kernel class template K at storage type T (constructor (spec, ctx)).
+template <template <typename> class K, typename T>
+std::unique_ptr<Kernel> make_kernel(const KernelSpec& spec, ExecContext& ctx) {
+  return std::make_unique<K<T>>(spec, ctx);
+}
+
+// Static registration of K<float>, K<__half>, K<__nv_bfloat16> as op `kind`'s CUDA kernels
+// of f32, f16 and bf16:
+//   cuda::FloatKernelRegistrar<SoftmaxKernel> softmax_kernels(OpKind::Softmax);
+template <template <typename> class K>
+struct FloatKernelRegistrar {
+  explicit FloatKernelRegistrar(OpKind kind) {
+    register_kernel(kind, Device::cuda, DType::f32, make_kernel<K, float>);
+    register_kernel(kind, Device::cuda, DType::f16, make_kernel<K, __half>);
+    register_kernel(kind, Device::cuda, DType::bf16, make_kernel<K, __nv_bfloat16>);
+  }
+};
 
 }  // namespace campo::cuda
 

@@ -204,25 +204,8 @@ class LayerNormGradKernel final : public Kernel {
   int64_t chunks_ = 0, rows_per_chunk_ = 0;
 };
 
-template <template <typename> class K, DType kType>
-std::unique_ptr<Kernel> make(const KernelSpec& spec, ExecContext& ctx) {
-  return CAMPO_CUDA_DISPATCH_FLOAT(kType, op_name(spec.kind), [&]() -> std::unique_ptr<Kernel> {
-    return std::make_unique<K<T>>(spec, ctx);
-  });
-}
-
-KernelRegistrar layer_norm_f32(OpKind::LayerNorm, Device::cuda, DType::f32,
-                               make<LayerNormKernel, DType::f32>);
-KernelRegistrar layer_norm_f16(OpKind::LayerNorm, Device::cuda, DType::f16,
-                               make<LayerNormKernel, DType::f16>);
-KernelRegistrar layer_norm_bf16(OpKind::LayerNorm, Device::cuda, DType::bf16,
-                                make<LayerNormKernel, DType::bf16>);
-KernelRegistrar layer_norm_grad_f32(OpKind::LayerNormGrad, Device::cuda, DType::f32,
-                                    make<LayerNormGradKernel, DType::f32>);
-KernelRegistrar layer_norm_grad_f16(OpKind::LayerNormGrad, Device::cuda, DType::f16,
-                                    make<LayerNormGradKernel, DType::f16>);
-KernelRegistrar layer_norm_grad_bf16(OpKind::LayerNormGrad, Device::cuda, DType::bf16,
-                                     make<LayerNormGradKernel, DType::bf16>);
+cuda::FloatKernelRegistrar<LayerNormKernel> layer_norm_kernels(OpKind::LayerNorm);
+cuda::FloatKernelRegistrar<LayerNormGradKernel> layer_norm_grad_kernels(OpKind::LayerNormGrad);
 
 }  // namespace
 }  // namespace campo

@@ -202,25 +202,12 @@ class SigmoidCrossEntropyGradKernel final : public Kernel {
   int multiprocessors_;
 };
 
-template <template <typename> class K, DType kType>
-std::unique_ptr<Kernel> make(const KernelSpec& spec, ExecContext& ctx) {
-  return CAMPO_CUDA_DISPATCH_FLOAT(kType, op_name(spec.kind), [&]() -> std::unique_ptr<Kernel> {
-    return std::make_unique<K<T>>(spec, ctx);
-  });
-}
-
-#define CAMPO_REGISTER_LOSS(op, K, dtype) \
-  KernelRegistrar op##_##dtype(OpKind::op, Device::cuda, DType::dtype, make<K, DType::dtype>)
-CAMPO_REGISTER_LOSS(SparseSoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyKernel, f32);
-CAMPO_REGISTER_LOSS(SparseSoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyKernel, f16);
-CAMPO_REGISTER_LOSS(SparseSoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyKernel, bf16);
-CAMPO_REGISTER_LOSS(SigmoidCrossEntropyWithLogits, SigmoidCrossEntropyKernel, f32);
-CAMPO_REGISTER_LOSS(SigmoidCrossEntropyWithLogits, SigmoidCrossEntropyKernel, f16);
-CAMPO_REGISTER_LOSS(SigmoidCrossEntropyWithLogits, SigmoidCrossEntropyKernel, bf16);
-CAMPO_REGISTER_LOSS(SigmoidCrossEntropyWithLogitsGrad, SigmoidCrossEntropyGradKernel, f32);
-CAMPO_REGISTER_LOSS(SigmoidCrossEntropyWithLogitsGrad, SigmoidCrossEntropyGradKernel, f16);
-CAMPO_REGISTER_LOSS(SigmoidCrossEntropyWithLogitsGrad, SigmoidCrossEntropyGradKernel, bf16);
-#undef CAMPO_REGISTER_LOSS
+cuda::FloatKernelRegistrar<SparseSoftmaxCrossEntropyKernel> sparse_softmax_cross_entropy_kernels(
+    OpKind::SparseSoftmaxCrossEntropyWithLogits);
+cuda::FloatKernelRegistrar<SigmoidCrossEntropyKernel> sigmoid_cross_entropy_kernels(
+    OpKind::SigmoidCrossEntropyWithLogits);
+cuda::FloatKernelRegistrar<SigmoidCrossEntropyGradKernel> sigmoid_cross_entropy_grad_kernels(
+    OpKind::SigmoidCrossEntropyWithLogitsGrad);
 
 }  // namespace
 }  // namespace campo

@@ -265,21 +265,10 @@ class AvgPoolGradKernel final : public PoolingKernel {
   }
 };
 
-template <template <typename> class K, typename T>
-std::unique_ptr<Kernel> make(const KernelSpec& spec, ExecContext& ctx) {
-  return std::make_unique<K<T>>(spec, ctx);
-}
-
-#define CAMPO_REGISTER_POOLING(name, kind, K)                                          \
-  KernelRegistrar name##_f32(OpKind::kind, Device::cuda, DType::f32, make<K, float>);  \
-  KernelRegistrar name##_f16(OpKind::kind, Device::cuda, DType::f16, make<K, __half>); \
-  KernelRegistrar name##_bf16(OpKind::kind, Device::cuda, DType::bf16, make<K, __nv_bfloat16>);
-
-CAMPO_REGISTER_POOLING(max_pool, MaxPool, MaxPoolKernel)
-CAMPO_REGISTER_POOLING(max_pool_grad, MaxPoolGrad, MaxPoolGradKernel)
-CAMPO_REGISTER_POOLING(avg_pool, AvgPool, AvgPoolKernel)
-CAMPO_REGISTER_POOLING(avg_pool_grad, AvgPoolGrad, AvgPoolGradKernel)
-#undef CAMPO_REGISTER_POOLING
+cuda::FloatKernelRegistrar<MaxPoolKernel> max_pool_kernels(OpKind::MaxPool);
+cuda::FloatKernelRegistrar<MaxPoolGradKernel> max_pool_grad_kernels(OpKind::MaxPoolGrad);
+cuda::FloatKernelRegistrar<AvgPoolKernel> avg_pool_kernels(OpKind::AvgPool);
+cuda::FloatKernelRegistrar<AvgPoolGradKernel> avg_pool_grad_kernels(OpKind::AvgPoolGrad);
 
 }  // namespace
 }  // namespace campo

@@ -96,25 +96,8 @@ class SoftmaxGradKernel final : public Kernel {
   cuda::Rows dims_;
 };
 
-template <template <typename> class K, DType kType>
-std::unique_ptr<Kernel> make(const KernelSpec& spec, ExecContext& ctx) {
-  return CAMPO_CUDA_DISPATCH_FLOAT(kType, op_name(spec.kind), [&]() -> std::unique_ptr<Kernel> {
-    return std::make_unique<K<T>>(spec, ctx);
-  });
-}
-
-KernelRegistrar softmax_f32(OpKind::Softmax, Device::cuda, DType::f32,
-                            make<SoftmaxKernel, DType::f32>);
-KernelRegistrar softmax_f16(OpKind::Softmax, Device::cuda, DType::f16,
-                            make<SoftmaxKernel, DType::f16>);
-KernelRegistrar softmax_bf16(OpKind::Softmax, Device::cuda, DType::bf16,
-                             make<SoftmaxKernel, DType::bf16>);
-KernelRegistrar softmax_grad_f32(OpKind::SoftmaxGrad, Device::cuda, DType::f32,
-                                 make<SoftmaxGradKernel, DType::f32>);
-KernelRegistrar softmax_grad_f16(OpKind::SoftmaxGrad, Device::cuda, DType::f16,
-                                 make<SoftmaxGradKernel, DType::f16>);
-KernelRegistrar softmax_grad_bf16(OpKind::SoftmaxGrad, Device::cuda, DType::bf16,
-                                  make<SoftmaxGradKernel, DType::bf16>);
+cuda::FloatKernelRegistrar<SoftmaxKernel> softmax_kernels(OpKind::Softmax);
+cuda::FloatKernelRegistrar<SoftmaxGradKernel> softmax_grad_kernels(OpKind::SoftmaxGrad);
 
 }  // namespace
 }  // namespace campo
