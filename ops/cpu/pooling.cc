@@ -233,6 +233,22 @@ CAMPO_AVX512_POOLING void global_sums_16_planes(const bfloat16* x, int64_t n, fl
 }
 #pragma GCC diagnostic pop
 #undef CAMPO_AVX512_POOLING
+
+// One plane's sum in global_sums_16_planes' order, written out in plain C++ so that its bits
+// do not depend on how a compiler vectorises a reduction: the planes after the last block of
+// 16 take it, so a plane's mean is the same wherever it falls. (An `omp simd` reduction has
+// that order only where GCC compiles it at -O2 or more for AVX-512; the sanitizer build's
+// -O1 summed in another order, one bf16 ulp away.)
+float sum_plane_in_16_lanes(const bfloat16* x, int64_t n) {
+  float partial[16] = {};
+  const int64_t vector_end = n >= 16 ? n - n % 16 : 0;
+  for (int64_t i0 = 0; i0 < vector_end; i0 += 16)
+    for (int l = 0; l < 16; ++l) partial[l] += float(x[i0 + l]);
+  for (int64_t i = vector_end; i < n; ++i) partial[0] += float(x[i]);
+  float sum = 0.0f;
+  for (int l = 0; l < 16; ++l) sum += partial[l];
+  return sum;
+}
 constexpr int kMaxLanes = AvxLanes::kLanes;
 // Rows of at most this many output columns take SseLanes in the AVX-512 code too: 16 lanes
 // would mostly compute columns that are dropped (docs/kernels.md, "Pooling").
@@ -515,8 +531,8 @@ class AvgPoolKernel final : public Kernel {
     if (g.is_global()) {
       const float inv_area = 1.0f / float(in_plane);
       // y[p] = sum of plane p * inv_area. Per plane, an `omp simd` reduction; where the loop
-      // runs compiled for AVX-512 (bf16), 16 planes at a time in the same order
-      // (global_sums_16_planes), the last planes < 16 one by one.
+      // runs compiled for AVX-512 (bf16), 16 planes at a time (global_sums_16_planes), the
+      // last planes < 16 one by one in the same order (sum_plane_in_16_lanes).
       const auto mean_of_plane = [&](int64_t p) {
         const T* xp = x + p * in_plane;
         float s = 0.0f;
@@ -533,7 +549,8 @@ class AvgPoolKernel final : public Kernel {
               global_sums_16_planes(x + p0 * in_plane, in_plane, sums);
               for (int q = 0; q < 16; ++q) y[p0 + q] = sums[q] * inv_area;
             } else {
-              for (int64_t p = p0; p < g.planes; ++p) mean_of_plane(p);
+              for (int64_t p = p0; p < g.planes; ++p)
+                y[p] = sum_plane_in_16_lanes(x + p * in_plane, in_plane) * inv_area;
             }
           });
           return;

@@ -101,16 +101,19 @@ TEST(InceptionTest, TrainingLossAddsTheAuxiliaryLossWithWeight04) {
   EXPECT_NE(vars.at("AuxLogits.fc.weight").to_float_vector(), before);
 }
 
-// At batch 4 and 75 px (batch norm over 4 values per channel at the 1x1 end) these steps
-// are chaotic: scaling the input by 1 + 1e-6 u moves the third step's loss from 5.5 to 6.8
-// in plain layout, and the blocked layout's other rounding moves it to 9.0 (above the
-// first). So this test keeps the plain layout it was written with;
-// BlockedLayoutTrainingTest.InceptionV3Fp32 shows the blocked step within that perturbation
-// of the plain one.
+// At batch 4 and 75 px (batch norm over 4 values per channel at the 1x1 end) the first steps
+// are chaotic: scaling the input by 1 + 1e-6 u moved the third step's loss from 5.5 to 6.8,
+// the blocked layout's other rounding moved it to 9.0 (above the first, 7.1), and so did the
+// sanitizer build's on a native-BF16 CPU. Whether a loss is lower after 2 steps is therefore
+// a property of the rounding, not of the gradients. What holds in every rounding is that
+// the model memorises the 4 samples: after 12 steps the loss is far below chance (ln 10 =
+// 2.3) in both layouts (plain 5e-4 and blocked 0.1 after 10 steps on an AVX-512 machine,
+// where the 2nd to 8th steps wander between 1.1 and 8.6).
 TEST(InceptionTest, TrainingStepsLowerAFixedBatchLoss) {
   const testing::FixedBatchRun r = testing::train_fixed_batch(
-      "inception_v3", classes(10), {4, 3, 75, 75}, 3, 0.01f, false, {}, ConvLayout::plain);
-  EXPECT_LT(r.last, r.first) << "first " << r.first << ", last " << r.last;
+      "inception_v3", classes(10), {4, 3, 75, 75}, 12, 0.01f, false, {}, ConvLayout::plain);
+  EXPECT_GT(r.first, std::log(10.0f)) << "the untrained model should be no better than chance";
+  EXPECT_LT(r.last, 0.5f * std::log(10.0f)) << "first " << r.first << ", last " << r.last;
 }
 
 }  // namespace
