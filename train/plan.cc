@@ -314,11 +314,11 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
     d_info.cost_plan = session.d_plan();
     g_info.costs = session.g_costs();
     g_info.cost_plan = session.g_plan();
-    j["graphs"] = {
+    j["graphs"] = nlohmann::json::array({
         print_graph_plan(session.d_graph(), "discriminator step", precision, o,
                          with_suffix(o.dot_path, "_d"), out, session.d_fetches(), &d_info),
         print_graph_plan(session.g_graph(), "generator step", precision, o,
-                         with_suffix(o.dot_path, "_g"), out, session.g_fetches(), &g_info)};
+                         with_suffix(o.dot_path, "_g"), out, session.g_fetches(), &g_info)});
     PrecisionSummary s = session.precision_summary();
     j["low_nodes"] = s.low_nodes;
     j["f32_nodes"] = s.f32_nodes;
@@ -331,8 +331,9 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
     TrainingGraphInfo info = build_training_graph(g, vars, with_profiled_costs(spec));
     header << ", batch " << o.run.batch << ", input " << compact_shape(spec.image_shape);
     if (o.run.array > 1) header << ", array of " << o.run.array << " models";
-    j["graphs"] = {print_graph_plan(g, header.str(), spec.precision, o, o.dot_path, out,
-                                    info.fetches(), &info)};
+    // json::array: a braced list of one json is a copy of it, not an array, under clang.
+    j["graphs"] = nlohmann::json::array({print_graph_plan(g, header.str(), spec.precision, o,
+                                                          o.dot_path, out, info.fetches(), &info)});
     if (info.cost_plan) {
       // Compare with amp under the same costs: same graph before casts, amp's painting.
       TrainingGraphSpec fp32 = spec;
