@@ -20,6 +20,10 @@ install_missing_packages() {
 campo_build_packages=(cmake ninja-build g++ libdnnl-dev ocl-icd-opencl-dev zlib1g-dev libstb-dev
                       libturbojpeg0-dev nlohmann-json3-dev libcli11-dev libgtest-dev)
 
+# The sanitizer and fuzz build (scripts/sanitize.sh, scripts/fuzz.sh): clang, its sanitizer
+# and libFuzzer runtimes (libclang_rt.fuzzer-x86_64.a) and OpenMP for clang.
+campo_sanitizer_packages=(clang libclang-rt-14-dev libomp-14-dev)
+
 # The data sets the tests use where installed (each test skips, saying why, without them):
 # Fashion-MNIST, and English text for the masked-language-model tests (the fortunes
 # quotation files, 2.7 MB installed; datasets/text.h).
