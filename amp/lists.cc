@@ -98,7 +98,7 @@ AmpLists AmpLists::defaults(Device device, DType low) {
   AmpLists l;
   switch (device) {
     case Device::cpu:
-    case Device::test:
+    case Device::cpu_strict:
       for (size_t k = 0; k < size_t(OpKind::kCount); ++k) {
         const OpKind op = OpKind(k);
         const AmpList list = op_schema(op).amp_list;

@@ -18,8 +18,8 @@ class AmpLists {
   // The lists of `device` for the low-precision type `low` (bf16 or f16). The CPU's (bf16,
   // and f16, emulated) are the op schemas' own (OpSchema::amp_list, DESIGN.md's lists);
   // CUDA's (f16 and bf16) follow TensorFlow's CUDA lists (the table in lists.cc says where
-  // and why they differ from the CPU's). Device::test, the test-only staging backend, runs
-  // the CPU's kernels and has the CPU's lists.
+  // and why they differ from the CPU's). Device::cpu_strict (--device cpu:strict) runs the
+  // CPU's kernels and has the CPU's lists.
   static AmpLists defaults(Device device, DType low);
 
   AmpList classify(OpKind op) const;  // AmpList::fp32 when in no list

@@ -61,9 +61,11 @@ PaddingTiming time_padding(const Graph& g, NodeId id, const PaddingTimingOptions
               "; only MatMul nodes can be padded");
   CAMPO_CHECK(options.pad_to > 0 && options.repetitions > 0 && options.warmup >= 0,
               "time_padding: pad_to and repetitions must be positive, warmup non-negative");
+  CAMPO_CHECK(options.backend != nullptr, "time_padding: no backend to time node '", n.name,
+              "' on");
   const Graph plain = isolate(g, id, 0), padded = isolate(g, id, options.pad_to);
   const NodeId node = plain.num_nodes() - 1;
-  VariableStore vars;
+  VariableStore vars(0, options.backend);
   auto compile = [&](const Graph& one) {
     CompileOptions co;
     co.fetches = {one.node(node).outputs[0]};
@@ -72,10 +74,13 @@ PaddingTiming time_padding(const Graph& g, NodeId id, const PaddingTimingOptions
     // but zeros or denormals could).
     Rng rng(1);
     for (size_t i = 0; i < one.node(node).inputs.size(); ++i) {
-      Tensor& t = exe->input("input" + std::to_string(i));
+      const std::string name = "input" + std::to_string(i);
+      const Tensor& t = exe->input(name);
       std::vector<float> v(size_t(t.numel()));
       for (float& x : v) x = rng.uniform(-1.0f, 1.0f);
-      convert(v.data(), DType::f32, t.data(), t.dtype(), v.size());
+      Tensor host = Tensor::empty(t.shape(), t.dtype());
+      convert(v.data(), DType::f32, host.data(), t.dtype(), v.size());
+      exe->feed(name, host);  // through the backend's copy
     }
     exe->set_timing(true);
     return exe;

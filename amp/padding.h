@@ -10,9 +10,11 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "graph/graph.h"
+#include "runtime/backend.h"
 
 namespace campo {
 
@@ -32,6 +34,8 @@ struct PaddingTimingOptions {
   // Padding pays only when it is faster by more than this fraction (noise on a shared
   // machine, and on an emulated kernel where pad_to changes nothing, must not decide).
   double min_gain = 0.05;
+  // Where the node is timed: the backend the model will train on (required).
+  std::shared_ptr<Backend> backend;
 };
 
 // Wall-clock kernel times (ms, minimum over repetitions) of one node without and with
@@ -45,17 +49,17 @@ struct PaddingTiming {
   bool pays(double min_gain) const { return padded_ms < unpadded_ms * (1.0 - min_gain); }
 };
 
-// Times node `id` (a padding candidate) in isolation on the CPU: a graph of two
+// Times node `id` (a padding candidate) in isolation on options.backend: a graph of two
 // placeholders of its inputs' shapes and dtypes and a copy of the node, compiled twice
 // (pad_to = 0 and options.pad_to), inputs filled with fixed pseudo-random values.
-PaddingTiming time_padding(const Graph& g, NodeId id, const PaddingTimingOptions& options = {});
+PaddingTiming time_padding(const Graph& g, NodeId id, const PaddingTimingOptions& options);
 // time_padding(...).pays(options.min_gain); the times go to *timing when given.
-bool padding_pays(const Graph& g, NodeId id, const PaddingTimingOptions& options = {},
+bool padding_pays(const Graph& g, NodeId id, const PaddingTimingOptions& options,
                   PaddingTiming* timing = nullptr);
 
 // Sets pad_to = kPadTo on every padding candidate for which pays(id) is true and returns
 // how many; other nodes are left as they are. With measurements:
-//   apply_padding(g, [&](NodeId id) { return padding_pays(g, id); });
+//   apply_padding(g, [&](NodeId id) { return padding_pays(g, id, {.backend = backend}); });
 int apply_padding(Graph& g, const std::function<bool(NodeId)>& pays);
 
 }  // namespace campo

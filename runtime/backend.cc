@@ -16,6 +16,7 @@ std::string DeviceSpec::str() const {
 DeviceSpec parse_device_spec(std::string_view s) {
   const std::string text(s);
   if (s == "cpu") return {Device::cpu, 0};
+  if (s == "cpu:strict") return {Device::cpu_strict, 0};
   if (s == "cuda" || s == "gpu") return {Device::cuda, 0};
   for (std::string_view prefix : {"cuda:", "gpu:"}) {
     if (s.substr(0, prefix.size()) != prefix) continue;
@@ -27,7 +28,7 @@ DeviceSpec parse_device_spec(std::string_view s) {
                 "--device '", text, "': the GPU index must be a number 0 or more (cuda:0)");
     return {Device::cuda, index};
   }
-  CAMPO_FAIL("--device '", text, "' is not a device (expected cpu, cuda or cuda:N)");
+  CAMPO_FAIL("--device '", text, "' is not a device (expected cpu, cuda, cuda:N or cpu:strict)");
 }
 
 Tensor Backend::wrap(std::shared_ptr<void> storage, const Shape& shape, DType dtype) const {

@@ -42,6 +42,7 @@ std::string CpuBackend::describe() const {
 }
 
 std::shared_ptr<void> CpuBackend::allocate(size_t bytes) {
+  ++allocations_;
   return std::shared_ptr<void>(alloc_host(bytes), free_host);
 }
 

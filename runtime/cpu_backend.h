@@ -4,6 +4,7 @@
 // native kernel run their f32 kernel emulated (ops/cpu/low_precision.h).
 #pragma once
 
+#include <atomic>
 #include <memory>
 
 #include "runtime/backend.h"
@@ -40,11 +41,15 @@ class CpuBackend : public Backend {
   dnnl::stream& stream();
   // CAMPO_CPU_BF16 as read at construction: whether bf16 kernels may be native.
   bool allows_native_low_precision() const override { return native_bf16_allowed_; }
+  // Buffers allocated so far (arena, variables, inputs): how a run proves which backend
+  // served it (--device cpu:strict reports the default CPU backend's count, 0).
+  int64_t allocation_count() const { return allocations_.load(); }
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
   bool native_bf16_allowed_ = true;
+  std::atomic<int64_t> allocations_{0};
 };
 
 // A host timer per node: each slot's wall time between start and stop.

@@ -10,7 +10,7 @@ const char* device_name(Device d) {
   switch (d) {
     case Device::cpu: return "cpu";
     case Device::cuda: return "cuda";
-    case Device::test: return "test";
+    case Device::cpu_strict: return "cpu:strict";
   }
   return "?";
 }

@@ -6,9 +6,10 @@
 
 namespace campo {
 
-// `test`: the test-only staging backend (tests/runtime/staging_backend.h): host memory
-// that refuses host access like a GPU's, to prove every host boundary goes through a copy.
-enum class Device : uint8_t { cpu, cuda, test };
+// `cpu_strict` (--device cpu:strict): the CPU's kernels over host memory that refuses host
+// access like a GPU's (runtime/strict_backend.h), a debugging device for backend authors that
+// proves every host boundary of a run goes through the backend's copies.
+enum class Device : uint8_t { cpu, cuda, cpu_strict };
 
 const char* device_name(Device d);
 Device parse_device(std::string_view s);

@@ -120,7 +120,9 @@ void check_int64(CLI::App* cmd, std::initializer_list<const char*> options) {
 
 // --device, parsed once (parse_device_spec) after the command line is read.
 void add_device_option(CLI::App* cmd, std::string& device) {
-  cmd->add_option("--device", device, "cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--device", device,
+                  "cpu, cuda or cuda:N (cpu:strict: a debugging device, docs/backends.md)")
+      ->capture_default_str();
 }
 
 // Whether the user gave `option` on the command line (a default does not count).
@@ -352,7 +354,9 @@ void apply_training_defaults(const CLI::App* cmd, TrainOptions& o) {
 // Options a user gave that the run would ignore are errors, each naming the option and why.
 // --conv-layout picks oneDNN's layouts: on a GPU every activation is NCHW (graph/executor.cc).
 void check_conv_layout_applies(const CLI::App* cmd, const DeviceSpec& device) {
-  CAMPO_CHECK(!given(cmd, "--conv-layout") || device.type == Device::cpu,
+  // cpu:strict runs the CPU's kernels, so their layouts too.
+  CAMPO_CHECK(!given(cmd, "--conv-layout") || device.type == Device::cpu ||
+                  device.type == Device::cpu_strict,
               "--conv-layout applies to --device cpu only (on ", device.str(),
               " activations are always NCHW)");
 }

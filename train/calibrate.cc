@@ -22,6 +22,7 @@
 #include "train/gan_trainer.h"
 #include "train/plan.h"
 #include "train/profiling.h"
+#include "train/trainer.h"
 
 namespace campo {
 
@@ -222,8 +223,8 @@ void measure_configuration(const Configuration& c, DType low, const Timing& timi
   VariableStore vars(seed);
   const TrainingGraphInfo info = build_training_graph(g, vars, spec);
   BothPrecisionTimes t =
-      measure_both_precisions(g, vars, info.fetches(), training_timing_inputs(r.classes), lists, low,
-                              timing.warmup, timing.steps, seed);
+      measure_both_precisions(g, vars, info.fetches(), training_timing_inputs(r.classes), lists,
+                              low, timing.warmup, timing.steps, seed);
   collect(g, t, c.heldout, m);
 }
 
@@ -395,10 +396,9 @@ void print_report(const Calibration& cal, const Measurements& m, std::ostream& l
     if (features.empty()) features = "-";
     const Baselines b = baselines(cal, key, m);
     auto pct = [](double v) { return v < 0 ? std::string("-") : std::to_string(v).substr(0, 6); };
-    std::snprintf(line, sizeof line,
-                  "  %-30s %-10s %5d %5d %8.3f %9.4f %8s %8s %8s %8s %8s  %s\n", key.c_str(),
-                  model.fit.c_str(), model.train_samples, model.heldout_samples, model.sigma,
-                  model.bias, pct(model.heldout_mape).c_str(), pct(b.median).c_str(),
+    std::snprintf(line, sizeof line, "  %-30s %-10s %5d %5d %8.3f %9.4f %8s %8s %8s %8s %8s  %s\n",
+                  key.c_str(), model.fit.c_str(), model.train_samples, model.heldout_samples,
+                  model.sigma, model.bias, pct(model.heldout_mape).c_str(), pct(b.median).c_str(),
                   pct(b.same).c_str(), pct(b.ratio).c_str(), pct(b.spread).c_str(),
                   features.c_str());
     log << line;
@@ -451,8 +451,9 @@ void print_report(const Calibration& cal, const Measurements& m, std::ostream& l
 }  // namespace
 
 Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
-  // One error line, before any measurement, for a device this build or machine lacks.
-  (void)make_backend(o.device);
+  // One error line, before any measurement, for a device this build or machine lacks, or
+  // one the calibration's measurements do not run on yet.
+  require_cpu_device(o.device, "calibration measurements");
   const DType low = parse_low(o.low_precision);
   CAMPO_CHECK(o.budget_minutes >= 0 && std::isfinite(o.budget_minutes),
               "--budget-minutes must be positive, got ", o.budget_minutes);
@@ -547,15 +548,20 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
       nlohmann::json features;
       for (int f = 0; f < kNumFeatures; ++f)
         features[feature_name(Feature(f))] = s.s.features[size_t(f)];
-      ops.push_back({{"op", s.op}, {"heldout", s.heldout}, {"fp32_ms", s.s.fp32_ms},
-                     {"low_ms", s.s.low_ms}, {"features", features}});
+      ops.push_back({{"op", s.op},
+                     {"heldout", s.heldout},
+                     {"fp32_ms", s.s.fp32_ms},
+                     {"low_ms", s.s.low_ms},
+                     {"features", features}});
     }
     for (const CastTiming& c : m.casts)
-      casts.push_back({{"elements", c.elements}, {"from", dtype_name(c.from)},
-                       {"to", dtype_name(c.to)}, {"ms", c.ms}});
-    write_file_atomically(o.samples_out,
-                          nlohmann::json{{"low_precision", dtype_name(low)}, {"ops", ops},
-                                         {"casts", casts}}.dump(1));
+      casts.push_back({{"elements", c.elements},
+                       {"from", dtype_name(c.from)},
+                       {"to", dtype_name(c.to)},
+                       {"ms", c.ms}});
+    write_file_atomically(
+        o.samples_out,
+        nlohmann::json{{"low_precision", dtype_name(low)}, {"ops", ops}, {"casts", casts}}.dump(1));
     log << "wrote the raw samples to " << o.samples_out << "\n";
   }
   cal.ops = fit_models(m, log);

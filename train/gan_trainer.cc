@@ -174,14 +174,14 @@ GStep build_g_step(Graph& g, VariableStore& vars, const DcganOptions& model, int
 // variables so that the session's weights and optimizer state are not touched by the timed
 // steps; null for the other policies.
 std::shared_ptr<const CostTable> gan_step_costs(
-    const PrecisionConfig& precision,
+    const PrecisionConfig& precision, std::shared_ptr<Backend> backend,
     const std::function<std::vector<ValueId>(Graph&, VariableStore&)>& build) {
   if (precision.policy != Precision::cost_aware) return nullptr;
   CAMPO_CHECK(!precision.costs,
               "dcgan: cost-aware profiles its two step graphs itself; a "
               "fixed cost table describes one graph and cannot be used");
   Graph scratch;
-  VariableStore scratch_vars(1);
+  VariableStore scratch_vars(1, std::move(backend));  // the profiling step runs there
   const std::vector<ValueId> fetches = build(scratch, scratch_vars);
   TimingInputs inputs;
   inputs.constants = {{"lr", 0.0f},
@@ -285,19 +285,19 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, OptimizerConfig
     loss_d_ = d.loss;
     d_x_ = d.d_x;
     d_g_z1_ = d.d_g_z1;
-    d_costs_ = gan_step_costs(precision, [&](Graph& g, VariableStore& v) {
+    d_costs_ = gan_step_costs(precision, vars_.backend_ptr(), [&](Graph& g, VariableStore& v) {
       return build_d_step(g, v, model, batch, optimizer, n_).fetches();
     });
-    d_policy_ = apply_policy(d_graph_, precision, d_costs_.get());
+    d_policy_ = apply_policy(d_graph_, precision, d_costs_.get(), vars_.backend_ptr());
   }
   {
     const GStep s = build_g_step(g_graph_, vars_, model, batch, optimizer, n_);
     loss_g_ = s.loss;
     d_g_z2_ = s.d_g_z2;
-    g_costs_ = gan_step_costs(precision, [&](Graph& g, VariableStore& v) {
+    g_costs_ = gan_step_costs(precision, vars_.backend_ptr(), [&](Graph& g, VariableStore& v) {
       return build_g_step(g, v, model, batch, optimizer, n_).fetches();
     });
-    g_policy_ = apply_policy(g_graph_, precision, g_costs_.get());
+    g_policy_ = apply_policy(g_graph_, precision, g_costs_.get(), vars_.backend_ptr());
   }
   if (n_ > 1) {
     slices_.write_into(vars_);
@@ -653,7 +653,7 @@ void validate_gan(const GanOptions& o) {
   CAMPO_CHECK(o.save_every == 0 || !o.save_path.empty(),
               "--save-every needs --save (the checkpoint path to write every ", o.save_every,
               " steps)");
-  check_training_device(o.device);
+  require_cpu_device(o.device, "DCGAN trainings");
   // Outputs and inputs before any work is spent (a calibration or a training run).
   if (!o.samples_dir.empty()) require_output_directory(o.samples_dir, "--samples-dir");
   if (!o.save_path.empty()) require_output_file(o.save_path, "--save checkpoint");

@@ -194,7 +194,8 @@ ModelArraySession::ModelArraySession(const std::string& model, const ModelOption
   optimizer.slice_weight_decay = h.weight_decay;
   TrainingGraphSpec spec{model_, model_options_, image_shape, batch, optimizer, precision};
   spec.array = n_;
-  TrainingGraphInfo info = build_training_graph(train_graph_, vars_, with_profiled_costs(spec));
+  TrainingGraphInfo info =
+      build_training_graph(train_graph_, vars_, with_profiled_costs(spec, vars_.backend_ptr()));
   loss_ = info.loss;
   model_losses_ = info.model_losses;
   all_finite_ = info.all_finite;

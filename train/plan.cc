@@ -277,8 +277,9 @@ void check_plan_options(const PlanOptions& o) {
 }
 
 void check_bench_options(const BenchOptions& o) {
-  // One error line, before anything is built, for a device this build or machine lacks.
-  (void)make_backend(o.run.device);
+  // One error line, before anything is built, for a device this build or machine lacks, or
+  // one the bench's steps do not run on yet.
+  require_cpu_device(o.run.device, "campo bench's steps");
   CAMPO_CHECK(!o.precisions.empty(), "--precision needs at least one policy");
   for (const std::string& p : o.precisions) (void)parse_precision(p);
   check_model_run_numbers(o.run);
@@ -314,11 +315,11 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
     d_info.cost_plan = session.d_plan();
     g_info.costs = session.g_costs();
     g_info.cost_plan = session.g_plan();
-    j["graphs"] = nlohmann::json::array({
-        print_graph_plan(session.d_graph(), "discriminator step", precision, o,
-                         with_suffix(o.dot_path, "_d"), out, session.d_fetches(), &d_info),
-        print_graph_plan(session.g_graph(), "generator step", precision, o,
-                         with_suffix(o.dot_path, "_g"), out, session.g_fetches(), &g_info)});
+    j["graphs"] = nlohmann::json::array(
+        {print_graph_plan(session.d_graph(), "discriminator step", precision, o,
+                          with_suffix(o.dot_path, "_d"), out, session.d_fetches(), &d_info),
+         print_graph_plan(session.g_graph(), "generator step", precision, o,
+                          with_suffix(o.dot_path, "_g"), out, session.g_fetches(), &g_info)});
     PrecisionSummary s = session.precision_summary();
     j["low_nodes"] = s.low_nodes;
     j["f32_nodes"] = s.f32_nodes;
@@ -328,7 +329,8 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
     TrainingGraphSpec spec = model_run_spec(o.run, policy);
     Graph g;
     VariableStore vars(o.run.seed);
-    TrainingGraphInfo info = build_training_graph(g, vars, with_profiled_costs(spec));
+    TrainingGraphInfo info =
+        build_training_graph(g, vars, with_profiled_costs(spec, vars.backend_ptr()));
     header << ", batch " << o.run.batch << ", input " << compact_shape(spec.image_shape);
     if (o.run.array > 1) header << ", array of " << o.run.array << " models";
     // json::array: a braced list of one json is a copy of it, not an array, under clang.
@@ -424,7 +426,7 @@ class ClassifierBenchPolicy final : public BenchPolicy {
   ClassifierBenchPolicy(const std::string& precision, const TrainingGraphSpec& spec, uint64_t seed,
                         ConvLayout conv_layout)
       : BenchPolicy(precision), vars_(seed), scaler_(spec.precision.scaler) {
-    info_ = build_training_graph(graph_, vars_, with_profiled_costs(spec));
+    info_ = build_training_graph(graph_, vars_, with_profiled_costs(spec, vars_.backend_ptr()));
     CompileOptions co;
     co.fetches = info_.fetches();
     co.seed = seed;

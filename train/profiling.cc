@@ -208,20 +208,22 @@ CostTable graph_costs(const Graph& g, VariableStore& vars, const std::vector<Val
   return costs;
 }
 
-CostTable profile_costs(const TrainingGraphSpec& spec) {
+CostTable profile_costs(const TrainingGraphSpec& spec, std::shared_ptr<Backend> backend) {
+  CAMPO_CHECK(backend != nullptr, "profile_costs: no backend to measure on");
   TrainingGraphSpec fp32 = spec;
   fp32.precision.policy = Precision::fp32;
   fp32.precision.calibration = nullptr;
   Graph g32;
-  VariableStore v32(1);
+  VariableStore v32(1, std::move(backend));  // the profiling step's executables run there too
   const TrainingGraphInfo info = build_training_graph(g32, v32, fp32);
   return graph_costs(g32, v32, info.fetches(),
                      training_timing_inputs(spec.model_options.num_classes), spec.precision);
 }
 
-TrainingGraphSpec with_profiled_costs(TrainingGraphSpec spec) {
+TrainingGraphSpec with_profiled_costs(TrainingGraphSpec spec, std::shared_ptr<Backend> backend) {
   if (spec.precision.policy == Precision::cost_aware && !spec.precision.costs)
-    spec.precision.costs = std::make_shared<const CostTable>(profile_costs(spec));
+    spec.precision.costs =
+        std::make_shared<const CostTable>(profile_costs(spec, std::move(backend)));
   return spec;
 }
 

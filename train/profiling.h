@@ -83,11 +83,11 @@ CostTable graph_costs(const Graph& g, VariableStore& vars, const std::vector<Val
 
 // The costs of the training graph of `spec` (node ids as build_training_graph(spec) gives
 // before casts): graph_costs on random inputs with separate variables (the model being
-// trained is untouched).
-CostTable profile_costs(const TrainingGraphSpec& spec);
+// trained is untouched), measured on `backend`, the one the model will train on.
+CostTable profile_costs(const TrainingGraphSpec& spec, std::shared_ptr<Backend> backend);
 // `spec` ready for build_training_graph: for cost-aware without costs, with
-// precision.costs = profile_costs(spec); else unchanged.
-TrainingGraphSpec with_profiled_costs(TrainingGraphSpec spec);
+// precision.costs = profile_costs(spec, backend); else unchanged.
+TrainingGraphSpec with_profiled_costs(TrainingGraphSpec spec, std::shared_ptr<Backend> backend);
 
 // --profile: the time per op kind of timed steps. attach() hooks an executable's node
 // timings (several executables, e.g. a GAN's two step graphs, add into one profile); by_op()

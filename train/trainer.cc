@@ -22,7 +22,9 @@
 #include "datasets/tokenizer.h"
 #include "graph/autodiff.h"
 #include "graph/checkpoint.h"
+#include "runtime/cpu_backend.h"
 #include "runtime/file_check.h"
+#include "runtime/strict_backend.h"
 #include "runtime/timer.h"
 #include "train/calibrate.h"
 #include "train/interrupt.h"
@@ -173,7 +175,8 @@ TrainingSession::TrainingSession(const std::string& model, const ModelOptions& m
       scaler_(precision.scaler) {
   TrainingGraphInfo info = build_training_graph(
       train_graph_, vars_,
-      with_profiled_costs({model, model_options, image_shape, batch, optimizer, precision}));
+      with_profiled_costs({model, model_options, image_shape, batch, optimizer, precision},
+                          vars_.backend_ptr()));
   loss_ = info.loss;
   all_finite_ = info.all_finite;
   summary_ = info.summary;
@@ -557,7 +560,10 @@ void validate(const TrainOptions& o) {
               " steps)");
   validate_array(o);
   (void)precision_config(o);  // checks --precision, --low-precision, --loss-scale, lists
-  check_training_device(o.device);
+  if (o.array >= 2)
+    require_cpu_device(o.device, "model arrays (--array)");
+  else
+    (void)backend_for(o.device);  // its error line before any work; train() makes its own
   // Outputs and inputs before any work is spent (a calibration or a training run).
   if (!o.save_path.empty()) require_output_file(o.save_path, "--save checkpoint");
   if (!o.resume_path.empty()) require_input_file(o.resume_path, "--resume checkpoint");
@@ -584,10 +590,18 @@ void check_threads(int threads) {
               " (4x this machine's ", cores, " logical cores); 0 uses all cores");
 }
 
-void check_training_device(const DeviceSpec& device) {
+std::shared_ptr<Backend> backend_for(const DeviceSpec& device) {
+  if (device == DeviceSpec{Device::cpu, 0}) return default_cpu_backend();
   // make_backend is the one place that knows which devices this build and machine have; it
-  // throws one line for any other. The sessions still run on default_cpu_backend().
-  (void)make_backend(device);
+  // throws one line for any other.
+  return make_backend(device);
+}
+
+void require_cpu_device(const DeviceSpec& device, const std::string& what) {
+  const std::shared_ptr<Backend> backend = backend_for(device);
+  CAMPO_CHECK(device.type == Device::cpu, "--device ", device.str(), ": ", what,
+              " run on the CPU backend only so far (one training session for every backend is "
+              "not finished); use --device cpu");
 }
 
 ResumePoint resume_point(const std::string& path, int64_t epoch, int64_t position_in_epoch,
@@ -675,7 +689,13 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   ocfg.weight_decay = o.weight_decay;
   PrecisionConfig pcfg = precision_config(o);
   attach_calibration(pcfg, o.calibration, log);
-  TrainingSession session(o.model, mopts, image_shape, o.batch, ocfg, o.seed, pcfg, nullptr,
+  // Every step, evaluation, checkpoint and profile of the run is on this backend.
+  const std::shared_ptr<Backend> backend = backend_for(o.device);
+  const auto default_cpu_allocations = [] {
+    return dynamic_cast<const CpuBackend&>(*default_cpu_backend()).allocation_count();
+  };
+  const int64_t default_cpu_allocations_before = default_cpu_allocations();
+  TrainingSession session(o.model, mopts, image_shape, o.batch, ocfg, o.seed, pcfg, backend,
                           o.conv_layout);
   if (dopts.tokenizer) {  // what campo eval and --resume need to read the text the same way
     session.set_checkpoint_extra("vocab", dopts.tokenizer->to_json());
@@ -842,7 +862,15 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
       {"test_accuracy", r.test_accuracy},
       {"final_loss", r.final_loss},
       {"samples_per_sec", r.samples_per_sec},
-      {"wall_seconds", r.wall_seconds}};
+      {"wall_seconds", r.wall_seconds},
+      {"device", o.device.str()}};
+  if (const auto* strict = dynamic_cast<const StrictCpuBackend*>(backend.get())) {
+    // What --device cpu:strict is for (runtime/strict_backend.h): every host boundary
+    // crossed through its copies, and nothing came from the default CPU backend.
+    j["host_copies"] = {{"to_device", strict->to_device_copies},
+                        {"to_host", strict->to_host_copies}};
+    j["default_cpu_allocations"] = default_cpu_allocations() - default_cpu_allocations_before;
+  }
   log << j.dump() << "\n";
   log.flush();
   return r;

@@ -68,7 +68,7 @@ struct TrainOptions {
   std::string resume_path;     // continue a run from this checkpoint
   int image_size = 0;          // resize images to this square size (0: native)
   int channels = 0;            // 1 or 3 (0: the data set's own)
-  DeviceSpec device;           // --device cpu | cuda[:N], parsed by the CLI
+  DeviceSpec device;           // --device cpu | cuda[:N] | cpu:strict, parsed by the CLI
   // Image folders and CIFAR-10 (see datasets/registry.h).
   std::string augment = "auto";  // auto (train split only) | on | off
   int resize = 0;                // shorter side before cropping (0: --image-size)
@@ -152,9 +152,15 @@ void print_profile(const std::vector<std::pair<std::string, double>>& ms_by_op, 
                    std::ostream& log);
 // --threads: 0 (all cores) up to a few times this machine's logical cores.
 void check_threads(int threads);
-// --device: a backend for it exists (make_backend's one error line otherwise; shared with
-// dcgan), checked before any work.
-void check_training_device(const DeviceSpec& device);
+// The backend of --device, made once per run: the default CPU backend for cpu (so a run
+// shares its oneDNN engine with everything else on the CPU), else make_backend's (its one
+// error line where this build or machine lacks the device).
+std::shared_ptr<Backend> backend_for(const DeviceSpec& device);
+// The commands whose steps are not yet built on the backend interface (model arrays, DCGAN,
+// bench, calibrate) run on the default CPU backend only: backend_for's error line for a
+// device this build or machine lacks, else one line refusing any device but cpu, so that
+// none of them runs its steps on the CPU under another device's name. `what` names them.
+void require_cpu_device(const DeviceSpec& device, const std::string& what);
 
 // The data sets of a run (its options checked; --limit-train / --limit-test applied) and the
 // model options they imply (channels, image size, classes).

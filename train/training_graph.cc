@@ -10,7 +10,7 @@
 namespace campo {
 
 PolicyResult apply_policy(Graph& g, const PrecisionConfig& precision, const CostTable* costs,
-                          const PaddingDecision& pays) {
+                          std::shared_ptr<Backend> backend, const PaddingDecision& pays) {
   PolicyResult r;
   switch (precision.policy) {
     case Precision::fp32:
@@ -29,8 +29,9 @@ PolicyResult apply_policy(Graph& g, const PrecisionConfig& precision, const Cost
   apply_precision(g, plan->low, precision.low, precision.fold_casts);
   r.padding_candidates = int(padding_candidates(g).size());
   if (precision.padding)
-    r.padded =
-        apply_padding(g, [&](NodeId id) { return pays ? pays(g, id) : padding_pays(g, id); });
+    r.padded = apply_padding(g, [&](NodeId id) {
+      return pays ? pays(g, id) : padding_pays(g, id, {.backend = backend});
+    });
   r.cost_plan = std::move(plan);
   return r;
 }
@@ -102,7 +103,8 @@ TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
     info.all_finite = b.op(OpKind::AllFinite, present, NoAttrs{}, "AllFinite");
   }
   append_optimizer(b, params, grads, spec.optimizer, info.all_finite);
-  const PolicyResult policy = apply_policy(g, spec.precision, spec.precision.costs.get());
+  const PolicyResult policy =
+      apply_policy(g, spec.precision, spec.precision.costs.get(), vars.backend_ptr());
   if (spec.precision.policy == Precision::cost_aware) info.costs = spec.precision.costs;
   info.cost_plan = policy.cost_plan;
   info.padding_candidates = policy.padding_candidates;

@@ -38,9 +38,10 @@ using PaddingDecision = std::function<bool(const Graph& g, NodeId id)>;
 //   cost-aware  plan_cost_aware with `costs` (by node id of g; required), the casts
 //               (apply_precision), then, with precision.padding, sets pad_to on the
 //               low-precision GEMMs `pays` says gain from it (default: padding_pays, a
-//               side-by-side timing of each candidate).
+//               side-by-side timing of each candidate on `backend`, the one the graph
+//               will run on).
 PolicyResult apply_policy(Graph& g, const PrecisionConfig& precision, const CostTable* costs,
-                          const PaddingDecision& pays = nullptr);
+                          std::shared_ptr<Backend> backend, const PaddingDecision& pays = nullptr);
 
 // The name of a model's input placeholder: "images" [batch, C, H, W] f32, or "input_ids"
 // [batch, T] i32 for a model of token inputs (models.h's ModelInput).

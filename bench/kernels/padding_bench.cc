@@ -12,6 +12,7 @@
 #include "bench/kernels/bench_util.h"
 #include "graph/graph.h"
 #include "ops/cpu/low_precision.h"
+#include "runtime/cpu_backend.h"
 #include "tests/ops/padding_util.h"
 
 namespace campo::testing {
@@ -30,8 +31,9 @@ TEST(PaddingBench, UnpaddedVsPadded) {
                         {4097, 64, 1000, true}, {64, 500, 10},
                         {256, 100, 100},        {512, 147, 64}};
   const int shapes = quick_mode() ? 2 : int(std::size(gemms));
-  const PaddingTimingOptions options = quick_mode() ? PaddingTimingOptions{kPadTo, 1, 2, 0.05}
-                                                    : PaddingTimingOptions{kPadTo, 3, 20, 0.05};
+  const PaddingTimingOptions options =
+      quick_mode() ? PaddingTimingOptions{kPadTo, 1, 2, 0.05, default_cpu_backend()}
+                   : PaddingTimingOptions{kPadTo, 3, 20, 0.05, default_cpu_backend()};
   auto aligned = [](int64_t n) { return (n + kPadTo - 1) / kPadTo * kPadTo; };
   std::printf("%-24s %11s %11s %11s %9s %10s %5s\n", "bf16 MxKxN (threads)", "unpadded ms",
               "padded ms", "aligned ms", "unp/pad", "unp/align", "pays");

@@ -74,7 +74,7 @@ std::vector<OpKind> all_ops() {
 }
 
 TEST(AmpDeviceListsTest, CpuListsAreTheSchemasListsForBothLowTypes) {
-  for (Device device : {Device::cpu, Device::test})
+  for (Device device : {Device::cpu, Device::cpu_strict})
     for (DType low : {DType::bf16, DType::f16}) {
       const AmpLists lists = AmpLists::defaults(device, low);
       for (OpKind op : all_ops())

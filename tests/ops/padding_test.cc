@@ -20,6 +20,7 @@
 #include "graph/variables.h"
 #include "ops/cpu/low_precision.h"
 #include "ops/kernel.h"
+#include "runtime/cpu_backend.h"
 #include "tests/ops/padding_util.h"
 #include "tests/test_util.h"
 
@@ -271,14 +272,15 @@ TEST(Padding, TimePaddingMeasuresBothVariants) {
   const NodeId mm = add_matmul(g, {16, 33, 10, false, true}, DType::bf16, "mm");
   const std::string before = g.to_text();
   PaddingTiming t;
-  padding_pays(g, mm, {kPadTo, 1, 2, 0.05}, &t);
+  padding_pays(g, mm, {kPadTo, 1, 2, 0.05, default_cpu_backend()}, &t);
   EXPECT_GT(t.unpadded_ms, 0.0);
   EXPECT_GT(t.padded_ms, 0.0);
   EXPECT_TRUE(std::isfinite(t.unpadded_ms) && std::isfinite(t.padded_ms));
   EXPECT_EQ(g.to_text(), before);
   const NodeId relu =
       g.add_node(OpKind::Relu, {g.node(mm).outputs[0]}, NoAttrs{}, "relu", DType::bf16);
-  EXPECT_THROW(time_padding(g, relu), Error);
+  EXPECT_THROW(time_padding(g, relu, {.backend = default_cpu_backend()}), Error);
+  EXPECT_THROW(time_padding(g, mm, {}), Error);  // no backend to time it on
 }
 
 }  // namespace

@@ -98,7 +98,8 @@ TEST(DeviceCliParseTest, AnUnknownDeviceIsOneLineForEveryCommand) {
        {std::vector<std::string>{"train"}, {"plan"}, {"bench"}, {"calibrate"}}) {
     std::vector<std::string> args = command;
     args.insert(args.end(), {"--device", "tpu"});
-    expect_error(run_cli(args), "--device 'tpu' is not a device (expected cpu, cuda or cuda:N)");
+    expect_error(run_cli(args),
+                 "--device 'tpu' is not a device (expected cpu, cuda, cuda:N or cpu:strict)");
     args.back() = "cuda:x";
     expect_error(run_cli(args), "--device 'cuda:x': the GPU index must be a number");
   }
@@ -107,6 +108,83 @@ TEST(DeviceCliParseTest, AnUnknownDeviceIsOneLineForEveryCommand) {
 nlohmann::json read_json(const std::string& file) {
   std::ifstream f(file);
   return nlohmann::json::parse(f);
+}
+
+// The JSON result line of a `campo train` run (its last line).
+nlohmann::json result_line(const std::string& out) {
+  const size_t at = out.rfind("\n{");
+  EXPECT_NE(at, std::string::npos) << out;
+  const nlohmann::json j =
+      nlohmann::json::parse(out.substr(at + 1, out.find('\n', at + 1) - at - 1));
+  EXPECT_EQ(j["event"], "result") << out;
+  return j;
+}
+
+// --device cpu:strict: the run is on that backend (tensors that refuse host access, so any
+// host read or write outside its copies would have thrown), its steps, evaluation and
+// checkpoint give --device cpu's results bit for bit, its copies carried the batches in and
+// the losses out, and the default CPU backend allocated nothing during it.
+TEST_F(DeviceCliTest, TrainOnCpuStrictIsTheCpuRunThroughTheBackendsCopies) {
+  for (const std::string precision : {"fp32", "amp"}) {
+    std::vector<nlohmann::json> results;
+    for (const std::string device : {"cpu", "cpu:strict"}) {
+      const std::string checkpoint = path(precision + "_" + device + ".safetensors");
+      const CliResult r =
+          run_cli({"train", "--model", "lenet", "--dataset", "synthetic", "--steps", "6", "--batch",
+                   "16", "--limit-test", "64", "--precision", precision, "--progress", "none",
+                   "--device", device, "--save", checkpoint});
+      ASSERT_EQ(r.code, 0) << r.err;
+      results.push_back(result_line(r.out));
+      EXPECT_EQ(results.back()["device"], device);
+      EXPECT_TRUE(fs::exists(checkpoint)) << device;
+    }
+    const nlohmann::json& cpu = results[0];
+    const nlohmann::json& strict = results[1];
+    EXPECT_EQ(strict["final_loss"], cpu["final_loss"]) << precision;
+    EXPECT_EQ(strict["test_accuracy"], cpu["test_accuracy"]) << precision;
+    EXPECT_EQ(strict["casts"], cpu["casts"]) << precision;
+    EXPECT_FALSE(cpu.contains("host_copies"));
+    // Images and labels in, every step (6), and the losses out.
+    EXPECT_GE(strict["host_copies"]["to_device"].get<int64_t>(), 12) << strict.dump();
+    EXPECT_GE(strict["host_copies"]["to_host"].get<int64_t>(), 6) << strict.dump();
+    EXPECT_EQ(strict["default_cpu_allocations"], 0) << strict.dump();
+  }
+}
+
+// Cost-aware's profiling step and its padding timings run on the run's device too (their
+// plan follows timings, so it is not compared with the CPU run's).
+TEST_F(DeviceCliTest, CostAwareOnCpuStrictProfilesOnThatBackend) {
+  const CliResult r =
+      run_cli({"train", "--model", "lenet", "--dataset", "synthetic", "--steps", "3", "--batch",
+               "16", "--limit-test", "32", "--precision", "cost-aware", "--progress", "none",
+               "--device", "cpu:strict"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = result_line(r.out);
+  EXPECT_EQ(j["device"], "cpu:strict");
+  EXPECT_EQ(j["default_cpu_allocations"], 0) << j.dump();
+}
+
+// The commands whose steps are not on the backend interface yet refuse any device but cpu
+// with one line, before any work, rather than run on the CPU under another device's name.
+TEST_F(DeviceCliTest, CommandsNotYetOnTheBackendRefuseCpuStrict) {
+  const std::string not_yet = "run on the CPU backend only so far";
+  expect_error(run_cli({"train", "--model", "lenet", "--dataset", "synthetic", "--steps", "1",
+                        "--array", "2", "--device", "cpu:strict"}),
+               "--device cpu:strict: model arrays (--array) " + not_yet);
+  const std::string samples = path("samples");
+  expect_error(run_cli({"train", "--model", "dcgan", "--dataset", "synthetic", "--image-size", "32",
+                        "--steps", "1", "--samples-dir", samples, "--device", "cpu:strict"}),
+               "--device cpu:strict: DCGAN trainings " + not_yet);
+  EXPECT_FALSE(fs::exists(samples));
+  const std::string json = path("bench.json");
+  expect_error(run_cli({"bench", "--model", "lenet", "--batch", "4", "--steps", "1", "--repeats",
+                        "1", "--json", json, "--device", "cpu:strict"}),
+               "--device cpu:strict: campo bench's steps " + not_yet);
+  EXPECT_FALSE(fs::exists(json));
+  const std::string out = path("calibration.json");
+  expect_error(run_cli({"calibrate", "--quick", "--out", out, "--device", "cpu:strict"}),
+               "--device cpu:strict: calibration measurements " + not_yet);
+  EXPECT_FALSE(fs::exists(out));
 }
 
 // Planning needs no GPU: the amp plan for CUDA uses CUDA's lists, in fp16 by default.

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "graph/builder.h"
+#include "runtime/cpu_backend.h"
 #include "tools/cli.h"
 #include "train/plan.h"
 #include "train/profiling.h"
@@ -65,7 +66,8 @@ TEST(CalibrateTest, TinyRunWritesALoadableFileCoveringConvAndMatMul) {
   for (const auto& [key, m] : loaded.ops) fitted += m.train_samples + m.heldout_samples;
   EXPECT_GE(int(samples.at("ops").size()), fitted);
   EXPECT_GT(fitted, 0);
-  EXPECT_EQ(samples.at("casts").size(), size_t(loaded.cast_to_low.samples + loaded.cast_to_f32.samples));
+  EXPECT_EQ(samples.at("casts").size(),
+            size_t(loaded.cast_to_low.samples + loaded.cast_to_f32.samples));
   const auto& first = samples.at("ops").at(0);
   EXPECT_GT(first.at("low_ms").get<double>(), 0.0);
   EXPECT_TRUE(first.at("features").contains("flops"));
@@ -120,7 +122,7 @@ TEST(CalibrateTest, ProfilingWithACalibrationPredictsTheLowTimes) {
   spec.precision.profile_warmup = 0;
   spec.precision.profile_steps = 1;
   spec.precision.calibration = half_conv_calibration();
-  const CostTable costs = profile_costs(spec);
+  const CostTable costs = profile_costs(spec, default_cpu_backend());
 
   Graph g;
   VariableStore vars;
@@ -153,7 +155,7 @@ TEST(CalibrateTest, ProfilingWithACalibrationPredictsTheLowTimes) {
 
   // A calibration for another low precision is refused.
   spec.precision.low = DType::f16;
-  EXPECT_THROW(profile_costs(spec), Error);
+  EXPECT_THROW(profile_costs(spec, default_cpu_backend()), Error);
 }
 
 // A model whose held-out error is over kUntrustedMapePercent, or that has none, is not

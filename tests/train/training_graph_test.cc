@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "amp/padding.h"
+#include "runtime/cpu_backend.h"
 #include "train/gan_trainer.h"
 
 namespace campo {
@@ -40,11 +41,12 @@ TEST(ApplyPolicyTest, CostAwarePadsTheGemmsTheDecisionSaysPay) {
     build_training_graph(g, vars, lenet_spec(Precision::fp32));
     PrecisionConfig precision = lenet_spec(Precision::cost_aware).precision;
     int asked = 0;
-    const PolicyResult r = apply_policy(g, precision, costs.get(), [&](const Graph&, NodeId id) {
-      EXPECT_TRUE(is_padding_candidate(g, id));
-      ++asked;
-      return pays;
-    });
+    const PolicyResult r = apply_policy(g, precision, costs.get(), default_cpu_backend(),
+                                        [&](const Graph&, NodeId id) {
+                                          EXPECT_TRUE(is_padding_candidate(g, id));
+                                          ++asked;
+                                          return pays;
+                                        });
     ASSERT_NE(r.cost_plan, nullptr);
     // LeNet's 400-120-84-10 classifier has unaligned low-precision GEMMs.
     EXPECT_GT(r.padding_candidates, 0);
@@ -60,10 +62,11 @@ TEST(ApplyPolicyTest, CostAwarePadsTheGemmsTheDecisionSaysPay) {
   build_training_graph(g, vars, lenet_spec(Precision::fp32));
   PrecisionConfig precision = lenet_spec(Precision::cost_aware).precision;
   precision.padding = false;
-  const PolicyResult r = apply_policy(g, precision, costs.get(), [](const Graph&, NodeId) {
-    ADD_FAILURE() << "asked with padding off";
-    return true;
-  });
+  const PolicyResult r =
+      apply_policy(g, precision, costs.get(), default_cpu_backend(), [](const Graph&, NodeId) {
+        ADD_FAILURE() << "asked with padding off";
+        return true;
+      });
   EXPECT_GT(r.padding_candidates, 0);
   EXPECT_EQ(r.padded, 0);
 }
@@ -75,7 +78,7 @@ TEST(ApplyPolicyTest, Fp32AndAmpNeedNoCostsAndCostAwareDoes) {
     build_training_graph(g, vars, lenet_spec(Precision::fp32));
     PrecisionConfig precision;
     precision.policy = policy;
-    const PolicyResult r = apply_policy(g, precision, nullptr);
+    const PolicyResult r = apply_policy(g, precision, nullptr, default_cpu_backend());
     EXPECT_EQ(r.cost_plan, nullptr);
     int low = 0;
     for (const Node& n : g.nodes()) low += is_low_precision(n.dtype);
@@ -84,7 +87,9 @@ TEST(ApplyPolicyTest, Fp32AndAmpNeedNoCostsAndCostAwareDoes) {
   Graph g;
   VariableStore vars(1);
   build_training_graph(g, vars, lenet_spec(Precision::fp32));
-  EXPECT_THROW(apply_policy(g, lenet_spec(Precision::cost_aware).precision, nullptr), Error);
+  EXPECT_THROW(
+      apply_policy(g, lenet_spec(Precision::cost_aware).precision, nullptr, default_cpu_backend()),
+      Error);
 }
 
 // build_training_graph no longer profiles on its own: the costs come from the caller

@@ -1,0 +1,30 @@
+// --device cpu:strict: the CPU's kernels over host memory whose tensors are tagged
+// Device::cpu_strict, so host code that reads or writes them directly (Tensor::data,
+// data_as, to_float_vector, copy_from, ...) throws, as it would for GPU memory. A debugging
+// device for backend authors: whatever runs on it bit-identically to --device cpu crosses
+// every host boundary through the backend's copies, which it counts, and allocates nothing
+// from the default CPU backend (CpuBackend::allocation_count).
+#pragma once
+
+#include <atomic>
+
+#include "runtime/cpu_backend.h"
+
+namespace campo {
+
+class StrictCpuBackend : public CpuBackend {
+ public:
+  DeviceSpec device() const override { return {Device::cpu_strict, 0}; }
+  std::string describe() const override { return "cpu:strict over " + CpuBackend::describe(); }
+  void copy_from_host(const Tensor& dst, const void* src) override {
+    ++to_device_copies;
+    CpuBackend::copy_from_host(dst, src);
+  }
+  void copy_to_host(void* dst, const Tensor& src) override {
+    ++to_host_copies;
+    CpuBackend::copy_to_host(dst, src);
+  }
+  int64_t to_device_copies = 0, to_host_copies = 0;
+};
+
+}  // namespace campo
