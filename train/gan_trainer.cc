@@ -817,7 +817,7 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
     }
   };
 
-  // From here on Ctrl-C and SIGTERM finish the step, save (with --save) and stop.
+  // From here on Ctrl-C, SIGTERM and SIGHUP finish the step, save (with --save) and stop.
   InterruptScope interrupt_scope;
   std::vector<std::vector<float>> d_x(static_cast<size_t>(n)), d_g_z(static_cast<size_t>(n));
   Timer train_timer;

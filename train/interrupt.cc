@@ -2,18 +2,48 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdint>
+#include <ctime>
+#include <iterator>
 
 namespace campo {
 
 namespace {
 
 std::atomic<int> g_signal{0};
+std::atomic<int64_t> g_first_ns{0};  // CLOCK_MONOTONIC time of the recorded signal
 static_assert(std::atomic<int>::is_always_lock_free, "the signal flag must be lock-free");
+static_assert(std::atomic<int64_t>::is_always_lock_free, "the signal time must be lock-free");
 
-extern "C" void record_signal(int signal) { g_signal.store(signal, std::memory_order_relaxed); }
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+
+int64_t monotonic_ns() {  // clock_gettime is async-signal-safe
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return int64_t(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+
+// The first signal is recorded. Another within kDuplicateWindowNs of it is the same request
+// delivered twice (GNU timeout signals the child and then its process group; a terminal's
+// Ctrl-C reaches every process of the foreground group), and is ignored. One after that is
+// a second request: the default action, at once.
+extern "C" void record_signal(int signal) {
+  const int64_t now = monotonic_ns();
+  int expected = 0;
+  if (g_signal.compare_exchange_strong(expected, signal)) {
+    g_first_ns.store(now);
+    return;
+  }
+  if (now - g_first_ns.load() < kDuplicateWindowNs) return;
+  struct sigaction default_action = {};
+  default_action.sa_handler = SIG_DFL;
+  sigemptyset(&default_action.sa_mask);
+  sigaction(signal, &default_action, nullptr);
+  raise(signal);
+}
 
 struct SavedHandlers {
-  struct sigaction int_action, term_action;
+  struct sigaction actions[std::size(kSignals)];
   int depth = 0;
 } g_saved;
 
@@ -32,6 +62,7 @@ Interrupted::Interrupted(int signal, std::string where, std::string checkpoint,
 std::string signal_name(int signal) {
   if (signal == SIGINT) return "SIGINT";
   if (signal == SIGTERM) return "SIGTERM";
+  if (signal == SIGHUP) return "SIGHUP";
   return "signal " + std::to_string(signal);
 }
 
@@ -41,18 +72,19 @@ InterruptScope::InterruptScope() {
   struct sigaction action = {};
   action.sa_handler = record_signal;
   sigemptyset(&action.sa_mask);
-  // SA_RESETHAND: a second signal takes the default action (exit at once). SA_RESTART: a
-  // read or wait the signal lands in (the data loader's thread, say) resumes, so that the
-  // step finishes and the run stops where the loop polls, not with a spurious EINTR error.
-  action.sa_flags = SA_RESETHAND | SA_RESTART;
-  sigaction(SIGINT, &action, &g_saved.int_action);
-  sigaction(SIGTERM, &action, &g_saved.term_action);
+  for (int signal : kSignals) sigaddset(&action.sa_mask, signal);  // one handler at a time
+  // SA_RESTART: a read or wait the signal lands in (the data loader's thread, say) resumes,
+  // so that the step finishes and the run stops where the loop polls, not with a spurious
+  // EINTR error.
+  action.sa_flags = SA_RESTART;
+  for (size_t i = 0; i < std::size(kSignals); ++i)
+    sigaction(kSignals[i], &action, &g_saved.actions[i]);
 }
 
 InterruptScope::~InterruptScope() {
   if (--g_saved.depth > 0) return;
-  sigaction(SIGINT, &g_saved.int_action, nullptr);
-  sigaction(SIGTERM, &g_saved.term_action, nullptr);
+  for (size_t i = 0; i < std::size(kSignals); ++i)
+    sigaction(kSignals[i], &g_saved.actions[i], nullptr);
 }
 
 int interrupt_signal() { return g_signal.load(std::memory_order_relaxed); }

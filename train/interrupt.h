@@ -1,11 +1,15 @@
-// Ctrl-C and SIGTERM during training: finish the current step, save, stop.
+// Ctrl-C, SIGTERM and SIGHUP (a closed terminal or ssh session) during training: finish the
+// current step, save, stop.
 //
-// An InterruptScope installs handlers for SIGINT and SIGTERM for its lifetime (and restores
-// the previous ones after). A handler only records the signal in an atomic flag and puts
-// back the default action (SA_RESETHAND), so a second signal ends the process at once. The
-// training loops poll interrupt_signal() after every step (and evaluation after every
-// batch) and end the run by throwing Interrupted, which cli::run() turns into a message and
-// the exit code 128 + signal (130 for SIGINT, 143 for SIGTERM). Library code never exits.
+// An InterruptScope installs handlers for SIGINT, SIGTERM and SIGHUP for its lifetime (and
+// restores the previous ones after). A handler only records the first signal in an atomic
+// flag. The same request often arrives twice within milliseconds (GNU timeout signals the
+// child, then its process group), so another signal within kDuplicateWindowNs of the first
+// is ignored; one after that takes the default action, so a second Ctrl-C ends the process
+// at once. The training loops poll interrupt_signal() after every step (and evaluation after
+// every batch) and end the run by throwing Interrupted, which cli::run() turns into a message
+// and the exit code 128 + signal (129 SIGHUP, 130 SIGINT, 143 SIGTERM). Library code never
+// exits.
 //
 // The flag is process-wide because a signal handler can reach nothing else.
 #pragma once
@@ -16,7 +20,7 @@
 
 namespace campo {
 
-// A run stopped by SIGINT or SIGTERM.
+// A run stopped by SIGINT, SIGTERM or SIGHUP.
 class Interrupted : public std::exception {
  public:
   // `where`: "at step 37", "during evaluation after step 200", ...
@@ -34,7 +38,10 @@ class Interrupted : public std::exception {
   std::string message_;  // "interrupted (SIGINT) at step 37; checkpoint written to ..."
 };
 
-// "SIGINT", "SIGTERM" or "signal N".
+// A second signal this soon after the first is the same request delivered twice.
+inline constexpr int64_t kDuplicateWindowNs = 1000000000;  // 1 s
+
+// "SIGINT", "SIGTERM", "SIGHUP" or "signal N".
 std::string signal_name(int signal);
 
 class InterruptScope {

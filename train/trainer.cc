@@ -746,7 +746,7 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
     log << "campo: resumed from " << o.resume_path << " at step " << step << " (epoch "
         << start_epoch + 1 << ", batch " << start_batch << ")\n";
   }
-  // From here on Ctrl-C and SIGTERM finish the step, save (with --save) and stop.
+  // From here on Ctrl-C, SIGTERM and SIGHUP finish the step, save (with --save) and stop.
   InterruptScope interrupt_scope;
   TrainResult r;
   std::deque<float> recent;

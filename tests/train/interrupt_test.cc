@@ -10,6 +10,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -29,9 +30,9 @@ struct ChildResult {
 };
 
 // Runs the campo binary with `args`; once a stdout line starts with `trigger`, sends
-// `signal` (0: none) and then reads to the end.
+// `signal` (0: none) `times` times in a row and then reads to the end.
 ChildResult run_and_signal(const std::vector<std::string>& args, const std::string& trigger,
-                           int signal, const fs::path& err_file) {
+                           int signal, const fs::path& err_file, int times = 1) {
   // Everything the child needs is made before fork (the test process has threads, so the
   // child may only make async-signal-safe calls before exec).
   std::vector<char*> argv = {const_cast<char*>(CAMPO_BINARY)};
@@ -56,7 +57,7 @@ ChildResult run_and_signal(const std::vector<std::string>& args, const std::stri
   while (std::fgets(line, sizeof line, out)) {
     r.out += line;
     if (!sent && signal != 0 && std::string(line).rfind(trigger, 0) == 0) {
-      kill(pid, signal);
+      for (int i = 0; i < times; ++i) kill(pid, signal);
       sent = true;
     }
   }
@@ -133,6 +134,27 @@ TEST_F(InterruptTest, SigintSavesTheCheckpointAndResumeContinues) {
       << again.out;
 }
 
+// `timeout -s INT` signals campo and then its process group: the same SIGINT twice within
+// microseconds. The duplicate is ignored and the checkpoint written (before, the one-shot
+// handler took it for a second Ctrl-C and the run died without saving, 2 times in 10).
+TEST_F(InterruptTest, ADuplicateSignalStillSavesTheCheckpoint) {
+  const std::string ckpt = (dir_ / "dup.safetensors").string();
+  ChildResult r = run_and_signal(long_run({"--save", ckpt}), "epoch ", SIGINT, dir_ / "stderr.txt",
+                                 /*times=*/2);
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  EXPECT_NE(r.err.find("checkpoint written to " + ckpt), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(ckpt));
+}
+
+// A closed terminal or ssh session (SIGHUP) saves like Ctrl-C and exits 129.
+TEST_F(InterruptTest, SighupSavesTheCheckpointAndExitsWith129) {
+  const std::string ckpt = (dir_ / "hup.safetensors").string();
+  ChildResult r = run(long_run({"--save", ckpt}), SIGHUP);
+  EXPECT_EQ(r.exit_code, 129) << r.err;
+  EXPECT_NE(r.err.find("campo: interrupted (SIGHUP) at step "), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(ckpt));
+}
+
 TEST_F(InterruptTest, SigtermExitsWith143) {
   const std::string ckpt = (dir_ / "run.safetensors").string();
   ChildResult r = run(long_run({"--save", ckpt}), SIGTERM);
@@ -188,30 +210,51 @@ TEST_F(InterruptTest, DcganWithoutSaveSaysSo) {
   EXPECT_NE(r.err.find("; no checkpoint written (no --save given)"), std::string::npos) << r.err;
 }
 
-// The handler records the signal and puts the default action back, so that a second
-// Ctrl-C ends the process at once; the scope's end restores the previous handler.
-TEST(InterruptScopeTest, FirstSignalIsRecordedAndTheSecondTakesTheDefaultAction) {
+// The handler records the first signal and stays installed: a duplicate within the window
+// is ignored (the process lives on, the first signal stays recorded); the scope's end
+// restores the previous handlers.
+TEST(InterruptScopeTest, FirstSignalIsRecordedAndADuplicateIsIgnored) {
   struct sigaction before = {};
   sigaction(SIGINT, nullptr, &before);
   {
     InterruptScope scope;
     EXPECT_EQ(interrupt_signal(), 0);
-    struct sigaction installed = {};
-    sigaction(SIGTERM, nullptr, &installed);
-    // Reads and waits the signal interrupts resume (no spurious EINTR in the data loader).
-    EXPECT_TRUE(installed.sa_flags & SA_RESTART);
-    EXPECT_TRUE(installed.sa_flags & SA_RESETHAND);
+    for (int signal : {SIGINT, SIGTERM, SIGHUP}) {
+      struct sigaction installed = {};
+      sigaction(signal, nullptr, &installed);
+      // Reads and waits the signal interrupts resume (no spurious EINTR in the data loader).
+      EXPECT_TRUE(installed.sa_flags & SA_RESTART) << signal_name(signal);
+      EXPECT_FALSE(installed.sa_flags & SA_RESETHAND) << signal_name(signal);
+    }
     std::raise(SIGINT);
     EXPECT_EQ(interrupt_signal(), SIGINT);
-    struct sigaction now = {};
-    sigaction(SIGINT, nullptr, &now);
-    EXPECT_EQ(now.sa_handler, SIG_DFL);
+    std::raise(SIGTERM);  // within the window: the same request, ignored
+    std::raise(SIGINT);
+    EXPECT_EQ(interrupt_signal(), SIGINT);
   }
   struct sigaction after = {};
   sigaction(SIGINT, nullptr, &after);
   EXPECT_EQ(after.sa_handler, before.sa_handler);
   InterruptScope next;  // a new scope starts clear
   EXPECT_EQ(interrupt_signal(), 0);
+}
+
+// A second signal after the window is a second request: the default action, at once (in a
+// child process, which only makes async-signal-safe calls after fork).
+TEST(InterruptScopeTest, ASecondSignalAfterTheWindowEndsTheProcess) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    InterruptScope scope;
+    std::raise(SIGINT);
+    const timespec wait = {1, 200000000};  // past kDuplicateWindowNs
+    nanosleep(&wait, nullptr);
+    std::raise(SIGINT);
+    _exit(0);  // not reached when the second signal ends the process
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "exit status " << WEXITSTATUS(status);
+  EXPECT_EQ(WTERMSIG(status), SIGINT);
 }
 
 TEST(InterruptedTest, MessageAndExitCode) {
