@@ -83,6 +83,12 @@ std::pair<int64_t, int64_t> count_correct(const Tensor& logits, const Tensor& la
   for (int64_t i = 0; i < rows; ++i) {
     if (y[i] == kIgnoreLabel) continue;
     const float* row = p + i * c;
+    // An argmax over inf or NaN is no prediction: an accuracy from it would be a number
+    // computed from garbage (huge or negative-variance weights, a diverged checkpoint).
+    CAMPO_CHECK(std::all_of(row, row + c, [](float v) { return std::isfinite(v); }),
+                "evaluation: the model's outputs are not finite (inf or NaN): its weights or "
+                "batch-norm statistics do not describe a working model (a diverged or corrupt "
+                "checkpoint?)");
     correct += (std::max_element(row, row + c) - row) == y[i];
     ++scored;
   }

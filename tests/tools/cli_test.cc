@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "graph/checkpoint.h"
 #include "tests/tools/cli_test_util.h"
 
 namespace campo {
@@ -77,9 +78,9 @@ TEST(CliTest, ConvLayoutIsRefusedOffTheCpu) {
   // Checked with the options, before any backend: the same line with or without a GPU.
   expect_error(run_cli(train_args({"--device", "cuda", "--conv-layout", "plain"})),
                "--conv-layout applies to --device cpu only (on cuda:0");
-  expect_error(run_cli({"bench", "--model", "lenet", "--device", "cuda:1", "--conv-layout",
-                        "blocked"}),
-               "--conv-layout applies to --device cpu only (on cuda:1");
+  expect_error(
+      run_cli({"bench", "--model", "lenet", "--device", "cuda:1", "--conv-layout", "blocked"}),
+      "--conv-layout applies to --device cpu only (on cuda:1");
 }
 
 TEST(CliTest, UnknownOption) {
@@ -183,6 +184,28 @@ TEST_F(CliOutputTest, TrainSaveToAMissingDirectoryFailsBeforeTraining) {
   auto r = run_cli(a);
   expect_error(r, "--save checkpoint " + missing_dir_path("a.safetensors"));
   EXPECT_EQ(r.out.find("campo: training"), std::string::npos) << r.out;
+}
+
+// A checkpoint whose weights are finite but huge makes every logit inf or NaN: campo eval
+// says so in one line and fails, instead of printing an accuracy computed from garbage.
+TEST_F(CliOutputTest, EvalOfWeightsWhoseOutputsAreNotFiniteIsOneLine) {
+  const std::string ckpt = (dir_ / "huge.safetensors").string();
+  std::vector<std::string> a = train_args({"--save", ckpt, "--steps", "2"});
+  a.insert(a.end(), kQuickFp32.begin(), kQuickFp32.end());
+  ASSERT_EQ(run_cli(a).code, 0);
+  const std::vector<std::string> eval = {"eval",      "--checkpoint", ckpt, "--dataset",
+                                         "synthetic", "--limit",      "64"};
+  ASSERT_EQ(run_cli(eval).code, 0);  // the trained weights evaluate
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (auto& [name, t] : read_safetensors(ckpt)) {
+    if (name.find("weight") != std::string::npos && t.dtype() == DType::f32)
+      for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = 3e38f;
+    tensors.emplace_back(name, t);
+  }
+  write_safetensors(ckpt, tensors, read_safetensors_metadata(ckpt));
+  const CliResult r = run_cli(eval);
+  expect_error(r, "evaluation: the model's outputs are not finite (inf or NaN)");
+  EXPECT_EQ(r.out.find("accuracy"), std::string::npos) << r.out;
 }
 
 TEST_F(CliOutputTest, TrainSaveToADirectoryFailsBeforeTraining) {
