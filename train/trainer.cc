@@ -749,6 +749,10 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
     // `step` counts batches (the learning-rate schedule and --steps follow it), including
     // those whose update the loss scaler skipped; the session counts applied updates only.
     step = session.step() + pos.skipped_steps;
+    // A run with nothing left would write no checkpoint and report no loss.
+    CAMPO_CHECK(step < total_steps, "--resume checkpoint ", o.resume_path, " is at step ", step,
+                ", where this run of ", total_steps,
+                " steps ends: nothing left to train (raise --steps or --epochs)");
     log << "campo: resumed from " << o.resume_path << " at step " << step << " (epoch "
         << start_epoch + 1 << ", batch " << start_batch << ")\n";
   }

@@ -208,6 +208,22 @@ TEST_F(CliOutputTest, EvalOfWeightsWhoseOutputsAreNotFiniteIsOneLine) {
   EXPECT_EQ(r.out.find("accuracy"), std::string::npos) << r.out;
 }
 
+// Resuming a checkpoint that is already at the run's last step trains nothing: one line
+// saying so, not a "checkpoint" line for a file never written and a final loss of 0.
+TEST_F(CliOutputTest, ResumeWithNothingLeftToTrainIsOneLine) {
+  const std::string ckpt = (dir_ / "done.safetensors").string();
+  const std::string next = (dir_ / "next.safetensors").string();
+  std::vector<std::string> a = train_args({"--save", ckpt, "--steps", "3"});
+  a.insert(a.end(), kQuickFp32.begin(), kQuickFp32.end());
+  ASSERT_EQ(run_cli(a).code, 0);
+  std::vector<std::string> again = train_args({"--resume", ckpt, "--save", next, "--steps", "3"});
+  again.insert(again.end(), kQuickFp32.begin(), kQuickFp32.end());
+  expect_error(run_cli(again), "--resume checkpoint " + ckpt +
+                                   " is at step 3, where this run of 3 steps ends: nothing left "
+                                   "to train (raise --steps or --epochs)");
+  EXPECT_FALSE(std::filesystem::exists(next));
+}
+
 TEST_F(CliOutputTest, TrainSaveToADirectoryFailsBeforeTraining) {
   std::vector<std::string> a = train_args({"--save", dir_.string()});
   a.insert(a.end(), kQuickFp32.begin(), kQuickFp32.end());
