@@ -235,10 +235,15 @@ void TrainingSession::save(const std::string& path, int64_t epoch, int64_t posit
   meta.rng_states["dropout"] = rng_state_to_string(train_exe_->context().rng.state());
   // Shortest text that reads back as the same float (std::to_string's six decimals would
   // turn a scale below 5e-7 into "0.000000").
-  char scale[32];
-  *std::to_chars(scale, scale + sizeof scale - 1, scaler_.scale()).ptr = '\0';
-  meta.extra["loss_scale"] = scale;
-  meta.extra["loss_scale_clean_steps"] = std::to_string(scaler_.clean_steps());
+  // The scale is saved only by a run that scales dynamically: a run resumed from it with
+  // dynamic scaling continues it; one resumed from a run without starts from its own
+  // --loss-scale-init (an fp32 run's "scale" of 1 would otherwise become the fp16 run's).
+  if (scaler_.enabled()) {
+    char scale[32];
+    *std::to_chars(scale, scale + sizeof scale - 1, scaler_.scale()).ptr = '\0';
+    meta.extra["loss_scale"] = scale;
+    meta.extra["loss_scale_clean_steps"] = std::to_string(scaler_.clean_steps());
+  }
   meta.extra["loss_scale_skipped_steps"] = std::to_string(scaler_.skipped_steps());
   meta.extra["executor_step"] = std::to_string(train_exe_->context().step);
   for (const auto& [key, value] : checkpoint_extra_) meta.extra[key] = value;

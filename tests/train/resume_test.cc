@@ -406,5 +406,21 @@ TEST(ResumeTest, LossScaleRoundTripsExactly) {
   std::filesystem::remove(path);
 }
 
+// A checkpoint of a run without dynamic scaling (fp32) carries no scale: a run resumed from
+// it with fp16 and a dynamic scale starts from its own --loss-scale-init, not from 1.
+TEST(ResumeTest, ARunWithoutDynamicScalingLeavesTheResumedRunsInitialScale) {
+  const std::string path = temp_path("campo_fp32_to_fp16.safetensors");
+  TrainingSession a("mlp", ModelOptions{}, {1, 28, 28}, 8, OptimizerConfig{}, 7);
+  a.save(path, 0, 0, "sgd");
+  EXPECT_EQ(read_safetensors_metadata(path).count("loss_scale"), 0u);
+  PrecisionConfig p;
+  p.scaler.enabled = true;
+  p.scaler.init_scale = 1024.0f;
+  TrainingSession b("mlp", ModelOptions{}, {1, 28, 28}, 8, OptimizerConfig{}, 7, p);
+  b.restore(path, "sgd");
+  EXPECT_EQ(b.scaler().scale(), 1024.0f);
+  std::filesystem::remove(path);
+}
+
 }  // namespace
 }  // namespace campo
