@@ -34,10 +34,18 @@ import argparse
 import collections
 import inspect
 import json
+import os
 import pickle
 import struct
+import sys
+import tempfile
 
-import torch
+try:
+    import torch
+except ImportError as e:
+    raise SystemExit(f"safetensors_torch: PyTorch is not installed for {sys.executable} "
+                     f"({e}); install it (pip install torch) or run this script with a Python "
+                     f"that has it")
 
 # safetensors dtype name <-> torch dtype (the subset torch has)
 DTYPES = {
@@ -124,6 +132,25 @@ def read_safetensors(path):
     return tensors, metadata
 
 
+def write_atomically(dst, write):
+    """write(f) fills a new file next to dst, which then replaces dst in one rename: a failed
+    conversion or a full disk leaves an existing dst as it was, and no half-written file."""
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(dst) + ".", suffix=".tmp",
+                               dir=os.path.dirname(os.path.abspath(dst)))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, dst)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 def tensor_bytes(t):
     t = t.detach().cpu().contiguous()
     if t.dtype == torch.bfloat16:  # numpy has no bfloat16: same-size reinterpretation
@@ -135,7 +162,14 @@ def write_safetensors(path, tensors, metadata=None):
     """tensors: name -> tensor, written in this header order; data laid out 8-byte types
     first so every tensor is aligned to its element size (as campo and the reference do)."""
     items = list(tensors.items())
-    for name, t in items:
+    for name, t in items:  # every tensor checked before anything is written
+        if getattr(t, "is_quantized", False):
+            fail(f"tensor '{name}' is quantized ({t.dtype}); safetensors holds plain tensors: "
+                 f"dequantize it first (t.dequantize())")
+        layout = getattr(t, "layout", None)
+        if layout is not None and layout != getattr(torch, "strided", layout):
+            fail(f"tensor '{name}' has layout {layout}; safetensors holds dense tensors: "
+                 f"convert it first (t.to_dense())")
         if t.dtype not in NAMES:
             fail(f"tensor '{name}' has dtype {t.dtype}, which safetensors_torch cannot write")
     order = sorted(range(len(items)), key=lambda i: -items[i][1].element_size())  # stable
@@ -151,11 +185,13 @@ def write_safetensors(path, tensors, metadata=None):
         header[name] = {"dtype": NAMES[t.dtype], "shape": list(t.shape), "data_offsets": list(offsets[i])}
     text = json.dumps(header, separators=(",", ":")).encode("utf-8")
     text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
+    def write(f):
         f.write(struct.pack("<Q", len(text)))
         f.write(text)
         for i in order:
             f.write(tensor_bytes(items[i][1]))
+
+    write_atomically(path, write)
 
 
 def load_torch(path):
@@ -201,7 +237,7 @@ def to_torch(src, dst, prefix=""):
         state[name] = t
     if not state:
         fail(f"{src}: no model tensors" + (f" under prefix '{prefix}'" if prefix else ""))
-    torch.save(state, dst)
+    write_atomically(dst, lambda f: torch.save(state, f))
     return state
 
 

@@ -17,6 +17,7 @@ import json
 import os
 import pickle
 import struct
+import subprocess
 import sys
 import tempfile
 import types
@@ -245,6 +246,64 @@ class ConverterTest(unittest.TestCase):
                  {"campo.format_version": "1"})
         module.main(["to-torch", st, self.path("out.pt")])
         self.assertEqual(list(saved), ["fc.weight"])
+
+    def test_a_failed_conversion_keeps_the_existing_file(self):
+        if self.torch is not None:
+            self.skipTest("stand-in tensors only (torch is installed: covered by the self-test)")
+        module, torch = self.converter()
+        dst = self.path("good.safetensors")
+        with open(dst, "wb") as f:
+            f.write(b"the good file")
+        complex64 = FakeDType("complex64", 8)
+        module.load_torch = lambda path: {"w": FakeTensor(torch.float32, [1], b"\0" * 4),
+                                          "z": FakeTensor(complex64, [1], b"\0" * 8)}
+        msg = self.refused(module, ["from-torch", "in.pt", dst])
+        self.assertIn("tensor 'z' has dtype torch.complex64", msg)
+        with open(dst, "rb") as f:
+            self.assertEqual(f.read(), b"the good file")
+        self.assertEqual(sorted(os.listdir(self.dir.name)), ["good.safetensors"])  # no temp file
+
+    def test_a_write_that_fails_midway_leaves_no_file(self):
+        if self.torch is not None:
+            self.skipTest("stand-in tensors only (torch is installed: covered by the self-test)")
+        module, torch = self.converter()
+        dst = self.path("out.safetensors")
+        broken = FakeTensor(torch.float32, [1], b"\0" * 4)
+        broken.numpy = lambda: (_ for _ in ()).throw(OSError(28, "No space left on device"))
+        module.load_torch = lambda path: {"w": broken}
+        with self.assertRaises(OSError):
+            module.main(["from-torch", "in.pt", dst])
+        self.assertEqual(os.listdir(self.dir.name), [])
+
+    def test_quantized_and_sparse_tensors_are_one_line(self):
+        if self.torch is not None:
+            self.skipTest("stand-in tensors only (torch is installed: covered by the self-test)")
+        module, torch = self.converter()
+        quantized = FakeTensor(torch.int8, [2], b"\0" * 2)
+        quantized.is_quantized = True
+        module.load_torch = lambda path: {"q": quantized}
+        msg = self.refused(module, ["from-torch", "in.pt", self.path("q.safetensors")])
+        self.assertIn("tensor 'q' is quantized", msg)
+        torch.strided = "torch.strided"
+        sparse = FakeTensor(torch.float32, [2], b"\0" * 8)
+        sparse.layout = "torch.sparse_coo"
+        module.load_torch = lambda path: {"s": sparse}
+        msg = self.refused(module, ["from-torch", "in.pt", self.path("s.safetensors")])
+        self.assertIn("tensor 's' has layout torch.sparse_coo", msg)
+        self.assertEqual(os.listdir(self.dir.name), [])
+
+    def test_without_torch_it_says_so_in_one_line(self):
+        no_torch = self.path("no_torch")
+        os.mkdir(no_torch)
+        with open(os.path.join(no_torch, "torch.py"), "w") as f:
+            f.write("raise ImportError('No module named torch')\n")
+        env = dict(os.environ, PYTHONPATH=no_torch)
+        r = subprocess.run([sys.executable, SCRIPT, "to-torch", "a.safetensors", "b.pt"], env=env,
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stdout, "")
+        self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+        self.assertIn("safetensors_torch: PyTorch is not installed", r.stderr)
 
     def test_self_test_with_torchvision(self):
         if self.torch is None:
