@@ -11,10 +11,11 @@ struct Entry {
   ModelOutputs (*build_outputs)(Builder&, ValueId, const ModelOptions&) = nullptr;  // or this
   ModelInput input = ModelInput::images;
   TrainingDefaults defaults = {};
+  bool convolutions = true;  // whether --conv-layout means anything for it
 };
 const TrainingDefaults kLr001 = {.lr = 0.01f};
 const Entry kModels[] = {
-    {"mlp", build_mlp},
+    {"mlp", build_mlp, nullptr, ModelInput::images, {}, false},
     {"lenet", build_lenet},
     {"resnet18", build_resnet18},
     {"resnet50", build_resnet50},
@@ -26,7 +27,8 @@ const Entry kModels[] = {
      build_bert,
      nullptr,
      ModelInput::tokens,
-     {.lr = 5e-4f, .optimizer = "adam", .warmup_steps = 100, .dropout = 0.1f}},
+     {.lr = 5e-4f, .optimizer = "adam", .warmup_steps = 100, .dropout = 0.1f},
+     false},
 };
 
 const Entry& entry(const std::string& name) {
@@ -40,6 +42,7 @@ const Entry& entry(const std::string& name) {
 
 ModelInput model_input(const std::string& name) { return entry(name).input; }
 TrainingDefaults training_defaults(const std::string& name) { return entry(name).defaults; }
+bool has_convolutions(const std::string& name) { return entry(name).convolutions; }
 
 std::vector<std::string> model_names() {
   std::vector<std::string> out;

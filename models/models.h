@@ -57,6 +57,9 @@ struct TrainingDefaults {
   std::optional<float> dropout;
 };
 TrainingDefaults training_defaults(const std::string& name);
+// Whether the model has convolutions (mlp and bert have none: --conv-layout means nothing
+// for them).
+bool has_convolutions(const std::string& name);
 
 // What a model emits: its logits, and auxiliary classifier heads (Inception-v3's AuxLogits)
 // whose losses a training graph adds to the main loss with their weights. Inference uses

@@ -363,6 +363,10 @@ void check_conv_layout_applies(const CLI::App* cmd, const DeviceSpec& device) {
 
 void check_train_options_apply(const CLI::App* cmd, const TrainOptions& o) {
   check_conv_layout_applies(cmd, o.device);
+  CAMPO_CHECK(!given(cmd, "--conv-layout") || o.model == "dcgan" || has_convolutions(o.model),
+              "--conv-layout applies to models with convolutions; ", o.model, " has none");
+  CAMPO_CHECK(!given(cmd, "--data-dir") || o.dataset != "synthetic",
+              "--data-dir has no effect with --dataset synthetic (it reads no files)");
   if (!is_text_dataset(o.dataset))
     for (const char* option :
          {"--seq-len", "--vocab-size", "--vocab", "--save-vocab", "--mask-prob"})

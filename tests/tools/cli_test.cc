@@ -83,6 +83,14 @@ TEST(CliTest, ConvLayoutIsRefusedOffTheCpu) {
       "--conv-layout applies to --device cpu only (on cuda:1");
 }
 
+// Options that would change nothing are refused, not ignored.
+TEST(CliTest, OptionsWithoutEffectForTheModelOrDataSetAreOneLine) {
+  expect_error(run_cli(train_args({"--model", "mlp", "--conv-layout", "plain"})),
+               "--conv-layout applies to models with convolutions; mlp has none");
+  expect_error(run_cli(train_args({"--dataset", "synthetic", "--data-dir", "/tmp"})),
+               "--data-dir has no effect with --dataset synthetic (it reads no files)");
+}
+
 TEST(CliTest, UnknownOption) {
   auto r = run_cli(train_args({"--bogus", "1"}));
   EXPECT_NE(r.code, 0);
