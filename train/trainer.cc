@@ -571,10 +571,8 @@ void validate(const TrainOptions& o) {
               " steps)");
   validate_array(o);
   (void)precision_config(o);  // checks --precision, --low-precision, --loss-scale, lists
-  if (o.array >= 2)
-    require_cpu_device(o.device, "model arrays (--array)");
-  else
-    (void)backend_for(o.device);  // its error line before any work; train() makes its own
+  // One model's backend is made by train(), once, right after this and before any work.
+  if (o.array >= 2) require_cpu_device(o.device, "model arrays (--array)");
   // Outputs and inputs before any work is spent (a calibration or a training run).
   if (!o.save_path.empty()) require_output_file(o.save_path, "--save checkpoint");
   if (!o.resume_path.empty()) require_input_file(o.resume_path, "--resume checkpoint");
@@ -609,7 +607,7 @@ std::shared_ptr<Backend> backend_for(const DeviceSpec& device) {
 }
 
 void require_cpu_device(const DeviceSpec& device, const std::string& what) {
-  const std::shared_ptr<Backend> backend = backend_for(device);
+  (void)backend_for(device);  // its error line first, for a device this build or machine lacks
   CAMPO_CHECK(device.type == Device::cpu, "--device ", device.str(), ": ", what,
               " run on the CPU backend only so far (one training session for every backend is "
               "not finished); use --device cpu");
@@ -686,6 +684,9 @@ TrainingData open_training_data(const TrainOptions& o, std::ostream& log) {
 
 TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal) {
   validate(o);
+  // Every step, evaluation, checkpoint and profile of the run is on this backend; made
+  // before any work, so a device this build or machine lacks is its one error line.
+  const std::shared_ptr<Backend> backend = backend_for(o.device);
   if (o.threads > 0) omp_set_num_threads(o.threads);
   Timer wall;
   TrainingData data = open_training_data(o, log);
@@ -700,8 +701,6 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   ocfg.weight_decay = o.weight_decay;
   PrecisionConfig pcfg = precision_config(o);
   attach_calibration(pcfg, o.calibration, log);
-  // Every step, evaluation, checkpoint and profile of the run is on this backend.
-  const std::shared_ptr<Backend> backend = backend_for(o.device);
   const auto default_cpu_allocations = [] {
     return dynamic_cast<const CpuBackend&>(*default_cpu_backend()).allocation_count();
   };
