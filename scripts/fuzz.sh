@@ -35,15 +35,15 @@ fi
 
 work="${FUZZ_WORK:-$(mktemp -d "${TMPDIR:-/tmp}/campo-fuzz.XXXXXX")}"
 mkdir -p "$work"
-echo "fuzz: ${#targets[@]} targets, ${seconds} s each, ${FUZZ_JOBS:-$(nproc)} at a time; corpora, logs and reproducers in $work"
+# Each target runs single-threaded, so FUZZ_JOBS of them (default: one per core) run at once;
+# each still gets its full time. The summaries are printed in the targets' order.
+jobs_max="${FUZZ_JOBS:-$(nproc)}"
+echo "fuzz: ${#targets[@]} targets, ${seconds} s each, $jobs_max at a time; corpora, logs and reproducers in $work"
 
 export ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:detect_leaks=1:detect_stack_use_after_return=1"
 export UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1"
 export LSAN_OPTIONS="suppressions=$root/scripts/lsan.supp:print_suppressions=0"
 
-# Each target runs single-threaded, so FUZZ_JOBS of them (default: one per core) run at once;
-# each still gets its full time. The summaries are printed in the targets' order.
-jobs_max="${FUZZ_JOBS:-$(nproc)}"
 run_target() {
   local name="$1" binary="$build_dir/${1}_fuzz" dir="$work/$1"
   mkdir -p "$dir/corpus" "$dir/artifacts"
