@@ -130,7 +130,7 @@ Tensor filled(const Shape& shape, DType dtype) {
 
 void make_safetensors() {
   // The fuzz target's model (fuzz/safetensors_fuzz.cc), saved as a checkpoint.
-  VariableStore vars(7);
+  VariableStore vars(7, default_cpu_backend());
   vars.get_or_create("fc.weight", {2, 3}, Init::constant(0.5f), VariableKind::parameter);
   vars.get_or_create("fc.bias", {2}, Init::constant(-1.0f), VariableKind::parameter);
   vars.get_or_create("bn.running_mean", {2}, Init::zeros(), VariableKind::buffer);

@@ -12,7 +12,7 @@ namespace campo::fuzz {
 namespace {
 
 VariableStore small_model() {
-  VariableStore vars(7);
+  VariableStore vars(7, default_cpu_backend());
   vars.get_or_create("fc.weight", {2, 3}, Init::constant(0.5f), VariableKind::parameter);
   vars.get_or_create("fc.bias", {2}, Init::constant(-1.0f), VariableKind::parameter);
   vars.get_or_create("bn.running_mean", {2}, Init::zeros(), VariableKind::buffer);

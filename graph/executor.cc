@@ -1,12 +1,18 @@
 #include "graph/executor.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 namespace campo {
 
 Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOptions& options)
     : graph_(graph), vars_(vars), options_(options), ctx_(vars.backend_ptr()) {
   ctx_.rng.reseed(options.seed);
+  const char* sync = std::getenv("CAMPO_CUDA_SYNC");
+  CAMPO_CHECK(!sync || !*sync || !std::strcmp(sync, "0") || !std::strcmp(sync, "1"),
+              "CAMPO_CUDA_SYNC must be 0 or 1, got '", sync, "'");
+  sync_each_node_ = sync && !std::strcmp(sync, "1");
   Backend& backend = ctx_.backend();
   const Device device = backend.device().type;
 
@@ -180,10 +186,28 @@ bool Executable::has_input(const std::string& name) const {
   return false;
 }
 
+void Executable::run_synchronized() {
+  for (size_t pos = 0; pos < schedule_.size(); ++pos) {
+    Kernel* k = kernels_[pos].get();
+    if (!k) continue;
+    try {
+      run_conversions(pos);
+      k->run(ctx_, node_inputs_[pos], node_outputs_[pos]);
+      ctx_.backend().synchronize();
+    } catch (const Error& e) {
+      const Node& n = graph_.node(schedule_[pos]);
+      CAMPO_FAIL("node ", n.name, " (", op_name(n.kind), ", ", dtype_name(n.dtype), ", step ",
+                 ctx_.step, "): ", e.what());
+    }
+  }
+}
+
 void Executable::run() {
   refresh_weight_copies();
   const size_t n = schedule_.size();
-  if (!timer_) {
+  if (sync_each_node_ && !timer_) {
+    run_synchronized();
+  } else if (!timer_) {
     for (size_t pos = 0; pos < n; ++pos) {
       run_conversions(pos);
       if (Kernel* k = kernels_[pos].get()) k->run(ctx_, node_inputs_[pos], node_outputs_[pos]);

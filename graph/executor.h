@@ -118,6 +118,10 @@ class Executable {
   int copy_refreshes_ = 0;
   std::vector<double> node_times_ms_;
   std::function<void(NodeId, double)> hook_;
+  // CAMPO_CUDA_SYNC=1 (read at construction): run() synchronizes the backend after every
+  // node, so an asynchronous kernel fault is reported with the node that caused it.
+  bool sync_each_node_ = false;
+  void run_synchronized();
 };
 
 }  // namespace campo

@@ -48,7 +48,7 @@ Tensor& VariableStore::get_or_create(const std::string& name, const Shape& shape
 }
 
 VariableStore::VariableStore(uint64_t seed, std::shared_ptr<Backend> backend)
-    : backend_(backend ? std::move(backend) : default_cpu_backend()), rng_(seed) {}
+    : backend_(required_backend(std::move(backend))), rng_(seed) {}
 
 Tensor VariableStore::read(const std::string& name) const { return backend_->to_host(at(name)); }
 

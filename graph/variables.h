@@ -37,13 +37,14 @@ struct VariableEntry {
   VariableKind kind = VariableKind::parameter;
 };
 
-// The tensors live on the store's backend (the default CPU backend unless one is given);
-// they are initialised on the host from the store's RNG and copied there, so a model starts
+// The tensors live on the store's backend, which every store is given (there is no default:
+// a store of a run is on the run's device); they are initialised on the host from the store's
+// RNG and copied there, so a model starts
 // from the same values on every device. Host code reads and writes them with read / write
 // (through the backend's copies); at() gives the device tensor itself (executables bind it).
 class VariableStore {
  public:
-  explicit VariableStore(uint64_t seed = 0, std::shared_ptr<Backend> backend = nullptr);
+  VariableStore(uint64_t seed, std::shared_ptr<Backend> backend);
   Backend& backend() const { return *backend_; }
   const std::shared_ptr<Backend>& backend_ptr() const { return backend_; }
 

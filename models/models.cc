@@ -12,23 +12,29 @@ struct Entry {
   ModelInput input = ModelInput::images;
   TrainingDefaults defaults = {};
   bool convolutions = true;  // whether --conv-layout means anything for it
+  bool dropout = false;      // whether it takes a dropout rate (--dropout)
+  // Why it cannot be built as a model array (train/model_array.h); null: it can.
+  const char* no_array = nullptr;
 };
 const TrainingDefaults kLr001 = {.lr = 0.01f};
 const Entry kModels[] = {
-    {"mlp", build_mlp, nullptr, ModelInput::images, {}, false},
+    {"mlp", build_mlp, nullptr, ModelInput::images, {}, false, true},
     {"lenet", build_lenet},
     {"resnet18", build_resnet18},
     {"resnet50", build_resnet50},
     {"vgg16", build_vgg16, nullptr, ModelInput::images, kLr001},
     {"vgg16_bn", build_vgg16_bn, nullptr, ModelInput::images, kLr001},
     {"alexnet", build_alexnet, nullptr, ModelInput::images, kLr001},
-    {"inception_v3", nullptr, build_inception_v3, ModelInput::images, kLr001},
+    {"inception_v3", nullptr, build_inception_v3, ModelInput::images, kLr001, true, false,
+     "its branches concatenate channels, which would interleave the stacked models"},
     {"bert",
      build_bert,
      nullptr,
      ModelInput::tokens,
      {.lr = 5e-4f, .optimizer = "adam", .warmup_steps = 100, .dropout = 0.1f},
-     false},
+     false,
+     true,
+     "layer normalisation and attention act across the stacked models"},
 };
 
 const Entry& entry(const std::string& name) {
@@ -43,6 +49,17 @@ const Entry& entry(const std::string& name) {
 ModelInput model_input(const std::string& name) { return entry(name).input; }
 TrainingDefaults training_defaults(const std::string& name) { return entry(name).defaults; }
 bool has_convolutions(const std::string& name) { return entry(name).convolutions; }
+bool has_dropout(const std::string& name) { return entry(name).dropout; }
+std::string why_no_model_array(const std::string& name) {
+  const char* why = entry(name).no_array;
+  return why ? why : "";
+}
+std::vector<std::string> model_array_names() {
+  std::vector<std::string> out;
+  for (const Entry& e : kModels)
+    if (!e.no_array) out.push_back(e.name);
+  return out;
+}
 
 std::vector<std::string> model_names() {
   std::vector<std::string> out;

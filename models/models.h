@@ -60,6 +60,12 @@ TrainingDefaults training_defaults(const std::string& name);
 // Whether the model has convolutions (mlp and bert have none: --conv-layout means nothing
 // for them).
 bool has_convolutions(const std::string& name);
+// Whether the model takes a dropout rate (--dropout): mlp and bert.
+bool has_dropout(const std::string& name);
+// Why the model cannot be built as a model array (train/model_array.h: every layer must act
+// per channel or through the layer helpers), or "" when it can; and the models that can.
+std::string why_no_model_array(const std::string& name);
+std::vector<std::string> model_array_names();
 
 // What a model emits: its logits, and auxiliary classifier heads (Inception-v3's AuxLogits)
 // whose losses a training graph adds to the main loss with their weights. Inference uses

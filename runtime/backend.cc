@@ -103,4 +103,11 @@ std::shared_ptr<Backend> make_backend(const DeviceSpec& spec) {
   return it->second(spec);
 }
 
+std::shared_ptr<Backend> required_backend(std::shared_ptr<Backend> backend) {
+  CAMPO_CHECK(backend != nullptr,
+              "internal: no backend given (a session or variable store runs "
+              "on its run's backend, never on a default one)");
+  return backend;
+}
+
 }  // namespace campo

@@ -102,5 +102,8 @@ void register_backend(Device type, BackendFactory factory);
 std::shared_ptr<Backend> make_backend(const DeviceSpec& spec);
 // The process's default CPU backend (shared by everything that names no backend).
 std::shared_ptr<Backend> default_cpu_backend();
+// `backend` itself; an internal error when it is null: sessions and variable stores are
+// given their run's backend and never fall back to the CPU.
+std::shared_ptr<Backend> required_backend(std::shared_ptr<Backend> backend);
 
 }  // namespace campo

@@ -105,6 +105,13 @@ def main():
                           if isinstance(e, dict) and e.get("machine")), None)
 
     print("== gpu-check summary")
+    try:
+        with open(os.path.join(a.work, "version.txt")) as f:
+            versions = [l.strip() for l in f if l.startswith(("campo ", "cuda"))]
+    except OSError:
+        versions = ["no version stage output"]
+    for line in versions:
+        print(f"  {line}")
     for s in stages:
         seconds = f"{s['seconds']:4d}s" if s["seconds"] is not None else "    -"
         print(f"  {s['stage']:<22} {s['status']:<8} {seconds}  {s['note']}")
@@ -128,7 +135,8 @@ def main():
               f"{fmt(r['campo_samples_per_sec'])} {fmt(r['torch_samples_per_sec'])} {ratio}")
     if not rows:
         print("  no benchmark results")
-    summary = {"stages": stages, "tests": tests, "rows": rows, "campo_machine": machine,
+    summary = {"versions": versions, "stages": stages, "tests": tests, "rows": rows,
+               "campo_machine": machine,
                "torch_machine": torch_machine, "runs": raw}
     with open(os.path.join(a.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)

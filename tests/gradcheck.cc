@@ -10,7 +10,7 @@ namespace campo::testing {
 std::vector<Tensor> run_op(OpKind kind, const Attrs& attrs, const std::vector<Tensor>& inputs,
                            DType dtype) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   std::vector<ValueId> ins;
   for (size_t i = 0; i < inputs.size(); ++i)
@@ -28,7 +28,7 @@ std::vector<Tensor> run_op(OpKind kind, const Attrs& attrs, const std::vector<Te
                                            const std::vector<Tensor>& inputs,
                                            const GradCheckOptions& opts) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   Rng rng(opts.seed);
   std::vector<ValueId> ins;

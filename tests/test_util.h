@@ -10,11 +10,23 @@
 #include <string>
 #include <vector>
 
+#include "runtime/backend.h"
 #include "runtime/check.h"
 #include "runtime/rng.h"
 #include "runtime/tensor.h"
 
 namespace campo::testing {
+
+// Whether this build and machine have a CUDA backend: tests of the error line for a
+// missing GPU skip where there is one.
+inline bool have_cuda_backend() {
+  try {
+    (void)make_backend({Device::cuda, 0});
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
 
 // Runs fn, expects a campo::Error, and returns its message, checked to be one line (a test
 // failure, and "", when nothing or something else is thrown).

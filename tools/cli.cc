@@ -65,11 +65,20 @@ std::string version_text() {
   os << "campo " CAMPO_VERSION "\n";
 #ifdef CAMPO_HAVE_CUDA
   int devices = cuda::device_count();
-  os << "cuda: on (runtime " << cuda::runtime_version() / 1000 << "."
-     << cuda::runtime_version() % 1000 / 10 << ", " << devices << " device"
-     << (devices == 1 ? "" : "s");
+  // CUDA versions as major.minor from major * 1000 + minor * 10.
+  const auto cuda_version = [](int v) {
+    return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+  };
+  os << "cuda: on (runtime " << cuda_version(cuda::runtime_version()) << ", " << devices
+     << " device" << (devices == 1 ? "" : "s");
   if (devices > 0) os << ": " << cuda::device_name(0);
   os << ")\n";
+  const int driver = cuda::driver_version();
+  // cuDNN 9: major * 10000 + minor * 100 + patch; cuBLASLt: major * 10000 + minor * 100 + patch.
+  const size_t dnn = cuda::cudnn_version(), lt = cuda::cublaslt_version();
+  os << "cuda libraries: driver " << (driver ? "supports CUDA " + cuda_version(driver) : "absent")
+     << ", cuDNN " << dnn / 10000 << "." << dnn % 10000 / 100 << "." << dnn % 100 << ", cuBLASLt "
+     << lt / 10000 << "." << lt % 10000 / 100 << "." << lt % 100 << "\n";
 #else
   os << "cuda: off (built without nvcc)\n";
 #endif
@@ -254,6 +263,11 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, PerM
                   "Write a safetensors checkpoint at each epoch end and at the end");
   cmd->add_option("--save-every", o.save_every, "Also checkpoint every N steps");
   cmd->add_option("--resume", o.resume_path, "Continue training from a checkpoint");
+  cmd->add_option("--metrics", o.metrics_path,
+                  "Write the training curve as JSON lines (loss, lr, loss scale, samples/s at "
+                  "the progress lines' steps; the test accuracy), flushed as the run goes");
+  cmd->add_option("--tensorboard", o.tensorboard_dir,
+                  "Write the same scalars as a TensorBoard event file into this directory");
   cmd->add_option("--image-size", o.image_size, "Resize images to this square size (0: native)");
   cmd->add_option("--channels", o.channels, "Image channels, 1 or 3 (0: the data set's own)");
   cmd->add_option("--precision", o.precision,
@@ -393,7 +407,7 @@ void check_train_options_apply(const CLI::App* cmd, const TrainOptions& o) {
                   " has no effect without dynamic loss scaling (--loss-scale dynamic, or "
                   "--low-precision fp16)");
   }
-  for (const char* option : {"--save", "--resume", "--data-dir"})
+  for (const char* option : {"--save", "--resume", "--data-dir", "--metrics", "--tensorboard"})
     CAMPO_CHECK(!given(cmd, option) || !cmd->get_option(option)->as<std::string>().empty(), option,
                 " needs a path, got an empty one");
   CAMPO_CHECK(!given(cmd, "--samples-dir") || o.model == "dcgan",
@@ -463,6 +477,7 @@ void check_dcgan_options(const CLI::App* cmd) {
       {{"--dropout"}, "it has no dropout"},
       {{"--augment", "--resize", "--padding", "--skip-bad", "--holdout"},
        "it trains on fashion-mnist, mnist or synthetic data, without augmentation"},
+      {{"--metrics", "--tensorboard"}, "its training loop does not write training curves yet"},
   };
   for (const Unsupported& u : unsupported)
     for (const char* option : u.options)
@@ -480,7 +495,7 @@ int run(const std::vector<std::string>& args) {
 
   // --device of each command, as given; parse_device_spec reads it once, below.
   std::string train_device = "cpu", plan_device = "cpu", bench_device = "cpu",
-              calibrate_device = "cpu";
+              calibrate_device = "cpu", eval_device = "cpu";
   TrainOptions train_options;
   CLI::App* train_cmd = app.add_subcommand("train", "Train a model and evaluate it");
   PerModelLists train_lists;
@@ -532,6 +547,7 @@ int run(const std::vector<std::string>& args) {
   eval_cmd->add_option("--seed", eval_options.seed, "Seed of the synthetic data set")
       ->check(kSeed)
       ->capture_default_str();
+  add_device_option(eval_cmd, eval_device);
 
   PlanOptions plan_options;
   CLI::App* plan_cmd = app.add_subcommand(
@@ -678,6 +694,7 @@ int run(const std::vector<std::string>& args) {
       return 0;
     }
     if (eval_cmd->parsed()) {
+      eval_options.device = parse_device_spec(eval_device);
       evaluate_checkpoint(eval_options, std::cout);
       return 0;
     }
@@ -717,14 +734,17 @@ int run(const std::vector<std::string>& args) {
                   "repetition)");
       check_bench_options(bench_options);
       check_run_options_apply(bench_cmd, bench_options.run, bench_options.precisions);
+      // The run's backend, once, after the options and before any work (a calibration): one
+      // line for a device this build or machine lacks.
+      const std::shared_ptr<Backend> bench_backend = backend_for(bench_options.run.device);
       resolve_calibration(bench_options.run,
                           std::count(bench_options.precisions.begin(),
                                      bench_options.precisions.end(), "cost-aware") > 0);
       if (bench_lockstep) {
         // stdout carries the protocol only: the table and any banner go to stderr.
-        run_bench_lockstep(bench_options, std::cin, std::cout, std::cerr);
+        run_bench_lockstep(bench_options, bench_backend, std::cin, std::cout, std::cerr);
       } else {
-        run_bench(bench_options, std::cout);
+        run_bench(bench_options, bench_backend, std::cout);
       }
       return 0;
     }

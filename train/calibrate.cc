@@ -19,6 +19,7 @@
 #include "runtime/device.h"
 #include "runtime/file_check.h"
 #include "runtime/timer.h"
+#include "train/device_report.h"
 #include "train/gan_trainer.h"
 #include "train/plan.h"
 #include "train/profiling.h"
@@ -177,11 +178,11 @@ std::vector<ValueId> attention_graph(Builder& b, int64_t batch, int64_t heads, i
 
 // Times one configuration: its nodes in both precisions, the casts of its low graphs.
 void measure_configuration(const Configuration& c, DType low, const Timing& timing, uint64_t seed,
-                           Measurements& m) {
+                           const std::shared_ptr<Backend>& backend, Measurements& m) {
   const AmpLists lists = AmpLists::defaults(Device::cpu, low);  // what it calibrates
   if (c.shape.model == "attention") {
     Graph g;
-    VariableStore vars(seed);
+    VariableStore vars(seed, backend);
     Builder b(g, vars);
     const std::vector<ValueId> fetches =
         attention_graph(b, c.batch, c.shape.channels, c.shape.image_size);
@@ -197,7 +198,7 @@ void measure_configuration(const Configuration& c, DType low, const Timing& timi
     OptimizerConfig adam;
     adam.kind = OptimizerConfig::Kind::adam;
     adam.beta1 = 0.5f;
-    GanSession session(d, c.batch, adam, seed, 1);
+    GanSession session(d, c.batch, adam, seed, backend, 1);
     TimingInputs in;
     in.constants = {{"lr", 0.0f},
                     {"loss_scale", 1.0f},
@@ -220,7 +221,7 @@ void measure_configuration(const Configuration& c, DType low, const Timing& timi
   r.seed = seed;
   const TrainingGraphSpec spec = model_run_spec(r, Precision::fp32);
   Graph g;
-  VariableStore vars(seed);
+  VariableStore vars(seed, backend);
   const TrainingGraphInfo info = build_training_graph(g, vars, spec);
   BothPrecisionTimes t =
       measure_both_precisions(g, vars, info.fetches(), training_timing_inputs(r.classes), lists,
@@ -230,11 +231,11 @@ void measure_configuration(const Configuration& c, DType low, const Timing& timi
 
 // Standalone casts x (f32) -> low -> f32 of 2^10 .. 2^max_log2 elements.
 void measure_standalone_casts(DType low, int max_log2, int log2_step, const Timing& timing,
-                              Measurements& m) {
+                              const std::shared_ptr<Backend>& backend, Measurements& m) {
   for (int p = 10; p <= max_log2; p += log2_step) {
     const int64_t n = int64_t(1) << p;
     Graph g;
-    VariableStore vars;
+    VariableStore vars(0, backend);
     Builder b(g, vars);
     ValueId x = b.placeholder("x", {n});
     NodeId to_low = g.add_node(OpKind::Cast, {x}, CastAttrs{low}, "to_low", DType::f32);
@@ -451,9 +452,13 @@ void print_report(const Calibration& cal, const Measurements& m, std::ostream& l
 }  // namespace
 
 Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
-  // One error line, before any measurement, for a device this build or machine lacks, or
-  // one the calibration's measurements do not run on yet.
-  require_cpu_device(o.device, "calibration measurements");
+  // Every measurement runs on this backend, made once before any: one error line for a
+  // device this build or machine lacks.
+  const std::shared_ptr<Backend> backend = backend_for(o.device);
+  CAMPO_CHECK(backend->kernel_device() == Device::cpu, "--device ", o.device.str(),
+              ": campo calibrate calibrates CPUs only so far (a calibration file is keyed by the "
+              "CPU, its oneDNN and ISA; a GPU's, keyed by the GPU, is not built yet); use "
+              "--device cpu");
   const DType low = parse_low(o.low_precision);
   CAMPO_CHECK(o.budget_minutes >= 0 && std::isfinite(o.budget_minutes),
               "--budget-minutes must be positive, got ", o.budget_minutes);
@@ -473,6 +478,7 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
       require_output_directory(parent.string(), kind + " " + out + ": its folder");
   }
   if (!o.samples_out.empty()) require_output_file(o.samples_out, "--samples file");
+  const DeviceReport device_report(backend);
   const Timer wall;
   const double budget_s = 60.0 * budget_minutes;
   const Timing timing = o.quick ? Timing{1, 3} : Timing{1, 5};
@@ -496,7 +502,7 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
   const std::vector<Configuration> set = calibration_set(o);  // checks the models first
   Measurements m;
   // Casts are cheap: more timed steps, whose minimum rides out scheduling hiccups.
-  measure_standalone_casts(low, o.quick ? 22 : 24, o.quick ? 2 : 1, Timing{2, 10}, m);
+  measure_standalone_casts(low, o.quick ? 22 : 24, o.quick ? 2 : 1, Timing{2, 10}, backend, m);
   log << "standalone casts (ms, f32->" << dtype_name(low) << " / " << dtype_name(low) << "->f32):";
   for (size_t i = 0; i + 1 < m.casts.size(); i += 2) {
     char c[80];
@@ -524,7 +530,7 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
       }
     }
     const Timer t;
-    measure_configuration(c, low, timing, o.seed, m);
+    measure_configuration(c, low, timing, o.seed, backend, m);
     const double seconds = t.seconds();
     seconds_per_sample[shape] = seconds / double(c.batch);
     ++cal.configurations;
@@ -581,6 +587,12 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
   CAMPO_CHECK(!ec, "cannot create the folder of ", out, ": ", ec.message());
   save_calibration(cal, out);
   log << "wrote " << out << " (" << std::lround(cal.seconds) << " s)\n";
+  nlohmann::json j = {{"event", "calibrate"},
+                      {"out", out},
+                      {"configurations", cal.configurations},
+                      {"seconds", cal.seconds}};
+  device_report.add_to(j);
+  log << j.dump() << "\n";
   return cal;
 }
 

@@ -15,6 +15,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "amp/padding.h"
 #include "datasets/loader.h"
 #include "datasets/registry.h"
 #include "datasets/synthetic.h"
@@ -24,6 +25,7 @@
 #include "runtime/file_check.h"
 #include "runtime/timer.h"
 #include "train/calibrate.h"
+#include "train/device_report.h"
 #include "train/interrupt.h"
 #include "train/profiling.h"
 #include "train/progress.h"
@@ -115,6 +117,11 @@ struct DStep {
   std::vector<ValueId> fetches() const { return {loss, d_x, d_g_z1}; }
 };
 
+// The input and the output of G's forward pass in a step graph: z and fake = G(z).
+struct GeneratorPass {
+  ValueId z = kNoValue, fake = kNoValue;
+};
+
 // The batch mean of `x` ([batch], or [batch, N] in an array: one mean per model).
 ValueId batch_mean(Builder& b, ValueId x) {
   return b.array_size() > 1 ? b.mean(x, {0}) : b.mean(x);
@@ -126,7 +133,8 @@ ValueId total_loss(Builder& b, ValueId loss) { return b.array_size() > 1 ? b.sum
 // D step: loss_D = BCE(D(x), 1) + BCE(D(G(z)), 0); update D only. `array` models stack
 // along axis 1 (array 1: one model).
 DStep build_d_step(Graph& g, VariableStore& vars, const DcganOptions& model, int64_t batch,
-                   const OptimizerConfig& optimizer, int array = 1) {
+                   const OptimizerConfig& optimizer, int array = 1,
+                   GeneratorPass* generator = nullptr) {
   Builder b(g, vars);
   b.set_training(true);
   b.set_array_size(array);
@@ -138,6 +146,7 @@ DStep build_d_step(Graph& g, VariableStore& vars, const DcganOptions& model, int
   ValueId ones = b.placeholder("real_label", labels);
   ValueId zeros = b.placeholder("fake_label", labels);
   ValueId fake = build_dcgan_generator(b, z, model);
+  if (generator) *generator = {z, fake};
   ValueId d_real = build_dcgan_discriminator(b, real, model);
   ValueId d_fake = build_dcgan_discriminator(b, fake, model);
   DStep d;
@@ -153,16 +162,20 @@ struct GStep {
   ValueId loss, d_g_z2;  // a model array: [N] each
   std::vector<ValueId> fetches() const { return {loss, d_g_z2}; }
 };
-// G step: loss_G = BCE(D(G(z)), 1); update G only.
+// G step as written: loss_G = BCE(D(G(z)), 1); update G only. G's forward pass is in it so
+// that autodiff builds G's backward pass; without_generator_forward takes it out.
 GStep build_g_step(Graph& g, VariableStore& vars, const DcganOptions& model, int64_t batch,
-                   const OptimizerConfig& optimizer, int array = 1) {
+                   const OptimizerConfig& optimizer, int array = 1,
+                   GeneratorPass* generator = nullptr) {
   Builder b(g, vars);
   b.set_training(true);
   b.set_array_size(array);
   const int64_t n = array;
   ValueId z = b.placeholder("z", {batch, n * model.nz, 1, 1});
   ValueId ones = b.placeholder("real_label", array > 1 ? Shape{batch, n} : Shape{batch});
-  ValueId d_fake = build_dcgan_discriminator(b, build_dcgan_generator(b, z, model), model);
+  ValueId fake = build_dcgan_generator(b, z, model);
+  if (generator) *generator = {z, fake};
+  ValueId d_fake = build_dcgan_discriminator(b, fake, model);
   GStep s;
   s.loss = batch_mean(b, b.sigmoid_cross_entropy(d_fake, ones));
   s.d_g_z2 = batch_mean(b, b.sigmoid(d_fake));
@@ -170,11 +183,148 @@ GStep build_g_step(Graph& g, VariableStore& vars, const DcganOptions& model, int
   return s;
 }
 
+// The G step without G's forward pass (see the file comment): copies `full`, a G step as
+// build_g_step gives it (no casts yet, so node-id order is topological), into the empty
+// graph `g`, leaving out the nodes of G's forward pass (those after z that fake depends on).
+// Each of their values that a remaining node reads becomes a placeholder "saved/<node>"
+// ("saved/<node>:<output>" for outputs past the first) of the value's shape and dtype (f32:
+// no policy has run), to be filled from the value of the node of the same name in the D step
+// graph `d`. z stays a placeholder (G's first filter gradient reads it). Returns the step's
+// statistics in `g`; `saved` gets the placeholders and their sources in `d`, `copy_of_node`
+// each node of `full` as a node of `g` (-1: left out).
+GStep without_generator_forward(const Graph& full, const GStep& step, const GeneratorPass& pass,
+                                const Graph& d, Graph& g,
+                                std::vector<GanSession::SavedValue>& saved,
+                                std::vector<NodeId>& copy_of_node) {
+  const int n = full.num_nodes();
+  const NodeId z = full.value(pass.z).producer, fake = full.value(pass.fake).producer;
+  std::vector<char> after_z(size_t(n), 0), fake_needs(size_t(n), 0);
+  after_z[size_t(z)] = 1;
+  for (NodeId id = z + 1; id < n; ++id) {
+    CAMPO_CHECK(full.node(id).kind != OpKind::Cast, "internal: the G step has casts already");
+    for (ValueId v : full.node(id).inputs)
+      after_z[size_t(id)] |= after_z[size_t(full.value(v).producer)];
+  }
+  fake_needs[size_t(fake)] = 1;
+  for (NodeId id = fake; id >= 0; --id)
+    if (fake_needs[size_t(id)])
+      for (ValueId v : full.node(id).inputs) fake_needs[size_t(full.value(v).producer)] = 1;
+  auto in_forward = [&](NodeId id) {
+    return id != z && after_z[size_t(id)] && fake_needs[size_t(id)];
+  };
+
+  std::vector<ValueId> copy_of(size_t(full.num_values()), kNoValue);
+  copy_of_node.assign(size_t(n), -1);
+  // The placeholder of G's forward value v and its source in the D step.
+  auto saved_placeholder = [&](ValueId v) {
+    const Value& value = full.value(v);
+    const Node& producer = full.node(value.producer);
+    const NodeId source_node = d.find_node(producer.name);
+    CAMPO_CHECK(source_node >= 0 && d.node(source_node).kind == producer.kind,
+                "internal: the D step has no node '", producer.name, "' of G's forward pass");
+    const ValueId source = d.node(source_node).outputs.at(size_t(value.output_index));
+    CAMPO_CHECK(d.value(source).shape == value.shape, "internal: '", producer.name, "' is ",
+                shape_str(d.value(source).shape), " in the D step, ", shape_str(value.shape),
+                " in the G step");
+    std::string name = "saved/" + producer.name;
+    if (value.output_index > 0) name += ":" + std::to_string(value.output_index);
+    const NodeId id =
+        g.add_node(OpKind::Placeholder, {}, PlaceholderAttrs{value.shape, value.dtype}, name);
+    CAMPO_CHECK(g.node(id).name == name, "internal: placeholder name '", name, "' is taken");
+    saved.push_back({name, source});
+    return g.node(id).outputs[0];
+  };
+  for (NodeId id = 0; id < n; ++id) {
+    if (in_forward(id)) continue;
+    const Node& node = full.node(id);
+    std::vector<ValueId> inputs;
+    for (ValueId v : node.inputs) {
+      if (copy_of[size_t(v)] == kNoValue) {
+        CAMPO_CHECK(in_forward(full.value(v).producer), "internal: '", node.name,
+                    "' reads a value the G step has not copied");
+        copy_of[size_t(v)] = saved_placeholder(v);
+      }
+      inputs.push_back(copy_of[size_t(v)]);
+    }
+    const NodeId copy =
+        g.add_node(node.kind, inputs, node.attrs, node.name, node.dtype, node.phase);
+    const Node& made = g.node(copy);
+    CAMPO_CHECK(made.name == node.name && made.outputs.size() == node.outputs.size(),
+                "internal: the G step's node '", node.name, "' did not copy");
+    for (size_t i = 0; i < node.outputs.size(); ++i) {
+      CAMPO_CHECK(g.value(made.outputs[i]).shape == full.value(node.outputs[i]).shape,
+                  "internal: the G step's node '", node.name, "' changed shape");
+      copy_of[size_t(node.outputs[i])] = made.outputs[i];
+    }
+    copy_of_node[size_t(id)] = copy;
+  }
+  return {copy_of[size_t(step.loss)], copy_of[size_t(step.d_g_z2)]};
+}
+
+// The precision of the G step that runs, `g` (without G's forward pass, no casts yet), as
+// the policy decided it for the whole G step `full` it was copied from (node ids mapped by
+// `copy_of_node`; `planned` what apply_policy did to `full`): so the plan of every node that
+// runs is the one it had when the G step ran G's forward pass, whose dtypes the plan took
+// into account (a plan of `g` alone would take the saved placeholders for f32 values, as it
+// takes every leaf). The saved placeholders first get the dtypes of their sources in the D
+// step `d` (the hand-over copies them as they are; where the D step's plan of G's forward
+// pass differs from the whole G step's, cast insertion converts them). Then the same
+// apply_precision as the policy's (folding casts for cost-aware only, as apply_policy) and
+// the same padding. Returns what apply_policy returns, by node id of `g`.
+PolicyResult replay_policy(const Graph& full, const PolicyResult& planned,
+                           const std::vector<NodeId>& copy_of_node,
+                           const PrecisionConfig& precision,
+                           const std::vector<GanSession::SavedValue>& saved, const Graph& d,
+                           Graph& g, std::shared_ptr<const CostTable>& costs) {
+  if (precision.policy == Precision::fp32) return planned;
+  for (const GanSession::SavedValue& v : saved) {
+    Node& node = g.node(g.find_node(v.placeholder));
+    Value& value = g.value(node.outputs[0]);
+    value.dtype = d.value(v.source).dtype;
+    node.attrs = PlaceholderAttrs{value.shape, value.dtype};
+  }
+  const int n = g.num_nodes();
+  std::vector<char> low(size_t(n), 0);
+  for (NodeId id = 0; id < NodeId(copy_of_node.size()); ++id) {
+    const NodeId copy = copy_of_node[size_t(id)];
+    if (copy < 0) continue;
+    low[size_t(copy)] = full.node(id).dtype == precision.low;
+    g.node(copy).pad_to = full.node(id).pad_to;
+  }
+  const bool fold = precision.policy == Precision::cost_aware && precision.fold_casts;
+  PolicyResult r;
+  if (planned.cost_plan) {  // the costs and decisions of the nodes that run, by g's ids
+    auto table = std::make_shared<CostTable>(*costs);
+    auto plan = std::make_shared<CostAwarePlan>(*planned.cost_plan);
+    table->nodes.assign(size_t(n), {});
+    table->low_measured.assign(costs->low_measured.empty() ? 0 : size_t(n), 0);
+    plan->low.assign(size_t(n), 0);
+    plan->decided_by.assign(size_t(n), Traversal::none);
+    for (NodeId id = 0; id < NodeId(copy_of_node.size()); ++id) {
+      const size_t copy = size_t(copy_of_node[size_t(id)]);
+      if (copy_of_node[size_t(id)] < 0) continue;
+      if (size_t(id) < costs->nodes.size()) table->nodes[copy] = costs->nodes[size_t(id)];
+      if (size_t(id) < costs->low_measured.size())
+        table->low_measured[copy] = costs->low_measured[size_t(id)];
+      plan->low[copy] = planned.cost_plan->low.at(size_t(id));
+      plan->decided_by[copy] = planned.cost_plan->decided_by.at(size_t(id));
+    }
+    plan->predicted_ms = predict_step_ms(g, *table, low, fold);
+    costs = std::move(table);
+    r.cost_plan = std::move(plan);
+  }
+  apply_precision(g, low, precision.low, fold);
+  r.padding_candidates = int(padding_candidates(g).size());
+  for (const Node& node : g.nodes()) r.padded += node.pad_to > 0;
+  return r;
+}
+
 // cost-aware: the costs of a step graph built by `build`, which it calls on scratch
 // variables so that the session's weights and optimizer state are not touched by the timed
-// steps; null for the other policies.
+// steps (or `fixed`'s table of it); null for the other policies.
 std::shared_ptr<const CostTable> gan_step_costs(
     const PrecisionConfig& precision, std::shared_ptr<Backend> backend,
+    const GanSession::StepCosts& fixed,
     const std::function<std::vector<ValueId>(Graph&, VariableStore&)>& build) {
   if (precision.policy != Precision::cost_aware) return nullptr;
   CAMPO_CHECK(!precision.costs,
@@ -183,6 +333,7 @@ std::shared_ptr<const CostTable> gan_step_costs(
   Graph scratch;
   VariableStore scratch_vars(1, std::move(backend));  // the profiling step runs there
   const std::vector<ValueId> fetches = build(scratch, scratch_vars);
+  if (fixed) return std::make_shared<const CostTable>(fixed(scratch));
   TimingInputs inputs;
   inputs.constants = {{"lr", 0.0f},
                       {"step", 1.0f},
@@ -234,19 +385,21 @@ void fill_noise(Tensor& z, int model, int n, Rng& rng) {
 }  // namespace
 
 GanSession::GanSession(const DcganOptions& model, int64_t batch, const OptimizerConfig& optimizer,
-                       uint64_t seed, int64_t num_samples, const PrecisionConfig& precision,
-                       ConvLayout conv_layout)
-    : GanSession(model, batch, optimizer, one_model(optimizer, seed), num_samples, precision,
-                 conv_layout) {}
+                       uint64_t seed, std::shared_ptr<Backend> backend, int64_t num_samples,
+                       const PrecisionConfig& precision, ConvLayout conv_layout,
+                       const StepCosts& step_costs)
+    : GanSession(model, batch, optimizer, one_model(optimizer, seed), std::move(backend),
+                 num_samples, precision, conv_layout, step_costs) {}
 
 GanSession::GanSession(const DcganOptions& model, int64_t batch, OptimizerConfig optimizer,
-                       const ArrayHyperparameters& h, int64_t num_samples,
-                       const PrecisionConfig& precision, ConvLayout conv_layout)
+                       const ArrayHyperparameters& h, std::shared_ptr<Backend> backend,
+                       int64_t num_samples, const PrecisionConfig& precision,
+                       ConvLayout conv_layout, const StepCosts& step_costs)
     : model_(model),
       batch_(batch),
       n_(h.size()),
       hyper_(h),
-      vars_(h.seed.empty() ? 0 : h.seed[0]),
+      vars_(h.seed.empty() ? 0 : h.seed[0], required_backend(std::move(backend))),
       slices_(h.size()) {
   check_dcgan_options(model);
   CAMPO_CHECK(n_ >= 1, "a GAN session needs at least one model");
@@ -265,7 +418,7 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, OptimizerConfig
   // seed in the single session's order (the D step's graph, then the G step's).
   if (n_ > 1) {
     for (int i = 0; i < n_; ++i) {
-      VariableStore single(h.seed[size_t(i)]);
+      VariableStore single(h.seed[size_t(i)], vars_.backend_ptr());
       Graph d, g;
       build_d_step(d, single, model, batch, model_optimizer(optimizer, h, i));
       build_g_step(g, single, model, batch, model_optimizer(optimizer, h, i));
@@ -285,19 +438,28 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, OptimizerConfig
     loss_d_ = d.loss;
     d_x_ = d.d_x;
     d_g_z1_ = d.d_g_z1;
-    d_costs_ = gan_step_costs(precision, vars_.backend_ptr(), [&](Graph& g, VariableStore& v) {
-      return build_d_step(g, v, model, batch, optimizer, n_).fetches();
-    });
+    d_costs_ =
+        gan_step_costs(precision, vars_.backend_ptr(), step_costs, [&](Graph& g, VariableStore& v) {
+          return build_d_step(g, v, model, batch, optimizer, n_).fetches();
+        });
     d_policy_ = apply_policy(d_graph_, precision, d_costs_.get(), vars_.backend_ptr());
   }
-  {
-    const GStep s = build_g_step(g_graph_, vars_, model, batch, optimizer, n_);
+  {  // G's forward pass cut out (see the file comment); planned as the whole G step.
+    Graph full;
+    GeneratorPass pass;
+    const GStep whole = build_g_step(full, vars_, model, batch, optimizer, n_, &pass);
+    std::vector<NodeId> copy_of_node;
+    const GStep s =
+        without_generator_forward(full, whole, pass, d_graph_, g_graph_, saved_, copy_of_node);
     loss_g_ = s.loss;
     d_g_z2_ = s.d_g_z2;
-    g_costs_ = gan_step_costs(precision, vars_.backend_ptr(), [&](Graph& g, VariableStore& v) {
-      return build_g_step(g, v, model, batch, optimizer, n_).fetches();
-    });
-    g_policy_ = apply_policy(g_graph_, precision, g_costs_.get(), vars_.backend_ptr());
+    g_costs_ =
+        gan_step_costs(precision, vars_.backend_ptr(), step_costs, [&](Graph& g, VariableStore& v) {
+          return build_g_step(g, v, model, batch, optimizer, n_).fetches();
+        });
+    const PolicyResult planned = apply_policy(full, precision, g_costs_.get(), vars_.backend_ptr());
+    g_policy_ =
+        replay_policy(full, planned, copy_of_node, precision, saved_, d_graph_, g_graph_, g_costs_);
   }
   if (n_ > 1) {
     slices_.write_into(vars_);
@@ -305,6 +467,7 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, OptimizerConfig
   {
     CompileOptions co;
     co.fetches = d_fetches();
+    for (const SavedValue& v : saved_) co.fetches.push_back(v.source);  // for the G step
     co.seed = seed;
     co.conv_layout = conv_layout;
     d_exe_ = std::make_unique<Executable>(d_graph_, vars_, co);
@@ -320,6 +483,9 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, OptimizerConfig
     g_exe_ = std::make_unique<Executable>(g_graph_, vars_, co);
     g_exe_->feed_scalar("loss_scale", 1.0f);
     g_exe_->feed("real_label", filled(labels, 1.0f));
+    for (const SavedValue& v : saved_)
+      handoff_.push_back({g_exe_->input(v.placeholder), d_exe_->output(v.source)});
+    if (g_exe_->has_input("z")) handoff_.push_back({g_exe_->input("z"), d_exe_->input("z")});
   }
   {  // Samples of the fixed noise, G in training mode (as the example).
     Builder b(sample_graph_, vars_);
@@ -480,6 +646,12 @@ std::vector<GanSession::StepStats> GanSession::step(const std::vector<const Tens
   feed_lr(*d_exe_);
   if (d_exe_->has_input("step")) d_exe_->feed_scalar("step", t);  // Adam's bias correction
   d_exe_->run();
+  // fake = G(z), the activations G's backward pass reads, and z, on the device.
+  for (const auto& [to, from] : handoff_) vars_.backend().copy(to, from);
+  feed_lr(*g_exe_);
+  if (g_exe_->has_input("step")) g_exe_->feed_scalar("step", t);  // Adam's bias correction
+  g_exe_->run();
+
   std::vector<StepStats> s(static_cast<size_t>(n_));
   // Each fetch holds one value per model (a scalar for one model).
   auto read = [&](Executable& exe, ValueId v, float StepStats::*field) {
@@ -491,11 +663,6 @@ std::vector<GanSession::StepStats> GanSession::step(const std::vector<const Tens
   read(*d_exe_, loss_d_, &StepStats::loss_d);
   read(*d_exe_, d_x_, &StepStats::d_x);
   read(*d_exe_, d_g_z1_, &StepStats::d_g_z1);
-
-  g_exe_->feed("z", z);
-  feed_lr(*g_exe_);
-  if (g_exe_->has_input("step")) g_exe_->feed_scalar("step", t);  // Adam's bias correction
-  g_exe_->run();
   read(*g_exe_, loss_g_, &StepStats::loss_g);
   read(*g_exe_, d_g_z2_, &StepStats::d_g_z2);
   return s;
@@ -653,7 +820,6 @@ void validate_gan(const GanOptions& o) {
   CAMPO_CHECK(o.save_every == 0 || !o.save_path.empty(),
               "--save-every needs --save (the checkpoint path to write every ", o.save_every,
               " steps)");
-  require_cpu_device(o.device, "DCGAN trainings");
   // Outputs and inputs before any work is spent (a calibration or a training run).
   if (!o.samples_dir.empty()) require_output_directory(o.samples_dir, "--samples-dir");
   if (!o.save_path.empty()) require_output_file(o.save_path, "--save checkpoint");
@@ -691,6 +857,9 @@ std::string value_range(const std::vector<double>& v) {
 
 GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal) {
   validate_gan(o);
+  // Every step, profile, sample and checkpoint of the run is on this backend; made before any
+  // work, so a device this build or machine lacks is its one error line.
+  const std::shared_ptr<Backend> backend = backend_for(o.device);
   if (o.threads > 0) omp_set_num_threads(o.threads);
   Timer wall;
   const ArrayHyperparameters h = gan_array_hyperparameters(o);
@@ -740,7 +909,8 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
   optimizer.weight_decay = o.weight_decay;
   PrecisionConfig precision = o.precision;
   attach_calibration(precision, o.calibration, log);
-  GanSession session(mopts, o.batch, optimizer, h, 64, precision, o.conv_layout);
+  const DeviceReport device_report(backend);
+  GanSession session(mopts, o.batch, optimizer, h, backend, 64, precision, o.conv_layout);
   if (o.profile) session.set_profiling(true);
 
   if (!o.samples_dir.empty()) {
@@ -951,6 +1121,7 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
   }
   j["samples_per_sec"] = r.samples_per_sec;
   j["wall_seconds"] = r.wall_seconds;
+  device_report.add_to(j);
   if (!is_array) {
     j["samples"] = r.sample_files.empty() ? "" : r.sample_files.back();
   } else {

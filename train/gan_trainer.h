@@ -1,21 +1,49 @@
 // DCGAN training as PyTorch's examples/dcgan/main.py does it, on campo graphs.
 //
 // One VariableStore holds both networks ("netG.*", "netD.*", see models/dcgan.h) and their
-// optimizer state (Adam as the example, or SGD). Three compiled graphs share it:
-//   D step  z -> G(z) (training-mode BN, no gradient into G: only D's parameters are
+// optimizer state (Adam as the example, or SGD). It lives on the backend the session is given
+// (--device): every buffer, kernel and copy of the session is that backend's, its steps, the
+// cost-aware profiling step, the samples and the checkpoints (the host reads and writes only
+// through its copies: VariableStore::read / write, Executable::feed / fetch). Three compiled
+// graphs share the store:
+//   D step  z -> fake = G(z) (training-mode BN; no gradient into G: only D's parameters are
 //           differentiated, which is the example's fake.detach());
-//           loss_D = mean BCE(D(x), 1) + mean BCE(D(G(z)), 0), both with logits
+//           loss_D = mean BCE(D(x), 1) + mean BCE(D(fake), 0), both with logits
 //           (SigmoidCrossEntropyWithLogits); the update of D's parameters only.
-//   G step  the same z -> loss_G = mean BCE(D(G(z)), 1) against the just-updated D; the
-//           update of G's parameters only. D runs in training mode, so its BN running statistics
-//           update here as in PyTorch.
+//   G step  loss_G = mean BCE(D(fake), 1) on the D step's fake, against the just-updated D;
+//           the update of G's parameters only. D runs in training mode, so its BN running
+//           statistics update here as in PyTorch.
 //   samples G(fixed noise), 64 samples, in training mode like the example (which never
 //           calls netG.eval()): BN normalises with the statistics of the fixed batch.
 // Each graph has its own "lr" and "step" placeholders (append_optimizer looks them up by
-// name in its graph). G's forward pass runs in both step graphs on the same z (PyTorch runs
-// it once and reuses the output); the outputs are identical since only D changes in
-// between, but G's BN running statistics get two momentum updates per iteration. They are
-// never read (G is always evaluated in training mode), so training is unaffected.
+// name in its graph).
+//
+// G's forward pass runs once per iteration, in the D step, as the example's
+//   fake = netG(noise); ... netD(fake.detach()) ... optimizerD.step(); ... netD(fake)
+// The G step still needs G's activations for G's backward pass, which autodiff builds from
+// G's forward nodes, so the G step is built whole and then G's forward pass is cut out of it
+// (without_generator_forward in the .cc): each value of G's forward pass that the rest of the
+// step reads (fake itself, and what G's backward pass reads: the inputs of the transposed
+// convolutions, the batch norms' inputs and batch statistics, the ReLU and tanh outputs)
+// becomes a placeholder "saved/<node>" of the dtype the D step's precision plan gave that
+// value. The D step fetches those values and step() copies them, and z, into the G step's
+// placeholders on the device (Backend::copy) between the two runs. The precision policy
+// (and cost-aware's profiling step) still sees the whole G step, and its decisions are
+// replayed on the nodes that run, so that each keeps the precision it had next to G's
+// forward pass (a plan of the cut graph alone would take the saved values, as every leaf,
+// for f32 ones). The math is the two-graph step's that ran G's forward pass in both graphs
+// on the same z: with plain layouts the same bits in fp32, amp and cost-aware
+// (tests/train/gan_loss_pin_test.cc), with blocked layouts the same up to the rounding of
+// G's forward pass on plain activations (below). G's BN running statistics now get one
+// momentum update per iteration instead of two, as in PyTorch (they are never read: G is
+// always evaluated in training mode).
+// Why not one graph holding both updates: a graph's optimizer updates run last, after every
+// read of the variables they write (graph/graph.h; the executor checks it, and the precision
+// policies' shared casts and weight copies rely on it), and the G step must read D after
+// D's update. What the hand-over costs: fetched values are stored plain (graph/layout.h),
+// so G's forward pass runs on plain activations in the D step (each transposed convolution
+// reorders its operands itself), the G step converts the saved values its blocked kernels
+// read, the D step's arena holds them to its end, and step() copies them once.
 //
 // Images are rescaled to [-1, 1] (tanh's range): IDX data sets through mean 0.5 / std 0.5
 // on [0, 1] pixels; the synthetic data set (roughly N(0, 1) pixels) through tanh.
@@ -40,6 +68,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <map>
 #include <memory>
@@ -87,7 +116,7 @@ struct GanOptions {
   int64_t train_limit = 0;              // use only the first N training samples (0: all)
   int threads = 0;                      // 0: OpenMP default
   bool profile = false;                 // time every node; print the time per op at the end
-  DeviceSpec device;                    // cpu (cuda: make_backend's error, as for the classifiers)
+  DeviceSpec device;                    // where it trains: backend_for(device) (train/trainer.h)
   PrecisionConfig precision;            // fp32 unless set
   ConvLayout conv_layout = ConvLayout::blocked;  // --conv-layout (graph/layout.h)
   std::string calibration;                       // cost-aware: as TrainOptions::calibration
@@ -156,25 +185,33 @@ class GanSession {
     float d_g_z2 = 0;  // mean D(G(z)) in the G step (after D's update)
   };
 
-  // `precision` applies to both step graphs through apply_policy (train/training_graph.h;
-  // cost-aware profiles each step graph itself), the sample graph stays f32; dynamic loss
-  // scaling is not supported for GANs yet.
+  // cost-aware: the costs of a step graph (by node id of the graph given, which has no
+  // casts yet), instead of the profiling step's measurements of it; for plans that must not
+  // depend on timings (tests). Null: each step graph is profiled.
+  using StepCosts = std::function<CostTable(const Graph& step_graph)>;
+
+  // Everything runs on `backend` (required; see the file comment). `precision` applies to
+  // both step graphs through apply_policy (train/training_graph.h; cost-aware profiles each
+  // step graph itself on `backend`, or takes `step_costs`' table of it), the sample graph
+  // stays f32; dynamic loss scaling is not supported for GANs yet.
   GanSession(const DcganOptions& model, int64_t batch, const OptimizerConfig& optimizer,
-             uint64_t seed, int64_t num_samples = 64, const PrecisionConfig& precision = {},
-             ConvLayout conv_layout = ConvLayout::blocked);
+             uint64_t seed, std::shared_ptr<Backend> backend, int64_t num_samples = 64,
+             const PrecisionConfig& precision = {}, ConvLayout conv_layout = ConvLayout::blocked,
+             const StepCosts& step_costs = nullptr);
   // A model array of h.size() models (see the file comment): `optimizer` gives what is
   // shared (kind, betas, nesterov), h each model's momentum, weight decay and seed (h.lr is
   // not used here: step() takes the rates; h.dropout must be 0). One model (h.size() 1) is
   // exactly the session above with optimizer.momentum / weight_decay = h's.
   GanSession(const DcganOptions& model, int64_t batch, OptimizerConfig optimizer,
-             const ArrayHyperparameters& h, int64_t num_samples = 64,
-             const PrecisionConfig& precision = {}, ConvLayout conv_layout = ConvLayout::blocked);
+             const ArrayHyperparameters& h, std::shared_ptr<Backend> backend,
+             int64_t num_samples = 64, const PrecisionConfig& precision = {},
+             ConvLayout conv_layout = ConvLayout::blocked, const StepCosts& step_costs = nullptr);
   // Nodes in low precision and casts over both step graphs.
   PrecisionSummary precision_summary() const;
   ~GanSession();
 
-  // One iteration: draws z ~ N(0, 1), runs the D step on (real, G(z)), then the G step.
-  // `real` is [batch, nc, S, S] in [-1, 1].
+  // One iteration: draws z ~ N(0, 1), runs the D step on (real, G(z)), hands G(z) and G's
+  // activations to the G step, runs it. `real` is [batch, nc, S, S] in [-1, 1].
   StepStats step(const Tensor& real, float lr);
   // One iteration of every model: model i trains on real[i] ([batch, nc, S, S]; the N
   // pointers may all be the same batch) at lr[i], drawing its own z; its stats, in order.
@@ -194,10 +231,20 @@ class GanSession {
 
   VariableStore& variables() { return vars_; }
   Graph& d_graph() { return d_graph_; }
+  // The G step as it runs: without G's forward pass, whose values it reads from placeholders
+  // (saved_values) that the D step's values fill.
   Graph& g_graph() { return g_graph_; }
-  // What each step fetches (its live nodes are those these and the updates need).
+  // The statistics each step fetches (its live nodes are those these and the updates need;
+  // the D step also fetches the saved values, which its live nodes compute anyway).
   std::vector<ValueId> d_fetches() const { return {loss_d_, d_x_, d_g_z1_}; }
   std::vector<ValueId> g_fetches() const { return {loss_g_, d_g_z2_}; }
+  // The G step's placeholders of G's forward values, each with the value of the D step
+  // graph that fills it (z excepted: the G step's "z" is the D step's).
+  struct SavedValue {
+    std::string placeholder;
+    ValueId source = kNoValue;
+  };
+  const std::vector<SavedValue>& saved_values() const { return saved_; }
   // cost-aware only (else null): the costs and decisions of each step graph, by node id of
   // the graph before casts.
   const std::shared_ptr<const CostAwarePlan>& d_plan() const { return d_policy_.cost_plan; }
@@ -247,7 +294,11 @@ class GanSession {
   Graph d_graph_, g_graph_, sample_graph_;
   ValueId loss_d_ = kNoValue, d_x_ = kNoValue, d_g_z1_ = kNoValue;
   ValueId loss_g_ = kNoValue, d_g_z2_ = kNoValue, samples_ = kNoValue;
+  std::vector<SavedValue> saved_;
   std::unique_ptr<Executable> d_exe_, g_exe_, sample_exe_;
+  // What step() copies from the D step into the G step after the D step runs: (G step
+  // placeholder, D step buffer) pairs, the saved values and z.
+  std::vector<std::pair<Tensor, Tensor>> handoff_;
   PolicyResult d_policy_, g_policy_;
   std::shared_ptr<const CostTable> d_costs_, g_costs_;
   int64_t iterations_ = 0;

@@ -15,29 +15,21 @@
 #include "graph/checkpoint.h"
 #include "runtime/timer.h"
 #include "train/calibrate.h"
+#include "train/device_report.h"
 #include "train/interrupt.h"
+#include "train/metrics_log.h"
 #include "train/profiling.h"
 #include "train/trainer.h"
 
 namespace campo {
 
 bool supports_model_array(const std::string& model, std::string* why) {
-  static const char* const kSupported[] = {"mlp",   "lenet",    "resnet18", "resnet50",
-                                           "vgg16", "vgg16_bn", "alexnet"};
-  for (const char* m : kSupported)
-    if (model == m) return true;
+  const std::string reason = is_known_model(model) ? why_no_model_array(model) : "unknown model";
+  if (reason.empty()) return true;
   if (why) {
-    if (model == "inception_v3")
-      *why =
-          "--array does not support inception_v3 (its branches concatenate channels, which "
-          "would interleave the stacked models)";
-    else if (model == "bert")
-      *why =
-          "--array does not support bert (layer normalisation and attention act across the "
-          "stacked models)";
-    else
-      *why = "--array does not support --model " + model;
-    *why += "; arrays train mlp, lenet, resnet18, resnet50, vgg16, vgg16_bn, alexnet and dcgan";
+    *why = "--array does not support " + model + " (" + reason + "); arrays train ";
+    for (const std::string& m : model_array_names()) *why += m + ", ";
+    *why += "and dcgan";
   }
   return false;
 }
@@ -104,7 +96,7 @@ Tensor ArraySlices::read(const VariableStore& array, int i, const std::string& n
 }
 
 VariableStore ArraySlices::single_store(const VariableStore& array, int i, uint64_t seed) const {
-  VariableStore single(seed);
+  VariableStore single(seed, array.backend_ptr());
   for (const std::string& name : array.names()) {
     single.get_or_create(name, shapes_.at(name), Init::zeros(), array.kind(name));
     single.write(name, read(array, i, name));
@@ -151,6 +143,7 @@ OptimizerConfig single_optimizer(OptimizerConfig o, const ArrayHyperparameters& 
 ModelArraySession::ModelArraySession(const std::string& model, const ModelOptions& model_options,
                                      const Shape& image_shape, int64_t batch,
                                      OptimizerConfig optimizer, const ArrayHyperparameters& h,
+                                     std::shared_ptr<Backend> backend,
                                      const PrecisionConfig& precision, ConvLayout conv_layout)
     : model_(model),
       model_options_(model_options),
@@ -159,7 +152,7 @@ ModelArraySession::ModelArraySession(const std::string& model, const ModelOption
       n_(h.size()),
       hyper_(h),
       conv_layout_(conv_layout),
-      vars_(h.seed.empty() ? 0 : h.seed[0]),
+      vars_(h.seed.empty() ? 0 : h.seed[0], required_backend(std::move(backend))),
       slices_(h.size()),
       scaler_(precision.scaler) {
   CAMPO_CHECK(n_ >= 1, "a model array needs at least one model");
@@ -178,7 +171,7 @@ ModelArraySession::ModelArraySession(const std::string& model, const ModelOption
   // Model i's starting weights: the single model built on a store of its seed, exactly as a
   // single run creates them (the same graph, the same creation order, the same draws).
   for (int i = 0; i < n_; ++i) {
-    VariableStore single(h.seed[size_t(i)]);
+    VariableStore single(h.seed[size_t(i)], vars_.backend_ptr());
     Graph g;
     ModelOptions one = model_options_;
     one.array_dropout.clear();
@@ -342,6 +335,8 @@ std::string loss_range(const std::vector<double>& v) {
 ArrayTrainResult train_array(const TrainOptions& o, std::ostream& log, bool log_is_terminal) {
   validate(o);
   CAMPO_CHECK(o.array >= 2, "internal: train_array with --array ", o.array);
+  // The run's backend, once, before any work (as train()'s).
+  const std::shared_ptr<Backend> backend = backend_for(o.device);
   if (o.threads > 0) omp_set_num_threads(o.threads);
   Timer wall;
   const ArrayHyperparameters h = array_hyperparameters(o);
@@ -352,8 +347,9 @@ ArrayTrainResult train_array(const TrainOptions& o, std::ostream& log, bool log_
   ocfg.nesterov = o.nesterov;
   PrecisionConfig pcfg = precision_config(o);
   attach_calibration(pcfg, o.calibration, log);
+  const DeviceReport device_report(backend);
   ModelArraySession session(o.model, data.model_options, data.train->image_shape(), o.batch, ocfg,
-                            h, pcfg, o.conv_layout);
+                            h, backend, pcfg, o.conv_layout);
   if (o.profile) session.set_profiling(true);
 
   // shared: one order (the first seed's) for every model; independent: model i's own.
@@ -417,6 +413,9 @@ ArrayTrainResult train_array(const TrainOptions& o, std::ostream& log, bool log_
     }
     return m;
   };
+  // --metrics, --tensorboard (their paths checked by validate()), every model's values.
+  MetricsLog metrics(
+      {.metrics_path = o.metrics_path, .tensorboard_dir = o.tensorboard_dir, .models = n});
   for (int epoch = 0; epoch < o.epochs && step < total_steps; ++epoch) {
     for (auto& l : loaders) l->start_epoch(epoch);
     int64_t in_epoch = 0;
@@ -462,14 +461,22 @@ ArrayTrainResult train_array(const TrainOptions& o, std::ostream& log, bool log_
         if (last) log << "\n";
         log.flush();
       } else if (mode == "lines") {
-        const int64_t every = std::max<int64_t>(1, per_epoch / 10);
-        if (in_epoch % every == 0 || last) {
+        if (is_logged_step(in_epoch, per_epoch, last)) {
           log << "epoch " << epoch + 1 << "/" << o.epochs << " step " << in_epoch << "/"
               << per_epoch << " loss " << loss_range(recent_means()) << " samples/s " << std::fixed
               << std::setprecision(0) << rate << "\n";
           log.flush();
         }
       }
+      if (is_logged_step(in_epoch, per_epoch, last))
+        metrics.log_step(
+            {.step = step,
+             .epoch = epoch + 1,
+             .losses = recent_means(),
+             .lrs = lr,
+             .loss_scale = session.scaler().enabled() ? session.scaler().scale() : 1.0f,
+             .skipped_steps = session.scaler().skipped_steps(),
+             .samples_per_sec = rate});
     }
     if (!o.save_path.empty()) {
       const bool finished = in_epoch == per_epoch;
@@ -489,6 +496,7 @@ ArrayTrainResult train_array(const TrainOptions& o, std::ostream& log, bool log_
                       o.save_path.empty() ? "" : array_checkpoint_path(o.save_path, 0),
                       "no --save given");
   }
+  metrics.log_eval(step, r.test_accuracy);
   if (o.profile) print_profile(session.profile_by_op(), step, log);
   nlohmann::json models = nlohmann::json::array();
   for (int i = 0; i < n; ++i) {
@@ -526,6 +534,7 @@ ArrayTrainResult train_array(const TrainOptions& o, std::ostream& log, bool log_
       {"samples_per_sec", r.samples_per_sec},
       {"wall_seconds", wall.seconds()},
       {"models", models}};
+  device_report.add_to(j);
   log << j.dump() << "\n";
   log.flush();
   return r;

@@ -65,7 +65,8 @@ class ArraySlices {
   void write_into(VariableStore& array);
   // Model i's copy of `name`, with the single model's shape.
   Tensor read(const VariableStore& array, int i, const std::string& name) const;
-  // Model i alone: a store of the single model's names, shapes and kinds with its values.
+  // Model i alone: a store of the single model's names, shapes and kinds with its values, on
+  // the array's backend.
   VariableStore single_store(const VariableStore& array, int i, uint64_t seed) const;
 
  private:
@@ -84,7 +85,8 @@ class ModelArraySession {
   // weight decay come from `h`; model_options.dropout is replaced by h.dropout per model.
   ModelArraySession(const std::string& model, const ModelOptions& model_options,
                     const Shape& image_shape, int64_t batch, OptimizerConfig optimizer,
-                    const ArrayHyperparameters& h, const PrecisionConfig& precision = {},
+                    const ArrayHyperparameters& h, std::shared_ptr<Backend> backend,
+                    const PrecisionConfig& precision = {},
                     ConvLayout conv_layout = ConvLayout::blocked);
   ~ModelArraySession();
 

@@ -18,6 +18,7 @@
 #include "runtime/energy.h"
 #include "runtime/file_check.h"
 #include "runtime/timer.h"
+#include "train/device_report.h"
 #include "train/gan_trainer.h"
 #include "train/model_array.h"
 #include "train/profiling.h"
@@ -256,7 +257,7 @@ void check_plan_options(const PlanOptions& o) {
   // on a CUDA machine (and its profiling step runs there), which cannot be made before the
   // CUDA backend has kernels. fp32 and amp need no costs.
   const DeviceSpec& device = o.run.device;
-  CAMPO_CHECK(policy != Precision::cost_aware || device.type == Device::cpu || o.run.costs,
+  CAMPO_CHECK(policy != Precision::cost_aware || device.type != Device::cuda || o.run.costs,
               "--precision cost-aware --device ", device.str(), " needs the costs of a ",
               device_name(device.type),
               " machine, from a calibration made on one, and there is "
@@ -279,7 +280,6 @@ void check_plan_options(const PlanOptions& o) {
 void check_bench_options(const BenchOptions& o) {
   // One error line, before anything is built, for a device this build or machine lacks, or
   // one the bench's steps do not run on yet.
-  require_cpu_device(o.run.device, "campo bench's steps");
   CAMPO_CHECK(!o.precisions.empty(), "--precision needs at least one policy");
   for (const std::string& p : o.precisions) (void)parse_precision(p);
   check_model_run_numbers(o.run);
@@ -300,13 +300,20 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
                       {"device", o.run.device.str()},
                       {"low_precision", o.run.low_precision},
                       {"batch", o.run.batch}};
+  // The plan runs steps only in cost-aware's profiling step (without given costs), and those
+  // run on --device's backend; otherwise it only builds the graphs, which needs no device
+  // (planning for a GPU on a machine without one), so the variables stay on the host.
+  const bool profiles = policy == Precision::cost_aware && !o.run.costs;
+  const std::shared_ptr<Backend> backend =
+      profiles ? backend_for(o.run.device) : default_cpu_backend();
+  const DeviceReport device_report(backend);
   if (o.run.model == "dcgan") {
     // Two step graphs: the discriminator's and the generator's.
     const PrecisionConfig precision = model_run_precision(o.run, policy);
     DcganOptions m;
     m.image_size = o.run.image_size;
     m.channels = o.run.channels;
-    GanSession session(m, o.run.batch, gan_optimizer(o.run), o.run.seed, 1, precision);
+    GanSession session(m, o.run.batch, gan_optimizer(o.run), o.run.seed, backend, 1, precision);
     header << ", batch " << o.run.batch << ", " << m.image_size << "x" << m.image_size << "x"
            << m.channels;
     out << header.str() << "\n";
@@ -328,7 +335,7 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
   } else {
     TrainingGraphSpec spec = model_run_spec(o.run, policy);
     Graph g;
-    VariableStore vars(o.run.seed);
+    VariableStore vars(o.run.seed, backend);
     TrainingGraphInfo info =
         build_training_graph(g, vars, with_profiled_costs(spec, vars.backend_ptr()));
     header << ", batch " << o.run.batch << ", input " << compact_shape(spec.image_shape);
@@ -341,7 +348,7 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
       TrainingGraphSpec fp32 = spec;
       fp32.precision.policy = Precision::fp32;
       Graph ga;
-      VariableStore va(o.run.seed);
+      VariableStore va(o.run.seed, backend);
       const TrainingGraphInfo ia = build_training_graph(ga, va, fp32);
       std::vector<char> amp_low = paint_amp(ga, spec.precision.lists);
       const double amp_ms = predict_step_ms(ga, *info.costs, amp_low);
@@ -392,6 +399,7 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
     j["casts"] = info.summary.casts.casts;
     j["cast_elements"] = info.summary.casts.cast_elements;
   }
+  if (profiles) device_report.add_to(j);  // where the profiling step ran
   if (!o.json_path.empty()) {
     write_file_atomically(o.json_path, j.dump(1) + "\n");
     out << "wrote " << o.json_path << "\n";
@@ -424,8 +432,10 @@ class BenchPolicy {
 class ClassifierBenchPolicy final : public BenchPolicy {
  public:
   ClassifierBenchPolicy(const std::string& precision, const TrainingGraphSpec& spec, uint64_t seed,
-                        ConvLayout conv_layout)
-      : BenchPolicy(precision), vars_(seed), scaler_(spec.precision.scaler) {
+                        std::shared_ptr<Backend> backend, ConvLayout conv_layout)
+      : BenchPolicy(precision),
+        vars_(seed, required_backend(std::move(backend))),
+        scaler_(spec.precision.scaler) {
     info_ = build_training_graph(graph_, vars_, with_profiled_costs(spec, vars_.backend_ptr()));
     CompileOptions co;
     co.fetches = info_.fetches();
@@ -503,10 +513,10 @@ ArrayHyperparameters gan_bench_models(const ModelRunOptions& run, const Optimize
 class GanBenchPolicy final : public BenchPolicy {
  public:
   GanBenchPolicy(const std::string& precision, const DcganOptions& m, const BenchOptions& o,
-                 const Tensor& real)
+                 const Tensor& real, std::shared_ptr<Backend> backend)
       : BenchPolicy(precision),
         models_(gan_bench_models(o.run, gan_optimizer(o.run))),
-        session_(m, o.run.batch, gan_optimizer(o.run), models_, 1,
+        session_(m, o.run.batch, gan_optimizer(o.run), models_, std::move(backend), 1,
                  model_run_precision(o.run, parse_precision(precision)), o.run.conv_layout),
         real_(real),
         reals_(size_t(models_.size()), &real_) {}
@@ -544,6 +554,8 @@ class GanBenchPolicy final : public BenchPolicy {
 // A bench run between its repetitions: the policies, their results so far, the machine's
 // GEMM peak and the energy counters.
 struct BenchRun {
+  std::shared_ptr<Backend> backend;  // --device's, made once: every policy's steps run there
+  std::unique_ptr<DeviceReport> device_report;
   std::vector<std::unique_ptr<BenchPolicy>> policies;
   std::vector<BenchResult> results;  // one per policy, in order
   BenchMachine machine;
@@ -563,13 +575,19 @@ int64_t samples_per_step(const ModelRunOptions& run) { return run.batch * run.ar
 
 // Builds, compiles and warms up every policy; measures the GEMM peak first (o.measure_peak)
 // and opens the energy counters.
-BenchRun prepare_bench(const BenchOptions& o) {
+BenchRun prepare_bench(const BenchOptions& o, std::shared_ptr<Backend> backend) {
   check_bench_options(o);
   BenchRun run;
+  run.backend = required_backend(std::move(backend));
+  CAMPO_CHECK(run.backend->device() == o.run.device, "internal: bench of --device ",
+              o.run.device.str(), " given a backend of ", run.backend->device().str());
+  run.device_report = std::make_unique<DeviceReport>(run.backend);
+  run.machine.device = run.backend->describe();
+  run.machine.device_report = run.device_report.get();
   if (o.measure_peak) {
-    run.machine.peak_f32 = measure_gemm_peak(o.run.device, DType::f32, kPeakGemmSize, kPeakGemmSize,
+    run.machine.peak_f32 = measure_gemm_peak(run.backend, DType::f32, kPeakGemmSize, kPeakGemmSize,
                                              kPeakGemmSize, kPeakReps);
-    run.machine.peak_low = measure_gemm_peak(o.run.device, bench_low_dtype(o.run), kPeakGemmSize,
+    run.machine.peak_low = measure_gemm_peak(run.backend, bench_low_dtype(o.run), kPeakGemmSize,
                                              kPeakGemmSize, kPeakGemmSize, kPeakReps);
   }
   run.energy = RaplEnergy::open(o.powercap_root);
@@ -582,14 +600,14 @@ BenchRun prepare_bench(const BenchOptions& o) {
     Tensor real = Tensor::empty({o.run.batch, m.channels, m.image_size, m.image_size}, DType::f32);
     for (int64_t i = 0; i < real.numel(); ++i) real.data_as<float>()[i] = rng.uniform(-1, 1);
     for (const std::string& p : o.precisions) {
-      run.policies.push_back(std::make_unique<GanBenchPolicy>(p, m, o, real));
+      run.policies.push_back(std::make_unique<GanBenchPolicy>(p, m, o, real, run.backend));
       for (int i = 0; i < o.warmup; ++i) run.policies.back()->step();
     }
   } else {
     Tensor images, labels;
     for (const std::string& p : o.precisions) {
       auto s = std::make_unique<ClassifierBenchPolicy>(p, model_run_spec(o.run, parse_precision(p)),
-                                                       o.run.seed, o.run.conv_layout);
+                                                       o.run.seed, run.backend, o.run.conv_layout);
       Executable& exe = s->executable();
       const char* input = input_placeholder(o.run.model);
       if (!images.defined()) {
@@ -621,6 +639,7 @@ BenchRun prepare_bench(const BenchOptions& o) {
       run.policies.push_back(std::move(s));
     }
   }
+  run.backend->synchronize();  // the warm-up steps are not in the first repetition's time
   for (const auto& p : run.policies) {
     BenchResult res;
     res.precision = p->precision();
@@ -638,6 +657,7 @@ void run_bench_repetition(const BenchOptions& o, BenchRun& run) {
     if (run.energy) before = run.energy->read();
     Timer t;
     for (int i = 0; i < o.steps; ++i) run.policies[k]->step();
+    run.backend->synchronize();  // a GPU's steps are timed when they have run, not queued
     const double seconds = t.seconds();
     if (run.energy)
       run.results[k].joules.push_back(run.energy->joules_between(before, run.energy->read()));
@@ -654,15 +674,17 @@ std::vector<BenchResult> finish_bench_run(const BenchOptions& o, BenchRun& run, 
 
 }  // namespace
 
-std::vector<BenchResult> run_bench(const BenchOptions& o, std::ostream& out) {
-  BenchRun run = prepare_bench(o);
+std::vector<BenchResult> run_bench(const BenchOptions& o, std::shared_ptr<Backend> backend,
+                                   std::ostream& out) {
+  BenchRun run = prepare_bench(o, std::move(backend));
   for (int r = 0; r < o.repeats; ++r) run_bench_repetition(o, run);
   return finish_bench_run(o, run, out);
 }
 
-std::vector<BenchResult> run_bench_lockstep(const BenchOptions& o, std::istream& commands,
-                                            std::ostream& protocol, std::ostream& out) {
-  BenchRun run = prepare_bench(o);
+std::vector<BenchResult> run_bench_lockstep(const BenchOptions& o, std::shared_ptr<Backend> backend,
+                                            std::istream& commands, std::ostream& protocol,
+                                            std::ostream& out) {
+  BenchRun run = prepare_bench(o, std::move(backend));
   nlohmann::json ready = {{"ready", true},
                           {"framework", std::string("campo ") + CAMPO_VERSION},
                           {"model", o.run.model},
@@ -766,7 +788,8 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
     out << "energy: not available (" << machine.energy_unavailable << ")\n";
   nlohmann::json j = nlohmann::json::array();
   // What the figures were measured on (Backend::describe of the benchmarked device).
-  const std::string machine_name = make_backend(o.run.device)->describe();
+  const std::string& machine_name = machine.device;
+  out << "device: " << machine_name << "\n";
   for (BenchResult& res : results) {
     res.ratio_to_fp32 = fp32_median > 0 ? res.median / fp32_median : 0;
     const double per_step = double(samples_per_step(o.run));
@@ -865,6 +888,7 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
       j.back()["op_ms"] = ops;
     }
     nlohmann::json& e = j.back();
+    if (machine.device_report) machine.device_report->add_to(e);
     auto or_null = [](bool known, double v) {
       return known ? nlohmann::json(v) : nlohmann::json();
     };

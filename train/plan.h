@@ -126,14 +126,19 @@ struct BenchResult {
 };
 
 // What a bench run measured about the machine besides the policies.
+class DeviceReport;
 struct BenchMachine {
-  std::optional<GemmPeak> peak_f32, peak_low;  // unset: --no-peak
-  std::string energy_unavailable;              // why there is no energy (empty: there is)
+  std::string device;                           // Backend::describe of the device measured
+  const DeviceReport* device_report = nullptr;  // its fields go into every JSON entry
+  std::optional<GemmPeak> peak_f32, peak_low;   // unset: --no-peak
+  std::string energy_unavailable;               // why there is no energy (empty: there is)
 };
 
-// Builds, compiles and warms up every policy, then runs o.repeats interleaved repetitions
-// (policy A, B, ..., A, B, ...), prints the table to `out`, writes JSON.
-std::vector<BenchResult> run_bench(const BenchOptions& o, std::ostream& out);
+// Builds, compiles and warms up every policy on `backend` (--device's, made once by the
+// caller), then runs o.repeats interleaved repetitions (policy A, B, ..., A, B, ...), prints
+// the table to `out`, writes JSON.
+std::vector<BenchResult> run_bench(const BenchOptions& o, std::shared_ptr<Backend> backend,
+                                   std::ostream& out);
 
 // The same run driven from outside (`campo bench --lockstep`, for an orchestrator that
 // interleaves campo with other frameworks' processes). After building, compiling and
@@ -146,8 +151,9 @@ std::vector<BenchResult> run_bench(const BenchOptions& o, std::ostream& out);
 // "quit" or the end of the input ends the run: the table goes to `out`, the JSON file (every
 // repetition run) is written. Any other command is an error. o.repeats is not used. Every
 // protocol line is flushed.
-std::vector<BenchResult> run_bench_lockstep(const BenchOptions& o, std::istream& commands,
-                                            std::ostream& protocol, std::ostream& out);
+std::vector<BenchResult> run_bench_lockstep(const BenchOptions& o, std::shared_ptr<Backend> backend,
+                                            std::istream& commands, std::ostream& protocol,
+                                            std::ostream& out);
 
 // Fills median/min/max, the ratios, the roofline and the energy figures of measured results,
 // prints the table, writes JSON. No repetition run: says so, writes an empty JSON array.

@@ -9,11 +9,11 @@
 
 namespace campo {
 
-GemmPeak measure_gemm_peak(const DeviceSpec& device, DType dtype, int64_t m, int64_t n, int64_t k,
-                           int reps) {
+GemmPeak measure_gemm_peak(std::shared_ptr<Backend> backend_ptr, DType dtype, int64_t m, int64_t n,
+                           int64_t k, int reps) {
   CAMPO_CHECK(m > 0 && n > 0 && k > 0 && reps > 0, "internal: GEMM peak of ", m, "x", n, "x", k,
               ", ", reps, " repetitions");
-  ExecContext ctx(make_backend(device));
+  ExecContext ctx(required_backend(std::move(backend_ptr)));
   Backend& backend = ctx.backend();
   KernelSpec spec{OpKind::MatMul,    MatMulAttrs{}, dtype, {{{m, k}, dtype}, {{k, n}, dtype}},
                   {{{m, n}, dtype}}, "gemm_peak"};

@@ -5,10 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "graph/flops.h"
-#include "runtime/device.h"
+#include "runtime/backend.h"
 #include "runtime/dtype.h"
 
 namespace campo {
@@ -21,9 +22,10 @@ struct GemmPeak {
 };
 
 // C = A B of size m x n x k in `dtype` (inputs and output; oneDNN accumulates in f32),
-// `reps` timed runs after one warm-up run. Throws for a dtype the device has no MatMul for.
-GemmPeak measure_gemm_peak(const DeviceSpec& device, DType dtype, int64_t m, int64_t n, int64_t k,
-                           int reps);
+// `reps` timed runs after one warm-up run, on `backend`. Throws for a dtype the device has no
+// MatMul for.
+GemmPeak measure_gemm_peak(std::shared_ptr<Backend> backend, DType dtype, int64_t m, int64_t n,
+                           int64_t k, int reps);
 
 // The peak a step's GEMM mix can reach: the rate at which its GEMM FLOPs would run if each
 // ran at the peak of its precision, F_gemm / (F_low / P_low + F_f32 / P_f32). For an f32

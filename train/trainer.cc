@@ -27,7 +27,9 @@
 #include "runtime/strict_backend.h"
 #include "runtime/timer.h"
 #include "train/calibrate.h"
+#include "train/device_report.h"
 #include "train/interrupt.h"
+#include "train/metrics_log.h"
 #include "train/model_array.h"
 #include "train/profiling.h"
 #include "train/progress.h"
@@ -169,7 +171,7 @@ struct TrainingSession::EvalGraph {
 TrainingSession::TrainingSession(const std::string& model, const ModelOptions& model_options,
                                  const Shape& image_shape, int64_t batch,
                                  const OptimizerConfig& optimizer, uint64_t seed,
-                                 const PrecisionConfig& precision, std::shared_ptr<Backend> backend,
+                                 std::shared_ptr<Backend> backend, const PrecisionConfig& precision,
                                  ConvLayout conv_layout)
     : model_(model),
       model_options_(model_options),
@@ -177,7 +179,7 @@ TrainingSession::TrainingSession(const std::string& model, const ModelOptions& m
       batch_(batch),
       seed_(seed),
       conv_layout_(conv_layout),
-      vars_(seed, std::move(backend)),
+      vars_(seed, required_backend(std::move(backend))),
       scaler_(precision.scaler) {
   TrainingGraphInfo info = build_training_graph(
       train_graph_, vars_,
@@ -363,7 +365,9 @@ std::string dump_training_graph(const TrainOptions& o, const std::string& format
   const ModelOptions mopts = model_options_for(*data, o.dropout, o.bert_config);
   OptimizerConfig ocfg;
   ocfg.kind = o.optimizer == "adam" ? OptimizerConfig::Kind::adam : OptimizerConfig::Kind::sgd;
-  TrainingSession session(o.model, mopts, data->image_shape(), o.batch, ocfg, o.seed);
+  // The graph as built for the CPU (its text does not depend on where it would run).
+  TrainingSession session(o.model, mopts, data->image_shape(), o.batch, ocfg, o.seed,
+                          default_cpu_backend());
   return format == "dot" ? session.train_graph().to_dot() : session.train_graph().to_text();
 }
 
@@ -375,6 +379,8 @@ double evaluate_checkpoint(const EvalOptions& o, std::ostream& log) {
   CAMPO_CHECK(o.image_size >= 0, "--image-size must be positive (or 0: native), got ",
               o.image_size);
   CAMPO_CHECK(o.channels >= 0, "--channels must be 1 or 3 (or 0: native), got ", o.channels);
+  // The device first: one line where this build or machine lacks it, before files are read.
+  const std::shared_ptr<Backend> backend = backend_for(o.device);
   std::map<std::string, std::string> meta = read_safetensors_metadata(o.checkpoint);
   std::string model = o.model;
   if (model.empty() && meta.count("campo.model")) model = meta.at("campo.model");
@@ -401,7 +407,8 @@ double evaluate_checkpoint(const EvalOptions& o, std::ostream& log) {
   std::shared_ptr<const Dataset> test_set = open_dataset(o.dataset, "test", dopts);
   if (o.limit > 0) test_set = std::make_shared<SubsetDataset>(test_set, o.limit);
   const ModelOptions mopts = model_options_for(*test_set, 0.0f, bert);
-  VariableStore vars;
+  const DeviceReport device_report(backend);
+  VariableStore vars(0, backend);
   LoaderOptions lopts;
   lopts.batch_size = std::min<int64_t>(o.batch, test_set->size());
   lopts.shuffle = false;
@@ -446,6 +453,7 @@ double evaluate_checkpoint(const EvalOptions& o, std::ostream& log) {
   nlohmann::json j = {{"event", "eval"},      {"model", model},
                       {"dataset", o.dataset}, {"checkpoint", o.checkpoint},
                       {"samples", total},     {"test_accuracy", accuracy}};
+  device_report.add_to(j);
   log << j.dump() << "\n";
   return accuracy;
 }
@@ -493,8 +501,10 @@ void validate_array(const TrainOptions& o) {
     CAMPO_CHECK(v >= 0, "--weight-decay values must be non-negative, got ", v);
   for (float v : o.dropout_list) {
     CAMPO_CHECK(v >= 0 && v < 1, "--dropout values must be in [0, 1), got ", v);
-    CAMPO_CHECK(v == 0 || o.model == "mlp", "--dropout applies to --model mlp only in an array (",
-                o.model, " has no configurable dropout)");
+    CAMPO_CHECK(v == 0 || !is_known_model(o.model) || has_dropout(o.model),
+                "--dropout applies "
+                "to models with a configurable dropout only (",
+                o.model, " has none)");
   }
   CAMPO_CHECK(o.array_shuffle == "shared" || o.array_shuffle == "independent",
               "--array-shuffle must be shared or independent, got '", o.array_shuffle, "'");
@@ -541,9 +551,10 @@ void validate(const TrainOptions& o) {
       o.progress == "auto" || o.progress == "bar" || o.progress == "lines" || o.progress == "none",
       "--progress must be auto, bar, lines or none, got '", o.progress, "'");
   check_threads(o.threads);
-  CAMPO_CHECK(o.dropout == 0 || o.model == "mlp" || o.model == "bert",
-              "--dropout applies to --model mlp and bert only (", o.model,
-              " has no configurable dropout)");
+  CAMPO_CHECK(o.dropout == 0 || has_dropout(o.model),
+              "--dropout applies to --model mlp and bert "
+              "only (",
+              o.model, " has no configurable dropout)");
   check_model_fits_data(o.model, o.dataset);
   if (is_text_dataset(o.dataset)) {
     (void)bert_config(o.bert_config);  // names the sizes when unknown
@@ -571,11 +582,11 @@ void validate(const TrainOptions& o) {
               " steps)");
   validate_array(o);
   (void)precision_config(o);  // checks --precision, --low-precision, --loss-scale, lists
-  // One model's backend is made by train(), once, right after this and before any work.
-  if (o.array >= 2) require_cpu_device(o.device, "model arrays (--array)");
+  // The run's backend is made by train() or train_array(), once, right after this.
   // Outputs and inputs before any work is spent (a calibration or a training run).
   if (!o.save_path.empty()) require_output_file(o.save_path, "--save checkpoint");
   if (!o.resume_path.empty()) require_input_file(o.resume_path, "--resume checkpoint");
+  check_metrics_outputs(o.metrics_path, o.tensorboard_dir);
 }
 
 void print_profile(const std::vector<std::pair<std::string, double>>& ms_by_op, int64_t steps,
@@ -604,13 +615,6 @@ std::shared_ptr<Backend> backend_for(const DeviceSpec& device) {
   // make_backend is the one place that knows which devices this build and machine have; it
   // throws one line for any other.
   return make_backend(device);
-}
-
-void require_cpu_device(const DeviceSpec& device, const std::string& what) {
-  (void)backend_for(device);  // its error line first, for a device this build or machine lacks
-  CAMPO_CHECK(device.type == Device::cpu, "--device ", device.str(), ": ", what,
-              " run on the CPU backend only so far (one training session for every backend is "
-              "not finished); use --device cpu");
 }
 
 ResumePoint resume_point(const std::string& path, int64_t epoch, int64_t position_in_epoch,
@@ -701,11 +705,8 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   ocfg.weight_decay = o.weight_decay;
   PrecisionConfig pcfg = precision_config(o);
   attach_calibration(pcfg, o.calibration, log);
-  const auto default_cpu_allocations = [] {
-    return dynamic_cast<const CpuBackend&>(*default_cpu_backend()).allocation_count();
-  };
-  const int64_t default_cpu_allocations_before = default_cpu_allocations();
-  TrainingSession session(o.model, mopts, image_shape, o.batch, ocfg, o.seed, pcfg, backend,
+  const DeviceReport device_report(backend);
+  TrainingSession session(o.model, mopts, image_shape, o.batch, ocfg, o.seed, backend, pcfg,
                           o.conv_layout);
   if (dopts.tokenizer) {  // what campo eval and --resume need to read the text the same way
     session.set_checkpoint_extra("vocab", dopts.tokenizer->to_json());
@@ -768,6 +769,10 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   Timer train_timer;
   double last_print = -1;
   const int64_t first_step = step;
+  // --metrics, --tensorboard (their paths checked by validate()); a resumed run continues.
+  MetricsLog metrics({.metrics_path = o.metrics_path,
+                      .tensorboard_dir = o.tensorboard_dir,
+                      .resumed_step = first_step});
   Batch batch;
   for (int epoch = start_epoch; epoch < o.epochs && step < total_steps; ++epoch) {
     int64_t in_epoch = epoch == start_epoch ? start_batch : 0;
@@ -822,8 +827,7 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
         if (last) log << "\n";
         log.flush();
       } else if (mode == "lines") {
-        const int64_t every = std::max<int64_t>(1, per_epoch / 10);
-        if (in_epoch % every == 0 || last) {
+        if (is_logged_step(in_epoch, per_epoch, last)) {
           log << "epoch " << epoch + 1 << "/" << o.epochs << " step " << in_epoch << "/"
               << per_epoch << " loss " << std::fixed << std::setprecision(4) << avg << " samples/s "
               << std::setprecision(0) << rate << " eta " << format_duration(eta);
@@ -834,6 +838,15 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
           log.flush();
         }
       }
+      if (is_logged_step(in_epoch, per_epoch, last))
+        metrics.log_step(
+            {.step = step,
+             .epoch = epoch + 1,
+             .losses = {avg},
+             .lrs = {learning_rate_at(o, step - 1, total_steps, per_epoch)},
+             .loss_scale = session.scaler().enabled() ? session.scaler().scale() : 1.0f,
+             .skipped_steps = session.scaler().skipped_steps(),
+             .samples_per_sec = rate});
     }
     if (!o.save_path.empty()) {
       const bool finished_epoch = in_epoch == per_epoch;
@@ -854,6 +867,7 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
     throw Interrupted(e.signal(), "during evaluation after step " + std::to_string(step),
                       o.save_path, "no --save given");
   }
+  metrics.log_eval(step, {r.test_accuracy});
   r.wall_seconds = wall.seconds();
   if (mode != "none")
     log << (dopts.tokenizer ? "masked-token accuracy " : "test accuracy ") << std::fixed
@@ -876,15 +890,8 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
       {"test_accuracy", r.test_accuracy},
       {"final_loss", r.final_loss},
       {"samples_per_sec", r.samples_per_sec},
-      {"wall_seconds", r.wall_seconds},
-      {"device", o.device.str()}};
-  if (const auto* strict = dynamic_cast<const StrictCpuBackend*>(backend.get())) {
-    // What --device cpu:strict is for (runtime/strict_backend.h): every host boundary
-    // crossed through its copies, and nothing came from the default CPU backend.
-    j["host_copies"] = {{"to_device", strict->to_device_copies},
-                        {"to_host", strict->to_host_copies}};
-    j["default_cpu_allocations"] = default_cpu_allocations() - default_cpu_allocations_before;
-  }
+      {"wall_seconds", r.wall_seconds}};
+  device_report.add_to(j);
   log << j.dump() << "\n";
   log.flush();
   return r;

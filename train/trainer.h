@@ -93,6 +93,10 @@ struct TrainOptions {
   // shared: every model sees the same batches (the first seed's order, as in HFTA);
   // independent: model i its own order from its seed, as a single run with that seed.
   std::string array_shuffle = "shared";
+  // Training curves (train/metrics_log.h), at the steps of the progress lines: --metrics
+  // writes one JSON line per logged step and evaluation; --tensorboard an event file.
+  std::string metrics_path;
+  std::string tensorboard_dir;
 };
 
 // From the command-line options (checks them). Leaves the calibration out.
@@ -121,6 +125,7 @@ struct EvalOptions {
   uint64_t seed = 42;  // the synthetic data set's seed (as campo train's --seed)
   int seq_len = 128;   // text data sets: as the model was trained
   float mask_prob = 0.15f;
+  DeviceSpec device;  // --device: where the evaluation runs
 };
 double evaluate_checkpoint(const EvalOptions& o, std::ostream& log);
 
@@ -156,11 +161,6 @@ void check_threads(int threads);
 // shares its oneDNN engine with everything else on the CPU), else make_backend's (its one
 // error line where this build or machine lacks the device).
 std::shared_ptr<Backend> backend_for(const DeviceSpec& device);
-// The commands whose steps are not yet built on the backend interface (model arrays, DCGAN,
-// bench, calibrate) run on the default CPU backend only: backend_for's error line for a
-// device this build or machine lacks, else one line refusing any device but cpu, so that
-// none of them runs its steps on the CPU under another device's name. `what` names them.
-void require_cpu_device(const DeviceSpec& device, const std::string& what);
 
 // The data sets of a run (its options checked; --limit-train / --limit-test applied) and the
 // model options they imply (channels, image size, classes).
@@ -183,8 +183,8 @@ class TrainingSession {
  public:
   TrainingSession(const std::string& model, const ModelOptions& model_options,
                   const Shape& image_shape, int64_t batch, const OptimizerConfig& optimizer,
-                  uint64_t seed, const PrecisionConfig& precision = {},
-                  std::shared_ptr<Backend> backend = nullptr,
+                  uint64_t seed, std::shared_ptr<Backend> backend,
+                  const PrecisionConfig& precision = {},
                   ConvLayout conv_layout = ConvLayout::blocked);
   ~TrainingSession();
 

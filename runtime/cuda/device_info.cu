@@ -1,6 +1,8 @@
 // CUDA device discovery. Built only when nvcc is found (CAMPO_HAVE_CUDA); the rest of
 // the runtime asks through runtime/cuda/device_info.h and never includes CUDA headers.
+#include <cublasLt.h>
 #include <cuda_runtime.h>
+#include <cudnn.h>
 
 #include "runtime/cuda/device_info.h"
 
@@ -36,6 +38,10 @@ int driver_version() {
   if (cudaDriverGetVersion(&v) != cudaSuccess) return 0;
   return v;
 }
+
+size_t cudnn_version() { return cudnnGetVersion(); }
+
+size_t cublaslt_version() { return cublasLtGetVersion(); }
 
 std::string built_architectures() {
 #ifdef __CUDA_ARCH_LIST__

@@ -14,7 +14,7 @@ int count_casts(const Graph& g) { return int(g.nodes_of_kind(OpKind::Cast).size(
 
 struct Fixture {
   Graph g;
-  VariableStore vars;
+  VariableStore vars{0, default_cpu_backend()};
   Builder b{g, vars};
   ValueId var(const std::string& name, Shape s) {
     return b.variable_exact(name, s, Init::ones(), VariableKind::parameter);

@@ -195,7 +195,7 @@ TEST(CalibrationModelTest, CastFitOnRelativeError) {
 
 TEST(CalibrationFeaturesTest, ConvAndMatMulFlopsAreExact) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   // Conv2D x [2, 3, 8, 8], w [16, 3, 3, 3], stride 1, pad 1 -> y [2, 16, 8, 8].
   ValueId x = b.placeholder("x", {2, 3, 8, 8});
@@ -261,7 +261,7 @@ TEST(CalibrationFeaturesTest, ConvAndMatMulFlopsAreExact) {
 // one does. Its gradient writes the whole table's shape.
 TEST(CalibrationFeaturesTest, GatherCountsTheRowsItCopiesNotTheTable) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId ids = b.placeholder("ids", {2, 3}, DType::i32);
   ValueId table = b.variable("table", {1000, 16}, Init::ones());
@@ -548,7 +548,7 @@ TEST(CalibrationFileTest, ForeignAndStaleFilesAreRefused) {
 
 TEST(CalibrationPredictTest, PredictsListedNodesWithAModel) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId x = b.placeholder("x", {4, 32});
   ValueId w = b.variable("w", {32, 16}, Init::ones());

@@ -17,7 +17,7 @@ constexpr CostAwareOptions kTraversals{CostAwareSearch::traversals};
 
 struct Fixture {
   Graph g;
-  VariableStore vars;
+  VariableStore vars{0, default_cpu_backend()};
   Builder b{g, vars};
   CostTable costs;
   ValueId var(const std::string& name, Shape s) {

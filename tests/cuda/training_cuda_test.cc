@@ -47,7 +47,7 @@ TEST(CudaTrainingTest, OverflowSkipsTheUpdateAndHalvesTheScale) {
   p.policy = Precision::amp;
   p.low = DType::f16;
   p.scaler = LossScalerOptions{.enabled = true, .init_scale = 1024.0f, .growth_interval = 3};
-  TrainingSession session("mlp", ModelOptions{}, {1, 28, 28}, 8, OptimizerConfig{}, 7, p, gpu);
+  TrainingSession session("mlp", ModelOptions{}, {1, 28, 28}, 8, OptimizerConfig{}, 7, gpu, p);
   Rng rng(1);
   auto make_batch = [&] {
     Batch b;

@@ -15,7 +15,7 @@ int count_kind(const Graph& g, OpKind k) { return int(g.nodes_of_kind(k).size())
 
 TEST(AutodiffTest, FanOutSumsGradientsAndUnusedBranchesArePruned) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId x = b.variable_exact("x", {2, 3}, Init::uniform(-1, 1), VariableKind::parameter);
   ValueId unused_w = b.variable_exact("w", {2, 3}, Init::ones(), VariableKind::parameter);
@@ -57,7 +57,7 @@ TEST(AutodiffTest, FanOutSumsGradientsAndUnusedBranchesArePruned) {
 
 TEST(AutodiffTest, SeedScalesEveryGradient) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId x = b.variable_exact("x", {4}, Init::uniform(-1, 1), VariableKind::parameter);
   ValueId loss = b.sum(b.mul(x, x));
@@ -75,7 +75,7 @@ TEST(AutodiffTest, SeedScalesEveryGradient) {
 
 TEST(AutodiffTest, SeedShapeMustMatchLoss) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId x = b.variable_exact("x", {4}, Init::ones(), VariableKind::parameter);
   ValueId loss = b.sum(x);
@@ -85,7 +85,7 @@ TEST(AutodiffTest, SeedShapeMustMatchLoss) {
 
 TEST(GraphTest, DumpsTextAndDot) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId x = b.placeholder("x", {2, 3});
   b.relu(x);
@@ -99,7 +99,7 @@ TEST(GraphTest, DumpsTextAndDot) {
 
 TEST(GraphTest, WrongInputCountIsAClearError) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId x = b.placeholder("x", {2, 3});
   try {
@@ -113,7 +113,7 @@ TEST(GraphTest, WrongInputCountIsAClearError) {
 
 TEST(GraphTest, MissingKernelNamesOpDeviceAndDtype) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId x = b.placeholder("x", {2, 3}, DType::i32);
   NodeId id = g.add_node(OpKind::Relu, {x}, NoAttrs{}, "relu_i32", DType::i32);

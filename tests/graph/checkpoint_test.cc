@@ -28,7 +28,7 @@ namespace fs = std::filesystem;
 // A small store with every kind of variable, a scalar, an empty tensor and special values
 // (-0 and a denormal; NaN and inf are refused at load, see NonFiniteTensorsAreRefused).
 VariableStore make_store(uint64_t seed, int64_t fc_in = 5) {
-  VariableStore vars(seed);
+  VariableStore vars(seed, default_cpu_backend());
   vars.get_or_create("conv1.weight", {4, 3, 3, 3}, Init::normal(0, 1), VariableKind::parameter);
   vars.get_or_create("bn1.weight", {4}, Init::uniform(0.5f, 1.5f), VariableKind::parameter);
   vars.get_or_create("bn1.bias", {4}, Init::uniform(-1, 1), VariableKind::parameter);
@@ -233,7 +233,7 @@ TEST_F(CheckpointTest, HandWrittenFileLoads) {
                            raw<uint16_t>({0x3C00, 0xC200});
   write_file(path_, safetensors_bytes(header, data));
 
-  VariableStore vars(0);
+  VariableStore vars(0, default_cpu_backend());
   vars.get_or_create("a.weight", {2, 2}, Init::zeros(), VariableKind::parameter);
   vars.get_or_create("a.bias", {3}, Init::zeros(), VariableKind::parameter);
   vars.get_or_create("a.half", {2}, Init::zeros(), VariableKind::parameter);
@@ -277,7 +277,7 @@ TEST_F(CheckpointTest, WriteAndReadEveryCampoDType) {
 }
 
 TEST_F(CheckpointTest, CorruptFilesAreRefusedWithoutTouchingTheStore) {
-  VariableStore vars(0);
+  VariableStore vars(0, default_cpu_backend());
   vars.get_or_create("a.weight", {2}, Init::constant(7), VariableKind::parameter);
   const std::string f32x2 = raw<float>({1, 2});
   struct Case {
@@ -369,7 +369,7 @@ std::string file_with_metadata(const std::map<std::string, std::string>& overrid
 }
 
 TEST_F(CheckpointTest, MetadataFieldsAreValidated) {
-  VariableStore vars(0);
+  VariableStore vars(0, default_cpu_backend());
   vars.get_or_create("a.weight", {2}, Init::constant(7), VariableKind::parameter);
   write_file(path_, file_with_metadata({}));
   CheckpointMeta ok = load_checkpoint(path_, vars);
@@ -459,7 +459,7 @@ TEST_F(CheckpointTest, NonFiniteTensorsAreRefused) {
   write_file(path_,
              safetensors_bytes(R"({"a.weight":{"dtype":"F64","shape":[2],"data_offsets":[0,16]}})",
                                raw<double>({1.0, 1e300})));
-  VariableStore small(0);
+  VariableStore small(0, default_cpu_backend());
   small.get_or_create("a.weight", {2}, Init::zeros(), VariableKind::parameter);
   expect_refused(small, "tensor 'a.weight' holds 1 infinite value(s)");
 }
@@ -505,7 +505,7 @@ TEST_F(CheckpointTest, OptimizerStateSitsUnderItsOwnPrefix) {
   EXPECT_EQ(checkpoint_tensor_names(path_), expected);
   EXPECT_EQ(read_safetensors_metadata(path_).at("campo.format_version"), "2");
 
-  VariableStore clash(1);
+  VariableStore clash(1, default_cpu_backend());
   clash.get_or_create("optimizer.lr", {1}, Init::zeros(), VariableKind::parameter);
   EXPECT_THROW(save_checkpoint((dir_ / "clash.safetensors").string(), clash, {}), Error);
 }
@@ -549,19 +549,19 @@ TEST_F(CheckpointTest, TruncatedCheckpointIsRefused) {
 }
 
 TEST_F(CheckpointTest, MissingTensorAndWrongShapeAreRefused) {
-  VariableStore saved(1);
+  VariableStore saved(1, default_cpu_backend());
   saved.get_or_create("layer1.0.conv1.weight", {8, 4, 3, 3}, Init::normal(0, 1),
                       VariableKind::parameter);
   save_checkpoint(path_, saved, {});
 
-  VariableStore wrong_shape(2);
+  VariableStore wrong_shape(2, default_cpu_backend());
   wrong_shape.get_or_create("layer1.0.conv1.weight", {8, 8, 3, 3}, Init::normal(0, 1),
                             VariableKind::parameter);
   expect_refused(wrong_shape,
                  "tensor 'layer1.0.conv1.weight' has shape [8, 4, 3, 3], the model expects "
                  "[8, 8, 3, 3]");
 
-  VariableStore more(3);
+  VariableStore more(3, default_cpu_backend());
   more.get_or_create("layer1.0.conv1.weight", {8, 4, 3, 3}, Init::normal(0, 1),
                      VariableKind::parameter);
   for (int i = 0; i < 7; ++i)
@@ -575,7 +575,7 @@ TEST_F(CheckpointTest, MissingTensorAndWrongShapeAreRefused) {
 TEST_F(CheckpointTest, ModelOnlyFileLoadsWithFreshOptimizerStateWhenAllowed) {
   // A PyTorch export: parameters and buffers only.
   VariableStore model_only = make_store(1);
-  VariableStore model(1);
+  VariableStore model(1, default_cpu_backend());
   for (const auto& n : model_only.names())
     if (model_only.kind(n) != VariableKind::optimizer_state)
       model.get_or_create(n, model_only.at(n).shape(), Init::zeros(), model_only.kind(n)) =
@@ -650,7 +650,7 @@ class FileSizeLimit {
 TEST_F(CheckpointTest, FailedWriteKeepsTheOldFileAndLeavesNoTempFile) {
   save_checkpoint(path_, make_store(1), full_meta());
   const std::string old_bytes = read_file(path_);
-  VariableStore big(2);
+  VariableStore big(2, default_cpu_backend());
   big.get_or_create("w", {100000}, Init::normal(0, 1), VariableKind::parameter);
   try {
     FileSizeLimit limit(64 * 1024);
@@ -682,7 +682,7 @@ void save_with_crashing_size_limit(const std::string& path, const VariableStore&
 TEST_F(CheckpointTest, KilledMidWriteKeepsTheOldFile) {
   save_checkpoint(path_, make_store(1), full_meta());
   const std::string old_bytes = read_file(path_);
-  VariableStore big(2);
+  VariableStore big(2, default_cpu_backend());
   big.get_or_create("w", {100000}, Init::normal(0, 1), VariableKind::parameter);
   GTEST_FLAG_SET(death_test_style, "fast");  // the child must see this test's directory
   // The child process is killed by SIGXFSZ in the middle of writing: a crash, no cleanup.

@@ -51,7 +51,7 @@ namespace {
 
 struct LenetStep {
   Graph g;
-  VariableStore vars{1};
+  VariableStore vars{1, default_cpu_backend()};
   ValueId loss = kNoValue;
   std::unique_ptr<Executable> exe;
 

@@ -14,7 +14,7 @@ int64_t flops_of(const Graph& g, ValueId v) { return node_flops(g, g.node(g.valu
 
 TEST(FlopsTest, Conv2DIsTwoNKCRSOhOw) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId x = b.placeholder("x", {2, 3, 8, 8});
   ValueId w = b.variable_exact("w", {4, 3, 3, 3}, Init::ones(), VariableKind::parameter);
@@ -28,7 +28,7 @@ TEST(FlopsTest, Conv2DIsTwoNKCRSOhOw) {
 // backprops are the same products as the forward convolution.
 TEST(FlopsTest, StridedPaddedGroupedConvAndItsBackpropsCountTheSame) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId x = b.placeholder("x", {2, 4, 9, 9});
   ValueId w = b.variable_exact("w", {6, 2, 3, 3}, Init::ones(), VariableKind::parameter);
@@ -50,7 +50,7 @@ TEST(FlopsTest, StridedPaddedGroupedConvAndItsBackpropsCountTheSame) {
 // convolution it inverts, and costs what that convolution costs.
 TEST(FlopsTest, TransposedConvolutionCostsItsForwardConvolution) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId u = b.placeholder("u", {1, 8, 4, 4});
   ValueId w = b.variable_exact("w", {8, 3, 4, 4}, Init::ones(), VariableKind::parameter);
@@ -62,7 +62,7 @@ TEST(FlopsTest, TransposedConvolutionCostsItsForwardConvolution) {
 
 TEST(FlopsTest, MatMulHonoursTransposes) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId a = b.placeholder("a", {5, 3});  // transposed: [3, 5], M = 3, K = 5
   ValueId w = b.placeholder("w", {7, 5});  // transposed: [5, 7], N = 7
@@ -75,7 +75,7 @@ TEST(FlopsTest, MatMulHonoursTransposes) {
 
 TEST(FlopsTest, BatchMatMulIsBatchTimesTwoMNK) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId x = b.placeholder("x", {2, 4, 6, 5});  // adj_x: [.., 5, 6], M = 5, K = 6
   ValueId y = b.placeholder("y", {2, 4, 6, 3});  // N = 3
@@ -88,7 +88,7 @@ TEST(FlopsTest, BatchMatMulIsBatchTimesTwoMNK) {
 // live nodes only.
 TEST(FlopsTest, CheapOpsOnePerElementDataMovementNothingDeadCodeNothing) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId x = b.placeholder("x", {2, 3});
   ValueId r = b.relu(x);
@@ -120,7 +120,7 @@ TEST(FlopsTest, LenetTrainingStepCountsThreeForwardGemmsLessConv1InputGradient) 
   const int64_t forward = conv1 + conv2 + fc;
   for (Precision policy : {Precision::fp32, Precision::amp}) {
     Graph g;
-    VariableStore vars(1);
+    VariableStore vars(1, default_cpu_backend());
     const TrainingGraphInfo info = build_training_graph(g, vars, model_run_spec(run, policy));
     const std::vector<char> live = live_nodes(g, info.fetches());
     auto live_of_kind = [&](OpKind k) {

@@ -28,7 +28,7 @@ ConvAttrs same3x3() {
 // average pool (AvgPool reads plain) -> fetched.
 struct Chain {
   Graph g;
-  VariableStore vars{1};
+  VariableStore vars{1, default_cpu_backend()};
   ValueId conv1, bn, relu1, conv2, relu2, pooled;
 
   explicit Chain(int c1 = 16) {
@@ -96,7 +96,7 @@ TEST(LayoutPassTest, ChannelsNotAMultipleOfEightStayPlain) {
 TEST(LayoutPassTest, ConvolutionOutputReadOnlyAsPlainIsWrittenPlain) {
   // conv -> Reshape: the convolution writes plain itself (no conversion step).
   Graph g;
-  VariableStore vars(1);
+  VariableStore vars(1, default_cpu_backend());
   Builder b(g, vars);
   ValueId x = b.placeholder("images", {2, 3, 8, 8});
   ValueId y = b.conv2d(x, b.variable("w", {8, 3, 3, 3}, Init::normal(0, 0.1f)), same3x3());
@@ -271,7 +271,8 @@ void expect_same_training(const std::string& model, const Shape& image, int64_t 
   p.policy = policy;
   const std::vector<Batch> batches = random_batches(image, batch, steps, 11);
   auto run = [&](ConvLayout layout, bool perturb) {
-    TrainingSession s(model, mo, image, batch, OptimizerConfig{}, 7, p, nullptr, layout);
+    TrainingSession s(model, mo, image, batch, OptimizerConfig{}, 7, default_cpu_backend(), p,
+                      layout);
     const LayoutAssignment& la = s.train_executable().layouts();
     EXPECT_EQ(la.num_blocked_values() > 0, layout == ConvLayout::blocked);
     if (perturb) perturb_parameters(s.variables());
@@ -287,7 +288,7 @@ void expect_same_training(const std::string& model, const Shape& image, int64_t 
   const Run plain = run(ConvLayout::plain, false);
   const Run control = run(ConvLayout::plain, true);
   const Run blocked = run(ConvLayout::blocked, false);
-  TrainingSession names(model, mo, image, batch, OptimizerConfig{}, 7, p);
+  TrainingSession names(model, mo, image, batch, OptimizerConfig{}, 7, default_cpu_backend(), p);
   expect_within_control(names.variables(), plain, control, blocked, floors_for(policy));
 }
 
@@ -322,7 +323,7 @@ void expect_same_gan_training(Precision policy) {
   Tensor real = Tensor::empty({4, 3, 32, 32}, DType::f32);
   for (int64_t k = 0; k < real.numel(); ++k) real.data_as<float>()[k] = rng.uniform(-1, 1);
   auto run = [&](ConvLayout layout, bool perturb) {
-    GanSession s(m, 4, adam, 5, 4, p, layout);
+    GanSession s(m, 4, adam, 5, default_cpu_backend(), 4, p, layout);
     if (perturb) perturb_parameters(s.variables());
     const Tensor input = perturb ? perturbed(real) : real;
     Run r;
@@ -338,7 +339,7 @@ void expect_same_gan_training(Precision policy) {
   const Run plain = run(ConvLayout::plain, false);
   const Run control = run(ConvLayout::plain, true);
   const Run blocked = run(ConvLayout::blocked, false);
-  GanSession names(m, 4, adam, 5, 4, p);
+  GanSession names(m, 4, adam, 5, default_cpu_backend(), 4, p);
   expect_within_control(names.variables(), plain, control, blocked, floors_for(policy));
 }
 

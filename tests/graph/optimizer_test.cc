@@ -19,7 +19,7 @@ using testing::error_message;
 // A graph with parameter "w" of `shape` (all ones) and a gradient placeholder "grad".
 struct OneParameter {
   Graph g;
-  VariableStore vars;
+  VariableStore vars{0, default_cpu_backend()};
   Builder b{g, vars};
   ValueId grad;
   explicit OneParameter(const Shape& shape) {

@@ -18,7 +18,7 @@ using testing::error_message;
 
 struct BuiltBert {
   Graph graph;
-  VariableStore vars{0};
+  VariableStore vars{0, default_cpu_backend()};
   ValueId logits = kNoValue;
   BuiltBert(const std::string& config, int64_t vocab, int64_t batch, int64_t seq) {
     ModelOptions o;
@@ -89,7 +89,7 @@ TEST(BertTest, SizesAndInputsAreChecked) {
   EXPECT_EQ(bert_config("base").intermediate, 3072);
   EXPECT_TRUE(contains(error_message([] { bert_config("huge"); }), "unknown --bert-config 'huge'"));
   Graph g;
-  VariableStore vars(0);
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ModelOptions o;
   o.num_classes = 100;
@@ -111,7 +111,7 @@ TEST(BertTest, SizesAndInputsAreChecked) {
 // rows given zero gradient.
 TEST(BertTest, MaskedLanguageModelTrainingGraph) {
   Graph g;
-  VariableStore vars(1);
+  VariableStore vars(1, default_cpu_backend());
   TrainingGraphSpec spec;
   spec.model = "bert";
   spec.model_options.num_classes = 50;
@@ -161,7 +161,7 @@ TEST(BertTest, MaskedLanguageModelTrainingGraph) {
 // table's unused rows) against central finite differences, a few entries per tensor.
 TEST(BertTest, GradientsMatchFiniteDifferences) {
   Graph g;
-  VariableStore vars(7);
+  VariableStore vars(7, default_cpu_backend());
   ValueId loss;
   std::vector<std::string> names;
   std::vector<ValueId> grads;

@@ -27,7 +27,7 @@ namespace {
 
 struct Nets {
   Graph graph;
-  VariableStore vars{0};
+  VariableStore vars{0, default_cpu_backend()};
   ValueId images = kNoValue, logits = kNoValue;
 
   Nets(const DcganOptions& o, int64_t batch) {
@@ -99,7 +99,7 @@ TEST(DcganTest, OutputShapes) {
     }
   // [N, nz] noise is accepted too.
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId img = build_dcgan_generator(b, b.placeholder("z", {5, 100}), options(32, 1));
   EXPECT_EQ(g.value(img).shape, Shape({5, 1, 32, 32}));
@@ -143,7 +143,7 @@ TEST(GanSessionTest, EachStepUpdatesOnlyItsNetwork) {
   adam.kind = OptimizerConfig::Kind::adam;
   DcganOptions o = options(32, 1);
   o.ngf = o.ndf = 8;
-  GanSession s(o, 4, adam, 1, 16);
+  GanSession s(o, 4, adam, 1, default_cpu_backend(), 16);
   auto updated = [](const Graph& g) {
     std::vector<std::string> names;
     for (NodeId id : g.nodes_of_kind(OpKind::ApplyAdam))
@@ -183,8 +183,8 @@ TEST(GanSessionTest, CostAwarePlansBothStepGraphs) {
   precision.policy = Precision::cost_aware;
   precision.profile_warmup = 1;
   precision.profile_steps = 1;
-  GanSession fp32(o, 4, adam, 1, 16);
-  GanSession s(o, 4, adam, 1, 16, precision);
+  GanSession fp32(o, 4, adam, 1, default_cpu_backend(), 16);
+  GanSession s(o, 4, adam, 1, default_cpu_backend(), 16, precision);
   ASSERT_NE(s.d_plan(), nullptr);
   ASSERT_NE(s.g_plan(), nullptr);
   EXPECT_EQ(fp32.d_plan(), nullptr);
@@ -204,7 +204,7 @@ TEST(GanSessionTest, CostAwarePlansBothStepGraphs) {
   const GanSession::StepStats st = s.step(testing::random_tensor({4, 1, 32, 32}, rng), 2e-4f);
   EXPECT_TRUE(std::isfinite(st.loss_d) && std::isfinite(st.loss_g));
   precision.costs = std::make_shared<CostTable>();
-  EXPECT_THROW(GanSession(o, 4, adam, 1, 16, precision), Error);
+  EXPECT_THROW(GanSession(o, 4, adam, 1, default_cpu_backend(), 16, precision), Error);
 }
 
 std::string temp_dir(const std::string& tag) {

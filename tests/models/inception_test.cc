@@ -70,7 +70,7 @@ TEST(InceptionTest, SmallerInputsLeaveTheAuxiliaryClassifierOut) {
 
 TEST(InceptionTest, TrainingLossAddsTheAuxiliaryLossWithWeight04) {
   Graph g;
-  VariableStore vars(1);
+  VariableStore vars(1, default_cpu_backend());
   TrainingGraphSpec spec;
   spec.model = "inception_v3";
   spec.model_options.in_channels = 3;

@@ -32,7 +32,7 @@ ConvAttrs conv_attrs_of(const Graph& g, ValueId y) {
 
 TEST(ConvLayerTest, RectangularKernelShapesAndPadding) {
   Graph g;
-  VariableStore vars(3);
+  VariableStore vars(3, default_cpu_backend());
   Builder b(g, vars);
   const ValueId x = b.placeholder("x", {2, 4, 17, 12});
   // Inception's branch7x7: 1x7 with padding (0, 3), then 7x1 with (3, 0): 17x12 kept.
@@ -74,7 +74,7 @@ TEST(ConvLayerTest, RectangularKernelShapesAndPadding) {
 // bound sqrt(7) times smaller or larger. The He-normal init uses fan_out likewise.
 TEST(ConvLayerTest, RectangularKernelInitUsesTheRealFans) {
   Graph g;
-  VariableStore vars(4);
+  VariableStore vars(4, default_cpu_backend());
   Builder b(g, vars);
   const ValueId x = b.placeholder("x", {1, 8, 9, 9});
   layers::conv2d(b, x, {.out_channels = 32, .kernel_h = 1, .kernel_w = 7, .pad_w = 3}, "c");
@@ -101,7 +101,7 @@ TEST(ConvLayerTest, RectangularKernelInitUsesTheRealFans) {
 // The layer computes the reference convolution with its rectangular geometry.
 TEST(ConvLayerTest, RectangularKernelForwardMatchesReference) {
   Graph g;
-  VariableStore vars(5);
+  VariableStore vars(5, default_cpu_backend());
   Builder b(g, vars);
   const Shape xs{2, 3, 9, 10};
   const ValueId x = b.placeholder("x", xs);
@@ -123,7 +123,7 @@ TEST(ConvLayerTest, RectangularKernelForwardMatchesReference) {
 
 TEST(ConvLayerTest, BadRectangularGeometryIsAnError) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   const ValueId x = b.placeholder("x", {1, 2, 5, 5});
   try {

@@ -28,7 +28,8 @@ struct Built {
 
   Built(const std::string& model, const Shape& images, ModelOptions o,
         std::shared_ptr<VariableStore> shared = nullptr)
-      : store(shared ? shared : std::make_shared<VariableStore>(0)), vars(*store) {
+      : store(shared ? shared : std::make_shared<VariableStore>(0, default_cpu_backend())),
+        vars(*store) {
     o.in_channels = int(images[1]);
     o.image_size = int(images[2]);
     Builder b(graph, vars);
@@ -64,7 +65,7 @@ inline FixedBatchRun train_fixed_batch(const std::string& model, ModelOptions o,
                                        const Shape& images, int steps, float lr, bool eval_loss,
                                        const OptimizerConfig& optimizer = {},
                                        ConvLayout conv_layout = ConvLayout::blocked) {
-  VariableStore vars(3);
+  VariableStore vars(3, default_cpu_backend());
   Graph g;
   ValueId loss;
   {

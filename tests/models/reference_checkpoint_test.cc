@@ -35,7 +35,7 @@ std::vector<std::pair<std::string, Shape>> reference_tensors(const std::string& 
 void expect_reference_loads(const std::string& model, const std::vector<int64_t>& input,
                             ModelOptions o) {
   Graph g;
-  VariableStore vars(0);
+  VariableStore vars(0, default_cpu_backend());
   {
     Builder b(g, vars);
     const DType dtype = model_input(model) == ModelInput::tokens ? DType::i32 : DType::f32;
@@ -105,7 +105,7 @@ TEST(ReferenceCheckpointTest, HuggingFaceBertComputesTheSameLogits) {
   const Tensor& ids = io.at("input_ids");
   const Tensor& expected = io.at("logits");
   Graph g;
-  VariableStore vars(0);
+  VariableStore vars(0, default_cpu_backend());
   ValueId logits;
   {
     Builder b(g, vars);

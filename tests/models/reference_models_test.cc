@@ -93,7 +93,7 @@ TEST(ResNetTest, StemFollowsImageSize) {
   for (const Case& c : cases) {
     SCOPED_TRACE(std::string(c.model) + " " + shape_str(c.images) + " stem " + c.stem);
     auto& store = stores[c.model + shape_str(c.conv1)];
-    if (!store) store = std::make_shared<VariableStore>(0);
+    if (!store) store = std::make_shared<VariableStore>(0, default_cpu_backend());
     Built m(c.model, c.images, classes(1000, c.stem), store);
     EXPECT_EQ(m.graph.value(m.logits).shape, Shape({2, 1000}));
     EXPECT_EQ(m.shape_of("conv1.weight"), c.conv1);

@@ -150,7 +150,7 @@ INSTANTIATE_TEST_SUITE_P(Adjoints, BatchMatMulGradTest,
 // The gradient is two BatchMatMulV2 nodes, no Transpose: the adjoints do the transposing.
 TEST(BatchMatMulGradTest, IsTwoBatchMatMulsWithoutTransposes) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   const ValueId x =
       b.variable_exact("x", {2, 3, 8, 4}, Init::uniform(-1, 1), VariableKind::parameter);
@@ -221,7 +221,7 @@ TEST(BatchMatMulShapeTest, MismatchesAreOneLineNamingBothShapes) {
 
 TEST(BatchMatMulBuilderTest, EmitsTheNodeAndDumpsItsAdjoints) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   const ValueId q = b.placeholder("q", {2, 4, 8, 16}), k = b.placeholder("k", {2, 4, 8, 16});
   const ValueId scores = b.batch_matmul(q, k, false, true);
@@ -277,7 +277,7 @@ TEST(BatchMatMulKernelTest, EmptyInnerDimensionGivesZeros) {
 // cross entropy; SGD. (No 1/sqrt(d) scaling: campo has no scalar multiply op yet.)
 struct AttentionStep {
   Graph g;
-  VariableStore vars{7};
+  VariableStore vars{7, default_cpu_backend()};
   ValueId loss = kNoValue;
   std::unique_ptr<Executable> exe;
 

@@ -139,7 +139,7 @@ TEST(BatchNormRunningStats, OneAndTwoStepsMatchPyTorchFormula) {
 TEST(BatchNormRunningStats, ExecutorUpdatesVariablesInPlace) {
   const Shape xs{3, 4, 5, 6};
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId x = b.placeholder("x", xs);
   ValueId scale = b.variable("bn.weight", {4}, Init::ones());

@@ -136,7 +136,7 @@ TEST(CastOpTest, NonFloatingTypesAreRejected) {
 
 TEST(CastOpTest, GradientCastsBackToTheSourceType) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId x = b.placeholder("x", {2, 3});
   ValueId y = b.cast(x, DType::bf16);

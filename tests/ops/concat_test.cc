@@ -196,7 +196,7 @@ TEST(ConcatGradTest, MatchesFiniteDifferences) {
 // the inputs' gradients.
 TEST(ConcatGradTest, IsOneSplitVNodeWithAnOutputPerInput) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   std::vector<ValueId> xs;
   for (int i = 0; i < 3; ++i)
@@ -231,7 +231,7 @@ TEST(ConcatGradTest, SplitVPieceOffTheLossPathGetsZeroGradient) {
                               {random_tensor({3, 6}, rng)}, middle_only));
 
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId x = b.variable_exact("x", {2, 6}, Init::ones(), VariableKind::parameter);
   std::vector<ValueId> pieces = b.op_multi(OpKind::SplitV, {x}, SplitAttrs{1, {2, 4}}, "qk");
@@ -248,7 +248,7 @@ TEST(ConcatGradTest, SplitVPieceOffTheLossPathGetsZeroGradient) {
 
 TEST(ConcatBuilderTest, NormalisesTheAxisAndChecksIt) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId a = b.placeholder("a", {2, 3, 5, 5}), c = b.placeholder("c", {2, 4, 5, 5});
   ValueId y = b.concat({a, c}, -3);
@@ -273,7 +273,7 @@ TEST(ConcatBuilderTest, NormalisesTheAxisAndChecksIt) {
 // ReLU -> global average pool -> MatMul to 5 classes -> cross entropy; SGD.
 struct InceptionBlockStep {
   Graph g;
-  VariableStore vars{7};
+  VariableStore vars{7, default_cpu_backend()};
   ValueId loss = kNoValue;
   std::unique_ptr<Executable> exe;
 

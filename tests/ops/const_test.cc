@@ -11,7 +11,7 @@ namespace {
 
 TEST(ConstOpTest, FillsItsShapeAndScalesGradients) {
   Graph g;
-  VariableStore vars(1);
+  VariableStore vars(1, default_cpu_backend());
   Builder b(g, vars);
   ValueId filled = b.constant(1.5f, {2, 3});
   ValueId w = b.variable("w", {3}, Init::constant(2.0f));

@@ -352,7 +352,7 @@ TEST(DropoutOpTest, SliceRatesGradientUsesTheForwardMask) {
                               {random_tensor({4, 6}, rng)}));
   // Through autodiff: d sum(dropout(x)) / dx is exactly the mask of the same run.
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId x = b.placeholder("x", {8, 6});
   ValueId y = b.dropout(x, std::vector<float>{0.0f, 0.5f, 0.9f});
@@ -368,7 +368,7 @@ TEST(DropoutOpTest, SliceRatesGradientUsesTheForwardMask) {
 
 TEST(DropoutOpTest, SliceRatesErrors) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId flat = b.placeholder("flat", {12});
   ValueId odd = b.placeholder("odd", {4, 10});

@@ -267,7 +267,7 @@ TEST(UnsortedSegmentSumGradTest, DataMatchesFiniteDifferences) {
 // the indices.
 TEST(GatherGradTest, IsOneUnsortedSegmentSumOverTheTablesRows) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId table = b.variable_exact("table", {11, 4}, Init::uniform(-1, 1), VariableKind::parameter);
   ValueId ids = b.placeholder("ids", {2, 3}, DType::i32);
@@ -286,7 +286,7 @@ TEST(GatherGradTest, IsOneUnsortedSegmentSumOverTheTablesRows) {
 
 TEST(GatherBuilderTest, BuildsBothOpsAndPrintsTheirAttributes) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId table = b.placeholder("table", {30, 8});
   ValueId ids = b.placeholder("ids", {2, 5}, DType::i32);
@@ -310,7 +310,7 @@ TEST(GatherBuilderTest, BuildsBothOpsAndPrintsTheirAttributes) {
 // cross entropy with two rows' labels ignored (-100); SGD.
 struct EmbeddingStep {
   Graph g;
-  VariableStore vars{3};
+  VariableStore vars{3, default_cpu_backend()};
   ValueId loss = kNoValue;
   std::unique_ptr<Executable> exe;
 

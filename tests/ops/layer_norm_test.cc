@@ -157,7 +157,7 @@ TEST(LayerNormSchema, BadShapesAndEpsilonThrowNamingTheOp) {
 
 TEST(LayerNormLayer, CreatesPyTorchNamedWeightAndBias) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId x = b.placeholder("x", {2, 5, 12});
   ValueId y;

@@ -233,7 +233,7 @@ TEST(SoftmaxCrossEntropyIgnoreTest, GradientMatchesFiniteDifferencesWithRowsIgno
 // graph text); with it, the attribute is on the node and in the text.
 TEST(SoftmaxCrossEntropyIgnoreTest, BuilderSetsTheAttributeOnlyWhenGiven) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId logits = b.placeholder("logits", {4, 3});
   ValueId labels = b.placeholder("labels", {4}, DType::i32);

@@ -66,7 +66,7 @@ class ScopedEnv {
 // with every placeholder filled from a fixed seed (images, labels, lr, step, loss scale 1).
 struct TrainingStep {
   Graph graph;
-  VariableStore vars;
+  VariableStore vars{0, default_cpu_backend()};
   ValueId loss = kNoValue;
   std::unique_ptr<Executable> exe;
 

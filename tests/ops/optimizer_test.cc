@@ -149,7 +149,7 @@ TEST(OptimizerOpTest, AdamRejectsStepZero) {
 
 TEST(OptimizerOpTest, SchemaChecksShapesAndHasSideEffects) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId var = b.placeholder("var", {3, 2});
   ValueId accum = b.placeholder("accum", {3, 2});
@@ -193,7 +193,7 @@ TEST(OptimizerOpTest, UpdatesVariablesInPlaceThroughTheExecutor) {
   // A graph whose only node with an effect is the update: it must survive dead-code
   // elimination and write into the VariableStore's tensors.
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId w = b.variable_exact("w", {3}, Init::constant(1.0f), VariableKind::parameter);
   ValueId buf = b.variable_exact("w.momentum", {3}, Init::zeros(), VariableKind::optimizer_state);
@@ -245,7 +245,7 @@ TEST(OptimizerOpTest, WeightCopyIsTheUpdatedVarRounded) {
 
 TEST(OptimizerOpTest, WeightCopyMustBeLowPrecisionOfVarsShape) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId var = b.placeholder("var", {3, 2});
   ValueId grad = b.placeholder("grad", {3, 2});
@@ -426,7 +426,7 @@ TEST(OptimizerOpTest, SlicedUpdateIsSkippedWhenNotFinite) {
 
 TEST(OptimizerOpTest, SchemaChecksSlices) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId var = b.placeholder("var", {12});
   ValueId lr = b.placeholder("lr", {});

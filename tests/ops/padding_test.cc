@@ -195,7 +195,7 @@ TEST(PaddedMatMul, ExecutorPassesPadTo) {
   const Gemm m{6, 37, 11, true, false};
   const NodeId mm = add_matmul(g, m, DType::bf16, "mm");
   const ValueId out = g.node(mm).outputs[0];
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   auto run = [&](int pad_to) {
     g.node(mm).pad_to = pad_to;
     Executable exe(g, vars, {{out}, 0});

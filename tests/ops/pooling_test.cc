@@ -143,7 +143,7 @@ TEST(PoolingForward, MaxPoolPaddingNeverWins) {
 TEST(PoolingForward, MaxPool3Stride2FloorSizeThroughBuilder) {
   for (int64_t h : {7, 8, 35, 55, 147}) {
     Graph g;
-    VariableStore vars;
+    VariableStore vars(0, default_cpu_backend());
     Builder b(g, vars);
     const ValueId y = b.max_pool(b.placeholder("x", {2, 3, h, h + 2}), 3, 2);
     EXPECT_EQ(b.shape(y), (Shape{2, 3, (h - 3) / 2 + 1, (h + 2 - 3) / 2 + 1})) << "H " << h;
@@ -374,7 +374,7 @@ TEST(PoolingForward, AvgPoolCountIncludePadBf16MatchesF32) {
 
 TEST(PoolingForward, AvgPoolCountIncludePadThroughBuilder) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   ValueId x = b.placeholder("x", {2, 3, 9, 9});
   ValueId y = b.avg_pool(x, 3, 1, 1, true);
@@ -395,7 +395,7 @@ TEST(PoolingForward, AvgPoolCountIncludePadThroughBuilder) {
 
 TEST(PoolingForward, GlobalAvgPoolThroughBuilder) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   const Shape xs{3, 8, 7, 7};
   ValueId x = b.placeholder("x", xs);

@@ -27,7 +27,7 @@ struct TinyTraining {
 // the CPU's lists.
 inline void train_tiny(const std::function<ValueId(Builder&, ValueId)>& middle, DType low,
                        int steps, TinyTraining& out) {
-  VariableStore vars(3);
+  VariableStore vars(3, default_cpu_backend());
   Builder b(out.graph, vars);
   const ValueId x = b.placeholder("x", {8, 6});
   const ValueId labels = b.placeholder("labels", {8}, DType::i32);

@@ -128,7 +128,7 @@ TEST(TransposeGradTest, MatchesFiniteDifferences) {
 // dx = Transpose(dy, inverse perm): for {2, 0, 1} the inverse is {1, 2, 0}.
 TEST(TransposeGradTest, IsTheTransposeByTheInversePerm) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   const ValueId x = b.variable_exact("x", {3, 4, 2}, Init::uniform(-1, 1), VariableKind::parameter);
   const ValueId y = b.transpose(x, {2, 0, 1});
@@ -146,7 +146,7 @@ TEST(TransposeGradTest, IsTheTransposeByTheInversePerm) {
 
 TEST(TransposeBuilderTest, EmitsTheNodeAndDumpsItsPerm) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Builder b(g, vars);
   const ValueId x = b.placeholder("x", {2, 8, 4, 16});
   const ValueId y = b.transpose(x, {0, 2, 1, 3});

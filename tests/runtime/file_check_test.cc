@@ -77,7 +77,7 @@ TEST_F(FileCheckTest, OutputDirectoryMayBeCreatedButNotOverAFile) {
   EXPECT_FALSE(fs::exists(path("a")));
   std::ofstream(path("file")) << "x";
   std::string e = error_message([&] { require_output_directory(path("file"), "samples folder"); });
-  EXPECT_NE(e.find("not a directory"), std::string::npos) << e;
+  EXPECT_NE(e.find(" is a regular file, not a directory"), std::string::npos) << e;
   e = error_message([&] { require_output_directory(path("file/sub"), "samples folder"); });
   EXPECT_NE(e.find("is not a directory"), std::string::npos) << e;
 }

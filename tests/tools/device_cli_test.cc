@@ -85,6 +85,17 @@ TEST_F(NoCudaBackendTest, CalibrateOnCudaIsMakeBackendsLineBeforeAnyWork) {
   EXPECT_FALSE(fs::exists(out));
 }
 
+TEST_F(NoCudaBackendTest, ArrayAndEvalOnCudaAreMakeBackendsLineBeforeAnyWork) {
+  const std::string ckpt = path("run.safetensors");
+  expect_backend_error({"train", "--model", "lenet", "--dataset", "synthetic", "--steps", "1",
+                        "--array", "2", "--progress", "none", "--save", ckpt, "--device", "cuda"},
+                       "cuda");
+  EXPECT_FALSE(fs::exists(path("run-0.safetensors")));
+  expect_backend_error({"eval", "--checkpoint", "/no/such/checkpoint.safetensors", "--dataset",
+                        "synthetic", "--device", "cuda"},
+                       "cuda");
+}
+
 TEST_F(NoCudaBackendTest, BenchOnCudaIsMakeBackendsLineBeforeAnyWork) {
   const std::string json = path("bench.json");
   expect_backend_error({"bench", "--model", "lenet", "--batch", "4", "--steps", "1", "--repeats",
@@ -162,29 +173,6 @@ TEST_F(DeviceCliTest, CostAwareOnCpuStrictProfilesOnThatBackend) {
   const nlohmann::json j = result_line(r.out);
   EXPECT_EQ(j["device"], "cpu:strict");
   EXPECT_EQ(j["default_cpu_allocations"], 0) << j.dump();
-}
-
-// The commands whose steps are not on the backend interface yet refuse any device but cpu
-// with one line, before any work, rather than run on the CPU under another device's name.
-TEST_F(DeviceCliTest, CommandsNotYetOnTheBackendRefuseCpuStrict) {
-  const std::string not_yet = "run on the CPU backend only so far";
-  expect_error(run_cli({"train", "--model", "lenet", "--dataset", "synthetic", "--steps", "1",
-                        "--array", "2", "--device", "cpu:strict"}),
-               "--device cpu:strict: model arrays (--array) " + not_yet);
-  const std::string samples = path("samples");
-  expect_error(run_cli({"train", "--model", "dcgan", "--dataset", "synthetic", "--image-size", "32",
-                        "--steps", "1", "--samples-dir", samples, "--device", "cpu:strict"}),
-               "--device cpu:strict: DCGAN trainings " + not_yet);
-  EXPECT_FALSE(fs::exists(samples));
-  const std::string json = path("bench.json");
-  expect_error(run_cli({"bench", "--model", "lenet", "--batch", "4", "--steps", "1", "--repeats",
-                        "1", "--json", json, "--device", "cpu:strict"}),
-               "--device cpu:strict: campo bench's steps " + not_yet);
-  EXPECT_FALSE(fs::exists(json));
-  const std::string out = path("calibration.json");
-  expect_error(run_cli({"calibrate", "--quick", "--out", out, "--device", "cpu:strict"}),
-               "--device cpu:strict: calibration measurements " + not_yet);
-  EXPECT_FALSE(fs::exists(out));
 }
 
 // Planning needs no GPU: the amp plan for CUDA uses CUDA's lists, in fp16 by default.

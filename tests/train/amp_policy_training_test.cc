@@ -21,7 +21,7 @@ namespace {
 // optimizer update f32, master weights f32 and weight gradients cast back to f32.
 TEST(AmpPolicyTest, LenetTrainingStep) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   TrainingGraphSpec spec;
   spec.model = "lenet";
   spec.image_shape = {1, 28, 28};
@@ -49,7 +49,7 @@ TEST(AmpPolicyTest, LenetTrainingStep) {
 // and every deny-list op f32, over the whole training step.
 TEST(AmpPolicyTest, ResNet50AllowOpsLowDenyOpsF32) {
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   TrainingGraphSpec spec;
   spec.model = "resnet50";
   spec.model_options.in_channels = 3;
@@ -75,7 +75,7 @@ TEST(AmpPolicyTest, ResNet50AllowOpsLowDenyOpsF32) {
 enum class Fold { none, all, weight_copies };
 struct LenetStep {
   Graph g;
-  VariableStore vars{1};
+  VariableStore vars{1, default_cpu_backend()};
   CastStats casts;
   ValueId loss = kNoValue;
   std::unique_ptr<Executable> exe;

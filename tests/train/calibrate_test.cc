@@ -14,6 +14,7 @@
 
 #include "graph/builder.h"
 #include "runtime/cpu_backend.h"
+#include "tests/test_util.h"
 #include "tools/cli.h"
 #include "train/plan.h"
 #include "train/profiling.h"
@@ -125,7 +126,7 @@ TEST(CalibrateTest, ProfilingWithACalibrationPredictsTheLowTimes) {
   const CostTable costs = profile_costs(spec, default_cpu_backend());
 
   Graph g;
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   TrainingGraphSpec fp32 = spec;
   fp32.precision.policy = Precision::fp32;
   build_training_graph(g, vars, fp32);
@@ -161,7 +162,7 @@ TEST(CalibrateTest, ProfilingWithACalibrationPredictsTheLowTimes) {
 // A model whose held-out error is over kUntrustedMapePercent, or that has none, is not
 // trusted; neither is a missing one. Ops that never run low are never "untrusted".
 TEST(CalibrateTest, UntrustedNodesAreThoseTheCalibrationCannotPredict) {
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Graph g;
   Builder b(g, vars);
   ValueId x = b.placeholder("x", {2, 3, 8, 8});
@@ -217,6 +218,7 @@ TEST(CalibrateTest, BadOptionsAreClearErrors) {
 }
 
 TEST(CalibrateTest, CudaWithoutCudaIsOneClearLine) {
+  if (testing::have_cuda_backend()) GTEST_SKIP() << "this build and machine have a CUDA backend";
   ::testing::internal::CaptureStdout();
   ::testing::internal::CaptureStderr();
   const int code = cli::run({"calibrate", "--device", "cuda", "--out", temp_path("cuda.json")});

@@ -24,7 +24,7 @@ Graph lenet_training_graph(VariableStore& vars) {
 }
 
 TEST(CostAwareTest, LowNeverPaysGivesTheFp32Plan) {
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Graph g = lenet_training_graph(vars);
   CostTable costs;
   costs.nodes.assign(size_t(g.num_nodes()), NodeCost{1.0, 2.0});
@@ -34,7 +34,7 @@ TEST(CostAwareTest, LowNeverPaysGivesTheFp32Plan) {
 }
 
 TEST(CostAwareTest, LowPaysOnAllowOpsGivesAmpsAllowAndDenyDecisionsAtNoMoreCost) {
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Graph g = lenet_training_graph(vars);
   CostTable costs;
   costs.nodes.assign(size_t(g.num_nodes()), NodeCost{1.0, 1.0});
@@ -58,7 +58,7 @@ TEST(CostAwareTest, LowPaysOnAllowOpsGivesAmpsAllowAndDenyDecisionsAtNoMoreCost)
 // amp plan or all-f32; and no single flip of a free node improves it (a local check of
 // optimality on a graph too large to enumerate).
 TEST(CostAwareTest, ExactSearchIsNoWorseThanAnyOtherPlan) {
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Graph g = lenet_training_graph(vars);
   const AmpLists lists = AmpLists::defaults(Device::cpu, DType::bf16);
   const std::vector<char> amp = paint_amp(g, lists);
@@ -92,7 +92,7 @@ TEST(CostAwareTest, ExactSearchIsNoWorseThanAnyOtherPlan) {
 // Folded casts cost nothing: in LeNet's amp plan the only low -> f32 casts that folding
 // removes are the two bf16 Conv2DBackpropFilter results read by ApplyMomentum.
 TEST(CostAwareTest, FoldedWeightGradientCastsCostNothing) {
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Graph g = lenet_training_graph(vars);
   CostTable costs;
   costs.nodes.assign(size_t(g.num_nodes()), NodeCost{1.0, 0.5});
@@ -113,7 +113,7 @@ TEST(CostAwareTest, FoldedWeightGradientCastsCostNothing) {
 // in LeNet's amp plan, the nine casts of updated variables to bf16 (apply_precision makes
 // exactly those weight copies).
 TEST(CostAwareTest, WeightCopiesCostNothing) {
-  VariableStore vars;
+  VariableStore vars(0, default_cpu_backend());
   Graph g = lenet_training_graph(vars);
   CostTable costs;
   costs.nodes.assign(size_t(g.num_nodes()), NodeCost{1.0, 0.5});

@@ -84,13 +84,14 @@ void expect_gans_train_as_singles(OptimizerConfig::Kind kind, int steps) {
   const int n = h.size();
   const DcganOptions m = small_dcgan();
   const OptimizerConfig shared = shared_optimizer(kind);
-  GanSession array(m, kBatch, shared, h, kSamples);
+  GanSession array(m, kBatch, shared, h, default_cpu_backend(), kSamples);
   ASSERT_EQ(array.size(), n);
   std::vector<std::unique_ptr<GanSession>> singles, controls;
   for (int i = 0; i < n; ++i) {
     for (auto* list : {&singles, &controls})
       list->push_back(std::make_unique<GanSession>(m, kBatch, single_optimizer(shared, h, i),
-                                                   h.seed[size_t(i)], kSamples));
+                                                   h.seed[size_t(i)], default_cpu_backend(),
+                                                   kSamples));
     perturb_parameters(controls.back()->variables());
   }
   // The starting weights, buffers and optimizer state: exactly the single sessions'.
@@ -161,7 +162,7 @@ TEST(GanArrayTest, EachModelsCheckpointRestoresIntoASingleSession) {
   const ArrayHyperparameters h = two_gans();
   const DcganOptions m = small_dcgan();
   const OptimizerConfig adam = shared_optimizer(OptimizerConfig::Kind::adam);
-  GanSession array(m, kBatch, adam, h, kSamples);
+  GanSession array(m, kBatch, adam, h, default_cpu_backend(), kSamples);
   Rng rng(5);
   const Tensor real = testing::random_tensor({kBatch, m.channels, m.image_size, m.image_size}, rng);
   for (int step = 0; step < 2; ++step) array.step({&real, &real}, h.lr);
@@ -173,7 +174,7 @@ TEST(GanArrayTest, EachModelsCheckpointRestoresIntoASingleSession) {
   EXPECT_EQ(meta.at("array_size"), "2");
 
   // A single session of another seed reads it: parameters, buffers and Adam's state alike.
-  GanSession single(m, kBatch, single_optimizer(adam, h, 1), 99, kSamples);
+  GanSession single(m, kBatch, single_optimizer(adam, h, 1), 99, default_cpu_backend(), kSamples);
   single.restore(path, "adam");
   EXPECT_EQ(single.iterations(), 2);
   for (const std::string& name : single.variables().names())

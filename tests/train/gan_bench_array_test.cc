@@ -26,7 +26,7 @@ BenchResult bench_dcgan(int array) {
   o.warmup = 0;
   o.measure_peak = false;
   std::ostringstream out;
-  std::vector<BenchResult> results = run_bench(o, out);
+  std::vector<BenchResult> results = run_bench(o, default_cpu_backend(), out);
   EXPECT_EQ(results.size(), 1u);
   return results.at(0);
 }
@@ -55,7 +55,7 @@ TEST(GanBenchArrayTest, ArraySizeIsChecked) {
   o.measure_peak = false;
   std::ostringstream out;
   try {
-    run_bench(o, out);
+    run_bench(o, default_cpu_backend(), out);
     ADD_FAILURE() << "--array 0 was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--array must be a number of models in 1..64"),

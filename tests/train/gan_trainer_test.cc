@@ -1,16 +1,20 @@
 // DCGAN honours the training options that apply to it: --save/--save-every/--resume (one
 // checkpoint of both networks and both optimizer states; a resumed run reproduces the
 // uninterrupted one bit for bit), --optimizer sgd with --momentum/--nesterov, and the
-// learning-rate schedule.
+// learning-rate schedule. The session runs G's forward pass once per iteration and runs
+// on the backend it is given.
 #include "train/gan_trainer.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <bit>
 #include <filesystem>
+#include <map>
 #include <sstream>
 
 #include "graph/checkpoint.h"
+#include "runtime/strict_backend.h"
 #include "train/trainer.h"
 
 namespace campo {
@@ -201,6 +205,118 @@ TEST(GanTrainerTest, OptimizerAndScheduleChangeTheRun) {
     EXPECT_EQ(r->loss_d_history[0], adam.loss_d_history[0]);  // D's loss before any update
     EXPECT_NE(r->loss_d_history[2], adam.loss_d_history[2]);
   }
+}
+
+DcganOptions small_dcgan() {
+  DcganOptions m;
+  m.image_size = 32;
+  m.channels = 1;
+  m.nz = 16;
+  m.ngf = m.ndf = 8;
+  return m;
+}
+
+OptimizerConfig adam() {
+  OptimizerConfig o;
+  o.kind = OptimizerConfig::Kind::adam;
+  o.beta1 = 0.5f;
+  return o;
+}
+
+// G's forward pass runs once per iteration, in the D step: the G step graph holds none of
+// it and reads G(z) and the activations G's backward pass needs from placeholders, which
+// the D step's values of the same nodes fill, in the dtypes the D step's plan gave them.
+TEST(GanOneForwardTest, TheGStepReadsGsForwardPassFromTheDStep) {
+  for (Precision policy : {Precision::fp32, Precision::amp}) {
+    PrecisionConfig p;
+    p.policy = policy;
+    GanSession s(small_dcgan(), 4, adam(), 1, default_cpu_backend(), 4, p);
+    auto generator_forward_nodes = [](const Graph& g) {
+      int n = 0;
+      for (const Node& node : g.nodes())
+        n += node.phase == Phase::forward && node.name.rfind("netG.", 0) == 0 &&
+             node.kind != OpKind::Variable && node.kind != OpKind::Cast;
+      return n;
+    };
+    EXPECT_GT(generator_forward_nodes(s.d_graph()), 0);
+    EXPECT_EQ(generator_forward_nodes(s.g_graph()), 0);
+    ASSERT_FALSE(s.saved_values().empty());
+    bool fake = false, low = false;
+    for (const GanSession::SavedValue& v : s.saved_values()) {
+      const NodeId id = s.g_graph().find_node(v.placeholder);
+      ASSERT_GE(id, 0) << v.placeholder;
+      EXPECT_EQ(s.g_graph().node(id).kind, OpKind::Placeholder);
+      const Value& placeholder = s.g_graph().value(s.g_graph().node(id).outputs[0]);
+      const Value& source = s.d_graph().value(v.source);
+      EXPECT_EQ(placeholder.shape, source.shape) << v.placeholder;
+      EXPECT_EQ(placeholder.dtype, source.dtype) << v.placeholder;
+      EXPECT_EQ("saved/" + s.d_graph().node(source.producer).name,
+                v.placeholder.substr(0, v.placeholder.find(':')));
+      fake = fake || s.d_graph().node(source.producer).kind == OpKind::Tanh;
+      low = low || is_low_precision(source.dtype);
+    }
+    EXPECT_TRUE(fake) << "G(z) is not handed to the G step";
+    EXPECT_EQ(low, policy == Precision::amp);
+    EXPECT_GE(s.g_graph().find_node("z"), 0);  // G's first filter gradient reads z
+    Rng rng(3);
+    Tensor real = Tensor::empty({4, 1, 32, 32}, DType::f32);
+    for (int64_t i = 0; i < real.numel(); ++i) real.data_as<float>()[i] = rng.uniform(-1, 1);
+    const GanSession::StepStats st = s.step(real, 2e-4f);
+    EXPECT_TRUE(std::isfinite(st.loss_d) && std::isfinite(st.loss_g));
+  }
+}
+
+// Everything of the session is on its backend: on the strict CPU backend (host access to
+// its tensors throws) an array of two models trains, samples and saves as on the CPU, bit for
+// bit, through the backend's copies, and nothing comes from the default CPU backend.
+TEST(GanOneForwardTest, RunsOnTheBackendItIsGiven) {
+  ArrayHyperparameters h;
+  h.lr = {2e-4f, 1e-4f};
+  h.momentum = {0.9f, 0.9f};
+  h.weight_decay = {0.0f, 1e-3f};
+  h.dropout = {0.0f, 0.0f};
+  h.seed = {5, 6};
+  PrecisionConfig p;
+  p.policy = Precision::amp;
+  struct Run {
+    std::vector<uint32_t> stats;
+    std::vector<std::vector<float>> samples;
+    std::string checkpoint;
+  };
+  auto run = [&](std::shared_ptr<Backend> backend, const std::string& tag) {
+    GanSession s(small_dcgan(), 4, adam(), h, std::move(backend), 4, p);
+    Rng rng(3);
+    Tensor real = Tensor::empty({4, 1, 32, 32}, DType::f32);
+    Run r;
+    for (int step = 0; step < 3; ++step) {
+      for (int64_t i = 0; i < real.numel(); ++i) real.data_as<float>()[i] = rng.uniform(-1, 1);
+      for (const GanSession::StepStats& st : s.step({&real, &real}, h.lr))
+        for (float v : {st.loss_d, st.loss_g, st.d_x, st.d_g_z1, st.d_g_z2})
+          r.stats.push_back(std::bit_cast<uint32_t>(v));
+    }
+    for (const Tensor& t : s.generate_model_samples()) r.samples.push_back(t.to_float_vector());
+    r.checkpoint = temp_path("backend_" + tag + ".safetensors");
+    s.save_model(1, r.checkpoint, 0, 3, "adam");
+    return r;
+  };
+  const Run cpu = run(default_cpu_backend(), "cpu");
+  auto strict = std::make_shared<StrictCpuBackend>();
+  const auto& default_cpu = dynamic_cast<const CpuBackend&>(*default_cpu_backend());
+  const int64_t allocations = default_cpu.allocation_count();
+  const Run other = run(strict, "strict");
+  EXPECT_EQ(default_cpu.allocation_count(), allocations);
+  EXPECT_EQ(other.stats, cpu.stats);
+  EXPECT_EQ(other.samples, cpu.samples);
+  const std::map<std::string, Tensor> saved_cpu = read_safetensors(cpu.checkpoint),
+                                      saved_other = read_safetensors(other.checkpoint);
+  ASSERT_EQ(saved_other.size(), saved_cpu.size());
+  for (const auto& [name, t] : saved_cpu)
+    EXPECT_EQ(saved_other.at(name).to_float_vector(), t.to_float_vector()) << name;
+  EXPECT_GE(strict->to_device_copies, 3 * 3);
+  EXPECT_GE(strict->to_host_copies, 3 * 5);
+  EXPECT_THROW(GanSession(small_dcgan(), 4, adam(), 1, nullptr), Error);
+  fs::remove(cpu.checkpoint);
+  fs::remove(other.checkpoint);
 }
 
 TEST(GanTrainerTest, OptionsThatCannotApplyAreErrors) {

@@ -124,7 +124,7 @@ inline PinRun run_pinned_config(const std::string& config,
   if (p.policy == Precision::cost_aware) {
     p.padding = false;  // padding decisions are timed
     Graph scratch;
-    VariableStore scratch_vars(1);
+    VariableStore scratch_vars(1, default_cpu_backend());
     PrecisionConfig f32 = p;
     f32.policy = Precision::fp32;
     build_training_graph(scratch, scratch_vars, {model, mo, image_shape, batch, opt, f32});
@@ -134,7 +134,8 @@ inline PinRun run_pinned_config(const std::string& config,
   // The pins were recorded with plain layouts; the blocked layout (the default) sums batch
   // norm and the 1x1 convolutions in another order, so it is compared with plain by
   // BlockedLayoutTrainingTest (tests/graph/layout_test.cc) instead of pinned.
-  TrainingSession session(model, mo, image_shape, batch, opt, 1234, p, std::move(backend),
+  if (!backend) backend = default_cpu_backend();
+  TrainingSession session(model, mo, image_shape, batch, opt, 1234, std::move(backend), p,
                           ConvLayout::plain);
   PinRun run;
   Rng rng(99);

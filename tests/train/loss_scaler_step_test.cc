@@ -37,7 +37,7 @@ TEST(LossScalerTest, OverflowSkipsTheUpdateAndHalvesTheScale) {
   p.low = DType::f16;
   p.scaler = LossScalerOptions{.enabled = true, .init_scale = 1024.0f, .growth_interval = 3};
   OptimizerConfig opt;  // SGD with momentum: momentum buffers are optimizer state
-  TrainingSession session("mlp", ModelOptions{}, {1, 28, 28}, 8, opt, 7, p);
+  TrainingSession session("mlp", ModelOptions{}, {1, 28, 28}, 8, opt, 7, default_cpu_backend(), p);
   Rng rng(1);
   Batch good = make_batch(8, rng);
   session.train_step(good, 0.01f);  // creates non-zero momentum state

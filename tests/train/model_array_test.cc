@@ -85,7 +85,8 @@ using testing::perturb_parameters;
 void expect_trains_as_singles(const ArrayCase& c) {
   const int n = c.h.size();
   const ModelOptions mo = options_for(c.image);
-  ModelArraySession array(c.model, mo, c.image, c.batch, OptimizerConfig{}, c.h);
+  ModelArraySession array(c.model, mo, c.image, c.batch, OptimizerConfig{}, c.h,
+                          default_cpu_backend());
   // Each model alone, and alone from parameters perturbed by rounding-sized noise (the
   // control that calibrates how far float rounding alone moves a run).
   std::vector<std::unique_ptr<TrainingSession>> singles, controls;
@@ -94,8 +95,8 @@ void expect_trains_as_singles(const ArrayCase& c) {
     oc.momentum = c.h.momentum[size_t(i)];
     oc.weight_decay = c.h.weight_decay[size_t(i)];
     for (auto* list : {&singles, &controls})
-      list->push_back(std::make_unique<TrainingSession>(c.model, mo, c.image, c.batch, oc,
-                                                        c.h.seed[size_t(i)]));
+      list->push_back(std::make_unique<TrainingSession>(
+          c.model, mo, c.image, c.batch, oc, c.h.seed[size_t(i)], default_cpu_backend()));
     perturb_parameters(controls.back()->variables());
   }
   // The starting weights: exactly the single runs'.
@@ -144,7 +145,8 @@ TEST(ModelArrayTest, ResNet18TrainsAsTwoSingleRuns) {
 TEST(ModelArrayTest, EachModelsCheckpointReadsAsASingleModel) {
   const Shape image = {1, 28, 28};
   const ArrayHyperparameters h = three_models();
-  ModelArraySession array("lenet", options_for(image), image, 8, OptimizerConfig{}, h);
+  ModelArraySession array("lenet", options_for(image), image, 8, OptimizerConfig{}, h,
+                          default_cpu_backend());
   DataLoader loader(data_for(image, 16), {.batch_size = 8, .shuffle = false});
   loader.start_epoch(0);
   Batch b;
@@ -153,7 +155,8 @@ TEST(ModelArrayTest, EachModelsCheckpointReadsAsASingleModel) {
       (std::filesystem::temp_directory_path() / "campo_model_array_1.safetensors").string();
   array.save_model(1, path, 0, 2, "sgd");
   // A single session of the same model reads it, parameters and momentum alike.
-  TrainingSession single("lenet", options_for(image), image, 8, OptimizerConfig{}, 99);
+  TrainingSession single("lenet", options_for(image), image, 8, OptimizerConfig{}, 99,
+                         default_cpu_backend());
   single.restore(path, "sgd");
   for (const std::string& name : single.variables().names())
     EXPECT_EQ(single.variables().read(name).to_float_vector(),
@@ -175,15 +178,18 @@ TEST(ModelArrayTest, ModelsSeeTheirOwnBatches) {
   h.lr = {0.05f, 0.05f};
   h.momentum = {0.9f, 0.9f};
   h.weight_decay = {0, 0};
-  ModelArraySession array("lenet", options_for(image), image, 8, OptimizerConfig{}, h);
-  TrainingSession single("lenet", options_for(image), image, 8, OptimizerConfig{}, 5);
+  ModelArraySession array("lenet", options_for(image), image, 8, OptimizerConfig{}, h,
+                          default_cpu_backend());
+  TrainingSession single("lenet", options_for(image), image, 8, OptimizerConfig{}, 5,
+                         default_cpu_backend());
   DataLoader loader(data_for(image, 16), {.batch_size = 8, .shuffle = false});
   loader.start_epoch(0);
   Batch b1, b2;
   ASSERT_TRUE(loader.next(b1));
   ASSERT_TRUE(loader.next(b2));
   const std::vector<float> losses = array.train_step({&b1, &b2}, h.lr);
-  TrainingSession single2("lenet", options_for(image), image, 8, OptimizerConfig{}, 5);
+  TrainingSession single2("lenet", options_for(image), image, 8, OptimizerConfig{}, 5,
+                          default_cpu_backend());
   const float l1 = single.train_step(b1, 0.05f);
   const float l2 = single2.train_step(b2, 0.05f);
   EXPECT_NE(l1, l2);

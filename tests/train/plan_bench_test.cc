@@ -74,7 +74,7 @@ TEST(BenchTest, RunsPoliciesSideBySide) {
   o.repeats = 2;
   o.warmup = 1;
   std::ostringstream out;
-  auto results = run_bench(o, out);
+  auto results = run_bench(o, default_cpu_backend(), out);
   ASSERT_EQ(results.size(), 2u);
   EXPECT_EQ(results[0].precision, "fp32");
   EXPECT_EQ(results[0].casts, 0);
@@ -121,7 +121,7 @@ TEST(BenchTest, RooflineAndEnergyInTheTableAndJson) {
   o.json_path = dir.file("bench.json");
   o.powercap_root = dir.file("powercap");
   std::ostringstream out;
-  auto results = run_bench(o, out);
+  auto results = run_bench(o, default_cpu_backend(), out);
   ASSERT_EQ(results.size(), 2u);
   const std::string text = out.str();
   EXPECT_NE(text.find("peak: one 1024x1024x1024 GEMM"), std::string::npos) << text;
@@ -169,7 +169,7 @@ TEST(BenchTest, WithoutPeakOrEnergyCountersSaysSoOnce) {
   o.powercap_root = dir.file("no-powercap");
   o.json_path = dir.file("bench.json");
   std::ostringstream out;
-  run_bench(o, out);
+  run_bench(o, default_cpu_backend(), out);
   const std::string text = out.str();
   const std::string line =
       "energy: not available (no readable RAPL counters under " + o.powercap_root + ")\n";
@@ -207,7 +207,7 @@ TEST(BenchTest, LockstepRunsOneRepetitionPerCommand) {
   const BenchOptions o = lockstep_options(dir);
   std::istringstream commands("run\n\nrun\nquit\nrun\n");
   std::ostringstream protocol, out;
-  auto results = run_bench_lockstep(o, commands, protocol, out);
+  auto results = run_bench_lockstep(o, default_cpu_backend(), commands, protocol, out);
   std::istringstream lines(protocol.str());
   std::string line;
   std::vector<nlohmann::json> msgs;
@@ -239,7 +239,7 @@ TEST(BenchTest, LockstepRefusesAnUnknownCommandAndSurvivesNoRun) {
   std::istringstream bad("run\nstart\n");
   std::ostringstream protocol, out;
   try {
-    run_bench_lockstep(o, bad, protocol, out);
+    run_bench_lockstep(o, default_cpu_backend(), bad, protocol, out);
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--lockstep: unknown command 'start' on stdin"),
@@ -248,7 +248,7 @@ TEST(BenchTest, LockstepRefusesAnUnknownCommandAndSurvivesNoRun) {
   }
   std::istringstream none("");
   std::ostringstream protocol2, out2;
-  run_bench_lockstep(o, none, protocol2, out2);
+  run_bench_lockstep(o, default_cpu_backend(), none, protocol2, out2);
   EXPECT_NE(out2.str().find("no repetition was run"), std::string::npos) << out2.str();
   std::ifstream in(o.json_path);
   EXPECT_TRUE(nlohmann::json::parse(in).empty());
@@ -285,7 +285,7 @@ TEST(BenchTest, CostAwareWithFixedCostsNeedsNoMoreCastsThanAmp) {
   o.repeats = 1;
   o.warmup = 1;
   Graph g;
-  VariableStore vars(1);
+  VariableStore vars(1, default_cpu_backend());
   build_training_graph(g, vars, model_run_spec(o.run, Precision::fp32));
   const AmpLists lists = AmpLists::defaults(Device::cpu, DType::bf16);
   auto table = [&](bool pays) {
@@ -301,7 +301,7 @@ TEST(BenchTest, CostAwareWithFixedCostsNeedsNoMoreCastsThanAmp) {
     o.run.costs = table(pays);
     o.precisions = {"amp", "cost-aware"};
     std::ostringstream out;
-    auto results = run_bench(o, out);
+    auto results = run_bench(o, default_cpu_backend(), out);
     ASSERT_EQ(results.size(), 2u);
     EXPECT_GT(results[1].median, 0);
     if (pays) {
@@ -340,7 +340,7 @@ TEST(PaddingPolicyTest, CostAwarePadsOnlyCandidatesAndOnlyWhenAsked) {
   run.model = "lenet";
   run.batch = 8;
   Graph probe;
-  VariableStore probe_vars(1);
+  VariableStore probe_vars(1, default_cpu_backend());
   build_training_graph(probe, probe_vars, model_run_spec(run, Precision::fp32));
   auto costs = std::make_shared<CostTable>();
   costs->nodes.assign(size_t(probe.num_nodes()), NodeCost{1.0, 0.5});
@@ -349,7 +349,7 @@ TEST(PaddingPolicyTest, CostAwarePadsOnlyCandidatesAndOnlyWhenAsked) {
     TrainingGraphSpec spec = model_run_spec(run, Precision::cost_aware);
     spec.precision.padding = padding;
     Graph g;
-    VariableStore vars(1);
+    VariableStore vars(1, default_cpu_backend());
     const TrainingGraphInfo info = build_training_graph(g, vars, spec);
     EXPECT_GT(info.padding_candidates, 0);
     int padded = 0;

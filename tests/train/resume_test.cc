@@ -161,7 +161,8 @@ TEST(ResumeTest, CostAwareWeightCopiesFollowARestore) {
     for (int64_t k = 0; k < 8; ++k) b.labels.data_as<int32_t>()[k] = int32_t(rng.below(10));
     batches.push_back(b);
   }
-  TrainingSession a("lenet", ModelOptions{}, {1, 28, 28}, 8, OptimizerConfig{}, 7, p);
+  TrainingSession a("lenet", ModelOptions{}, {1, 28, 28}, 8, OptimizerConfig{}, 7,
+                    default_cpu_backend(), p);
   ASSERT_GT(a.precision_summary().casts.weight_copies, 0);
   for (int i = 0; i < 3; ++i) a.train_step(batches[size_t(i)], 0.1f);
   EXPECT_EQ(a.train_executable().weight_copy_refreshes(), 1);
@@ -169,7 +170,8 @@ TEST(ResumeTest, CostAwareWeightCopiesFollowARestore) {
   std::vector<float> continued;
   for (int i = 3; i < 5; ++i) continued.push_back(a.train_step(batches[size_t(i)], 0.1f));
 
-  TrainingSession b("lenet", ModelOptions{}, {1, 28, 28}, 8, OptimizerConfig{}, 7, p);
+  TrainingSession b("lenet", ModelOptions{}, {1, 28, 28}, 8, OptimizerConfig{}, 7,
+                    default_cpu_backend(), p);
   b.train_step(batches[0], 0.1f);  // builds b's copies from its own weights first
   b.restore(path, "sgd");
   for (int i = 3; i < 5; ++i)
@@ -237,7 +239,8 @@ TEST(CheckpointNamesTest, ResNet18CheckpointIsATorchvisionStateDictPlusOptimizer
   ModelOptions m;
   m.in_channels = 3;
   m.image_size = 32;
-  TrainingSession session("resnet18", m, {3, 32, 32}, 2, OptimizerConfig{}, 0);
+  TrainingSession session("resnet18", m, {3, 32, 32}, 2, OptimizerConfig{}, 0,
+                          default_cpu_backend());
   session.save(path, 0, 0, "sgd");
 
   std::vector<std::string> model_names, optimizer_names;
@@ -248,7 +251,7 @@ TEST(CheckpointNamesTest, ResNet18CheckpointIsATorchvisionStateDictPlusOptimizer
   EXPECT_EQ(model_names, expected);
 
   // The optimizer part: one momentum buffer per parameter, under "optimizer.".
-  VariableStore vars(1);
+  VariableStore vars(1, default_cpu_backend());
   Graph g;
   Builder b(g, vars);
   build_model("resnet18", b, b.placeholder("images", {2, 3, 32, 32}), m);
@@ -397,10 +400,12 @@ TEST(ResumeTest, LossScaleRoundTripsExactly) {
   PrecisionConfig p;
   p.scaler.enabled = true;
   p.scaler.init_scale = 0x1p-30f;
-  TrainingSession a("mlp", ModelOptions{}, {1, 28, 28}, 8, OptimizerConfig{}, 7, p);
+  TrainingSession a("mlp", ModelOptions{}, {1, 28, 28}, 8, OptimizerConfig{}, 7,
+                    default_cpu_backend(), p);
   a.save(path, 0, 0, "sgd");
   p.scaler.init_scale = 65536.0f;
-  TrainingSession b("mlp", ModelOptions{}, {1, 28, 28}, 8, OptimizerConfig{}, 7, p);
+  TrainingSession b("mlp", ModelOptions{}, {1, 28, 28}, 8, OptimizerConfig{}, 7,
+                    default_cpu_backend(), p);
   b.restore(path, "sgd");
   EXPECT_EQ(b.scaler().scale(), 0x1p-30f);
   std::filesystem::remove(path);
@@ -410,13 +415,15 @@ TEST(ResumeTest, LossScaleRoundTripsExactly) {
 // it with fp16 and a dynamic scale starts from its own --loss-scale-init, not from 1.
 TEST(ResumeTest, ARunWithoutDynamicScalingLeavesTheResumedRunsInitialScale) {
   const std::string path = temp_path("campo_fp32_to_fp16.safetensors");
-  TrainingSession a("mlp", ModelOptions{}, {1, 28, 28}, 8, OptimizerConfig{}, 7);
+  TrainingSession a("mlp", ModelOptions{}, {1, 28, 28}, 8, OptimizerConfig{}, 7,
+                    default_cpu_backend());
   a.save(path, 0, 0, "sgd");
   EXPECT_EQ(read_safetensors_metadata(path).count("loss_scale"), 0u);
   PrecisionConfig p;
   p.scaler.enabled = true;
   p.scaler.init_scale = 1024.0f;
-  TrainingSession b("mlp", ModelOptions{}, {1, 28, 28}, 8, OptimizerConfig{}, 7, p);
+  TrainingSession b("mlp", ModelOptions{}, {1, 28, 28}, 8, OptimizerConfig{}, 7,
+                    default_cpu_backend(), p);
   b.restore(path, "sgd");
   EXPECT_EQ(b.scaler().scale(), 1024.0f);
   std::filesystem::remove(path);

@@ -61,7 +61,7 @@ TEST(StagingBackendTest, EvaluationAndCheckpointsCrossTheBoundary) {
   so.size = 96;
   auto data = std::make_shared<SyntheticDataset>(so);
   auto train_and_eval = [&](std::shared_ptr<Backend> backend, double* accuracy) {
-    TrainingSession s("lenet", mo, image, 32, {}, 5, {}, std::move(backend));
+    TrainingSession s("lenet", mo, image, 32, {}, 5, std::move(backend));
     DataLoader loader(data, {.batch_size = 32, .shuffle = false});
     loader.start_epoch(0);
     Batch b;
@@ -71,16 +71,15 @@ TEST(StagingBackendTest, EvaluationAndCheckpointsCrossTheBoundary) {
     return hash_variables(s.variables());
   };
   double cpu_acc = 0, staging_acc = 0;
-  const uint64_t cpu_hash = train_and_eval(nullptr, &cpu_acc);
+  const uint64_t cpu_hash = train_and_eval(default_cpu_backend(), &cpu_acc);
   auto staging = std::make_shared<StagingBackend>();
   const uint64_t staging_hash = train_and_eval(staging, &staging_acc);
   EXPECT_EQ(cpu_hash, staging_hash);
   EXPECT_EQ(cpu_acc, staging_acc);
 
-  TrainingSession from(
-      "lenet", mo, image, 32, {}, 9, {}, staging);
+  TrainingSession from("lenet", mo, image, 32, {}, 9, staging);
   from.save(path, 0, 0, "sgd");
-  TrainingSession to("lenet", mo, image, 32, {}, 10, {});
+  TrainingSession to("lenet", mo, image, 32, {}, 10, default_cpu_backend());
   to.restore(path, "sgd");
   EXPECT_EQ(hash_variables(from.variables()), hash_variables(to.variables()));
   std::filesystem::remove(path);

@@ -32,12 +32,12 @@ std::shared_ptr<const CostTable> low_pays(size_t nodes) {
 
 TEST(ApplyPolicyTest, CostAwarePadsTheGemmsTheDecisionSaysPay) {
   Graph probe;
-  VariableStore probe_vars(1);
+  VariableStore probe_vars(1, default_cpu_backend());
   build_training_graph(probe, probe_vars, lenet_spec(Precision::fp32));
   const auto costs = low_pays(size_t(probe.num_nodes()));
   for (bool pays : {false, true}) {
     Graph g;
-    VariableStore vars(1);
+    VariableStore vars(1, default_cpu_backend());
     build_training_graph(g, vars, lenet_spec(Precision::fp32));
     PrecisionConfig precision = lenet_spec(Precision::cost_aware).precision;
     int asked = 0;
@@ -58,7 +58,7 @@ TEST(ApplyPolicyTest, CostAwarePadsTheGemmsTheDecisionSaysPay) {
   }
   // Without precision.padding the decision is never asked for and nothing is padded.
   Graph g;
-  VariableStore vars(1);
+  VariableStore vars(1, default_cpu_backend());
   build_training_graph(g, vars, lenet_spec(Precision::fp32));
   PrecisionConfig precision = lenet_spec(Precision::cost_aware).precision;
   precision.padding = false;
@@ -74,7 +74,7 @@ TEST(ApplyPolicyTest, CostAwarePadsTheGemmsTheDecisionSaysPay) {
 TEST(ApplyPolicyTest, Fp32AndAmpNeedNoCostsAndCostAwareDoes) {
   for (Precision policy : {Precision::fp32, Precision::amp}) {
     Graph g;
-    VariableStore vars(1);
+    VariableStore vars(1, default_cpu_backend());
     build_training_graph(g, vars, lenet_spec(Precision::fp32));
     PrecisionConfig precision;
     precision.policy = policy;
@@ -85,7 +85,7 @@ TEST(ApplyPolicyTest, Fp32AndAmpNeedNoCostsAndCostAwareDoes) {
     EXPECT_EQ(low > 0, policy == Precision::amp);
   }
   Graph g;
-  VariableStore vars(1);
+  VariableStore vars(1, default_cpu_backend());
   build_training_graph(g, vars, lenet_spec(Precision::fp32));
   EXPECT_THROW(
       apply_policy(g, lenet_spec(Precision::cost_aware).precision, nullptr, default_cpu_backend()),
@@ -96,16 +96,16 @@ TEST(ApplyPolicyTest, Fp32AndAmpNeedNoCostsAndCostAwareDoes) {
 // (with_profiled_costs, train/profiling.h), and a missing table is an internal error.
 TEST(TrainingGraphTest, CostAwareTakesTheCostsItIsGiven) {
   Graph g;
-  VariableStore vars(1);
+  VariableStore vars(1, default_cpu_backend());
   EXPECT_THROW(build_training_graph(g, vars, lenet_spec(Precision::cost_aware)), Error);
   Graph probe;
-  VariableStore probe_vars(1);
+  VariableStore probe_vars(1, default_cpu_backend());
   build_training_graph(probe, probe_vars, lenet_spec(Precision::fp32));
   TrainingGraphSpec spec = lenet_spec(Precision::cost_aware);
   spec.precision.padding = false;  // padding decisions are timed
   spec.precision.costs = low_pays(size_t(probe.num_nodes()));
   Graph costed;
-  VariableStore costed_vars(1);
+  VariableStore costed_vars(1, default_cpu_backend());
   const TrainingGraphInfo info = build_training_graph(costed, costed_vars, spec);
   EXPECT_EQ(info.costs, spec.precision.costs);
   ASSERT_NE(info.cost_plan, nullptr);
@@ -126,7 +126,7 @@ TEST(ApplyPolicyTest, GanStepGraphsGoThroughIt) {
   precision.policy = Precision::cost_aware;
   precision.profile_warmup = 0;
   precision.profile_steps = 1;
-  GanSession s(model, 4, adam, 1, 4, precision);
+  GanSession s(model, 4, adam, 1, default_cpu_backend(), 4, precision);
   for (auto [graph, policy] :
        {std::pair{&s.d_graph(), &s.d_policy()}, {&s.g_graph(), &s.g_policy()}}) {
     ASSERT_NE(policy->cost_plan, nullptr);

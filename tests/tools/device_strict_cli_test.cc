@@ -1,0 +1,223 @@
+// --device cpu:strict (runtime/strict_backend.h) through every command that runs steps:
+// model arrays, campo eval, bench, plan's profiling step, calibrate and BERT's masked LM run
+// on the backend the user names. The strict backend's tensors refuse direct host access, so
+// any host read or write outside its copies would have thrown; each command's JSON reports
+// the default CPU backend's allocations during the run, which must be 0, and the results
+// are --device cpu's bit for bit where nothing is timed.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tests/test_util.h"
+#include "tests/tools/cli_test_util.h"
+
+namespace campo {
+namespace {
+
+namespace fs = std::filesystem;
+
+using testing::CliResult;
+using testing::run_cli;
+using testing::TempDir;
+
+// The last line of `out` that is a JSON object with "event": `event`.
+nlohmann::json event_line(const std::string& out, const std::string& event) {
+  const size_t key = out.rfind("\"event\":\"" + event + "\"");
+  EXPECT_NE(key, std::string::npos) << out;
+  if (key == std::string::npos) return {};
+  const size_t at = out.rfind('\n', key) + 1;  // npos + 1 == 0: the first line
+  return nlohmann::json::parse(out.substr(at, out.find('\n', key) - at));
+}
+
+nlohmann::json read_json(const std::string& file) {
+  std::ifstream f(file);
+  return nlohmann::json::parse(f);
+}
+
+// What every strict run reports: the device, copies through the backend, nothing from the
+// default CPU backend.
+void expect_all_on_strict(const nlohmann::json& j, int64_t min_to_device, int64_t min_to_host) {
+  EXPECT_EQ(j["device"], "cpu:strict") << j.dump();
+  ASSERT_TRUE(j.contains("host_copies")) << j.dump();
+  EXPECT_GE(j["host_copies"]["to_device"].get<int64_t>(), min_to_device) << j.dump();
+  EXPECT_GE(j["host_copies"]["to_host"].get<int64_t>(), min_to_host) << j.dump();
+  EXPECT_EQ(j["default_cpu_allocations"], 0) << j.dump();
+}
+
+TEST(DeviceStrictCliTest, ModelArrayTrainsOnTheStrictBackendAsOnTheCpu) {
+  TempDir dir;
+  for (const std::string precision : {"fp32", "amp"}) {
+    std::vector<nlohmann::json> results;
+    for (const std::string device : {"cpu", "cpu:strict"}) {
+      const std::string ckpt = dir.str() + "/" + precision + device + ".safetensors";
+      const CliResult r =
+          run_cli({"train", "--model",      "lenet",     "--dataset",   "synthetic", "--array",
+                   "2",     "--lr",         "0.05,0.02", "--steps",     "4",         "--batch",
+                   "16",    "--limit-test", "64",        "--precision", precision,   "--progress",
+                   "none",  "--device",     device,      "--save",      ckpt});
+      ASSERT_EQ(r.code, 0) << r.err;
+      results.push_back(event_line(r.out, "result"));
+      for (int i = 0; i < 2; ++i)
+        EXPECT_TRUE(fs::exists(results.back()["models"][i]["checkpoint"].get<std::string>()));
+    }
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(results[1]["models"][i]["final_loss"], results[0]["models"][i]["final_loss"]);
+      EXPECT_EQ(results[1]["models"][i]["test_accuracy"], results[0]["models"][i]["test_accuracy"]);
+    }
+    EXPECT_FALSE(results[0].contains("host_copies"));
+    // Each step: the stacked images and the labels in, the two models' losses out.
+    expect_all_on_strict(results[1], 8, 4);
+  }
+}
+
+TEST(DeviceStrictCliTest, EvalRunsOnTheStrictBackendWithTheCpusAccuracy) {
+  TempDir dir;
+  const std::string ckpt = dir.str() + "/lenet.safetensors";
+  ASSERT_EQ(run_cli({"train", "--model", "lenet", "--dataset", "synthetic", "--steps", "5",
+                     "--batch", "16", "--limit-test", "32", "--progress", "none", "--save", ckpt})
+                .code,
+            0);
+  std::vector<nlohmann::json> results;
+  for (const std::string device : {"cpu", "cpu:strict"}) {
+    const CliResult r = run_cli({"eval", "--checkpoint", ckpt, "--dataset", "synthetic", "--limit",
+                                 "100", "--batch", "32", "--device", device});
+    ASSERT_EQ(r.code, 0) << r.err;
+    results.push_back(event_line(r.out, "eval"));
+  }
+  EXPECT_EQ(results[1]["test_accuracy"], results[0]["test_accuracy"]);
+  EXPECT_EQ(results[1]["samples"], 100);
+  // Four batches (32, 32, 32, 4) in and their logits out, the weights in once.
+  expect_all_on_strict(results[1], 4, 4);
+}
+
+TEST(DeviceStrictCliTest, BenchTimesEveryPolicyOnTheStrictBackend) {
+  TempDir dir;
+  const std::string json = dir.str() + "/bench.json";
+  const CliResult r = run_cli({"bench",
+                               "--model",
+                               "lenet",
+                               "--batch",
+                               "8",
+                               "--steps",
+                               "2",
+                               "--repeats",
+                               "1",
+                               "--warmup",
+                               "1",
+                               "--no-peak",
+                               "--precision",
+                               "fp32,amp,cost-aware",
+                               "--calibration",
+                               "none",
+                               "--json",
+                               json,
+                               "--device",
+                               "cpu:strict"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("device: cpu:strict over "), std::string::npos) << r.out;
+  const nlohmann::json j = read_json(json);
+  ASSERT_EQ(j.size(), 3u) << j.dump();
+  for (const auto& e : j) {
+    EXPECT_GT(e["median_samples_per_sec"].get<double>(), 0) << e.dump();
+    // The one batch in per policy; the loss scale's finite flag is not fetched in bf16.
+    expect_all_on_strict(e, 2, 0);
+  }
+}
+
+TEST(DeviceStrictCliTest, DcganBenchAndPlanRunOnTheStrictBackend) {
+  TempDir dir;
+  const std::string json = dir.str() + "/bench.json";
+  const CliResult r = run_cli({"bench", "--model", "dcgan", "--image-size", "32", "--batch", "8",
+                               "--steps", "2", "--repeats", "1", "--warmup", "1", "--no-peak",
+                               "--precision", "fp32,amp", "--json", json, "--device",
+                               "cpu:strict"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const auto& e : read_json(json)) expect_all_on_strict(e, 2, 0);
+  const std::string plan = dir.str() + "/plan.json";
+  const CliResult p = run_cli({"plan", "--model", "dcgan", "--image-size", "32", "--batch", "8",
+                               "--precision", "cost-aware", "--calibration", "none", "--device",
+                               "cpu:strict", "--json", plan});
+  ASSERT_EQ(p.code, 0) << p.err;
+  expect_all_on_strict(read_json(plan), 1, 0);
+}
+
+TEST(DeviceStrictCliTest, CostAwarePlanProfilesOnTheStrictBackend) {
+  TempDir dir;
+  const std::string json = dir.str() + "/plan.json";
+  const CliResult r =
+      run_cli({"plan", "--model", "lenet", "--batch", "8", "--precision", "cost-aware",
+               "--calibration", "none", "--device", "cpu:strict", "--json", json});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("plan: lenet, precision cost-aware, device cpu:strict"), std::string::npos)
+      << r.out;
+  expect_all_on_strict(read_json(json), 1, 0);
+}
+
+TEST(DeviceStrictCliTest, CalibrationMeasuresOnTheStrictBackend) {
+  TempDir dir;
+  const std::string out = dir.str() + "/calibration.json";
+  const CliResult r = run_cli({"calibrate", "--quick", "--models", "lenet,dcgan,attention",
+                               "--budget-minutes", "1", "--out", out, "--device", "cpu:strict"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(out));
+  const nlohmann::json j = event_line(r.out, "calibrate");
+  EXPECT_EQ(j["out"], out);
+  expect_all_on_strict(j, 1, 0);
+}
+
+// A text corpus of number words for BERT's masked LM (as tests/tools/bert_cli_test.cc's).
+std::string write_corpus(const std::string& path) {
+  const char* words[] = {"zero", "one", "two", "three", "four", "five", "six", "seven"};
+  std::ofstream f(path);
+  for (int i = 0; i < 300; ++i) {
+    for (int k = 0; k < 6; ++k) f << (k ? " " : "") << words[(i * 5 + k) % 8];
+    f << ".\n";
+  }
+  return path;
+}
+
+TEST(DeviceStrictCliTest, BertMaskedLmTrainsAndEvaluatesOnTheStrictBackendAsOnTheCpu) {
+  TempDir dir;
+  const std::string text = write_corpus(dir.str() + "/corpus.txt");
+  std::vector<nlohmann::json> train, eval;
+  for (const std::string device : {"cpu", "cpu:strict"}) {
+    const std::string ckpt = dir.str() + "/bert-" + device + ".safetensors";
+    const CliResult r = run_cli({"train",
+                                 "--model",
+                                 "bert",
+                                 "--bert-config",
+                                 "tiny",
+                                 "--dataset",
+                                 "text:" + text,
+                                 "--seq-len",
+                                 "16",
+                                 "--batch",
+                                 "8",
+                                 "--steps",
+                                 "3",
+                                 "--precision",
+                                 "amp",
+                                 "--progress",
+                                 "none",
+                                 "--device",
+                                 device,
+                                 "--save",
+                                 ckpt});
+    ASSERT_EQ(r.code, 0) << r.err;
+    train.push_back(event_line(r.out, "result"));
+    const CliResult e = run_cli({"eval", "--checkpoint", ckpt, "--dataset", "text:" + text,
+                                 "--seq-len", "16", "--device", device});
+    ASSERT_EQ(e.code, 0) << e.err;
+    eval.push_back(event_line(e.out, "eval"));
+  }
+  EXPECT_EQ(train[1]["final_loss"], train[0]["final_loss"]);
+  EXPECT_EQ(train[1]["test_accuracy"], train[0]["test_accuracy"]);
+  EXPECT_EQ(eval[1]["test_accuracy"], eval[0]["test_accuracy"]);
+  expect_all_on_strict(train[1], 6, 3);
+  expect_all_on_strict(eval[1], 1, 1);
+}
+
+}  // namespace
+}  // namespace campo

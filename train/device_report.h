@@ -1,0 +1,28 @@
+// What a command's run did on its device, for its JSON result: the device it ran on and,
+// on --device cpu:strict (runtime/strict_backend.h), the copies that crossed the host
+// boundary and the default CPU backend's allocations during the run: 0 proves that every
+// buffer of the run came from the named backend, as the CLI tests check for every command.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json_fwd.hpp>
+
+#include "runtime/backend.h"
+
+namespace campo {
+
+class DeviceReport {
+ public:
+  // Counts from now: make it before the run's first allocation (its session or graphs).
+  explicit DeviceReport(std::shared_ptr<Backend> backend);
+  // "device"; on cpu:strict also "host_copies" {to_device, to_host} (since construction)
+  // and "default_cpu_allocations".
+  void add_to(nlohmann::json& j) const;
+
+ private:
+  std::shared_ptr<Backend> backend_;
+  int64_t default_cpu_allocations_ = 0, to_device_ = 0, to_host_ = 0;
+};
+
+}  // namespace campo
