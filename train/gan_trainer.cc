@@ -399,7 +399,7 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, OptimizerConfig
       batch_(batch),
       n_(h.size()),
       hyper_(h),
-      vars_(h.seed.empty() ? 0 : h.seed[0], required_backend(std::move(backend))),
+      vars_(h.seed.empty() ? 0 : h.seed[0], std::move(backend)),  // refuses a null one
       slices_(h.size()) {
   check_dcgan_options(model);
   CAMPO_CHECK(n_ >= 1, "a GAN session needs at least one model");

@@ -152,7 +152,7 @@ ModelArraySession::ModelArraySession(const std::string& model, const ModelOption
       n_(h.size()),
       hyper_(h),
       conv_layout_(conv_layout),
-      vars_(h.seed.empty() ? 0 : h.seed[0], required_backend(std::move(backend))),
+      vars_(h.seed.empty() ? 0 : h.seed[0], std::move(backend)),  // refuses a null one
       slices_(h.size()),
       scaler_(precision.scaler) {
   CAMPO_CHECK(n_ >= 1, "a model array needs at least one model");

@@ -278,8 +278,6 @@ void check_plan_options(const PlanOptions& o) {
 }
 
 void check_bench_options(const BenchOptions& o) {
-  // One error line, before anything is built, for a device this build or machine lacks, or
-  // one the bench's steps do not run on yet.
   CAMPO_CHECK(!o.precisions.empty(), "--precision needs at least one policy");
   for (const std::string& p : o.precisions) (void)parse_precision(p);
   check_model_run_numbers(o.run);
@@ -434,7 +432,7 @@ class ClassifierBenchPolicy final : public BenchPolicy {
   ClassifierBenchPolicy(const std::string& precision, const TrainingGraphSpec& spec, uint64_t seed,
                         std::shared_ptr<Backend> backend, ConvLayout conv_layout)
       : BenchPolicy(precision),
-        vars_(seed, required_backend(std::move(backend))),
+        vars_(seed, std::move(backend)),  // VariableStore refuses a null backend
         scaler_(spec.precision.scaler) {
     info_ = build_training_graph(graph_, vars_, with_profiled_costs(spec, vars_.backend_ptr()));
     CompileOptions co;

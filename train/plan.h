@@ -54,9 +54,9 @@ struct PlanOptions {
 };
 
 // The options that need no graph (numbers, the policy names, that the output files can be
-// written; bench: that a backend for --device exists; plan: that cost-aware has costs of
-// --device's kind), checked before a calibration or a graph is built; print_plan and
-// run_bench check them too.
+// written; plan: that cost-aware has costs of --device's kind), checked before a calibration
+// or a graph is built; print_plan and run_bench check them too. (Bench's backend is made by
+// its caller, once, and given to run_bench.)
 void check_plan_options(const PlanOptions& o);
 struct BenchOptions;
 void check_bench_options(const BenchOptions& o);

@@ -179,7 +179,7 @@ TrainingSession::TrainingSession(const std::string& model, const ModelOptions& m
       batch_(batch),
       seed_(seed),
       conv_layout_(conv_layout),
-      vars_(seed, required_backend(std::move(backend))),
+      vars_(seed, std::move(backend)),  // VariableStore refuses a null backend
       scaler_(precision.scaler) {
   TrainingGraphInfo info = build_training_graph(
       train_graph_, vars_,
