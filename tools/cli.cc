@@ -141,6 +141,7 @@ bool given(const CLI::App* cmd, const std::string& option) { return cmd->count(o
 // --array N a comma-separated list of N values, one per model.
 struct PerModelLists {
   std::string lr, momentum, weight_decay, dropout, seed;
+  std::string schedule = "cosine";  // --lr-schedule, as typed (parse_lr_schedule reads it)
 };
 
 // The values of a list option ("0.1,0.05,0.01"); one error line naming the option otherwise.
@@ -197,13 +198,14 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, PerM
                   "Learning rate (when not given: vgg16, alexnet, inception_v3 0.01; bert 5e-4; "
                   "dcgan 2e-4); with --array N, a list of N")
       ->capture_default_str();
-  cmd->add_option("--lr-schedule", o.lr_schedule,
+  cmd->add_option("--lr-schedule", lists.schedule,
                   "constant, step or cosine (when not given: dcgan constant)")
       ->capture_default_str();
-  cmd->add_option("--lr-step-epochs", o.lr_step_epochs, "step schedule: decay every N epochs")
+  cmd->add_option("--lr-step-epochs", o.schedule.step_epochs, "step schedule: decay every N epochs")
       ->capture_default_str();
-  cmd->add_option("--lr-gamma", o.lr_gamma, "step schedule: decay factor")->capture_default_str();
-  cmd->add_option("--warmup-steps", o.warmup_steps, "Linear learning-rate warm-up steps")
+  cmd->add_option("--lr-gamma", o.schedule.gamma, "step schedule: decay factor")
+      ->capture_default_str();
+  cmd->add_option("--warmup-steps", o.schedule.warmup_steps, "Linear learning-rate warm-up steps")
       ->capture_default_str();
   cmd->add_option("--optimizer", o.optimizer,
                   "sgd (with momentum) or adam (when not given: bert adam; dcgan adam, beta1 0.5)")
@@ -284,8 +286,9 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, PerM
                 "cost-aware: insert weight and weight-gradient casts as Cast nodes, as amp does "
                 "(by default bf16 Conv2DBackpropFilter writes its f32 result itself and the "
                 "optimizer keeps bf16 weight copies)");
-  cmd->add_option("--low-precision", o.low_precision,
-                  "Low-precision type: bf16 or fp16 (default: bf16 on cpu, fp16 on cuda)");
+  cmd->add_option(
+      "--low-precision", o.low_precision,
+      "Low-precision type: bf16 or fp16 (default: bf16 on cpu, fp16 on cuda; dcgan bf16)");
   cmd->add_option("--loss-scale", o.loss_scale,
                   "auto (dynamic for fp16, none for bf16), dynamic or none")
       ->capture_default_str();
@@ -315,7 +318,7 @@ void add_model_run_options(CLI::App* cmd, ModelRunOptions& o, std::string& devic
   cmd->add_option("--seq-len", o.seq_len, "bert: tokens per sequence")->capture_default_str();
   add_device_option(cmd, device);
   cmd->add_option("--low-precision", o.low_precision,
-                  "bf16 or fp16 (default: bf16 on cpu, fp16 on cuda)");
+                  "bf16 or fp16 (default: bf16 on cpu, fp16 on cuda; dcgan bf16)");
   cmd->add_option("--loss-scale", o.loss_scale, "auto, dynamic or none")->capture_default_str();
   cmd->add_option("--amp-lists", o.amp_lists_edit, "List edits: 'allow+=Tanh;clear-=Relu'");
   cmd->add_option("--amp-lists-file", o.amp_lists_file, "JSON file of list edits");
@@ -348,10 +351,24 @@ void resolve_calibration(ModelRunOptions& run, bool cost_aware) {
   default_calibration(low, std::cerr, &run.calibration);
 }
 
-// --low-precision when not given: the device's (bf16 on cpu, fp16 on cuda).
-void default_low_precision_of(const CLI::App* cmd, const DeviceSpec& device, std::string& low) {
+// --low-precision when not given: the device's (bf16 on cpu, fp16 on cuda); bf16 for dcgan,
+// whose sessions have no dynamic loss scaling yet (fp16 needs it).
+void default_low_precision_of(const CLI::App* cmd, const DeviceSpec& device,
+                              const std::string& model, std::string& low) {
   if (!given(cmd, "--low-precision"))
-    low = default_low_precision(device.type) == DType::f16 ? "fp16" : "bf16";
+    low = default_low_precision(device.type) == DType::f16 && model != "dcgan" ? "fp16" : "bf16";
+}
+
+// cost-aware on a GPU: the calibration files hold a CPU's costs and there is no GPU
+// calibration yet, so the profiling step times both precisions on the GPU (--calibration
+// none); a calibration file given is refused rather than applied to the wrong device.
+void calibration_for_device(const CLI::App* cmd, const DeviceSpec& device, Precision policy,
+                            std::string& calibration) {
+  if (device.type != Device::cuda || policy != Precision::cost_aware) return;
+  CAMPO_CHECK(!given(cmd, "--calibration") || calibration == "none", "--calibration ", calibration,
+              " holds a CPU's costs; on --device ", device.str(),
+              " cost-aware times both precisions in its profiling step (--calibration none)");
+  calibration = "none";
 }
 
 // The model's own recipe (models.h's training_defaults) for what the command line leaves
@@ -361,7 +378,7 @@ void apply_training_defaults(const CLI::App* cmd, TrainOptions& o) {
   const TrainingDefaults d = training_defaults(o.model);
   if (d.lr && !given(cmd, "--lr")) o.lr = *d.lr;
   if (d.optimizer && !given(cmd, "--optimizer")) o.optimizer = *d.optimizer;
-  if (d.warmup_steps && !given(cmd, "--warmup-steps")) o.warmup_steps = *d.warmup_steps;
+  if (d.warmup_steps && !given(cmd, "--warmup-steps")) o.schedule.warmup_steps = *d.warmup_steps;
   if (d.dropout && !given(cmd, "--dropout")) o.dropout = *d.dropout;
 }
 
@@ -419,7 +436,8 @@ void check_train_options_apply(const CLI::App* cmd, const TrainOptions& o) {
   // dcgan's defaults differ: Adam at a constant rate (the DCGAN paper's), not sgd/cosine.
   const bool dcgan = o.model == "dcgan";
   const std::string optimizer = dcgan && !given(cmd, "--optimizer") ? "adam" : o.optimizer;
-  const std::string schedule = dcgan && !given(cmd, "--lr-schedule") ? "constant" : o.lr_schedule;
+  const std::string schedule =
+      dcgan && !given(cmd, "--lr-schedule") ? "constant" : lr_schedule_name(o.schedule.kind);
   for (const char* option : {"--momentum", "--nesterov"})
     CAMPO_CHECK(!given(cmd, option) || optimizer == "sgd", option,
                 " applies to --optimizer sgd only, not ", optimizer);
@@ -477,7 +495,6 @@ void check_dcgan_options(const CLI::App* cmd) {
       {{"--dropout"}, "it has no dropout"},
       {{"--augment", "--resize", "--padding", "--skip-bad", "--holdout"},
        "it trains on fashion-mnist, mnist or synthetic data, without augmentation"},
-      {{"--metrics", "--tensorboard"}, "its training loop does not write training curves yet"},
   };
   for (const Unsupported& u : unsupported)
     for (const char* option : u.options)
@@ -638,9 +655,13 @@ int run(const std::vector<std::string>& args) {
       train_options.device = parse_device_spec(train_device);
       train_options.conv_layout = parse_conv_layout(train_conv_layout);
       apply_per_model_lists(train_cmd, train_lists, train_options);
+      train_options.schedule.kind = parse_lr_schedule(train_lists.schedule);
       apply_training_defaults(train_cmd, train_options);
-      default_low_precision_of(train_cmd, train_options.device, train_options.low_precision);
+      default_low_precision_of(train_cmd, train_options.device, train_options.model,
+                               train_options.low_precision);
       check_train_options_apply(train_cmd, train_options);
+      calibration_for_device(train_cmd, train_options.device,
+                             parse_precision(train_options.precision), train_options.calibration);
     }
     if (train_cmd->parsed() && train_options.model == "dcgan") {
       const TrainOptions& t = train_options;
@@ -666,10 +687,11 @@ int run(const std::vector<std::string>& args) {
       if (given(train_cmd, "--optimizer")) g.optimizer = t.optimizer;  // else Adam
       g.momentum = t.momentum;
       g.nesterov = t.nesterov;
-      if (given(train_cmd, "--lr-schedule")) g.lr_schedule = t.lr_schedule;  // else constant
-      g.lr_step_epochs = t.lr_step_epochs;
-      g.lr_gamma = t.lr_gamma;
-      g.warmup_steps = t.warmup_steps;
+      const LrSchedule::Kind gan_schedule = g.schedule.kind;
+      g.schedule = t.schedule;
+      if (!given(train_cmd, "--lr-schedule")) g.schedule.kind = gan_schedule;  // constant
+      g.metrics_path = t.metrics_path;
+      g.tensorboard_dir = t.tensorboard_dir;
       g.save_path = t.save_path;
       g.save_every = t.save_every;
       g.resume_path = t.resume_path;
@@ -711,7 +733,8 @@ int run(const std::vector<std::string>& args) {
     }
     if (plan_cmd->parsed()) {
       plan_options.run.device = parse_device_spec(plan_device);
-      default_low_precision_of(plan_cmd, plan_options.run.device, plan_options.run.low_precision);
+      default_low_precision_of(plan_cmd, plan_options.run.device, plan_options.run.model,
+                               plan_options.run.low_precision);
       check_run_options_apply(plan_cmd, plan_options.run, {plan_options.precision});
       check_plan_options(plan_options);
       resolve_calibration(plan_options.run, plan_options.precision == "cost-aware");
@@ -722,7 +745,7 @@ int run(const std::vector<std::string>& args) {
       bench_options.run.device = parse_device_spec(bench_device);
       bench_options.run.conv_layout = parse_conv_layout(bench_conv_layout);
       check_conv_layout_applies(bench_cmd, bench_options.run.device);
-      default_low_precision_of(bench_cmd, bench_options.run.device,
+      default_low_precision_of(bench_cmd, bench_options.run.device, bench_options.run.model,
                                bench_options.run.low_precision);
       bench_options.precisions.clear();
       std::stringstream ss(bench_precisions);

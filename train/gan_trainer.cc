@@ -27,6 +27,7 @@
 #include "train/calibrate.h"
 #include "train/device_report.h"
 #include "train/interrupt.h"
+#include "train/metrics_log.h"
 #include "train/profiling.h"
 #include "train/progress.h"
 #include "train/trainer.h"
@@ -77,15 +78,6 @@ ValueId variable_value(const Graph& g, const std::string& name) {
   NodeId id = g.find_node(name);
   CAMPO_CHECK(id >= 0, "internal: no variable '", name, "' in the graph");
   return g.node(id).outputs[0];
-}
-
-// Mean over the last `window` values of a history.
-double tail_mean(const std::vector<float>& v, size_t window = 50) {
-  if (v.empty()) return 0.0;
-  const size_t n = std::min(window, v.size());
-  double s = 0;
-  for (size_t i = v.size() - n; i < v.size(); ++i) s += v[i];
-  return s / double(n);
 }
 
 }  // namespace
@@ -668,6 +660,24 @@ std::vector<GanSession::StepStats> GanSession::step(const std::vector<const Tens
   return s;
 }
 
+std::vector<StepValue> GanSession::step_values() const {
+  return {{"loss_d", "loss_D", "loss_d"},
+          {"loss_g", "loss_G", "loss_g"},
+          {"d_x", "D(x)", "d_x"},
+          {"d_g_z1", "D(G(z))", "d_g_z"},
+          {"d_g_z2", "", ""}};  // printed as D(G(z)) before/after D's update
+}
+
+std::vector<std::vector<float>> GanSession::step_models(const std::vector<const Batch*>& batches,
+                                                        const std::vector<float>& lr) {
+  std::vector<const Tensor*> real;
+  for (const Batch* b : batches) real.push_back(&b->images);
+  std::vector<std::vector<float>> out;
+  for (const StepStats& s : step(real, lr))
+    out.push_back({s.loss_d, s.loss_g, s.d_x, s.d_g_z1, s.d_g_z2});
+  return out;
+}
+
 Tensor GanSession::generate_samples() {
   CAMPO_CHECK(n_ == 1, "internal: generate_samples of a GAN array (generate_model_samples)");
   sample_exe_->run();
@@ -810,11 +820,10 @@ void validate_gan(const GanOptions& o) {
   CAMPO_CHECK(o.momentum >= 0 && o.momentum < 1, "--momentum must be in [0, 1), got ", o.momentum);
   CAMPO_CHECK(!o.nesterov || o.optimizer == "sgd",
               "--nesterov applies to --optimizer sgd only, not ", o.optimizer);
-  CAMPO_CHECK(o.lr_schedule == "constant" || o.lr_schedule == "step" || o.lr_schedule == "cosine",
-              "--lr-schedule must be constant, step or cosine, got '", o.lr_schedule, "'");
-  CAMPO_CHECK(o.lr_step_epochs > 0, "--lr-step-epochs must be positive, got ", o.lr_step_epochs);
-  CAMPO_CHECK(o.lr_gamma > 0 && o.lr_gamma <= 1, "--lr-gamma must be in (0, 1], got ", o.lr_gamma);
-  CAMPO_CHECK(o.warmup_steps >= 0, "--warmup-steps must be >= 0, got ", o.warmup_steps);
+  validate(o.schedule);
+  CAMPO_CHECK(!o.precision.scaler.enabled,
+              "dynamic loss scaling is not supported for dcgan yet: use --low-precision bf16 or "
+              "--loss-scale none");
   CAMPO_CHECK(o.save_every >= 0, "--save-every must be a positive number of steps, got ",
               o.save_every);
   CAMPO_CHECK(o.save_every == 0 || !o.save_path.empty(),
@@ -824,36 +833,9 @@ void validate_gan(const GanOptions& o) {
   if (!o.samples_dir.empty()) require_output_directory(o.samples_dir, "--samples-dir");
   if (!o.save_path.empty()) require_output_file(o.save_path, "--save checkpoint");
   if (!o.resume_path.empty()) require_input_file(o.resume_path, "--resume checkpoint");
+  check_metrics_outputs(o.metrics_path, o.tensorboard_dir);
   validate_gan_array(o);
 }
-
-namespace {
-
-// The learning-rate schedule of a GAN run as learning_rate_at reads it.
-TrainOptions schedule_options(const GanOptions& o) {
-  TrainOptions t;
-  t.lr = o.lr;
-  t.lr_schedule = o.lr_schedule;
-  t.lr_step_epochs = o.lr_step_epochs;
-  t.lr_gamma = o.lr_gamma;
-  t.warmup_steps = o.warmup_steps;
-  return t;
-}
-
-}  // namespace
-
-namespace {
-
-// "lo..hi" of the models' values (one model: its value).
-std::string value_range(const std::vector<double>& v) {
-  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
-  std::ostringstream out;
-  out << std::fixed << std::setprecision(4) << *lo;
-  if (v.size() > 1) out << ".." << *hi;
-  return out.str();
-}
-
-}  // namespace
 
 GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal) {
   validate_gan(o);
@@ -875,24 +857,25 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
   dopts.mean = 0.5f;  // [0, 1] pixels -> [-1, 1]
   dopts.stddev = 0.5f;
   if (o.dataset == "synthetic" && o.train_limit > 0) dopts.synthetic_size = o.train_limit;
+  TrainingLoopOptions loop;
   // Model i's data: a single run of seed_i opens the data set with its seed (the synthetic
   // data set's pixels depend on it) and shuffles with it.
-  std::vector<std::shared_ptr<const Dataset>> datasets;
   for (int i = 0; i < (independent ? n : 1); ++i) {
     if (i > 0 && o.dataset != "synthetic") {  // the files do not depend on the seed
-      datasets.push_back(datasets[0]);
-      continue;
+      loop.train.push_back(loop.train[0]);
+    } else {
+      dopts.seed = h.seed[size_t(i)];
+      loop.train.push_back(std::make_shared<GanDataset>(open_dataset(o.dataset, "train", dopts),
+                                                        o.train_limit, o.dataset == "synthetic"));
     }
-    dopts.seed = h.seed[size_t(i)];
-    datasets.push_back(std::make_shared<GanDataset>(open_dataset(o.dataset, "train", dopts),
-                                                    o.train_limit, o.dataset == "synthetic"));
+    loop.shuffle_seeds.push_back(h.seed[size_t(i)]);
   }
-  const std::shared_ptr<const Dataset>& data = datasets[0];
+  const Dataset& data = *loop.train[0];
   const Shape expected = {o.channels, o.image_size, o.image_size};
-  CAMPO_CHECK(data->image_shape() == expected, "internal: ", data->name(), " gives images ",
-              shape_str(data->image_shape()), ", expected ", shape_str(expected));
-  CAMPO_CHECK(data->size() >= o.batch, "--batch ", o.batch, " is larger than the ", data->size(),
-              " training samples of ", data->name());
+  CAMPO_CHECK(data.image_shape() == expected, "internal: ", data.name(), " gives images ",
+              shape_str(data.image_shape()), ", expected ", shape_str(expected));
+  CAMPO_CHECK(data.size() >= o.batch, "--batch ", o.batch, " is larger than the ", data.size(),
+              " training samples of ", data.name());
 
   DcganOptions mopts;
   mopts.image_size = o.image_size;
@@ -911,7 +894,6 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
   attach_calibration(precision, o.calibration, log);
   const DeviceReport device_report(backend);
   GanSession session(mopts, o.batch, optimizer, h, backend, 64, precision, o.conv_layout);
-  if (o.profile) session.set_profiling(true);
 
   if (!o.samples_dir.empty()) {
     std::error_code ec;
@@ -920,60 +902,37 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
                 "cannot create the samples directory '", o.samples_dir, "'",
                 ec ? ": " + ec.message() : std::string());
   }
-
-  std::vector<std::unique_ptr<DataLoader>> loaders;
-  for (size_t i = 0; i < datasets.size(); ++i) {
-    LoaderOptions lopts;
-    lopts.batch_size = o.batch;
-    lopts.shuffle = true;
-    lopts.drop_last = true;  // the graphs have a static batch size
-    lopts.seed = h.seed[i];
-    loaders.push_back(std::make_unique<DataLoader>(datasets[i], lopts));
-  }
-
-  const std::string mode = o.progress == "auto" ? (log_is_terminal ? "bar" : "lines") : o.progress;
-  const int64_t per_epoch = loaders[0]->batches_per_epoch();
-  const int64_t total_steps =
-      o.steps > 0 ? std::min<int64_t>(o.steps, per_epoch * o.epochs) : per_epoch * o.epochs;
   GanResult r;
   r.parameters_g = session.generator_parameters();
   r.parameters_d = session.discriminator_parameters();
   r.models.assign(size_t(n), {});
-  log << "campo: training " << (is_array ? "an array of " + std::to_string(n) + " " : "")
-      << "dcgan " << o.image_size << "x" << o.image_size << "x" << o.channels << " (G "
-      << r.parameters_g << ", D " << r.parameters_d << " parameters" << (is_array ? " each" : "")
-      << ") on " << data->name() << ", " << data->size() << " samples, batch " << o.batch
-      << (is_array ? " per model" : "") << ", " << total_steps << " steps, precision "
-      << precision_name(o.precision.policy);
-  if (o.precision.policy != Precision::fp32) {
-    const PrecisionSummary ps = session.precision_summary();
-    log << " (" << dtype_name(o.precision.low) << ": " << ps.low_nodes << " nodes low precision, "
-        << ps.casts.casts << " casts)";
-  }
-  if (is_array) log << ", " << o.array_shuffle << " batches";
-  log << "\n";
-  log.flush();
-
-  int64_t step = 0;
-  int start_epoch = 0;
-  int64_t start_batch = 0;
-  if (!o.resume_path.empty()) {  // one model only (validate_gan)
-    const GanSession::Position pos = session.restore(o.resume_path, o.optimizer);
-    const ResumePoint at = resume_point(o.resume_path, pos.epoch, pos.position_in_epoch,
-                                        session.iterations(), 0, per_epoch, o.epochs);
-    start_epoch = at.epoch;
-    start_batch = at.batch;
-    step = session.iterations();
-    log << "campo: resumed from " << o.resume_path << " at step " << step << " (epoch "
-        << start_epoch + 1 << ", batch " << start_batch << ")\n";
-  }
   // Model i's checkpoint and sample file names: one model's as given, an array's with
   // "-<i>" before the extension (train/model_array.h).
-  auto model_path = [&](const std::string& path, int i) {
+  auto model_path = [is_array](const std::string& path, int i) {
     return is_array ? array_checkpoint_path(path, i) : path;
   };
-
-  auto write_samples = [&](int epoch) {
+  loop.batch = o.batch;
+  loop.epochs = o.epochs;
+  loop.max_steps = o.steps;
+  loop.lr = h.lr;
+  loop.schedule = o.schedule;
+  loop.optimizer = o.optimizer;
+  loop.save_path = o.save_path;
+  loop.save_every = o.save_every;
+  loop.checkpoint_path = [&](int i) { return model_path(o.save_path, i); };
+  loop.progress = progress_mode(o.progress, log_is_terminal);
+  loop.metrics_path = o.metrics_path;
+  loop.tensorboard_dir = o.tensorboard_dir;
+  loop.profile = o.profile;
+  loop.display_window = 10;
+  loop.what = std::string(is_array ? "an array of " + std::to_string(n) + " " : "") + "dcgan " +
+              std::to_string(o.image_size) + "x" + std::to_string(o.image_size) + "x" +
+              std::to_string(o.channels) + " (G " + std::to_string(r.parameters_g) + ", D " +
+              std::to_string(r.parameters_d) + " parameters" + (is_array ? " each" : "") + ")";
+  loop.precision_config = o.precision;
+  loop.per_model_batch = is_array;
+  if (is_array) loop.array_shuffle = o.array_shuffle;
+  loop.end_of_epoch = [&](int epoch) {  // each model's sample grid of its fixed noise
     if (o.samples_dir.empty()) return;
     char name[32];
     std::snprintf(name, sizeof name, "epoch_%03d.png", epoch + 1);
@@ -983,113 +942,44 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
       const std::string file = model_path(path, i);
       write_png_grid(file, samples[size_t(i)], 8, 2);
       r.models[size_t(i)].sample_files.push_back(file);
-      if (mode != "none") log << "wrote " << file << "\n";
+      if (loop.progress != "none") log << "wrote " << file << "\n";
     }
   };
-
-  // From here on Ctrl-C, SIGTERM and SIGHUP finish the step, save (with --save) and stop.
-  InterruptScope interrupt_scope;
-  std::vector<std::vector<float>> d_x(static_cast<size_t>(n)), d_g_z(static_cast<size_t>(n));
-  Timer train_timer;
-  double last_print = -1;
-  const int64_t first_step = step;
-  std::vector<Batch> batches(loaders.size());
-  std::vector<const Tensor*> real(static_cast<size_t>(n));
-  std::vector<float> lr(static_cast<size_t>(n));
-  TrainOptions schedule = schedule_options(o);  // learning_rate_at with each model's --lr
-  for (int epoch = start_epoch; epoch < o.epochs && step < total_steps; ++epoch) {
-    int64_t in_epoch = epoch == start_epoch ? start_batch : 0;
-    for (auto& l : loaders) l->start_epoch(epoch, in_epoch);
-    // The position saved after a step: an epoch's end is saved as the next one's start.
-    auto save = [&] {
-      const bool finished_epoch = in_epoch == per_epoch;
-      for (int i = 0; i < n; ++i)
-        session.save_model(i, model_path(o.save_path, i), finished_epoch ? epoch + 1 : epoch,
-                           finished_epoch ? 0 : in_epoch, o.optimizer);
-    };
-    while (step < total_steps) {
-      bool more = true;
-      for (size_t k = 0; k < loaders.size(); ++k) more = more && loaders[k]->next(batches[k]);
-      if (!more) break;
-      for (int i = 0; i < n; ++i) {
-        real[size_t(i)] = &batches[independent ? size_t(i) : 0].images;
-        schedule.lr = h.lr[size_t(i)];
-        lr[size_t(i)] = learning_rate_at(schedule, step, total_steps, per_epoch);
-      }
-      const std::vector<GanSession::StepStats> stats = session.step(real, lr);
-      for (int i = 0; i < n; ++i) {
-        const GanSession::StepStats& s = stats[size_t(i)];
-        CAMPO_CHECK(
-            std::isfinite(s.loss_d) && std::isfinite(s.loss_g), "DCGAN training diverged at step ",
-            step + 1, is_array ? " (model " + std::to_string(i) + ")" : std::string(), ": loss_D ",
-            s.loss_d, ", loss_G ", s.loss_g, " (try a smaller --lr than ", h.lr[size_t(i)], ")");
-        r.models[size_t(i)].loss_d_history.push_back(s.loss_d);
-        r.models[size_t(i)].loss_g_history.push_back(s.loss_g);
-        d_x[size_t(i)].push_back(s.d_x);
-        d_g_z[size_t(i)].push_back(s.d_g_z1);
-      }
-      ++step;
-      ++in_epoch;
-      if (!o.save_path.empty() && o.save_every > 0 && step % o.save_every == 0) save();
-      if (const int signal = interrupt_signal()) {
-        if (!o.save_path.empty()) save();  // the step is complete
-        if (mode == "bar") log << "\n";
-        log.flush();
-        throw Interrupted(signal, "at step " + std::to_string(step),
-                          o.save_path.empty() ? "" : model_path(o.save_path, 0), "no --save given");
-      }
-      const double elapsed = train_timer.seconds();
-      const double rate = double((step - first_step) * o.batch * n) / std::max(elapsed, 1e-9);
-      const double eta = double(total_steps - step) * double(o.batch * n) / std::max(rate, 1e-9);
-      const bool last = step == total_steps || in_epoch == per_epoch;
-      std::ostringstream line;
-      if (!is_array) {
-        const GanSession::StepStats& s = stats[0];
-        line << std::fixed << std::setprecision(4) << "loss_D "
-             << tail_mean(r.models[0].loss_d_history, 10) << "  loss_G "
-             << tail_mean(r.models[0].loss_g_history, 10) << "  D(x) " << s.d_x << "  D(G(z)) "
-             << s.d_g_z1 << "/" << s.d_g_z2 << "  " << std::setprecision(0) << rate << " samples/s";
-      } else {  // the range of the models' recent means
-        std::vector<double> ld, lg;
-        for (const GanModelResult& m : r.models) {
-          ld.push_back(tail_mean(m.loss_d_history, 10));
-          lg.push_back(tail_mean(m.loss_g_history, 10));
-        }
-        line << "loss_D " << value_range(ld) << "  loss_G " << value_range(lg) << " (" << n
-             << " models)  " << std::fixed << std::setprecision(0) << rate << " samples/s";
-      }
-      if (mode == "bar" && (elapsed - last_print >= 0.1 || last)) {
-        last_print = elapsed;
-        log << "\repoch " << epoch + 1 << "/" << o.epochs << " " << in_epoch << "/" << per_epoch
-            << "  " << line.str() << "  ETA " << format_duration(eta) << "   ";
-        if (last) log << "\n";
-        log.flush();
-      } else if (mode == "lines") {
-        const int64_t every = std::max<int64_t>(1, per_epoch / 10);
-        if (in_epoch % every == 0 || last) {
-          log << "epoch " << epoch + 1 << "/" << o.epochs << " step " << in_epoch << "/"
-              << per_epoch << " " << line.str() << " eta " << format_duration(eta) << "\n";
-          log.flush();
-        }
-      }
+  loop.result = {
+      {"model", "dcgan"},       {"dataset", o.dataset},           {"image_size", o.image_size},
+      {"channels", o.channels}, {"parameters_g", r.parameters_g}, {"parameters_d", r.parameters_d}};
+  loop.model_fields = [&](int i) {
+    const std::vector<std::string>& files = r.models[size_t(i)].sample_files;
+    nlohmann::ordered_json m;
+    if (is_array) {
+      m["lr"] = h.lr[size_t(i)];
+      if (o.optimizer == "sgd") m["momentum"] = h.momentum[size_t(i)];
+      m["weight_decay"] = h.weight_decay[size_t(i)];
+      m["seed"] = h.seed[size_t(i)];
     }
-    if (!o.save_path.empty()) save();
-    write_samples(epoch);
+    m["samples"] = files.empty() ? "" : files.back();
+    return m;
+  };
+  loop.model_line_fields = {"lr", "momentum", "weight_decay", "seed"};
+  if (!o.resume_path.empty()) {  // one model only (validate_gan)
+    const GanSession::Position pos = session.restore(o.resume_path, o.optimizer);
+    loop.resumed = Resumed{.path = o.resume_path,
+                           .epoch = pos.epoch,
+                           .position_in_epoch = pos.position_in_epoch,
+                           .steps = session.iterations()};
   }
-  const double train_seconds = train_timer.seconds();
-  if (!o.save_path.empty())
-    for (int i = 0; i < n; ++i) {
-      r.models[size_t(i)].checkpoint = model_path(o.save_path, i);
-      log << "campo: checkpoint " << r.models[size_t(i)].checkpoint << "\n";
-    }
-
-  r.steps = step;
+  const TrainingLoopResult run = run_training(session, loop, device_report, wall, log);
+  r.steps = run.steps;
   for (int i = 0; i < n; ++i) {
     GanModelResult& m = r.models[size_t(i)];
-    m.loss_d = tail_mean(m.loss_d_history);
-    m.loss_g = tail_mean(m.loss_g_history);
-    m.d_x = tail_mean(d_x[size_t(i)]);
-    m.d_g_z = tail_mean(d_g_z[size_t(i)]);
+    const std::vector<double>& f = run.final_values[size_t(i)];
+    m.loss_d = f[0];
+    m.loss_g = f[1];
+    m.d_x = f[2];
+    m.d_g_z = f[3];
+    m.loss_d_history = run.values[size_t(i)][0];
+    m.loss_g_history = run.values[size_t(i)][1];
+    if (!run.checkpoints.empty()) m.checkpoint = run.checkpoints[size_t(i)];
   }
   const GanModelResult& first = r.models[0];
   r.loss_d = first.loss_d;
@@ -1099,63 +989,8 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
   r.loss_d_history = first.loss_d_history;
   r.loss_g_history = first.loss_g_history;
   r.sample_files = first.sample_files;
-  r.samples_per_sec = double((step - first_step) * o.batch * n) / std::max(train_seconds, 1e-9);
-  r.wall_seconds = wall.seconds();
-  if (o.profile) print_profile(session.profile_by_op(), step, log);
-  nlohmann::json j = {{"event", "result"},
-                      {"model", "dcgan"},
-                      {"dataset", o.dataset},
-                      {"precision", precision_name(o.precision.policy)},
-                      {"image_size", o.image_size},
-                      {"channels", o.channels},
-                      {"epochs", o.epochs},
-                      {"steps", r.steps},
-                      {"batch", o.batch},
-                      {"parameters_g", r.parameters_g},
-                      {"parameters_d", r.parameters_d}};
-  if (!is_array) {
-    j["loss_d"] = r.loss_d;
-    j["loss_g"] = r.loss_g;
-    j["d_x"] = r.d_x;
-    j["d_g_z"] = r.d_g_z;
-  }
-  j["samples_per_sec"] = r.samples_per_sec;
-  j["wall_seconds"] = r.wall_seconds;
-  device_report.add_to(j);
-  if (!is_array) {
-    j["samples"] = r.sample_files.empty() ? "" : r.sample_files.back();
-  } else {
-    nlohmann::json models = nlohmann::json::array();
-    for (int i = 0; i < n; ++i) {
-      const GanModelResult& m = r.models[size_t(i)];
-      nlohmann::json e = {{"index", i},
-                          {"lr", h.lr[size_t(i)]},
-                          {"weight_decay", h.weight_decay[size_t(i)]},
-                          {"seed", h.seed[size_t(i)]},
-                          {"loss_d", m.loss_d},
-                          {"loss_g", m.loss_g},
-                          {"d_x", m.d_x},
-                          {"d_g_z", m.d_g_z},
-                          {"samples", m.sample_files.empty() ? "" : m.sample_files.back()}};
-      if (o.optimizer == "sgd") e["momentum"] = h.momentum[size_t(i)];
-      if (!m.checkpoint.empty()) e["checkpoint"] = m.checkpoint;
-      models.push_back(e);
-      if (mode != "none") {
-        std::ostringstream line;  // its own stream: std::fixed would stick to `log`
-        line << "model " << i << ": lr " << h.lr[size_t(i)];
-        if (o.optimizer == "sgd") line << " momentum " << h.momentum[size_t(i)];
-        line << " weight_decay " << h.weight_decay[size_t(i)] << " seed " << h.seed[size_t(i)]
-             << std::fixed << std::setprecision(4) << "  loss_D " << m.loss_d << "  loss_G "
-             << m.loss_g << (m.checkpoint.empty() ? "" : "  -> " + m.checkpoint);
-        log << line.str() << "\n";
-      }
-    }
-    j["array"] = n;
-    j["array_shuffle"] = o.array_shuffle;
-    j["models"] = models;
-  }
-  log << j.dump() << "\n";
-  log.flush();
+  r.samples_per_sec = run.samples_per_sec;
+  r.wall_seconds = run.wall_seconds;
   return r;
 }
 

@@ -83,6 +83,7 @@
 #include "models/dcgan.h"
 #include "runtime/backend.h"
 #include "runtime/rng.h"
+#include "train/loop.h"
 #include "train/model_array.h"
 #include "train/profiling.h"
 #include "train/training_graph.h"
@@ -98,12 +99,8 @@ struct GanOptions {
   int64_t steps = 0;   // 0: full epochs; else stop after this many steps
   int64_t batch = 64;  // the example's default
   float lr = 2e-4f;
-  // The learning-rate schedule, as TrainOptions' (learning_rate_at, train/trainer.h);
-  // the example trains at a constant rate.
-  std::string lr_schedule = "constant";  // constant | step | cosine
-  int lr_step_epochs = 30;
-  float lr_gamma = 0.1f;
-  int64_t warmup_steps = 0;
+  // The learning-rate schedule (train/loop.h); the example trains at a constant rate.
+  LrSchedule schedule{.kind = LrSchedule::Kind::constant};
   std::string optimizer = "adam";  // adam (the example's) | sgd, on both networks
   float beta1 = 0.5f, beta2 = 0.999f;
   float momentum = 0.9f;      // sgd
@@ -116,6 +113,7 @@ struct GanOptions {
   int64_t train_limit = 0;              // use only the first N training samples (0: all)
   int threads = 0;                      // 0: OpenMP default
   bool profile = false;                 // time every node; print the time per op at the end
+  std::string metrics_path, tensorboard_dir;  // --metrics, --tensorboard (train/metrics_log.h)
   DeviceSpec device;                    // where it trains: backend_for(device) (train/trainer.h)
   PrecisionConfig precision;            // fp32 unless set
   ConvLayout conv_layout = ConvLayout::blocked;  // --conv-layout (graph/layout.h)
@@ -176,7 +174,7 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
 void write_png_grid(const std::string& path, const Tensor& images, int nrow = 8, int padding = 2);
 
 // The compiled graphs of one DCGAN run (see the file comment).
-class GanSession {
+class GanSession final : public Session {
  public:
   struct StepStats {
     float loss_d = 0, loss_g = 0;
@@ -207,7 +205,7 @@ class GanSession {
              int64_t num_samples = 64, const PrecisionConfig& precision = {},
              ConvLayout conv_layout = ConvLayout::blocked, const StepCosts& step_costs = nullptr);
   // Nodes in low precision and casts over both step graphs.
-  PrecisionSummary precision_summary() const;
+  PrecisionSummary precision_summary() const override;
   ~GanSession();
 
   // One iteration: draws z ~ N(0, 1), runs the D step on (real, G(z)), hands G(z) and G's
@@ -226,8 +224,17 @@ class GanSession {
 
   // Per-node timing of both step graphs, summed per op kind (name -> total ms, largest
   // first).
-  void set_profiling(bool on);
-  std::vector<std::pair<std::string, double>> profile_by_op() const;
+  void set_profiling(bool on) override;
+  std::vector<std::pair<std::string, double>> profile_by_op() const override;
+
+  // As run_training drives it (train/loop.h): per model loss_D, loss_G, D(x) and D(G(z))
+  // before and after D's update, on the batches' images; no evaluation, no loss scaling.
+  int models() const override { return n_; }
+  std::vector<StepValue> step_values() const override;
+  std::vector<std::vector<float>> step_models(const std::vector<const Batch*>& batches,
+                                              const std::vector<float>& lr) override;
+  std::vector<double> evaluate_models(DataLoader&) override { return {}; }
+  const LossScaler* loss_scaler() const override { return nullptr; }
 
   VariableStore& variables() { return vars_; }
   Graph& d_graph() { return d_graph_; }
@@ -276,7 +283,7 @@ class GanSession {
   // hyperparameters): a single GanSession of the same options restores it and continues as
   // model i would. save() is save_model(0, ...) for one model.
   void save_model(int i, const std::string& path, int64_t epoch, int64_t position_in_epoch,
-                  const std::string& optimizer);
+                  const std::string& optimizer) override;
   // Model i's copy of a variable, with the single model's shape.
   Tensor read_model_variable(int i, const std::string& name) const;
   // Of one model.

@@ -289,7 +289,7 @@ Tensor ModelArraySession::read_model_variable(int i, const std::string& name) co
 }
 
 void ModelArraySession::save_model(int i, const std::string& path, int64_t epoch,
-                                   int64_t position_in_epoch, const std::string& optimizer) const {
+                                   int64_t position_in_epoch, const std::string& optimizer) {
   const VariableStore single = slices_.single_store(vars_, i, hyper_.seed[size_t(i)]);
   CheckpointMeta meta;
   meta.model = model_;
@@ -323,14 +323,14 @@ std::vector<std::pair<std::string, double>> ModelArraySession::profile_by_op() c
 
 namespace {
 
-std::string loss_range(const std::vector<double>& v) {
-  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
-  std::ostringstream out;
-  out << std::fixed << std::setprecision(4) << *lo << ".." << *hi;
-  return out.str();
-}
-
 }  // namespace
+
+std::vector<std::vector<float>> ModelArraySession::step_models(
+    const std::vector<const Batch*>& batches, const std::vector<float>& lr) {
+  std::vector<std::vector<float>> out;
+  for (float loss : train_step(batches, lr)) out.push_back({loss});
+  return out;
+}
 
 ArrayTrainResult train_array(const TrainOptions& o, std::ostream& log, bool log_is_terminal) {
   validate(o);
@@ -342,201 +342,48 @@ ArrayTrainResult train_array(const TrainOptions& o, std::ostream& log, bool log_
   const ArrayHyperparameters h = array_hyperparameters(o);
   const int n = h.size();
   TrainingData data = open_training_data(o, log);
-  OptimizerConfig ocfg;
-  ocfg.kind = o.optimizer == "adam" ? OptimizerConfig::Kind::adam : OptimizerConfig::Kind::sgd;
-  ocfg.nesterov = o.nesterov;
+  OptimizerConfig ocfg = optimizer_config(o);  // the per-model values come from h
   PrecisionConfig pcfg = precision_config(o);
   attach_calibration(pcfg, o.calibration, log);
   const DeviceReport device_report(backend);
   ModelArraySession session(o.model, data.model_options, data.train->image_shape(), o.batch, ocfg,
                             h, backend, pcfg, o.conv_layout);
-  if (o.profile) session.set_profiling(true);
 
+  TrainingLoopOptions loop = loop_options(o, log_is_terminal);
   // shared: one order (the first seed's) for every model; independent: model i's own.
   const bool independent = o.array_shuffle == "independent";
-  std::vector<std::unique_ptr<DataLoader>> loaders;
   for (int i = 0; i < (independent ? n : 1); ++i) {
-    LoaderOptions lopts;
-    lopts.batch_size = o.batch;
-    lopts.shuffle = true;
-    lopts.drop_last = true;
-    lopts.seed = h.seed[size_t(i)];
-    loaders.push_back(std::make_unique<DataLoader>(data.train, lopts));
+    loop.train.push_back(data.train);
+    loop.shuffle_seeds.push_back(h.seed[size_t(i)]);
   }
-  LoaderOptions eopts;
-  eopts.batch_size = std::min<int64_t>(o.eval_batch, data.test->size());
-  eopts.shuffle = false;
-  DataLoader test_loader(data.test, eopts);
-
-  const std::string mode = o.progress == "auto" ? (log_is_terminal ? "bar" : "lines") : o.progress;
-  const int64_t per_epoch = loaders[0]->batches_per_epoch();
-  CAMPO_CHECK(per_epoch > 0, "no full batch of ", o.batch, " in ", data.train->size(), " samples");
-  const int64_t total_steps =
-      o.max_steps > 0 ? std::min<int64_t>(o.max_steps, per_epoch * o.epochs) : per_epoch * o.epochs;
-  log << "campo: training an array of " << n << " " << o.model << " models ("
-      << session.parameter_count() << " parameters each) as one fused step on "
-      << data.train->name() << ", " << data.train->size() << " samples, batch " << o.batch
-      << " per model, " << total_steps << " steps, precision " << o.precision << ", "
-      << o.array_shuffle << " batches";
-  if (pcfg.policy != Precision::fp32)
-    log << " (" << dtype_name(pcfg.low) << ": " << session.precision_summary().low_nodes
-        << " nodes low precision, " << session.precision_summary().casts.casts << " casts)";
-  log << "\n";
-  log.flush();
-
-  auto save_all = [&](int epoch, int64_t position, ArrayTrainResult* r) {
-    for (int i = 0; i < n; ++i) {
-      const std::string path = array_checkpoint_path(o.save_path, i);
-      session.save_model(i, path, epoch, position, o.optimizer);
-      if (r) r->checkpoints.push_back(path);
-    }
+  loop.test = data.test;
+  loop.lr = h.lr;
+  loop.checkpoint_path = [&](int i) { return array_checkpoint_path(o.save_path, i); };
+  loop.what = "an array of " + std::to_string(n) + " " + o.model + " models (" +
+              std::to_string(session.parameter_count()) + " parameters each) as one fused step";
+  loop.precision_config = pcfg;
+  loop.per_model_batch = true;
+  loop.array_shuffle = o.array_shuffle;
+  loop.result = {
+      {"model", o.model}, {"dataset", o.dataset}, {"parameters", session.parameter_count()}};
+  loop.model_fields = [&](int i) {
+    return nlohmann::ordered_json{{"lr", h.lr[size_t(i)]},
+                                  {"momentum", h.momentum[size_t(i)]},
+                                  {"weight_decay", h.weight_decay[size_t(i)]},
+                                  {"dropout", h.dropout[size_t(i)]},
+                                  {"seed", h.seed[size_t(i)]}};
   };
-
-  InterruptScope interrupt_scope;
+  loop.model_line_fields = {"lr", "momentum", "weight_decay", "seed"};
+  const TrainingLoopResult run = run_training(session, loop, device_report, wall, log);
   ArrayTrainResult r;
-  r.losses.assign(size_t(n), {});
-  const size_t recent = 50;
-  Timer train_timer;
-  double last_print = -1;
-  int64_t step = 0;
-  std::vector<Batch> batches(loaders.size());
-  std::vector<const Batch*> per_model(static_cast<size_t>(n));
-  std::vector<float> lr(static_cast<size_t>(n));
-  TrainOptions schedule = o;  // learning_rate_at with each model's --lr
-  auto recent_means = [&] {
-    std::vector<double> m;
-    for (const auto& l : r.losses) {
-      const size_t k = std::min(recent, l.size());
-      double sum = 0;
-      for (size_t j = l.size() - k; j < l.size(); ++j) sum += l[j];
-      m.push_back(k ? sum / double(k) : 0.0);
-    }
-    return m;
-  };
-  // --metrics, --tensorboard (their paths checked by validate()), every model's values.
-  MetricsLog metrics(
-      {.metrics_path = o.metrics_path, .tensorboard_dir = o.tensorboard_dir, .models = n});
-  for (int epoch = 0; epoch < o.epochs && step < total_steps; ++epoch) {
-    for (auto& l : loaders) l->start_epoch(epoch);
-    int64_t in_epoch = 0;
-    while (step < total_steps) {
-      bool more = true;
-      for (size_t k = 0; k < loaders.size(); ++k) more = more && loaders[k]->next(batches[k]);
-      if (!more) break;
-      for (int i = 0; i < n; ++i) {
-        per_model[size_t(i)] = &batches[independent ? size_t(i) : 0];
-        schedule.lr = h.lr[size_t(i)];
-        lr[size_t(i)] = learning_rate_at(schedule, step, total_steps, per_epoch);
-      }
-      const std::vector<float> losses = session.train_step(per_model, lr);
-      for (int i = 0; i < n; ++i) {
-        CAMPO_CHECK(std::isfinite(losses[size_t(i)]), "training diverged: model ", i, "'s loss is ",
-                    losses[size_t(i)], " at step ", step + 1, " (its --lr ", h.lr[size_t(i)],
-                    "; try a smaller one)");
-        r.losses[size_t(i)].push_back(losses[size_t(i)]);
-      }
-      ++step;
-      ++in_epoch;
-      if (!o.save_path.empty() && o.save_every > 0 && step % o.save_every == 0)
-        save_all(epoch, in_epoch, nullptr);
-      if (const int signal = interrupt_signal()) {
-        if (!o.save_path.empty()) {
-          const bool finished = in_epoch == per_epoch;
-          save_all(finished ? epoch + 1 : epoch, finished ? 0 : in_epoch, nullptr);
-        }
-        if (mode == "bar") log << "\n";
-        log.flush();
-        throw Interrupted(signal, "at step " + std::to_string(step),
-                          o.save_path.empty() ? "" : array_checkpoint_path(o.save_path, 0),
-                          "no --save given");
-      }
-      const double elapsed = train_timer.seconds();
-      const double rate = double(step * o.batch * n) / std::max(elapsed, 1e-9);
-      const bool last = step == total_steps || in_epoch == per_epoch;
-      if (mode == "bar" && (elapsed - last_print >= 0.1 || last)) {
-        last_print = elapsed;
-        log << "\repoch " << epoch + 1 << "/" << o.epochs << " " << in_epoch << "/" << per_epoch
-            << "  loss " << loss_range(recent_means()) << " (" << n << " models)  " << std::fixed
-            << std::setprecision(0) << rate << " samples/s   ";
-        if (last) log << "\n";
-        log.flush();
-      } else if (mode == "lines") {
-        if (is_logged_step(in_epoch, per_epoch, last)) {
-          log << "epoch " << epoch + 1 << "/" << o.epochs << " step " << in_epoch << "/"
-              << per_epoch << " loss " << loss_range(recent_means()) << " samples/s " << std::fixed
-              << std::setprecision(0) << rate << "\n";
-          log.flush();
-        }
-      }
-      if (is_logged_step(in_epoch, per_epoch, last))
-        metrics.log_step(
-            {.step = step,
-             .epoch = epoch + 1,
-             .losses = recent_means(),
-             .lrs = lr,
-             .loss_scale = session.scaler().enabled() ? session.scaler().scale() : 1.0f,
-             .skipped_steps = session.scaler().skipped_steps(),
-             .samples_per_sec = rate});
-    }
-    if (!o.save_path.empty()) {
-      const bool finished = in_epoch == per_epoch;
-      save_all(finished ? epoch + 1 : epoch, finished ? 0 : in_epoch, nullptr);
-    }
-  }
-  const double train_seconds = train_timer.seconds();
-  r.steps = step;
-  r.samples_per_sec = double(step * o.batch * n) / std::max(train_seconds, 1e-9);
-  for (double m : recent_means()) r.final_loss.push_back(m);
-  if (!o.save_path.empty())
-    for (int i = 0; i < n; ++i) r.checkpoints.push_back(array_checkpoint_path(o.save_path, i));
-  try {
-    r.test_accuracy = session.evaluate(test_loader);
-  } catch (const Interrupted& e) {
-    throw Interrupted(e.signal(), "during evaluation after step " + std::to_string(step),
-                      o.save_path.empty() ? "" : array_checkpoint_path(o.save_path, 0),
-                      "no --save given");
-  }
-  metrics.log_eval(step, r.test_accuracy);
-  if (o.profile) print_profile(session.profile_by_op(), step, log);
-  nlohmann::json models = nlohmann::json::array();
   for (int i = 0; i < n; ++i) {
-    nlohmann::json m = {{"index", i},
-                        {"lr", h.lr[size_t(i)]},
-                        {"momentum", h.momentum[size_t(i)]},
-                        {"weight_decay", h.weight_decay[size_t(i)]},
-                        {"dropout", h.dropout[size_t(i)]},
-                        {"seed", h.seed[size_t(i)]},
-                        {"final_loss", r.final_loss[size_t(i)]},
-                        {"test_accuracy", r.test_accuracy[size_t(i)]}};
-    if (!r.checkpoints.empty()) m["checkpoint"] = r.checkpoints[size_t(i)];
-    models.push_back(m);
-    if (mode != "none")
-      log << std::defaultfloat << std::setprecision(6) << "model " << i << ": lr "
-          << h.lr[size_t(i)] << " momentum " << h.momentum[size_t(i)] << " weight_decay "
-          << h.weight_decay[size_t(i)] << " seed " << h.seed[size_t(i)] << "  final loss "
-          << std::fixed << std::setprecision(4) << r.final_loss[size_t(i)] << "  test accuracy "
-          << r.test_accuracy[size_t(i)]
-          << (r.checkpoints.empty() ? "" : "  -> " + r.checkpoints[size_t(i)]) << "\n";
+    r.test_accuracy.push_back(run.test_accuracy[size_t(i)]);
+    r.final_loss.push_back(run.final_values[size_t(i)][0]);
+    r.losses.push_back(run.values[size_t(i)][0]);
   }
-  nlohmann::json j = {
-      {"event", "result"},
-      {"model", o.model},
-      {"dataset", o.dataset},
-      {"precision", o.precision},
-      {"low_precision", pcfg.policy == Precision::fp32 ? "none" : dtype_name(pcfg.low)},
-      {"casts", session.precision_summary().casts.casts},
-      {"array", n},
-      {"array_shuffle", o.array_shuffle},
-      {"epochs", o.epochs},
-      {"steps", r.steps},
-      {"batch", o.batch},
-      {"parameters", session.parameter_count()},
-      {"samples_per_sec", r.samples_per_sec},
-      {"wall_seconds", wall.seconds()},
-      {"models", models}};
-  device_report.add_to(j);
-  log << j.dump() << "\n";
-  log.flush();
+  r.checkpoints = run.checkpoints;
+  r.samples_per_sec = run.samples_per_sec;
+  r.steps = run.steps;
   return r;
 }
 

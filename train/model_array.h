@@ -27,6 +27,7 @@
 #include "graph/layout.h"
 #include "graph/optimizer.h"
 #include "models/models.h"
+#include "train/loop.h"
 #include "train/profiling.h"
 #include "train/training_graph.h"
 
@@ -79,7 +80,7 @@ class ArraySlices {
 // [rows, N C, ...] tensor: the input of a model array.
 Tensor stack_model_inputs(const std::vector<const Tensor*>& xs, int64_t rows);
 
-class ModelArraySession {
+class ModelArraySession final : public Session {
  public:
   // `optimizer` gives what is shared (kind, nesterov, betas); the per-model momentum and
   // weight decay come from `h`; model_options.dropout is replaced by h.dropout per model.
@@ -105,19 +106,27 @@ class ModelArraySession {
   // shapes, with its optimizer state): campo eval, campo train --resume and torchvision
   // read it as they read any checkpoint.
   void save_model(int i, const std::string& path, int64_t epoch, int64_t position_in_epoch,
-                  const std::string& optimizer) const;
+                  const std::string& optimizer) override;
 
   // Parameters of one model.
   int64_t parameter_count() const;
   VariableStore& variables() { return vars_; }
   Graph& train_graph() { return train_graph_; }
   const Executable& train_executable() const { return *train_exe_; }
-  const PrecisionSummary& precision_summary() const { return summary_; }
+  PrecisionSummary precision_summary() const override { return summary_; }
   const LossScaler& scaler() const { return scaler_; }
   int64_t step() const { return step_; }
   // Per-node timing of training steps, summed per op kind (name -> total ms).
-  void set_profiling(bool on);
-  std::vector<std::pair<std::string, double>> profile_by_op() const;
+  void set_profiling(bool on) override;
+  std::vector<std::pair<std::string, double>> profile_by_op() const override;
+
+  // As run_training drives it (train/loop.h): each model's value is its loss.
+  int models() const override { return n_; }
+  std::vector<StepValue> step_values() const override { return {{"loss", "loss", "final_loss"}}; }
+  std::vector<std::vector<float>> step_models(const std::vector<const Batch*>& batches,
+                                              const std::vector<float>& lr) override;
+  std::vector<double> evaluate_models(DataLoader& loader) override { return evaluate(loader); }
+  const LossScaler* loss_scaler() const override { return &scaler_; }
 
  private:
   struct EvalGraph;

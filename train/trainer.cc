@@ -458,22 +458,6 @@ double evaluate_checkpoint(const EvalOptions& o, std::ostream& log) {
   return accuracy;
 }
 
-float learning_rate_at(const TrainOptions& o, int64_t step, int64_t total_steps,
-                       int64_t steps_per_epoch) {
-  double lr = o.lr;
-  if (o.lr_schedule == "cosine") {
-    // Cosine decay to 0 over the run (after warm-up).
-    const double span = double(std::max<int64_t>(1, total_steps - o.warmup_steps));
-    const double t = std::clamp(double(step - o.warmup_steps) / span, 0.0, 1.0);
-    lr *= 0.5 * (1.0 + std::cos(M_PI * t));
-  } else if (o.lr_schedule == "step") {
-    const int64_t epoch = step / std::max<int64_t>(1, steps_per_epoch);
-    lr *= std::pow(double(o.lr_gamma), double(epoch / std::max(1, o.lr_step_epochs)));
-  }
-  if (step < o.warmup_steps) lr *= double(step + 1) / double(o.warmup_steps);
-  return float(lr);
-}
-
 namespace {
 
 // --array and the per-model lists: sizes, each value as its scalar option is checked, the
@@ -536,11 +520,7 @@ void validate(const TrainOptions& o) {
   CAMPO_CHECK(o.max_steps >= 0, "--steps must be zero (full epochs) or positive, got ",
               o.max_steps);
   CAMPO_CHECK(std::isfinite(o.lr) && o.lr > 0, "--lr must be a positive learning rate, got ", o.lr);
-  CAMPO_CHECK(o.lr_schedule == "constant" || o.lr_schedule == "step" || o.lr_schedule == "cosine",
-              "--lr-schedule must be constant, step or cosine, got '", o.lr_schedule, "'");
-  CAMPO_CHECK(o.lr_step_epochs > 0, "--lr-step-epochs must be positive, got ", o.lr_step_epochs);
-  CAMPO_CHECK(o.lr_gamma > 0 && o.lr_gamma <= 1, "--lr-gamma must be in (0, 1], got ", o.lr_gamma);
-  CAMPO_CHECK(o.warmup_steps >= 0, "--warmup-steps must be >= 0, got ", o.warmup_steps);
+  validate(o.schedule);
   CAMPO_CHECK(o.momentum >= 0 && o.momentum < 1, "--momentum must be in [0, 1), got ", o.momentum);
   CAMPO_CHECK(o.weight_decay >= 0, "--weight-decay must be non-negative, got ", o.weight_decay);
   CAMPO_CHECK(o.dropout >= 0 && o.dropout < 1, "--dropout must be in [0, 1), got ", o.dropout);
@@ -617,36 +597,6 @@ std::shared_ptr<Backend> backend_for(const DeviceSpec& device) {
   return make_backend(device);
 }
 
-ResumePoint resume_point(const std::string& path, int64_t epoch, int64_t position_in_epoch,
-                         int64_t steps, int64_t skipped_steps, int64_t per_epoch, int epochs) {
-  // The position must lie within this run's epochs. The epoch is checked before it is
-  // multiplied, so `consumed` below stays far from overflow.
-  const std::string where = "checkpoint " + path + ": ";
-  CAMPO_CHECK(position_in_epoch <= per_epoch, where, "campo.position_in_epoch is ",
-              position_in_epoch, ", beyond the ", per_epoch,
-              " batches of an epoch of this run (was it written with another --batch or "
-              "--limit-train?)");
-  ResumePoint at;
-  at.epoch = int(std::min<int64_t>(epoch, epochs + int64_t(1)));
-  at.batch = position_in_epoch;
-  if (at.batch == per_epoch) {
-    ++at.epoch;
-    at.batch = 0;
-  }
-  CAMPO_CHECK(at.epoch < epochs || (at.epoch == epochs && at.batch == 0), where, "campo.epoch is ",
-              epoch, " (batch ", position_in_epoch, "), past the end of this run's --epochs ",
-              epochs, " (raise --epochs to train further)");
-  // Every batch consumed either updated the weights (a step) or was skipped by the loss
-  // scaler, so the two together cannot exceed the batches the position accounts for.
-  const int64_t consumed = epoch * per_epoch + position_in_epoch;
-  CAMPO_CHECK(steps + skipped_steps <= consumed, where, "campo.step is ", steps,
-              (skipped_steps ? " (+ " + std::to_string(skipped_steps) + " skipped)" : ""),
-              ", more than the ", consumed, " batches its position (epoch ", epoch, ", batch ",
-              position_in_epoch,
-              ") accounts for (was it written with another --batch or --limit-train?)");
-  return at;
-}
-
 TrainingData open_training_data(const TrainOptions& o, std::ostream& log) {
   TrainingData d;
   DatasetOptions& dopts = d.options;
@@ -694,207 +644,74 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   if (o.threads > 0) omp_set_num_threads(o.threads);
   Timer wall;
   TrainingData data = open_training_data(o, log);
-  const DatasetOptions& dopts = data.options;
-  std::shared_ptr<const Dataset> train_set = data.train, test_set = data.test;
-  const ModelOptions& mopts = data.model_options;
-  const Shape image_shape = train_set->image_shape();
-  OptimizerConfig ocfg;
-  ocfg.kind = o.optimizer == "adam" ? OptimizerConfig::Kind::adam : OptimizerConfig::Kind::sgd;
-  ocfg.momentum = o.momentum;
-  ocfg.nesterov = o.nesterov;
-  ocfg.weight_decay = o.weight_decay;
   PrecisionConfig pcfg = precision_config(o);
   attach_calibration(pcfg, o.calibration, log);
   const DeviceReport device_report(backend);
-  TrainingSession session(o.model, mopts, image_shape, o.batch, ocfg, o.seed, backend, pcfg,
-                          o.conv_layout);
-  if (dopts.tokenizer) {  // what campo eval and --resume need to read the text the same way
-    session.set_checkpoint_extra("vocab", dopts.tokenizer->to_json());
+  TrainingSession session(o.model, data.model_options, data.train->image_shape(), o.batch,
+                          optimizer_config(o), o.seed, backend, pcfg, o.conv_layout);
+  const bool text = data.options.tokenizer != nullptr;
+  if (text) {  // what campo eval and --resume need to read the text the same way
+    session.set_checkpoint_extra("vocab", data.options.tokenizer->to_json());
     session.set_checkpoint_extra("bert_config", o.bert_config);
   }
-
-  if (o.profile) session.set_profiling(true);
-  LoaderOptions lopts;
-  lopts.batch_size = o.batch;
-  lopts.shuffle = true;
-  lopts.drop_last = true;  // the training graph has a static batch size
-  lopts.seed = o.seed;
-  DataLoader train_loader(train_set, lopts);
-  LoaderOptions eopts;
-  eopts.batch_size = std::min<int64_t>(o.eval_batch, test_set->size());
-  eopts.shuffle = false;
-  DataLoader test_loader(test_set, eopts);
-
-  const std::string mode = o.progress == "auto" ? (log_is_terminal ? "bar" : "lines") : o.progress;
-  const int64_t per_epoch = train_loader.batches_per_epoch();
-  CAMPO_CHECK(per_epoch > 0, "no full batch of ", o.batch, " in ", train_set->size(), " samples");
-  const int64_t total_steps =
-      o.max_steps > 0 ? std::min<int64_t>(o.max_steps, per_epoch * o.epochs) : per_epoch * o.epochs;
-  log << "campo: training " << o.model << " (" << session.parameter_count() << " parameters) on "
-      << train_set->name() << ", " << train_set->size() << " samples, batch " << o.batch << ", "
-      << total_steps << " steps, precision " << o.precision;
-  if (pcfg.policy != Precision::fp32) {
-    log << " (" << dtype_name(pcfg.low) << ": " << session.precision_summary().low_nodes
-        << " nodes low precision, " << session.precision_summary().casts.casts << " casts";
-    if (pcfg.scaler.enabled) log << ", dynamic loss scale from " << pcfg.scaler.init_scale;
-    log << ")";
+  TrainingLoopOptions loop = loop_options(o, log_is_terminal);
+  loop.train = {data.train};
+  loop.shuffle_seeds = {o.seed};
+  loop.test = data.test;
+  loop.lr = {o.lr};
+  loop.checkpoint_path = [&](int) { return o.save_path; };
+  loop.what = o.model + " (" + std::to_string(session.parameter_count()) + " parameters)";
+  loop.precision_config = pcfg;
+  if (text) {
+    loop.accuracy_label = "masked-token accuracy";
+    loop.eval_unit = "sequences of";
   }
-  log << "\n";
-  log.flush();
-
-  int64_t step = 0;
-  int start_epoch = 0;
-  int64_t start_batch = 0;
+  loop.result = {
+      {"model", o.model}, {"dataset", o.dataset}, {"parameters", session.parameter_count()}};
   if (!o.resume_path.empty()) {
-    TrainingSession::Position pos = session.restore(o.resume_path, o.optimizer);
-    const ResumePoint at = resume_point(o.resume_path, pos.epoch, pos.position_in_epoch,
-                                        session.step(), pos.skipped_steps, per_epoch, o.epochs);
-    start_epoch = at.epoch;
-    start_batch = at.batch;
-    // `step` counts batches (the learning-rate schedule and --steps follow it), including
-    // those whose update the loss scaler skipped; the session counts applied updates only.
-    step = session.step() + pos.skipped_steps;
-    // A run with nothing left would write no checkpoint and report no loss.
-    CAMPO_CHECK(step < total_steps, "--resume checkpoint ", o.resume_path, " is at step ", step,
-                ", where this run of ", total_steps,
-                " steps ends: nothing left to train (raise --steps or --epochs)");
-    log << "campo: resumed from " << o.resume_path << " at step " << step << " (epoch "
-        << start_epoch + 1 << ", batch " << start_batch << ")\n";
+    const TrainingSession::Position pos = session.restore(o.resume_path, o.optimizer);
+    loop.resumed = Resumed{.path = o.resume_path,
+                           .epoch = pos.epoch,
+                           .position_in_epoch = pos.position_in_epoch,
+                           .steps = session.step(),
+                           .skipped_steps = pos.skipped_steps};
   }
-  // From here on Ctrl-C, SIGTERM and SIGHUP finish the step, save (with --save) and stop.
-  InterruptScope interrupt_scope;
+  const TrainingLoopResult run = run_training(session, loop, device_report, wall, log);
   TrainResult r;
-  std::deque<float> recent;
-  double recent_sum = 0;
-  Timer train_timer;
-  double last_print = -1;
-  const int64_t first_step = step;
-  // --metrics, --tensorboard (their paths checked by validate()); a resumed run continues.
-  MetricsLog metrics({.metrics_path = o.metrics_path,
-                      .tensorboard_dir = o.tensorboard_dir,
-                      .resumed_step = first_step});
-  Batch batch;
-  for (int epoch = start_epoch; epoch < o.epochs && step < total_steps; ++epoch) {
-    int64_t in_epoch = epoch == start_epoch ? start_batch : 0;
-    train_loader.start_epoch(epoch, in_epoch);
-    while (step < total_steps && train_loader.next(batch)) {
-      float loss = session.train_step(batch, learning_rate_at(o, step, total_steps, per_epoch));
-      CAMPO_CHECK(std::isfinite(loss), "training diverged: loss is ", loss, " at step ", step + 1,
-                  " (try a smaller --lr)");
-      ++step;
-      ++in_epoch;
-      r.losses.push_back(loss);
-      if (!o.save_path.empty() && o.save_every > 0 && step % o.save_every == 0)
-        session.save(o.save_path, epoch, in_epoch, o.optimizer);
-      if (const int signal = interrupt_signal()) {
-        // The step is complete: save its position as the epoch end would, then stop.
-        if (!o.save_path.empty()) {
-          const bool finished_epoch = in_epoch == per_epoch;
-          session.save(o.save_path, finished_epoch ? epoch + 1 : epoch,
-                       finished_epoch ? 0 : in_epoch, o.optimizer);
-        }
-        if (mode == "bar") log << "\n";
-        log.flush();
-        throw Interrupted(signal, "at step " + std::to_string(step), o.save_path,
-                          "no --save given");
-      }
-      recent.push_back(loss);
-      recent_sum += loss;
-      if (recent.size() > 50) {
-        recent_sum -= recent.front();
-        recent.pop_front();
-      }
-      const double elapsed = train_timer.seconds();
-      const double rate = double((step - first_step) * o.batch) / std::max(elapsed, 1e-9);
-      const double eta = double(total_steps - step) * o.batch / std::max(rate, 1e-9);
-      const double avg = recent_sum / double(recent.size());
-      const bool last = step == total_steps || in_epoch == per_epoch;
-      if (mode == "bar" && (elapsed - last_print >= 0.1 || last)) {
-        last_print = elapsed;
-        const int width = 30;
-        int filled = int(double(in_epoch) / double(per_epoch) * width);
-        std::ostringstream line;
-        line << "\repoch " << epoch + 1 << "/" << o.epochs << " ["
-             << std::string(size_t(filled), '=') << std::string(size_t(width - filled), ' ') << "] "
-             << in_epoch << "/" << per_epoch << "  loss " << std::fixed << std::setprecision(4)
-             << avg << "  " << std::setprecision(0) << rate << " samples/s  ETA "
-             << format_duration(eta);
-        if (session.scaler().enabled())
-          line << "  scale " << session.scaler().scale() << " skipped "
-               << session.scaler().skipped_steps();
-        line << "   ";
-        log << line.str();
-        if (last) log << "\n";
-        log.flush();
-      } else if (mode == "lines") {
-        if (is_logged_step(in_epoch, per_epoch, last)) {
-          log << "epoch " << epoch + 1 << "/" << o.epochs << " step " << in_epoch << "/"
-              << per_epoch << " loss " << std::fixed << std::setprecision(4) << avg << " samples/s "
-              << std::setprecision(0) << rate << " eta " << format_duration(eta);
-          if (session.scaler().enabled())
-            log << " loss_scale " << session.scaler().scale() << " skipped "
-                << session.scaler().skipped_steps();
-          log << "\n";
-          log.flush();
-        }
-      }
-      if (is_logged_step(in_epoch, per_epoch, last))
-        metrics.log_step(
-            {.step = step,
-             .epoch = epoch + 1,
-             .losses = {avg},
-             .lrs = {learning_rate_at(o, step - 1, total_steps, per_epoch)},
-             .loss_scale = session.scaler().enabled() ? session.scaler().scale() : 1.0f,
-             .skipped_steps = session.scaler().skipped_steps(),
-             .samples_per_sec = rate});
-    }
-    if (!o.save_path.empty()) {
-      const bool finished_epoch = in_epoch == per_epoch;
-      session.save(o.save_path, finished_epoch ? epoch + 1 : epoch, finished_epoch ? 0 : in_epoch,
-                   o.optimizer);
-    }
-  }
-  const double train_seconds = train_timer.seconds();
-  if (!o.save_path.empty()) log << "campo: checkpoint " << o.save_path << "\n";
-
-  r.steps = step;
-  r.final_loss = recent.empty() ? 0.0 : recent_sum / double(recent.size());
-  r.samples_per_sec = double((step - first_step) * o.batch) / std::max(train_seconds, 1e-9);
+  r.test_accuracy = run.test_accuracy[0];
+  r.final_loss = run.final_values[0][0];
+  r.samples_per_sec = run.samples_per_sec;
+  r.wall_seconds = run.wall_seconds;
+  r.steps = run.steps;
   r.parameters = session.parameter_count();
-  try {
-    r.test_accuracy = session.evaluate(test_loader);
-  } catch (const Interrupted& e) {
-    throw Interrupted(e.signal(), "during evaluation after step " + std::to_string(step),
-                      o.save_path, "no --save given");
-  }
-  metrics.log_eval(step, {r.test_accuracy});
-  r.wall_seconds = wall.seconds();
-  if (mode != "none")
-    log << (dopts.tokenizer ? "masked-token accuracy " : "test accuracy ") << std::fixed
-        << std::setprecision(4) << r.test_accuracy << " on " << test_set->size()
-        << (dopts.tokenizer ? " sequences of " : " samples of ") << test_set->name() << "\n";
-  if (o.profile) print_profile(session.profile_by_op(), step, log);
-  nlohmann::json j = {
-      {"event", "result"},
-      {"model", o.model},
-      {"dataset", o.dataset},
-      {"precision", o.precision},
-      {"low_precision", pcfg.policy == Precision::fp32 ? "none" : dtype_name(pcfg.low)},
-      {"casts", session.precision_summary().casts.casts},
-      {"loss_scale", session.scaler().enabled() ? session.scaler().scale() : 1.0f},
-      {"skipped_steps", session.scaler().skipped_steps()},
-      {"epochs", o.epochs},
-      {"steps", r.steps},
-      {"batch", o.batch},
-      {"parameters", r.parameters},
-      {"test_accuracy", r.test_accuracy},
-      {"final_loss", r.final_loss},
-      {"samples_per_sec", r.samples_per_sec},
-      {"wall_seconds", r.wall_seconds}};
-  device_report.add_to(j);
-  log << j.dump() << "\n";
-  log.flush();
+  r.losses = run.values[0][0];
   return r;
+}
+
+OptimizerConfig optimizer_config(const TrainOptions& o) {
+  OptimizerConfig c;
+  c.kind = o.optimizer == "adam" ? OptimizerConfig::Kind::adam : OptimizerConfig::Kind::sgd;
+  c.momentum = o.momentum;
+  c.nesterov = o.nesterov;
+  c.weight_decay = o.weight_decay;
+  return c;
+}
+
+TrainingLoopOptions loop_options(const TrainOptions& o, bool log_is_terminal) {
+  TrainingLoopOptions l;
+  l.eval_batch = o.eval_batch;
+  l.batch = o.batch;
+  l.epochs = o.epochs;
+  l.max_steps = o.max_steps;
+  l.schedule = o.schedule;
+  l.optimizer = o.optimizer;
+  l.save_path = o.save_path;
+  l.save_every = o.save_every;
+  l.progress = progress_mode(o.progress, log_is_terminal);
+  l.metrics_path = o.metrics_path;
+  l.tensorboard_dir = o.tensorboard_dir;
+  l.profile = o.profile;
+  return l;
 }
 
 }  // namespace campo

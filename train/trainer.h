@@ -21,6 +21,7 @@
 #include "graph/optimizer.h"
 #include "models/models.h"
 #include "runtime/backend.h"
+#include "train/loop.h"
 #include "train/profiling.h"
 #include "train/training_graph.h"
 
@@ -35,10 +36,7 @@ struct TrainOptions {
   int64_t batch = 64;
   int64_t eval_batch = 500;
   float lr = 0.05f;
-  std::string lr_schedule = "cosine";  // constant | step | cosine (decay to 0 over the run)
-  int lr_step_epochs = 30;             // step: multiply by lr_gamma every N epochs
-  float lr_gamma = 0.1f;
-  int64_t warmup_steps = 0;       // linear warm-up from 0 over the first N steps
+  LrSchedule schedule;            // --lr-schedule (cosine: decay to 0 over the run) and its shape
   std::string optimizer = "sgd";  // sgd | adam
   float momentum = 0.9f;
   bool nesterov = false;
@@ -101,6 +99,11 @@ struct TrainOptions {
 
 // From the command-line options (checks them). Leaves the calibration out.
 PrecisionConfig precision_config(const TrainOptions& o);
+// The optimizer of the options: sgd or adam, momentum, nesterov, weight decay.
+OptimizerConfig optimizer_config(const TrainOptions& o);
+// What the training loop (train/loop.h) takes straight from the options: batch sizes,
+// epochs, steps, schedule, checkpoints, progress, --metrics, --tensorboard, --profile.
+TrainingLoopOptions loop_options(const TrainOptions& o, bool log_is_terminal);
 struct TrainResult {
   double test_accuracy = 0;
   double final_loss = 0;  // mean training loss over the last 50 steps
@@ -133,22 +136,6 @@ double evaluate_checkpoint(const EvalOptions& o, std::ostream& log);
 // text (format "text") or Graphviz DOT ("dot").
 std::string dump_training_graph(const TrainOptions& o, const std::string& format);
 
-// The learning rate at (0-based) `step` of `total_steps`, `steps_per_epoch` per epoch.
-float learning_rate_at(const TrainOptions& o, int64_t step, int64_t total_steps,
-                       int64_t steps_per_epoch);
-
-// Where a resumed run continues: the epoch and the batch within it of a checkpoint's
-// position (an epoch's end is the next epoch's start). Checks, naming the checkpoint
-// `path`, that the position lies within this run (`epochs` epochs of `per_epoch` batches)
-// and that its `steps` plus the `skipped_steps` of the loss scaler do not exceed the
-// batches the position accounts for.
-struct ResumePoint {
-  int epoch = 0;
-  int64_t batch = 0;
-};
-ResumePoint resume_point(const std::string& path, int64_t epoch, int64_t position_in_epoch,
-                         int64_t steps, int64_t skipped_steps, int64_t per_epoch, int epochs);
-
 // Checks the options (one clear campo::Error per problem) before anything is loaded,
 // including that --save can be written and --resume read.
 void validate(const TrainOptions& o);
@@ -179,7 +166,7 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
 // The graphs of one model: a training step and an evaluation pass over shared variables.
 // Cost-aware without precision.costs profiles the training graph first
 // (with_profiled_costs, train/profiling.h).
-class TrainingSession {
+class TrainingSession final : public Session {
  public:
   TrainingSession(const std::string& model, const ModelOptions& model_options,
                   const Shape& image_shape, int64_t batch, const OptimizerConfig& optimizer,
@@ -195,12 +182,26 @@ class TrainingSession {
   double evaluate(class DataLoader& loader);
 
   // Per-node timing of training steps, summed per op kind (name -> total ms).
-  void set_profiling(bool on);
-  std::vector<std::pair<std::string, double>> profile_by_op() const;
+  void set_profiling(bool on) override;
+  std::vector<std::pair<std::string, double>> profile_by_op() const override;
+
+  // As run_training drives it (train/loop.h): one model, whose value is its loss.
+  int models() const override { return 1; }
+  std::vector<StepValue> step_values() const override { return {{"loss", "loss", "final_loss"}}; }
+  std::vector<std::vector<float>> step_models(const std::vector<const Batch*>& batches,
+                                              const std::vector<float>& lr) override {
+    return {{train_step(*batches.at(0), lr.at(0))}};
+  }
+  std::vector<double> evaluate_models(DataLoader& loader) override { return {evaluate(loader)}; }
+  void save_model(int, const std::string& path, int64_t epoch, int64_t position_in_epoch,
+                  const std::string& optimizer) override {
+    save(path, epoch, position_in_epoch, optimizer);
+  }
+  const LossScaler* loss_scaler() const override { return &scaler_; }
+  PrecisionSummary precision_summary() const override { return summary_; }
 
   VariableStore& variables() { return vars_; }
   const LossScaler& scaler() const { return scaler_; }
-  const PrecisionSummary& precision_summary() const { return summary_; }
   // Training position for checkpoints: optimizer steps, the dropout RNG, the loss scaler.
   void save(const std::string& path, int64_t epoch, int64_t position_in_epoch,
             const std::string& optimizer);

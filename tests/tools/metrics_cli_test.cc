@@ -245,15 +245,44 @@ TEST(MetricsCliTest, PathsThatCannotBeWrittenFailBeforeTraining) {
   expect_error(run_cli({"train", "--metrics", ""}), "--metrics needs a path, got an empty one");
   expect_error(run_cli({"train", "--tensorboard", ""}),
                "--tensorboard needs a path, got an empty one");
-  // DCGAN's training loop does not write curves yet: refused rather than ignored.
-  expect_error(run_cli({"train", "--model", "dcgan", "--dataset", "synthetic", "--metrics",
-                        dir.file("m.jsonl")}),
-               "--metrics is not supported with --model dcgan");
-  expect_error(run_cli({"train", "--model", "dcgan", "--dataset", "synthetic", "--tensorboard",
-                        dir.file("tb")}),
-               "--tensorboard is not supported with --model dcgan");
+  // DCGAN (its own options' checks) likewise, before its data or graphs are made.
+  r = run_cli({"train", "--model", "dcgan", "--dataset", "synthetic", "--metrics", missing});
+  expect_error(r, "--metrics file " + missing + ": directory ");
+  EXPECT_EQ(r.out.find("campo: training"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(dir.file("m.jsonl")));
   EXPECT_FALSE(fs::exists(dir.file("tb")));
+}
+
+// DCGAN runs the same loop: its values (loss_D, loss_G, D(x), D(G(z)) before and after D's
+// update) are the progress lines' and go to --metrics and --tensorboard by name.
+TEST(MetricsCliTest, DcganLogsItsValuesByName) {
+  TempDir dir;
+  auto r =
+      run_cli({"train", "--model", "dcgan", "--dataset", "synthetic", "--image-size", "32",
+               "--batch", "8", "--limit-train", "32", "--progress", "lines", "--samples-dir",
+               dir.file("s"), "--metrics", dir.file("m.jsonl"), "--tensorboard", dir.file("tb")});
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  const auto progress = progress_lines(r.out);
+  const std::vector<nlohmann::json> steps =
+      with_event(read_json_lines(dir.file("m.jsonl")), "train");
+  ASSERT_EQ(progress.size(), 4u) << r.out;  // every step of a 4-batch epoch
+  ASSERT_EQ(steps.size(), 4u);
+  const std::vector<std::string> files = event_files(dir.file("tb"));
+  ASSERT_EQ(files.size(), 1u);
+  const std::vector<DecodedEvent> events = read_event_file(files[0]);
+  ASSERT_EQ(events.size(), 5u);  // file_version, 4 steps; no evaluation
+  for (size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_FALSE(steps[i].contains("loss"));
+    EXPECT_EQ(fixed(steps[i]["loss_d"].get<double>(), 4), word_after(progress[i], "loss_D"));
+    EXPECT_EQ(fixed(steps[i]["loss_g"].get<double>(), 4), word_after(progress[i], "loss_G"));
+    EXPECT_EQ(fixed(steps[i]["d_x"].get<double>(), 4), word_after(progress[i], "D(x)"));
+    EXPECT_EQ(fixed(steps[i]["d_g_z1"].get<double>(), 4) + "/" +
+                  fixed(steps[i]["d_g_z2"].get<double>(), 4),
+              word_after(progress[i], "D(G(z))"));
+    EXPECT_EQ(steps[i]["lr"], 2e-4);  // the DCGAN paper's rate, constant
+    EXPECT_EQ(scalar_of(events[i + 1], "train/loss_d"), float(steps[i]["loss_d"].get<double>()));
+    EXPECT_EQ(scalar_of(events[i + 1], "train/loss_g"), float(steps[i]["loss_g"].get<double>()));
+  }
 }
 
 // Runs `command` in a shell; its stdout and exit status.

@@ -32,7 +32,7 @@ TrainOptions small_run(const std::string& optimizer) {
   o.epochs = 2;
   o.batch = 32;
   o.lr = 0.02f;
-  o.lr_schedule = "constant";
+  o.schedule.kind = LrSchedule::Kind::constant;
   o.optimizer = optimizer;
   o.train_limit = 640;  // 20 steps per epoch
   o.test_limit = 64;
@@ -79,9 +79,9 @@ TEST(ResumeTest, SkippedLossScaleStepsCountAsConsumedBatches) {
     o.low_precision = "fp16";
     o.loss_scale = "dynamic";
     o.loss_scale_init = 0x1p40f;  // overflows fp16 gradients: about 25 skipped steps
-    o.lr_schedule = "step";       // the learning rate halves each epoch of batches
-    o.lr_step_epochs = 1;
-    o.lr_gamma = 0.5f;
+    o.schedule.kind = LrSchedule::Kind::step;  // the learning rate halves each epoch of batches
+    o.schedule.step_epochs = 1;
+    o.schedule.gamma = 0.5f;
     return o;
   };
   const std::string path =

@@ -1,0 +1,159 @@
+// The one training loop of `campo train`, for every kind of run: a classifier or BERT's
+// masked LM (TrainingSession, train/trainer.h), a model array (ModelArraySession,
+// train/model_array.h) and DCGAN, alone or arrayed (GanSession, train/gan_trainer.h). Each
+// session implements Session; run_training drives it: epochs of batches from its data
+// loaders (resumed mid-epoch where a checkpoint left off), each model's learning rate from
+// the schedule, checkpoints (every N steps, at each epoch end, on Ctrl-C), the progress
+// display (a bar or log lines: each value's recent mean, samples/s, ETA, the loss scale),
+// --metrics and --tensorboard, the evaluation, --profile's table and the JSON result line.
+// A single model is an array of one: every vector below holds one entry per model.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "amp/loss_scaler.h"
+#include "datasets/dataset.h"
+#include "train/training_graph.h"
+
+namespace campo {
+
+class DataLoader;
+class DeviceReport;
+class Timer;
+
+// A value a session's step reports per model.
+struct StepValue {
+  std::string name;    // --metrics and TensorBoard: "loss" is the loss, others by name
+  std::string label;   // on the progress line; "" prints it after the previous one, "a/b"
+  std::string result;  // its field in the JSON result (the mean of the last 50 steps)
+};
+
+// What run_training needs of a session (see the file comment).
+class Session {
+ public:
+  virtual ~Session() = default;
+  virtual int models() const = 0;
+  virtual std::vector<StepValue> step_values() const = 0;
+  // One step: model i trains on batches[i] at lr[i]; per model its step_values(), in order.
+  virtual std::vector<std::vector<float>> step_models(const std::vector<const Batch*>& batches,
+                                                      const std::vector<float>& lr) = 0;
+  // Each model's accuracy over the loader's epoch.
+  virtual std::vector<double> evaluate_models(DataLoader& loader) = 0;
+  // Model i alone, at a training position, as a checkpoint campo eval and --resume read.
+  virtual void save_model(int i, const std::string& path, int64_t epoch,
+                          int64_t position_in_epoch, const std::string& optimizer) = 0;
+  // The dynamic loss scaler; null without one.
+  virtual const LossScaler* loss_scaler() const = 0;
+  virtual PrecisionSummary precision_summary() const = 0;
+  virtual void set_profiling(bool on) = 0;
+  virtual std::vector<std::pair<std::string, double>> profile_by_op() const = 0;
+};
+
+// The learning-rate schedule (--lr-schedule and the options that shape it).
+struct LrSchedule {
+  enum class Kind { constant, step, cosine };
+  Kind kind = Kind::cosine;
+  int step_epochs = 30;  // step: multiply by gamma every N epochs
+  float gamma = 0.1f;
+  int64_t warmup_steps = 0;  // linear warm-up from 0 over the first N steps
+};
+// "constant", "step" or "cosine"; one error line naming --lr-schedule otherwise.
+LrSchedule::Kind parse_lr_schedule(const std::string& text);
+const char* lr_schedule_name(LrSchedule::Kind kind);
+// Checks the schedule's numbers (one error line naming the option).
+void validate(const LrSchedule& s);
+// The learning rate at (0-based) `step` of `total_steps`, `steps_per_epoch` per epoch, for
+// a base rate `lr`.
+float learning_rate_at(const LrSchedule& s, float lr, int64_t step, int64_t total_steps,
+                       int64_t steps_per_epoch);
+
+// Where a resumed run continues: the epoch and the batch within it of a checkpoint's
+// position (an epoch's end is the next epoch's start). Checks, naming the checkpoint
+// `path`, that the position lies within this run (`epochs` epochs of `per_epoch` batches)
+// and that its `steps` plus the `skipped_steps` of the loss scaler do not exceed the
+// batches the position accounts for.
+struct ResumePoint {
+  int epoch = 0;
+  int64_t batch = 0;
+};
+ResumePoint resume_point(const std::string& path, int64_t epoch, int64_t position_in_epoch,
+                         int64_t steps, int64_t skipped_steps, int64_t per_epoch, int epochs);
+
+// What a restored checkpoint says of its run.
+struct Resumed {
+  std::string path;
+  int64_t epoch = 0, position_in_epoch = 0;
+  int64_t steps = 0;          // updates applied
+  int64_t skipped_steps = 0;  // batches whose update the loss scaler skipped
+};
+
+struct TrainingLoopOptions {
+  // Training data: one data set (every model sees the same batches) or one per model, each
+  // shuffled with its seed.
+  std::vector<std::shared_ptr<const Dataset>> train;
+  std::vector<uint64_t> shuffle_seeds;
+  std::shared_ptr<const Dataset> test;  // null: no evaluation
+  int64_t eval_batch = 500;
+  int64_t batch = 64;  // per model
+  int epochs = 1;
+  int64_t max_steps = 0;  // 0: full epochs
+  std::vector<float> lr;  // each model's base rate
+  LrSchedule schedule;
+  std::string optimizer;  // the name checkpoints record
+  // Checkpoints: model i's path (one model: save_path itself).
+  std::string save_path;
+  int64_t save_every = 0;
+  std::function<std::string(int model)> checkpoint_path;
+  std::optional<Resumed> resumed;
+  std::string progress = "lines";  // bar | lines | none (auto resolved)
+  std::string metrics_path, tensorboard_dir;
+  bool profile = false;
+  // Recent steps averaged on the progress line.
+  int display_window = 50;
+  // The banner: "campo: training <what> on <data>, ..., precision <precision>[, <shuffle>]".
+  std::string what;
+  std::string precision;
+  PrecisionConfig precision_config;
+  bool per_model_batch = false;  // "batch B per model"
+  std::string array_shuffle;     // arrays: shared | independent
+  // After each epoch's last step (DCGAN: its sample grids).
+  std::function<void(int epoch)> end_of_epoch;
+  // The evaluation's words: "test accuracy", "samples of" (BERT: masked tokens of sequences).
+  std::string accuracy_label = "test accuracy", eval_unit = "samples of";
+  // The JSON result: what only this kind of run reports, and each model's own fields (its
+  // hyperparameters in an array, in the order of its summary line; DCGAN's sample file).
+  nlohmann::json result;
+  std::function<nlohmann::ordered_json(int model)> model_fields;
+  std::vector<std::string> model_line_fields;  // model_fields shown on its summary line
+};
+
+struct TrainingLoopResult {
+  int64_t steps = 0;
+  double samples_per_sec = 0;                           // every model's
+  double wall_seconds = 0;                              // of the whole run (`wall`)
+  std::vector<std::vector<std::vector<float>>> values;  // [model][value][step] (this run)
+  std::vector<std::vector<double>> final_values;        // [model][value]: last 50 steps' mean
+  std::vector<double> test_accuracy;                    // per model; empty without evaluation
+  std::vector<std::string> checkpoints;                 // per model, with --save
+};
+
+// Runs the loop (see the file comment) from `o.resumed`'s position; SIGINT, SIGTERM or
+// SIGHUP end it after the current step with Interrupted (train/interrupt.h), the
+// checkpoints written first. Prints the banner, progress, the summary and the JSON result
+// (o.result, the run's common fields, the device report, `wall`'s time: the whole run's).
+TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
+                                const DeviceReport& device, const Timer& wall,
+                                std::ostream& log);
+
+// --progress auto: a bar on a terminal, lines otherwise.
+std::string progress_mode(const std::string& progress, bool log_is_terminal);
+
+}  // namespace campo
