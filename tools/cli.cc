@@ -175,11 +175,11 @@ void apply_per_model_lists(const CLI::App* cmd, const PerModelLists& l, TrainOpt
     else
       list = std::move(values);
   };
-  apply("--lr", l.lr, o.lr, o.lr_list);
-  apply("--momentum", l.momentum, o.momentum, o.momentum_list);
-  apply("--weight-decay", l.weight_decay, o.weight_decay, o.weight_decay_list);
-  apply("--dropout", l.dropout, o.dropout, o.dropout_list);
-  apply("--seed", l.seed, o.seed, o.seed_list);
+  apply("--lr", l.lr, o.lr, o.array.lr);
+  apply("--momentum", l.momentum, o.momentum, o.array.momentum);
+  apply("--weight-decay", l.weight_decay, o.weight_decay, o.array.weight_decay);
+  apply("--dropout", l.dropout, o.dropout, o.array.dropout);
+  apply("--seed", l.seed, o.seed, o.array.seed);
 }
 
 void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, PerModelLists& lists) {
@@ -226,21 +226,21 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, PerM
   cmd->add_option("--seed", lists.seed,
                   "Random seed (weights, shuffling, dropout); with --array N, a list of N")
       ->capture_default_str();
-  cmd->add_option("--array", o.array,
+  cmd->add_option("--array", o.array.size,
                   "Train N copies of the model as one fused step (a model array); --lr, "
                   "--momentum, --weight-decay, --dropout and --seed may list one value per model")
       ->capture_default_str();
-  cmd->add_option("--array-shuffle", o.array_shuffle,
+  cmd->add_option("--array-shuffle", o.array.shuffle,
                   "--array: shared (every model sees the same batches, in the first seed's "
                   "order) or independent (each model its own seed's order)")
       ->capture_default_str();
   cmd->add_option("--limit-train", o.train_limit, "Use only the first N training samples");
   cmd->add_option("--limit-test", o.test_limit, "Evaluate on the first N test samples");
-  cmd->add_option("--progress", o.progress,
+  cmd->add_option("--progress", o.report.progress,
                   "auto (a bar on a terminal, log lines otherwise), bar, lines or none")
       ->capture_default_str();
   cmd->add_option("--threads", o.threads, "CPU threads (0: all cores)")->capture_default_str();
-  cmd->add_flag("--profile", o.profile, "Time every node; print the time per op at the end");
+  cmd->add_flag("--profile", o.report.profile, "Time every node; print the time per op at the end");
   add_device_option(cmd, device);
   cmd->add_option("--augment", o.augment,
                   "cifar10/folders: random crop + flip: auto (training split), on, off")
@@ -261,14 +261,14 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, PerM
   cmd->add_option("--save-vocab", o.save_vocab_path, "text: write the vocabulary used here");
   cmd->add_option("--mask-prob", o.mask_prob, "text: fraction of tokens to predict (80/10/10)")
       ->capture_default_str();
-  cmd->add_option("--save", o.save_path,
+  cmd->add_option("--save", o.checkpoint.save_path,
                   "Write a safetensors checkpoint at each epoch end and at the end");
-  cmd->add_option("--save-every", o.save_every, "Also checkpoint every N steps");
-  cmd->add_option("--resume", o.resume_path, "Continue training from a checkpoint");
-  cmd->add_option("--metrics", o.metrics_path,
+  cmd->add_option("--save-every", o.checkpoint.save_every, "Also checkpoint every N steps");
+  cmd->add_option("--resume", o.checkpoint.resume_path, "Continue training from a checkpoint");
+  cmd->add_option("--metrics", o.report.metrics_path,
                   "Write the training curve as JSON lines (loss, lr, loss scale, samples/s at "
                   "the progress lines' steps; the test accuracy), flushed as the run goes");
-  cmd->add_option("--tensorboard", o.tensorboard_dir,
+  cmd->add_option("--tensorboard", o.report.tensorboard_dir,
                   "Write the same scalars as a TensorBoard event file into this directory");
   cmd->add_option("--image-size", o.image_size, "Resize images to this square size (0: native)");
   cmd->add_option("--channels", o.channels, "Image channels, 1 or 3 (0: the data set's own)");
@@ -678,10 +678,8 @@ int run(const std::vector<std::string>& args) {
       if (train_cmd->count("--lr")) g.lr = t.lr;  // else the DCGAN paper's 2e-4
       g.seed = t.seed;
       g.samples_dir = samples_dir;
-      g.progress = t.progress;
       g.train_limit = t.train_limit;
       g.threads = t.threads;
-      g.profile = t.profile;
       g.device = t.device;
       g.weight_decay = t.weight_decay;
       if (given(train_cmd, "--optimizer")) g.optimizer = t.optimizer;  // else Adam
@@ -690,24 +688,16 @@ int run(const std::vector<std::string>& args) {
       const LrSchedule::Kind gan_schedule = g.schedule.kind;
       g.schedule = t.schedule;
       if (!given(train_cmd, "--lr-schedule")) g.schedule.kind = gan_schedule;  // constant
-      g.metrics_path = t.metrics_path;
-      g.tensorboard_dir = t.tensorboard_dir;
-      g.save_path = t.save_path;
-      g.save_every = t.save_every;
-      g.resume_path = t.resume_path;
+      g.report = t.report;
+      g.checkpoint = t.checkpoint;
       g.precision = precision_config(t);
       g.calibration = t.calibration;
       // --array N: the per-model lists (--dropout is refused above: dcgan has none).
       g.array = t.array;
-      g.lr_list = t.lr_list;
-      g.momentum_list = t.momentum_list;
-      g.weight_decay_list = t.weight_decay_list;
-      g.seed_list = t.seed_list;
-      g.array_shuffle = t.array_shuffle;
       train_gan(g, std::cout, isatty(STDOUT_FILENO) != 0);
       return 0;
     }
-    if (train_cmd->parsed() && train_options.array >= 2) {
+    if (train_cmd->parsed() && train_options.array.size >= 2) {
       train_array(train_options, std::cout, isatty(STDOUT_FILENO) != 0);
       return 0;
     }

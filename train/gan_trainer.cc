@@ -737,61 +737,8 @@ void write_png_grid(const std::string& path, const Tensor& images, int nrow, int
 
 // ---- the training loop ----
 
-namespace {
-
-// --array and the per-model lists: sizes, each value as its scalar option is checked.
-void validate_gan_array(const GanOptions& o) {
-  CAMPO_CHECK(o.array >= 0 && o.array <= 64, "--array must be a number of models in 1..64, got ",
-              o.array);
-  const std::pair<const char*, size_t> lists[] = {{"--lr", o.lr_list.size()},
-                                                  {"--momentum", o.momentum_list.size()},
-                                                  {"--weight-decay", o.weight_decay_list.size()},
-                                                  {"--seed", o.seed_list.size()}};
-  for (const auto& [option, count] : lists) {
-    if (count == 0) continue;
-    CAMPO_CHECK(o.array >= 2, option, " lists ", count, " values; give --array ", count,
-                " to train one dcgan per value");
-    CAMPO_CHECK(int(count) == o.array, option, " lists ", count, " values for --array ", o.array,
-                " (give one value per model, or a single value for all)");
-  }
-  for (float v : o.lr_list)
-    CAMPO_CHECK(std::isfinite(v) && v > 0, "--lr must list positive learning rates, got ", v);
-  for (float v : o.momentum_list)
-    CAMPO_CHECK(v >= 0 && v < 1, "--momentum values must be in [0, 1), got ", v);
-  for (float v : o.weight_decay_list)
-    CAMPO_CHECK(std::isfinite(v) && v >= 0, "--weight-decay values must be non-negative, got ", v);
-  CAMPO_CHECK(o.momentum_list.empty() || o.optimizer == "sgd",
-              "--momentum applies to --optimizer sgd only (dcgan trains with adam unless "
-              "--optimizer sgd is given)");
-  CAMPO_CHECK(o.array_shuffle == "shared" || o.array_shuffle == "independent",
-              "--array-shuffle must be shared or independent, got '", o.array_shuffle, "'");
-  if (o.array < 2) {
-    CAMPO_CHECK(o.array_shuffle == "shared", "--array-shuffle needs --array N (N >= 2)");
-    return;
-  }
-  CAMPO_CHECK(o.resume_path.empty(),
-              "--resume does not continue a dcgan array; resume one of its models alone from "
-              "its checkpoint (campo train --model dcgan --resume PATH-<i>.safetensors)");
-}
-
-}  // namespace
-
 ArrayHyperparameters gan_array_hyperparameters(const GanOptions& o) {
-  const size_t n = size_t(std::max(1, o.array));
-  auto values = [n](const auto& list, auto scalar) {
-    using T = decltype(scalar);
-    return list.empty() ? std::vector<T>(n, scalar) : std::vector<T>(list.begin(), list.end());
-  };
-  ArrayHyperparameters h;
-  h.lr = values(o.lr_list, o.lr);
-  h.momentum = values(o.momentum_list, o.momentum);
-  h.weight_decay = values(o.weight_decay_list, o.weight_decay);
-  h.dropout.assign(n, 0.0f);
-  h.seed = values(o.seed_list, o.seed);
-  for (const auto* v : {&h.lr, &h.momentum, &h.weight_decay})
-    CAMPO_CHECK(v->size() == n, "internal: ", v->size(), " values for --array ", n);
-  CAMPO_CHECK(h.seed.size() == n, "internal: ", h.seed.size(), " seeds for --array ", n);
-  return h;
+  return array_hyperparameters(o.array, {{o.lr}, {o.momentum}, {o.weight_decay}, {0.0f}, {o.seed}});
 }
 
 void validate_gan(const GanOptions& o) {
@@ -809,9 +756,6 @@ void validate_gan(const GanOptions& o) {
   CAMPO_CHECK(o.nz > 0 && o.ngf > 0 && o.ndf > 0, "--nz, --ngf and --ndf must be positive, got ",
               o.nz, ", ", o.ngf, ", ", o.ndf);
   CAMPO_CHECK(o.train_limit >= 0, "--limit-train must be >= 0, got ", o.train_limit);
-  CAMPO_CHECK(
-      o.progress == "auto" || o.progress == "bar" || o.progress == "lines" || o.progress == "none",
-      "--progress must be auto, bar, lines or none, got '", o.progress, "'");
   check_threads(o.threads);
   CAMPO_CHECK(o.weight_decay >= 0 && std::isfinite(o.weight_decay),
               "--weight-decay must be non-negative, got ", o.weight_decay);
@@ -824,17 +768,14 @@ void validate_gan(const GanOptions& o) {
   CAMPO_CHECK(!o.precision.scaler.enabled,
               "dynamic loss scaling is not supported for dcgan yet: use --low-precision bf16 or "
               "--loss-scale none");
-  CAMPO_CHECK(o.save_every >= 0, "--save-every must be a positive number of steps, got ",
-              o.save_every);
-  CAMPO_CHECK(o.save_every == 0 || !o.save_path.empty(),
-              "--save-every needs --save (the checkpoint path to write every ", o.save_every,
-              " steps)");
   // Outputs and inputs before any work is spent (a calibration or a training run).
   if (!o.samples_dir.empty()) require_output_directory(o.samples_dir, "--samples-dir");
-  if (!o.save_path.empty()) require_output_file(o.save_path, "--save checkpoint");
-  if (!o.resume_path.empty()) require_input_file(o.resume_path, "--resume checkpoint");
-  check_metrics_outputs(o.metrics_path, o.tensorboard_dir);
-  validate_gan_array(o);
+  validate(o.checkpoint);
+  validate(o.report);
+  CAMPO_CHECK(o.array.dropout.empty(),
+              "--dropout is not supported with --model dcgan (it has no "
+              "dropout)");
+  validate(o.array, "dcgan", o.optimizer, !o.checkpoint.resume_path.empty());
 }
 
 GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal) {
@@ -848,7 +789,7 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
   const int n = h.size();
   const bool is_array = n > 1;
   // shared: the first seed's data and order for every model; independent: each model's own.
-  const bool independent = is_array && o.array_shuffle == "independent";
+  const bool independent = is_array && o.array.shuffle == "independent";
 
   DatasetOptions dopts;
   dopts.data_dir = o.data_dir;
@@ -917,13 +858,10 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
   loop.lr = h.lr;
   loop.schedule = o.schedule;
   loop.optimizer = o.optimizer;
-  loop.save_path = o.save_path;
-  loop.save_every = o.save_every;
-  loop.checkpoint_path = [&](int i) { return model_path(o.save_path, i); };
-  loop.progress = progress_mode(o.progress, log_is_terminal);
-  loop.metrics_path = o.metrics_path;
-  loop.tensorboard_dir = o.tensorboard_dir;
-  loop.profile = o.profile;
+  loop.checkpoint = o.checkpoint;
+  loop.checkpoint_path = [&](int i) { return model_path(o.checkpoint.save_path, i); };
+  loop.report = o.report;
+  loop.log_is_terminal = log_is_terminal;
   loop.display_window = 10;
   loop.what = std::string(is_array ? "an array of " + std::to_string(n) + " " : "") + "dcgan " +
               std::to_string(o.image_size) + "x" + std::to_string(o.image_size) + "x" +
@@ -931,7 +869,7 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
               std::to_string(r.parameters_d) + " parameters" + (is_array ? " each" : "") + ")";
   loop.precision_config = o.precision;
   loop.per_model_batch = is_array;
-  if (is_array) loop.array_shuffle = o.array_shuffle;
+  if (is_array) loop.array_shuffle = o.array.shuffle;
   loop.end_of_epoch = [&](int epoch) {  // each model's sample grid of its fixed noise
     if (o.samples_dir.empty()) return;
     char name[32];
@@ -942,7 +880,7 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
       const std::string file = model_path(path, i);
       write_png_grid(file, samples[size_t(i)], 8, 2);
       r.models[size_t(i)].sample_files.push_back(file);
-      if (loop.progress != "none") log << "wrote " << file << "\n";
+      if (o.report.progress != "none") log << "wrote " << file << "\n";
     }
   };
   loop.result = {
@@ -961,9 +899,9 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
     return m;
   };
   loop.model_line_fields = {"lr", "momentum", "weight_decay", "seed"};
-  if (!o.resume_path.empty()) {  // one model only (validate_gan)
-    const GanSession::Position pos = session.restore(o.resume_path, o.optimizer);
-    loop.resumed = Resumed{.path = o.resume_path,
+  if (const std::string& path = o.checkpoint.resume_path; !path.empty()) {  // one model only
+    const GanSession::Position pos = session.restore(path, o.optimizer);
+    loop.resumed = Resumed{.path = path,
                            .epoch = pos.epoch,
                            .position_in_epoch = pos.position_in_epoch,
                            .steps = session.iterations()};

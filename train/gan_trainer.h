@@ -109,11 +109,9 @@ struct GanOptions {
   int nz = 100, ngf = 64, ndf = 64;
   uint64_t seed = 42;
   std::string samples_dir = "samples";  // empty: write no sample grids
-  std::string progress = "auto";        // auto | bar | lines | none
   int64_t train_limit = 0;              // use only the first N training samples (0: all)
   int threads = 0;                      // 0: OpenMP default
-  bool profile = false;                 // time every node; print the time per op at the end
-  std::string metrics_path, tensorboard_dir;  // --metrics, --tensorboard (train/metrics_log.h)
+  ReportOptions report;                 // --progress, --profile, --metrics, --tensorboard
   DeviceSpec device;                    // where it trains: backend_for(device) (train/trainer.h)
   PrecisionConfig precision;            // fp32 unless set
   ConvLayout conv_layout = ConvLayout::blocked;  // --conv-layout (graph/layout.h)
@@ -121,18 +119,10 @@ struct GanOptions {
   // Checkpoints (one safetensors file, GanSession::save): written at each epoch end, every
   // save_every steps (0: epoch ends only), on Ctrl-C and at the end; resume_path continues
   // a run from one bit for bit.
-  std::string save_path;
-  int64_t save_every = 0;
-  std::string resume_path;
+  CheckpointOptions checkpoint;
   // --array N (N >= 2): N models trained as one fused step (see the file comment); 0 or 1:
-  // one model. The lists give each model's value (N of them; empty: the scalar above for
-  // every model).
-  int array = 0;
-  std::vector<float> lr_list, momentum_list, weight_decay_list;
-  std::vector<uint64_t> seed_list;
-  // shared: every model sees the same real batches (the first seed's data and order);
-  // independent: model i its own, as a single run with its seed.
-  std::string array_shuffle = "shared";
+  // one model. The lists give each model's value; --dropout lists none (DCGAN has none).
+  ArrayOptions array;
 };
 
 // The per-model hyperparameters of a GAN run (size max(1, o.array); dropout all 0).

@@ -7,7 +7,9 @@
 #include <sstream>
 
 #include "datasets/loader.h"
+#include "models/models.h"
 #include "runtime/check.h"
+#include "runtime/file_check.h"
 #include "runtime/timer.h"
 #include "train/device_report.h"
 #include "train/interrupt.h"
@@ -89,8 +91,63 @@ ResumePoint resume_point(const std::string& path, int64_t epoch, int64_t positio
   return at;
 }
 
-std::string progress_mode(const std::string& progress, bool log_is_terminal) {
-  return progress == "auto" ? (log_is_terminal ? "bar" : "lines") : progress;
+void validate(const CheckpointOptions& c) {
+  CAMPO_CHECK(c.save_every >= 0, "--save-every must be a positive number of steps, got ",
+              c.save_every);
+  CAMPO_CHECK(c.save_every == 0 || !c.save_path.empty(),
+              "--save-every needs --save (the checkpoint path to write every ", c.save_every,
+              " steps)");
+  if (!c.save_path.empty()) require_output_file(c.save_path, "--save checkpoint");
+  if (!c.resume_path.empty()) require_input_file(c.resume_path, "--resume checkpoint");
+}
+
+void validate(const ArrayOptions& a, const std::string& model, const std::string& optimizer,
+              bool resume) {
+  CAMPO_CHECK(a.size >= 0 && a.size <= 64, "--array must be a number of models in 1..64, got ",
+              a.size);
+  const char* one = model == "dcgan" ? "dcgan" : "model";
+  const std::pair<const char*, size_t> lists[] = {{"--lr", a.lr.size()},
+                                                  {"--momentum", a.momentum.size()},
+                                                  {"--weight-decay", a.weight_decay.size()},
+                                                  {"--dropout", a.dropout.size()},
+                                                  {"--seed", a.seed.size()}};
+  for (const auto& [option, count] : lists) {
+    if (count == 0) continue;
+    CAMPO_CHECK(a.size >= 2, option, " lists ", count, " values; give --array ", count,
+                " to train one ", one, " per value");
+    CAMPO_CHECK(int(count) == a.size, option, " lists ", count, " values for --array ", a.size,
+                " (give one value per model, or a single value for all)");
+  }
+  for (float v : a.lr)
+    CAMPO_CHECK(std::isfinite(v) && v > 0, "--lr must list positive learning rates, got ", v);
+  for (float v : a.momentum)
+    CAMPO_CHECK(v >= 0 && v < 1, "--momentum values must be in [0, 1), got ", v);
+  CAMPO_CHECK(a.momentum.empty() || optimizer == "sgd",
+              "--momentum applies to --optimizer sgd only, not ", optimizer);
+  for (float v : a.weight_decay)
+    CAMPO_CHECK(std::isfinite(v) && v >= 0, "--weight-decay values must be non-negative, got ", v);
+  for (float v : a.dropout) {
+    CAMPO_CHECK(v >= 0 && v < 1, "--dropout values must be in [0, 1), got ", v);
+    CAMPO_CHECK(v == 0 || (is_known_model(model) && has_dropout(model)),
+                "--dropout applies to models with a configurable dropout only (", model,
+                " has none)");
+  }
+  CAMPO_CHECK(a.shuffle == "shared" || a.shuffle == "independent",
+              "--array-shuffle must be shared or independent, got '", a.shuffle, "'");
+  if (a.size < 2) {
+    CAMPO_CHECK(a.shuffle == "shared", "--array-shuffle needs --array N (N >= 2)");
+    return;
+  }
+  CAMPO_CHECK(!resume, "--resume does not continue a ", model == "dcgan" ? "dcgan" : "model",
+              " array; resume one of its models alone from its checkpoint (campo train --model ",
+              model, " --resume PATH-<i>.safetensors)");
+}
+
+void validate(const ReportOptions& r) {
+  CAMPO_CHECK(
+      r.progress == "auto" || r.progress == "bar" || r.progress == "lines" || r.progress == "none",
+      "--progress must be auto, bar, lines or none, got '", r.progress, "'");
+  check_metrics_outputs(r.metrics_path, r.tensorboard_dir);
 }
 
 namespace {
@@ -126,6 +183,9 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
                                 const DeviceReport& device, const Timer& wall,
                                 std::ostream& log) {
   const int n = session.models();
+  const std::string progress =
+      o.report.progress == "auto" ? (o.log_is_terminal ? "bar" : "lines") : o.report.progress;
+  const std::string& save_path = o.checkpoint.save_path;
   const std::vector<StepValue> values = session.step_values();
   CAMPO_CHECK(int(o.lr.size()) == n && !o.train.empty() && o.train.size() == o.shuffle_seeds.size(),
               "internal: run_training of ", n, " models with ", o.lr.size(), " rates and ",
@@ -180,7 +240,7 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
     log << "campo: resumed from " << r.path << " at step " << step << " (epoch "
         << start_epoch + 1 << ", batch " << start_batch << ")\n";
   }
-  if (o.profile) session.set_profiling(true);
+  if (o.report.profile) session.set_profiling(true);
 
   TrainingLoopResult r;
   r.values.assign(size_t(n), std::vector<std::vector<float>>(values.size()));
@@ -189,10 +249,10 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
     for (const auto& model : r.values) m.push_back(tail_mean(model[value], window));
     return m;
   };
-  const std::string first_checkpoint = o.save_path.empty() ? "" : o.checkpoint_path(0);
+  const std::string first_checkpoint = save_path.empty() ? "" : o.checkpoint_path(0);
   // The position saved after a step: an epoch's end is saved as the next one's start.
   auto save_all = [&](int epoch, int64_t in_epoch) {
-    if (o.save_path.empty()) return;
+    if (save_path.empty()) return;
     const bool finished = in_epoch == per_epoch;
     for (int i = 0; i < n; ++i)
       session.save_model(i, o.checkpoint_path(i), finished ? epoch + 1 : epoch,
@@ -203,8 +263,8 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
   InterruptScope interrupt_scope;
   const int64_t first_step = step;
   // --metrics, --tensorboard (their paths checked before any work); a resumed run continues.
-  MetricsLog metrics({.metrics_path = o.metrics_path,
-                      .tensorboard_dir = o.tensorboard_dir,
+  MetricsLog metrics({.metrics_path = o.report.metrics_path,
+                      .tensorboard_dir = o.report.tensorboard_dir,
                       .models = n,
                       .resumed_step = first_step});
   Timer train_timer;
@@ -235,17 +295,18 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
         }
       ++step;
       ++in_epoch;
-      if (o.save_every > 0 && step % o.save_every == 0) save_all(epoch, in_epoch);
+      if (o.checkpoint.save_every > 0 && step % o.checkpoint.save_every == 0)
+        save_all(epoch, in_epoch);
       if (const int signal = interrupt_signal()) {
         save_all(epoch, in_epoch);  // the step is complete
-        if (o.progress == "bar") log << "\n";
+        if (progress == "bar") log << "\n";
         log.flush();
         throw Interrupted(signal, "at step " + std::to_string(step), first_checkpoint,
                           "no --save given");
       }
       const bool last = step == total_steps || in_epoch == per_epoch;
       const double elapsed = train_timer.seconds();
-      const bool bar = o.progress == "bar" && (elapsed - last_print >= 0.1 || last);
+      const bool bar = progress == "bar" && (elapsed - last_print >= 0.1 || last);
       const bool logged = is_logged_step(in_epoch, per_epoch, last);
       if (!bar && !logged) continue;
       const double rate =
@@ -269,7 +330,7 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
         if (scaling) log << "  scale " << scaler->scale() << " skipped " << scaler->skipped_steps();
         log << "   " << (last ? "\n" : "");
         log.flush();
-      } else if (o.progress == "lines" && logged) {
+      } else if (progress == "lines" && logged) {
         log << "epoch " << epoch + 1 << "/" << o.epochs << " step " << in_epoch << "/" << per_epoch
             << " " << shown.str() << " samples/s " << std::fixed << std::setprecision(0) << rate
             << " eta " << format_duration(eta);
@@ -305,7 +366,7 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
     const std::vector<double> m = recent(v, 50);
     for (int i = 0; i < n; ++i) r.final_values[size_t(i)].push_back(m[size_t(i)]);
   }
-  if (!o.save_path.empty())
+  if (!save_path.empty())
     for (int i = 0; i < n; ++i) {
       r.checkpoints.push_back(o.checkpoint_path(i));
       log << "campo: checkpoint " << r.checkpoints.back() << "\n";
@@ -322,11 +383,11 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
                         first_checkpoint, "no --save given");
     }
     metrics.log_eval(step, r.test_accuracy);
-    if (o.progress != "none" && n == 1)
+    if (progress != "none" && n == 1)
       log << o.accuracy_label << " " << std::fixed << std::setprecision(4) << r.test_accuracy[0]
           << " on " << o.test->size() << " " << o.eval_unit << " " << o.test->name() << "\n";
   }
-  if (o.profile) print_profile(session.profile_by_op(), step, log);
+  if (o.report.profile) print_profile(session.profile_by_op(), step, log);
 
   // The JSON result: the run's own fields, then what every run reports.
   nlohmann::json j = o.result;
@@ -360,7 +421,7 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
     }
     m["index"] = i;
     models.push_back(m);
-    if (o.progress == "none") continue;
+    if (progress == "none") continue;
     std::ostringstream line;  // its own stream: std::fixed would stick to `log`
     line << "model " << i << ":";
     for (const std::string& key : o.model_line_fields)

@@ -87,6 +87,43 @@ struct ResumePoint {
 ResumePoint resume_point(const std::string& path, int64_t epoch, int64_t position_in_epoch,
                          int64_t steps, int64_t skipped_steps, int64_t per_epoch, int epochs);
 
+// --save, --save-every, --resume.
+struct CheckpointOptions {
+  // Written at each epoch end, every save_every steps, on Ctrl-C and at the end (a model
+  // array: one file per model, array_checkpoint_path).
+  std::string save_path;
+  int64_t save_every = 0;   // 0: epoch ends only
+  std::string resume_path;  // continue a run from this checkpoint
+};
+// --save-every needs --save; the checkpoint can be written, the one to resume read.
+void validate(const CheckpointOptions& c);
+
+// What a run shows and records as it goes.
+struct ReportOptions {
+  std::string progress = "auto";  // auto (a bar on a terminal, else lines) | bar | lines | none
+  bool profile = false;           // time every node; print the time per op at the end
+  // Training curves (train/metrics_log.h), at the steps of the progress lines: --metrics
+  // writes one JSON line per logged step and evaluation; --tensorboard an event file.
+  std::string metrics_path, tensorboard_dir;
+};
+// The progress mode is known; --metrics and --tensorboard can be written.
+void validate(const ReportOptions& r);
+
+// --array N: N copies of a model trained as one fused step (train/model_array.h); the lists
+// give each model's value (N of them; empty: the scalar option for every model).
+struct ArrayOptions {
+  int size = 0;  // N >= 2; 0 or 1: a single model
+  std::vector<float> lr, momentum, weight_decay, dropout;
+  std::vector<uint64_t> seed;
+  // shared: every model sees the same batches (the first seed's order, as in HFTA);
+  // independent: model i its own order from its seed, as a single run with that seed.
+  std::string shuffle = "shared";
+};
+// The size, each list's length and values (as the scalar option's are checked), what the
+// model and the optimizer make of them, and that an array is not resumed.
+void validate(const ArrayOptions& a, const std::string& model, const std::string& optimizer,
+              bool resume);
+
 // What a restored checkpoint says of its run.
 struct Resumed {
   std::string path;
@@ -108,14 +145,11 @@ struct TrainingLoopOptions {
   std::vector<float> lr;  // each model's base rate
   LrSchedule schedule;
   std::string optimizer;  // the name checkpoints record
-  // Checkpoints: model i's path (one model: save_path itself).
-  std::string save_path;
-  int64_t save_every = 0;
-  std::function<std::string(int model)> checkpoint_path;
-  std::optional<Resumed> resumed;
-  std::string progress = "lines";  // bar | lines | none (auto resolved)
-  std::string metrics_path, tensorboard_dir;
-  bool profile = false;
+  CheckpointOptions checkpoint;
+  std::function<std::string(int model)> checkpoint_path;  // model i's (one model: save_path)
+  std::optional<Resumed> resumed;                         // read from checkpoint.resume_path
+  ReportOptions report;
+  bool log_is_terminal = false;  // --progress auto: a bar
   // Recent steps averaged on the progress line.
   int display_window = 50;
   // The banner: "campo: training <what> on <data>, ..., precision <precision>[, <shuffle>]".
@@ -152,8 +186,5 @@ struct TrainingLoopResult {
 TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
                                 const DeviceReport& device, const Timer& wall,
                                 std::ostream& log);
-
-// --progress auto: a bar on a terminal, lines otherwise.
-std::string progress_mode(const std::string& progress, bool log_is_terminal);
 
 }  // namespace campo

@@ -47,14 +47,16 @@ std::vector<T> per_model_values(const std::vector<T>& list, T scalar, int n, con
 
 }  // namespace
 
-ArrayHyperparameters array_hyperparameters(const TrainOptions& o) {
-  const int n = std::max(1, o.array);
+ArrayHyperparameters array_hyperparameters(const ArrayOptions& a,
+                                           const ArrayHyperparameters& single) {
+  CAMPO_CHECK(single.size() == 1, "internal: ", single.size(), " single-model values");
+  const int n = std::max(1, a.size);
   ArrayHyperparameters h;
-  h.lr = per_model_values(o.lr_list, o.lr, n, "--lr");
-  h.momentum = per_model_values(o.momentum_list, o.momentum, n, "--momentum");
-  h.weight_decay = per_model_values(o.weight_decay_list, o.weight_decay, n, "--weight-decay");
-  h.dropout = per_model_values(o.dropout_list, o.dropout, n, "--dropout");
-  h.seed = per_model_values(o.seed_list, o.seed, n, "--seed");
+  h.lr = per_model_values(a.lr, single.lr[0], n, "--lr");
+  h.momentum = per_model_values(a.momentum, single.momentum[0], n, "--momentum");
+  h.weight_decay = per_model_values(a.weight_decay, single.weight_decay[0], n, "--weight-decay");
+  h.dropout = per_model_values(a.dropout, single.dropout[0], n, "--dropout");
+  h.seed = per_model_values(a.seed, single.seed[0], n, "--seed");
   return h;
 }
 
@@ -334,12 +336,13 @@ std::vector<std::vector<float>> ModelArraySession::step_models(
 
 ArrayTrainResult train_array(const TrainOptions& o, std::ostream& log, bool log_is_terminal) {
   validate(o);
-  CAMPO_CHECK(o.array >= 2, "internal: train_array with --array ", o.array);
+  CAMPO_CHECK(o.array.size >= 2, "internal: train_array with --array ", o.array.size);
   // The run's backend, once, before any work (as train()'s).
   const std::shared_ptr<Backend> backend = backend_for(o.device);
   if (o.threads > 0) omp_set_num_threads(o.threads);
   Timer wall;
-  const ArrayHyperparameters h = array_hyperparameters(o);
+  const ArrayHyperparameters h = array_hyperparameters(
+      o.array, {{o.lr}, {o.momentum}, {o.weight_decay}, {o.dropout}, {o.seed}});
   const int n = h.size();
   TrainingData data = open_training_data(o, log);
   OptimizerConfig ocfg = optimizer_config(o);  // the per-model values come from h
@@ -351,19 +354,19 @@ ArrayTrainResult train_array(const TrainOptions& o, std::ostream& log, bool log_
 
   TrainingLoopOptions loop = loop_options(o, log_is_terminal);
   // shared: one order (the first seed's) for every model; independent: model i's own.
-  const bool independent = o.array_shuffle == "independent";
+  const bool independent = o.array.shuffle == "independent";
   for (int i = 0; i < (independent ? n : 1); ++i) {
     loop.train.push_back(data.train);
     loop.shuffle_seeds.push_back(h.seed[size_t(i)]);
   }
   loop.test = data.test;
   loop.lr = h.lr;
-  loop.checkpoint_path = [&](int i) { return array_checkpoint_path(o.save_path, i); };
+  loop.checkpoint_path = [&](int i) { return array_checkpoint_path(o.checkpoint.save_path, i); };
   loop.what = "an array of " + std::to_string(n) + " " + o.model + " models (" +
               std::to_string(session.parameter_count()) + " parameters each) as one fused step";
   loop.precision_config = pcfg;
   loop.per_model_batch = true;
-  loop.array_shuffle = o.array_shuffle;
+  loop.array_shuffle = o.array.shuffle;
   loop.result = {
       {"model", o.model}, {"dataset", o.dataset}, {"parameters", session.parameter_count()}};
   loop.model_fields = [&](int i) {

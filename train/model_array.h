@@ -47,9 +47,10 @@ struct ArrayHyperparameters {
   int size() const { return int(seed.size()); }
 };
 
-// The hyperparameters of `--array N` from the options: each list of N values, or one
-// value (the scalar option) for every model. Checks the sizes.
-ArrayHyperparameters array_hyperparameters(const TrainOptions& o);
+// The hyperparameters of `--array N` (at least one model): each list of N values, or the
+// scalar option's value (`single`'s) for every model. Checks the sizes.
+ArrayHyperparameters array_hyperparameters(const ArrayOptions& a,
+                                           const ArrayHyperparameters& single);
 
 // A model array's variables seen per model: each variable's single-model shape, the starting
 // values written into the slices from the single models' stores, model i's slice read out,

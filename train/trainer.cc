@@ -127,10 +127,11 @@ void set_text_options(DatasetOptions& d, const TrainOptions& o, std::ostream& lo
   d.seq_len = o.seq_len;
   d.mask_prob = o.mask_prob;
   std::shared_ptr<const WordPieceTokenizer> from_resume;
-  if (!o.resume_path.empty()) {
-    const std::map<std::string, std::string> meta = read_safetensors_metadata(o.resume_path);
+  if (!o.checkpoint.resume_path.empty()) {
+    const std::map<std::string, std::string> meta =
+        read_safetensors_metadata(o.checkpoint.resume_path);
     auto it = meta.find("vocab");
-    CAMPO_CHECK(it != meta.end(), "--resume checkpoint ", o.resume_path,
+    CAMPO_CHECK(it != meta.end(), "--resume checkpoint ", o.checkpoint.resume_path,
                 " holds no vocabulary (it was not written by a text run)");
     from_resume =
         std::make_shared<const WordPieceTokenizer>(WordPieceTokenizer::from_json(it->second));
@@ -140,7 +141,7 @@ void set_text_options(DatasetOptions& d, const TrainOptions& o, std::ostream& lo
         std::make_shared<const WordPieceTokenizer>(WordPieceTokenizer::load(o.vocab_path));
     CAMPO_CHECK(!from_resume || from_resume->fingerprint() == d.tokenizer->fingerprint(),
                 "--vocab ", o.vocab_path, " is not the vocabulary of --resume checkpoint ",
-                o.resume_path, " (leave --vocab out to use the checkpoint's)");
+                o.checkpoint.resume_path, " (leave --vocab out to use the checkpoint's)");
     return;
   }
   if (from_resume) {
@@ -458,53 +459,6 @@ double evaluate_checkpoint(const EvalOptions& o, std::ostream& log) {
   return accuracy;
 }
 
-namespace {
-
-// --array and the per-model lists: sizes, each value as its scalar option is checked, the
-// model, and what arrays leave out.
-void validate_array(const TrainOptions& o) {
-  CAMPO_CHECK(o.array >= 0 && o.array <= 64, "--array must be a number of models in 1..64, got ",
-              o.array);
-  const std::pair<const char*, size_t> lists[] = {{"--lr", o.lr_list.size()},
-                                                  {"--momentum", o.momentum_list.size()},
-                                                  {"--weight-decay", o.weight_decay_list.size()},
-                                                  {"--dropout", o.dropout_list.size()},
-                                                  {"--seed", o.seed_list.size()}};
-  for (const auto& [option, count] : lists) {
-    if (count == 0) continue;
-    CAMPO_CHECK(o.array >= 2, option, " lists ", count, " values; give --array ", count,
-                " to train one model per value");
-    CAMPO_CHECK(int(count) == o.array, option, " lists ", count, " values for --array ", o.array,
-                " (give one value per model, or a single value for all)");
-  }
-  for (float v : o.lr_list)
-    CAMPO_CHECK(std::isfinite(v) && v > 0, "--lr must list positive learning rates, got ", v);
-  for (float v : o.momentum_list)
-    CAMPO_CHECK(v >= 0 && v < 1, "--momentum values must be in [0, 1), got ", v);
-  for (float v : o.weight_decay_list)
-    CAMPO_CHECK(v >= 0, "--weight-decay values must be non-negative, got ", v);
-  for (float v : o.dropout_list) {
-    CAMPO_CHECK(v >= 0 && v < 1, "--dropout values must be in [0, 1), got ", v);
-    CAMPO_CHECK(v == 0 || !is_known_model(o.model) || has_dropout(o.model),
-                "--dropout applies "
-                "to models with a configurable dropout only (",
-                o.model, " has none)");
-  }
-  CAMPO_CHECK(o.array_shuffle == "shared" || o.array_shuffle == "independent",
-              "--array-shuffle must be shared or independent, got '", o.array_shuffle, "'");
-  if (o.array < 2) {
-    CAMPO_CHECK(o.array_shuffle == "shared", "--array-shuffle needs --array N (N >= 2)");
-    return;
-  }
-  std::string why;
-  CAMPO_CHECK(supports_model_array(o.model, &why), why);
-  CAMPO_CHECK(o.resume_path.empty(),
-              "--resume does not continue a model array; resume one of its models alone from "
-              "its checkpoint (campo train --resume PATH-<i>.safetensors)");
-}
-
-}  // namespace
-
 void validate(const TrainOptions& o) {
   CAMPO_CHECK(
       is_known_model(o.model), "unknown model '", o.model, "' (known models: ",
@@ -527,9 +481,6 @@ void validate(const TrainOptions& o) {
   CAMPO_CHECK(o.optimizer == "sgd" || o.optimizer == "adam", "unknown optimizer '", o.optimizer,
               "' (expected sgd or adam)");
   CAMPO_CHECK(o.train_limit >= 0 && o.test_limit >= 0, "--limit-train/--limit-test must be >= 0");
-  CAMPO_CHECK(
-      o.progress == "auto" || o.progress == "bar" || o.progress == "lines" || o.progress == "none",
-      "--progress must be auto, bar, lines or none, got '", o.progress, "'");
   check_threads(o.threads);
   CAMPO_CHECK(o.dropout == 0 || has_dropout(o.model),
               "--dropout applies to --model mlp and bert "
@@ -555,18 +506,14 @@ void validate(const TrainOptions& o) {
               "--channels must be 1 or 3 (or 0: the data set's own), got ", o.channels);
   CAMPO_CHECK(o.resize >= 0, "--resize must be positive (or 0: --image-size), got ", o.resize);
   CAMPO_CHECK(o.padding >= -1, "--padding must be zero or positive, got ", o.padding);
-  CAMPO_CHECK(o.save_every >= 0, "--save-every must be a positive number of steps, got ",
-              o.save_every);
-  CAMPO_CHECK(o.save_every == 0 || !o.save_path.empty(),
-              "--save-every needs --save (the checkpoint path to write every ", o.save_every,
-              " steps)");
-  validate_array(o);
+  validate(o.array, o.model, o.optimizer, !o.checkpoint.resume_path.empty());
+  std::string why;
+  CAMPO_CHECK(o.array.size < 2 || supports_model_array(o.model, &why), why);
   (void)precision_config(o);  // checks --precision, --low-precision, --loss-scale, lists
   // The run's backend is made by train() or train_array(), once, right after this.
   // Outputs and inputs before any work is spent (a calibration or a training run).
-  if (!o.save_path.empty()) require_output_file(o.save_path, "--save checkpoint");
-  if (!o.resume_path.empty()) require_input_file(o.resume_path, "--resume checkpoint");
-  check_metrics_outputs(o.metrics_path, o.tensorboard_dir);
+  validate(o.checkpoint);
+  validate(o.report);
 }
 
 void print_profile(const std::vector<std::pair<std::string, double>>& ms_by_op, int64_t steps,
@@ -659,7 +606,7 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   loop.shuffle_seeds = {o.seed};
   loop.test = data.test;
   loop.lr = {o.lr};
-  loop.checkpoint_path = [&](int) { return o.save_path; };
+  loop.checkpoint_path = [&](int) { return o.checkpoint.save_path; };
   loop.what = o.model + " (" + std::to_string(session.parameter_count()) + " parameters)";
   loop.precision_config = pcfg;
   if (text) {
@@ -668,9 +615,9 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   }
   loop.result = {
       {"model", o.model}, {"dataset", o.dataset}, {"parameters", session.parameter_count()}};
-  if (!o.resume_path.empty()) {
-    const TrainingSession::Position pos = session.restore(o.resume_path, o.optimizer);
-    loop.resumed = Resumed{.path = o.resume_path,
+  if (const std::string& path = o.checkpoint.resume_path; !path.empty()) {
+    const TrainingSession::Position pos = session.restore(path, o.optimizer);
+    loop.resumed = Resumed{.path = path,
                            .epoch = pos.epoch,
                            .position_in_epoch = pos.position_in_epoch,
                            .steps = session.step(),
@@ -698,20 +645,15 @@ OptimizerConfig optimizer_config(const TrainOptions& o) {
 }
 
 TrainingLoopOptions loop_options(const TrainOptions& o, bool log_is_terminal) {
-  TrainingLoopOptions l;
-  l.eval_batch = o.eval_batch;
-  l.batch = o.batch;
-  l.epochs = o.epochs;
-  l.max_steps = o.max_steps;
-  l.schedule = o.schedule;
-  l.optimizer = o.optimizer;
-  l.save_path = o.save_path;
-  l.save_every = o.save_every;
-  l.progress = progress_mode(o.progress, log_is_terminal);
-  l.metrics_path = o.metrics_path;
-  l.tensorboard_dir = o.tensorboard_dir;
-  l.profile = o.profile;
-  return l;
+  return {.eval_batch = o.eval_batch,
+          .batch = o.batch,
+          .epochs = o.epochs,
+          .max_steps = o.max_steps,
+          .schedule = o.schedule,
+          .optimizer = o.optimizer,
+          .checkpoint = o.checkpoint,
+          .report = o.report,
+          .log_is_terminal = log_is_terminal};
 }
 
 }  // namespace campo

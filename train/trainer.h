@@ -45,9 +45,7 @@ struct TrainOptions {
   uint64_t seed = 42;
   int64_t train_limit = 0;               // use only the first N training samples (0: all)
   int64_t test_limit = 0;                // evaluate on the first N test samples (0: all)
-  std::string progress = "auto";         // auto | bar | lines | none
   int threads = 0;                       // 0: OpenMP default
-  bool profile = false;                  // time every node; print the time per op at the end
   std::string precision = "cost-aware";  // fp32 | amp | cost-aware
   // cost-aware: the calibration file; "" = this machine's (train/calibrate.h
   // default_calibration: found, or a quick automatic calibration first); "none" = no
@@ -61,9 +59,8 @@ struct TrainOptions {
   int loss_scale_growth_interval = 2000;
   std::string amp_lists_edit;  // e.g. "allow+=Tanh;clear-=Relu"
   std::string amp_lists_file;  // JSON edits
-  std::string save_path;       // checkpoint (safetensors) written at each epoch end and at the end
-  int64_t save_every = 0;      // also every N steps (0: epoch ends only)
-  std::string resume_path;     // continue a run from this checkpoint
+  CheckpointOptions checkpoint;  // --save, --save-every, --resume (safetensors)
+  ReportOptions report;          // --progress, --profile, --metrics, --tensorboard
   int image_size = 0;          // resize images to this square size (0: native)
   int channels = 0;            // 1 or 3 (0: the data set's own)
   DeviceSpec device;           // --device cpu | cuda[:N] | cpu:strict, parsed by the CLI
@@ -82,19 +79,7 @@ struct TrainOptions {
   float mask_prob = 0.15f;           // tokens chosen for prediction (BERT's 80/10/10)
   // --conv-layout: blocked activations between convolutions (graph/layout.h) or plain.
   ConvLayout conv_layout = ConvLayout::blocked;
-  // --array N: N copies of the model trained as one fused step (train/model_array.h); 0 or 1:
-  // a single model. With it, --lr, --momentum, --weight-decay, --dropout and --seed may each
-  // list N values (the lists below; empty: the scalar option for every model).
-  int array = 0;
-  std::vector<float> lr_list, momentum_list, weight_decay_list, dropout_list;
-  std::vector<uint64_t> seed_list;
-  // shared: every model sees the same batches (the first seed's order, as in HFTA);
-  // independent: model i its own order from its seed, as a single run with that seed.
-  std::string array_shuffle = "shared";
-  // Training curves (train/metrics_log.h), at the steps of the progress lines: --metrics
-  // writes one JSON line per logged step and evaluation; --tensorboard an event file.
-  std::string metrics_path;
-  std::string tensorboard_dir;
+  ArrayOptions array;  // --array N and the per-model lists of --lr, ..., --seed
 };
 
 // From the command-line options (checks them). Leaves the calibration out.

@@ -256,7 +256,7 @@ TEST(GanTrainerTest, ShortRunLowersDiscriminatorLossAndWritesSamples) {
   o.ngf = o.ndf = 16;
   o.train_limit = 640;
   o.samples_dir = dir;
-  o.progress = "none";
+  o.report.progress = "none";
   std::ostringstream log;
   const GanResult r = train_gan(o, log, false);
   ASSERT_EQ(r.steps, 40);

@@ -64,7 +64,7 @@ TEST(FolderTrainTest, MlpLearnsTwoColourClassesFromAFolder) {
   o.epochs = 4;
   o.batch = 6;
   o.lr = 0.02f;
-  o.progress = "none";
+  o.report.progress = "none";
   std::ostringstream log;
   TrainResult r = train(o, log, false);
   EXPECT_GE(r.test_accuracy, 0.9) << log.str();

@@ -40,7 +40,7 @@ GanOptions small_gan(const std::string& optimizer) {
   o.ngf = o.ndf = 8;
   o.nz = 16;
   o.samples_dir = "";
-  o.progress = "none";
+  o.report.progress = "none";
   o.optimizer = optimizer;
   // The rate halves each epoch (cosine would decay over --steps, which the first half of
   // a resumed run sets differently).
@@ -63,7 +63,7 @@ void check_gan_resume(const std::string& optimizer) {
 
   GanOptions first = small_gan(optimizer);
   first.steps = 8;  // stops in the middle of epoch 2
-  first.save_path = path;
+  first.checkpoint.save_path = path;
   const GanResult a = train_gan(first, log, false);
   ASSERT_EQ(a.steps, 8);
   const std::map<std::string, std::string> meta = read_safetensors_metadata(path);
@@ -90,7 +90,7 @@ void check_gan_resume(const std::string& optimizer) {
   EXPECT_GT(d_state, 0);
 
   GanOptions second = small_gan(optimizer);
-  second.resume_path = path;
+  second.checkpoint.resume_path = path;
   const GanResult b = train_gan(second, log, false);
   ASSERT_EQ(b.loss_d_history.size(), 4u) << log.str();
   EXPECT_EQ(b.steps, 12);
@@ -115,8 +115,8 @@ TEST(GanResumeTest, SaveEveryWritesMidEpochAndTheEndIsAnEpochStart) {
   const std::string path = temp_path("every.safetensors");
   GanOptions o = small_gan("adam");
   o.epochs = 1;
-  o.save_path = path;
-  o.save_every = 4;
+  o.checkpoint.save_path = path;
+  o.checkpoint.save_every = 4;
   std::ostringstream log;
   train_gan(o, log, false);
   // The last save is the epoch end, stored as the start of the next epoch.
@@ -134,12 +134,12 @@ TEST(GanResumeTest, WrongCheckpointsAreRefused) {
   const std::string path = temp_path("wrong.safetensors");
   GanOptions o = small_gan("adam");
   o.epochs = 1;
-  o.save_path = path;
+  o.checkpoint.save_path = path;
   std::ostringstream log;
   train_gan(o, log, false);
 
   GanOptions sgd = small_gan("sgd");
-  sgd.resume_path = path;
+  sgd.checkpoint.resume_path = path;
   try {
     train_gan(sgd, log, false);
     ADD_FAILURE() << "resumed an adam checkpoint with sgd";
@@ -150,7 +150,7 @@ TEST(GanResumeTest, WrongCheckpointsAreRefused) {
   }
   GanOptions past = small_gan("adam");
   past.epochs = 1;  // the checkpoint is at the start of epoch 2
-  past.resume_path = path;
+  past.checkpoint.resume_path = path;
   try {
     train_gan(past, log, false);
     ADD_FAILURE() << "resumed a run with nothing left to train";
@@ -169,11 +169,11 @@ TEST(GanResumeTest, WrongCheckpointsAreRefused) {
   t.train_limit = 64;
   t.test_limit = 16;
   t.batch = 32;
-  t.progress = "none";
-  t.save_path = classifier;
+  t.report.progress = "none";
+  t.checkpoint.save_path = classifier;
   train(t, log, false);
   GanOptions wrong = small_gan("adam");
-  wrong.resume_path = classifier;
+  wrong.checkpoint.resume_path = classifier;
   try {
     train_gan(wrong, log, false);
     ADD_FAILURE() << "resumed a classifier checkpoint";
@@ -337,11 +337,11 @@ TEST(GanTrainerTest, OptionsThatCannotApplyAreErrors) {
   o.schedule.gamma = 0;
   EXPECT_THROW(validate_gan(o), Error);
   o = GanOptions{};
-  o.save_every = 5;  // without save_path
+  o.checkpoint.save_every = 5;  // without save_path
   EXPECT_THROW(validate_gan(o), Error);
   o = GanOptions{};
   o.samples_dir = "";
-  o.resume_path = "/no/such/file.safetensors";
+  o.checkpoint.resume_path = "/no/such/file.safetensors";
   EXPECT_THROW(validate_gan(o), Error);
 }
 

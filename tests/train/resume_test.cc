@@ -36,7 +36,7 @@ TrainOptions small_run(const std::string& optimizer) {
   o.optimizer = optimizer;
   o.train_limit = 640;  // 20 steps per epoch
   o.test_limit = 64;
-  o.progress = "none";
+  o.report.progress = "none";
   return o;
 }
 
@@ -50,12 +50,12 @@ void check_resume(const std::string& optimizer) {
 
   TrainOptions first = small_run(optimizer);
   first.max_steps = 27;  // stops in the middle of epoch 2
-  first.save_path = path;
+  first.checkpoint.save_path = path;
   TrainResult a = train(first, log, false);
   ASSERT_EQ(a.losses.size(), 27u);
 
   TrainOptions second = small_run(optimizer);
-  second.resume_path = path;
+  second.checkpoint.resume_path = path;
   TrainResult b = train(second, log, false);
   ASSERT_EQ(b.losses.size(), 13u) << log.str();
   for (size_t i = 0; i < 27; ++i) EXPECT_EQ(a.losses[i], full.losses[i]) << "step " << i;
@@ -91,11 +91,11 @@ TEST(ResumeTest, SkippedLossScaleStepsCountAsConsumedBatches) {
   ASSERT_EQ(full.losses.size(), 40u);
   TrainOptions first = run();
   first.max_steps = 27;
-  first.save_path = path;
+  first.checkpoint.save_path = path;
   train(first, log, false);
   ASSERT_GT(std::stoll(read_safetensors_metadata(path).at("loss_scale_skipped_steps")), 0);
   TrainOptions second = run();
-  second.resume_path = path;
+  second.checkpoint.resume_path = path;
   TrainResult b = train(second, log, false);
   ASSERT_EQ(b.losses.size(), 13u) << log.str();
   for (size_t i = 0; i < 13; ++i)
@@ -108,7 +108,7 @@ TEST(ResumeTest, EvalReadsTheCheckpoint) {
       (std::filesystem::temp_directory_path() / "campo_eval_test.safetensors").string();
   TrainOptions o = small_run("sgd");
   o.epochs = 1;
-  o.save_path = path;
+  o.checkpoint.save_path = path;
   std::ostringstream log;
   TrainResult r = train(o, log, false);
   EvalOptions e;
@@ -127,12 +127,12 @@ TEST(ResumeTest, WrongModelIsRefused) {
       (std::filesystem::temp_directory_path() / "campo_wrong_model.safetensors").string();
   TrainOptions o = small_run("sgd");
   o.epochs = 1;
-  o.save_path = path;
+  o.checkpoint.save_path = path;
   std::ostringstream log;
   train(o, log, false);
   TrainOptions other = small_run("sgd");
   other.model = "lenet";
-  other.resume_path = path;
+  other.checkpoint.resume_path = path;
   EXPECT_THROW(train(other, log, false), Error);
   std::filesystem::remove(path);
 }
@@ -275,7 +275,7 @@ class ResumeRefusalTest : public ::testing::Test {
     path_ = temp_path("campo_resume_refusal_" + std::to_string(::getpid()) + ".safetensors");
     TrainOptions first = small_run("sgd");
     first.max_steps = 27;  // epoch 1 (0-based), batch 7 of 20
-    first.save_path = path_;
+    first.checkpoint.save_path = path_;
     std::ostringstream log;
     train(first, log, false);
     std::ifstream in(path_, std::ios::binary);
@@ -286,7 +286,7 @@ class ResumeRefusalTest : public ::testing::Test {
   // Resuming from the checkpoint fails with a message naming it and containing `expected`.
   void expect_resume_refused(const std::string& expected) {
     TrainOptions o = small_run("sgd");
-    o.resume_path = path_;
+    o.checkpoint.resume_path = path_;
     std::ostringstream log;
     const std::string msg = error_of([&] { train(o, log, false); });
     EXPECT_NE(msg.find("checkpoint " + path_), std::string::npos) << msg;
@@ -345,7 +345,7 @@ TEST_F(ResumeRefusalTest, PositionMustFitTheRun) {
   SetUp();
   rewrite_checkpoint(path_, {{"campo.epoch", "2"}, {"campo.position_in_epoch", "0"}});
   TrainOptions o = small_run("sgd");
-  o.resume_path = path_;
+  o.checkpoint.resume_path = path_;
   std::ostringstream log;
   EXPECT_EQ(train(o, log, false).losses.size(), 0u) << log.str();
 }
@@ -381,7 +381,7 @@ TEST(ResumeTest, FifoIsRefusedByResumeAndEval) {
   const int holder = ::open(fifo.c_str(), O_RDWR | O_NONBLOCK);
   ASSERT_GE(holder, 0);
   TrainOptions o = small_run("sgd");
-  o.resume_path = fifo;
+  o.checkpoint.resume_path = fifo;
   std::ostringstream log;
   const std::string expected = "checkpoint " + fifo + " is a FIFO, not a regular file";
   EXPECT_NE(error_of([&] { train(o, log, false); }).find(expected), std::string::npos);
