@@ -14,6 +14,7 @@ namespace {
 namespace fs = std::filesystem;
 
 using testing::expect_error;
+using testing::json_event;
 using testing::run_cli;
 
 std::vector<std::string> train_args(std::vector<std::string> extra) {
@@ -21,17 +22,6 @@ std::vector<std::string> train_args(std::vector<std::string> extra) {
                                 "64",    "--progress",    "none"};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
-}
-
-// The JSON line of a run's output with this "event".
-nlohmann::json result_of(const std::string& out, const std::string& event = "result") {
-  std::istringstream lines(out);
-  std::string line;
-  while (std::getline(lines, line))
-    if (line.rfind("{\"", 0) == 0 && line.find("\"event\":\"" + event + "\"") != std::string::npos)
-      return nlohmann::json::parse(line);
-  ADD_FAILURE() << "no result line in:\n" << out;
-  return {};
 }
 
 TEST(ArrayCliTest, ListsNeedAnArrayOfTheirSize) {
@@ -70,7 +60,7 @@ TEST(ArrayCliTest, TrainsEveryModelAndSavesEachAlone) {
                                "--weight-decay", "0,1e-4,1e-3", "--seed", "1,2,3", "--steps", "4",
                                "--batch", "32", "--precision", "fp32", "--save", save}));
   ASSERT_EQ(r.code, 0) << r.err << r.out;
-  const nlohmann::json j = result_of(r.out);
+  const nlohmann::json j = json_event(r.out);
   EXPECT_EQ(j["array"], 3);
   ASSERT_EQ(j["models"].size(), 3u);
   EXPECT_FLOAT_EQ(j["models"][1]["lr"].get<float>(), 0.02f);
@@ -83,7 +73,7 @@ TEST(ArrayCliTest, TrainsEveryModelAndSavesEachAlone) {
     // campo eval reads each alone and gets that model's accuracy.
     auto e = run_cli({"eval", "--checkpoint", path, "--limit", "64"});
     ASSERT_EQ(e.code, 0) << e.err;
-    const nlohmann::json ej = result_of(e.out, "eval");
+    const nlohmann::json ej = json_event(e.out, "eval");
     // The same weights through the single model's kernels: a near-tie may flip one of the 64.
     EXPECT_NEAR(ej["test_accuracy"].get<double>(), j["models"][i]["test_accuracy"].get<double>(),
                 1.5 / 64)

@@ -13,6 +13,7 @@ namespace campo {
 namespace {
 
 using testing::expect_error;
+using testing::json_event;
 using testing::run_cli;
 using testing::TempDir;
 
@@ -34,13 +35,6 @@ std::string write(const std::string& path, const std::string& data) {
   return path;
 }
 
-nlohmann::json result_line(const std::string& out) {
-  const size_t key = out.rfind("\"event\":\"result\"");
-  EXPECT_NE(key, std::string::npos) << out;
-  const size_t at = out.rfind('\n', key) + 1;  // npos + 1 == 0: the first line
-  return nlohmann::json::parse(out.substr(at, out.find('\n', key) - at));
-}
-
 TEST(BertCliTest, TrainsOnATextFileSavesEvaluatesAndResumes) {
   TempDir dir;
   const std::string text = write(dir.str() + "/corpus.txt", corpus());
@@ -59,7 +53,7 @@ TEST(BertCliTest, TrainsOnATextFileSavesEvaluatesAndResumes) {
   // The text has fewer pairs worth merging than 120 pieces: the trainer stops at 64.
   EXPECT_NE(r.out.find("campo: vocabulary of 64 pieces trained on"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("masked-token accuracy"), std::string::npos) << r.out;
-  const nlohmann::json j = result_line(r.out);
+  const nlohmann::json j = json_event(r.out);
   EXPECT_EQ(j["steps"], 3 * 42);
   // Chance is 1/64 (loss log 64 = 4.16); Hugging Face's BertForMaskedLM of this size and
   // recipe reaches a loss of about 1.4 on such text.
@@ -80,7 +74,7 @@ TEST(BertCliTest, TrainsOnATextFileSavesEvaluatesAndResumes) {
   ASSERT_EQ(rr.code, 0) << rr.err;
   EXPECT_NE(rr.out.find("campo: resumed from"), std::string::npos) << rr.out;
   EXPECT_EQ(rr.out.find("campo: vocabulary of"), std::string::npos) << rr.out;  // not retrained
-  EXPECT_EQ(result_line(rr.out)["steps"], 4 * 42);
+  EXPECT_EQ(json_event(rr.out)["steps"], 4 * 42);
 
   std::vector<std::string> other = common;
   const std::string other_vocab = dir.str() + "/other.json";

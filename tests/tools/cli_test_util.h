@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,22 @@ inline void expect_error(const CliResult& r, const std::string& needle) {
   EXPECT_NE(r.err.find("campo: error: "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+// The last line of a run's output that is a JSON object with "event": `event` (a command's
+// JSON result line by default); a test failure, and an empty object, when there is none.
+inline nlohmann::json json_event(const std::string& out, const std::string& event = "result") {
+  std::istringstream lines(out);
+  nlohmann::json found = nlohmann::json::object();
+  bool any = false;
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("{\"", 0) == 0 &&
+        line.find("\"event\":\"" + event + "\"") != std::string::npos) {
+      found = nlohmann::json::parse(line);
+      any = true;
+    }
+  if (!any) ADD_FAILURE() << "no JSON line of event " << event << " in:\n" << out;
+  return found;
 }
 
 }  // namespace campo::testing

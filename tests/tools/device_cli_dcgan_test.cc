@@ -4,13 +4,13 @@
 // crossed through the backend's copies (a direct host access to one of its tensors throws),
 // and the default CPU backend allocates nothing during the run. Model arrays (--array) too.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "tests/test_util.h"
 #include "tests/tools/cli_test_util.h"
 
 namespace campo {
@@ -19,29 +19,14 @@ namespace {
 namespace fs = std::filesystem;
 
 using testing::CliResult;
+using testing::json_event;
 using testing::run_cli;
 
 class DcganDeviceCliTest : public ::testing::Test {
  protected:
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) {
-    fs::create_directories(dir_);
-    return (dir_ / name).string();
-  }
-  fs::path dir_ =
-      fs::temp_directory_path() / ("campo_device_cli_dcgan_" + std::to_string(::getpid()) + "_" +
-                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  std::string path(const std::string& name) const { return dir_.file(name); }
+  testing::TempDir dir_;
 };
-
-// The JSON result line of a `campo train` run (its last line).
-nlohmann::json result_line(const std::string& out) {
-  const size_t at = out.rfind("\n{");
-  EXPECT_NE(at, std::string::npos) << out;
-  const nlohmann::json j =
-      nlohmann::json::parse(out.substr(at + 1, out.find('\n', at + 1) - at - 1));
-  EXPECT_EQ(j["event"], "result") << out;
-  return j;
-}
 
 std::string file_bytes(const std::string& file) {
   std::ifstream f(file, std::ios::binary);
@@ -68,7 +53,7 @@ TEST_F(DcganDeviceCliTest, TrainOnCpuStrictIsTheCpuRunThroughTheBackendsCopies) 
       const std::string dir = path("samples_" + tag), checkpoint = path(tag + ".safetensors");
       const CliResult r = run_cli(dcgan_args(precision, device, dir, checkpoint));
       ASSERT_EQ(r.code, 0) << r.err;
-      results.push_back(result_line(r.out));
+      results.push_back(json_event(r.out));
       EXPECT_EQ(results.back()["device"], device);
       EXPECT_EQ(results.back()["steps"], 3);
       checkpoints.push_back(checkpoint);
@@ -99,7 +84,7 @@ TEST_F(DcganDeviceCliTest, CostAwareOnCpuStrictProfilesOnThatBackend) {
   args.insert(args.end(), {"--calibration", "none"});
   const CliResult r = run_cli(args);
   ASSERT_EQ(r.code, 0) << r.err;
-  const nlohmann::json j = result_line(r.out);
+  const nlohmann::json j = json_event(r.out);
   EXPECT_EQ(j["device"], "cpu:strict");
   EXPECT_EQ(j["default_cpu_allocations"], 0) << j.dump();
 }
@@ -114,7 +99,7 @@ TEST_F(DcganDeviceCliTest, ArrayOnCpuStrictIsTheCpuRun) {
     args.insert(args.end(), {"--array", "2", "--seed", "3,4"});
     const CliResult r = run_cli(args);
     ASSERT_EQ(r.code, 0) << r.err;
-    results.push_back(result_line(r.out));
+    results.push_back(json_event(r.out));
     EXPECT_EQ(results.back()["device"], device);
     ASSERT_EQ(results.back()["models"].size(), 2u) << results.back().dump();
   }

@@ -19,6 +19,7 @@ namespace fs = std::filesystem;
 
 using testing::CliResult;
 using testing::expect_error;
+using testing::json_event;
 using testing::run_cli;
 
 // make_backend's one line for `device` in this build on this machine ("" when the backend
@@ -121,16 +122,6 @@ nlohmann::json read_json(const std::string& file) {
   return nlohmann::json::parse(f);
 }
 
-// The JSON result line of a `campo train` run (its last line).
-nlohmann::json result_line(const std::string& out) {
-  const size_t at = out.rfind("\n{");
-  EXPECT_NE(at, std::string::npos) << out;
-  const nlohmann::json j =
-      nlohmann::json::parse(out.substr(at + 1, out.find('\n', at + 1) - at - 1));
-  EXPECT_EQ(j["event"], "result") << out;
-  return j;
-}
-
 // --device cpu:strict: the run is on that backend (tensors that refuse host access, so any
 // host read or write outside its copies would have thrown), its steps, evaluation and
 // checkpoint give --device cpu's results bit for bit, its copies carried the batches in and
@@ -145,7 +136,7 @@ TEST_F(DeviceCliTest, TrainOnCpuStrictIsTheCpuRunThroughTheBackendsCopies) {
                    "16", "--limit-test", "64", "--precision", precision, "--progress", "none",
                    "--device", device, "--save", checkpoint});
       ASSERT_EQ(r.code, 0) << r.err;
-      results.push_back(result_line(r.out));
+      results.push_back(json_event(r.out));
       EXPECT_EQ(results.back()["device"], device);
       EXPECT_TRUE(fs::exists(checkpoint)) << device;
     }
@@ -170,7 +161,7 @@ TEST_F(DeviceCliTest, CostAwareOnCpuStrictProfilesOnThatBackend) {
                "16", "--limit-test", "32", "--precision", "cost-aware", "--progress", "none",
                "--device", "cpu:strict"});
   ASSERT_EQ(r.code, 0) << r.err;
-  const nlohmann::json j = result_line(r.out);
+  const nlohmann::json j = json_event(r.out);
   EXPECT_EQ(j["device"], "cpu:strict");
   EXPECT_EQ(j["default_cpu_allocations"], 0) << j.dump();
 }

@@ -19,17 +19,9 @@ namespace {
 namespace fs = std::filesystem;
 
 using testing::CliResult;
+using testing::json_event;
 using testing::run_cli;
 using testing::TempDir;
-
-// The last line of `out` that is a JSON object with "event": `event`.
-nlohmann::json event_line(const std::string& out, const std::string& event) {
-  const size_t key = out.rfind("\"event\":\"" + event + "\"");
-  EXPECT_NE(key, std::string::npos) << out;
-  if (key == std::string::npos) return {};
-  const size_t at = out.rfind('\n', key) + 1;  // npos + 1 == 0: the first line
-  return nlohmann::json::parse(out.substr(at, out.find('\n', key) - at));
-}
 
 nlohmann::json read_json(const std::string& file) {
   std::ifstream f(file);
@@ -58,7 +50,7 @@ TEST(DeviceStrictCliTest, ModelArrayTrainsOnTheStrictBackendAsOnTheCpu) {
                    "16",    "--limit-test", "64",        "--precision", precision,   "--progress",
                    "none",  "--device",     device,      "--save",      ckpt});
       ASSERT_EQ(r.code, 0) << r.err;
-      results.push_back(event_line(r.out, "result"));
+      results.push_back(json_event(r.out, "result"));
       for (int i = 0; i < 2; ++i)
         EXPECT_TRUE(fs::exists(results.back()["models"][i]["checkpoint"].get<std::string>()));
     }
@@ -84,7 +76,7 @@ TEST(DeviceStrictCliTest, EvalRunsOnTheStrictBackendWithTheCpusAccuracy) {
     const CliResult r = run_cli({"eval", "--checkpoint", ckpt, "--dataset", "synthetic", "--limit",
                                  "100", "--batch", "32", "--device", device});
     ASSERT_EQ(r.code, 0) << r.err;
-    results.push_back(event_line(r.out, "eval"));
+    results.push_back(json_event(r.out, "eval"));
   }
   EXPECT_EQ(results[1]["test_accuracy"], results[0]["test_accuracy"]);
   EXPECT_EQ(results[1]["samples"], 100);
@@ -162,7 +154,7 @@ TEST(DeviceStrictCliTest, CalibrationMeasuresOnTheStrictBackend) {
                                "--budget-minutes", "1", "--out", out, "--device", "cpu:strict"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(fs::exists(out));
-  const nlohmann::json j = event_line(r.out, "calibrate");
+  const nlohmann::json j = json_event(r.out, "calibrate");
   EXPECT_EQ(j["out"], out);
   expect_all_on_strict(j, 1, 0);
 }
@@ -206,11 +198,11 @@ TEST(DeviceStrictCliTest, BertMaskedLmTrainsAndEvaluatesOnTheStrictBackendAsOnTh
                                  "--save",
                                  ckpt});
     ASSERT_EQ(r.code, 0) << r.err;
-    train.push_back(event_line(r.out, "result"));
+    train.push_back(json_event(r.out, "result"));
     const CliResult e = run_cli({"eval", "--checkpoint", ckpt, "--dataset", "text:" + text,
                                  "--seq-len", "16", "--device", device});
     ASSERT_EQ(e.code, 0) << e.err;
-    eval.push_back(event_line(e.out, "eval"));
+    eval.push_back(json_event(e.out, "eval"));
   }
   EXPECT_EQ(train[1]["final_loss"], train[0]["final_loss"]);
   EXPECT_EQ(train[1]["test_accuracy"], train[0]["test_accuracy"]);

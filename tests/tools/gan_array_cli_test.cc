@@ -16,6 +16,7 @@ namespace {
 namespace fs = std::filesystem;
 
 using testing::expect_error;
+using testing::json_event;
 using testing::run_cli;
 
 std::vector<std::string> gan_args(std::vector<std::string> extra) {
@@ -26,16 +27,6 @@ std::vector<std::string> gan_args(std::vector<std::string> extra) {
       "",      "--epochs",   "2"};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
-}
-
-nlohmann::json result_of(const std::string& out) {
-  std::istringstream lines(out);
-  std::string line;
-  while (std::getline(lines, line))
-    if (line.rfind("{\"", 0) == 0 && line.find("\"event\":\"result\"") != std::string::npos)
-      return nlohmann::json::parse(line);
-  ADD_FAILURE() << "no result line in:\n" << out;
-  return {};
 }
 
 TEST(GanArrayCliTest, ListsNeedAnArrayOfTheirSize) {
@@ -82,7 +73,7 @@ TEST(GanArrayCliTest, TrainsEveryModelAndSavesEachAlone) {
   }
   auto r = run_cli(args);
   ASSERT_EQ(r.code, 0) << r.err << r.out;
-  const nlohmann::json j = result_of(r.out);
+  const nlohmann::json j = json_event(r.out);
   EXPECT_EQ(j["array"], 2);
   EXPECT_EQ(j["array_shuffle"], "independent");
   ASSERT_EQ(j["models"].size(), 2u);
@@ -110,7 +101,7 @@ TEST(GanArrayCliTest, TrainsEveryModelAndSavesEachAlone) {
   r = run_cli(resume);
   ASSERT_EQ(r.code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("at step 2"), std::string::npos) << r.out;
-  EXPECT_EQ(result_of(r.out)["steps"], 3);
+  EXPECT_EQ(json_event(r.out)["steps"], 3);
   fs::remove_all(dir);
 }
 

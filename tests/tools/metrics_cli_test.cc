@@ -30,6 +30,7 @@ namespace fs = std::filesystem;
 using testing::DecodedEvent;
 using testing::event_files;
 using testing::expect_error;
+using testing::json_event;
 using testing::read_event_file;
 using testing::run_cli;
 using testing::scalar_of;
@@ -93,16 +94,6 @@ std::string fixed(double v, int decimals) {
   return text;
 }
 
-// The run's JSON result line.
-nlohmann::json result_line(const std::string& out) {
-  std::istringstream in(out);
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("{", 0) == 0 && line.find("\"event\":\"result\"") != std::string::npos)
-      return nlohmann::json::parse(line);
-  ADD_FAILURE() << "no result line in:\n" << out;
-  return nlohmann::json::object();
-}
-
 TEST(MetricsCliTest, LinesAndEventsHoldTheProgressLinesLosses) {
   TempDir dir;
   auto r = run_cli(lenet_args(dir, {"--calibration", "none"}));
@@ -127,7 +118,7 @@ TEST(MetricsCliTest, LinesAndEventsHoldTheProgressLinesLosses) {
   ASSERT_EQ(evals.size(), 1u);
   EXPECT_EQ(lines.back(), evals[0]);
   EXPECT_EQ(evals[0]["step"], 6);
-  EXPECT_EQ(evals[0]["test_accuracy"], result_line(r.out)["test_accuracy"]);
+  EXPECT_EQ(evals[0]["test_accuracy"], json_event(r.out)["test_accuracy"]);
 
   const std::vector<std::string> files = event_files(dir.file("tb"));
   ASSERT_EQ(files.size(), 1u);
@@ -184,7 +175,7 @@ TEST(MetricsCliTest, AnArrayLogsEveryModel) {
   EXPECT_EQ(steps[0]["lrs"], (nlohmann::json{0.05, 0.02}));
   const std::vector<nlohmann::json> evals = with_event(lines, "eval");
   ASSERT_EQ(evals.size(), 1u);
-  const nlohmann::json result = result_line(r.out);
+  const nlohmann::json result = json_event(r.out);
   for (size_t i = 0; i < 2; ++i)
     EXPECT_EQ(evals[0]["test_accuracies"][i], result["models"][i]["test_accuracy"]);
 
@@ -337,7 +328,7 @@ TEST(MetricsCliTest, TensorBoardReadsTheEventFile) {
     EXPECT_EQ(by_tag[tag].size(), progress.size()) << tag;
   ASSERT_EQ(by_tag["eval/accuracy"].size(), 1u);
   EXPECT_EQ(float(by_tag["eval/accuracy"][0].second),
-            float(result_line(r.out)["test_accuracy"].get<double>()));
+            float(json_event(r.out)["test_accuracy"].get<double>()));
 }
 
 }  // namespace
