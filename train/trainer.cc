@@ -447,7 +447,11 @@ double evaluate_checkpoint(const EvalOptions& o, std::ostream& log) {
     correct += hits;
     total += count;
   }
-  const double accuracy = double(correct) / double(std::max<int64_t>(total, 1));
+  // An accuracy over nothing would read as 0 correct (the text data sets mask at least one
+  // token per sequence, so this guards what the data sets promise).
+  CAMPO_CHECK(total > 0, test_set->name(), " has no ",
+              dopts.tokenizer ? "masked token to predict" : "sample", ": no accuracy to report");
+  const double accuracy = double(correct) / double(total);
   log << (dopts.tokenizer ? "masked-token accuracy " : "test accuracy ") << std::fixed
       << std::setprecision(4) << accuracy << " on " << total
       << (dopts.tokenizer ? " masked tokens of " : " samples of ") << test_set->name() << "\n";
