@@ -278,28 +278,28 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, PerM
   cmd->add_option("--calibration", o.calibration,
                   "cost-aware: calibration file (default: this machine's, or a quick automatic "
                   "calibration first; none: time both precisions in the profiling step)");
-  cmd->add_option("--search", o.search,
+  cmd->add_option("--search", o.mixed.search,
                   "cost-aware: exact (the four traversals, then the least predicted step time "
                   "found exactly by a minimum cut) or traversals (the paper's four alone)")
       ->capture_default_str();
-  cmd->add_flag("--no-fold-casts{false}", o.fold_casts,
+  cmd->add_flag("--no-fold-casts{false}", o.mixed.fold_casts,
                 "cost-aware: insert weight and weight-gradient casts as Cast nodes, as amp does "
                 "(by default bf16 Conv2DBackpropFilter writes its f32 result itself and the "
                 "optimizer keeps bf16 weight copies)");
   cmd->add_option(
-      "--low-precision", o.low_precision,
+      "--low-precision", o.mixed.low_precision,
       "Low-precision type: bf16 or fp16 (default: bf16 on cpu, fp16 on cuda; dcgan bf16)");
-  cmd->add_option("--loss-scale", o.loss_scale,
+  cmd->add_option("--loss-scale", o.mixed.loss_scale,
                   "auto (dynamic for fp16, none for bf16), dynamic or none")
       ->capture_default_str();
-  cmd->add_option("--loss-scale-init", o.loss_scale_init, "Initial dynamic loss scale")
+  cmd->add_option("--loss-scale-init", o.mixed.loss_scale_init, "Initial dynamic loss scale")
       ->capture_default_str();
-  cmd->add_option("--loss-scale-growth-interval", o.loss_scale_growth_interval,
+  cmd->add_option("--loss-scale-growth-interval", o.mixed.loss_scale_growth_interval,
                   "Clean steps before the loss scale doubles")
       ->capture_default_str();
-  cmd->add_option("--amp-lists", o.amp_lists_edit,
+  cmd->add_option("--amp-lists", o.mixed.amp_lists_edit,
                   "Edit the mixed-precision lists: 'allow+=Tanh;clear-=Relu'");
-  cmd->add_option("--amp-lists-file", o.amp_lists_file,
+  cmd->add_option("--amp-lists-file", o.mixed.amp_lists_file,
                   "JSON file of list edits: {\"allow\": {\"add\": [...], \"remove\": [...]}}");
   check_int64(cmd, {"--steps", "--batch", "--eval-batch", "--warmup-steps", "--limit-train",
                     "--limit-test", "--save-every"});
@@ -317,18 +317,20 @@ void add_model_run_options(CLI::App* cmd, ModelRunOptions& o, std::string& devic
       ->capture_default_str();
   cmd->add_option("--seq-len", o.seq_len, "bert: tokens per sequence")->capture_default_str();
   add_device_option(cmd, device);
-  cmd->add_option("--low-precision", o.low_precision,
+  cmd->add_option("--low-precision", o.mixed.low_precision,
                   "bf16 or fp16 (default: bf16 on cpu, fp16 on cuda; dcgan bf16)");
-  cmd->add_option("--loss-scale", o.loss_scale, "auto, dynamic or none")->capture_default_str();
-  cmd->add_option("--amp-lists", o.amp_lists_edit, "List edits: 'allow+=Tanh;clear-=Relu'");
-  cmd->add_option("--amp-lists-file", o.amp_lists_file, "JSON file of list edits");
+  cmd->add_option("--loss-scale", o.mixed.loss_scale, "auto, dynamic or none")
+      ->capture_default_str();
+  cmd->add_option("--amp-lists", o.mixed.amp_lists_edit, "List edits: 'allow+=Tanh;clear-=Relu'");
+  cmd->add_option("--amp-lists-file", o.mixed.amp_lists_file, "JSON file of list edits");
   cmd->add_option("--optimizer", o.optimizer, "sgd or adam")->capture_default_str();
   cmd->add_option("--seed", o.seed, "Random seed")->check(kSeed)->capture_default_str();
   cmd->add_option("--calibration", o.calibration,
                   "cost-aware: calibration file (default: this machine's, found or made by a "
                   "quick calibration; 'none': time both precisions instead)");
-  cmd->add_option("--search", o.search, "cost-aware: exact or traversals")->capture_default_str();
-  cmd->add_flag("--no-fold-casts{false}", o.fold_casts,
+  cmd->add_option("--search", o.mixed.search, "cost-aware: exact or traversals")
+      ->capture_default_str();
+  cmd->add_flag("--no-fold-casts{false}", o.mixed.fold_casts,
                 "cost-aware: insert weight and weight-gradient casts as Cast nodes, as amp does");
   cmd->add_option("--array", o.array,
                   "N copies of the model as one fused step (a model array, as campo train "
@@ -346,8 +348,9 @@ void resolve_calibration(ModelRunOptions& run, bool cost_aware) {
     return;
   }
   if (!run.calibration.empty()) return;
-  const DType low =
-      run.low_precision == "fp16" || run.low_precision == "f16" ? DType::f16 : DType::bf16;
+  const DType low = run.mixed.low_precision == "fp16" || run.mixed.low_precision == "f16"
+                        ? DType::f16
+                        : DType::bf16;
   default_calibration(low, std::cerr, &run.calibration);
 }
 
@@ -658,7 +661,7 @@ int run(const std::vector<std::string>& args) {
       train_options.schedule.kind = parse_lr_schedule(train_lists.schedule);
       apply_training_defaults(train_cmd, train_options);
       default_low_precision_of(train_cmd, train_options.device, train_options.model,
-                               train_options.low_precision);
+                               train_options.mixed.low_precision);
       check_train_options_apply(train_cmd, train_options);
       calibration_for_device(train_cmd, train_options.device,
                              parse_precision(train_options.precision), train_options.calibration);
@@ -724,7 +727,7 @@ int run(const std::vector<std::string>& args) {
     if (plan_cmd->parsed()) {
       plan_options.run.device = parse_device_spec(plan_device);
       default_low_precision_of(plan_cmd, plan_options.run.device, plan_options.run.model,
-                               plan_options.run.low_precision);
+                               plan_options.run.mixed.low_precision);
       check_run_options_apply(plan_cmd, plan_options.run, {plan_options.precision});
       check_plan_options(plan_options);
       resolve_calibration(plan_options.run, plan_options.precision == "cost-aware");
@@ -736,7 +739,7 @@ int run(const std::vector<std::string>& args) {
       bench_options.run.conv_layout = parse_conv_layout(bench_conv_layout);
       check_conv_layout_applies(bench_cmd, bench_options.run.device);
       default_low_precision_of(bench_cmd, bench_options.run.device, bench_options.run.model,
-                               bench_options.run.low_precision);
+                               bench_options.run.mixed.low_precision);
       bench_options.precisions.clear();
       std::stringstream ss(bench_precisions);
       std::string p;

@@ -62,16 +62,7 @@ std::string with_commas(int64_t v) {
 }  // namespace
 
 PrecisionConfig model_run_precision(const ModelRunOptions& o, Precision policy) {
-  TrainOptions t;
-  t.precision = precision_name(policy);
-  t.low_precision = o.low_precision;
-  t.loss_scale = o.loss_scale;
-  t.amp_lists_edit = o.amp_lists_edit;
-  t.amp_lists_file = o.amp_lists_file;
-  t.search = o.search;
-  t.fold_casts = o.fold_casts;
-  t.device = o.device;
-  PrecisionConfig c = precision_config(t);
+  PrecisionConfig c = precision_config(policy, o.mixed, o.device.type);
   c.costs = o.costs;
   if (policy == Precision::cost_aware && !o.costs && !o.calibration.empty())
     c.calibration = std::make_shared<const Calibration>(load_calibration(o.calibration));
@@ -296,7 +287,7 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
   nlohmann::json j = {{"model", o.run.model},
                       {"precision", precision_name(policy)},
                       {"device", o.run.device.str()},
-                      {"low_precision", o.run.low_precision},
+                      {"low_precision", o.run.mixed.low_precision},
                       {"batch", o.run.batch}};
   // The plan runs steps only in cost-aware's profiling step (without given costs), and those
   // run on --device's backend; otherwise it only builds the graphs, which needs no device
@@ -566,7 +557,7 @@ struct BenchRun {
 constexpr int64_t kPeakGemmSize = 1024;
 constexpr int kPeakReps = 5;
 
-DType bench_low_dtype(const ModelRunOptions& run) { return parse_dtype(run.low_precision); }
+DType bench_low_dtype(const ModelRunOptions& run) { return parse_dtype(run.mixed.low_precision); }
 
 // Samples one step trains on: the batch of every model of an --array.
 int64_t samples_per_step(const ModelRunOptions& run) { return run.batch * run.array; }
@@ -767,7 +758,7 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
                                 std::to_string(samples_per_step(o.run)) + " samples/step)"
                           : std::string())
       << ", " << o.steps << " steps x " << repetitions << " interleaved repetitions, low precision "
-      << o.run.low_precision << "\n";
+      << o.run.mixed.low_precision << "\n";
   const double peak_f32 = machine.peak_f32 ? machine.peak_f32->gflops : 0;
   const double peak_low = machine.peak_low ? machine.peak_low->gflops : 0;
   char line[512];
@@ -858,7 +849,7 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
     j.push_back({{"model", o.run.model},
                  {"machine", machine_name},
                  {"precision", res.precision},
-                 {"low_precision", o.run.low_precision},
+                 {"low_precision", o.run.mixed.low_precision},
                  {"batch", o.run.batch},
                  {"array", o.run.array},
                  {"samples_per_sec", res.samples_per_sec},

@@ -28,9 +28,9 @@ struct ModelRunOptions {
   // plan: whose mixed-precision lists (and costs) the plan uses; planning runs nothing on
   // it, so a CUDA plan needs no GPU. bench: where the steps run.
   DeviceSpec device;
-  std::string low_precision = "bf16";  // the CLI's default: the device's (default_low_precision)
-  std::string loss_scale = "auto";
-  std::string amp_lists_edit, amp_lists_file;
+  // --low-precision (the CLI's default: the device's, default_low_precision), --loss-scale,
+  // --amp-lists, --amp-lists-file, --search, --no-fold-casts.
+  PrecisionOptions mixed;
   std::string optimizer = "sgd";  // dcgan: adam unless given (tools/cli.cc)
   uint64_t seed = 42;
   // cost-aware only: use these costs instead of profiling (tests, saved cost tables).
@@ -38,8 +38,6 @@ struct ModelRunOptions {
   // cost-aware only: a calibration file (amp/calibration.h); the profiling step then times
   // the f32 step only and predicts the low-precision times. Empty: both are timed.
   std::string calibration;
-  std::string search = "exact";  // cost-aware: exact or traversals
-  bool fold_casts = true;        // cost-aware: fold weight-gradient casts into producers
   // bench: --conv-layout, blocked activations between convolutions or plain (graph/layout.h).
   ConvLayout conv_layout = ConvLayout::blocked;
   int array = 1;  // --array: models trained as one fused step (train/model_array.h)

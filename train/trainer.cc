@@ -198,31 +198,7 @@ TrainingSession::TrainingSession(const std::string& model, const ModelOptions& m
 }
 
 PrecisionConfig precision_config(const TrainOptions& o) {
-  PrecisionConfig p;
-  p.policy = parse_precision(o.precision);
-  const std::string& low = o.low_precision;
-  CAMPO_CHECK(low == "bf16" || low == "fp16" || low == "f16",
-              "--low-precision must be bf16 or fp16, got '", low, "'");
-  p.low = parse_dtype(low);
-  p.search = parse_search(o.search);
-  p.fold_casts = o.fold_casts;
-  p.lists = AmpLists::defaults(o.device.type, p.low);
-  CAMPO_CHECK(o.loss_scale == "auto" || o.loss_scale == "dynamic" || o.loss_scale == "none",
-              "--loss-scale must be auto, dynamic or none, got '", o.loss_scale, "'");
-  const bool mixed = p.policy != Precision::fp32;
-  p.scaler.enabled =
-      mixed && (o.loss_scale == "dynamic" || (o.loss_scale == "auto" && p.low == DType::f16));
-  CAMPO_CHECK(std::isfinite(o.loss_scale_init) && o.loss_scale_init > 0,
-              "--loss-scale-init must be positive, got ", o.loss_scale_init);
-  CAMPO_CHECK(o.loss_scale_growth_interval > 0,
-              "--loss-scale-growth-interval must be positive, got ", o.loss_scale_growth_interval);
-  p.scaler.init_scale = o.loss_scale_init;
-  p.scaler.growth_interval = o.loss_scale_growth_interval;
-  if (!o.amp_lists_file.empty()) p.lists.edit_from_file(o.amp_lists_file);
-  if (!o.amp_lists_edit.empty()) p.lists.edit(o.amp_lists_edit);
-  LossScaler check(p.scaler);  // validates the scaler options
-  (void)check;
-  return p;
+  return precision_config(parse_precision(o.precision), o.mixed, o.device.type);
 }
 
 TrainingSession::~TrainingSession() = default;

@@ -51,14 +51,7 @@ struct TrainOptions {
   // default_calibration: found, or a quick automatic calibration first); "none" = no
   // calibration, the profiling step times both precisions instead.
   std::string calibration;
-  std::string search = "exact";        // cost-aware: exact or traversals
-  bool fold_casts = true;              // cost-aware: fold weight-gradient casts into producers
-  std::string low_precision = "bf16";  // bf16 | fp16 (the low type of amp / cost-aware)
-  std::string loss_scale = "auto";     // auto (dynamic for fp16, none for bf16) | dynamic | none
-  float loss_scale_init = 65536.0f;
-  int loss_scale_growth_interval = 2000;
-  std::string amp_lists_edit;  // e.g. "allow+=Tanh;clear-=Relu"
-  std::string amp_lists_file;  // JSON edits
+  PrecisionOptions mixed;        // --low-precision, --loss-scale*, --amp-lists*, --search, ...
   CheckpointOptions checkpoint;  // --save, --save-every, --resume (safetensors)
   ReportOptions report;          // --progress, --profile, --metrics, --tensorboard
   int image_size = 0;          // resize images to this square size (0: native)
@@ -82,7 +75,7 @@ struct TrainOptions {
   ArrayOptions array;  // --array N and the per-model lists of --lr, ..., --seed
 };
 
-// From the command-line options (checks them). Leaves the calibration out.
+// The run's precision configuration (checks the options). Leaves the calibration out.
 PrecisionConfig precision_config(const TrainOptions& o);
 // The optimizer of the options: sgd or adam, momentum, nesterov, weight decay.
 OptimizerConfig optimizer_config(const TrainOptions& o);

@@ -1,6 +1,9 @@
 #include "train/training_graph.h"
 
+#include <cmath>
+
 #include "amp/cost_aware.h"
+#include "amp/loss_scaler.h"
 #include "amp/padding.h"
 #include "datasets/dataset.h"
 #include "graph/autodiff.h"
@@ -111,6 +114,34 @@ TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
   info.padded = policy.padded;
   info.summary = summarize_precision(g, info.fetches());
   return info;
+}
+
+PrecisionConfig precision_config(Precision policy, const PrecisionOptions& o, Device device) {
+  PrecisionConfig p;
+  p.policy = policy;
+  const std::string& low = o.low_precision;
+  CAMPO_CHECK(low == "bf16" || low == "fp16" || low == "f16",
+              "--low-precision must be bf16 or fp16, got '", low, "'");
+  p.low = parse_dtype(low);
+  p.search = parse_search(o.search);
+  p.fold_casts = o.fold_casts;
+  p.lists = AmpLists::defaults(device, p.low);
+  CAMPO_CHECK(o.loss_scale == "auto" || o.loss_scale == "dynamic" || o.loss_scale == "none",
+              "--loss-scale must be auto, dynamic or none, got '", o.loss_scale, "'");
+  const bool mixed = p.policy != Precision::fp32;
+  p.scaler.enabled =
+      mixed && (o.loss_scale == "dynamic" || (o.loss_scale == "auto" && p.low == DType::f16));
+  CAMPO_CHECK(std::isfinite(o.loss_scale_init) && o.loss_scale_init > 0,
+              "--loss-scale-init must be positive, got ", o.loss_scale_init);
+  CAMPO_CHECK(o.loss_scale_growth_interval > 0,
+              "--loss-scale-growth-interval must be positive, got ", o.loss_scale_growth_interval);
+  p.scaler.init_scale = o.loss_scale_init;
+  p.scaler.growth_interval = o.loss_scale_growth_interval;
+  if (!o.amp_lists_file.empty()) p.lists.edit_from_file(o.amp_lists_file);
+  if (!o.amp_lists_edit.empty()) p.lists.edit(o.amp_lists_edit);
+  LossScaler check(p.scaler);  // validates the scaler options
+  (void)check;
+  return p;
 }
 
 }  // namespace campo

@@ -21,6 +21,22 @@
 
 namespace campo {
 
+// The options that shape a mixed-precision policy, as the command line gives them; train,
+// plan and bench take the same struct.
+struct PrecisionOptions {
+  std::string low_precision = "bf16";  // bf16 | fp16: the low type of amp / cost-aware
+  std::string loss_scale = "auto";     // auto (dynamic for fp16, none for bf16) | dynamic | none
+  float loss_scale_init = 65536.0f;
+  int loss_scale_growth_interval = 2000;
+  std::string amp_lists_edit;    // e.g. "allow+=Tanh;clear-=Relu"
+  std::string amp_lists_file;    // JSON edits
+  std::string search = "exact";  // cost-aware: exact or traversals
+  bool fold_casts = true;        // cost-aware: fold weight-gradient casts into producers
+};
+// The policy's configuration on `device` (its mixed-precision lists); checks each option
+// (one error line naming it) and reads --amp-lists-file. Leaves costs and calibration out.
+PrecisionConfig precision_config(Precision policy, const PrecisionOptions& o, Device device);
+
 // What apply_policy did to a graph.
 struct PolicyResult {
   // cost-aware only: the decisions, by node id of the graph before cast insertion (which

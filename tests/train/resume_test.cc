@@ -76,9 +76,9 @@ TEST(ResumeTest, SkippedLossScaleStepsCountAsConsumedBatches) {
   auto run = [] {
     TrainOptions o = small_run("sgd");
     o.precision = "amp";
-    o.low_precision = "fp16";
-    o.loss_scale = "dynamic";
-    o.loss_scale_init = 0x1p40f;  // overflows fp16 gradients: about 25 skipped steps
+    o.mixed.low_precision = "fp16";
+    o.mixed.loss_scale = "dynamic";
+    o.mixed.loss_scale_init = 0x1p40f;         // overflows fp16 gradients: about 25 skipped steps
     o.schedule.kind = LrSchedule::Kind::step;  // the learning rate halves each epoch of batches
     o.schedule.step_epochs = 1;
     o.schedule.gamma = 0.5f;
