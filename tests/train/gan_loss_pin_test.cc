@@ -94,44 +94,6 @@ Tolerance tolerance_for(const std::string& config) {
   return {"", kGanPinSteps, 0.0, 0.0};
 }
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
-// As pinned_cost_table (loss_pin_util.h), but keyed by node name instead of node id, so
-// that a node has the same costs in every graph that holds it (G's and D's layers appear
-// in both step graphs): f32 time grows with the output size; allow ops gain 2x in low
-// precision except every third (by name), which loses; infer and clear ops gain 10%;
-// casts cost a little.
-CostTable gan_pinned_cost_table(const Graph& g) {
-  const AmpLists cpu_lists = AmpLists::defaults(Device::cpu, DType::bf16);
-  CostTable t;
-  t.nodes.resize(size_t(g.num_nodes()));
-  for (NodeId id = 0; id < g.num_nodes(); ++id) {
-    const Node& n = g.node(id);
-    int64_t elements = 0;
-    for (ValueId v : n.outputs) elements += shape_numel(g.value(v).shape);
-    const double f32 = 0.01 + 1e-5 * double(elements);
-    double low = f32;
-    switch (cpu_lists.classify(n.kind)) {
-      case AmpList::allow:
-        low = fnv1a(n.name) % 3 == 0 ? 1.5 * f32 : 0.5 * f32;
-        break;
-      case AmpList::infer:
-      case AmpList::clear:
-        low = 0.9 * f32;
-        break;
-      default:
-        break;
-    }
-    t.nodes[size_t(id)] = {f32, low};
-  }
-  t.cast = {0.002, 2e-6};
-  return t;
-}
-
 struct GanPinRun {
   std::vector<float> loss_d, loss_g;
 };
@@ -156,7 +118,8 @@ GanPinRun run_gan_pin(const std::string& config) {
   GanSession::StepCosts costs;
   if (p.policy == Precision::cost_aware) {
     p.padding = false;  // padding decisions are timed
-    costs = gan_pinned_cost_table;
+    // Keyed by node name: G's and D's layers have the same costs in both step graphs.
+    costs = [](const Graph& g) { return pinned_cost_table(g, PinnedKey::node_name); };
   }
   const int64_t batch = 16;
   GanSession session(m, batch, adam, 1234, default_cpu_backend(), 4, p, layout, costs);

@@ -52,10 +52,22 @@ inline std::string pin_machine_key() {
   return key;
 }
 
+// FNV-1a of a string.
+inline uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// Which allow ops lose in low precision in pinned_cost_table: every third by node id, or by
+// node name (a node then has the same costs in every graph that holds it, as DCGAN's layers
+// in both step graphs).
+enum class PinnedKey { node_id, node_name };
+
 // A cost table that does not depend on timings: f32 time grows with the output size; allow
-// ops gain 2x in low precision except every third (by node id), which loses; infer and
-// clear ops gain 10%; casts cost a little. Gives a plan with both precisions and casts.
-inline CostTable pinned_cost_table(const Graph& g) {
+// ops gain 2x in low precision except every third (by `key`), which loses; infer and clear
+// ops gain 10%; casts cost a little. Gives a plan with both precisions and casts.
+inline CostTable pinned_cost_table(const Graph& g, PinnedKey key = PinnedKey::node_id) {
   const AmpLists cpu_lists = AmpLists::defaults(Device::cpu, DType::bf16);
   CostTable t;
   t.nodes.resize(size_t(g.num_nodes()));
@@ -67,7 +79,8 @@ inline CostTable pinned_cost_table(const Graph& g) {
     double low = f32;
     switch (cpu_lists.classify(n.kind)) {
       case AmpList::allow:
-        low = id % 3 == 0 ? 1.5 * f32 : 0.5 * f32;
+        low = (key == PinnedKey::node_id ? uint64_t(id) : fnv1a(n.name)) % 3 == 0 ? 1.5 * f32
+                                                                                  : 0.5 * f32;
         break;
       case AmpList::infer:
       case AmpList::clear:
