@@ -362,18 +362,6 @@ void default_low_precision_of(const CLI::App* cmd, const DeviceSpec& device,
     low = default_low_precision(device.type) == DType::f16 && model != "dcgan" ? "fp16" : "bf16";
 }
 
-// cost-aware on a GPU: the calibration files hold a CPU's costs and there is no GPU
-// calibration yet, so the profiling step times both precisions on the GPU (--calibration
-// none); a calibration file given is refused rather than applied to the wrong device.
-void calibration_for_device(const CLI::App* cmd, const DeviceSpec& device, Precision policy,
-                            std::string& calibration) {
-  if (device.type != Device::cuda || policy != Precision::cost_aware) return;
-  CAMPO_CHECK(!given(cmd, "--calibration") || calibration == "none", "--calibration ", calibration,
-              " holds a CPU's costs; on --device ", device.str(),
-              " cost-aware times both precisions in its profiling step (--calibration none)");
-  calibration = "none";
-}
-
 // The model's own recipe (models.h's training_defaults) for what the command line leaves
 // out: VGG-16, AlexNet and Inception-v3 at lr 0.01; bert with Adam, warm-up and dropout.
 void apply_training_defaults(const CLI::App* cmd, TrainOptions& o) {
@@ -663,8 +651,6 @@ int run(const std::vector<std::string>& args) {
       default_low_precision_of(train_cmd, train_options.device, train_options.model,
                                train_options.mixed.low_precision);
       check_train_options_apply(train_cmd, train_options);
-      calibration_for_device(train_cmd, train_options.device,
-                             parse_precision(train_options.precision), train_options.calibration);
     }
     if (train_cmd->parsed() && train_options.model == "dcgan") {
       const TrainOptions& t = train_options;

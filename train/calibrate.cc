@@ -712,8 +712,17 @@ std::shared_ptr<const Calibration> default_calibration(DType low, std::ostream& 
   return cal;
 }
 
-void attach_calibration(PrecisionConfig& p, const std::string& calibration, std::ostream& log) {
-  if (p.policy != Precision::cost_aware || calibration == "none") return;
+void check_calibration_device(const std::string& calibration, Precision policy,
+                              const DeviceSpec& device) {
+  CAMPO_CHECK(device.type != Device::cuda || policy != Precision::cost_aware ||
+                  calibration.empty() || calibration == "none",
+              "--calibration ", calibration, " holds a CPU's costs; on --device ", device.str(),
+              " cost-aware times both precisions in its profiling step (--calibration none)");
+}
+
+void attach_calibration(PrecisionConfig& p, const std::string& calibration, Device device,
+                        std::ostream& log) {
+  if (p.policy != Precision::cost_aware || calibration == "none" || device == Device::cuda) return;
   if (!calibration.empty()) {
     p.calibration = std::make_shared<const Calibration>(load_calibration(calibration));
     log << "campo: calibration " << calibration << "\n";

@@ -66,7 +66,14 @@ std::shared_ptr<const Calibration> default_calibration(DType low, std::ostream& 
 
 // Sets p.calibration for a cost-aware policy as `calibration` says (a file; "" = this
 // machine's, default_calibration; "none" = none, the profiling step times both
-// precisions); what it looked for or ran goes to `log`. Other policies: unchanged.
-void attach_calibration(PrecisionConfig& p, const std::string& calibration, std::ostream& log);
+// precisions); what it looked for or ran goes to `log`. Other policies: unchanged. On a GPU
+// (`device` cuda) none: the calibration files hold a CPU's costs and there is no GPU
+// calibration yet, so cost-aware's profiling step times both precisions there.
+void attach_calibration(PrecisionConfig& p, const std::string& calibration, Device device,
+                        std::ostream& log);
+// The option check of the above, before any work: a calibration file named for a cost-aware
+// run on cuda is one error line (it would be a CPU's costs applied to a GPU).
+void check_calibration_device(const std::string& calibration, Precision policy,
+                              const DeviceSpec& device);
 
 }  // namespace campo

@@ -86,6 +86,14 @@ ValueId variable_value(const Graph& g, const std::string& name) {
 
 namespace {
 
+// What a GAN session cannot do yet, checked by the session and, before any work, by
+// validate_gan.
+void check_gan_precision(const PrecisionConfig& p) {
+  CAMPO_CHECK(!p.scaler.enabled,
+              "dynamic loss scaling is not supported for dcgan yet: use --low-precision bf16 or "
+              "--loss-scale none");
+}
+
 // A host f32 tensor of `shape` holding `value` everywhere.
 Tensor filled(const Shape& shape, float value) {
   Tensor t = Tensor::empty(shape, DType::f32);
@@ -399,9 +407,7 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, OptimizerConfig
     CAMPO_CHECK(int(v->size()) == n_, "internal: per-model hyperparameters of ", v->size(),
                 " models for a GAN array of ", n_);
   for (float d : h.dropout) CAMPO_CHECK(d == 0.0f, "dcgan has no dropout (got ", d, ")");
-  CAMPO_CHECK(!precision.scaler.enabled,
-              "dynamic loss scaling is not supported for dcgan yet: use --low-precision bf16 or "
-              "--loss-scale none");
+  check_gan_precision(precision);
   CAMPO_CHECK(batch > 0, "GAN batch must be positive, got ", batch);
   CAMPO_CHECK(num_samples > 0, "GAN sample count must be positive, got ", num_samples);
   for (uint64_t s : h.seed) noise_rngs_.emplace_back(noise_seed(s));
@@ -765,9 +771,8 @@ void validate_gan(const GanOptions& o) {
   CAMPO_CHECK(!o.nesterov || o.optimizer == "sgd",
               "--nesterov applies to --optimizer sgd only, not ", o.optimizer);
   validate(o.schedule);
-  CAMPO_CHECK(!o.precision.scaler.enabled,
-              "dynamic loss scaling is not supported for dcgan yet: use --low-precision bf16 or "
-              "--loss-scale none");
+  check_gan_precision(o.precision);
+  check_calibration_device(o.calibration, o.precision.policy, o.device);
   // Outputs and inputs before any work is spent (a calibration or a training run).
   if (!o.samples_dir.empty()) require_output_directory(o.samples_dir, "--samples-dir");
   validate(o.checkpoint);
@@ -832,7 +837,7 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
   optimizer.nesterov = o.nesterov;
   optimizer.weight_decay = o.weight_decay;
   PrecisionConfig precision = o.precision;
-  attach_calibration(precision, o.calibration, log);
+  attach_calibration(precision, o.calibration, o.device.type, log);
   const DeviceReport device_report(backend);
   GanSession session(mopts, o.batch, optimizer, h, backend, 64, precision, o.conv_layout);
 

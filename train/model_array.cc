@@ -347,7 +347,7 @@ ArrayTrainResult train_array(const TrainOptions& o, std::ostream& log, bool log_
   TrainingData data = open_training_data(o, log);
   OptimizerConfig ocfg = optimizer_config(o);  // the per-model values come from h
   PrecisionConfig pcfg = precision_config(o);
-  attach_calibration(pcfg, o.calibration, log);
+  attach_calibration(pcfg, o.calibration, o.device.type, log);
   const DeviceReport device_report(backend);
   ModelArraySession session(o.model, data.model_options, data.train->image_shape(), o.batch, ocfg,
                             h, backend, pcfg, o.conv_layout);

@@ -490,6 +490,7 @@ void validate(const TrainOptions& o) {
   std::string why;
   CAMPO_CHECK(o.array.size < 2 || supports_model_array(o.model, &why), why);
   (void)precision_config(o);  // checks --precision, --low-precision, --loss-scale, lists
+  check_calibration_device(o.calibration, parse_precision(o.precision), o.device);
   // The run's backend is made by train() or train_array(), once, right after this.
   // Outputs and inputs before any work is spent (a calibration or a training run).
   validate(o.checkpoint);
@@ -572,7 +573,7 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   Timer wall;
   TrainingData data = open_training_data(o, log);
   PrecisionConfig pcfg = precision_config(o);
-  attach_calibration(pcfg, o.calibration, log);
+  attach_calibration(pcfg, o.calibration, o.device.type, log);
   const DeviceReport device_report(backend);
   TrainingSession session(o.model, data.model_options, data.train->image_shape(), o.batch,
                           optimizer_config(o), o.seed, backend, pcfg, o.conv_layout);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/backend.h"
+#include "tests/test_util.h"
 #include "tests/tools/cli_test_util.h"
 
 namespace campo {
@@ -115,6 +116,20 @@ TEST(DeviceCliParseTest, AnUnknownDeviceIsOneLineForEveryCommand) {
     args.back() = "cuda:x";
     expect_error(run_cli(args), "--device 'cuda:x': the GPU index must be a number");
   }
+}
+
+// A calibration file holds a CPU's costs: a cost-aware run on cuda refuses one (classifier and
+// dcgan), before the device is looked for; without one it profiles on the GPU.
+TEST(DeviceCliParseTest, CostAwareOnCudaRefusesACpuCalibration) {
+  testing::TempDir dir;
+  const std::string file = dir.file("calibration.json");
+  std::ofstream(file) << "{}";
+  for (const std::string model : {"lenet", "dcgan"})
+    expect_error(run_cli({"train", "--model", model, "--dataset", "synthetic", "--device", "cuda",
+                          "--precision", "cost-aware", "--calibration", file}),
+                 "--calibration " + file +
+                     " holds a CPU's costs; on --device cuda:0 cost-aware "
+                     "times both precisions in its profiling step (--calibration none)");
 }
 
 nlohmann::json read_json(const std::string& file) {
