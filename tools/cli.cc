@@ -686,10 +686,6 @@ int run(const std::vector<std::string>& args) {
       train_gan(g, std::cout, isatty(STDOUT_FILENO) != 0);
       return 0;
     }
-    if (train_cmd->parsed() && train_options.array.size >= 2) {
-      train_array(train_options, std::cout, isatty(STDOUT_FILENO) != 0);
-      return 0;
-    }
     if (train_cmd->parsed()) {
       train(train_options, std::cout, isatty(STDOUT_FILENO) != 0);
       return 0;

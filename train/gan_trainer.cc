@@ -348,27 +348,6 @@ std::shared_ptr<const CostTable> gan_step_costs(
 
 namespace {
 
-// The hyperparameters of one model of seed `seed` (a single session).
-ArrayHyperparameters one_model(const OptimizerConfig& optimizer, uint64_t seed) {
-  ArrayHyperparameters h;
-  h.lr = {0.0f};
-  h.momentum = {optimizer.momentum};
-  h.weight_decay = {optimizer.weight_decay};
-  h.dropout = {0.0f};
-  h.seed = {seed};
-  return h;
-}
-
-// Model i's optimizer alone: the shared settings with its momentum and weight decay.
-OptimizerConfig model_optimizer(OptimizerConfig o, const ArrayHyperparameters& h, int i) {
-  o.slices = 1;
-  o.slice_momentum.clear();
-  o.slice_weight_decay.clear();
-  o.momentum = h.momentum[size_t(i)];
-  o.weight_decay = h.weight_decay[size_t(i)];
-  return o;
-}
-
 // The noise of a session of seed `seed` (z of every step) and its fixed sample noise.
 uint64_t noise_seed(uint64_t seed) { return mix_seed(seed, 0x6e6f697365); }
 uint64_t fixed_noise_seed(uint64_t seed) { return mix_seed(seed, 0x6669786564); }
@@ -402,10 +381,7 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, OptimizerConfig
       vars_(h.seed.empty() ? 0 : h.seed[0], std::move(backend)),  // refuses a null one
       slices_(h.size()) {
   check_dcgan_options(model);
-  CAMPO_CHECK(n_ >= 1, "a GAN session needs at least one model");
-  for (const auto* v : {&h.lr, &h.momentum, &h.weight_decay, &h.dropout})
-    CAMPO_CHECK(int(v->size()) == n_, "internal: per-model hyperparameters of ", v->size(),
-                " models for a GAN array of ", n_);
+  h.check();
   for (float d : h.dropout) CAMPO_CHECK(d == 0.0f, "dcgan has no dropout (got ", d, ")");
   check_gan_precision(precision);
   CAMPO_CHECK(batch > 0, "GAN batch must be positive, got ", batch);
@@ -422,13 +398,8 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, OptimizerConfig
       build_g_step(g, single, model, batch, model_optimizer(optimizer, h, i));
       slices_.add_model(single);
     }
-    optimizer.slices = n_;
-    if (optimizer.kind == OptimizerConfig::Kind::sgd) optimizer.slice_momentum = h.momentum;
-    optimizer.slice_weight_decay = h.weight_decay;
-  } else {
-    optimizer.momentum = h.momentum[0];
-    optimizer.weight_decay = h.weight_decay[0];
   }
+  optimizer = array_optimizer(optimizer, h);
   const uint64_t seed = h.seed[0];
   const Shape labels = n_ > 1 ? Shape{batch, n_} : Shape{batch};
   {
@@ -604,13 +575,19 @@ int64_t GanSession::discriminator_parameters() const {
 }
 
 void GanSession::set_profiling(bool on) {
-  profile_.reset();
+  if (on) profile_.reset();
   profile_.attach(*d_exe_, d_graph_, on);
   profile_.attach(*g_exe_, g_graph_, on);
 }
 
-std::vector<std::pair<std::string, double>> GanSession::profile_by_op() const {
-  return profile_.by_op();
+FlopCount GanSession::step_flops() const {
+  FlopCount c = count_step_flops(d_graph_, d_fetches());
+  c += count_step_flops(g_graph_, g_fetches());
+  return c;
+}
+
+double GanSession::predicted_step_ms() const {
+  return d_plan() ? d_plan()->predicted_ms + g_plan()->predicted_ms : 0.0;
 }
 
 GanSession::StepStats GanSession::step(const Tensor& real, float lr) {

@@ -215,7 +215,10 @@ class GanSession final : public Session {
   // Per-node timing of both step graphs, summed per op kind (name -> total ms, largest
   // first).
   void set_profiling(bool on) override;
-  std::vector<std::pair<std::string, double>> profile_by_op() const override;
+  const OpProfile& profile() const override { return profile_; }
+  const VariableStore& variables() const override { return vars_; }
+  FlopCount step_flops() const override;      // the D step's and the G step's
+  double predicted_step_ms() const override;  // cost-aware: the two plans'
 
   // As run_training drives it (train/loop.h): per model loss_D, loss_G, D(x) and D(G(z))
   // before and after D's update, on the batches' images; no evaluation, no loss scaling.

@@ -387,7 +387,7 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
       log << o.accuracy_label << " " << std::fixed << std::setprecision(4) << r.test_accuracy[0]
           << " on " << o.test->size() << " " << o.eval_unit << " " << o.test->name() << "\n";
   }
-  if (o.report.profile) print_profile(session.profile_by_op(), step, log);
+  if (o.report.profile) print_profile(session.profile().by_op(), step, log);
 
   // The JSON result: the run's own fields, then what every run reports.
   nlohmann::json j = o.result;

@@ -1,7 +1,7 @@
 // The one training loop of `campo train`, for every kind of run: a classifier or BERT's
-// masked LM (TrainingSession, train/trainer.h), a model array (ModelArraySession,
-// train/model_array.h) and DCGAN, alone or arrayed (GanSession, train/gan_trainer.h). Each
-// session implements Session; run_training drives it: epochs of batches from its data
+// masked LM, alone or as a model array (TrainingSession, train/trainer.h) and DCGAN, alone
+// or arrayed (GanSession, train/gan_trainer.h). Each session implements Session (which
+// `campo bench` times too, train/plan.h); run_training drives it: epochs of batches from its data
 // loaders (resumed mid-epoch where a checkpoint left off), each model's learning rate from
 // the schedule, checkpoints (every N steps, at each epoch end, on Ctrl-C), the progress
 // display (a bar or log lines: each value's recent mean, samples/s, ETA, the loss scale),
@@ -13,14 +13,16 @@
 #include <functional>
 #include <iosfwd>
 #include <memory>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "amp/loss_scaler.h"
 #include "datasets/dataset.h"
+#include "graph/flops.h"
+#include "train/profiling.h"
 #include "train/training_graph.h"
 
 namespace campo {
@@ -53,8 +55,16 @@ class Session {
   // The dynamic loss scaler; null without one.
   virtual const LossScaler* loss_scaler() const = 0;
   virtual PrecisionSummary precision_summary() const = 0;
+  // Every model's variables (parameters, buffers, optimizer state), on the run's backend.
+  virtual const VariableStore& variables() const = 0;
+  // The FLOPs of one step (graph/flops.h; every model's, every step graph's).
+  virtual FlopCount step_flops() const = 0;
+  // cost-aware: the plan's predicted time of one step in ms; 0 for the other policies.
+  virtual double predicted_step_ms() const = 0;
+  // Times every node of the steps that follow into profile() (cleared when turned on), or
+  // stops timing them (the profile stays).
   virtual void set_profiling(bool on) = 0;
-  virtual std::vector<std::pair<std::string, double>> profile_by_op() const = 0;
+  virtual const OpProfile& profile() const = 0;
 };
 
 // The learning-rate schedule (--lr-schedule and the options that shape it).

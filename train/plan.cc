@@ -397,155 +397,119 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
 
 namespace {
 
-// One policy of a bench run, built, compiled and warmed up: what a repetition runs and what
-// the report says about it. The classifiers' and DCGAN's differ only here; the loop over
-// repetitions (run_bench_repetition) is one.
-class BenchPolicy {
- public:
-  explicit BenchPolicy(std::string precision) : precision_(std::move(precision)) {}
-  virtual ~BenchPolicy() = default;
-  const std::string& precision() const { return precision_; }
-  // One training step (dcgan: one iteration, the D step and the G step).
-  virtual void step() = 0;
-  // The FLOPs one step() runs (graph/flops.h).
-  virtual FlopCount flops() const = 0;
-  virtual int64_t trainable_parameters() const = 0;
-  // After the timed repetitions: casts, nodes in low precision, the predicted step time
-  // and (classifiers) the time in casts of a few profiled steps.
-  virtual void describe(BenchResult& res) = 0;
-
- private:
-  std::string precision_;
+// One policy of a bench run, built, compiled and warmed up: the training session of the
+// run (TrainingSession or GanSession, the one `campo train` runs) with a fixed batch, the
+// same for every model of an --array, every repetition and every policy (data loading is
+// not measured). Classifiers feed it once and run steps; DCGAN draws its noise per step.
+struct BenchPolicy {
+  std::string precision;
+  std::unique_ptr<Session> session;
+  TrainingSession* classifier = nullptr;  // session, when it is a classifier's
+  Batch batch;
+  std::vector<const Batch*> batches;  // every model's: &batch
+  std::vector<float> lr;              // every model's
+  void step() {
+    if (classifier)
+      classifier->run();
+    else
+      session->step_models(batches, lr);
+  }
 };
 
-class ClassifierBenchPolicy final : public BenchPolicy {
- public:
-  ClassifierBenchPolicy(const std::string& precision, const TrainingGraphSpec& spec, uint64_t seed,
-                        std::shared_ptr<Backend> backend, ConvLayout conv_layout)
-      : BenchPolicy(precision),
-        vars_(seed, std::move(backend)),  // VariableStore refuses a null backend
-        scaler_(spec.precision.scaler) {
-    info_ = build_training_graph(graph_, vars_, with_profiled_costs(spec, vars_.backend_ptr()));
-    CompileOptions co;
-    co.fetches = info_.fetches();
-    co.seed = seed;
-    co.conv_layout = conv_layout;
-    exe_ = std::make_unique<Executable>(graph_, vars_, co);
-  }
-  Executable& executable() { return *exe_; }
-
-  void step() override {
-    if (info_.all_finite == kNoValue) {
-      exe_->run();
-      return;
-    }
-    exe_->feed_scalar("loss_scale", scaler_.scale());
-    exe_->feed_scalar("inv_loss_scale", 1.0f / scaler_.scale());
-    exe_->run();
-    scaler_.update(exe_->fetch_scalar(info_.all_finite) != 0.0f);
-  }
-  FlopCount flops() const override { return count_step_flops(graph_, info_.fetches()); }
-  int64_t trainable_parameters() const override {
-    return vars_.count_elements(VariableKind::parameter);
-  }
-  void describe(BenchResult& res) override {
-    res.casts = info_.summary.casts.casts;
-    res.folded = info_.summary.casts.folded;
-    res.weight_copies = info_.summary.casts.weight_copies;
-    res.cast_elements = info_.summary.casts.cast_elements;
-    res.low_nodes = info_.summary.low_nodes;
-    if (info_.cost_plan) res.predicted_ms = info_.cost_plan->predicted_ms;
-    // Time spent in casts: a few timed steps after the measurement.
-    // The same steps give the time per (op, compute type), for breakdown charts.
-    double cast_ms = 0, total_ms = 0;
-    std::map<std::pair<OpKind, DType>, double> op_ms;
-    exe_->set_timing(true);
-    exe_->set_node_hook([&](NodeId id, double ms) {
-      const Node& n = graph_.node(id);
-      total_ms += ms;
-      if (n.kind == OpKind::Cast) cast_ms += ms;
-      op_ms[{n.kind, n.dtype}] += ms;
-    });
-    const int profiled = 3;
-    for (int i = 0; i < profiled; ++i) step();
-    exe_->set_timing(false);
-    res.cast_ms_per_step = cast_ms / profiled;
-    res.step_ms = total_ms / profiled;
-    for (const auto& [key, ms] : op_ms)
-      res.op_ms.push_back({op_name(key.first), dtype_name(key.second), ms / profiled});
-  }
-
- private:
-  Graph graph_;
-  VariableStore vars_;
-  TrainingGraphInfo info_;
-  std::unique_ptr<Executable> exe_;
-  LossScaler scaler_;
-};
-
-// DCGAN: one iteration = the discriminator step and the generator step (GanSession); with
-// --array N, N models' iterations as one fused step (seeds seed, seed + 1, ...), each on
-// the same real batch.
-ArrayHyperparameters gan_bench_models(const ModelRunOptions& run, const OptimizerConfig& o) {
-  CAMPO_CHECK(run.array >= 1 && run.array <= 64,
-              "--array must be a number of models in 1..64, got ", run.array);
+// N models' hyperparameters: seeds seed, seed + 1, ..., every one at `lr`.
+ArrayHyperparameters bench_models(const ModelRunOptions& run, const OptimizerConfig& o, float lr,
+                                  float dropout) {
   ArrayHyperparameters h;
-  const size_t n = size_t(run.array);
-  h.lr.assign(n, kGanBenchLr);
-  h.momentum.assign(n, o.momentum);
-  h.weight_decay.assign(n, o.weight_decay);
-  h.dropout.assign(n, 0.0f);
-  for (size_t i = 0; i < n; ++i) h.seed.push_back(run.seed + i);
+  for (int i = 0; i < run.array; ++i) {
+    const ArrayHyperparameters one = one_model(o, run.seed + uint64_t(i), dropout);
+    h.lr.push_back(lr);
+    h.momentum.push_back(one.momentum[0]);
+    h.weight_decay.push_back(one.weight_decay[0]);
+    h.dropout.push_back(dropout);
+    h.seed.push_back(one.seed[0]);
+  }
   return h;
 }
 
-class GanBenchPolicy final : public BenchPolicy {
- public:
-  GanBenchPolicy(const std::string& precision, const DcganOptions& m, const BenchOptions& o,
-                 const Tensor& real, std::shared_ptr<Backend> backend)
-      : BenchPolicy(precision),
-        models_(gan_bench_models(o.run, gan_optimizer(o.run))),
-        session_(m, o.run.batch, gan_optimizer(o.run), models_, std::move(backend), 1,
-                 model_run_precision(o.run, parse_precision(precision)), o.run.conv_layout),
-        real_(real),
-        reals_(size_t(models_.size()), &real_) {}
+// The policy `precision` of the run: its session built on `backend`, fed, warmed up.
+std::unique_ptr<BenchPolicy> bench_policy(const BenchOptions& o, const std::string& precision,
+                                          std::shared_ptr<Backend> backend, Rng& rng) {
+  auto owned = std::make_unique<BenchPolicy>();
+  BenchPolicy& p = *owned;
+  p.precision = precision;
+  const Precision policy = parse_precision(precision);
+  const ModelRunOptions& run = o.run;
+  if (run.model == "dcgan") {
+    DcganOptions m;
+    m.image_size = run.image_size;
+    m.channels = run.channels;
+    const OptimizerConfig opt = gan_optimizer(run);
+    const ArrayHyperparameters h = bench_models(run, opt, kGanBenchLr, 0.0f);
+    p.session = std::make_unique<GanSession>(m, run.batch, opt, h, backend, 1,
+                                             model_run_precision(run, policy), run.conv_layout);
+    p.batch.images = Tensor::empty({run.batch, m.channels, m.image_size, m.image_size}, DType::f32);
+    for (int64_t i = 0; i < p.batch.images.numel(); ++i)
+      p.batch.images.data_as<float>()[i] = rng.uniform(-1, 1);
+    p.lr = h.lr;
+  } else {
+    const TrainingGraphSpec spec = model_run_spec(run, policy);
+    const ArrayHyperparameters h = bench_models(run, spec.optimizer, o.lr, 0.0f);
+    auto session = std::make_unique<TrainingSession>(spec.model, spec.model_options,
+                                                     spec.image_shape, spec.batch, spec.optimizer,
+                                                     h, backend, spec.precision, run.conv_layout);
+    // Random inputs (token models: ids) and labels; every token position is a target.
+    const bool tokens = model_input(run.model) == ModelInput::tokens;
+    Shape shape = {run.batch};
+    shape.insert(shape.end(), spec.image_shape.begin(), spec.image_shape.end());
+    p.batch.images = Tensor::empty(shape, tokens ? DType::i32 : DType::f32);
+    p.batch.labels = Tensor::empty(tokens ? shape : Shape{run.batch}, DType::i32);
+    for (int64_t i = 0; i < p.batch.images.numel(); ++i) {
+      if (tokens)
+        p.batch.images.data_as<int32_t>()[i] = int32_t(rng.below(uint64_t(run.classes)));
+      else
+        p.batch.images.data_as<float>()[i] = rng.normal();
+    }
+    for (int64_t i = 0; i < p.batch.labels.numel(); ++i)
+      p.batch.labels.data_as<int32_t>()[i] = int32_t(rng.below(uint64_t(run.classes)));
+    p.classifier = session.get();
+    p.session = std::move(session);
+    p.lr = h.lr;
+  }
+  p.batches.assign(size_t(run.array), &p.batch);
+  if (p.classifier) p.classifier->feed(p.batches, p.lr);
+  for (int i = 0; i < o.warmup; ++i) p.step();
+  return owned;
+}
 
-  void step() override { session_.step(reals_, models_.lr); }
-  FlopCount flops() const override {
-    FlopCount c = count_step_flops(session_.d_graph(), session_.d_fetches());
-    c += count_step_flops(session_.g_graph(), session_.g_fetches());
-    return c;
+// After the timed repetitions: casts, nodes in low precision, the predicted step time and
+// the time per (op, compute type) and in casts of a few profiled steps.
+void describe(BenchPolicy& p, BenchResult& res) {
+  const PrecisionSummary s = p.session->precision_summary();
+  res.casts = s.casts.casts;
+  res.folded = s.casts.folded;
+  res.weight_copies = s.casts.weight_copies;
+  res.cast_elements = s.casts.cast_elements;
+  res.low_nodes = s.low_nodes;
+  res.predicted_ms = p.session->predicted_step_ms();
+  const int profiled = 3;
+  p.session->set_profiling(true);
+  for (int i = 0; i < profiled; ++i) p.step();
+  p.session->set_profiling(false);
+  const OpProfile& profile = p.session->profile();
+  res.step_ms = profile.total_ms() / profiled;
+  res.cast_ms_per_step = 0;
+  for (const auto& [key, ms] : profile.by_op_dtype()) {
+    res.op_ms.push_back({op_name(key.first), dtype_name(key.second), ms / profiled});
+    if (key.first == OpKind::Cast) res.cast_ms_per_step += ms / profiled;
   }
-  int64_t trainable_parameters() const override {
-    // All the models' (the parameters the fused step trains).
-    return (session_.generator_parameters() + session_.discriminator_parameters()) *
-           session_.size();
-  }
-  void describe(BenchResult& res) override {
-    PrecisionSummary s = session_.precision_summary();
-    res.casts = s.casts.casts;
-    res.folded = s.casts.folded;
-    res.weight_copies = s.casts.weight_copies;
-    res.cast_elements = s.casts.cast_elements;
-    res.low_nodes = s.low_nodes;
-    res.cast_ms_per_step = -1;  // not profiled for GAN steps
-    if (session_.d_plan())
-      res.predicted_ms = session_.d_plan()->predicted_ms + session_.g_plan()->predicted_ms;
-  }
-
- private:
-  ArrayHyperparameters models_;
-  mutable GanSession session_;  // its graph accessors are not const
-  Tensor real_;
-  std::vector<const Tensor*> reals_;  // every model's real batch: real_
-};
+}
 
 // A bench run between its repetitions: the policies, their results so far, the machine's
 // GEMM peak and the energy counters.
 struct BenchRun {
   std::shared_ptr<Backend> backend;  // --device's, made once: every policy's steps run there
   std::unique_ptr<DeviceReport> device_report;
-  std::vector<std::unique_ptr<BenchPolicy>> policies;
+  std::vector<std::unique_ptr<BenchPolicy>> policies;  // at fixed addresses: batches point in
   std::vector<BenchResult> results;  // one per policy, in order
   BenchMachine machine;
   std::optional<RaplEnergy> energy;
@@ -582,57 +546,13 @@ BenchRun prepare_bench(const BenchOptions& o, std::shared_ptr<Backend> backend) 
   run.energy = RaplEnergy::open(o.powercap_root);
   if (!run.energy) run.machine.energy_unavailable = rapl_unavailable_reason(o.powercap_root);
   Rng rng(o.run.seed);
-  if (o.run.model == "dcgan") {
-    DcganOptions m;
-    m.image_size = o.run.image_size;
-    m.channels = o.run.channels;
-    Tensor real = Tensor::empty({o.run.batch, m.channels, m.image_size, m.image_size}, DType::f32);
-    for (int64_t i = 0; i < real.numel(); ++i) real.data_as<float>()[i] = rng.uniform(-1, 1);
-    for (const std::string& p : o.precisions) {
-      run.policies.push_back(std::make_unique<GanBenchPolicy>(p, m, o, real, run.backend));
-      for (int i = 0; i < o.warmup; ++i) run.policies.back()->step();
-    }
-  } else {
-    Tensor images, labels;
-    for (const std::string& p : o.precisions) {
-      auto s = std::make_unique<ClassifierBenchPolicy>(p, model_run_spec(o.run, parse_precision(p)),
-                                                       o.run.seed, run.backend, o.run.conv_layout);
-      Executable& exe = s->executable();
-      const char* input = input_placeholder(o.run.model);
-      if (!images.defined()) {
-        // One fixed batch of synthetic data for every policy: data loading is not measured.
-        // Token models: random ids and every position a target.
-        images = Tensor::empty(exe.input(input).shape(), exe.input(input).dtype());
-        labels = Tensor::empty(exe.input("labels").shape(), DType::i32);
-        for (int64_t i = 0; i < images.numel(); ++i) {
-          if (images.dtype() == DType::i32)
-            images.data_as<int32_t>()[i] = int32_t(rng.below(uint64_t(o.run.classes)));
-          else
-            images.data_as<float>()[i] = rng.normal();
-        }
-        for (int64_t i = 0; i < labels.numel(); ++i)
-          labels.data_as<int32_t>()[i] = int32_t(rng.below(uint64_t(o.run.classes)));
-      }
-      exe.feed(input, images);
-      exe.feed("labels", labels);
-      if (exe.has_input("inv_num_targets"))
-        exe.feed_scalar("inv_num_targets", 1.0f / float(labels.numel()));
-      if (o.run.array > 1)  // every model at o.lr
-        exe.feed("lr", Tensor::from_vector(std::vector<float>(size_t(o.run.array), o.lr),
-                                           {int64_t(o.run.array)}));
-      else
-        exe.feed_scalar("lr", o.lr);
-      exe.feed_scalar("loss_scale", 1.0f);
-      if (exe.has_input("step")) exe.feed_scalar("step", 1.0f);
-      for (int i = 0; i < o.warmup; ++i) s->step();
-      run.policies.push_back(std::move(s));
-    }
-  }
+  for (const std::string& p : o.precisions)
+    run.policies.push_back(bench_policy(o, p, run.backend, rng));
   run.backend->synchronize();  // the warm-up steps are not in the first repetition's time
   for (const auto& p : run.policies) {
     BenchResult res;
-    res.precision = p->precision();
-    res.flops = p->flops();
+    res.precision = p->precision;
+    res.flops = p->session->step_flops();
     run.results.push_back(res);
   }
   return run;
@@ -657,7 +577,7 @@ void run_bench_repetition(const BenchOptions& o, BenchRun& run) {
 
 std::vector<BenchResult> finish_bench_run(const BenchOptions& o, BenchRun& run, std::ostream& out) {
   if (!run.results.empty() && !run.results[0].samples_per_sec.empty())
-    for (size_t k = 0; k < run.policies.size(); ++k) run.policies[k]->describe(run.results[k]);
+    for (size_t k = 0; k < run.policies.size(); ++k) describe(*run.policies[k], run.results[k]);
   return finish_bench(o, run.results, run.machine, out);
 }
 
@@ -674,14 +594,15 @@ std::vector<BenchResult> run_bench_lockstep(const BenchOptions& o, std::shared_p
                                             std::istream& commands, std::ostream& protocol,
                                             std::ostream& out) {
   BenchRun run = prepare_bench(o, std::move(backend));
-  nlohmann::json ready = {{"ready", true},
-                          {"framework", std::string("campo ") + CAMPO_VERSION},
-                          {"model", o.run.model},
-                          {"array", o.run.array},
-                          {"precisions", o.precisions},
-                          {"flops_per_step", run.results.at(0).flops.total()},
-                          {"gemm_flops_per_step", run.results.at(0).flops.gemm},
-                          {"params", run.policies.at(0)->trainable_parameters()}};
+  nlohmann::json ready = {
+      {"ready", true},
+      {"framework", std::string("campo ") + CAMPO_VERSION},
+      {"model", o.run.model},
+      {"array", o.run.array},
+      {"precisions", o.precisions},
+      {"flops_per_step", run.results.at(0).flops.total()},
+      {"gemm_flops_per_step", run.results.at(0).flops.gemm},
+      {"params", run.policies.at(0)->session->variables().count_elements(VariableKind::parameter)}};
   protocol << ready.dump() << std::endl;  // endl: flushed, the orchestrator waits for it
   std::string line;
   while (std::getline(commands, line)) {
@@ -794,11 +715,10 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
       res.joules_per_step = median_of(res.joules) / double(o.steps);
       res.samples_per_joule = res.joules_per_step > 0 ? per_step / res.joules_per_step : 0;
     }
-    char cast_time[64] = "cast time n/a";
-    if (res.cast_ms_per_step >= 0)
-      std::snprintf(cast_time, sizeof cast_time, "%6.2f ms/step in casts (%4.1f%%)",
-                    res.cast_ms_per_step,
-                    res.step_ms > 0 ? 100.0 * res.cast_ms_per_step / res.step_ms : 0.0);
+    char cast_time[64];
+    std::snprintf(cast_time, sizeof cast_time, "%6.2f ms/step in casts (%4.1f%%)",
+                  res.cast_ms_per_step,
+                  res.step_ms > 0 ? 100.0 * res.cast_ms_per_step / res.step_ms : 0.0);
     char folded[32] = "";
     if (res.folded > 0) std::snprintf(folded, sizeof folded, " (+%d folded)", res.folded);
     std::snprintf(line, sizeof line,

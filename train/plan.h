@@ -102,8 +102,8 @@ struct BenchResult {
   int folded = 0;         // casts folded away (cost-aware): into producers or weight copies
   int weight_copies = 0;  // of which weight copies the optimizer updates write
   int64_t cast_elements = 0;
-  double cast_ms_per_step = 0, step_ms = 0;  // from a timed profiling step
-  std::vector<OpTime> op_ms;  // the same steps by (op, compute type); classifiers only
+  double cast_ms_per_step = 0, step_ms = 0;  // from a few timed steps after the measurement
+  std::vector<OpTime> op_ms;                 // the same steps by (op, compute type)
   int low_nodes = 0;
   // cost-aware: the plan's predicted step time (ms) and its error against the measured
   // median step time, in percent (0 when not cost-aware).

@@ -228,21 +228,30 @@ TrainingGraphSpec with_profiled_costs(TrainingGraphSpec spec, std::shared_ptr<Ba
 }
 
 void OpProfile::attach(Executable& exe, const Graph& graph, bool on) {
-  if (ms_.empty()) reset();
   exe.set_timing(on);
   if (on)
-    exe.set_node_hook(
-        [this, g = &graph](NodeId id, double ms) { ms_[size_t(g->node(id).kind)] += ms; });
+    exe.set_node_hook([this, g = &graph](NodeId id, double ms) {
+      const Node& n = g->node(id);
+      ms_[{n.kind, n.dtype}] += ms;
+    });
   else
     exe.set_node_hook(nullptr);
 }
 
 std::vector<std::pair<std::string, double>> OpProfile::by_op() const {
+  std::map<OpKind, double> kinds;
+  for (const auto& [key, ms] : ms_) kinds[key.first] += ms;
   std::vector<std::pair<std::string, double>> out;
-  for (size_t k = 0; k < ms_.size(); ++k)
-    if (ms_[k] > 0) out.push_back({op_name(OpKind(k)), ms_[k]});
-  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.second > b.second; });
+  for (const auto& [kind, ms] : kinds)
+    if (ms > 0) out.push_back({op_name(kind), ms});
+  std::stable_sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.second > b.second; });
   return out;
+}
+
+double OpProfile::total_ms() const {
+  double total = 0;
+  for (const auto& [key, ms] : ms_) total += ms;
+  return total;
 }
 
 }  // namespace campo

@@ -89,18 +89,21 @@ CostTable profile_costs(const TrainingGraphSpec& spec, std::shared_ptr<Backend> 
 // precision.costs = profile_costs(spec, backend); else unchanged.
 TrainingGraphSpec with_profiled_costs(TrainingGraphSpec spec, std::shared_ptr<Backend> backend);
 
-// --profile: the time per op kind of timed steps. attach() hooks an executable's node
-// timings (several executables, e.g. a GAN's two step graphs, add into one profile); by_op()
-// gives the totals (name -> ms, largest first, kinds that ran only).
+// --profile and bench's breakdown: the time of timed steps per op kind and compute type.
+// attach() hooks an executable's node timings (several executables, e.g. a GAN's two step
+// graphs, add into one profile); by_op() gives the totals per kind (name -> ms, largest
+// first, kinds that ran only), by_op_dtype() per (kind, dtype).
 class OpProfile {
  public:
-  void reset() { ms_.assign(size_t(OpKind::kCount), 0.0); }
+  void reset() { ms_.clear(); }
   // Times `exe`'s nodes (those of `graph`) into this profile, or stops timing them.
   void attach(Executable& exe, const Graph& graph, bool on);
   std::vector<std::pair<std::string, double>> by_op() const;
+  const std::map<std::pair<OpKind, DType>, double>& by_op_dtype() const { return ms_; }
+  double total_ms() const;
 
  private:
-  std::vector<double> ms_;  // by OpKind
+  std::map<std::pair<OpKind, DType>, double> ms_;
 };
 
 }  // namespace campo

@@ -73,26 +73,31 @@ int64_t count_targets(const Tensor& labels) {
   return std::count_if(y, y + labels.numel(), [](int32_t v) { return v != kIgnoreLabel; });
 }
 
-// Correct arg-max predictions of logits [rows, C] against labels (rows of them, any shape),
-// and how many labels were scored: those that are not kIgnoreLabel.
-std::pair<int64_t, int64_t> count_correct(const Tensor& logits, const Tensor& labels) {
-  const int64_t rows = logits.dim(0), c = logits.dim(1);
+// Each model's correct arg-max predictions of logits [rows, models * C] (row r: every
+// model's logits of sample r, model i's in block i) against labels (rows of them, any
+// shape), and how many labels were scored: those that are not kIgnoreLabel.
+std::pair<std::vector<int64_t>, int64_t> count_correct(const Tensor& logits, const Tensor& labels,
+                                                       int models) {
+  const int64_t rows = logits.dim(0), c = logits.dim(1) / models;
   CAMPO_CHECK(labels.numel() == rows, "internal: ", rows, " rows of logits for ", labels.numel(),
               " labels");
   const float* p = logits.data_as<float>();
   const int32_t* y = labels.data_as<int32_t>();
-  int64_t correct = 0, scored = 0;
-  for (int64_t i = 0; i < rows; ++i) {
-    if (y[i] == kIgnoreLabel) continue;
-    const float* row = p + i * c;
-    // An argmax over inf or NaN is no prediction: an accuracy from it would be a number
-    // computed from garbage (huge or negative-variance weights, a diverged checkpoint).
-    CAMPO_CHECK(std::all_of(row, row + c, [](float v) { return std::isfinite(v); }),
-                "evaluation: the model's outputs are not finite (inf or NaN): its weights or "
-                "batch-norm statistics do not describe a working model (a diverged or corrupt "
-                "checkpoint?)");
-    correct += (std::max_element(row, row + c) - row) == y[i];
+  std::vector<int64_t> correct(size_t(models), 0);
+  int64_t scored = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (y[r] == kIgnoreLabel) continue;
     ++scored;
+    for (int i = 0; i < models; ++i) {
+      const float* row = p + (r * models + i) * c;
+      // An argmax over inf or NaN is no prediction: an accuracy from it would be a number
+      // computed from garbage (huge or negative-variance weights, a diverged checkpoint).
+      CAMPO_CHECK(std::all_of(row, row + c, [](float v) { return std::isfinite(v); }),
+                  "evaluation: the model's outputs are not finite (inf or NaN): its weights or "
+                  "batch-norm statistics do not describe a working model (a diverged or corrupt "
+                  "checkpoint?)");
+      correct[size_t(i)] += (std::max_element(row, row + c) - row) == y[r];
+    }
   }
   return {correct, scored};
 }
@@ -174,24 +179,54 @@ TrainingSession::TrainingSession(const std::string& model, const ModelOptions& m
                                  const OptimizerConfig& optimizer, uint64_t seed,
                                  std::shared_ptr<Backend> backend, const PrecisionConfig& precision,
                                  ConvLayout conv_layout)
+    : TrainingSession(model, model_options, image_shape, batch, optimizer,
+                      one_model(optimizer, seed, model_options.dropout), std::move(backend),
+                      precision, conv_layout) {}
+
+TrainingSession::TrainingSession(const std::string& model, const ModelOptions& model_options,
+                                 const Shape& image_shape, int64_t batch, OptimizerConfig optimizer,
+                                 const ArrayHyperparameters& h, std::shared_ptr<Backend> backend,
+                                 const PrecisionConfig& precision, ConvLayout conv_layout)
     : model_(model),
       model_options_(model_options),
       image_shape_(image_shape),
       batch_(batch),
-      seed_(seed),
+      n_(h.size()),
+      hyper_(h),
       conv_layout_(conv_layout),
-      vars_(seed, std::move(backend)),  // VariableStore refuses a null backend
+      vars_(h.seed.empty() ? 0 : h.seed[0], std::move(backend)),  // refuses a null backend
+      slices_(h.size()),
       scaler_(precision.scaler) {
-  TrainingGraphInfo info = build_training_graph(
-      train_graph_, vars_,
-      with_profiled_costs({model, model_options, image_shape, batch, optimizer, precision},
-                          vars_.backend_ptr()));
-  loss_ = info.loss;
-  all_finite_ = info.all_finite;
-  summary_ = info.summary;
+  h.check();
+  model_options_.dropout = h.dropout[0];
+  if (n_ > 1) {
+    std::string why;
+    CAMPO_CHECK(supports_model_array(model, &why), why);
+    CAMPO_CHECK(image_shape.size() == 3, "internal: a model array of images [C, H, W], got ",
+                shape_str(image_shape));
+    if (std::any_of(h.dropout.begin(), h.dropout.end(), [&](float d) { return d != h.dropout[0]; }))
+      model_options_.array_dropout = h.dropout;
+    // Model i's starting weights: the single model built on a store of its seed, exactly as
+    // a single run creates them (the same graph, the same creation order, the same draws).
+    for (int i = 0; i < n_; ++i) {
+      VariableStore single(h.seed[size_t(i)], vars_.backend_ptr());
+      Graph g;
+      ModelOptions one = model_options_;
+      one.array_dropout.clear();
+      one.dropout = h.dropout[size_t(i)];
+      build_training_graph(g, single,
+                           {model_, one, image_shape, batch, model_optimizer(optimizer, h, i), {}});
+      slices_.add_model(single);
+    }
+  }
+  TrainingGraphSpec spec{
+      model_, model_options_, image_shape, batch, array_optimizer(optimizer, h), precision};
+  spec.array = n_;
+  info_ = build_training_graph(train_graph_, vars_, with_profiled_costs(spec, vars_.backend_ptr()));
+  if (n_ > 1) slices_.write_into(vars_);
   CompileOptions co;
-  co.fetches = info.fetches();
-  co.seed = seed;
+  co.fetches = info_.fetches();
+  co.seed = h.seed[0];
   co.conv_layout = conv_layout;
   train_exe_ = std::make_unique<Executable>(train_graph_, vars_, co);
   train_exe_->feed_scalar("loss_scale", 1.0f);
@@ -203,15 +238,15 @@ PrecisionConfig precision_config(const TrainOptions& o) {
 
 TrainingSession::~TrainingSession() = default;
 
-void TrainingSession::save(const std::string& path, int64_t epoch, int64_t position,
-                           const std::string& optimizer) {
+void TrainingSession::save_model(int i, const std::string& path, int64_t epoch, int64_t position,
+                                 const std::string& optimizer) {
+  CAMPO_CHECK(i >= 0 && i < n_, "internal: model ", i, " of an array of ", n_);
   CheckpointMeta meta;
   meta.model = model_;
   meta.step = step_;
   meta.epoch = epoch;
   meta.position_in_epoch = position;
   meta.optimizer = optimizer;
-  meta.rng_states["dropout"] = rng_state_to_string(train_exe_->context().rng.state());
   // Shortest text that reads back as the same float (std::to_string's six decimals would
   // turn a scale below 5e-7 into "0.000000").
   // The scale is saved only by a run that scales dynamically: a run resumed from it with
@@ -226,11 +261,27 @@ void TrainingSession::save(const std::string& path, int64_t epoch, int64_t posit
   meta.extra["loss_scale_skipped_steps"] = std::to_string(scaler_.skipped_steps());
   meta.extra["executor_step"] = std::to_string(train_exe_->context().step);
   for (const auto& [key, value] : checkpoint_extra_) meta.extra[key] = value;
-  save_checkpoint(path, vars_, meta);
+  if (n_ == 1) {
+    meta.rng_states["dropout"] = rng_state_to_string(train_exe_->context().rng.state());
+    save_checkpoint(path, vars_, meta);
+    return;
+  }
+  // The array's dropout draws are not a single run's: the model's checkpoint has no RNG state.
+  meta.extra["array_index"] = std::to_string(i);
+  meta.extra["array_size"] = std::to_string(n_);
+  const nlohmann::json hp = {{"lr", hyper_.lr[size_t(i)]},
+                             {"momentum", hyper_.momentum[size_t(i)]},
+                             {"weight_decay", hyper_.weight_decay[size_t(i)]},
+                             {"dropout", hyper_.dropout[size_t(i)]},
+                             {"seed", hyper_.seed[size_t(i)]}};
+  meta.extra["hyperparameters"] = hp.dump();
+  save_checkpoint(path, slices_.single_store(vars_, i, hyper_.seed[size_t(i)]), meta);
 }
 
 TrainingSession::Position TrainingSession::restore(const std::string& path,
                                                    const std::string& optimizer) {
+  CAMPO_CHECK(n_ == 1, "an array of ", n_,
+              " models cannot be restored; restore each model's checkpoint into a single run");
   CheckpointMeta meta =
       load_checkpoint(path, vars_, LoadOptions{.allow_missing_optimizer_state = true});
   CAMPO_CHECK(meta.model.empty() || meta.model == model_, "checkpoint ", path, " holds model '",
@@ -256,41 +307,84 @@ TrainingSession::Position TrainingSession::restore(const std::string& path,
   return {meta.epoch, meta.position_in_epoch, skipped};
 }
 
+Tensor TrainingSession::read_model_variable(int i, const std::string& name) const {
+  CAMPO_CHECK(i >= 0 && i < n_, "model ", i, " of an array of ", n_);
+  return n_ == 1 ? vars_.read(name) : slices_.read(vars_, i, name);
+}
+
 void TrainingSession::set_profiling(bool on) {
-  profile_.reset();
+  if (on) profile_.reset();
   profile_.attach(*train_exe_, train_graph_, on);
 }
 
-std::vector<std::pair<std::string, double>> TrainingSession::profile_by_op() const {
-  return profile_.by_op();
+Tensor TrainingSession::model_inputs(const std::vector<const Tensor*>& inputs, int64_t rows) const {
+  return n_ == 1 ? *inputs[0] : stack_model_inputs(inputs, rows);
 }
 
-float TrainingSession::train_step(const Batch& batch, float lr) {
-  CAMPO_CHECK(batch.size() == batch_, "training batch of ", batch.size(),
-              " samples; the graph was compiled for ", batch_);
-  train_exe_->feed(input_placeholder(model_), batch.images);
-  train_exe_->feed("labels", batch.labels);
-  if (train_exe_->has_input("inv_num_targets")) {
-    const int64_t targets = count_targets(batch.labels);
+void TrainingSession::feed(const std::vector<const Batch*>& batches, const std::vector<float>& lr) {
+  CAMPO_CHECK(int(batches.size()) == n_ && int(lr.size()) == n_, "internal: ", batches.size(),
+              " batches and ", lr.size(), " learning rates for an array of ", n_);
+  std::vector<const Tensor*> inputs;
+  for (const Batch* b : batches) {
+    CAMPO_CHECK(b->size() == batch_ && b->images.shape() == batches[0]->images.shape(),
+                "training batch of ", b->size(), " samples; the graph was compiled for ", batch_);
+    inputs.push_back(&b->images);
+  }
+  train_exe_->feed(input_placeholder(model_), model_inputs(inputs, batch_));
+  if (n_ == 1) {
+    train_exe_->feed("labels", batches[0]->labels);
+    train_exe_->feed_scalar("lr", lr[0]);
+  } else {  // row b * N + i: model i's label of sample b
+    std::vector<int32_t> labels(size_t(batch_ * n_));
+    for (int i = 0; i < n_; ++i) {
+      const int32_t* y = batches[size_t(i)]->labels.data_as<int32_t>();
+      for (int64_t b = 0; b < batch_; ++b) labels[size_t(b * n_ + i)] = y[b];
+    }
+    train_exe_->feed("labels", Tensor::from_vector(labels, {batch_ * n_}));
+    train_exe_->feed("lr", Tensor::from_vector(lr, {int64_t(n_)}));
+  }
+  if (train_exe_->has_input("inv_num_targets")) {  // token models (one model)
+    const int64_t targets = count_targets(batches[0]->labels);
     CAMPO_CHECK(targets > 0, "a training batch has no token to predict (every label is ",
                 kIgnoreLabel, ")");
     train_exe_->feed_scalar("inv_num_targets", 1.0f / float(targets));
   }
-  train_exe_->feed_scalar("lr", lr);
+}
+
+void TrainingSession::run() {
   if (train_exe_->has_input("step")) train_exe_->feed_scalar("step", float(step_ + 1));
   if (!scaler_.enabled()) {
     train_exe_->run();
     ++step_;
-    return train_exe_->fetch_scalar(loss_);
+    return;
   }
   train_exe_->feed_scalar("loss_scale", scaler_.scale());
   train_exe_->feed_scalar("inv_loss_scale", 1.0f / scaler_.scale());
   // One uninterrupted step: the updates skip themselves on the device when a gradient
   // overflowed; the host reads the flag afterwards to move the scale.
   train_exe_->run();
-  const bool finite = train_exe_->fetch_scalar(all_finite_) != 0.0f;
-  if (scaler_.update(finite)) ++step_;
-  return train_exe_->fetch_scalar(loss_);
+  if (scaler_.update(train_exe_->fetch_scalar(info_.all_finite) != 0.0f)) ++step_;
+}
+
+std::vector<float> TrainingSession::train_step(const std::vector<const Batch*>& batches,
+                                               const std::vector<float>& lr) {
+  feed(batches, lr);
+  run();
+  if (n_ == 1) return {train_exe_->fetch_scalar(info_.loss)};
+  const Tensor losses = train_exe_->fetch(info_.model_losses);
+  return std::vector<float>(losses.data_as<float>(), losses.data_as<float>() + n_);
+}
+
+float TrainingSession::train_step(const Batch& batch, float lr) {
+  CAMPO_CHECK(n_ == 1, "internal: one batch for an array of ", n_, " models");
+  return train_step(std::vector<const Batch*>{&batch}, std::vector<float>{lr})[0];
+}
+
+std::vector<std::vector<float>> TrainingSession::step_models(
+    const std::vector<const Batch*>& batches, const std::vector<float>& lr) {
+  std::vector<std::vector<float>> out;
+  for (float loss : train_step(batches, lr)) out.push_back({loss});
+  return out;
 }
 
 TrainingSession::EvalGraph& TrainingSession::eval_graph(int64_t batch) {
@@ -300,8 +394,10 @@ TrainingSession::EvalGraph& TrainingSession::eval_graph(int64_t batch) {
   e->batch = batch;
   Builder b(e->graph, vars_);
   b.set_training(false);
+  b.set_array_size(n_);
   Shape input_shape = {batch};
   input_shape.insert(input_shape.end(), image_shape_.begin(), image_shape_.end());
+  input_shape[1] *= n_;
   const DType input_dtype = model_input(model_) == ModelInput::tokens ? DType::i32 : DType::f32;
   ValueId inputs = b.placeholder(input_placeholder(model_), input_shape, input_dtype);
   e->logits = build_model(model_, b, inputs, model_options_);
@@ -313,22 +409,31 @@ TrainingSession::EvalGraph& TrainingSession::eval_graph(int64_t batch) {
   return *eval_graphs_.back();
 }
 
-double TrainingSession::evaluate(DataLoader& loader) {
-  int64_t correct = 0, total = 0;
+std::vector<double> TrainingSession::evaluate_models(DataLoader& loader) {
+  std::vector<int64_t> correct(size_t(n_), 0);
+  int64_t total = 0;
   loader.start_epoch(0);
   Batch batch;
   while (loader.next(batch)) {
     if (const int signal = interrupt_signal())
       throw Interrupted(signal, "during evaluation", "", "evaluation saves nothing");
     EvalGraph& e = eval_graph(batch.size());
-    e.exe->feed(input_placeholder(model_), batch.images);
+    e.exe->feed(input_placeholder(model_),
+                model_inputs(std::vector<const Tensor*>(size_t(n_), &batch.images), batch.size()));
     e.exe->run();
-    const auto [hits, count] = count_correct(e.exe->fetch(e.logits), batch.labels);
-    correct += hits;
+    const auto [hits, count] = count_correct(e.exe->fetch(e.logits), batch.labels, n_);
+    for (int i = 0; i < n_; ++i) correct[size_t(i)] += hits[size_t(i)];
     total += count;
   }
   CAMPO_CHECK(total > 0, "evaluation set is empty (or has no token to predict)");
-  return double(correct) / double(total);
+  std::vector<double> accuracy;
+  for (int64_t c : correct) accuracy.push_back(double(c) / double(total));
+  return accuracy;
+}
+
+double TrainingSession::evaluate(DataLoader& loader) {
+  CAMPO_CHECK(n_ == 1, "internal: evaluate of an array of ", n_, " models (evaluate_models)");
+  return evaluate_models(loader)[0];
 }
 
 std::string dump_training_graph(const TrainOptions& o, const std::string& format) {
@@ -419,8 +524,8 @@ double evaluate_checkpoint(const EvalOptions& o, std::ostream& log) {
     size_t k = executable_for(batch.size());
     exes[k]->feed(input_placeholder(model), batch.images);
     exes[k]->run();
-    const auto [hits, count] = count_correct(exes[k]->fetch(logits_of[k]), batch.labels);
-    correct += hits;
+    const auto [hits, count] = count_correct(exes[k]->fetch(logits_of[k]), batch.labels, 1);
+    correct += hits[0];
     total += count;
   }
   // An accuracy over nothing would read as 0 correct (the text data sets mask at least one
@@ -491,7 +596,7 @@ void validate(const TrainOptions& o) {
   CAMPO_CHECK(o.array.size < 2 || supports_model_array(o.model, &why), why);
   (void)precision_config(o);  // checks --precision, --low-precision, --loss-scale, lists
   check_calibration_device(o.calibration, parse_precision(o.precision), o.device);
-  // The run's backend is made by train() or train_array(), once, right after this.
+  // The run's backend is made by train(), once, right after this.
   // Outputs and inputs before any work is spent (a calibration or a training run).
   validate(o.checkpoint);
   validate(o.report);
@@ -571,25 +676,49 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   const std::shared_ptr<Backend> backend = backend_for(o.device);
   if (o.threads > 0) omp_set_num_threads(o.threads);
   Timer wall;
+  const ArrayHyperparameters h = array_hyperparameters(
+      o.array, {{o.lr}, {o.momentum}, {o.weight_decay}, {o.dropout}, {o.seed}});
+  const int n = h.size();
+  const bool is_array = n > 1;
   TrainingData data = open_training_data(o, log);
   PrecisionConfig pcfg = precision_config(o);
   attach_calibration(pcfg, o.calibration, o.device.type, log);
   const DeviceReport device_report(backend);
   TrainingSession session(o.model, data.model_options, data.train->image_shape(), o.batch,
-                          optimizer_config(o), o.seed, backend, pcfg, o.conv_layout);
+                          optimizer_config(o), h, backend, pcfg, o.conv_layout);
   const bool text = data.options.tokenizer != nullptr;
   if (text) {  // what campo eval and --resume need to read the text the same way
     session.set_checkpoint_extra("vocab", data.options.tokenizer->to_json());
     session.set_checkpoint_extra("bert_config", o.bert_config);
   }
   TrainingLoopOptions loop = loop_options(o, log_is_terminal);
-  loop.train = {data.train};
-  loop.shuffle_seeds = {o.seed};
+  // shared: one order (the first seed's) for every model; independent: model i's own.
+  for (int i = 0; i < (o.array.shuffle == "independent" ? n : 1); ++i) {
+    loop.train.push_back(data.train);
+    loop.shuffle_seeds.push_back(h.seed[size_t(i)]);
+  }
   loop.test = data.test;
-  loop.lr = {o.lr};
-  loop.checkpoint_path = [&](int) { return o.checkpoint.save_path; };
-  loop.what = o.model + " (" + std::to_string(session.parameter_count()) + " parameters)";
+  loop.lr = h.lr;
+  loop.checkpoint_path = [&](int i) {
+    return is_array ? array_checkpoint_path(o.checkpoint.save_path, i) : o.checkpoint.save_path;
+  };
+  const std::string parameters = std::to_string(session.parameter_count()) + " parameters";
+  loop.what = is_array ? "an array of " + std::to_string(n) + " " + o.model + " models (" +
+                             parameters + " each) as one fused step"
+                       : o.model + " (" + parameters + ")";
   loop.precision_config = pcfg;
+  if (is_array) {
+    loop.per_model_batch = true;
+    loop.array_shuffle = o.array.shuffle;
+    loop.model_fields = [&](int i) {
+      return nlohmann::ordered_json{{"lr", h.lr[size_t(i)]},
+                                    {"momentum", h.momentum[size_t(i)]},
+                                    {"weight_decay", h.weight_decay[size_t(i)]},
+                                    {"dropout", h.dropout[size_t(i)]},
+                                    {"seed", h.seed[size_t(i)]}};
+    };
+    loop.model_line_fields = {"lr", "momentum", "weight_decay", "seed"};
+  }
   if (text) {
     loop.accuracy_label = "masked-token accuracy";
     loop.eval_unit = "sequences of";

@@ -22,6 +22,7 @@
 #include "models/models.h"
 #include "runtime/backend.h"
 #include "train/loop.h"
+#include "train/model_array.h"
 #include "train/profiling.h"
 #include "train/training_graph.h"
 
@@ -82,6 +83,7 @@ OptimizerConfig optimizer_config(const TrainOptions& o);
 // What the training loop (train/loop.h) takes straight from the options: batch sizes,
 // epochs, steps, schedule, checkpoints, progress, --metrics, --tensorboard, --profile.
 TrainingLoopOptions loop_options(const TrainOptions& o, bool log_is_terminal);
+// Of model 0 (an array's other models: the JSON line).
 struct TrainResult {
   double test_accuracy = 0;
   double final_loss = 0;  // mean training loss over the last 50 steps
@@ -136,59 +138,90 @@ struct TrainingData {
 };
 TrainingData open_training_data(const TrainOptions& o, std::ostream& log);
 
-// Trains and evaluates; progress goes to `log`, the final JSON line too. SIGINT or SIGTERM
+// Trains and evaluates one model or, with --array N, N models as one fused step (one
+// checkpoint per model with --save: array_checkpoint_path); progress goes to `log`, the
+// final JSON line too (one entry per model). SIGINT or SIGTERM
 // during training or evaluation ends the run after the current step with Interrupted
 // (train/interrupt.h), the checkpoint written first when --save was given.
 TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal);
 
-// The graphs of one model: a training step and an evaluation pass over shared variables.
-// Cost-aware without precision.costs profiles the training graph first
-// (with_profiled_costs, train/profiling.h).
+// The graphs of one model, or of a model array (train/model_array.h) of N models trained as
+// one fused step: a training step and an evaluation pass over shared variables. One model
+// is an array of one, whose graph is the single model's. Cost-aware without
+// precision.costs profiles the training graph first (with_profiled_costs, train/profiling.h).
 class TrainingSession final : public Session {
  public:
+  // One model of seed `seed`, with the optimizer's momentum and weight decay.
   TrainingSession(const std::string& model, const ModelOptions& model_options,
                   const Shape& image_shape, int64_t batch, const OptimizerConfig& optimizer,
                   uint64_t seed, std::shared_ptr<Backend> backend,
                   const PrecisionConfig& precision = {},
                   ConvLayout conv_layout = ConvLayout::blocked);
+  // h.size() models: `optimizer` gives what is shared (kind, nesterov, betas), `h` each
+  // model's momentum, weight decay, dropout (replacing model_options.dropout) and seed (h.lr
+  // is not used: steps take the rates). Model i starts from exactly the weights a single
+  // session of its seed starts from.
+  TrainingSession(const std::string& model, const ModelOptions& model_options,
+                  const Shape& image_shape, int64_t batch, OptimizerConfig optimizer,
+                  const ArrayHyperparameters& h, std::shared_ptr<Backend> backend,
+                  const PrecisionConfig& precision = {},
+                  ConvLayout conv_layout = ConvLayout::blocked);
   ~TrainingSession();
 
-  // One step on a batch of exactly `batch` samples; returns the loss. With dynamic loss
+  int size() const { return n_; }
+  // One step: model i trains on batches[i] (N pointers, possibly all the same batch, each
+  // of exactly `batch` samples) at lr[i]; returns each model's loss. With dynamic loss
   // scaling, a step whose gradients overflow skips its update (see scaler()).
+  std::vector<float> train_step(const std::vector<const Batch*>& batches,
+                                const std::vector<float>& lr);
+  // One model's step: its loss.
   float train_step(const Batch& batch, float lr);
-  // Accuracy (fraction correct) over a whole loader's epoch.
-  double evaluate(class DataLoader& loader);
+  // The step in two parts, for steps on the same inputs (bench): feed() the batches and the
+  // rates, then run() the step as often as wanted (each one an update), reading nothing
+  // but the loss scaler's overflow flag.
+  void feed(const std::vector<const Batch*>& batches, const std::vector<float>& lr);
+  void run();
+  // Each model's accuracy over a whole loader's epoch (every model sees the same batches);
+  // one model's.
+  std::vector<double> evaluate_models(DataLoader& loader) override;
+  double evaluate(DataLoader& loader);
 
-  // Per-node timing of training steps, summed per op kind (name -> total ms).
-  void set_profiling(bool on) override;
-  std::vector<std::pair<std::string, double>> profile_by_op() const override;
-
-  // As run_training drives it (train/loop.h): one model, whose value is its loss.
-  int models() const override { return 1; }
+  // As run_training drives it (train/loop.h): each model's value is its loss.
+  int models() const override { return n_; }
   std::vector<StepValue> step_values() const override { return {{"loss", "loss", "final_loss"}}; }
   std::vector<std::vector<float>> step_models(const std::vector<const Batch*>& batches,
-                                              const std::vector<float>& lr) override {
-    return {{train_step(*batches.at(0), lr.at(0))}};
-  }
-  std::vector<double> evaluate_models(DataLoader& loader) override { return {evaluate(loader)}; }
-  void save_model(int, const std::string& path, int64_t epoch, int64_t position_in_epoch,
-                  const std::string& optimizer) override {
-    save(path, epoch, position_in_epoch, optimizer);
-  }
+                                              const std::vector<float>& lr) override;
+  // Model i alone as a single model's checkpoint (the single model's names and shapes, its
+  // optimizer state, the training position: optimizer steps, the loss scaler, one model's
+  // dropout RNG; an array's model also its index and hyperparameters): campo eval, campo
+  // train --resume and torchvision read it as they read any checkpoint.
+  void save_model(int i, const std::string& path, int64_t epoch, int64_t position_in_epoch,
+                  const std::string& optimizer) override;
   const LossScaler* loss_scaler() const override { return &scaler_; }
-  PrecisionSummary precision_summary() const override { return summary_; }
+  PrecisionSummary precision_summary() const override { return info_.summary; }
+  const VariableStore& variables() const override { return vars_; }
+  FlopCount step_flops() const override { return count_step_flops(train_graph_, info_.fetches()); }
+  double predicted_step_ms() const override {
+    return info_.cost_plan ? info_.cost_plan->predicted_ms : 0.0;
+  }
+  void set_profiling(bool on) override;
+  const OpProfile& profile() const override { return profile_; }
 
   VariableStore& variables() { return vars_; }
   const LossScaler& scaler() const { return scaler_; }
-  // Training position for checkpoints: optimizer steps, the dropout RNG, the loss scaler.
+  // One model's checkpoint: save_model(0, ...).
   void save(const std::string& path, int64_t epoch, int64_t position_in_epoch,
-            const std::string& optimizer);
-  // Restores variables and position; returns the checkpoint's metadata.
+            const std::string& optimizer) {
+    save_model(0, path, epoch, position_in_epoch, optimizer);
+  }
+  // Restores variables and position (one model); returns the checkpoint's metadata.
   struct Position {
     int64_t epoch = 0, position_in_epoch = 0;
     int64_t skipped_steps = 0;  // batches whose update the loss scaler skipped
   };
   Position restore(const std::string& path, const std::string& optimizer);
+  // Model i's copy of a variable, with the single model's shape.
+  Tensor read_model_variable(int i, const std::string& name) const;
   Graph& train_graph() { return train_graph_; }
   const Executable& train_executable() const { return *train_exe_; }
   int64_t step() const { return step_; }
@@ -196,24 +229,27 @@ class TrainingSession final : public Session {
   void set_checkpoint_extra(const std::string& key, std::string value) {
     checkpoint_extra_[key] = std::move(value);
   }
-  int64_t parameter_count() const { return vars_.count_elements(VariableKind::parameter); }
+  // Parameters of one model.
+  int64_t parameter_count() const { return vars_.count_elements(VariableKind::parameter) / n_; }
 
  private:
   struct EvalGraph;
   EvalGraph& eval_graph(int64_t batch);
+  // Model i's samples of a batch of every model's (one model: the batch's own tensor).
+  Tensor model_inputs(const std::vector<const Tensor*>& inputs, int64_t rows) const;
 
   std::string model_;
   ModelOptions model_options_;
   Shape image_shape_;
   int64_t batch_;
-  uint64_t seed_;
+  int n_;
+  ArrayHyperparameters hyper_;
   ConvLayout conv_layout_;
   VariableStore vars_;
+  ArraySlices slices_;  // arrays: the per-model view of vars_
   Graph train_graph_;
-  ValueId loss_ = kNoValue;
-  ValueId all_finite_ = kNoValue;
+  TrainingGraphInfo info_;
   LossScaler scaler_;
-  PrecisionSummary summary_;
   std::unique_ptr<Executable> train_exe_;
   std::vector<std::unique_ptr<EvalGraph>> eval_graphs_;
   int64_t step_ = 0;

@@ -85,8 +85,8 @@ using testing::perturb_parameters;
 void expect_trains_as_singles(const ArrayCase& c) {
   const int n = c.h.size();
   const ModelOptions mo = options_for(c.image);
-  ModelArraySession array(c.model, mo, c.image, c.batch, OptimizerConfig{}, c.h,
-                          default_cpu_backend());
+  TrainingSession array(c.model, mo, c.image, c.batch, OptimizerConfig{}, c.h,
+                        default_cpu_backend());
   // Each model alone, and alone from parameters perturbed by rounding-sized noise (the
   // control that calibrates how far float rounding alone moves a run).
   std::vector<std::unique_ptr<TrainingSession>> singles, controls;
@@ -145,8 +145,8 @@ TEST(ModelArrayTest, ResNet18TrainsAsTwoSingleRuns) {
 TEST(ModelArrayTest, EachModelsCheckpointReadsAsASingleModel) {
   const Shape image = {1, 28, 28};
   const ArrayHyperparameters h = three_models();
-  ModelArraySession array("lenet", options_for(image), image, 8, OptimizerConfig{}, h,
-                          default_cpu_backend());
+  TrainingSession array("lenet", options_for(image), image, 8, OptimizerConfig{}, h,
+                        default_cpu_backend());
   DataLoader loader(data_for(image, 16), {.batch_size = 8, .shuffle = false});
   loader.start_epoch(0);
   Batch b;
@@ -165,7 +165,7 @@ TEST(ModelArrayTest, EachModelsCheckpointReadsAsASingleModel) {
   // Its accuracy is model 1's.
   DataLoader eval_a(data_for(image, 40, 1), {.batch_size = 20, .shuffle = false});
   DataLoader eval_s(data_for(image, 40, 1), {.batch_size = 20, .shuffle = false});
-  EXPECT_EQ(array.evaluate(eval_a)[1], single.evaluate(eval_s));
+  EXPECT_EQ(array.evaluate_models(eval_a)[1], single.evaluate(eval_s));
   std::filesystem::remove(path);
 }
 
@@ -178,8 +178,8 @@ TEST(ModelArrayTest, ModelsSeeTheirOwnBatches) {
   h.lr = {0.05f, 0.05f};
   h.momentum = {0.9f, 0.9f};
   h.weight_decay = {0, 0};
-  ModelArraySession array("lenet", options_for(image), image, 8, OptimizerConfig{}, h,
-                          default_cpu_backend());
+  TrainingSession array("lenet", options_for(image), image, 8, OptimizerConfig{}, h,
+                        default_cpu_backend());
   TrainingSession single("lenet", options_for(image), image, 8, OptimizerConfig{}, 5,
                          default_cpu_backend());
   DataLoader loader(data_for(image, 16), {.batch_size = 8, .shuffle = false});
