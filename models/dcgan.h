@@ -34,6 +34,8 @@ namespace campo {
 
 inline constexpr const char* kGeneratorScope = "netG";
 inline constexpr const char* kDiscriminatorScope = "netD";
+// The DCGAN paper's Adam beta1 (beta2 stays 0.999).
+inline constexpr float kDcganAdamBeta1 = 0.5f;
 
 struct DcganOptions {
   int image_size = 64;  // S: a power of two, 16..256 (the paper's 64, or 32)

@@ -15,6 +15,7 @@ struct Entry {
   bool dropout = false;      // whether it takes a dropout rate (--dropout)
   // Why it cannot be built as a model array (train/model_array.h); null: it can.
   const char* no_array = nullptr;
+  bool gan = false;  // a GAN: no build function (see is_gan_model)
 };
 const TrainingDefaults kLr001 = {.lr = 0.01f};
 const Entry kModels[] = {
@@ -35,6 +36,17 @@ const Entry kModels[] = {
      false,
      true,
      "layer normalisation and attention act across the stacked models"},
+    // PyTorch's examples/dcgan recipe: Adam at 2e-4, a constant rate; bf16, since its
+    // session has no dynamic loss scaling for fp16.
+    {"dcgan",
+     nullptr,
+     nullptr,
+     ModelInput::images,
+     {.lr = 2e-4f, .optimizer = "adam", .lr_schedule = "constant", .low_precision = "bf16"},
+     true,
+     false,
+     nullptr,
+     true},
 };
 
 const Entry& entry(const std::string& name) {
@@ -50,6 +62,7 @@ ModelInput model_input(const std::string& name) { return entry(name).input; }
 TrainingDefaults training_defaults(const std::string& name) { return entry(name).defaults; }
 bool has_convolutions(const std::string& name) { return entry(name).convolutions; }
 bool has_dropout(const std::string& name) { return entry(name).dropout; }
+bool is_gan_model(const std::string& name) { return is_known_model(name) && entry(name).gan; }
 std::string why_no_model_array(const std::string& name) {
   const char* why = entry(name).no_array;
   return why ? why : "";
@@ -86,6 +99,9 @@ bool uses_small_variant(const ModelOptions& o, const Shape& image_shape) {
 ModelOutputs build_model_outputs(const std::string& name, Builder& b, ValueId images,
                                  const ModelOptions& o) {
   const Entry& e = entry(name);
+  CAMPO_CHECK(!e.gan, name,
+              " is a GAN: its generator and discriminator are built by its "
+              "training session (train/gan_trainer.h), not as one classifier");
   if (e.build_outputs) return e.build_outputs(b, images, o);
   ModelOutputs out;
   out.logits = e.build(b, images, o);

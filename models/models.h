@@ -49,12 +49,14 @@ ModelInput model_input(const std::string& name);
 
 // The training recipe a model gets for what the command line leaves out (the reference
 // recipes: torchvision's lr 0.01 for VGG and AlexNet; BERT's Adam with warm-up and dropout
-// 0.1). Unset fields keep the trainer's defaults.
+// 0.1; DCGAN's Adam at 2e-4, constant). Unset fields keep the trainer's defaults.
 struct TrainingDefaults {
   std::optional<float> lr;
   std::optional<std::string> optimizer;
   std::optional<int64_t> warmup_steps;
   std::optional<float> dropout;
+  std::optional<std::string> lr_schedule;    // --lr-schedule's names
+  std::optional<std::string> low_precision;  // on every device (else the device's)
 };
 TrainingDefaults training_defaults(const std::string& name);
 // Whether the model has convolutions (mlp and bert have none: --conv-layout means nothing
@@ -62,6 +64,10 @@ TrainingDefaults training_defaults(const std::string& name);
 bool has_convolutions(const std::string& name);
 // Whether the model takes a dropout rate (--dropout): mlp and bert.
 bool has_dropout(const std::string& name);
+// Whether the model is a GAN (dcgan): a generator and a discriminator trained against each
+// other by its own session (train/gan_trainer.h, models/dcgan.h), with no evaluation; the
+// build functions below refuse it. False for unknown names.
+bool is_gan_model(const std::string& name);
 // Why the model cannot be built as a model array (train/model_array.h: every layer must act
 // per channel or through the layer helpers), or "" when it can; and the models that can.
 std::string why_no_model_array(const std::string& name);
@@ -84,7 +90,7 @@ ValueId build_model(const std::string& name, Builder& b, ValueId images, const M
 // The same with the auxiliary heads, for training graphs.
 ModelOutputs build_model_outputs(const std::string& name, Builder& b, ValueId images,
                                  const ModelOptions& o);
-// Names build_model accepts.
+// Every model's name (the GAN's too).
 std::vector<std::string> model_names();
 bool is_known_model(const std::string& name);
 

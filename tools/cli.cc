@@ -183,8 +183,7 @@ void apply_per_model_lists(const CLI::App* cmd, const PerModelLists& l, TrainOpt
 }
 
 void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, PerModelLists& lists) {
-  cmd->add_option("--model", o.model, "Model: " + join(model_names()) + ", dcgan")
-      ->capture_default_str();
+  cmd->add_option("--model", o.model, "Model: " + join(model_names()))->capture_default_str();
   cmd->add_option("--dataset", o.dataset, "Data set: " + join(dataset_names()))
       ->capture_default_str();
   cmd->add_option("--data-dir", o.data_dir, "Directory of the data set's files");
@@ -306,8 +305,7 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, PerM
 }
 
 void add_model_run_options(CLI::App* cmd, ModelRunOptions& o, std::string& device) {
-  cmd->add_option("--model", o.model, "Model: " + join(model_names()) + " (bench also: dcgan)")
-      ->capture_default_str();
+  cmd->add_option("--model", o.model, "Model: " + join(model_names()))->capture_default_str();
   cmd->add_option("--batch", o.batch, "Batch size")->capture_default_str();
   cmd->add_option("--image-size", o.image_size, "Input height and width")->capture_default_str();
   cmd->add_option("--channels", o.channels, "Input channels")->capture_default_str();
@@ -358,15 +356,21 @@ void resolve_calibration(ModelRunOptions& run, bool cost_aware) {
 // whose sessions have no dynamic loss scaling yet (fp16 needs it).
 void default_low_precision_of(const CLI::App* cmd, const DeviceSpec& device,
                               const std::string& model, std::string& low) {
-  if (!given(cmd, "--low-precision"))
-    low = default_low_precision(device.type) == DType::f16 && model != "dcgan" ? "fp16" : "bf16";
+  if (given(cmd, "--low-precision")) return;
+  const TrainingDefaults d = is_known_model(model) ? training_defaults(model) : TrainingDefaults{};
+  low = d.low_precision                                    ? *d.low_precision
+        : default_low_precision(device.type) == DType::f16 ? "fp16"
+                                                           : "bf16";
 }
 
 // The model's own recipe (models.h's training_defaults) for what the command line leaves
-// out: VGG-16, AlexNet and Inception-v3 at lr 0.01; bert with Adam, warm-up and dropout.
+// out: VGG-16, AlexNet and Inception-v3 at lr 0.01; bert with Adam, warm-up and dropout;
+// dcgan with Adam at a constant 2e-4.
 void apply_training_defaults(const CLI::App* cmd, TrainOptions& o) {
-  if (!is_known_model(o.model)) return;  // dcgan has its own; unknown names fail later
+  if (!is_known_model(o.model)) return;  // unknown names fail in validate
   const TrainingDefaults d = training_defaults(o.model);
+  if (d.lr_schedule && !given(cmd, "--lr-schedule"))
+    o.schedule.kind = parse_lr_schedule(*d.lr_schedule);
   if (d.lr && !given(cmd, "--lr")) o.lr = *d.lr;
   if (d.optimizer && !given(cmd, "--optimizer")) o.optimizer = *d.optimizer;
   if (d.warmup_steps && !given(cmd, "--warmup-steps")) o.schedule.warmup_steps = *d.warmup_steps;
@@ -385,7 +389,7 @@ void check_conv_layout_applies(const CLI::App* cmd, const DeviceSpec& device) {
 
 void check_train_options_apply(const CLI::App* cmd, const TrainOptions& o) {
   check_conv_layout_applies(cmd, o.device);
-  CAMPO_CHECK(!given(cmd, "--conv-layout") || o.model == "dcgan" || has_convolutions(o.model),
+  CAMPO_CHECK(!given(cmd, "--conv-layout") || !is_known_model(o.model) || has_convolutions(o.model),
               "--conv-layout applies to models with convolutions; ", o.model, " has none");
   CAMPO_CHECK(!given(cmd, "--data-dir") || o.dataset != "synthetic",
               "--data-dir has no effect with --dataset synthetic (it reads no files)");
@@ -418,41 +422,37 @@ void check_train_options_apply(const CLI::App* cmd, const TrainOptions& o) {
   for (const char* option : {"--save", "--resume", "--data-dir", "--metrics", "--tensorboard"})
     CAMPO_CHECK(!given(cmd, option) || !cmd->get_option(option)->as<std::string>().empty(), option,
                 " needs a path, got an empty one");
-  CAMPO_CHECK(!given(cmd, "--samples-dir") || o.model == "dcgan",
+  CAMPO_CHECK(!given(cmd, "--samples-dir") || is_gan_model(o.model),
               "--samples-dir applies to --model dcgan only");
   CAMPO_CHECK(!given(cmd, "--save-every") || given(cmd, "--save"),
               "--save-every needs --save (the checkpoint path to write)");
   CAMPO_CHECK(!given(cmd, "--padding") || o.padding >= 0,
               "--padding must be zero or positive, got ", o.padding);
-  // dcgan's defaults differ: Adam at a constant rate (the DCGAN paper's), not sgd/cosine.
-  const bool dcgan = o.model == "dcgan";
-  const std::string optimizer = dcgan && !given(cmd, "--optimizer") ? "adam" : o.optimizer;
-  const std::string schedule =
-      dcgan && !given(cmd, "--lr-schedule") ? "constant" : lr_schedule_name(o.schedule.kind);
+  // After apply_training_defaults: the model's own optimizer and schedule count.
   for (const char* option : {"--momentum", "--nesterov"})
-    CAMPO_CHECK(!given(cmd, option) || optimizer == "sgd", option,
-                " applies to --optimizer sgd only, not ", optimizer);
+    CAMPO_CHECK(!given(cmd, option) || o.optimizer == "sgd", option,
+                " applies to --optimizer sgd only, not ", o.optimizer);
   for (const char* option : {"--lr-step-epochs", "--lr-gamma"})
-    CAMPO_CHECK(!given(cmd, option) || schedule == "step", option,
-                " applies to --lr-schedule step only, not ", schedule);
+    CAMPO_CHECK(!given(cmd, option) || o.schedule.kind == LrSchedule::Kind::step, option,
+                " applies to --lr-schedule step only, not ", lr_schedule_name(o.schedule.kind));
 }
 
 // plan/bench: the precision options only the given policies use; what dcgan has no use for.
-// dcgan trains with Adam unless --optimizer says otherwise (set here).
+// The model's optimizer (models.h's training_defaults: bert and dcgan Adam) unless
+// --optimizer says otherwise (set here).
 void check_run_options_apply(const CLI::App* cmd, ModelRunOptions& run,
                              const std::vector<std::string>& policies) {
-  if (run.model == "dcgan") {
-    CAMPO_CHECK(!given(cmd, "--classes"), "--classes does not apply to --model dcgan");
-    if (!given(cmd, "--optimizer")) run.optimizer = "adam";
-  }
+  CAMPO_CHECK(!given(cmd, "--classes") || !is_gan_model(run.model),
+              "--classes does not apply to --model ", run.model);
+  if (is_known_model(run.model) && !given(cmd, "--optimizer"))
+    if (const TrainingDefaults d = training_defaults(run.model); d.optimizer)
+      run.optimizer = *d.optimizer;
   const bool tokens = is_known_model(run.model) && model_input(run.model) == ModelInput::tokens;
   if (tokens) {
     for (const char* option : {"--image-size", "--channels"})
       CAMPO_CHECK(!given(cmd, option), option, " does not apply to --model ", run.model,
                   " (its input is --seq-len tokens)");
     if (!given(cmd, "--classes")) run.classes = 8000;  // campo train's --vocab-size
-    const TrainingDefaults d = training_defaults(run.model);
-    if (d.optimizer && !given(cmd, "--optimizer")) run.optimizer = *d.optimizer;
   } else {
     for (const char* option : {"--bert-config", "--seq-len"})
       CAMPO_CHECK(!given(cmd, option), option, " applies to --model bert only");
@@ -515,9 +515,8 @@ int run(const std::vector<std::string>& args) {
       "kernels; plain: NCHW everywhere, each convolution reordering its operands";
   train_cmd->add_option("--conv-layout", train_conv_layout, conv_layout_help)
       ->capture_default_str();
-  std::string samples_dir = "samples";
   train_cmd
-      ->add_option("--samples-dir", samples_dir,
+      ->add_option("--samples-dir", train_options.samples_dir,
                    "dcgan: where the sample grid of each epoch is written (epoch_NNN.png; "
                    "with --array, epoch_NNN-<i>.png per model)")
       ->capture_default_str();
@@ -652,38 +651,9 @@ int run(const std::vector<std::string>& args) {
                                train_options.mixed.low_precision);
       check_train_options_apply(train_cmd, train_options);
     }
-    if (train_cmd->parsed() && train_options.model == "dcgan") {
-      const TrainOptions& t = train_options;
+    if (train_cmd->parsed() && is_gan_model(train_options.model)) {
       check_dcgan_options(train_cmd);
-      GanOptions g;
-      g.conv_layout = train_options.conv_layout;
-      g.dataset = t.dataset;
-      g.data_dir = t.data_dir;
-      g.image_size = t.image_size > 0 ? t.image_size : 64;
-      g.channels = t.channels > 0 ? t.channels : 1;
-      g.epochs = t.epochs;
-      g.steps = t.max_steps;
-      g.batch = t.batch;
-      if (train_cmd->count("--lr")) g.lr = t.lr;  // else the DCGAN paper's 2e-4
-      g.seed = t.seed;
-      g.samples_dir = samples_dir;
-      g.train_limit = t.train_limit;
-      g.threads = t.threads;
-      g.device = t.device;
-      g.weight_decay = t.weight_decay;
-      if (given(train_cmd, "--optimizer")) g.optimizer = t.optimizer;  // else Adam
-      g.momentum = t.momentum;
-      g.nesterov = t.nesterov;
-      const LrSchedule::Kind gan_schedule = g.schedule.kind;
-      g.schedule = t.schedule;
-      if (!given(train_cmd, "--lr-schedule")) g.schedule.kind = gan_schedule;  // constant
-      g.report = t.report;
-      g.checkpoint = t.checkpoint;
-      g.precision = precision_config(t);
-      g.calibration = t.calibration;
-      // --array N: the per-model lists (--dropout is refused above: dcgan has none).
-      g.array = t.array;
-      train_gan(g, std::cout, isatty(STDOUT_FILENO) != 0);
+      train_gan(train_options, std::cout, isatty(STDOUT_FILENO) != 0);
       return 0;
     }
     if (train_cmd->parsed()) {

@@ -95,8 +95,7 @@ std::vector<Configuration> calibration_set(const CalibrateOptions& o) {
               {"dcgan", 32, 3},    {"attention", 64, 4}, {"attention", 128, 12}};
   if (!o.models.empty()) {
     for (const std::string& m : o.models)
-      CAMPO_CHECK(m == "dcgan" || m == "attention" || is_known_model(m), "unknown model '", m,
-                  "' for calibration");
+      CAMPO_CHECK(m == "attention" || is_known_model(m), "unknown model '", m, "' for calibration");
     std::vector<ModelShape> kept;
     for (const ModelShape& s : shapes)
       if (std::find(o.models.begin(), o.models.end(), s.model) != o.models.end()) kept.push_back(s);
@@ -191,7 +190,7 @@ void measure_configuration(const Configuration& c, DType low, const Timing& timi
     collect(g, t, c.heldout, m);
     return;
   }
-  if (c.shape.model == "dcgan") {
+  if (is_gan_model(c.shape.model)) {
     DcganOptions d;
     d.image_size = c.shape.image_size;
     d.channels = c.shape.channels;

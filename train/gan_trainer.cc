@@ -720,67 +720,46 @@ void write_png_grid(const std::string& path, const Tensor& images, int nrow, int
 
 // ---- the training loop ----
 
-ArrayHyperparameters gan_array_hyperparameters(const GanOptions& o) {
-  return array_hyperparameters(o.array, {{o.lr}, {o.momentum}, {o.weight_decay}, {0.0f}, {o.seed}});
-}
-
-void validate_gan(const GanOptions& o) {
+void validate_gan(const TrainOptions& o) {
   CAMPO_CHECK(o.dataset == "fashion-mnist" || o.dataset == "mnist" || o.dataset == "synthetic",
               "unknown GAN dataset '", o.dataset, "' (expected fashion-mnist, mnist or synthetic)");
-  CAMPO_CHECK(o.image_size == 32 || o.image_size == 64, "--image-size must be 32 or 64, got ",
-              o.image_size);
-  CAMPO_CHECK(o.channels == 1 || o.channels == 3, "--channels must be 1 or 3, got ", o.channels);
-  CAMPO_CHECK(o.epochs > 0, "--epochs must be positive, got ", o.epochs);
-  CAMPO_CHECK(o.steps >= 0, "--steps must be zero (full epochs) or positive, got ", o.steps);
-  CAMPO_CHECK(o.batch > 0, "--batch must be a positive number of samples, got ", o.batch);
-  CAMPO_CHECK(std::isfinite(o.lr) && o.lr > 0, "--lr must be a positive learning rate, got ", o.lr);
-  CAMPO_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1,
-              "Adam betas must lie in [0, 1), got beta1 ", o.beta1, ", beta2 ", o.beta2);
+  CAMPO_CHECK(o.image_size == 0 || o.image_size == 32 || o.image_size == 64,
+              "--image-size must be 32 or 64 for dcgan, got ", o.image_size);
   CAMPO_CHECK(o.nz > 0 && o.ngf > 0 && o.ndf > 0, "--nz, --ngf and --ndf must be positive, got ",
               o.nz, ", ", o.ngf, ", ", o.ndf);
-  CAMPO_CHECK(o.train_limit >= 0, "--limit-train must be >= 0, got ", o.train_limit);
-  check_threads(o.threads);
-  CAMPO_CHECK(o.weight_decay >= 0 && std::isfinite(o.weight_decay),
-              "--weight-decay must be non-negative, got ", o.weight_decay);
-  CAMPO_CHECK(o.optimizer == "adam" || o.optimizer == "sgd", "unknown optimizer '", o.optimizer,
-              "' (expected adam or sgd)");
-  CAMPO_CHECK(o.momentum >= 0 && o.momentum < 1, "--momentum must be in [0, 1), got ", o.momentum);
-  CAMPO_CHECK(!o.nesterov || o.optimizer == "sgd",
-              "--nesterov applies to --optimizer sgd only, not ", o.optimizer);
-  validate(o.schedule);
-  check_gan_precision(o.precision);
-  check_calibration_device(o.calibration, o.precision.policy, o.device);
-  // Outputs and inputs before any work is spent (a calibration or a training run).
+  check_gan_precision(precision_config(o));
   if (!o.samples_dir.empty()) require_output_directory(o.samples_dir, "--samples-dir");
-  validate(o.checkpoint);
-  validate(o.report);
-  CAMPO_CHECK(o.array.dropout.empty(),
-              "--dropout is not supported with --model dcgan (it has no "
-              "dropout)");
-  validate(o.array, "dcgan", o.optimizer, !o.checkpoint.resume_path.empty());
 }
 
-GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal) {
-  validate_gan(o);
+GanResult train_gan(const TrainOptions& o, std::ostream& log, bool log_is_terminal) {
+  validate(o);
+  CAMPO_CHECK(is_gan_model(o.model), "internal: train_gan of --model ", o.model);
   // Every step, profile, sample and checkpoint of the run is on this backend; made before any
   // work, so a device this build or machine lacks is its one error line.
   const std::shared_ptr<Backend> backend = backend_for(o.device);
   if (o.threads > 0) omp_set_num_threads(o.threads);
   Timer wall;
-  const ArrayHyperparameters h = gan_array_hyperparameters(o);
+  const ArrayHyperparameters h =
+      array_hyperparameters(o.array, {{o.lr}, {o.momentum}, {o.weight_decay}, {0.0f}, {o.seed}});
   const int n = h.size();
   const bool is_array = n > 1;
   // shared: the first seed's data and order for every model; independent: each model's own.
   const bool independent = is_array && o.array.shuffle == "independent";
+  DcganOptions mopts;
+  mopts.image_size = o.image_size > 0 ? o.image_size : 64;
+  mopts.channels = o.channels > 0 ? o.channels : 1;
+  mopts.nz = o.nz;
+  mopts.ngf = o.ngf;
+  mopts.ndf = o.ndf;
 
   DatasetOptions dopts;
   dopts.data_dir = o.data_dir;
-  dopts.image_size = o.image_size;
-  dopts.channels = o.channels;
+  dopts.image_size = mopts.image_size;
+  dopts.channels = mopts.channels;
   dopts.mean = 0.5f;  // [0, 1] pixels -> [-1, 1]
   dopts.stddev = 0.5f;
   if (o.dataset == "synthetic" && o.train_limit > 0) dopts.synthetic_size = o.train_limit;
-  TrainingLoopOptions loop;
+  TrainingLoopOptions loop = loop_options(o, log_is_terminal);
   // Model i's data: a single run of seed_i opens the data set with its seed (the synthetic
   // data set's pixels depend on it) and shuffles with it.
   for (int i = 0; i < (independent ? n : 1); ++i) {
@@ -794,26 +773,15 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
     loop.shuffle_seeds.push_back(h.seed[size_t(i)]);
   }
   const Dataset& data = *loop.train[0];
-  const Shape expected = {o.channels, o.image_size, o.image_size};
+  const Shape expected = {mopts.channels, mopts.image_size, mopts.image_size};
   CAMPO_CHECK(data.image_shape() == expected, "internal: ", data.name(), " gives images ",
               shape_str(data.image_shape()), ", expected ", shape_str(expected));
   CAMPO_CHECK(data.size() >= o.batch, "--batch ", o.batch, " is larger than the ", data.size(),
               " training samples of ", data.name());
 
-  DcganOptions mopts;
-  mopts.image_size = o.image_size;
-  mopts.channels = o.channels;
-  mopts.nz = o.nz;
-  mopts.ngf = o.ngf;
-  mopts.ndf = o.ndf;
-  OptimizerConfig optimizer;
-  optimizer.kind = o.optimizer == "sgd" ? OptimizerConfig::Kind::sgd : OptimizerConfig::Kind::adam;
-  optimizer.beta1 = o.beta1;
-  optimizer.beta2 = o.beta2;
-  optimizer.momentum = o.momentum;
-  optimizer.nesterov = o.nesterov;
-  optimizer.weight_decay = o.weight_decay;
-  PrecisionConfig precision = o.precision;
+  OptimizerConfig optimizer = optimizer_config(o);
+  optimizer.beta1 = kDcganAdamBeta1;
+  PrecisionConfig precision = precision_config(o);
   attach_calibration(precision, o.calibration, o.device.type, log);
   const DeviceReport device_report(backend);
   GanSession session(mopts, o.batch, optimizer, h, backend, 64, precision, o.conv_layout);
@@ -834,22 +802,15 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
   auto model_path = [is_array](const std::string& path, int i) {
     return is_array ? array_checkpoint_path(path, i) : path;
   };
-  loop.batch = o.batch;
-  loop.epochs = o.epochs;
-  loop.max_steps = o.steps;
   loop.lr = h.lr;
-  loop.schedule = o.schedule;
-  loop.optimizer = o.optimizer;
-  loop.checkpoint = o.checkpoint;
   loop.checkpoint_path = [&](int i) { return model_path(o.checkpoint.save_path, i); };
-  loop.report = o.report;
-  loop.log_is_terminal = log_is_terminal;
   loop.display_window = 10;
+  const std::string size = std::to_string(mopts.image_size);
   loop.what = std::string(is_array ? "an array of " + std::to_string(n) + " " : "") + "dcgan " +
-              std::to_string(o.image_size) + "x" + std::to_string(o.image_size) + "x" +
-              std::to_string(o.channels) + " (G " + std::to_string(r.parameters_g) + ", D " +
-              std::to_string(r.parameters_d) + " parameters" + (is_array ? " each" : "") + ")";
-  loop.precision_config = o.precision;
+              size + "x" + size + "x" + std::to_string(mopts.channels) + " (G " +
+              std::to_string(r.parameters_g) + ", D " + std::to_string(r.parameters_d) +
+              " parameters" + (is_array ? " each" : "") + ")";
+  loop.precision_config = precision;
   loop.per_model_batch = is_array;
   if (is_array) loop.array_shuffle = o.array.shuffle;
   loop.end_of_epoch = [&](int epoch) {  // each model's sample grid of its fixed noise
@@ -865,9 +826,12 @@ GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal
       if (o.report.progress != "none") log << "wrote " << file << "\n";
     }
   };
-  loop.result = {
-      {"model", "dcgan"},       {"dataset", o.dataset},           {"image_size", o.image_size},
-      {"channels", o.channels}, {"parameters_g", r.parameters_g}, {"parameters_d", r.parameters_d}};
+  loop.result = {{"model", o.model},
+                 {"dataset", o.dataset},
+                 {"image_size", mopts.image_size},
+                 {"channels", mopts.channels},
+                 {"parameters_g", r.parameters_g},
+                 {"parameters_d", r.parameters_d}};
   loop.model_fields = [&](int i) {
     const std::vector<std::string>& files = r.models[size_t(i)].sample_files;
     nlohmann::ordered_json m;

@@ -86,47 +86,10 @@
 #include "train/loop.h"
 #include "train/model_array.h"
 #include "train/profiling.h"
+#include "train/trainer.h"
 #include "train/training_graph.h"
 
 namespace campo {
-
-struct GanOptions {
-  std::string dataset = "fashion-mnist";  // fashion-mnist | mnist | synthetic
-  std::string data_dir;
-  int image_size = 64;  // 32 | 64
-  int channels = 1;     // 1 | 3 (grey data replicated to 3 channels)
-  int epochs = 1;
-  int64_t steps = 0;   // 0: full epochs; else stop after this many steps
-  int64_t batch = 64;  // the example's default
-  float lr = 2e-4f;
-  // The learning-rate schedule (train/loop.h); the example trains at a constant rate.
-  LrSchedule schedule{.kind = LrSchedule::Kind::constant};
-  std::string optimizer = "adam";  // adam (the example's) | sgd, on both networks
-  float beta1 = 0.5f, beta2 = 0.999f;
-  float momentum = 0.9f;      // sgd
-  bool nesterov = false;      // sgd
-  float weight_decay = 0.0f;  // the L2 term, on both networks
-  int nz = 100, ngf = 64, ndf = 64;
-  uint64_t seed = 42;
-  std::string samples_dir = "samples";  // empty: write no sample grids
-  int64_t train_limit = 0;              // use only the first N training samples (0: all)
-  int threads = 0;                      // 0: OpenMP default
-  ReportOptions report;                 // --progress, --profile, --metrics, --tensorboard
-  DeviceSpec device;                    // where it trains: backend_for(device) (train/trainer.h)
-  PrecisionConfig precision;            // fp32 unless set
-  ConvLayout conv_layout = ConvLayout::blocked;  // --conv-layout (graph/layout.h)
-  std::string calibration;                       // cost-aware: as TrainOptions::calibration
-  // Checkpoints (one safetensors file, GanSession::save): written at each epoch end, every
-  // save_every steps (0: epoch ends only), on Ctrl-C and at the end; resume_path continues
-  // a run from one bit for bit.
-  CheckpointOptions checkpoint;
-  // --array N (N >= 2): N models trained as one fused step (see the file comment); 0 or 1:
-  // one model. The lists give each model's value; --dropout lists none (DCGAN has none).
-  ArrayOptions array;
-};
-
-// The per-model hyperparameters of a GAN run (size max(1, o.array); dropout all 0).
-ArrayHyperparameters gan_array_hyperparameters(const GanOptions& o);
 
 // One model's results of an array run (train_gan fills one per model, also for a single run).
 struct GanModelResult {
@@ -149,13 +112,20 @@ struct GanResult {
   std::vector<GanModelResult> models;
 };
 
-// Checks the options (one clear campo::Error per problem) before anything is loaded.
-void validate_gan(const GanOptions& o);
+// The checks of validate(TrainOptions) (train/trainer.h) that only a GAN's options have.
+void validate_gan(const TrainOptions& o);
 
-// Trains; progress goes to `log`, the final JSON line too. SIGINT or SIGTERM ends the run
-// after the current step with Interrupted (train/interrupt.h), the checkpoint written first
-// when save_path is set.
-GanResult train_gan(const GanOptions& o, std::ostream& log, bool log_is_terminal);
+// Trains o.model dcgan: on fashion-mnist, mnist or synthetic data, o.image_size 32 or 64
+// (0: 64) pixels, o.channels 1 or 3 (0: 1), o.nz / ngf / ndf wide, Adam with the DCGAN
+// paper's betas (0.5, 0.999) or SGD on both networks, the precision of o.precision and
+// o.mixed on both step graphs (bf16 or fp32: no dynamic loss scaling), --array N models
+// as one fused step (see the file comment). Sample grids go to o.samples_dir at each epoch
+// end; checkpoints (one safetensors file, GanSession::save) at each epoch end, every
+// o.checkpoint.save_every steps, on Ctrl-C and at the end; o.checkpoint.resume_path
+// continues a run from one bit for bit. Progress goes to `log`, the final JSON line too.
+// SIGINT or SIGTERM ends the run after the current step with Interrupted
+// (train/interrupt.h), the checkpoint written first.
+GanResult train_gan(const TrainOptions& o, std::ostream& log, bool log_is_terminal);
 
 // Writes images [N, C, H, W] with values in [-1, 1] as a PNG grid of `nrow` images per row
 // with `padding` black pixels around each (torchvision's make_grid layout); grey for C = 1,

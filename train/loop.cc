@@ -105,7 +105,7 @@ void validate(const ArrayOptions& a, const std::string& model, const std::string
               bool resume) {
   CAMPO_CHECK(a.size >= 0 && a.size <= 64, "--array must be a number of models in 1..64, got ",
               a.size);
-  const char* one = model == "dcgan" ? "dcgan" : "model";
+  const char* one = is_gan_model(model) ? model.c_str() : "model";
   const std::pair<const char*, size_t> lists[] = {{"--lr", a.lr.size()},
                                                   {"--momentum", a.momentum.size()},
                                                   {"--weight-decay", a.weight_decay.size()},
@@ -138,7 +138,8 @@ void validate(const ArrayOptions& a, const std::string& model, const std::string
     CAMPO_CHECK(a.shuffle == "shared", "--array-shuffle needs --array N (N >= 2)");
     return;
   }
-  CAMPO_CHECK(!resume, "--resume does not continue a ", model == "dcgan" ? "dcgan" : "model",
+  CAMPO_CHECK(!resume, "--resume does not continue a ",
+              is_gan_model(model) ? model.c_str() : "model",
               " array; resume one of its models alone from its checkpoint (campo train --model ",
               model, " --resume PATH-<i>.safetensors)");
 }

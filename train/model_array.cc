@@ -12,8 +12,9 @@ bool supports_model_array(const std::string& model, std::string* why) {
   if (reason.empty()) return true;
   if (why) {
     *why = "--array does not support " + model + " (" + reason + "); arrays train ";
-    for (const std::string& m : model_array_names()) *why += m + ", ";
-    *why += "and dcgan";
+    const std::vector<std::string> names = model_array_names();
+    for (size_t i = 0; i < names.size(); ++i)
+      *why += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
   }
   return false;
 }

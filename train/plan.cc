@@ -77,7 +77,7 @@ OptimizerConfig gan_optimizer(const ModelRunOptions& o) {
               "'");
   OptimizerConfig c;
   c.kind = o.optimizer == "adam" ? OptimizerConfig::Kind::adam : OptimizerConfig::Kind::sgd;
-  c.beta1 = 0.5f;  // the DCGAN paper's (Adam only)
+  c.beta1 = kDcganAdamBeta1;  // Adam only
   return c;
 }
 
@@ -226,14 +226,14 @@ namespace {
 constexpr int kMaxArraySize = 64;  // --array's bound, as campo train's (train/trainer.cc)
 
 void check_model_run_numbers(const ModelRunOptions& o) {
-  CAMPO_CHECK(o.model == "dcgan" || is_known_model(o.model), "unknown model '", o.model, "'");
+  CAMPO_CHECK(is_known_model(o.model), "unknown model '", o.model, "'");
   CAMPO_CHECK(o.batch > 0, "--batch must be a positive number of samples, got ", o.batch);
   CAMPO_CHECK(o.image_size > 0, "--image-size must be positive, got ", o.image_size);
   CAMPO_CHECK(o.channels > 0, "--channels must be positive, got ", o.channels);
   CAMPO_CHECK(o.classes > 1, "--classes must be at least 2, got ", o.classes);
   CAMPO_CHECK(o.array >= 1 && o.array <= kMaxArraySize, "--array must be a number of models in 1..",
               kMaxArraySize, ", got ", o.array);
-  if (o.array > 1 && o.model != "dcgan") {
+  if (o.array > 1) {
     std::string why;
     CAMPO_CHECK(supports_model_array(o.model, &why), why);
   }
@@ -256,10 +256,10 @@ void check_plan_options(const PlanOptions& o) {
               device_name(device.type),
               "` needs the CUDA backend's kernels, issue 12; this CPU's calibrations do not "
               "apply); plan --precision amp or fp32 for it");
-  CAMPO_CHECK(o.run.model != "dcgan" || o.run.array == 1,
+  CAMPO_CHECK(!is_gan_model(o.run.model) || o.run.array == 1,
               "campo plan --array does not support --model dcgan (plan a single DCGAN; "
               "campo bench --model dcgan --array N measures its array)");
-  if (o.run.model == "dcgan") {  // one file per step graph
+  if (is_gan_model(o.run.model)) {  // one file per step graph
     for (const char* suffix : {"_d", "_g"})
       if (!o.dot_path.empty()) require_output_file(with_suffix(o.dot_path, suffix), "--dot file");
   } else if (!o.dot_path.empty()) {
@@ -296,7 +296,7 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
   const std::shared_ptr<Backend> backend =
       profiles ? backend_for(o.run.device) : default_cpu_backend();
   const DeviceReport device_report(backend);
-  if (o.run.model == "dcgan") {
+  if (is_gan_model(o.run.model)) {
     // Two step graphs: the discriminator's and the generator's.
     const PrecisionConfig precision = model_run_precision(o.run, policy);
     DcganOptions m;
@@ -439,7 +439,7 @@ std::unique_ptr<BenchPolicy> bench_policy(const BenchOptions& o, const std::stri
   p.precision = precision;
   const Precision policy = parse_precision(precision);
   const ModelRunOptions& run = o.run;
-  if (run.model == "dcgan") {
+  if (is_gan_model(run.model)) {
     DcganOptions m;
     m.image_size = run.image_size;
     m.channels = run.channels;

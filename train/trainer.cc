@@ -28,6 +28,7 @@
 #include "runtime/timer.h"
 #include "train/calibrate.h"
 #include "train/device_report.h"
+#include "train/gan_trainer.h"
 #include "train/interrupt.h"
 #include "train/metrics_log.h"
 #include "train/model_array.h"
@@ -438,6 +439,8 @@ double TrainingSession::evaluate(DataLoader& loader) {
 
 std::string dump_training_graph(const TrainOptions& o, const std::string& format) {
   validate(o);
+  CAMPO_CHECK(!is_gan_model(o.model), "campo graph shows one training graph; ", o.model,
+              " trains two step graphs: see them with campo plan --model ", o.model, " --dot FILE");
   CAMPO_CHECK(format == "text" || format == "dot", "--format must be text or dot, got '", format,
               "'");
   DatasetOptions dopts;
@@ -469,6 +472,9 @@ double evaluate_checkpoint(const EvalOptions& o, std::ostream& log) {
   CAMPO_CHECK(!model.empty(), "checkpoint ", o.checkpoint,
               " does not name its model: pass --model");
   CAMPO_CHECK(is_known_model(model), "unknown model '", model, "'");
+  CAMPO_CHECK(!is_gan_model(model), model,
+              " is a GAN: it has no accuracy to evaluate (its sample grids are written as it "
+              "trains, --samples-dir)");
   check_model_fits_data(model, o.dataset);
   DatasetOptions dopts;
   dopts.data_dir = o.data_dir;
@@ -554,43 +560,28 @@ void validate(const TrainOptions& o) {
       }(),
       ")");
   CAMPO_CHECK(o.batch > 0, "--batch must be a positive number of samples, got ", o.batch);
-  CAMPO_CHECK(o.eval_batch > 0, "--eval-batch must be positive, got ", o.eval_batch);
   CAMPO_CHECK(o.epochs > 0, "--epochs must be positive, got ", o.epochs);
   CAMPO_CHECK(o.max_steps >= 0, "--steps must be zero (full epochs) or positive, got ",
               o.max_steps);
   CAMPO_CHECK(std::isfinite(o.lr) && o.lr > 0, "--lr must be a positive learning rate, got ", o.lr);
   validate(o.schedule);
   CAMPO_CHECK(o.momentum >= 0 && o.momentum < 1, "--momentum must be in [0, 1), got ", o.momentum);
-  CAMPO_CHECK(o.weight_decay >= 0, "--weight-decay must be non-negative, got ", o.weight_decay);
+  CAMPO_CHECK(o.weight_decay >= 0 && std::isfinite(o.weight_decay),
+              "--weight-decay must be non-negative, got ", o.weight_decay);
   CAMPO_CHECK(o.dropout >= 0 && o.dropout < 1, "--dropout must be in [0, 1), got ", o.dropout);
   CAMPO_CHECK(o.optimizer == "sgd" || o.optimizer == "adam", "unknown optimizer '", o.optimizer,
               "' (expected sgd or adam)");
+  CAMPO_CHECK(!o.nesterov || o.optimizer == "sgd",
+              "--nesterov applies to --optimizer sgd only, not ", o.optimizer);
   CAMPO_CHECK(o.train_limit >= 0 && o.test_limit >= 0, "--limit-train/--limit-test must be >= 0");
   check_threads(o.threads);
   CAMPO_CHECK(o.dropout == 0 || has_dropout(o.model),
-              "--dropout applies to --model mlp and bert "
-              "only (",
-              o.model, " has no configurable dropout)");
-  check_model_fits_data(o.model, o.dataset);
-  if (is_text_dataset(o.dataset)) {
-    (void)bert_config(o.bert_config);  // names the sizes when unknown
-    CAMPO_CHECK(o.seq_len >= 8 && o.seq_len <= 512,
-                "--seq-len must be in 8..512 (BERT's 512 "
-                "positions), got ",
-                o.seq_len);
-    CAMPO_CHECK(o.vocab_size >= 64 && o.vocab_size <= 1000000,
-                "--vocab-size must be in 64..1000000, got ", o.vocab_size);
-    CAMPO_CHECK(o.mask_prob > 0 && o.mask_prob < 1, "--mask-prob must be in (0, 1), got ",
-                o.mask_prob);
-    if (!o.vocab_path.empty()) require_input_file(o.vocab_path, "--vocab vocabulary");
-    if (!o.save_vocab_path.empty()) require_output_file(o.save_vocab_path, "--save-vocab file");
-  }
+              "--dropout applies to --model mlp and bert only (", o.model,
+              " has no configurable dropout)");
   CAMPO_CHECK(o.image_size >= 0, "--image-size must be positive (or 0: native), got ",
               o.image_size);
   CAMPO_CHECK(o.channels == 0 || o.channels == 1 || o.channels == 3,
               "--channels must be 1 or 3 (or 0: the data set's own), got ", o.channels);
-  CAMPO_CHECK(o.resize >= 0, "--resize must be positive (or 0: --image-size), got ", o.resize);
-  CAMPO_CHECK(o.padding >= -1, "--padding must be zero or positive, got ", o.padding);
   validate(o.array, o.model, o.optimizer, !o.checkpoint.resume_path.empty());
   std::string why;
   CAMPO_CHECK(o.array.size < 2 || supports_model_array(o.model, &why), why);
@@ -600,6 +591,25 @@ void validate(const TrainOptions& o) {
   // Outputs and inputs before any work is spent (a calibration or a training run).
   validate(o.checkpoint);
   validate(o.report);
+  if (is_gan_model(o.model)) {
+    validate_gan(o);
+    return;
+  }
+  CAMPO_CHECK(o.eval_batch > 0, "--eval-batch must be positive, got ", o.eval_batch);
+  check_model_fits_data(o.model, o.dataset);
+  if (is_text_dataset(o.dataset)) {
+    (void)bert_config(o.bert_config);  // names the sizes when unknown
+    CAMPO_CHECK(o.seq_len >= 8 && o.seq_len <= 512,
+                "--seq-len must be in 8..512 (BERT's 512 positions), got ", o.seq_len);
+    CAMPO_CHECK(o.vocab_size >= 64 && o.vocab_size <= 1000000,
+                "--vocab-size must be in 64..1000000, got ", o.vocab_size);
+    CAMPO_CHECK(o.mask_prob > 0 && o.mask_prob < 1, "--mask-prob must be in (0, 1), got ",
+                o.mask_prob);
+    if (!o.vocab_path.empty()) require_input_file(o.vocab_path, "--vocab vocabulary");
+    if (!o.save_vocab_path.empty()) require_output_file(o.save_vocab_path, "--save-vocab file");
+  }
+  CAMPO_CHECK(o.resize >= 0, "--resize must be positive (or 0: --image-size), got ", o.resize);
+  CAMPO_CHECK(o.padding >= -1, "--padding must be zero or positive, got ", o.padding);
 }
 
 void print_profile(const std::vector<std::pair<std::string, double>>& ms_by_op, int64_t steps,
@@ -743,6 +753,19 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   r.parameters = session.parameter_count();
   r.losses = run.values[0][0];
   return r;
+}
+
+TrainOptions training_options_for(const std::string& model) {
+  TrainOptions o;
+  o.model = model;
+  const TrainingDefaults d = training_defaults(model);
+  if (d.lr) o.lr = *d.lr;
+  if (d.optimizer) o.optimizer = *d.optimizer;
+  if (d.warmup_steps) o.schedule.warmup_steps = *d.warmup_steps;
+  if (d.dropout) o.dropout = *d.dropout;
+  if (d.lr_schedule) o.schedule.kind = parse_lr_schedule(*d.lr_schedule);
+  if (d.low_precision) o.mixed.low_precision = *d.low_precision;
+  return o;
 }
 
 OptimizerConfig optimizer_config(const TrainOptions& o) {

@@ -74,8 +74,16 @@ struct TrainOptions {
   // --conv-layout: blocked activations between convolutions (graph/layout.h) or plain.
   ConvLayout conv_layout = ConvLayout::blocked;
   ArrayOptions array;  // --array N and the per-model lists of --lr, ..., --seed
+  // dcgan (train/gan_trainer.h): its widths (the noise, G's and D's feature maps: the DCGAN
+  // paper's 100, 64, 64) and where its sample grids go ("": none). Its images are 64 px
+  // unless image_size says 32, grey unless channels says 3.
+  int nz = 100, ngf = 64, ndf = 64;
+  std::string samples_dir = "samples";
 };
 
+// The options campo train uses for `model` when the command line gives nothing else: the
+// defaults above with the model's recipe (models.h's training_defaults) applied.
+TrainOptions training_options_for(const std::string& model);
 // The run's precision configuration (checks the options). Leaves the calibration out.
 PrecisionConfig precision_config(const TrainOptions& o);
 // The optimizer of the options: sgd or adam, momentum, nesterov, weight decay.

@@ -247,16 +247,17 @@ TEST(PngGridTest, WritesAGridThatDecodes) {
 
 TEST(GanTrainerTest, ShortRunLowersDiscriminatorLossAndWritesSamples) {
   const std::string dir = temp_dir("gan");
-  GanOptions o;
+  TrainOptions o = training_options_for("dcgan");
   o.dataset = "synthetic";
   o.image_size = 32;
   o.channels = 1;
   o.batch = 16;
-  o.steps = 40;
+  o.max_steps = 40;
   o.ngf = o.ndf = 16;
   o.train_limit = 640;
   o.samples_dir = dir;
   o.report.progress = "none";
+  o.precision = "fp32";
   std::ostringstream log;
   const GanResult r = train_gan(o, log, false);
   ASSERT_EQ(r.steps, 40);
@@ -281,18 +282,18 @@ TEST(GanTrainerTest, ShortRunLowersDiscriminatorLossAndWritesSamples) {
 }
 
 TEST(GanTrainerTest, BadOptionsAreClearErrors) {
-  GanOptions o;
+  TrainOptions o = training_options_for("dcgan");
   o.image_size = 48;
-  EXPECT_THROW(validate_gan(o), Error);
-  o = GanOptions{};
+  EXPECT_THROW(validate(o), Error);
+  o = training_options_for("dcgan");
   o.channels = 2;
-  EXPECT_THROW(validate_gan(o), Error);
-  o = GanOptions{};
+  EXPECT_THROW(validate(o), Error);
+  o = training_options_for("dcgan");
   o.dataset = "cifar";
-  EXPECT_THROW(validate_gan(o), Error);
-  o = GanOptions{};
+  EXPECT_THROW(validate(o), Error);
+  o = training_options_for("dcgan");
   o.lr = -1;
-  EXPECT_THROW(validate_gan(o), Error);
+  EXPECT_THROW(validate(o), Error);
 }
 
 }  // namespace

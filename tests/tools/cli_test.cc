@@ -324,6 +324,11 @@ TEST(CliDcganTest, CheckpointOptionsAreHonoured) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("resumed from " + path + " at step 1"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"steps\":2"), std::string::npos) << r.out;
+  // A GAN has no accuracy, and two step graphs: eval and graph say so in one line.
+  expect_error(run_cli({"eval", "--checkpoint", path, "--dataset", "synthetic"}),
+               "dcgan is a GAN: it has no accuracy to evaluate");
+  expect_error(run_cli({"graph", "--model", "dcgan"}),
+               "dcgan trains two step graphs: see them with campo plan --model dcgan");
   std::filesystem::remove(path);
   // A missing resume file used to start from scratch and exit 0.
   expect_error(run_cli(dcgan_args({"--resume", "/no/such/file.safetensors"})),

@@ -43,8 +43,9 @@ TEST(GanArrayCliTest, ListsNeedAnArrayOfTheirSize) {
   expect_error(run_cli(gan_args({"--array", "65"})), "--array must be a number of models in 1..64");
   expect_error(run_cli(gan_args({"--array-shuffle", "independent"})),
                "--array-shuffle needs --array N");
+  // The array is refused before the missing file is looked for (as the classifiers').
   expect_error(run_cli(gan_args({"--array", "2", "--resume", "x.safetensors"})),
-               "--resume checkpoint");
+               "--resume does not continue a dcgan array");
 }
 
 TEST(GanArrayCliTest, ResumeOfAnArrayNamesWhatToDo) {

@@ -29,8 +29,8 @@ std::string temp_path(const std::string& name) {
 }
 
 // 6 steps per epoch of 8 synthetic 32x32 images, 2 epochs; small networks.
-GanOptions small_gan(const std::string& optimizer) {
-  GanOptions o;
+TrainOptions small_gan(const std::string& optimizer) {
+  TrainOptions o = training_options_for("dcgan");
   o.dataset = "synthetic";
   o.image_size = 32;
   o.channels = 1;
@@ -41,6 +41,7 @@ GanOptions small_gan(const std::string& optimizer) {
   o.nz = 16;
   o.samples_dir = "";
   o.report.progress = "none";
+  o.precision = "fp32";
   o.optimizer = optimizer;
   // The rate halves each epoch (cosine would decay over --steps, which the first half of
   // a resumed run sets differently).
@@ -61,8 +62,8 @@ void check_gan_resume(const std::string& optimizer) {
   const GanResult full = train_gan(small_gan(optimizer), log, false);
   ASSERT_EQ(full.loss_d_history.size(), 12u);
 
-  GanOptions first = small_gan(optimizer);
-  first.steps = 8;  // stops in the middle of epoch 2
+  TrainOptions first = small_gan(optimizer);
+  first.max_steps = 8;  // stops in the middle of epoch 2
   first.checkpoint.save_path = path;
   const GanResult a = train_gan(first, log, false);
   ASSERT_EQ(a.steps, 8);
@@ -89,7 +90,7 @@ void check_gan_resume(const std::string& optimizer) {
   EXPECT_GT(g_state, 0);
   EXPECT_GT(d_state, 0);
 
-  GanOptions second = small_gan(optimizer);
+  TrainOptions second = small_gan(optimizer);
   second.checkpoint.resume_path = path;
   const GanResult b = train_gan(second, log, false);
   ASSERT_EQ(b.loss_d_history.size(), 4u) << log.str();
@@ -113,7 +114,7 @@ TEST(GanResumeTest, SgdNesterovReproducesTheUninterruptedRun) { check_gan_resume
 
 TEST(GanResumeTest, SaveEveryWritesMidEpochAndTheEndIsAnEpochStart) {
   const std::string path = temp_path("every.safetensors");
-  GanOptions o = small_gan("adam");
+  TrainOptions o = small_gan("adam");
   o.epochs = 1;
   o.checkpoint.save_path = path;
   o.checkpoint.save_every = 4;
@@ -132,13 +133,13 @@ TEST(GanResumeTest, SaveEveryWritesMidEpochAndTheEndIsAnEpochStart) {
 // with a message naming the file; nothing is trained.
 TEST(GanResumeTest, WrongCheckpointsAreRefused) {
   const std::string path = temp_path("wrong.safetensors");
-  GanOptions o = small_gan("adam");
+  TrainOptions o = small_gan("adam");
   o.epochs = 1;
   o.checkpoint.save_path = path;
   std::ostringstream log;
   train_gan(o, log, false);
 
-  GanOptions sgd = small_gan("sgd");
+  TrainOptions sgd = small_gan("sgd");
   sgd.checkpoint.resume_path = path;
   try {
     train_gan(sgd, log, false);
@@ -148,7 +149,7 @@ TEST(GanResumeTest, WrongCheckpointsAreRefused) {
               std::string::npos)
         << e.what();
   }
-  GanOptions past = small_gan("adam");
+  TrainOptions past = small_gan("adam");
   past.epochs = 1;  // the checkpoint is at the start of epoch 2
   past.checkpoint.resume_path = path;
   try {
@@ -172,7 +173,7 @@ TEST(GanResumeTest, WrongCheckpointsAreRefused) {
   t.report.progress = "none";
   t.checkpoint.save_path = classifier;
   train(t, log, false);
-  GanOptions wrong = small_gan("adam");
+  TrainOptions wrong = small_gan("adam");
   wrong.checkpoint.resume_path = classifier;
   try {
     train_gan(wrong, log, false);
@@ -188,22 +189,22 @@ TEST(GanResumeTest, WrongCheckpointsAreRefused) {
 // The optimizer and the schedule reach the step graphs: the first step is the same (same
 // initial weights, same data and noise; warm-up aside), later ones differ.
 TEST(GanTrainerTest, OptimizerAndScheduleChangeTheRun) {
-  auto run = [](GanOptions o) {
+  auto run = [](TrainOptions o) {
     o.epochs = 1;
-    o.steps = 3;
+    o.max_steps = 3;
     std::ostringstream log;
     return train_gan(o, log, false);
   };
-  GanOptions base = small_gan("adam");
+  TrainOptions base = small_gan("adam");
   base.schedule.kind = LrSchedule::Kind::constant;
   const GanResult adam = run(base);
-  GanOptions sgd = base;
+  TrainOptions sgd = base;
   sgd.optimizer = "sgd";
   const GanResult with_sgd = run(sgd);
-  GanOptions cosine = base;
+  TrainOptions cosine = base;
   cosine.schedule.kind = LrSchedule::Kind::cosine;
   const GanResult with_cosine = run(cosine);
-  GanOptions decay = base;
+  TrainOptions decay = base;
   decay.weight_decay = 0.5f;
   const GanResult with_decay = run(decay);
   for (const GanResult* r : {&with_sgd, &with_cosine, &with_decay}) {
@@ -326,23 +327,23 @@ TEST(GanOneForwardTest, RunsOnTheBackendItIsGiven) {
 }
 
 TEST(GanTrainerTest, OptionsThatCannotApplyAreErrors) {
-  GanOptions o;
+  TrainOptions o = training_options_for("dcgan");
   o.optimizer = "rmsprop";
-  EXPECT_THROW(validate_gan(o), Error);
-  o = GanOptions{};
+  EXPECT_THROW(validate(o), Error);
+  o = training_options_for("dcgan");
   o.nesterov = true;  // adam
-  EXPECT_THROW(validate_gan(o), Error);
-  o = GanOptions{};
+  EXPECT_THROW(validate(o), Error);
+  o = training_options_for("dcgan");
   EXPECT_THROW(parse_lr_schedule("linear"), Error);
   o.schedule.gamma = 0;
-  EXPECT_THROW(validate_gan(o), Error);
-  o = GanOptions{};
+  EXPECT_THROW(validate(o), Error);
+  o = training_options_for("dcgan");
   o.checkpoint.save_every = 5;  // without save_path
-  EXPECT_THROW(validate_gan(o), Error);
-  o = GanOptions{};
+  EXPECT_THROW(validate(o), Error);
+  o = training_options_for("dcgan");
   o.samples_dir = "";
   o.checkpoint.resume_path = "/no/such/file.safetensors";
-  EXPECT_THROW(validate_gan(o), Error);
+  EXPECT_THROW(validate(o), Error);
 }
 
 }  // namespace
