@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "runtime/tensor.h"
@@ -64,6 +65,13 @@ class Dataset {
   // Throws a campo::Error naming the data set when index is out of range.
   void check_index(int64_t index) const;
 };
+
+// A view of `base`: its first `limit` samples (0, or at least its size: all of them; the
+// name says "[:limit]" when it cuts), with every image pixel x mapped to tanh(x) when
+// `tanh_pixels` (f32 images only: DCGAN's synthetic data, ~N(0, 1) pixels, into (-1, 1)).
+// Forwards every read, the epoch's augmentation included.
+std::shared_ptr<const Dataset> dataset_view(std::shared_ptr<const Dataset> base, int64_t limit,
+                                            bool tanh_pixels = false);
 
 // One batch of samples on the host.
 struct Batch {

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "runtime/atomic_file.h"
 #include "runtime/check.h"
 
 // stb_image's implementation, private to this file. Its code is not ours to warn about.
@@ -30,6 +31,16 @@
 #define STBI_NO_JPEG          // JPEG goes to libjpeg-turbo (see decode_jpeg)
 #define STBI_FAILURE_USERMSG  // readable reasons ("corrupt PNG", not "bad IHDR len")
 #include <stb_image.h>
+#pragma GCC diagnostic pop
+
+// The only stb_image_write implementation in campo; static so that no other translation
+// unit (or a system libstb) can clash with it.
+#define STB_IMAGE_WRITE_STATIC
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include <stb_image_write.h>
 #pragma GCC diagnostic pop
 
 namespace campo {
@@ -346,6 +357,39 @@ bool probe_image_file(const std::string& path, ImageFileInfo* info, std::string*
   }
   if (info) *info = {h, w, n};
   return true;
+}
+
+void write_png_grid(const std::string& path, const Tensor& images, int nrow, int padding) {
+  CAMPO_CHECK(images.rank() == 4 && images.dtype() == DType::f32,
+              "image grid: expected f32 images [N, C, H, W], got ", dtype_name(images.dtype()), " ",
+              shape_str(images.shape()));
+  const int64_t n = images.dim(0), c = images.dim(1), h = images.dim(2), w = images.dim(3);
+  CAMPO_CHECK(c == 1 || c == 3, "image grid: images need 1 or 3 channels, got ", c);
+  CAMPO_CHECK(n > 0 && nrow > 0 && padding >= 0, "image grid: bad layout (", n, " images, ", nrow,
+              " per row, padding ", padding, ")");
+  const int64_t cols = std::min<int64_t>(nrow, n), rows = (n + cols - 1) / cols;
+  const int64_t gw = cols * (w + padding) + padding, gh = rows * (h + padding) + padding;
+  std::vector<uint8_t> pixels(size_t(gw * gh * c), 0);
+  const float* src = images.data_as<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t y0 = (i / cols) * (h + padding) + padding;
+    const int64_t x0 = (i % cols) * (w + padding) + padding;
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t x = 0; x < w; ++x) {
+          const float v = src[((i * c + ch) * h + y) * w + x];
+          const float u = std::isfinite(v) ? std::clamp((v + 1.0f) * 0.5f, 0.0f, 1.0f) : 0.0f;
+          pixels[size_t(((y0 + y) * gw + x0 + x) * c + ch)] = uint8_t(std::lround(u * 255.0f));
+        }
+  }
+  std::string png;
+  auto append = [](void* context, void* data, int size) {
+    static_cast<std::string*>(context)->append(static_cast<const char*>(data), size_t(size));
+  };
+  CAMPO_CHECK(stbi_write_png_to_func(append, &png, int(gw), int(gh), int(c), pixels.data(),
+                                     int(gw * c)) != 0,
+              "cannot encode the PNG image '", path, "'");
+  write_file_atomically(path, png, "PNG image");
 }
 
 }  // namespace campo

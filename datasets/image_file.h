@@ -1,8 +1,8 @@
 // Image files: JPEG decoded with libjpeg-turbo; PNG, BMP, PGM/PPM, TGA and GIF's first
-// frame with stb_image. This is the only place that compiles stb_image's implementation
-// (with internal linkage, so another copy elsewhere in a program cannot clash). stb_image
-// keeps its failure reason per thread and each JPEG gets its own decompressor, so both
-// functions are thread-safe.
+// frame with stb_image; PNG grids written with stb_image_write. This is the only place that
+// compiles stb_image's implementation (with internal linkage, so another copy elsewhere in a
+// program cannot clash). stb_image keeps its failure reason per thread and each JPEG gets its own
+// decompressor, so both functions are thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 #include <string>
 
 #include "datasets/image_transform.h"
+#include "runtime/tensor.h"
 
 namespace campo {
 
@@ -42,5 +43,11 @@ struct ImageFileInfo {
   int64_t height = 0, width = 0, channels = 0;
 };
 bool probe_image_file(const std::string& path, ImageFileInfo* info, std::string* reason);
+
+// Writes images [N, C, H, W] with values in [-1, 1] as a PNG grid of `nrow` images per row
+// with `padding` black pixels around each (torchvision's make_grid layout); grey for C = 1,
+// RGB for C = 3; pixel = round(255 * clamp((x + 1) / 2, 0, 1)). Atomic: written to a
+// temporary file in the same directory, then renamed over `path`.
+void write_png_grid(const std::string& path, const Tensor& images, int nrow = 8, int padding = 2);
 
 }  // namespace campo

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "amp/padding.h"
+#include "datasets/image_file.h"
 #include "datasets/loader.h"
 #include "datasets/registry.h"
 #include "datasets/synthetic.h"
@@ -32,47 +33,9 @@
 #include "train/progress.h"
 #include "train/trainer.h"
 
-// The only stb_image_write implementation in campo; static so that no other translation
-// unit (or a system libstb) can clash with it.
-#define STB_IMAGE_WRITE_STATIC
-#define STB_IMAGE_WRITE_IMPLEMENTATION
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#pragma GCC diagnostic ignored "-Wunused-function"
-#include <stb_image_write.h>
-#pragma GCC diagnostic pop
-
 namespace campo {
 
 namespace {
-
-// A view of a data set that maps every pixel x to tanh(x) (synthetic data, ~N(0, 1)
-// pixels, into (-1, 1)) and/or keeps only the first `limit` samples.
-class GanDataset final : public Dataset {
- public:
-  GanDataset(std::shared_ptr<const Dataset> base, int64_t limit, bool apply_tanh)
-      : base_(std::move(base)),
-        size_(limit > 0 ? std::min(limit, base_->size()) : base_->size()),
-        apply_tanh_(apply_tanh) {}
-  int64_t size() const override { return size_; }
-  Shape image_shape() const override { return base_->image_shape(); }
-  int num_classes() const override { return base_->num_classes(); }
-  std::string name() const override {
-    return size_ < base_->size() ? base_->name() + "[:" + std::to_string(size_) + "]"
-                                 : base_->name();
-  }
-  void get(int64_t index, float* image, int32_t* label) const override {
-    check_index(index);
-    base_->get(index, image, label);
-    if (apply_tanh_)
-      for (int64_t i = 0, n = image_numel(); i < n; ++i) image[i] = std::tanh(image[i]);
-  }
-
- private:
-  std::shared_ptr<const Dataset> base_;
-  int64_t size_;
-  bool apply_tanh_;
-};
 
 ValueId variable_value(const Graph& g, const std::string& name) {
   NodeId id = g.find_node(name);
@@ -683,41 +646,6 @@ std::vector<Tensor> GanSession::generate_model_samples() {
   return out;
 }
 
-// ---- PNG output ----
-
-void write_png_grid(const std::string& path, const Tensor& images, int nrow, int padding) {
-  CAMPO_CHECK(images.rank() == 4 && images.dtype() == DType::f32,
-              "image grid: expected f32 images [N, C, H, W], got ", dtype_name(images.dtype()), " ",
-              shape_str(images.shape()));
-  const int64_t n = images.dim(0), c = images.dim(1), h = images.dim(2), w = images.dim(3);
-  CAMPO_CHECK(c == 1 || c == 3, "image grid: images need 1 or 3 channels, got ", c);
-  CAMPO_CHECK(n > 0 && nrow > 0 && padding >= 0, "image grid: bad layout (", n, " images, ", nrow,
-              " per row, padding ", padding, ")");
-  const int64_t cols = std::min<int64_t>(nrow, n), rows = (n + cols - 1) / cols;
-  const int64_t gw = cols * (w + padding) + padding, gh = rows * (h + padding) + padding;
-  std::vector<uint8_t> pixels(size_t(gw * gh * c), 0);
-  const float* src = images.data_as<float>();
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t y0 = (i / cols) * (h + padding) + padding;
-    const int64_t x0 = (i % cols) * (w + padding) + padding;
-    for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t y = 0; y < h; ++y)
-        for (int64_t x = 0; x < w; ++x) {
-          const float v = src[((i * c + ch) * h + y) * w + x];
-          const float u = std::isfinite(v) ? std::clamp((v + 1.0f) * 0.5f, 0.0f, 1.0f) : 0.0f;
-          pixels[size_t(((y0 + y) * gw + x0 + x) * c + ch)] = uint8_t(std::lround(u * 255.0f));
-        }
-  }
-  std::string png;
-  auto append = [](void* context, void* data, int size) {
-    static_cast<std::string*>(context)->append(static_cast<const char*>(data), size_t(size));
-  };
-  CAMPO_CHECK(stbi_write_png_to_func(append, &png, int(gw), int(gh), int(c), pixels.data(),
-                                     int(gw * c)) != 0,
-              "cannot encode the PNG image '", path, "'");
-  write_file_atomically(path, png, "PNG image");
-}
-
 // ---- the training loop ----
 
 void validate_gan(const TrainOptions& o) {
@@ -767,8 +695,8 @@ GanResult train_gan(const TrainOptions& o, std::ostream& log, bool log_is_termin
       loop.train.push_back(loop.train[0]);
     } else {
       dopts.seed = h.seed[size_t(i)];
-      loop.train.push_back(std::make_shared<GanDataset>(open_dataset(o.dataset, "train", dopts),
-                                                        o.train_limit, o.dataset == "synthetic"));
+      loop.train.push_back(dataset_view(open_dataset(o.dataset, "train", dopts), o.train_limit,
+                                        o.dataset == "synthetic"));
     }
     loop.shuffle_seeds.push_back(h.seed[size_t(i)]);
   }

@@ -127,12 +127,6 @@ void validate_gan(const TrainOptions& o);
 // (train/interrupt.h), the checkpoint written first.
 GanResult train_gan(const TrainOptions& o, std::ostream& log, bool log_is_terminal);
 
-// Writes images [N, C, H, W] with values in [-1, 1] as a PNG grid of `nrow` images per row
-// with `padding` black pixels around each (torchvision's make_grid layout); grey for C = 1,
-// RGB for C = 3; pixel = round(255 * clamp((x + 1) / 2, 0, 1)). Atomic: written to a
-// temporary file in the same directory, then renamed over `path`.
-void write_png_grid(const std::string& path, const Tensor& images, int nrow = 8, int padding = 2);
-
 // The compiled graphs of one DCGAN run (see the file comment).
 class GanSession final : public Session {
  public:

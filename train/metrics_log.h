@@ -2,14 +2,7 @@
 // logged step and per evaluation) and `--tensorboard DIR` (a TensorBoard event file of
 // scalars). Both report the steps the progress lines report (is_logged_step) with the values
 // those lines show, and every line or record is flushed once written, so a run that dies
-// leaves every one written before complete.
-//
-// The event file is TensorFlow's, written without a protobuf library: TFRecord framing
-// (uint64 length, masked CRC-32C of the length, the data, masked CRC-32C of the data; all
-// little-endian) around `tensorboard.Event` messages (event.proto: wall_time = 1 double,
-// step = 2 int64, file_version = 3 string, summary = 5, session_log = 7) whose Summary
-// (summary.proto: repeated Value value = 1) holds Values {tag = 1 string, simple_value = 2
-// float}. The first record carries file_version "brain.Event:2", as TensorFlow's writers'.
+// leaves every one written before complete. The event file is runtime/event_file.h's.
 #pragma once
 
 #include <cstddef>
@@ -20,13 +13,9 @@
 #include <utility>
 #include <vector>
 
-namespace campo {
+#include "runtime/event_file.h"
 
-// CRC-32C (Castagnoli: reflected polynomial 0x82F63B78, initial value and final xor
-// 0xFFFFFFFF); crc32c("123456789") = 0xE3069283.
-uint32_t crc32c(const void* data, size_t size);
-// The masked CRC-32C of the TFRecord framing: ((crc >> 15) | (crc << 17)) + 0xa282ead8.
-uint32_t masked_crc32c(const void* data, size_t size);
+namespace campo {
 
 // The steps the progress lines (--progress lines) and the metrics log report: every tenth
 // of an epoch (every step when an epoch has fewer than 20) and the last step of an epoch or
@@ -86,11 +75,10 @@ class MetricsLog {
   // The test accuracy of each model after `step` steps.
   void log_eval(int64_t step, const std::vector<double>& accuracy);
   // The event file written ("" without --tensorboard).
-  const std::string& event_file() const { return event_path_; }
+  std::string event_file() const { return events_ ? events_->path() : ""; }
 
  private:
   void write_line(const std::string& json);
-  void write_record(const std::string& data);
   void check_models(size_t count, const char* what) const;
 
   struct CloseFile {
@@ -99,8 +87,8 @@ class MetricsLog {
   using File = std::unique_ptr<std::FILE, CloseFile>;
 
   MetricsLogOptions options_;
-  File metrics_, events_;
-  std::string event_path_;
+  File metrics_;
+  std::unique_ptr<EventFileWriter> events_;
 };
 
 }  // namespace campo

@@ -39,35 +39,6 @@ namespace campo {
 
 namespace {
 
-// The first `limit` samples of a data set.
-class SubsetDataset final : public Dataset {
- public:
-  SubsetDataset(std::shared_ptr<const Dataset> base, int64_t limit)
-      : base_(std::move(base)), size_(std::min(limit, base_->size())) {}
-  int64_t size() const override { return size_; }
-  Shape image_shape() const override { return base_->image_shape(); }
-  int num_classes() const override { return base_->num_classes(); }
-  std::string name() const override { return base_->name() + "[:" + std::to_string(size_) + "]"; }
-  void get(int64_t index, float* image, int32_t* label) const override {
-    check_index(index);
-    base_->get(index, image, label);
-  }
-  void get_for_epoch(int64_t index, int epoch, float* image, int32_t* label) const override {
-    check_index(index);
-    base_->get_for_epoch(index, epoch, image, label);
-  }
-  DType input_dtype() const override { return base_->input_dtype(); }
-  Shape label_shape() const override { return base_->label_shape(); }
-  void get_sample(int64_t index, int epoch, void* input, int32_t* labels) const override {
-    check_index(index);
-    base_->get_sample(index, epoch, input, labels);
-  }
-
- private:
-  std::shared_ptr<const Dataset> base_;
-  int64_t size_;
-};
-
 // Labels that are not kIgnoreLabel (the tokens a masked-language-model batch predicts).
 int64_t count_targets(const Tensor& labels) {
   const int32_t* y = labels.data_as<int32_t>();
@@ -168,11 +139,81 @@ void set_text_options(DatasetOptions& d, const TrainOptions& o, std::ostream& lo
 
 }  // namespace
 
-struct TrainingSession::EvalGraph {
-  int64_t batch;
-  Graph graph;
-  ValueId logits;
-  std::unique_ptr<Executable> exe;
+// The evaluation of a model, or of an array of N (their inputs stacked), over a store: one
+// inference graph per batch size, built on first use (the first one creates the model's
+// variables in the store), and each model's correct predictions over a loader's epoch.
+class Evaluator {
+ public:
+  Evaluator(std::string model, ModelOptions options, Shape sample_shape, DType input_dtype,
+            int models, ConvLayout layout, VariableStore& vars)
+      : model_(std::move(model)),
+        options_(std::move(options)),
+        sample_shape_(std::move(sample_shape)),
+        input_dtype_(input_dtype),
+        n_(models),
+        layout_(layout),
+        vars_(vars) {}
+
+  // The graph of `rows` samples, its logits [rows, N * classes].
+  std::pair<Executable*, ValueId> graph(int64_t rows) {
+    for (Entry& e : graphs_)
+      if (e.rows == rows) return {e.exe.get(), e.logits};
+    Entry& e = graphs_.emplace_back();
+    e.rows = rows;
+    e.graph = std::make_unique<Graph>();
+    Builder b(*e.graph, vars_);
+    b.set_training(false);
+    b.set_array_size(n_);
+    Shape shape = {rows};
+    shape.insert(shape.end(), sample_shape_.begin(), sample_shape_.end());
+    shape[1] *= n_;
+    e.logits = build_model(model_, b, b.placeholder(input_placeholder(model_), shape, input_dtype_),
+                           options_);
+    CompileOptions co;
+    co.fetches = {e.logits};
+    co.conv_layout = layout_;
+    e.exe = std::make_unique<Executable>(*e.graph, vars_, co);
+    return {e.exe.get(), e.logits};
+  }
+
+  // Each model's correct predictions over the loader's epoch (every model sees the same
+  // batches) and how many labels were scored. SIGINT or SIGTERM ends it with Interrupted.
+  std::pair<std::vector<int64_t>, int64_t> run(DataLoader& loader) {
+    std::vector<int64_t> correct(size_t(n_), 0);
+    int64_t total = 0;
+    loader.start_epoch(0);
+    Batch batch;
+    while (loader.next(batch)) {
+      if (const int signal = interrupt_signal())
+        throw Interrupted(signal, "during evaluation", "", "evaluation saves nothing");
+      const auto [exe, logits] = graph(batch.size());
+      exe->feed(input_placeholder(model_),
+                n_ == 1 ? batch.images
+                        : stack_model_inputs(std::vector<const Tensor*>(size_t(n_), &batch.images),
+                                             batch.size()));
+      exe->run();
+      const auto [hits, count] = count_correct(exe->fetch(logits), batch.labels, n_);
+      for (int i = 0; i < n_; ++i) correct[size_t(i)] += hits[size_t(i)];
+      total += count;
+    }
+    return {correct, total};
+  }
+
+ private:
+  struct Entry {
+    int64_t rows = 0;
+    std::unique_ptr<Graph> graph;
+    ValueId logits = kNoValue;
+    std::unique_ptr<Executable> exe;
+  };
+  std::string model_;
+  ModelOptions options_;
+  Shape sample_shape_;
+  DType input_dtype_;
+  int n_;
+  ConvLayout layout_;
+  VariableStore& vars_;
+  std::vector<Entry> graphs_;
 };
 
 TrainingSession::TrainingSession(const std::string& model, const ModelOptions& model_options,
@@ -388,44 +429,13 @@ std::vector<std::vector<float>> TrainingSession::step_models(
   return out;
 }
 
-TrainingSession::EvalGraph& TrainingSession::eval_graph(int64_t batch) {
-  for (auto& e : eval_graphs_)
-    if (e->batch == batch) return *e;
-  auto e = std::make_unique<EvalGraph>();
-  e->batch = batch;
-  Builder b(e->graph, vars_);
-  b.set_training(false);
-  b.set_array_size(n_);
-  Shape input_shape = {batch};
-  input_shape.insert(input_shape.end(), image_shape_.begin(), image_shape_.end());
-  input_shape[1] *= n_;
-  const DType input_dtype = model_input(model_) == ModelInput::tokens ? DType::i32 : DType::f32;
-  ValueId inputs = b.placeholder(input_placeholder(model_), input_shape, input_dtype);
-  e->logits = build_model(model_, b, inputs, model_options_);
-  CompileOptions co;
-  co.fetches = {e->logits};
-  co.conv_layout = conv_layout_;
-  e->exe = std::make_unique<Executable>(e->graph, vars_, co);
-  eval_graphs_.push_back(std::move(e));
-  return *eval_graphs_.back();
-}
-
 std::vector<double> TrainingSession::evaluate_models(DataLoader& loader) {
-  std::vector<int64_t> correct(size_t(n_), 0);
-  int64_t total = 0;
-  loader.start_epoch(0);
-  Batch batch;
-  while (loader.next(batch)) {
-    if (const int signal = interrupt_signal())
-      throw Interrupted(signal, "during evaluation", "", "evaluation saves nothing");
-    EvalGraph& e = eval_graph(batch.size());
-    e.exe->feed(input_placeholder(model_),
-                model_inputs(std::vector<const Tensor*>(size_t(n_), &batch.images), batch.size()));
-    e.exe->run();
-    const auto [hits, count] = count_correct(e.exe->fetch(e.logits), batch.labels, n_);
-    for (int i = 0; i < n_; ++i) correct[size_t(i)] += hits[size_t(i)];
-    total += count;
+  if (!evaluator_) {
+    const DType input = model_input(model_) == ModelInput::tokens ? DType::i32 : DType::f32;
+    evaluator_ = std::make_unique<Evaluator>(model_, model_options_, image_shape_, input, n_,
+                                             conv_layout_, vars_);
   }
+  const auto [correct, total] = evaluator_->run(loader);
   CAMPO_CHECK(total > 0, "evaluation set is empty (or has no token to predict)");
   std::vector<double> accuracy;
   for (int64_t c : correct) accuracy.push_back(double(c) / double(total));
@@ -493,7 +503,7 @@ double evaluate_checkpoint(const EvalOptions& o, std::ostream& log) {
     bert = meta.at("bert_config");
   }
   std::shared_ptr<const Dataset> test_set = open_dataset(o.dataset, "test", dopts);
-  if (o.limit > 0) test_set = std::make_shared<SubsetDataset>(test_set, o.limit);
+  if (o.limit > 0) test_set = dataset_view(test_set, o.limit);
   const ModelOptions mopts = model_options_for(*test_set, 0.0f, bert);
   const DeviceReport device_report(backend);
   VariableStore vars(0, backend);
@@ -501,44 +511,16 @@ double evaluate_checkpoint(const EvalOptions& o, std::ostream& log) {
   lopts.batch_size = std::min<int64_t>(o.batch, test_set->size());
   lopts.shuffle = false;
   DataLoader loader(test_set, lopts);
-  std::vector<std::pair<int64_t, std::unique_ptr<Graph>>> graphs;
-  std::vector<std::unique_ptr<Executable>> exes;
-  std::vector<ValueId> logits_of;
-  auto executable_for = [&](int64_t n) -> size_t {
-    for (size_t i = 0; i < graphs.size(); ++i)
-      if (graphs[i].first == n) return i;
-    auto g = std::make_unique<Graph>();
-    Builder b(*g, vars);
-    b.set_training(false);
-    Shape shape = {n};
-    for (int64_t d : test_set->image_shape()) shape.push_back(d);
-    ValueId logits = build_model(
-        model, b, b.placeholder(input_placeholder(model), shape, test_set->input_dtype()), mopts);
-    if (graphs.empty())
-      load_checkpoint(o.checkpoint, vars, LoadOptions{.allow_missing_optimizer_state = true});
-    CompileOptions co;
-    co.fetches = {logits};
-    exes.push_back(std::make_unique<Executable>(*g, vars, co));
-    logits_of.push_back(logits);
-    graphs.push_back({n, std::move(g)});
-    return graphs.size() - 1;
-  };
-  int64_t correct = 0, total = 0;
-  loader.start_epoch(0);
-  Batch batch;
-  while (loader.next(batch)) {
-    size_t k = executable_for(batch.size());
-    exes[k]->feed(input_placeholder(model), batch.images);
-    exes[k]->run();
-    const auto [hits, count] = count_correct(exes[k]->fetch(logits_of[k]), batch.labels, 1);
-    correct += hits[0];
-    total += count;
-  }
+  Evaluator evaluator(model, mopts, test_set->image_shape(), test_set->input_dtype(), 1,
+                      ConvLayout::blocked, vars);
+  (void)evaluator.graph(lopts.batch_size);  // creates the variables the checkpoint fills
+  load_checkpoint(o.checkpoint, vars, LoadOptions{.allow_missing_optimizer_state = true});
+  const auto [correct, total] = evaluator.run(loader);
   // An accuracy over nothing would read as 0 correct (the text data sets mask at least one
   // token per sequence, so this guards what the data sets promise).
   CAMPO_CHECK(total > 0, test_set->name(), " has no ",
               dopts.tokenizer ? "masked token to predict" : "sample", ": no accuracy to report");
-  const double accuracy = double(correct) / double(total);
+  const double accuracy = double(correct[0]) / double(total);
   log << (dopts.tokenizer ? "masked-token accuracy " : "test accuracy ") << std::fixed
       << std::setprecision(4) << accuracy << " on " << total
       << (dopts.tokenizer ? " masked tokens of " : " samples of ") << test_set->name() << "\n";
@@ -671,8 +653,8 @@ TrainingData open_training_data(const TrainOptions& o, std::ostream& log) {
   if (image_data && o.augment == "on") test_opts.augment = false;  // never augment evaluation
   d.test = open_dataset(o.dataset, "test", test_opts);
   check_splits_match(*d.train, *d.test);  // before training, not at the first evaluation
-  if (o.train_limit > 0) d.train = std::make_shared<SubsetDataset>(d.train, o.train_limit);
-  if (o.test_limit > 0) d.test = std::make_shared<SubsetDataset>(d.test, o.test_limit);
+  if (o.train_limit > 0) d.train = dataset_view(d.train, o.train_limit);
+  if (o.test_limit > 0) d.test = dataset_view(d.test, o.test_limit);
   CAMPO_CHECK(d.train->size() >= o.batch, "--batch ", o.batch, " is larger than the ",
               d.train->size(), " training samples of ", d.train->name());
   d.model_options = model_options_for(*d.train, o.dropout, o.bert_config);

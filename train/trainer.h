@@ -241,8 +241,6 @@ class TrainingSession final : public Session {
   int64_t parameter_count() const { return vars_.count_elements(VariableKind::parameter) / n_; }
 
  private:
-  struct EvalGraph;
-  EvalGraph& eval_graph(int64_t batch);
   // Model i's samples of a batch of every model's (one model: the batch's own tensor).
   Tensor model_inputs(const std::vector<const Tensor*>& inputs, int64_t rows) const;
 
@@ -259,7 +257,7 @@ class TrainingSession final : public Session {
   TrainingGraphInfo info_;
   LossScaler scaler_;
   std::unique_ptr<Executable> train_exe_;
-  std::vector<std::unique_ptr<EvalGraph>> eval_graphs_;
+  std::unique_ptr<class Evaluator> evaluator_;
   int64_t step_ = 0;
   OpProfile profile_;
   std::map<std::string, std::string> checkpoint_extra_;

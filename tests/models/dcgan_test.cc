@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "datasets/image_file.h"
 #include "graph/executor.h"
 #include "tests/test_util.h"
 #include "train/gan_trainer.h"
