@@ -9,11 +9,9 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
-#include <iomanip>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
-#include <sstream>
 
 #include "amp/padding.h"
 #include "datasets/image_file.h"
@@ -27,10 +25,7 @@
 #include "runtime/timer.h"
 #include "train/calibrate.h"
 #include "train/device_report.h"
-#include "train/interrupt.h"
-#include "train/metrics_log.h"
 #include "train/profiling.h"
-#include "train/progress.h"
 #include "train/trainer.h"
 
 namespace campo {
@@ -465,15 +460,7 @@ void GanSession::save_model(int i, const std::string& path, int64_t epoch,
     save_checkpoint(path, vars_, meta);
     return;
   }
-  const VariableStore single = slices_.single_store(vars_, i, hyper_.seed[size_t(i)]);
-  meta.extra["array_index"] = std::to_string(i);
-  meta.extra["array_size"] = std::to_string(n_);
-  const nlohmann::json hp = {{"lr", hyper_.lr[size_t(i)]},
-                             {"momentum", hyper_.momentum[size_t(i)]},
-                             {"weight_decay", hyper_.weight_decay[size_t(i)]},
-                             {"seed", hyper_.seed[size_t(i)]}};
-  meta.extra["hyperparameters"] = hp.dump();
-  save_checkpoint(path, single, meta);
+  slices_.save_model(path, vars_, i, hyper_, meta);
 }
 
 Tensor GanSession::read_model_variable(int i, const std::string& name) const {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <iomanip>
 #include <ostream>
 #include <sstream>
@@ -14,7 +15,6 @@
 #include "train/device_report.h"
 #include "train/interrupt.h"
 #include "train/metrics_log.h"
-#include "train/progress.h"
 #include "train/trainer.h"
 
 namespace campo {
@@ -152,6 +152,18 @@ void validate(const ReportOptions& r) {
 }
 
 namespace {
+
+// A time as the progress display shows it: m:ss, or h:mm:ss from an hour.
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) seconds = 0;
+  const long long s = (long long)(seconds + 0.5);
+  char buf[32];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", s / 3600, s / 60 % 60, s % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%lld:%02lld", s / 60, s % 60);
+  return buf;
+}
 
 // The mean of the last `window` values (0 for none).
 double tail_mean(const std::vector<float>& v, size_t window) {

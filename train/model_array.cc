@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <nlohmann/json.hpp>
 
 #include "models/models.h"
 
@@ -118,6 +119,20 @@ VariableStore ArraySlices::single_store(const VariableStore& array, int i, uint6
     single.write(name, read(array, i, name));
   }
   return single;
+}
+
+void ArraySlices::save_model(const std::string& path, const VariableStore& array, int i,
+                             const ArrayHyperparameters& h, CheckpointMeta meta) const {
+  meta.extra["array_index"] = std::to_string(i);
+  meta.extra["array_size"] = std::to_string(n_);
+  const size_t k = size_t(i);
+  meta.extra["hyperparameters"] = nlohmann::json{
+      {"lr", h.lr.at(k)},
+      {"momentum", h.momentum.at(k)},
+      {"weight_decay", h.weight_decay.at(k)},
+      {"dropout", h.dropout.at(k)},
+      {"seed", h.seed.at(k)}}.dump();
+  save_checkpoint(path, single_store(array, i, h.seed.at(k)), meta);
 }
 
 Tensor stack_model_inputs(const std::vector<const Tensor*>& xs, int64_t rows) {

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/checkpoint.h"
 #include "graph/optimizer.h"
 #include "graph/variables.h"
 #include "train/loop.h"
@@ -73,6 +74,10 @@ class ArraySlices {
   // Model i alone: a store of the single model's names, shapes and kinds with its values, on
   // the array's backend.
   VariableStore single_store(const VariableStore& array, int i, uint64_t seed) const;
+  // Model i alone as a single model's checkpoint (graph/checkpoint.h) at `path`: `meta` with
+  // its index, the array's size and its hyperparameters `h` (as JSON) added.
+  void save_model(const std::string& path, const VariableStore& array, int i,
+                  const ArrayHyperparameters& h, CheckpointMeta meta) const;
 
  private:
   int n_;

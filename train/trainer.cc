@@ -6,34 +6,28 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
-#include <deque>
 #include <iomanip>
 #include <iostream>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
-#include <sstream>
 #include <thread>
 
 #include "datasets/loader.h"
 #include "datasets/registry.h"
 #include "datasets/text.h"
 #include "datasets/tokenizer.h"
-#include "graph/autodiff.h"
 #include "graph/checkpoint.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/file_check.h"
-#include "runtime/strict_backend.h"
 #include "runtime/timer.h"
 #include "train/calibrate.h"
 #include "train/device_report.h"
 #include "train/gan_trainer.h"
 #include "train/interrupt.h"
-#include "train/metrics_log.h"
 #include "train/model_array.h"
 #include "train/profiling.h"
-#include "train/progress.h"
 
 namespace campo {
 
@@ -309,15 +303,7 @@ void TrainingSession::save_model(int i, const std::string& path, int64_t epoch, 
     return;
   }
   // The array's dropout draws are not a single run's: the model's checkpoint has no RNG state.
-  meta.extra["array_index"] = std::to_string(i);
-  meta.extra["array_size"] = std::to_string(n_);
-  const nlohmann::json hp = {{"lr", hyper_.lr[size_t(i)]},
-                             {"momentum", hyper_.momentum[size_t(i)]},
-                             {"weight_decay", hyper_.weight_decay[size_t(i)]},
-                             {"dropout", hyper_.dropout[size_t(i)]},
-                             {"seed", hyper_.seed[size_t(i)]}};
-  meta.extra["hyperparameters"] = hp.dump();
-  save_checkpoint(path, slices_.single_store(vars_, i, hyper_.seed[size_t(i)]), meta);
+  slices_.save_model(path, vars_, i, hyper_, meta);
 }
 
 TrainingSession::Position TrainingSession::restore(const std::string& path,
