@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "runtime/memory_info.h"
+
 namespace campo {
 
 Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOptions& options)
@@ -41,6 +43,8 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
     last[size_t(c.value)] = std::max(last[size_t(c.value)], c.readers.front());
 
   values_.resize(size_t(graph.num_values()));
+  std::vector<int> outside;  // schedule positions of placeholders and weight copies
+  size_t outside_bytes = 0;
   std::vector<BufferRequest> requests;
   std::vector<ValueId> planned;
   for (int pos = 0; pos < n_sched; ++pos) {
@@ -52,19 +56,16 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
                   dtype_name(t.dtype()), shape_str(t.shape()), " but the graph expects ",
                   dtype_name(val.dtype), shape_str(val.shape));
       values_[size_t(n.outputs[0])] = Tensor::borrow(t.device_data(), t.shape(), t.dtype(), device);
-    } else if (n.kind == OpKind::Placeholder) {
-      const Value& val = graph.value(n.outputs[0]);
-      Tensor t = backend.zeros(val.shape, val.dtype);
-      values_[size_t(n.outputs[0])] = t;
-      placeholders_.push_back({n.name, t});
-    } else if (n.weight_copy) {
-      // Persistent: it lives from one step to the next, outside the arena.
-      CAMPO_CHECK(n.kind == OpKind::Cast &&
-                      graph.node(graph.value(n.inputs[0]).producer).kind == OpKind::Variable,
+    } else if (n.kind == OpKind::Placeholder || n.weight_copy) {
+      // Outside the arena, allocated once the plan is known to fit (below): the inputs, and
+      // weight copies, which live from one step to the next.
+      CAMPO_CHECK(n.kind == OpKind::Placeholder ||
+                      (n.kind == OpKind::Cast &&
+                       graph.node(graph.value(n.inputs[0]).producer).kind == OpKind::Variable),
                   "internal: weight copy '", n.name, "' is not a Cast of a variable");
       const Value& val = graph.value(n.outputs[0]);
-      values_[size_t(n.outputs[0])] = backend.zeros(val.shape, val.dtype);
-      copy_positions_.push_back(size_t(pos));
+      outside_bytes += size_t(shape_numel(val.shape)) * dtype_size(val.dtype);
+      outside.push_back(pos);
     } else {
       for (ValueId v : n.outputs) {
         const Value& val = graph.value(v);
@@ -80,6 +81,24 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
                         c.readers.back()});
   }
   plan_ = plan_memory(requests);
+  // A plan (with the inputs and weight copies) larger than the device's memory stops the run
+  // here, with the figures, before anything is allocated, any kernel made or step run (on the CPU,
+  // Linux would grant the arena and the kernel's OOM killer end the run once the pages are
+  // touched).
+  const size_t needed = plan_.arena_bytes + outside_bytes;
+  if (const std::optional<size_t> available = backend.available_memory();
+      available && needed > *available)
+    throw MemoryShortfall(needed, *available, backend.device().str());
+  for (int pos : outside) {
+    const Node& n = graph.node(schedule_[size_t(pos)]);
+    const Value& val = graph.value(n.outputs[0]);
+    Tensor t = backend.zeros(val.shape, val.dtype);
+    values_[size_t(n.outputs[0])] = t;
+    if (n.kind == OpKind::Placeholder)
+      placeholders_.push_back({n.name, t});
+    else
+      copy_positions_.push_back(size_t(pos));
+  }
   arena_ = backend.allocate(plan_.arena_bytes);
   auto arena_tensor = [&](size_t request, ValueId v) {
     const Value& val = graph.value(v);

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -65,6 +66,10 @@ class Backend {
 
   // `bytes` of device memory, 64-byte aligned, freed with the last owner.
   virtual std::shared_ptr<void> allocate(size_t bytes) = 0;
+  // What allocate() can still give (the host's available memory on the CPU; free plus
+  // cached device memory on a GPU); unset where unknown. The executor checks its memory plan
+  // against it before allocating.
+  virtual std::optional<size_t> available_memory() const = 0;
   // Copies of dst.nbytes() / src.nbytes() bytes; when they return the data is in place.
   virtual void copy_from_host(const Tensor& dst, const void* src) = 0;
   virtual void copy_to_host(void* dst, const Tensor& src) = 0;

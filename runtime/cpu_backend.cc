@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "runtime/check.h"
+#include "runtime/memory_info.h"
 
 namespace campo {
 
@@ -40,6 +41,8 @@ std::string CpuBackend::describe() const {
   return "cpu: " + model + ", " + std::to_string(std::thread::hardware_concurrency()) +
          " logical cores";
 }
+
+std::optional<size_t> CpuBackend::available_memory() const { return host_available_memory(); }
 
 std::shared_ptr<void> CpuBackend::allocate(size_t bytes) {
   ++allocations_;

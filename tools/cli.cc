@@ -377,6 +377,75 @@ void apply_training_defaults(const CLI::App* cmd, TrainOptions& o) {
   if (d.dropout && !given(cmd, "--dropout")) o.dropout = *d.dropout;
 }
 
+}  // namespace
+
+const std::vector<OptionScope>& train_option_scopes() {
+  static const std::vector<OptionScope> table = {
+      {"--eval-batch", kClassifier | kMaskedLm, kAllData,
+       "applies to models with an evaluation "
+       "(dcgan has none)"},
+      {"--limit-test", kClassifier | kMaskedLm, kAllData,
+       "applies to models with an evaluation "
+       "(dcgan has none)"},
+      {"--data-dir", kAllModels, kAllData & ~kSynthetic,
+       "has no effect with --dataset synthetic "
+       "(it reads no files)"},
+      {"--image-size", kClassifier | kGan, kAllData & ~kText,
+       "applies to image models and "
+       "data sets (bert reads --seq-len tokens)"},
+      {"--channels", kClassifier | kGan, kAllData & ~kText,
+       "applies to image models and data "
+       "sets (bert reads --seq-len tokens)"},
+      {"--augment", kClassifier, kCifar | kFolder,
+       "applies to cifar10 and folder data sets "
+       "(the others are not augmented)"},
+      {"--resize", kClassifier, kCifar | kFolder, "applies to cifar10 and folder data sets"},
+      {"--padding", kClassifier, kCifar | kFolder,
+       "applies to cifar10 and folder data sets (the "
+       "random crop's border)"},
+      {"--skip-bad", kClassifier, kFolder,
+       "applies to folder data sets only (image files whose "
+       "header cannot be read)"},
+      {"--holdout", kClassifier, kFolder,
+       "applies to folder data sets only (a test split held "
+       "out of the train folder)"},
+      {"--seq-len", kMaskedLm, kText,
+       "applies to text data sets only (--dataset fortunes or "
+       "text:PATH)"},
+      {"--vocab-size", kMaskedLm, kText,
+       "applies to text data sets only (--dataset fortunes or "
+       "text:PATH)"},
+      {"--vocab", kMaskedLm, kText,
+       "applies to text data sets only (--dataset fortunes or "
+       "text:PATH)"},
+      {"--save-vocab", kMaskedLm, kText,
+       "applies to text data sets only (--dataset fortunes or "
+       "text:PATH)"},
+      {"--mask-prob", kMaskedLm, kText,
+       "applies to text data sets only (--dataset fortunes or "
+       "text:PATH)"},
+      {"--bert-config", kMaskedLm, kText, "applies to --model bert only"},
+      {"--samples-dir", kGan, kAllData, "applies to --model dcgan only"},
+  };
+  return table;
+}
+
+unsigned model_kind(const std::string& model) {
+  if (!is_known_model(model)) return 0;
+  if (is_gan_model(model)) return kGan;
+  return model_input(model) == ModelInput::tokens ? kMaskedLm : kClassifier;
+}
+
+unsigned data_kind(const std::string& dataset) {
+  if (dataset == "fashion-mnist" || dataset == "mnist") return kIdx;
+  if (dataset == "synthetic") return kSynthetic;
+  if (dataset == "cifar10") return kCifar;
+  if (dataset.rfind("folder", 0) == 0) return kFolder;
+  return is_text_dataset(dataset) ? kText : 0;
+}
+
+namespace {
+
 // Options a user gave that the run would ignore are errors, each naming the option and why.
 // --conv-layout picks oneDNN's layouts: on a GPU every activation is NCHW (graph/executor.cc).
 void check_conv_layout_applies(const CLI::App* cmd, const DeviceSpec& device) {
@@ -391,15 +460,13 @@ void check_train_options_apply(const CLI::App* cmd, const TrainOptions& o) {
   check_conv_layout_applies(cmd, o.device);
   CAMPO_CHECK(!given(cmd, "--conv-layout") || !is_known_model(o.model) || has_convolutions(o.model),
               "--conv-layout applies to models with convolutions; ", o.model, " has none");
-  CAMPO_CHECK(!given(cmd, "--data-dir") || o.dataset != "synthetic",
-              "--data-dir has no effect with --dataset synthetic (it reads no files)");
-  if (!is_text_dataset(o.dataset))
-    for (const char* option :
-         {"--seq-len", "--vocab-size", "--vocab", "--save-vocab", "--mask-prob"})
-      CAMPO_CHECK(!given(cmd, option), option,
-                  " applies to text data sets only (--dataset fortunes or text:PATH)");
-  CAMPO_CHECK(!given(cmd, "--bert-config") || o.model == "bert",
-              "--bert-config applies to --model bert only");
+  // The table, for the kinds of this model and data set (unknown names fail later, each
+  // with its own line).
+  const unsigned model = model_kind(o.model), data = data_kind(o.dataset);
+  if (model && data)
+    for (const OptionScope& scope : train_option_scopes())
+      CAMPO_CHECK(!given(cmd, scope.option) || ((scope.models & model) && (scope.data & data)),
+                  scope.option, " ", scope.why);
   CAMPO_CHECK(!given(cmd, "--vocab") || !given(cmd, "--vocab-size"),
               "--vocab-size trains a vocabulary; --vocab loads one: give one of them");
   const Precision policy = parse_precision(o.precision);
@@ -422,8 +489,6 @@ void check_train_options_apply(const CLI::App* cmd, const TrainOptions& o) {
   for (const char* option : {"--save", "--resume", "--data-dir", "--metrics", "--tensorboard"})
     CAMPO_CHECK(!given(cmd, option) || !cmd->get_option(option)->as<std::string>().empty(), option,
                 " needs a path, got an empty one");
-  CAMPO_CHECK(!given(cmd, "--samples-dir") || is_gan_model(o.model),
-              "--samples-dir applies to --model dcgan only");
   CAMPO_CHECK(!given(cmd, "--save-every") || given(cmd, "--save"),
               "--save-every needs --save (the checkpoint path to write)");
   CAMPO_CHECK(!given(cmd, "--padding") || o.padding >= 0,
@@ -472,25 +537,6 @@ void check_run_options_apply(const CLI::App* cmd, ModelRunOptions& run,
   if (!cost_aware)
     for (const char* option : {"--calibration", "--search", "--no-fold-casts"})
       CAMPO_CHECK(!given(cmd, option), option, " applies to --precision cost-aware only");
-}
-
-// dcgan trains as PyTorch's example does; the classifier options it has no use for are
-// errors rather than silently dropped.
-void check_dcgan_options(const CLI::App* cmd) {
-  struct Unsupported {
-    std::vector<const char*> options;
-    const char* why;
-  };
-  const Unsupported unsupported[] = {
-      {{"--eval-batch", "--limit-test"}, "it has no evaluation"},
-      {{"--dropout"}, "it has no dropout"},
-      {{"--augment", "--resize", "--padding", "--skip-bad", "--holdout"},
-       "it trains on fashion-mnist, mnist or synthetic data, without augmentation"},
-  };
-  for (const Unsupported& u : unsupported)
-    for (const char* option : u.options)
-      CAMPO_CHECK(!given(cmd, option), option, " is not supported with --model dcgan (", u.why,
-                  ")");
 }
 
 }  // namespace
@@ -652,7 +698,6 @@ int run(const std::vector<std::string>& args) {
       check_train_options_apply(train_cmd, train_options);
     }
     if (train_cmd->parsed() && is_gan_model(train_options.model)) {
-      check_dcgan_options(train_cmd);
       train_gan(train_options, std::cout, isatty(STDOUT_FILENO) != 0);
       return 0;
     }

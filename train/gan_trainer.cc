@@ -22,6 +22,7 @@
 #include "graph/checkpoint.h"
 #include "runtime/atomic_file.h"
 #include "runtime/file_check.h"
+#include "runtime/memory_info.h"
 #include "runtime/timer.h"
 #include "train/calibrate.h"
 #include "train/device_report.h"
@@ -699,7 +700,13 @@ GanResult train_gan(const TrainOptions& o, std::ostream& log, bool log_is_termin
   PrecisionConfig precision = precision_config(o);
   attach_calibration(precision, o.calibration, o.device.type, log);
   const DeviceReport device_report(backend);
-  GanSession session(mopts, o.batch, optimizer, h, backend, 64, precision, o.conv_layout);
+  std::optional<GanSession> built;
+  try {
+    built.emplace(mopts, o.batch, optimizer, h, backend, 64, precision, o.conv_layout);
+  } catch (const MemoryShortfall& e) {
+    fail_with_batch_advice(e, o.batch);
+  }
+  GanSession& session = *built;
 
   if (!o.samples_dir.empty()) {
     std::error_code ec;

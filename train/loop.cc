@@ -11,6 +11,7 @@
 #include "models/models.h"
 #include "runtime/check.h"
 #include "runtime/file_check.h"
+#include "runtime/memory_info.h"
 #include "runtime/timer.h"
 #include "train/device_report.h"
 #include "train/interrupt.h"
@@ -358,7 +359,8 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
                       .lrs = lr,
                       .loss_scale = scaling ? scaler->scale() : 1.0f,
                       .skipped_steps = scaling ? scaler->skipped_steps() : 0,
-                      .samples_per_sec = rate};
+                      .samples_per_sec = rate,
+                      .rss_mib = double(resident_memory_bytes()) / double(1 << 20)};
         for (size_t v = 0; v < values.size(); ++v) {
           if (values[v].name == "loss")
             m.losses = recent(v, 50);
@@ -418,6 +420,7 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
   j["samples_per_sec"] = r.samples_per_sec;
   r.wall_seconds = wall.seconds();
   j["wall_seconds"] = r.wall_seconds;
+  j["peak_rss_mib"] = double(peak_resident_memory_bytes()) / double(1 << 20);
   device.add_to(j);
   nlohmann::json models = nlohmann::json::array();
   for (int i = 0; i < n; ++i) {

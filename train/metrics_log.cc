@@ -151,6 +151,7 @@ void MetricsLog::log_step(const StepMetrics& m) {
         .add("loss_scale", m.loss_scale)
         .add("skipped_steps", m.skipped_steps)
         .add("samples_per_sec", m.samples_per_sec);
+    if (m.rss_mib > 0) j.add("rss_mib", m.rss_mib);
     write_line(j.str());
   }
   if (events_) {
@@ -164,6 +165,7 @@ void MetricsLog::log_step(const StepMetrics& m) {
       scalars.emplace_back(model_tag("train/lr", i, array), m.lrs[i]);
     scalars.emplace_back("train/loss_scale", m.loss_scale);
     scalars.emplace_back("train/samples_per_sec", float(m.samples_per_sec));
+    if (m.rss_mib > 0) scalars.emplace_back("train/rss_mib", float(m.rss_mib));
     events_->scalars(m.step, scalars);
   }
 }

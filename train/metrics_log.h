@@ -39,6 +39,7 @@ struct StepMetrics {
   float loss_scale = 1;        // the dynamic loss scale; 1 without loss scaling
   int64_t skipped_steps = 0;   // updates the loss scaler skipped so far
   double samples_per_sec = 0;  // every model's samples, as the progress line
+  double rss_mib = 0;          // the process's resident memory in MiB (0: left out)
   // More values per model, each under its name: the JSON field `name` (a list of N in an
   // array) and the scalar train/<name> (train/<name>/model_<i>); e.g. DCGAN's loss_d, loss_g.
   std::vector<std::pair<std::string, std::vector<double>>> named;
@@ -57,10 +58,11 @@ struct MetricsLogOptions {
 
 // The --metrics lines (numbers in their shortest round-trip text, a float's as a float's):
 //   {"event":"train","step":S,"epoch":E,"loss":L,"lr":R,"loss_scale":F,"skipped_steps":K,
-//    "samples_per_sec":P}           (an array: "losses":[...], "lrs":[...]; the `named`
-//                                    values after the loss)
+//    "samples_per_sec":P,"rss_mib":M}  (an array: "losses":[...], "lrs":[...]; the `named`
+//                                       values after the loss; rss_mib when known)
 //   {"event":"eval","step":S,"test_accuracy":A}     (an array: "test_accuracies":[...])
 // The TensorBoard scalars: train/loss, train/lr, train/loss_scale, train/samples_per_sec,
+// train/rss_mib,
 // eval/accuracy (an array: train/loss/model_<i>, train/lr/model_<i>, eval/accuracy/model_<i>).
 class MetricsLog {
  public:

@@ -21,6 +21,7 @@
 #include "graph/checkpoint.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/file_check.h"
+#include "runtime/memory_info.h"
 #include "runtime/timer.h"
 #include "train/calibrate.h"
 #include "train/device_report.h"
@@ -601,6 +602,17 @@ void check_threads(int threads) {
               " (4x this machine's ", cores, " logical cores); 0 uses all cores");
 }
 
+void fail_with_batch_advice(const MemoryShortfall& e, int64_t batch) {
+  // The plan holds the activations of every sample of the batch: it shrinks about in
+  // proportion (10% kept free for what the plan does not hold: weights, kernel scratch).
+  const int64_t fits = int64_t(double(batch) * 0.9 * double(e.available()) /
+                               double(std::max<size_t>(e.needed(), 1)));
+  CAMPO_FAIL(e.what(), " at --batch ", batch,
+             fits >= 1
+                 ? "; about --batch " + std::to_string(fits) + " would fit"
+                 : std::string("; not even one sample fits: a smaller model or --image-size"));
+}
+
 std::shared_ptr<Backend> backend_for(const DeviceSpec& device) {
   if (device == DeviceSpec{Device::cpu, 0}) return default_cpu_backend();
   // make_backend is the one place that knows which devices this build and machine have; it
@@ -662,8 +674,14 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   PrecisionConfig pcfg = precision_config(o);
   attach_calibration(pcfg, o.calibration, o.device.type, log);
   const DeviceReport device_report(backend);
-  TrainingSession session(o.model, data.model_options, data.train->image_shape(), o.batch,
-                          optimizer_config(o), h, backend, pcfg, o.conv_layout);
+  std::optional<TrainingSession> built;
+  try {
+    built.emplace(o.model, data.model_options, data.train->image_shape(), o.batch,
+                  optimizer_config(o), h, backend, pcfg, o.conv_layout);
+  } catch (const MemoryShortfall& e) {
+    fail_with_batch_advice(e, o.batch);
+  }
+  TrainingSession& session = *built;
   const bool text = data.options.tokenizer != nullptr;
   if (text) {  // what campo eval and --resume need to read the text the same way
     session.set_checkpoint_extra("vocab", data.options.tokenizer->to_json());

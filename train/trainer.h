@@ -130,6 +130,9 @@ void validate(const TrainOptions& o);
 // The table of --profile: time per op kind (name -> ms, largest first) over `steps`.
 void print_profile(const std::vector<std::pair<std::string, double>>& ms_by_op, int64_t steps,
                    std::ostream& log);
+// The executor's MemoryShortfall (runtime/memory_info.h) of a run at --batch `batch` as one
+// error line that also says about which batch would fit.
+[[noreturn]] void fail_with_batch_advice(const class MemoryShortfall& e, int64_t batch);
 // --threads: 0 (all cores) up to a few times this machine's logical cores.
 void check_threads(int threads);
 // The backend of --device, made once per run: the default CPU backend for cpu (so a run

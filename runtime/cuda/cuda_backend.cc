@@ -227,6 +227,13 @@ std::string CudaBackend::describe() const {
          version_str(driver_version_);
 }
 
+std::optional<size_t> CudaBackend::available_memory() const {
+  use_device();
+  size_t free_bytes = 0, total_bytes = 0;
+  CAMPO_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return free_bytes + allocator_->stats().bytes_cached();  // the cache is ours to reuse
+}
+
 std::shared_ptr<void> CudaBackend::allocate(size_t bytes) {
   // Size classes of at least 512 bytes, 256-byte aligned (cudaMalloc's alignment).
   return allocator_->allocate(bytes);

@@ -35,6 +35,7 @@ class CudaBackend : public Backend, public CachingAllocatorOwner {
   bool emulates_low_precision() const override { return false; }
 
   std::shared_ptr<void> allocate(size_t bytes) override;
+  std::optional<size_t> available_memory() const override;
   void copy_from_host(const Tensor& dst, const void* src) override;
   void copy_to_host(void* dst, const Tensor& src) override;
   void copy(const Tensor& dst, const Tensor& src) override;

@@ -63,6 +63,16 @@ TEST(CliTest, CudaDeviceWithoutGpuOrKernels) {
   expect_error(r, "--device cuda");
 }
 
+// A step whose memory plan exceeds what the machine has is refused before anything is
+// allocated or run (ResNet-50 at 224 px, batch 60000: several TiB), with a batch that fits.
+TEST(CliTest, AStepLargerThanMemoryIsRefusedBeforeWork) {
+  const auto r = run_cli({"train", "--model", "resnet50", "--dataset", "synthetic", "--image-size",
+                          "224", "--channels", "3", "--batch", "60000", "--precision", "fp32",
+                          "--steps", "1", "--progress", "none"});
+  expect_error(r, "(its memory plan: activations, gradients and inputs), more than the ");
+  EXPECT_NE(r.err.find("at --batch 60000; about --batch "), std::string::npos) << r.err;
+}
+
 TEST(CliTest, UnknownDevice) { expect_error(run_cli(train_args({"--device", "tpu"})), "tpu"); }
 
 TEST(CliTest, UnknownPrecision) {
@@ -360,11 +370,16 @@ TEST(CliDcganTest, ScheduleOptionsAreHonoured) {
 }
 
 TEST(CliDcganTest, EvaluationAndDataOptionsAreRefused) {
-  expect_error(run_cli(dcgan_args({"--eval-batch", "10"})), "--eval-batch is not supported");
-  expect_error(run_cli(dcgan_args({"--limit-test", "10"})), "--limit-test is not supported");
-  expect_error(run_cli(dcgan_args({"--dropout", "0.1"})), "--dropout is not supported");
-  expect_error(run_cli(dcgan_args({"--augment", "on"})), "--augment is not supported");
-  expect_error(run_cli(dcgan_args({"--holdout", "0.1"})), "--holdout is not supported");
+  // The option table's lines (tests/tools/option_scope_test.cc walks all of it).
+  expect_error(run_cli(dcgan_args({"--eval-batch", "10"})),
+               "--eval-batch applies to models with an evaluation (dcgan has none)");
+  expect_error(run_cli(dcgan_args({"--limit-test", "10"})), "--limit-test applies to models");
+  expect_error(run_cli(dcgan_args({"--dropout", "0.1"})),
+               "--dropout applies to --model mlp and bert only (dcgan has no configurable");
+  expect_error(run_cli(dcgan_args({"--augment", "on"})),
+               "--augment applies to cifar10 and folder data sets");
+  expect_error(run_cli(dcgan_args({"--holdout", "0.1"})),
+               "--holdout applies to folder data sets only");
 }
 
 TEST(CliDcganTest, UnknownDeviceIsAnError) {

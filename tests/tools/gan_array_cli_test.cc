@@ -37,7 +37,7 @@ TEST(GanArrayCliTest, ListsNeedAnArrayOfTheirSize) {
   expect_error(run_cli(gan_args({"--array", "2", "--weight-decay", "0,-1"})),
                "--weight-decay values must be non-negative, got -1");
   expect_error(run_cli(gan_args({"--array", "2", "--dropout", "0,0.1"})),
-               "--dropout is not supported with --model dcgan");
+               "--dropout applies to models with a configurable dropout only (dcgan has none)");
   expect_error(run_cli(gan_args({"--array", "2", "--momentum", "0.9,0.5"})),
                "--momentum applies to --optimizer sgd only, not adam");
   expect_error(run_cli(gan_args({"--array", "65"})), "--array must be a number of models in 1..64");
