@@ -382,48 +382,34 @@ void apply_training_defaults(const CLI::App* cmd, TrainOptions& o) {
 const std::vector<OptionScope>& train_option_scopes() {
   static const std::vector<OptionScope> table = {
       {"--eval-batch", kClassifier | kMaskedLm, kAllData,
-       "applies to models with an evaluation "
-       "(dcgan has none)"},
+       "applies to models with an evaluation (dcgan has none)"},
       {"--limit-test", kClassifier | kMaskedLm, kAllData,
-       "applies to models with an evaluation "
-       "(dcgan has none)"},
+       "applies to models with an evaluation (dcgan has none)"},
       {"--data-dir", kAllModels, kAllData & ~kSynthetic,
-       "has no effect with --dataset synthetic "
-       "(it reads no files)"},
+       "has no effect with --dataset synthetic (it reads no files)"},
       {"--image-size", kClassifier | kGan, kAllData & ~kText,
-       "applies to image models and "
-       "data sets (bert reads --seq-len tokens)"},
+       "applies to image models and data sets (bert reads --seq-len tokens)"},
       {"--channels", kClassifier | kGan, kAllData & ~kText,
-       "applies to image models and data "
-       "sets (bert reads --seq-len tokens)"},
+       "applies to image models and data sets (bert reads --seq-len tokens)"},
       {"--augment", kClassifier, kCifar | kFolder,
-       "applies to cifar10 and folder data sets "
-       "(the others are not augmented)"},
+       "applies to cifar10 and folder data sets (the others are not augmented)"},
       {"--resize", kClassifier, kCifar | kFolder, "applies to cifar10 and folder data sets"},
       {"--padding", kClassifier, kCifar | kFolder,
-       "applies to cifar10 and folder data sets (the "
-       "random crop's border)"},
+       "applies to cifar10 and folder data sets (the random crop's border)"},
       {"--skip-bad", kClassifier, kFolder,
-       "applies to folder data sets only (image files whose "
-       "header cannot be read)"},
+       "applies to folder data sets only (image files whose header cannot be read)"},
       {"--holdout", kClassifier, kFolder,
-       "applies to folder data sets only (a test split held "
-       "out of the train folder)"},
+       "applies to folder data sets only (a test split held out of the train folder)"},
       {"--seq-len", kMaskedLm, kText,
-       "applies to text data sets only (--dataset fortunes or "
-       "text:PATH)"},
+       "applies to text data sets only (--dataset fortunes or text:PATH)"},
       {"--vocab-size", kMaskedLm, kText,
-       "applies to text data sets only (--dataset fortunes or "
-       "text:PATH)"},
+       "applies to text data sets only (--dataset fortunes or text:PATH)"},
       {"--vocab", kMaskedLm, kText,
-       "applies to text data sets only (--dataset fortunes or "
-       "text:PATH)"},
+       "applies to text data sets only (--dataset fortunes or text:PATH)"},
       {"--save-vocab", kMaskedLm, kText,
-       "applies to text data sets only (--dataset fortunes or "
-       "text:PATH)"},
+       "applies to text data sets only (--dataset fortunes or text:PATH)"},
       {"--mask-prob", kMaskedLm, kText,
-       "applies to text data sets only (--dataset fortunes or "
-       "text:PATH)"},
+       "applies to text data sets only (--dataset fortunes or text:PATH)"},
       {"--bert-config", kMaskedLm, kText, "applies to --model bert only"},
       {"--samples-dir", kGan, kAllData, "applies to --model dcgan only"},
   };

@@ -568,7 +568,7 @@ std::vector<GanSession::StepStats> GanSession::step(const std::vector<const Tens
       exe.feed("lr", Tensor::from_vector(lr, {int64_t(n_)}));
   };
   d_exe_->feed("z", z);
-  d_exe_->feed("images", n_ == 1 ? *real[0] : stack_model_inputs(real, batch_));
+  d_exe_->feed("images", stack_model_inputs(real, batch_));
   feed_lr(*d_exe_);
   if (d_exe_->has_input("step")) d_exe_->feed_scalar("step", t);  // Adam's bias correction
   d_exe_->run();

@@ -53,6 +53,15 @@ void ArrayHyperparameters::check() const {
                 " models for an array of ", size());
 }
 
+nlohmann::ordered_json ArrayHyperparameters::of_model(int i) const {
+  const size_t k = size_t(i);
+  return {{"lr", lr.at(k)},
+          {"momentum", momentum.at(k)},
+          {"weight_decay", weight_decay.at(k)},
+          {"dropout", dropout.at(k)},
+          {"seed", seed.at(k)}};
+}
+
 ArrayHyperparameters one_model(const OptimizerConfig& optimizer, uint64_t seed, float dropout) {
   return {{0.0f}, {optimizer.momentum}, {optimizer.weight_decay}, {dropout}, {seed}};
 }
@@ -125,17 +134,13 @@ void ArraySlices::save_model(const std::string& path, const VariableStore& array
                              const ArrayHyperparameters& h, CheckpointMeta meta) const {
   meta.extra["array_index"] = std::to_string(i);
   meta.extra["array_size"] = std::to_string(n_);
-  const size_t k = size_t(i);
-  meta.extra["hyperparameters"] = nlohmann::json{
-      {"lr", h.lr.at(k)},
-      {"momentum", h.momentum.at(k)},
-      {"weight_decay", h.weight_decay.at(k)},
-      {"dropout", h.dropout.at(k)},
-      {"seed", h.seed.at(k)}}.dump();
-  save_checkpoint(path, single_store(array, i, h.seed.at(k)), meta);
+  // As a plain json: its keys sorted, as these checkpoints have always written them.
+  meta.extra["hyperparameters"] = nlohmann::json(h.of_model(i)).dump();
+  save_checkpoint(path, single_store(array, i, h.seed.at(size_t(i))), meta);
 }
 
 Tensor stack_model_inputs(const std::vector<const Tensor*>& xs, int64_t rows) {
+  if (xs.size() == 1) return *xs[0];
   const int64_t n = int64_t(xs.size());
   Shape shape = xs[0]->shape();
   const int64_t sample = shape_numel(shape) / rows;

@@ -41,6 +41,8 @@ struct ArrayHyperparameters {
   int size() const { return int(seed.size()); }
   // At least one model, every list of size() values.
   void check() const;
+  // Model i's values as JSON: lr, momentum, weight_decay, dropout, seed.
+  nlohmann::ordered_json of_model(int i) const;
 };
 // One model's: the optimizer's momentum and weight decay, `seed`, `dropout` (lr 0).
 ArrayHyperparameters one_model(const OptimizerConfig& optimizer, uint64_t seed,
@@ -86,7 +88,8 @@ class ArraySlices {
 };
 
 // Model i's samples (xs[i], `rows` samples each, f32) stacked into channel block i of a
-// [rows, N C, ...] tensor: the input of a model array.
+// [rows, N C, ...] tensor: the input of a model array. One model's input is its own tensor
+// (of any dtype: a token model's ids too), not a copy.
 Tensor stack_model_inputs(const std::vector<const Tensor*>& xs, int64_t rows);
 
 // Model i's checkpoint path of an array saved to `path`: "run.safetensors" -> "run-2.safetensors".

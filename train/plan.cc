@@ -417,17 +417,14 @@ struct BenchPolicy {
 };
 
 // N models' hyperparameters: seeds seed, seed + 1, ..., every one at `lr`.
-ArrayHyperparameters bench_models(const ModelRunOptions& run, const OptimizerConfig& o, float lr,
-                                  float dropout) {
-  ArrayHyperparameters h;
-  for (int i = 0; i < run.array; ++i) {
-    const ArrayHyperparameters one = one_model(o, run.seed + uint64_t(i), dropout);
-    h.lr.push_back(lr);
-    h.momentum.push_back(one.momentum[0]);
-    h.weight_decay.push_back(one.weight_decay[0]);
-    h.dropout.push_back(dropout);
-    h.seed.push_back(one.seed[0]);
-  }
+ArrayHyperparameters bench_models(const ModelRunOptions& run, const OptimizerConfig& o, float lr) {
+  const size_t n = size_t(run.array);
+  ArrayHyperparameters h{std::vector<float>(n, lr),
+                         std::vector<float>(n, o.momentum),
+                         std::vector<float>(n, o.weight_decay),
+                         std::vector<float>(n, 0.0f),
+                         {}};
+  for (size_t i = 0; i < n; ++i) h.seed.push_back(run.seed + i);
   return h;
 }
 
@@ -444,7 +441,7 @@ std::unique_ptr<BenchPolicy> bench_policy(const BenchOptions& o, const std::stri
     m.image_size = run.image_size;
     m.channels = run.channels;
     const OptimizerConfig opt = gan_optimizer(run);
-    const ArrayHyperparameters h = bench_models(run, opt, kGanBenchLr, 0.0f);
+    const ArrayHyperparameters h = bench_models(run, opt, kGanBenchLr);
     p.session = std::make_unique<GanSession>(m, run.batch, opt, h, backend, 1,
                                              model_run_precision(run, policy), run.conv_layout);
     p.batch.images = Tensor::empty({run.batch, m.channels, m.image_size, m.image_size}, DType::f32);
@@ -453,7 +450,7 @@ std::unique_ptr<BenchPolicy> bench_policy(const BenchOptions& o, const std::stri
     p.lr = h.lr;
   } else {
     const TrainingGraphSpec spec = model_run_spec(run, policy);
-    const ArrayHyperparameters h = bench_models(run, spec.optimizer, o.lr, 0.0f);
+    const ArrayHyperparameters h = bench_models(run, spec.optimizer, o.lr);
     auto session = std::make_unique<TrainingSession>(spec.model, spec.model_options,
                                                      spec.image_shape, spec.batch, spec.optimizer,
                                                      h, backend, spec.precision, run.conv_layout);

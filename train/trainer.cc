@@ -182,10 +182,9 @@ class Evaluator {
       if (const int signal = interrupt_signal())
         throw Interrupted(signal, "during evaluation", "", "evaluation saves nothing");
       const auto [exe, logits] = graph(batch.size());
-      exe->feed(input_placeholder(model_),
-                n_ == 1 ? batch.images
-                        : stack_model_inputs(std::vector<const Tensor*>(size_t(n_), &batch.images),
-                                             batch.size()));
+      exe->feed(
+          input_placeholder(model_),
+          stack_model_inputs(std::vector<const Tensor*>(size_t(n_), &batch.images), batch.size()));
       exe->run();
       const auto [hits, count] = count_correct(exe->fetch(logits), batch.labels, n_);
       for (int i = 0; i < n_; ++i) correct[size_t(i)] += hits[size_t(i)];
@@ -346,10 +345,6 @@ void TrainingSession::set_profiling(bool on) {
   profile_.attach(*train_exe_, train_graph_, on);
 }
 
-Tensor TrainingSession::model_inputs(const std::vector<const Tensor*>& inputs, int64_t rows) const {
-  return n_ == 1 ? *inputs[0] : stack_model_inputs(inputs, rows);
-}
-
 void TrainingSession::feed(const std::vector<const Batch*>& batches, const std::vector<float>& lr) {
   CAMPO_CHECK(int(batches.size()) == n_ && int(lr.size()) == n_, "internal: ", batches.size(),
               " batches and ", lr.size(), " learning rates for an array of ", n_);
@@ -359,7 +354,7 @@ void TrainingSession::feed(const std::vector<const Batch*>& batches, const std::
                 "training batch of ", b->size(), " samples; the graph was compiled for ", batch_);
     inputs.push_back(&b->images);
   }
-  train_exe_->feed(input_placeholder(model_), model_inputs(inputs, batch_));
+  train_exe_->feed(input_placeholder(model_), stack_model_inputs(inputs, batch_));
   if (n_ == 1) {
     train_exe_->feed("labels", batches[0]->labels);
     train_exe_->feed_scalar("lr", lr[0]);
@@ -706,13 +701,7 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   if (is_array) {
     loop.per_model_batch = true;
     loop.array_shuffle = o.array.shuffle;
-    loop.model_fields = [&](int i) {
-      return nlohmann::ordered_json{{"lr", h.lr[size_t(i)]},
-                                    {"momentum", h.momentum[size_t(i)]},
-                                    {"weight_decay", h.weight_decay[size_t(i)]},
-                                    {"dropout", h.dropout[size_t(i)]},
-                                    {"seed", h.seed[size_t(i)]}};
-    };
+    loop.model_fields = [&](int i) { return h.of_model(i); };
     loop.model_line_fields = {"lr", "momentum", "weight_decay", "seed"};
   }
   if (text) {

@@ -244,9 +244,6 @@ class TrainingSession final : public Session {
   int64_t parameter_count() const { return vars_.count_elements(VariableKind::parameter) / n_; }
 
  private:
-  // Model i's samples of a batch of every model's (one model: the batch's own tensor).
-  Tensor model_inputs(const std::vector<const Tensor*>& inputs, int64_t rows) const;
-
   std::string model_;
   ModelOptions model_options_;
   Shape image_shape_;
