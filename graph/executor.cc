@@ -8,6 +8,72 @@
 
 namespace campo {
 
+StepPlan plan_step(const Graph& graph, const std::vector<ValueId>& fetches, ConvLayout layout) {
+  StepPlan p;
+  // Dead-code elimination: keep what the fetches and side-effecting nodes need.
+  const std::vector<char> live = live_nodes(graph, fetches);
+  for (NodeId id : graph.topological_order())
+    if (live[size_t(id)]) p.schedule.push_back(id);
+
+  // Physical layouts (graph/layout.h).
+  p.layouts = assign_layouts(graph, p.schedule, fetches, layout);
+
+  // Lifetimes of intermediate values. A conversion reads its value at its first reader's
+  // position (so the value lives at least that long) and its own buffer lives from there
+  // to its last reader.
+  const int n_sched = int(p.schedule.size());
+  std::vector<int> first(size_t(graph.num_values()), -1), last(size_t(graph.num_values()), -1);
+  for (int pos = 0; pos < n_sched; ++pos) {
+    const Node& n = graph.node(p.schedule[size_t(pos)]);
+    for (ValueId v : n.outputs) first[size_t(v)] = last[size_t(v)] = pos;
+    for (ValueId v : n.inputs) last[size_t(v)] = std::max(last[size_t(v)], pos);
+  }
+  for (ValueId v : fetches) last[size_t(v)] = n_sched;
+  for (const LayoutConversion& c : p.layouts.conversions)
+    last[size_t(c.value)] = std::max(last[size_t(c.value)], c.readers.front());
+
+  auto bytes_of = [&](ValueId v) {
+    return size_t(shape_numel(graph.value(v).shape)) * dtype_size(graph.value(v).dtype);
+  };
+  std::vector<BufferRequest> requests;
+  for (int pos = 0; pos < n_sched; ++pos) {
+    const Node& n = graph.node(p.schedule[size_t(pos)]);
+    if (n.kind == OpKind::Variable) continue;  // the VariableStore's
+    if (n.kind == OpKind::Placeholder || n.weight_copy) {
+      // Outside the arena: the inputs, and weight copies, which live from one step to the
+      // next.
+      CAMPO_CHECK(n.kind == OpKind::Placeholder ||
+                      (n.kind == OpKind::Cast &&
+                       graph.node(graph.value(n.inputs[0]).producer).kind == OpKind::Variable),
+                  "internal: weight copy '", n.name, "' is not a Cast of a variable");
+      (n.kind == OpKind::Placeholder ? p.input_bytes : p.weight_copy_bytes) +=
+          bytes_of(n.outputs[0]);
+      p.outside.push_back(pos);
+      continue;
+    }
+    for (ValueId v : n.outputs) {
+      requests.push_back({bytes_of(v), first[size_t(v)], last[size_t(v)]});
+      p.planned.push_back(v);
+    }
+    if (n.phase == Phase::update)  // its gradient inputs: the backward pass's values
+      for (ValueId v : n.inputs)
+        if (graph.node(graph.value(v).producer).phase == Phase::backward)
+          p.gradient_bytes += bytes_of(v);
+  }
+  for (const LayoutConversion& c : p.layouts.conversions)
+    requests.push_back({bytes_of(c.value), c.readers.front(), c.readers.back()});
+  p.memory = plan_memory(requests);
+  return p;
+}
+
+ExecutableMemory StepPlan::estimate() const {
+  return {.arena = memory.arena_bytes,
+          .live_peak = memory.live_peak_bytes,
+          .gradients = gradient_bytes,
+          .inputs = input_bytes,
+          .weight_copies = weight_copy_bytes};
+}
+
 Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOptions& options)
     : graph_(graph), vars_(vars), options_(options), ctx_(vars.backend_ptr()) {
   ctx_.rng.reseed(options.seed);
@@ -18,78 +84,42 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
   Backend& backend = ctx_.backend();
   const Device device = backend.device().type;
 
-  // Dead-code elimination: keep what the fetches and side-effecting nodes need.
-  const std::vector<char> live = live_nodes(graph, options.fetches);
-  for (NodeId id : graph.topological_order())
-    if (live[size_t(id)]) schedule_.push_back(id);
-
-  // Physical layouts (graph/layout.h): blocked values only between CPU kernels.
-  layouts_ = assign_layouts(
-      graph, schedule_, options.fetches,
+  StepPlan plan = plan_step(
+      graph, options.fetches,
       backend.kernel_device() == Device::cpu ? options.conv_layout : ConvLayout::plain);
-
-  // Lifetimes of intermediate values. A conversion reads its value at its first reader's
-  // position (so the value lives at least that long) and its own buffer lives from there
-  // to its last reader.
+  schedule_ = std::move(plan.schedule);
+  layouts_ = std::move(plan.layouts);
+  planned_ = std::move(plan.planned);
+  plan_ = std::move(plan.memory);
+  input_bytes_ = plan.input_bytes;
+  weight_copy_bytes_ = plan.weight_copy_bytes;
+  gradient_bytes_ = plan.gradient_bytes;
   const int n_sched = int(schedule_.size());
-  std::vector<int> first(size_t(graph.num_values()), -1), last(size_t(graph.num_values()), -1);
-  for (int pos = 0; pos < n_sched; ++pos) {
-    const Node& n = graph.node(schedule_[size_t(pos)]);
-    for (ValueId v : n.outputs) first[size_t(v)] = last[size_t(v)] = pos;
-    for (ValueId v : n.inputs) last[size_t(v)] = std::max(last[size_t(v)], pos);
-  }
-  for (ValueId v : options.fetches) last[size_t(v)] = n_sched;
-  for (const LayoutConversion& c : layouts_.conversions)
-    last[size_t(c.value)] = std::max(last[size_t(c.value)], c.readers.front());
-
   values_.resize(size_t(graph.num_values()));
-  std::vector<int> outside;  // schedule positions of placeholders and weight copies
-  size_t outside_bytes = 0;
-  std::vector<BufferRequest> requests;
-  std::vector<ValueId> planned;
-  for (int pos = 0; pos < n_sched; ++pos) {
-    const Node& n = graph.node(schedule_[size_t(pos)]);
-    if (n.kind == OpKind::Variable) {
-      Tensor& t = vars.at(n.name);
-      const Value& val = graph.value(n.outputs[0]);
-      CAMPO_CHECK(t.shape() == val.shape && t.dtype() == val.dtype, "variable '", n.name, "' is ",
-                  dtype_name(t.dtype()), shape_str(t.shape()), " but the graph expects ",
-                  dtype_name(val.dtype), shape_str(val.shape));
-      values_[size_t(n.outputs[0])] = Tensor::borrow(t.device_data(), t.shape(), t.dtype(), device);
-    } else if (n.kind == OpKind::Placeholder || n.weight_copy) {
-      // Outside the arena, allocated once the plan is known to fit (below): the inputs, and
-      // weight copies, which live from one step to the next.
-      CAMPO_CHECK(n.kind == OpKind::Placeholder ||
-                      (n.kind == OpKind::Cast &&
-                       graph.node(graph.value(n.inputs[0]).producer).kind == OpKind::Variable),
-                  "internal: weight copy '", n.name, "' is not a Cast of a variable");
-      const Value& val = graph.value(n.outputs[0]);
-      outside_bytes += size_t(shape_numel(val.shape)) * dtype_size(val.dtype);
-      outside.push_back(pos);
-    } else {
-      for (ValueId v : n.outputs) {
-        const Value& val = graph.value(v);
-        requests.push_back({size_t(shape_numel(val.shape)) * dtype_size(val.dtype),
-                            first[size_t(v)], last[size_t(v)]});
-        planned.push_back(v);
-      }
-    }
+  for (NodeId id : schedule_) {
+    const Node& n = graph.node(id);
+    if (n.kind != OpKind::Variable) continue;
+    Tensor& t = vars.at(n.name);
+    const Value& val = graph.value(n.outputs[0]);
+    CAMPO_CHECK(t.shape() == val.shape && t.dtype() == val.dtype, "variable '", n.name, "' is ",
+                dtype_name(t.dtype()), shape_str(t.shape()), " but the graph expects ",
+                dtype_name(val.dtype), shape_str(val.shape));
+    values_[size_t(n.outputs[0])] = Tensor::borrow(t.device_data(), t.shape(), t.dtype(), device);
   }
-  for (const LayoutConversion& c : layouts_.conversions) {
-    const Value& val = graph.value(c.value);
-    requests.push_back({size_t(shape_numel(val.shape)) * dtype_size(val.dtype), c.readers.front(),
-                        c.readers.back()});
-  }
-  plan_ = plan_memory(requests);
   // A plan (with the inputs and weight copies) larger than the device's memory stops the run
   // here, with the figures, before anything is allocated, any kernel made or step run (on the CPU,
   // Linux would grant the arena and the kernel's OOM killer end the run once the pages are
   // touched).
-  const size_t needed = plan_.arena_bytes + outside_bytes;
+  arena_ = options.arena ? options.arena : std::make_shared<SharedArena>(vars.backend_ptr());
+  CAMPO_CHECK(arena_->backend() == &backend,
+              "internal: an executable shares the arena of another backend's");
+  const size_t needed = (plan_.arena_bytes > arena_->bytes() ? plan_.arena_bytes - arena_->bytes()
+                                                             : 0) +
+                        input_bytes_ + weight_copy_bytes_;
   if (const std::optional<size_t> available = backend.available_memory();
       available && needed > *available)
     throw MemoryShortfall(needed, *available, backend.device().str());
-  for (int pos : outside) {
+  for (int pos : plan.outside) {
     const Node& n = graph.node(schedule_[size_t(pos)]);
     const Value& val = graph.value(n.outputs[0]);
     Tensor t = backend.zeros(val.shape, val.dtype);
@@ -99,31 +129,16 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
     else
       copy_positions_.push_back(size_t(pos));
   }
-  arena_ = backend.allocate(plan_.arena_bytes);
-  auto arena_tensor = [&](size_t request, ValueId v) {
-    const Value& val = graph.value(v);
-    return Tensor::borrow(static_cast<char*>(arena_.get()) + plan_.offsets[request], val.shape,
-                          val.dtype, device);
-  };
-  for (size_t i = 0; i < planned.size(); ++i)
-    values_[size_t(planned[i])] = arena_tensor(i, planned[i]);
-  std::vector<Tensor> converted;  // by conversion
-  for (size_t i = 0; i < layouts_.conversions.size(); ++i)
-    converted.push_back(arena_tensor(planned.size() + i, layouts_.conversions[i].value));
+  arena_->reserve(plan_.arena_bytes);
+  converted_.resize(layouts_.conversions.size());
 
-  // Kernels and argument lists, built once.
+  // Kernels, built once; their argument lists (bind_arena) rebuilt when the arena moves.
   kernels_.resize(size_t(n_sched));
   node_inputs_.resize(size_t(n_sched));
   node_outputs_.resize(size_t(n_sched));
   node_times_ms_.assign(size_t(n_sched), 0.0);
   for (int pos = 0; pos < n_sched; ++pos) {
     const Node& n = graph.node(schedule_[size_t(pos)]);
-    for (size_t i = 0; i < n.inputs.size(); ++i) {
-      const int c = layouts_.input_conversion[size_t(pos)][i];
-      node_inputs_[size_t(pos)].push_back(c < 0 ? values_[size_t(n.inputs[i])]
-                                                : converted[size_t(c)]);
-    }
-    for (ValueId v : n.outputs) node_outputs_[size_t(pos)].push_back(values_[size_t(v)]);
     if (n.kind == OpKind::Variable || n.kind == OpKind::Placeholder) continue;
     KernelSpec spec{n.kind, n.attrs, n.dtype, {}, {}, n.name, n.pad_to};
     for (size_t i = 0; i < n.inputs.size(); ++i) {
@@ -147,11 +162,10 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
     TensorDesc from = desc_of(graph, c.value), to = from;
     from.layout = layouts_.value_layout[size_t(c.value)];
     to.layout = c.to;
-    conversions_.push_back({size_t(c.readers.front()),
-                            create_layout_conversion(from, to, ctx_),
-                            {values_[size_t(c.value)]},
-                            {converted[i]}});
+    conversions_.push_back(
+        {size_t(c.readers.front()), i, create_layout_conversion(from, to, ctx_), {}, {}});
   }
+  bind_arena();
   first_conversion_.assign(size_t(n_sched) + 1, conversions_.size());
   for (size_t i = conversions_.size(); i-- > 0;) first_conversion_[conversions_[i].position] = i;
   for (size_t pos = size_t(n_sched); pos-- > 0;)
@@ -171,6 +185,62 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
 }
 
 Executable::~Executable() = default;
+
+void SharedArena::reserve(size_t bytes) {
+  if (buffer_ && bytes <= bytes_) return;
+  buffer_.reset();  // the old one first: never both at once
+  buffer_ = backend_->allocate(bytes);
+  bytes_ = bytes;
+}
+
+void Executable::bind_arena() {
+  char* base = arena_->data();
+  auto in_arena = [&](size_t request, ValueId v) {
+    const Value& val = graph_.value(v);
+    return Tensor::borrow(base + plan_.offsets[request], val.shape, val.dtype,
+                          ctx_.backend().device().type);
+  };
+  for (size_t i = 0; i < planned_.size(); ++i)
+    values_[size_t(planned_[i])] = in_arena(i, planned_[i]);
+  for (size_t i = 0; i < converted_.size(); ++i)
+    converted_[i] = in_arena(planned_.size() + i, layouts_.conversions[i].value);
+  for (size_t pos = 0; pos < schedule_.size(); ++pos) {
+    const Node& n = graph_.node(schedule_[pos]);
+    node_inputs_[pos].clear();
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const int c = layouts_.input_conversion[pos][i];
+      node_inputs_[pos].push_back(c < 0 ? values_[size_t(n.inputs[i])] : converted_[size_t(c)]);
+    }
+    node_outputs_[pos].clear();
+    for (ValueId v : n.outputs) node_outputs_[pos].push_back(values_[size_t(v)]);
+  }
+  for (ConversionStep& c : conversions_) {
+    c.input = {values_[size_t(layouts_.conversions[c.conversion].value)]};
+    c.output = {converted_[c.conversion]};
+  }
+  bound_arena_ = base;
+}
+
+ExecutableMemory& ExecutableMemory::operator+=(const ExecutableMemory& o) {
+  arena += o.arena;
+  live_peak += o.live_peak;
+  gradients += o.gradients;
+  inputs += o.inputs;
+  weight_copies += o.weight_copies;
+  workspace += o.workspace;
+  kernel_buffers += o.kernel_buffers;
+  return *this;
+}
+
+ExecutableMemory Executable::memory() const {
+  return {.arena = plan_.arena_bytes,
+          .live_peak = plan_.live_peak_bytes,
+          .gradients = gradient_bytes_,
+          .inputs = input_bytes_,
+          .weight_copies = weight_copy_bytes_,
+          .workspace = ctx_.workspace_bytes(),
+          .kernel_buffers = ctx_.kernel_buffer_bytes()};
+}
 
 void Executable::refresh_weight_copies() {
   if (copy_positions_.empty() || copies_generation_ == vars_.generation()) return;
@@ -222,6 +292,7 @@ void Executable::run_synchronized() {
 }
 
 void Executable::run() {
+  if (arena_->data() != bound_arena_) bind_arena();  // a sharing executable grew it
   refresh_weight_copies();
   const size_t n = schedule_.size();
   if (sync_each_node_ && !timer_) {

@@ -25,13 +25,71 @@
 
 namespace campo {
 
+// One arena for executables that never run at the same time (the profiling step's two
+// precisions; a session's step graphs, sample graph and evaluation graphs): each places its
+// memory plan at the arena's start, so the arena is as large as the largest plan, not the
+// sum of them. An executable's values there, its fetches included, last until another
+// executable of the arena runs: read them first. A plan larger than the arena grows it (a
+// new buffer); the others rebind their values at their next run.
+class SharedArena {
+ public:
+  explicit SharedArena(std::shared_ptr<Backend> backend) : backend_(std::move(backend)) {}
+  // At least `bytes` large (moves the arena when it grows).
+  void reserve(size_t bytes);
+  char* data() const { return static_cast<char*>(buffer_.get()); }
+  size_t bytes() const { return bytes_; }
+  const Backend* backend() const { return backend_.get(); }
+
+ private:
+  std::shared_ptr<Backend> backend_;
+  std::shared_ptr<void> buffer_;
+  size_t bytes_ = 0;
+};
+
 struct CompileOptions {
   std::vector<ValueId> fetches;  // values readable after run(); kept alive to the end
   uint64_t seed = 0;             // seeds the context RNG (dropout)
   // Whether convolution activations stay blocked between kernels (graph/layout.h); only
   // on a backend with CPU kernels (elsewhere every value is plain).
   ConvLayout conv_layout = ConvLayout::blocked;
+  // Shares the arena of other executables on the same backend (see SharedArena); null:
+  // the executable's own.
+  std::shared_ptr<SharedArena> arena;
 };
+
+// Where an executable's memory goes, in bytes (campo bench and campo train --profile print
+// it, docs/usage.md).
+struct ExecutableMemory {
+  size_t arena = 0;       // the memory plan: every intermediate value (activations, gradients);
+                          // executables sharing one arena (SharedArena) count it once
+  size_t live_peak = 0;   // the plan's lower bound: the most bytes live at one position
+  size_t gradients = 0;   // of the arena: the weight gradients the optimizer updates read
+  size_t inputs = 0;      // placeholders (the batch, labels, scalars)
+  size_t weight_copies = 0;  // low-precision copies of variables, kept from step to step
+  size_t workspace = 0;   // the kernels' shared workspace: scratchpads, reorder buffers, staging
+  size_t kernel_buffers = 0;  // what kernels keep for themselves (zero-padded operands)
+  size_t total() const { return arena + inputs + weight_copies + workspace + kernel_buffers; }
+  ExecutableMemory& operator+=(const ExecutableMemory& o);
+};
+
+// What an executable of a graph would place where, decided before anything is allocated or
+// any kernel made (the executor's first stage; campo plan prints its figures): the schedule
+// after dead-code elimination, the physical layouts and the memory plan.
+struct StepPlan {
+  std::vector<NodeId> schedule;
+  LayoutAssignment layouts;
+  // The values in the arena: the memory plan's first requests (the conversions' buffers,
+  // by conversion, follow).
+  std::vector<ValueId> planned;
+  std::vector<int> outside;  // schedule positions of placeholders and weight copies
+  MemoryPlan memory;
+  size_t input_bytes = 0, weight_copy_bytes = 0, gradient_bytes = 0;
+  // The figures known before kernels are made (no workspace, no kernel buffers).
+  ExecutableMemory estimate() const;
+};
+// `layout`: where convolution activations stay blocked (ConvLayout::plain for a backend
+// without CPU kernels).
+StepPlan plan_step(const Graph& graph, const std::vector<ValueId>& fetches, ConvLayout layout);
 
 class Executable {
  public:
@@ -72,6 +130,8 @@ class Executable {
   ExecContext& context() { return ctx_; }
   Backend& backend() { return ctx_.backend(); }
   const MemoryPlan& memory_plan() const { return plan_; }
+  const std::shared_ptr<SharedArena>& arena() const { return arena_; }
+  ExecutableMemory memory() const;
   // The physical layout of every value and the conversions run between kernels.
   const LayoutAssignment& layouts() const { return layouts_; }
   // How many times the weight copies were rebuilt from the variables (0 without copies).
@@ -99,6 +159,7 @@ class Executable {
   // of its first reader (and timed with it).
   struct ConversionStep {
     size_t position;
+    size_t conversion;  // index into layouts_.conversions
     std::unique_ptr<Kernel> kernel;
     std::vector<Tensor> input, output;
   };
@@ -107,9 +168,18 @@ class Executable {
   void run_conversions(size_t pos);
   std::vector<std::pair<std::string, Tensor>> placeholders_;
   MemoryPlan plan_;
+  size_t input_bytes_ = 0, weight_copy_bytes_ = 0, gradient_bytes_ = 0;
   // Owned from the start, so that a constructor that throws later (a missing kernel)
   // frees it too (a leak found by scripts/sanitize.sh).
-  std::shared_ptr<void> arena_;
+  std::shared_ptr<SharedArena> arena_;
+  // The values placed in the arena (the plan's requests: these, then the conversions'
+  // buffers), and the arena address their tensors were made for.
+  std::vector<ValueId> planned_;
+  std::vector<Tensor> converted_;  // by conversion
+  char* bound_arena_ = nullptr;
+  // Points every planned value, conversion buffer and kernel argument list at the arena
+  // (at construction, and at a run after a sharing executable grew it).
+  void bind_arena();
   std::unique_ptr<NodeTimer> timer_;
   void refresh_weight_copies();
   std::vector<size_t> copy_positions_;                 // schedule positions of weight-copy Casts

@@ -43,6 +43,18 @@ MemoryPlan plan_memory(const std::vector<BufferRequest>& requests) {
     plan.arena_bytes = std::max(plan.arena_bytes, best + size);
     placed.push_back(idx);
   }
+  // Bytes live at each position: +bytes from first, -bytes after last.
+  std::vector<std::pair<int, int64_t>> events;
+  for (const BufferRequest& r : requests) {
+    events.push_back({r.first, int64_t(r.bytes)});
+    events.push_back({r.last + 1, -int64_t(r.bytes)});
+  }
+  std::sort(events.begin(), events.end());  // at one position, releases before allocations
+  int64_t live = 0;
+  for (const auto& [position, delta] : events) {
+    live += delta;
+    plan.live_peak_bytes = std::max(plan.live_peak_bytes, size_t(live));
+  }
   return plan;
 }
 

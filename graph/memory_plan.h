@@ -18,6 +18,9 @@ struct MemoryPlan {
   std::vector<size_t> offsets;  // one per request, 64-byte aligned
   size_t arena_bytes = 0;       // total size of the arena
   size_t naive_bytes = 0;       // what one buffer per value would take
+  // The lower bound of any plan: the most bytes live at one schedule position (the plan's
+  // quality is arena_bytes / live_peak_bytes).
+  size_t live_peak_bytes = 0;
 };
 
 // Greedy best fit, largest buffers first (near-optimal for DNN training graphs).

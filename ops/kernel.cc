@@ -15,14 +15,17 @@ ExecContext::ExecContext(std::shared_ptr<Backend> backend) : backend_(std::move(
 }
 ExecContext::~ExecContext() = default;
 
-void ExecContext::reserve_workspace(size_t bytes) {
-  if (bytes <= workspace_bytes_) return;
+size_t ExecContext::reserve_workspace(size_t bytes) {
+  const size_t offset = (workspace_floor_ + 63) / 64 * 64;
+  bytes += offset;
+  if (bytes <= workspace_bytes_) return offset;
   // The new buffer is taken before the old one is released, so it always has another
   // address: kernels that bound the old one see the move (EmulatedKernel::bind), even where
   // the allocator would have handed the freed block back grown in place.
   std::shared_ptr<void> larger = backend_->allocate(bytes);
   workspace_ = std::move(larger);
   workspace_bytes_ = bytes;
+  return offset;
 }
 
 namespace {

@@ -78,15 +78,42 @@ class ExecContext {
 
   // One staging buffer shared by the kernels of a context (the kernels of a context run one
   // at a time, so a buffer as large as the largest need serves them all), from the
-  // backend's memory. Grown only when a kernel is created; run() takes the current address
-  // (a later, larger reservation moves it).
-  void reserve_workspace(size_t bytes);
+  // backend's memory: what a kernel needs only while it runs (oneDNN scratchpads, reorder
+  // buffers, staged operands). Grown only when a kernel is created; run() takes the current
+  // address (a later, larger reservation moves it). Returns the offset of the kernel's
+  // `bytes` in it: 0, or past what an enclosing kernel keeps there while it runs the one
+  // being created (WorkspaceFloor).
+  size_t reserve_workspace(size_t bytes);
   void* workspace() { return workspace_.get(); }
+  size_t workspace_bytes() const { return workspace_bytes_; }
+  // While it lives, kernels created with `ctx` reserve workspace after its first `bytes`
+  // (an emulated low-precision kernel stages its operands there around its f32 kernel).
+  class WorkspaceFloor {
+   public:
+    WorkspaceFloor(ExecContext& ctx, size_t bytes) : ctx_(ctx), saved_(ctx.workspace_floor_) {
+      ctx.workspace_floor_ = bytes;
+    }
+    ~WorkspaceFloor() { ctx_.workspace_floor_ = saved_; }
+    WorkspaceFloor(const WorkspaceFloor&) = delete;
+    WorkspaceFloor& operator=(const WorkspaceFloor&) = delete;
+
+   private:
+    ExecContext& ctx_;
+    size_t saved_;
+  };
+
+  // Buffers a kernel keeps for itself from one step to the next (zeroed padding, per-thread
+  // partial sums), counted by the kernels that allocate them for the executable's memory
+  // report.
+  void count_kernel_buffer(size_t bytes) { kernel_buffer_bytes_ += bytes; }
+  size_t kernel_buffer_bytes() const { return kernel_buffer_bytes_; }
 
  private:
   std::shared_ptr<Backend> backend_;
   std::shared_ptr<void> workspace_;
   size_t workspace_bytes_ = 0;
+  size_t workspace_floor_ = 0;
+  size_t kernel_buffer_bytes_ = 0;
 };
 
 class Kernel {

@@ -392,12 +392,16 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, OptimizerConfig
   if (n_ > 1) {
     slices_.write_into(vars_);
   }
+  // The three graphs take turns in one arena (step() reads the D step's values before the
+  // G step runs).
+  const auto arena = std::make_shared<SharedArena>(vars_.backend_ptr());
   {
     CompileOptions co;
     co.fetches = d_fetches();
     for (const SavedValue& v : saved_) co.fetches.push_back(v.source);  // for the G step
     co.seed = seed;
     co.conv_layout = conv_layout;
+    co.arena = arena;
     d_exe_ = std::make_unique<Executable>(d_graph_, vars_, co);
     d_exe_->feed_scalar("loss_scale", 1.0f);
     d_exe_->feed("real_label", filled(labels, 1.0f));
@@ -408,12 +412,11 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, OptimizerConfig
     co.fetches = g_fetches();
     co.seed = seed + 1;
     co.conv_layout = conv_layout;
+    co.arena = arena;
     g_exe_ = std::make_unique<Executable>(g_graph_, vars_, co);
     g_exe_->feed_scalar("loss_scale", 1.0f);
     g_exe_->feed("real_label", filled(labels, 1.0f));
-    for (const SavedValue& v : saved_)
-      handoff_.push_back({g_exe_->input(v.placeholder), d_exe_->output(v.source)});
-    if (g_exe_->has_input("z")) handoff_.push_back({g_exe_->input("z"), d_exe_->input("z")});
+    for (const SavedValue& v : saved_) handoff_.push_back({g_exe_->input(v.placeholder), v.source});
   }
   {  // Samples of the fixed noise, G in training mode (as the example).
     Builder b(sample_graph_, vars_);
@@ -424,6 +427,7 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, OptimizerConfig
     CompileOptions co;
     co.fetches = {samples_};
     co.conv_layout = conv_layout;
+    co.arena = arena;
     sample_exe_ = std::make_unique<Executable>(sample_graph_, vars_, co);
     Tensor fz = Tensor::empty(sample_exe_->input_shape("z"), DType::f32);
     for (int i = 0; i < n_; ++i) {
@@ -525,6 +529,10 @@ int64_t GanSession::discriminator_parameters() const {
   return n / n_;
 }
 
+MemoryReport GanSession::memory() const {
+  return memory_report(vars_, {d_exe_.get(), g_exe_.get(), sample_exe_.get()});
+}
+
 void GanSession::set_profiling(bool on) {
   if (on) profile_.reset();
   profile_.attach(*d_exe_, d_graph_, on);
@@ -571,13 +579,6 @@ std::vector<GanSession::StepStats> GanSession::step(const std::vector<const Tens
   d_exe_->feed("images", stack_model_inputs(real, batch_));
   feed_lr(*d_exe_);
   if (d_exe_->has_input("step")) d_exe_->feed_scalar("step", t);  // Adam's bias correction
-  d_exe_->run();
-  // fake = G(z), the activations G's backward pass reads, and z, on the device.
-  for (const auto& [to, from] : handoff_) vars_.backend().copy(to, from);
-  feed_lr(*g_exe_);
-  if (g_exe_->has_input("step")) g_exe_->feed_scalar("step", t);  // Adam's bias correction
-  g_exe_->run();
-
   std::vector<StepStats> s(static_cast<size_t>(n_));
   // Each fetch holds one value per model (a scalar for one model).
   auto read = [&](Executable& exe, ValueId v, float StepStats::*field) {
@@ -586,9 +587,18 @@ std::vector<GanSession::StepStats> GanSession::step(const std::vector<const Tens
                 " values for ", n_, " models");
     for (int i = 0; i < n_; ++i) s[size_t(i)].*field = values.data_as<float>()[i];
   };
+  d_exe_->run();
+  // The D step's values before the G step runs in the arena they share: its statistics,
+  // and fake = G(z), the activations G's backward pass reads and z, copied on the device.
   read(*d_exe_, loss_d_, &StepStats::loss_d);
   read(*d_exe_, d_x_, &StepStats::d_x);
   read(*d_exe_, d_g_z1_, &StepStats::d_g_z1);
+  // (Looked up each step: the arena moves when a graph compiled later grows it.)
+  for (const auto& [to, from] : handoff_) vars_.backend().copy(to, d_exe_->output(from));
+  if (g_exe_->has_input("z")) vars_.backend().copy(g_exe_->input("z"), d_exe_->input("z"));
+  feed_lr(*g_exe_);
+  if (g_exe_->has_input("step")) g_exe_->feed_scalar("step", t);  // Adam's bias correction
+  g_exe_->run();
   read(*g_exe_, loss_g_, &StepStats::loss_g);
   read(*g_exe_, d_g_z2_, &StepStats::d_g_z2);
   return s;

@@ -16,7 +16,7 @@
 //   samples G(fixed noise), 64 samples, in training mode like the example (which never
 //           calls netG.eval()): BN normalises with the statistics of the fixed batch.
 // Each graph has its own "lr" and "step" placeholders (append_optimizer looks them up by
-// name in its graph).
+// name in its graph). The three take turns in one arena (graph/executor.h, SharedArena).
 //
 // G's forward pass runs once per iteration, in the D step, as the example's
 //   fake = netG(noise); ... netD(fake.detach()) ... optimizerD.step(); ... netD(fake)
@@ -180,6 +180,7 @@ class GanSession final : public Session {
   // first).
   void set_profiling(bool on) override;
   const OpProfile& profile() const override { return profile_; }
+  MemoryReport memory() const override;
   const VariableStore& variables() const override { return vars_; }
   FlopCount step_flops() const override;      // the D step's and the G step's
   double predicted_step_ms() const override;  // cost-aware: the two plans'
@@ -260,9 +261,9 @@ class GanSession final : public Session {
   ValueId loss_g_ = kNoValue, d_g_z2_ = kNoValue, samples_ = kNoValue;
   std::vector<SavedValue> saved_;
   std::unique_ptr<Executable> d_exe_, g_exe_, sample_exe_;
-  // What step() copies from the D step into the G step after the D step runs: (G step
-  // placeholder, D step buffer) pairs, the saved values and z.
-  std::vector<std::pair<Tensor, Tensor>> handoff_;
+  // What step() copies from the D step into the G step after the D step runs (besides z):
+  // (G step placeholder, D step value) pairs, the saved values.
+  std::vector<std::pair<Tensor, ValueId>> handoff_;
   PolicyResult d_policy_, g_policy_;
   std::shared_ptr<const CostTable> d_costs_, g_costs_;
   int64_t iterations_ = 0;

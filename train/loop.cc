@@ -402,7 +402,11 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
       log << o.accuracy_label << " " << std::fixed << std::setprecision(4) << r.test_accuracy[0]
           << " on " << o.test->size() << " " << o.eval_unit << " " << o.test->name() << "\n";
   }
-  if (o.report.profile) print_profile(session.profile().by_op(), step, log);
+  const MemoryReport memory = session.memory();
+  if (o.report.profile) {
+    print_profile(session.profile().by_op(), step, log);
+    log << "memory: " << memory_line(memory) << "\n";
+  }
 
   // The JSON result: the run's own fields, then what every run reports.
   nlohmann::json j = o.result;
@@ -421,6 +425,7 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
   r.wall_seconds = wall.seconds();
   j["wall_seconds"] = r.wall_seconds;
   j["peak_rss_mib"] = double(peak_resident_memory_bytes()) / double(1 << 20);
+  j["memory"] = memory_json(memory);
   device.add_to(j);
   nlohmann::json models = nlohmann::json::array();
   for (int i = 0; i < n; ++i) {

@@ -22,6 +22,7 @@
 #include "amp/loss_scaler.h"
 #include "datasets/dataset.h"
 #include "graph/flops.h"
+#include "graph/memory_report.h"
 #include "train/profiling.h"
 #include "train/training_graph.h"
 
@@ -65,6 +66,8 @@ class Session {
   // stops timing them (the profile stays).
   virtual void set_profiling(bool on) = 0;
   virtual const OpProfile& profile() const = 0;
+  // Where the session's memory goes (graph/memory_report.h).
+  virtual MemoryReport memory() const = 0;
 };
 
 // The learning-rate schedule (--lr-schedule and the options that shape it).

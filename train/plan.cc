@@ -17,6 +17,7 @@
 #include "runtime/atomic_file.h"
 #include "runtime/energy.h"
 #include "runtime/file_check.h"
+#include "runtime/memory_info.h"
 #include "runtime/timer.h"
 #include "train/device_report.h"
 #include "train/gan_trainer.h"
@@ -316,6 +317,10 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
                           with_suffix(o.dot_path, "_d"), out, session.d_fetches(), &d_info),
          print_graph_plan(session.g_graph(), "generator step", precision, o,
                           with_suffix(o.dot_path, "_g"), out, session.g_fetches(), &g_info)});
+    // The session is compiled (not run): its own report, kernel workspace included.
+    const MemoryReport memory = session.memory();
+    out << "memory: " << memory_line(memory) << "\n";
+    j["memory"] = memory_json(memory);
     PrecisionSummary s = session.precision_summary();
     j["low_nodes"] = s.low_nodes;
     j["f32_nodes"] = s.f32_nodes;
@@ -387,6 +392,15 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
     j["f32_nodes"] = info.summary.f32_nodes;
     j["casts"] = info.summary.casts.casts;
     j["cast_elements"] = info.summary.casts.cast_elements;
+    // Nothing compiled: the executor's plan of the step, without what kernels add.
+    MemoryReport memory = memory_report(vars, {});
+    memory.graphs = plan_step(g, info.fetches(),
+                              o.run.device.type == Device::cpu ? o.run.conv_layout
+                                                               : ConvLayout::plain)
+                        .estimate();
+    out << "predicted memory: " << memory_line(memory)
+        << " (kernel workspace: known once the kernels are made)\n";
+    j["memory"] = memory_json(memory);
   }
   if (profiles) device_report.add_to(j);  // where the profiling step ran
   if (!o.json_path.empty()) {
@@ -488,6 +502,7 @@ void describe(BenchPolicy& p, BenchResult& res) {
   res.cast_elements = s.casts.cast_elements;
   res.low_nodes = s.low_nodes;
   res.predicted_ms = p.session->predicted_step_ms();
+  res.memory = p.session->memory();
   const int profiled = 3;
   p.session->set_profiling(true);
   for (int i = 0; i < profiled; ++i) p.step();
@@ -758,6 +773,7 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
                     res.achieved_gflops, peak);
       out << line;
     }
+    out << std::string(21, ' ') << "memory: " << memory_line(res.memory) << "\n";
     if (!res.joules.empty()) {
       std::snprintf(line, sizeof line, "%-8s %-11s energy: %.3f J/step, %.2f samples/J (RAPL)\n",
                     "", "", res.joules_per_step, res.samples_per_joule);
@@ -794,6 +810,8 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
       j.back()["op_ms"] = ops;
     }
     nlohmann::json& e = j.back();
+    e["memory"] = memory_json(res.memory);
+    e["peak_rss_mib"] = double(peak_resident_memory_bytes()) / double(1 << 20);
     if (machine.device_report) machine.device_report->add_to(e);
     auto or_null = [](bool known, double v) {
       return known ? nlohmann::json(v) : nlohmann::json();
@@ -818,6 +836,10 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
                                   : nlohmann::json{res.vs_amp->ci_low, res.vs_amp->ci_high}},
                      {"faster", res.vs_amp->faster}};
   }
+  // Every policy's session is alive at once: the process's peak is theirs together.
+  std::snprintf(line, sizeof line, "peak RSS of the process (every policy): %.1f MiB\n",
+                double(peak_resident_memory_bytes()) / double(1 << 20));
+  out << line;
   if (!o.json_path.empty()) {
     write_file_atomically(o.json_path, j.dump(1) + "\n");
     out << "wrote " << o.json_path << "\n";

@@ -9,6 +9,7 @@
 
 #include "graph/flops.h"
 #include "graph/layout.h"
+#include "graph/memory_report.h"
 #include "runtime/energy.h"
 #include "train/roofline.h"
 #include "train/training_graph.h"
@@ -121,6 +122,7 @@ struct BenchResult {
   // counters cannot be read); the median per step and samples per joule at that median.
   std::vector<double> joules;
   double joules_per_step = 0, samples_per_joule = 0;
+  MemoryReport memory;  // the policy's session (graph/memory_report.h)
 };
 
 // What a bench run measured about the machine besides the policies.

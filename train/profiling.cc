@@ -24,10 +24,12 @@ TimingInputs training_timing_inputs(int64_t classes) {
 
 namespace {
 
-CompileOptions compile_options(const std::vector<ValueId>& fetches, uint64_t seed) {
+CompileOptions compile_options(const std::vector<ValueId>& fetches, uint64_t seed,
+                               std::shared_ptr<SharedArena> arena) {
   CompileOptions co;
   co.fetches = fetches;
   co.seed = seed;
+  co.arena = std::move(arena);
   return co;
 }
 
@@ -35,9 +37,11 @@ CompileOptions compile_options(const std::vector<ValueId>& fetches, uint64_t see
 // its timed steps.
 class NodeTimeSampler {
  public:
+  // `arena`: shared with the other precision's sampler (null: its own).
   NodeTimeSampler(const Graph& g, VariableStore& vars, const std::vector<ValueId>& fetches,
-                  const TimingInputs& inputs, uint64_t seed)
-      : exe_(g, vars, compile_options(fetches, seed)),
+                  const TimingInputs& inputs, uint64_t seed,
+                  std::shared_ptr<SharedArena> arena = nullptr)
+      : exe_(g, vars, compile_options(fetches, seed, std::move(arena))),
         best_(size_t(g.num_nodes()), std::numeric_limits<double>::infinity()) {
     Rng rng(seed);
     for (const Node& n : g.nodes()) {
@@ -122,8 +126,10 @@ BothPrecisionTimes measure_both_precisions(const Graph& g, VariableStore& vars,
   apply_precision(glow, t.low, low);
   CAMPO_CHECK(warmup >= 0 && steps > 0, "timing needs >= 0 warm-up and > 0 timed steps");
   // Both compiled at once and their steps interleaved, so that whatever else the machine
-  // does in the meantime falls on both precisions alike.
-  NodeTimeSampler f32(g, vars, fetches, inputs, seed), lowp(glow, vars, fetches, inputs, seed);
+  // does in the meantime falls on both precisions alike; they take turns in one arena.
+  auto arena = std::make_shared<SharedArena>(vars.backend_ptr());
+  NodeTimeSampler f32(g, vars, fetches, inputs, seed, arena),
+      lowp(glow, vars, fetches, inputs, seed, arena);
   for (int i = 0; i < warmup; ++i) {
     f32.run_untimed();
     lowp.run_untimed();

@@ -139,9 +139,13 @@ void set_text_options(DatasetOptions& d, const TrainOptions& o, std::ostream& lo
 // variables in the store), and each model's correct predictions over a loader's epoch.
 class Evaluator {
  public:
+  // `arena`: shared with the training step's executable (evaluation runs between steps);
+  // null: its own.
   Evaluator(std::string model, ModelOptions options, Shape sample_shape, DType input_dtype,
-            int models, ConvLayout layout, VariableStore& vars)
-      : model_(std::move(model)),
+            int models, ConvLayout layout, VariableStore& vars,
+            std::shared_ptr<SharedArena> arena = nullptr)
+      : arena_(std::move(arena)),
+        model_(std::move(model)),
         options_(std::move(options)),
         sample_shape_(std::move(sample_shape)),
         input_dtype_(input_dtype),
@@ -167,6 +171,8 @@ class Evaluator {
     CompileOptions co;
     co.fetches = {e.logits};
     co.conv_layout = layout_;
+    if (!arena_) arena_ = std::make_shared<SharedArena>(vars_.backend_ptr());
+    co.arena = arena_;  // the graphs of each batch size take turns too
     e.exe = std::make_unique<Executable>(*e.graph, vars_, co);
     return {e.exe.get(), e.logits};
   }
@@ -193,6 +199,12 @@ class Evaluator {
     return {correct, total};
   }
 
+  std::vector<const Executable*> executables() const {
+    std::vector<const Executable*> out;
+    for (const Entry& e : graphs_) out.push_back(e.exe.get());
+    return out;
+  }
+
  private:
   struct Entry {
     int64_t rows = 0;
@@ -200,6 +212,7 @@ class Evaluator {
     ValueId logits = kNoValue;
     std::unique_ptr<Executable> exe;
   };
+  std::shared_ptr<SharedArena> arena_;
   std::string model_;
   ModelOptions options_;
   Shape sample_shape_;
@@ -340,6 +353,13 @@ Tensor TrainingSession::read_model_variable(int i, const std::string& name) cons
   return n_ == 1 ? vars_.read(name) : slices_.read(vars_, i, name);
 }
 
+MemoryReport TrainingSession::memory() const {
+  std::vector<const Executable*> graphs = {train_exe_.get()};
+  if (evaluator_)
+    for (const Executable* e : evaluator_->executables()) graphs.push_back(e);
+  return memory_report(vars_, graphs);
+}
+
 void TrainingSession::set_profiling(bool on) {
   if (on) profile_.reset();
   profile_.attach(*train_exe_, train_graph_, on);
@@ -415,7 +435,7 @@ std::vector<double> TrainingSession::evaluate_models(DataLoader& loader) {
   if (!evaluator_) {
     const DType input = model_input(model_) == ModelInput::tokens ? DType::i32 : DType::f32;
     evaluator_ = std::make_unique<Evaluator>(model_, model_options_, image_shape_, input, n_,
-                                             conv_layout_, vars_);
+                                             conv_layout_, vars_, train_exe_->arena());
   }
   const auto [correct, total] = evaluator_->run(loader);
   CAMPO_CHECK(total > 0, "evaluation set is empty (or has no token to predict)");

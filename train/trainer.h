@@ -217,6 +217,7 @@ class TrainingSession final : public Session {
   }
   void set_profiling(bool on) override;
   const OpProfile& profile() const override { return profile_; }
+  MemoryReport memory() const override;
 
   VariableStore& variables() { return vars_; }
   const LossScaler& scaler() const { return scaler_; }

@@ -6,8 +6,9 @@
 //   Conv2D               y[n,o,i,j] = sum_{c',p,q} x[n,c,i*s-pad+p*d,j*s-pad+q*d] w[o,c',p,q]
 //   Conv2DBackpropInput  dx = conv^T(dy, w), the adjoint of x -> conv(x, w)
 //   Conv2DBackpropFilter dw = the adjoint of w -> conv(x, w), applied to dy
-// Each kernel builds its primitive (and any reorder, reorder buffer and scratchpad) once,
-// at construction; run() only rebinds the data handles and executes.
+// Each kernel builds its primitive (and any reorder) once, at construction; its reorder
+// buffers and scratchpad lie in the context's shared workspace; run() only rebinds the data
+// handles and executes.
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <unordered_map>
@@ -119,8 +120,9 @@ struct ConvProblem {
 };
 
 // A oneDNN primitive bound to caller buffers in their layouts (plain, or nChw8c activations).
-// Where the primitive chose another layout, the argument is reordered through a buffer
-// allocated here, once.
+// Where the primitive chose another layout, the argument is reordered through a buffer in
+// the context's shared workspace (ExecContext::reserve_workspace), as is its scratchpad:
+// both are needed only while the kernel runs.
 class BoundPrimitive {
  public:
   // Declares argument `arg` in the order run() receives the buffers.
@@ -132,7 +134,8 @@ class BoundPrimitive {
     if (chosen == plain) {
       port.inner = port.user;
     } else {
-      port.inner = memory(chosen, eng);  // owned reorder buffer
+      port.inner = memory(chosen, eng, DNNL_MEMORY_NONE);
+      port.offset = add_buffer(chosen.get_size());
       const memory& from = is_input ? port.user : port.inner;
       const memory& to = is_input ? port.inner : port.user;
       port.reorder = dnnl::reorder(from, to);
@@ -142,15 +145,39 @@ class BoundPrimitive {
     ports_.push_back(std::move(port));
   }
 
-  void set_primitive(dnnl::primitive p, const memory::desc& scratchpad, const dnnl::engine& eng) {
+  // The primitive, and its workspace reserved in `ctx` (the reorder buffers, the scratchpad
+  // and what add_buffer asked for).
+  void set_primitive(dnnl::primitive p, const memory::desc& scratchpad, ExecContext& ctx) {
     primitive_ = std::move(p);
-    if (scratchpad.get_size() > 0) args_[DNNL_ARG_SCRATCHPAD] = memory(scratchpad, eng);
+    if (scratchpad.get_size() > 0) {
+      scratchpad_ = memory(scratchpad, cpu_engine(ctx), DNNL_MEMORY_NONE);
+      scratchpad_offset_ = add_buffer(scratchpad.get_size());
+      args_[DNNL_ARG_SCRATCHPAD] = scratchpad_;
+    }
+    workspace_offset_ = ctx.reserve_workspace(workspace_bytes_);
+  }
+  // `bytes` more of the kernel's workspace (before set_primitive); their offset in it.
+  size_t add_buffer(size_t bytes) {
+    const size_t offset = workspace_bytes_;
+    workspace_bytes_ += (bytes + 63) / 64 * 64;
+    return offset;
+  }
+  // The kernel's part of the workspace, where add_buffer's offsets start.
+  char* workspace(ExecContext& ctx) const {
+    return static_cast<char*>(ctx.workspace()) + workspace_offset_;
   }
 
   // Buffers in the order of add_arg.
-  void run(dnnl::stream& s, std::initializer_list<void*> buffers) {
+  void run(ExecContext& ctx, std::initializer_list<void*> buffers) {
     size_t i = 0;
     for (void* b : buffers) ports_[i++].user.set_data_handle(b);
+    // Rebound every run: the workspace moves when a later kernel needs more, and other
+    // kernels write it in between (setting the handle zeroes a blocked buffer's padding).
+    char* ws = workspace(ctx);
+    for (Port& p : ports_)
+      if (p.reorder) p.inner.set_data_handle(ws + p.offset);
+    if (scratchpad_) scratchpad_.set_data_handle(ws + scratchpad_offset_);
+    dnnl::stream& s = cpu_stream(ctx);
     for (Port& p : ports_)
       if (p.is_input && p.reorder) p.reorder->execute(s, p.reorder_args);
     primitive_.execute(s, args_);
@@ -163,12 +190,16 @@ class BoundPrimitive {
   struct Port {
     bool is_input = true;
     memory user, inner;
+    size_t offset = 0;  // of inner in the kernel's workspace, where reordered
     std::optional<dnnl::reorder> reorder;
     std::unordered_map<int, memory> reorder_args;
   };
   std::vector<Port> ports_;
   dnnl::primitive primitive_;
   std::unordered_map<int, memory> args_;
+  memory scratchpad_;
+  size_t scratchpad_offset_ = 0;
+  size_t workspace_bytes_ = 0, workspace_offset_ = 0;
 };
 
 // The byte offsets from one group's x, w and y to the next's in the full plain buffers, and
@@ -193,14 +224,14 @@ struct GroupOffsets {
 
 // Runs `prim` once per group (once in all without a split), each argument (in add_arg
 // order) moved on by its per-group byte step.
-void run_groups(BoundPrimitive& prim, dnnl::stream& s, int groups,
+void run_groups(BoundPrimitive& prim, ExecContext& ctx, int groups,
                 std::initializer_list<std::pair<void*, size_t>> buffers) {
   for (int g = 0; g < groups; ++g) {
     void* moved[3];
     size_t i = 0;
     for (const auto& [base, step] : buffers)
       moved[i++] = static_cast<char*>(base) + size_t(g) * step;
-    prim.run(s, {moved[0], moved[1], moved[2]});
+    prim.run(ctx, {moved[0], moved[1], moved[2]});
   }
 }
 
@@ -236,12 +267,12 @@ class Conv2DKernel : public Kernel {
       prim_.add_arg(DNNL_ARG_SRC, p.plain_x, pd.src_desc(), true, cpu_engine(ctx));
       prim_.add_arg(DNNL_ARG_WEIGHTS, p.plain_w, pd.weights_desc(), true, cpu_engine(ctx));
       prim_.add_arg(DNNL_ARG_DST, p.plain_y, pd.dst_desc(), false, cpu_engine(ctx));
-      prim_.set_primitive(dnnl::convolution_forward(pd), pd.scratchpad_desc(), cpu_engine(ctx));
+      prim_.set_primitive(dnnl::convolution_forward(pd), pd.scratchpad_desc(), ctx);
     });
   }
   void run(ExecContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
-    run_groups(prim_, cpu_stream(ctx), off_.groups,
+    run_groups(prim_, ctx, off_.groups,
                {{in[0].device_data(), off_.x},
                 {in[1].device_data(), off_.w},
                 {out[0].device_data(), off_.y}});
@@ -270,13 +301,12 @@ class Conv2DBackpropInputKernel : public Kernel {
       prim_.add_arg(DNNL_ARG_DIFF_DST, p.plain_y, pd.diff_dst_desc(), true, cpu_engine(ctx));
       prim_.add_arg(DNNL_ARG_WEIGHTS, p.plain_w, pd.weights_desc(), true, cpu_engine(ctx));
       prim_.add_arg(DNNL_ARG_DIFF_SRC, p.plain_x, pd.diff_src_desc(), false, cpu_engine(ctx));
-      prim_.set_primitive(dnnl::convolution_backward_data(pd), pd.scratchpad_desc(),
-                          cpu_engine(ctx));
+      prim_.set_primitive(dnnl::convolution_backward_data(pd), pd.scratchpad_desc(), ctx);
     });
   }
   void run(ExecContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
-    run_groups(prim_, cpu_stream(ctx), off_.groups,
+    run_groups(prim_, ctx, off_.groups,
                {{in[0].device_data(), off_.y},
                 {in[1].device_data(), off_.w},
                 {out[0].device_data(), off_.x}});
@@ -299,9 +329,9 @@ class Conv2DBackpropFilterKernel : public Kernel {
              spec.dtype) {
     build_or_explain(spec, [&] {
       const bool f32_dw = spec.outputs[0].dtype != spec.dtype;
-      if (!build(spec, ctx, f32_dw)) {  // the GEMM path: compute bf16, widen in run()
-        widened_ = Tensor::empty(spec.outputs[0].shape, spec.dtype);
-        build(spec, ctx, false);
+      if (!build(spec, ctx, f32_dw, false)) {  // the GEMM path: compute bf16, widen in run()
+        widened_elements_ = size_t(shape_numel(spec.outputs[0].shape));
+        build(spec, ctx, false, true);
       }
     });
   }
@@ -310,25 +340,24 @@ class Conv2DBackpropFilterKernel : public Kernel {
     // The widened path's dw is in the node's dtype, so its per-group step is off_.w; a
     // direct f32 dw (a folded cast) steps by f32 elements.
     const size_t w_step = off_.w / dtype_size(spec_dtype_) * dtype_size(out[0].dtype());
-    if (!widened_.defined()) {
-      run_groups(prim_, cpu_stream(ctx), off_.groups,
+    if (widened_elements_ == 0) {
+      run_groups(prim_, ctx, off_.groups,
                  {{in[0].device_data(), off_.x},
                   {in[1].device_data(), off_.y},
                   {out[0].device_data(), w_step}});
       return;
     }
-    run_groups(prim_, cpu_stream(ctx), off_.groups,
-               {{in[0].device_data(), off_.x},
-                {in[1].device_data(), off_.y},
-                {widened_.device_data(), off_.w}});
-    convert(widened_.device_data(), widened_.dtype(), out[0].device_data(), out[0].dtype(),
-            size_t(widened_.numel()));
+    void* widened = prim_.workspace(ctx) + widened_offset_;
+    run_groups(prim_, ctx, off_.groups,
+               {{in[0].device_data(), off_.x}, {in[1].device_data(), off_.y}, {widened, off_.w}});
+    convert(widened, spec_dtype_, out[0].device_data(), out[0].dtype(), widened_elements_);
   }
 
  private:
   // Builds the primitive; with `f32_dw`, returns false (building nothing) where oneDNN
-  // would use its GEMM-based implementation.
-  bool build(const KernelSpec& spec, ExecContext& ctx, bool f32_dw) {
+  // would use its GEMM-based implementation. `widen`: dw goes to a buffer of the node's
+  // dtype in the workspace first.
+  bool build(const KernelSpec& spec, ExecContext& ctx, bool f32_dw, bool widen) {
     spec_dtype_ = spec.dtype;
     ConvProblem p(spec.kind, spec.inputs[0], spec.outputs[0].shape, spec.inputs[1],
                   attrs_as<ConvAttrs>(spec.attrs), spec.dtype, off_.per_group());
@@ -344,15 +373,16 @@ class Conv2DBackpropFilterKernel : public Kernel {
     prim_.add_arg(DNNL_ARG_SRC, p.plain_x, pd.src_desc(), true, cpu_engine(ctx));
     prim_.add_arg(DNNL_ARG_DIFF_DST, p.plain_y, pd.diff_dst_desc(), true, cpu_engine(ctx));
     prim_.add_arg(DNNL_ARG_DIFF_WEIGHTS, p.plain_w, pd.diff_weights_desc(), false, cpu_engine(ctx));
-    prim_.set_primitive(dnnl::convolution_backward_weights(pd), pd.scratchpad_desc(),
-                        cpu_engine(ctx));
+    if (widen) widened_offset_ = prim_.add_buffer(widened_elements_ * dtype_size(spec.dtype));
+    prim_.set_primitive(dnnl::convolution_backward_weights(pd), pd.scratchpad_desc(), ctx);
     return true;
   }
 
   GroupOffsets off_;
   DType spec_dtype_ = DType::f32;
   BoundPrimitive prim_;
-  Tensor widened_;  // bf16 dw of the GEMM path, widened to the f32 output
+  // The GEMM path's dw in the node's dtype (in the workspace), widened to the f32 output.
+  size_t widened_elements_ = 0, widened_offset_ = 0;
 };
 
 template <typename K>

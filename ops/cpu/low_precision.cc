@@ -43,8 +43,9 @@ class EmulatedKernel final : public Kernel {
     };
     stage(f32.inputs, staged_inputs_);
     stage(f32.outputs, staged_outputs_);
+    offset_ = ctx.reserve_workspace(bytes);
+    ExecContext::WorkspaceFloor floor(ctx, offset_ + bytes);  // the f32 kernel's own after
     inner_ = create_kernel(f32, ctx);
-    ctx.reserve_workspace(bytes);
     inner_inputs_.resize(spec.inputs.size());
     inner_outputs_.resize(spec.outputs.size());
   }
@@ -79,7 +80,8 @@ class EmulatedKernel final : public Kernel {
       for (size_t i = 0; i < args.size(); ++i) {
         if (next < staged.size() && staged[next].index == int(i)) {
           if (moved || !inner[i].defined())
-            inner[i] = Tensor::borrow(workspace + staged[next].offset, descs[i].shape, DType::f32,
+            inner[i] = Tensor::borrow(workspace + offset_ + staged[next].offset, descs[i].shape,
+                                      DType::f32,
                                         args[i].device());
           ++next;
         } else if (inner[i].device_data() != args[i].device_data() || !inner[i].defined()) {
@@ -96,6 +98,7 @@ class EmulatedKernel final : public Kernel {
   std::vector<Staged> staged_inputs_, staged_outputs_;
   std::vector<Tensor> inner_inputs_, inner_outputs_;
   char* workspace_ = nullptr;
+  size_t offset_ = 0;  // of the staged operands in the workspace
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <new>
 
 #include "graph/autodiff.h"
+#include "graph/memory_report.h"
 #include "graph/optimizer.h"
 #include "models/models.h"
 #include "tests/test_util.h"
@@ -55,7 +56,7 @@ struct LenetStep {
   ValueId loss = kNoValue;
   std::unique_ptr<Executable> exe;
 
-  explicit LenetStep(int64_t batch) {
+  explicit LenetStep(int64_t batch, std::shared_ptr<SharedArena> arena = nullptr) {
     Builder b(g, vars);
     ValueId images = b.placeholder("images", {batch, 1, 28, 28});
     ValueId labels = b.placeholder("labels", {batch}, DType::i32);
@@ -68,10 +69,46 @@ struct LenetStep {
     append_optimizer(b, params, append_gradients(b, loss, seed, pv), OptimizerConfig{});
     CompileOptions co;
     co.fetches = {loss};
+    co.arena = std::move(arena);
     exe = std::make_unique<Executable>(g, vars, co);
     testing::fill_classifier_step_inputs(*exe, 5, 10, 0.01f);
   }
 };
+
+TEST(ExecutorTest, ExecutablesSharingAnArenaComputeWhatTheyComputeAlone) {
+  // Alone: each step with its own arena.
+  std::vector<float> alone_small, alone_large;
+  {
+    LenetStep small(4), large(16);
+    for (int i = 0; i < 3; ++i) {
+      small.exe->run();
+      alone_small.push_back(small.exe->fetch_scalar(small.loss));
+      large.exe->run();
+      alone_large.push_back(large.exe->fetch_scalar(large.loss));
+    }
+  }
+  // Shared: the larger plan, compiled second, grows (moves) the arena the first was bound
+  // to; the first rebinds at its next run. Each reads its loss before the other runs.
+  auto arena = std::make_shared<SharedArena>(default_cpu_backend());
+  LenetStep small(4, arena);
+  const size_t small_plan = small.exe->memory_plan().arena_bytes;
+  LenetStep large(16, arena);
+  const size_t large_plan = large.exe->memory_plan().arena_bytes;
+  ASSERT_LT(small_plan, large_plan);
+  EXPECT_EQ(arena->bytes(), large_plan);
+  for (int i = 0; i < 3; ++i) {
+    small.exe->run();
+    EXPECT_EQ(small.exe->fetch_scalar(small.loss), alone_small[size_t(i)]) << "step " << i;
+    large.exe->run();
+    EXPECT_EQ(large.exe->fetch_scalar(large.loss), alone_large[size_t(i)]) << "step " << i;
+  }
+  // Counted once in a memory report, with the larger of the two lower bounds.
+  const MemoryReport m = memory_report(small.vars, {small.exe.get(), large.exe.get()});
+  EXPECT_EQ(m.graphs.arena, large_plan);
+  EXPECT_EQ(m.graphs.live_peak, std::max(small.exe->memory_plan().live_peak_bytes,
+                                         large.exe->memory_plan().live_peak_bytes));
+  EXPECT_GE(m.graphs.arena, m.graphs.live_peak);
+}
 
 TEST(ExecutorTest, MemoryPlanReusesBuffersWithoutAliasingLiveValues) {
   LenetStep s(8);

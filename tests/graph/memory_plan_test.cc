@@ -16,6 +16,14 @@ TEST(MemoryPlanTest, ReusesBuffersOfDeadValues) {
   EXPECT_TRUE(plan_is_valid(r, p));
   EXPECT_EQ(p.arena_bytes, 2 * 1024u);
   EXPECT_EQ(p.naive_bytes, 10 * 1024u);
+  EXPECT_EQ(p.live_peak_bytes, 2000u);  // two values live at each position, not three
+}
+
+TEST(MemoryPlanTest, LivePeakIsTheMostBytesLiveAtOnePosition) {
+  // Live per position: 0: 100, 1: 100 + 30, 2: 30 + 500, 3: 500 + 7; a value ending at 1
+  // and one starting at 2 do not overlap.
+  std::vector<BufferRequest> r = {{100, 0, 1}, {30, 1, 2}, {500, 2, 3}, {7, 3, 3}};
+  EXPECT_EQ(plan_memory(r).live_peak_bytes, 530u);
 }
 
 TEST(MemoryPlanTest, NeverAliasesLiveValues) {
@@ -30,6 +38,15 @@ TEST(MemoryPlanTest, NeverAliasesLiveValues) {
     ASSERT_TRUE(plan_is_valid(r, p));
     for (size_t off : p.offsets) EXPECT_EQ(off % 64, 0u);
     EXPECT_LE(p.arena_bytes, p.naive_bytes);
+    // The values live at the busiest position overlap in time, so no plan is smaller.
+    EXPECT_GE(p.arena_bytes, p.live_peak_bytes);
+    size_t brute = 0;
+    for (int pos = 0; pos < 50; ++pos) {
+      size_t live = 0;
+      for (const BufferRequest& q : r) live += q.first <= pos && pos <= q.last ? q.bytes : 0;
+      brute = std::max(brute, live);
+    }
+    EXPECT_EQ(p.live_peak_bytes, brute);
   }
 }
 

@@ -174,14 +174,10 @@ TEST(CliTrainTest, TrainsMlpAndPrintsJson) {
   a.insert(a.end(), kQuick.begin(), kQuick.end());
   auto r = run_cli(a);
   ASSERT_EQ(r.code, 0) << r.err;
-  auto pos = r.out.rfind("{\"");
-  ASSERT_NE(pos, std::string::npos) << r.out;
-  std::string json = r.out.substr(pos);
-  EXPECT_NE(json.find("\"test_accuracy\""), std::string::npos) << json;
-  EXPECT_NE(json.find("\"samples_per_sec\""), std::string::npos) << json;
-  EXPECT_NE(json.find("\"final_loss\""), std::string::npos) << json;
-  EXPECT_NE(json.find("\"wall_seconds\""), std::string::npos) << json;
-  EXPECT_NE(json.find("\"precision\":\"cost-aware\""), std::string::npos) << json;
+  const nlohmann::json json = testing::json_event(r.out);
+  for (const char* key : {"test_accuracy", "samples_per_sec", "final_loss", "wall_seconds"})
+    EXPECT_TRUE(json.contains(key)) << key << " missing from " << r.out;
+  EXPECT_EQ(json.value("precision", ""), "cost-aware") << r.out;
 }
 
 // ---- outputs are checked before any work is spent ----
