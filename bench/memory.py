@@ -63,7 +63,7 @@ def measure(args, key, name, kind, config, tmp):
     if kind == "campo":
         json_path = Path(tmp) / f"{key}-{config}.json"
         argv = [args.campo, "bench", *common, "--precision", config, "--repeats", "1",
-                "--no-peak", "--threads", str(args.threads), "--json", str(json_path)]
+                "--no-peak", "--json", str(json_path)]  # threads: OMP_NUM_THREADS
         code, peak, _, err = run_once(argv, "", env)
         if code == 0:
             entry["memory"] = json.loads(json_path.read_text())[0]["memory"]
