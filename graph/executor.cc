@@ -8,15 +8,17 @@
 
 namespace campo {
 
-StepPlan plan_step(const Graph& graph, const std::vector<ValueId>& fetches, ConvLayout layout) {
+StepPlan plan_step(const Graph& graph, const std::vector<ValueId>& fetches, ConvLayout conv_layout,
+                   Device kernel_device) {
   StepPlan p;
   // Dead-code elimination: keep what the fetches and side-effecting nodes need.
   const std::vector<char> live = live_nodes(graph, fetches);
   for (NodeId id : graph.topological_order())
     if (live[size_t(id)]) p.schedule.push_back(id);
 
-  // Physical layouts (graph/layout.h).
-  p.layouts = assign_layouts(graph, p.schedule, fetches, layout);
+  // Physical layouts (graph/layout.h): blocked values only between CPU kernels.
+  p.layouts = assign_layouts(graph, p.schedule, fetches,
+                             kernel_device == Device::cpu ? conv_layout : ConvLayout::plain);
 
   // Lifetimes of intermediate values. A conversion reads its value at its first reader's
   // position (so the value lives at least that long) and its own buffer lives from there
@@ -84,9 +86,7 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
   Backend& backend = ctx_.backend();
   const Device device = backend.device().type;
 
-  StepPlan plan = plan_step(
-      graph, options.fetches,
-      backend.kernel_device() == Device::cpu ? options.conv_layout : ConvLayout::plain);
+  StepPlan plan = plan_step(graph, options.fetches, options.conv_layout, backend.kernel_device());
   schedule_ = std::move(plan.schedule);
   layouts_ = std::move(plan.layouts);
   planned_ = std::move(plan.planned);
@@ -113,9 +113,9 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
   arena_ = options.arena ? options.arena : std::make_shared<SharedArena>(vars.backend_ptr());
   CAMPO_CHECK(arena_->backend() == &backend,
               "internal: an executable shares the arena of another backend's");
-  const size_t needed = (plan_.arena_bytes > arena_->bytes() ? plan_.arena_bytes - arena_->bytes()
-                                                             : 0) +
-                        input_bytes_ + weight_copy_bytes_;
+  const size_t needed =
+      (plan_.arena_bytes > arena_->bytes() ? plan_.arena_bytes - arena_->bytes() : 0) +
+      input_bytes_ + weight_copy_bytes_;
   if (const std::optional<size_t> available = backend.available_memory();
       available && needed > *available)
     throw MemoryShortfall(needed, *available, backend.device().str());

@@ -60,13 +60,13 @@ struct CompileOptions {
 // Where an executable's memory goes, in bytes (campo bench and campo train --profile print
 // it, docs/usage.md).
 struct ExecutableMemory {
-  size_t arena = 0;       // the memory plan: every intermediate value (activations, gradients);
-                          // executables sharing one arena (SharedArena) count it once
-  size_t live_peak = 0;   // the plan's lower bound: the most bytes live at one position
-  size_t gradients = 0;   // of the arena: the weight gradients the optimizer updates read
-  size_t inputs = 0;      // placeholders (the batch, labels, scalars)
+  size_t arena = 0;          // the memory plan: every intermediate value (activations, gradients);
+                             // executables sharing one arena (SharedArena) count it once
+  size_t live_peak = 0;      // the plan's lower bound: the most bytes live at one position
+  size_t gradients = 0;      // of the arena: the weight gradients the optimizer updates read
+  size_t inputs = 0;         // placeholders (the batch, labels, scalars)
   size_t weight_copies = 0;  // low-precision copies of variables, kept from step to step
-  size_t workspace = 0;   // the kernels' shared workspace: scratchpads, reorder buffers, staging
+  size_t workspace = 0;      // the kernels' shared workspace: scratchpads, reorder buffers, staging
   size_t kernel_buffers = 0;  // what kernels keep for themselves (zero-padded operands)
   size_t total() const { return arena + inputs + weight_copies + workspace + kernel_buffers; }
   ExecutableMemory& operator+=(const ExecutableMemory& o);
@@ -87,9 +87,10 @@ struct StepPlan {
   // The figures known before kernels are made (no workspace, no kernel buffers).
   ExecutableMemory estimate() const;
 };
-// `layout`: where convolution activations stay blocked (ConvLayout::plain for a backend
-// without CPU kernels).
-StepPlan plan_step(const Graph& graph, const std::vector<ValueId>& fetches, ConvLayout layout);
+// `conv_layout` applies where the kernels are CPU kernels (`kernel_device`,
+// Backend::kernel_device); elsewhere every value is plain.
+StepPlan plan_step(const Graph& graph, const std::vector<ValueId>& fetches, ConvLayout conv_layout,
+                   Device kernel_device);
 
 class Executable {
  public:

@@ -14,25 +14,23 @@ MemoryReport memory_report(const VariableStore& vars,
     const size_t bytes = size_t(t.numel()) * dtype_size(t.dtype());
     (vars.kind(name) == VariableKind::optimizer_state ? m.optimizer_state : m.weights) += bytes;
   }
-  // Executables sharing an arena (SharedArena) count it once, with the largest lower bound
-  // of theirs.
-  std::vector<std::pair<const SharedArena*, size_t>> arenas;  // (arena, live peak)
+  // An arena shared by several executables (SharedArena) counts once, with the largest of
+  // their lower bounds.
+  std::vector<std::pair<const SharedArena*, size_t>> arenas;  // (arena, largest live peak)
   for (const Executable* e : executables) {
     if (!e) continue;
     ExecutableMemory x = e->memory();
     const SharedArena* arena = e->arena().get();
-    auto it = std::find_if(arenas.begin(), arenas.end(),
-                           [&](const auto& a) { return a.first == arena; });
-    if (it == arenas.end()) {
-      arenas.push_back({arena, x.live_peak});
-      x.arena = arena->bytes();
-    } else {
-      const size_t peak = std::max(it->second, x.live_peak);
-      x.live_peak = peak - it->second;
-      it->second = peak;
-      x.arena = 0;
-    }
+    auto it =
+        std::find_if(arenas.begin(), arenas.end(), [&](const auto& a) { return a.first == arena; });
+    if (it == arenas.end()) it = arenas.insert(arenas.end(), {arena, 0});
+    it->second = std::max(it->second, x.live_peak);
+    x.arena = x.live_peak = 0;  // added per arena below
     m.graphs += x;
+  }
+  for (const auto& [arena, live_peak] : arenas) {
+    m.graphs.arena += arena->bytes();
+    m.graphs.live_peak += live_peak;
   }
   return m;
 }
@@ -53,9 +51,8 @@ std::string memory_line(const MemoryReport& m) {
                 "total %.1f MiB",
                 mib(g.arena), mib(g.live_peak),
                 g.live_peak > 0 ? double(g.arena) / double(g.live_peak) : 0.0, mib(g.gradients),
-                mib(m.weights),
-                mib(m.optimizer_state), mib(g.weight_copies), mib(g.inputs), mib(g.workspace),
-                mib(g.kernel_buffers), mib(m.total()));
+                mib(m.weights), mib(m.optimizer_state), mib(g.weight_copies), mib(g.inputs),
+                mib(g.workspace), mib(g.kernel_buffers), mib(m.total()));
   return line;
 }
 

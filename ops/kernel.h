@@ -82,7 +82,8 @@ class ExecContext {
   // buffers, staged operands). Grown only when a kernel is created; run() takes the current
   // address (a later, larger reservation moves it). Returns the offset of the kernel's
   // `bytes` in it: 0, or past what an enclosing kernel keeps there while it runs the one
-  // being created (WorkspaceFloor).
+  // being created (WorkspaceFloor). One reservation per kernel: a second one would get the
+  // same offset.
   size_t reserve_workspace(size_t bytes);
   void* workspace() { return workspace_.get(); }
   size_t workspace_bytes() const { return workspace_bytes_; }

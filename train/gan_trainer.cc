@@ -710,13 +710,9 @@ GanResult train_gan(const TrainOptions& o, std::ostream& log, bool log_is_termin
   PrecisionConfig precision = precision_config(o);
   attach_calibration(precision, o.calibration, o.device.type, log);
   const DeviceReport device_report(backend);
-  std::optional<GanSession> built;
-  try {
-    built.emplace(mopts, o.batch, optimizer, h, backend, 64, precision, o.conv_layout);
-  } catch (const MemoryShortfall& e) {
-    fail_with_batch_advice(e, o.batch);
-  }
-  GanSession& session = *built;
+  GanSession session = build_with_batch_advice(o.batch, [&] {
+    return GanSession(mopts, o.batch, optimizer, h, backend, 64, precision, o.conv_layout);
+  });
 
   if (!o.samples_dir.empty()) {
     std::error_code ec;

@@ -394,10 +394,7 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
     j["cast_elements"] = info.summary.casts.cast_elements;
     // Nothing compiled: the executor's plan of the step, without what kernels add.
     MemoryReport memory = memory_report(vars, {});
-    memory.graphs = plan_step(g, info.fetches(),
-                              o.run.device.type == Device::cpu ? o.run.conv_layout
-                                                               : ConvLayout::plain)
-                        .estimate();
+    memory.graphs = plan_step(g, info.fetches(), o.run.conv_layout, o.run.device.type).estimate();
     out << "predicted memory: " << memory_line(memory)
         << " (kernel workspace: known once the kernels are made)\n";
     j["memory"] = memory_json(memory);

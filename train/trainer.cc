@@ -689,14 +689,10 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   PrecisionConfig pcfg = precision_config(o);
   attach_calibration(pcfg, o.calibration, o.device.type, log);
   const DeviceReport device_report(backend);
-  std::optional<TrainingSession> built;
-  try {
-    built.emplace(o.model, data.model_options, data.train->image_shape(), o.batch,
-                  optimizer_config(o), h, backend, pcfg, o.conv_layout);
-  } catch (const MemoryShortfall& e) {
-    fail_with_batch_advice(e, o.batch);
-  }
-  TrainingSession& session = *built;
+  TrainingSession session = build_with_batch_advice(o.batch, [&] {
+    return TrainingSession(o.model, data.model_options, data.train->image_shape(), o.batch,
+                           optimizer_config(o), h, backend, pcfg, o.conv_layout);
+  });
   const bool text = data.options.tokenizer != nullptr;
   if (text) {  // what campo eval and --resume need to read the text the same way
     session.set_checkpoint_extra("vocab", data.options.tokenizer->to_json());

@@ -21,6 +21,7 @@
 #include "graph/optimizer.h"
 #include "models/models.h"
 #include "runtime/backend.h"
+#include "runtime/memory_info.h"
 #include "train/loop.h"
 #include "train/model_array.h"
 #include "train/profiling.h"
@@ -132,7 +133,17 @@ void print_profile(const std::vector<std::pair<std::string, double>>& ms_by_op, 
                    std::ostream& log);
 // The executor's MemoryShortfall (runtime/memory_info.h) of a run at --batch `batch` as one
 // error line that also says about which batch would fit.
-[[noreturn]] void fail_with_batch_advice(const class MemoryShortfall& e, int64_t batch);
+[[noreturn]] void fail_with_batch_advice(const MemoryShortfall& e, int64_t batch);
+// What `build` returns (a run's session, built in place), its MemoryShortfall turned into
+// fail_with_batch_advice's line.
+template <typename Build>
+decltype(auto) build_with_batch_advice(int64_t batch, Build&& build) {
+  try {
+    return build();
+  } catch (const MemoryShortfall& e) {
+    fail_with_batch_advice(e, batch);
+  }
+}
 // --threads: 0 (all cores) up to a few times this machine's logical cores.
 void check_threads(int threads);
 // The backend of --device, made once per run: the default CPU backend for cpu (so a run

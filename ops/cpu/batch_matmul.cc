@@ -54,11 +54,7 @@ class BatchMatMulKernel : public Kernel {
       y_ = memory(y_md, eng, DNNL_MEMORY_NONE);
       z_ = memory(z_md, eng, DNNL_MEMORY_NONE);
       args_ = {{DNNL_ARG_SRC, x_}, {DNNL_ARG_WEIGHTS, y_}, {DNNL_ARG_DST, z_}};
-      if (pd.scratchpad_desc().get_size() > 0) {  // in the context's shared workspace
-        scratchpad_ = memory(pd.scratchpad_desc(), eng, DNNL_MEMORY_NONE);
-        scratchpad_offset_ = ctx.reserve_workspace(pd.scratchpad_desc().get_size());
-        args_[DNNL_ARG_SCRATCHPAD] = scratchpad_;
-      }
+      scratchpad_.reserve(pd.scratchpad_desc(), ctx, args_);
     } catch (const dnnl::error& e) {
       CAMPO_FAIL("BatchMatMulV2 '", spec.node_name, "': oneDNN could not build a ",
                  dtype_name(spec.dtype), " kernel for ", shape_str(x), " x ",
@@ -75,8 +71,7 @@ class BatchMatMulKernel : public Kernel {
     x_.set_data_handle(in[0].device_data());
     y_.set_data_handle(in[1].device_data());
     z_.set_data_handle(out[0].device_data());
-    if (scratchpad_)
-      scratchpad_.set_data_handle(static_cast<char*>(ctx.workspace()) + scratchpad_offset_);
+    scratchpad_.bind(ctx);
     primitive_.execute(cpu_stream(ctx), args_);
     cpu_stream(ctx).wait();
   }
@@ -85,8 +80,7 @@ class BatchMatMulKernel : public Kernel {
   dnnl::primitive primitive_;
   memory x_, y_, z_;
   std::unordered_map<int, memory> args_;
-  memory scratchpad_;  // bound to the workspace at each run (it may move)
-  size_t scratchpad_offset_ = 0;
+  WorkspaceScratchpad scratchpad_;
   size_t zero_bytes_ = 0;  // without a primitive: z's bytes, all set to 0
 };
 

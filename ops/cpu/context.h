@@ -4,6 +4,7 @@
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
 
 #include "ops/kernel.h"
 #include "runtime/cpu_backend.h"
@@ -18,6 +19,29 @@ inline CpuBackend& cpu_backend(ExecContext& ctx) {
 }
 inline dnnl::engine& cpu_engine(ExecContext& ctx) { return cpu_backend(ctx).engine(); }
 inline dnnl::stream& cpu_stream(ExecContext& ctx) { return cpu_backend(ctx).stream(); }
+
+// A oneDNN primitive's scratchpad (scratchpad_mode::user) in the context's shared workspace:
+// reserved when the kernel is made, bound to the workspace's current address at each run (a
+// later kernel's larger reservation moves it). For kernels whose only workspace it is (a
+// kernel reserves once: a second reservation would overlap the first).
+class WorkspaceScratchpad {
+ public:
+  // Adds the scratchpad `desc` describes to `args` (nothing when it is empty).
+  void reserve(const dnnl::memory::desc& desc, ExecContext& ctx,
+               std::unordered_map<int, dnnl::memory>& args) {
+    if (desc.get_size() == 0) return;
+    memory_ = dnnl::memory(desc, cpu_engine(ctx), DNNL_MEMORY_NONE);
+    offset_ = ctx.reserve_workspace(desc.get_size());
+    args[DNNL_ARG_SCRATCHPAD] = memory_;
+  }
+  void bind(ExecContext& ctx) {
+    if (memory_) memory_.set_data_handle(static_cast<char*>(ctx.workspace()) + offset_);
+  }
+
+ private:
+  dnnl::memory memory_;
+  size_t offset_ = 0;
+};
 
 // oneDNN's data type for a floating dtype; `primitive` names the caller in the error for any
 // other ("oneDNN convolution has no i32 variant").

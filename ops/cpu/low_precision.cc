@@ -81,8 +81,7 @@ class EmulatedKernel final : public Kernel {
         if (next < staged.size() && staged[next].index == int(i)) {
           if (moved || !inner[i].defined())
             inner[i] = Tensor::borrow(workspace + offset_ + staged[next].offset, descs[i].shape,
-                                      DType::f32,
-                                        args[i].device());
+                                      DType::f32, args[i].device());
           ++next;
         } else if (inner[i].device_data() != args[i].device_data() || !inner[i].defined()) {
           inner[i] = args[i];

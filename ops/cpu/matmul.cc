@@ -90,11 +90,7 @@ class MatMulKernel : public Kernel {
       b_ = memory(b_md, eng, DNNL_MEMORY_NONE);
       c_ = memory(c_md, eng, DNNL_MEMORY_NONE);
       args_ = {{DNNL_ARG_SRC, a_}, {DNNL_ARG_WEIGHTS, b_}, {DNNL_ARG_DST, c_}};
-      if (pd.scratchpad_desc().get_size() > 0) {  // in the context's shared workspace
-        scratchpad_ = memory(pd.scratchpad_desc(), eng, DNNL_MEMORY_NONE);
-        scratchpad_offset_ = ctx.reserve_workspace(pd.scratchpad_desc().get_size());
-        args_[DNNL_ARG_SCRATCHPAD] = scratchpad_;
-      }
+      scratchpad_.reserve(pd.scratchpad_desc(), ctx, args_);
     } catch (const dnnl::error& e) {
       CAMPO_FAIL("MatMul '", spec.node_name, "': oneDNN could not build a ", dtype_name(spec.dtype),
                  " kernel for ", shape_str(a), " x ", shape_str(spec.inputs[1].shape),
@@ -129,8 +125,7 @@ class MatMulKernel : public Kernel {
       b_.set_data_handle(in[1].device_data());
     }
     if (!c_pad_.defined()) c_.set_data_handle(out[0].device_data());
-    if (scratchpad_)
-      scratchpad_.set_data_handle(static_cast<char*>(ctx.workspace()) + scratchpad_offset_);
+    scratchpad_.bind(ctx);
     primitive_.execute(cpu_stream(ctx), args_);
     cpu_stream(ctx).wait();
     // C = C_pad[:, :N]: the inverse of copy_rows, row by row.
@@ -148,8 +143,7 @@ class MatMulKernel : public Kernel {
   dnnl::primitive primitive_;
   memory a_, b_, c_;
   std::unordered_map<int, memory> args_;
-  memory scratchpad_;  // bound to the workspace at each run (it may move)
-  size_t scratchpad_offset_ = 0;
+  WorkspaceScratchpad scratchpad_;
   bool transpose_a_ = false, transpose_b_ = false;
   int64_t M_ = 0, N_ = 0, K_ = 0, Kp_ = 0, Np_ = 0;
   size_t elem_ = 0;

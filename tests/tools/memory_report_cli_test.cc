@@ -35,9 +35,26 @@ void expect_consistent(const nlohmann::json& m) {
 TEST(MemoryReportCliTest, BenchReportsEachPolicysMemory) {
   TempDir dir;
   const std::string json = dir.file("bench.json");
-  auto r = run_cli({"bench", "--model", "lenet", "--batch", "16", "--precision",
-                    "fp32,cost-aware", "--calibration", "none", "--optimizer", "adam", "--steps",
-                    "2", "--warmup", "1", "--repeats", "1", "--no-peak", "--json", json});
+  auto r = run_cli({"bench",
+                    "--model",
+                    "lenet",
+                    "--batch",
+                    "16",
+                    "--precision",
+                    "fp32,cost-aware",
+                    "--calibration",
+                    "none",
+                    "--optimizer",
+                    "adam",
+                    "--steps",
+                    "2",
+                    "--warmup",
+                    "1",
+                    "--repeats",
+                    "1",
+                    "--no-peak",
+                    "--json",
+                    json});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("memory: arena"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("peak RSS of the process (every policy)"), std::string::npos) << r.out;
@@ -62,9 +79,10 @@ TEST(MemoryReportCliTest, BenchReportsEachPolicysMemory) {
 
 TEST(MemoryReportCliTest, TrainPutsTheReportInItsResultAndProfilePrintsIt) {
   auto train = [](std::vector<std::string> extra) {
-    std::vector<std::string> a = {"train",   "--model", "lenet",    "--dataset", "synthetic",
-                                  "--batch", "16",      "--steps",  "3",         "--limit-train",
-                                  "64",      "--limit-test", "32", "--progress", "none"};
+    std::vector<std::string> a = {"train",     "--model",       "lenet", "--dataset",
+                                  "synthetic", "--batch",       "16",    "--steps",
+                                  "3",         "--limit-train", "64",    "--limit-test",
+                                  "32",        "--progress",    "none"};
     a.insert(a.end(), extra.begin(), extra.end());
     return run_cli(a);
   };
@@ -93,9 +111,10 @@ TEST(MemoryReportCliTest, PlanPredictsWhatBenchCompiles) {
                          "--channels", "3", "--precision", policy, "--json", plan_json});
     ASSERT_EQ(plan.code, 0) << plan.err;
     EXPECT_NE(plan.out.find("predicted memory: arena"), std::string::npos) << plan.out;
-    auto bench = run_cli({"bench", "--model", "resnet18", "--batch", "4", "--image-size", "32",
-                          "--channels", "3", "--precision", policy, "--steps", "1", "--warmup",
-                          "0", "--repeats", "1", "--no-peak", "--json", bench_json});
+    auto bench = run_cli({"bench",        "--model", "resnet18",   "--batch",  "4",
+                          "--image-size", "32",      "--channels", "3",        "--precision",
+                          policy,         "--steps", "1",          "--warmup", "0",
+                          "--repeats",    "1",       "--no-peak",  "--json",   bench_json});
     ASSERT_EQ(bench.code, 0) << bench.err;
     std::ifstream plan_in(plan_json), bench_in(bench_json);
     const nlohmann::json predicted = nlohmann::json::parse(plan_in).at("memory");
