@@ -17,8 +17,8 @@ StepPlan plan_step(const Graph& graph, const std::vector<ValueId>& fetches, Conv
     if (live[size_t(id)]) p.schedule.push_back(id);
 
   // Physical layouts (graph/layout.h): blocked values only between CPU kernels.
-  p.layouts = assign_layouts(graph, p.schedule, fetches,
-                             kernel_device == Device::cpu ? conv_layout : ConvLayout::plain);
+  p.layouts =
+      assign_layouts(graph, p.schedule, fetches, blocked_layout_for(conv_layout, kernel_device));
 
   // Lifetimes of intermediate values. A conversion reads its value at its first reader's
   // position (so the value lives at least that long) and its own buffer lives from there

@@ -16,6 +16,11 @@ ConvLayout parse_conv_layout(const std::string& name) {
   CAMPO_FAIL("--conv-layout must be blocked or plain, got '", name, "'");
 }
 
+Layout blocked_layout_for(ConvLayout mode, Device kernel_device) {
+  if (mode == ConvLayout::plain || kernel_device != Device::cpu) return Layout::plain;
+  return cpu_blocked_layout();
+}
+
 int LayoutAssignment::num_blocked_values() const {
   int n = 0;
   for (Layout l : value_layout) n += l != Layout::plain;
@@ -97,7 +102,7 @@ NodeRole layout_role(const Graph& g, const Node& n) {
 }  // namespace
 
 LayoutAssignment assign_layouts(const Graph& graph, const std::vector<NodeId>& schedule,
-                                const std::vector<ValueId>& fetches, ConvLayout mode) {
+                                const std::vector<ValueId>& fetches, Layout blocked_layout) {
   LayoutAssignment a;
   a.value_layout.assign(size_t(graph.num_values()), Layout::plain);
   a.input_layout.resize(schedule.size());
@@ -107,14 +112,15 @@ LayoutAssignment assign_layouts(const Graph& graph, const std::vector<NodeId>& s
     a.input_layout[pos].assign(n_in, Layout::plain);
     a.input_conversion[pos].assign(n_in, -1);
   }
-  if (mode == ConvLayout::plain) return a;
+  const int cblock = channel_block(blocked_layout);
+  if (cblock == 0) return a;
 
   std::vector<char> fetched(size_t(graph.num_values()), 0);
   for (ValueId v : fetches) fetched[size_t(v)] = 1;
   auto may_block = [&](ValueId v) {
     const Value& val = graph.value(v);
     const Node& producer = graph.node(val.producer);
-    return val.shape.size() == 4 && is_floating(val.dtype) && val.shape[1] % 8 == 0 &&
+    return val.shape.size() == 4 && is_floating(val.dtype) && val.shape[1] % cblock == 0 &&
            shape_numel(val.shape) > 0 && !fetched[size_t(v)] && !producer.weight_copy &&
            producer.kind != OpKind::Variable && producer.kind != OpKind::Placeholder;
   };
@@ -129,14 +135,14 @@ LayoutAssignment assign_layouts(const Graph& graph, const std::vector<NodeId>& s
       for (int i : r.data_inputs) reads[size_t(i)] = a.value_layout[size_t(n.inputs[size_t(i)])];
       for (int o : r.data_outputs)
         if (may_block(n.outputs[size_t(o)]))
-          a.value_layout[size_t(n.outputs[size_t(o)])] = Layout::nChw8c;
+          a.value_layout[size_t(n.outputs[size_t(o)])] = blocked_layout;
     } else if (r.role == Role::follower) {
       int blocked = 0;
       for (int i : r.data_inputs)
-        blocked += a.value_layout[size_t(n.inputs[size_t(i)])] == Layout::nChw8c;
+        blocked += a.value_layout[size_t(n.inputs[size_t(i)])] == blocked_layout;
       bool block = blocked > 0 && 2 * blocked >= int(r.data_inputs.size());
       for (int o : r.data_outputs) block = block && may_block(n.outputs[size_t(o)]);
-      const Layout l = block ? Layout::nChw8c : Layout::plain;
+      const Layout l = block ? blocked_layout : Layout::plain;
       for (int i : r.data_inputs) reads[size_t(i)] = l;
       for (int o : r.data_outputs) a.value_layout[size_t(n.outputs[size_t(o)])] = l;
     }
@@ -147,7 +153,7 @@ LayoutAssignment assign_layouts(const Graph& graph, const std::vector<NodeId>& s
   for (size_t pos = 0; pos < schedule.size(); ++pos) {
     const Node& n = graph.node(schedule[pos]);
     for (size_t i = 0; i < n.inputs.size(); ++i)
-      if (a.input_layout[pos][i] == Layout::nChw8c) read_blocked[size_t(n.inputs[i])] = 1;
+      if (a.input_layout[pos][i] == blocked_layout) read_blocked[size_t(n.inputs[i])] = 1;
   }
   for (size_t pos = 0; pos < schedule.size(); ++pos) {
     if (roles[pos].role != Role::producer) continue;

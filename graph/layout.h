@@ -1,9 +1,11 @@
 // The layout pass: which physical layout (ops/kernel.h Layout) each value of a compiled
 // schedule is stored in, and the conversions between layouts the executor runs.
 //
-// The graph's semantics stay NCHW; the layout is a compile-time, physical decision. A value
-// is stored blocked (nChw8c) only when it is
-//  - a 4-D floating (f32, bf16, f16) activation with C % 8 == 0 (then its bytes are those of
+// The graph's semantics stay NCHW; the layout is a compile-time, physical decision. One
+// blocked layout serves a schedule: the one the device's convolution kernels use natively
+// (on the CPU cpu_blocked_layout, ops/kernel.h: nChw16c with AVX-512, nChw8c with AVX2;
+// none on CUDA). A value is stored blocked (by B = 8 or 16 channels) only when it is
+//  - a 4-D floating (f32, bf16, f16) activation with C % B == 0 (then its bytes are those of
 //    the plain tensor, permuted, so the memory plan does not change),
 //  - not fetched, not a variable, placeholder or weight copy (those are read from outside
 //    the step, always plain),
@@ -64,9 +66,13 @@ struct LayoutAssignment {
   int num_blocked_values() const;
 };
 
-// The layouts of a schedule (positions of graph nodes, topological). With `mode` plain,
-// everything is plain and there are no conversions.
+// The layouts of a schedule (positions of graph nodes, topological) whose blocked values
+// are stored in `blocked_layout` (nChw8c or nChw16c). With Layout::plain, everything is
+// plain and there are no conversions.
 LayoutAssignment assign_layouts(const Graph& graph, const std::vector<NodeId>& schedule,
-                                const std::vector<ValueId>& fetches, ConvLayout mode);
+                                const std::vector<ValueId>& fetches, Layout blocked_layout);
+// The blocked layout of a step on `kernel_device` under --conv-layout `mode`: plain, or the
+// device's native one (the CPU's cpu_blocked_layout; CUDA kernels take plain data only).
+Layout blocked_layout_for(ConvLayout mode, Device kernel_device);
 
 }  // namespace campo

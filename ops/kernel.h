@@ -21,11 +21,20 @@ namespace campo {
 // of the executor (graph/layout.h) for 4-D activations [N, C, H, W] between kernels that
 // accept it.
 //  - plain:  row-major, NCHW for 4-D data.
-//  - nChw8c: oneDNN's blocked aBcd8b: element (n, c, h, w) at
-//            (((n * C/8 + c/8) * H + h) * W + w) * 8 + c % 8, for C % 8 == 0 only (so the
-//            bytes are exactly those of the plain tensor, permuted).
-enum class Layout : uint8_t { plain, nChw8c };
+//  - nChw8c, nChw16c: oneDNN's blocked aBcd8b / aBcd16b: with B = 8 or 16, element
+//            (n, c, h, w) at (((n * C/B + c/B) * H + h) * W + w) * B + c % B, for C % B == 0
+//            only (so the bytes are exactly those of the plain tensor, permuted).
+enum class Layout : uint8_t { plain, nChw8c, nChw16c };
 const char* layout_name(Layout layout);
+// The channel block of a blocked layout: 8, 16; 0 for plain.
+constexpr int channel_block(Layout layout) {
+  return layout == Layout::nChw16c ? 16 : layout == Layout::nChw8c ? 8 : 0;
+}
+// The blocked layout the CPU's convolution kernels read and write natively on this machine:
+// nChw16c where oneDNN runs AVX-512 code (its kernels there work on 16-channel blocks, and
+// would reorder nChw8c data in and out of every convolution), nChw8c below (AVX2). Follows
+// ONEDNN_MAX_CPU_ISA.
+Layout cpu_blocked_layout();
 
 // A grouped convolution (`filter` [O, C / groups, kh, kw]) whose groups have an input or output
 // channel count that is not a multiple of 8 runs as one oneDNN primitive per group on the

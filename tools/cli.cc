@@ -543,7 +543,8 @@ int run(const std::vector<std::string>& args) {
   // --conv-layout of train and bench, as given; parse_conv_layout reads it once, below.
   std::string train_conv_layout = "blocked", bench_conv_layout = "blocked";
   const std::string conv_layout_help =
-      "blocked: keep convolution activations in oneDNN's blocked layout (nChw8c) between "
+      "blocked: keep convolution activations in oneDNN's blocked layout (nChw16c with AVX-512, "
+      "nChw8c with AVX2) between "
       "kernels; plain: NCHW everywhere, each convolution reordering its operands";
   train_cmd->add_option("--conv-layout", train_conv_layout, conv_layout_help)
       ->capture_default_str();

@@ -3,10 +3,11 @@
 // M = N * S values of a channel, each plane summed in f32 SIMD lanes and the planes in
 // double. Statistics use two passes (mean, then centred squares), so large means do not
 // cancel.
-// 4-D data may also be blocked nChw8c (TensorDesc::layout, chosen by graph/layout.h; x, y,
-// dy and dx then all are): channel c = 8 cb + ci of sample n lives at
-// [n][cb][s][ci], so a block is 8 adjacent channels, each plane [S, 8] is summed in eight
-// f32 lanes (one per channel) and the planes in double, as for plain data.
+// 4-D data may also be blocked nChw8c or nChw16c (TensorDesc::layout, chosen by
+// graph/layout.h; x, y, dy and dx then all are): with block B, channel c = B cb + ci of
+// sample n lives at [n][cb][s][ci], so a block is B adjacent channels, each plane [S, B] is
+// summed in B f32 lanes (one per channel) and the planes in double, as for plain data. The
+// loops are templated on B (0: plain).
 //
 // oneDNN's batch_normalization is not used: these loops are faster on nchw data
 // (docs/kernels.md, "Batch norm"), and the running-statistics update (PyTorch's, with the
@@ -27,26 +28,26 @@ namespace {
 
 struct BnDims {
   int64_t n = 0, c = 0, s = 0;
-  bool blocked = false;                    // nChw8c
+  int cblock = 0;                          // channel_block of the layout; 0: plain
   int64_t count() const { return n * s; }  // M: values per channel
 };
-
-constexpr int64_t kChannelBlock = 8;  // nChw8c
 
 BnDims bn_dims(const TensorDesc& x) {
   BnDims d;
   d.n = x.shape[0];
   d.c = x.shape[1];
   d.s = x.shape.size() == 4 ? x.shape[2] * x.shape[3] : 1;
-  d.blocked = x.layout == Layout::nChw8c;
-  CAMPO_CHECK(!d.blocked || (x.shape.size() == 4 && d.c % kChannelBlock == 0),
-              "internal: batch norm on nChw8c data of shape ", shape_str(x.shape));
+  d.cblock = channel_block(x.layout);
+  CAMPO_CHECK(d.cblock == 0 || (x.shape.size() == 4 && d.c % d.cblock == 0),
+              "internal: batch norm on ", layout_name(x.layout), " data of shape ",
+              shape_str(x.shape));
   return d;
 }
 
-// nChw8c: the offset of block c0 / 8's plane [S, 8] of sample n.
+// Blocked by B: the offset of block c0 / B's plane [S, B] of sample n.
+template <int B>
 int64_t blocked_plane(const BnDims& d, int64_t n, int64_t c0) {
-  return (n * (d.c / kChannelBlock) + c0 / kChannelBlock) * d.s * kChannelBlock;
+  return (n * (d.c / B) + c0 / B) * d.s * B;
 }
 
 // Work is split into blocks of channels [c0, c0 + nc). With planes (S > 1) a block is one
@@ -55,20 +56,30 @@ int64_t blocked_plane(const BnDims& d, int64_t n, int64_t c0) {
 // contiguously instead of with a stride of C.
 constexpr int64_t kRowBlock = 64;
 
-int64_t block_size(const BnDims& d) { return d.blocked ? kChannelBlock : d.s == 1 ? kRowBlock : 1; }
+int64_t block_size(const BnDims& d) { return d.cblock ? d.cblock : d.s == 1 ? kRowBlock : 1; }
+
+// Calls f.template operator()<B>() with B the data's channel block (0: plain), so that the
+// loops over a block's channels have a constant trip count.
+template <typename F>
+void with_channel_block(const BnDims& d, F&& f) {
+  if (d.cblock == 16) return f.template operator()<16>();
+  if (d.cblock == 8) return f.template operator()<8>();
+  CAMPO_CHECK(d.cblock == 0, "internal: batch norm with a channel block of ", d.cblock);
+  f.template operator()<0>();
+}
 
 // sums[k] = sum of channel c0 + k's values.
-template <typename T>
+template <int B, typename T>
 void block_sums(const T* x, const BnDims& d, int64_t c0, int64_t nc, double* sums) {
   for (int64_t k = 0; k < nc; ++k) sums[k] = 0.0;
   for (int64_t n = 0; n < d.n; ++n) {
-    if (d.blocked) {
-      const T* p = x + blocked_plane(d, n, c0);
-      float s[kChannelBlock] = {};
+    if constexpr (B > 0) {
+      const T* p = x + blocked_plane<B>(d, n, c0);
+      float s[B] = {};
       for (int64_t i = 0; i < d.s; ++i)
 #pragma omp simd
-        for (int64_t k = 0; k < kChannelBlock; ++k) s[k] += float(p[i * kChannelBlock + k]);
-      for (int64_t k = 0; k < kChannelBlock; ++k) sums[k] += s[k];
+        for (int64_t k = 0; k < B; ++k) s[k] += float(p[i * B + k]);
+      for (int64_t k = 0; k < B; ++k) sums[k] += s[k];
       continue;
     }
     if (d.s == 1) {
@@ -88,21 +99,21 @@ void block_sums(const T* x, const BnDims& d, int64_t c0, int64_t nc, double* sum
 }
 
 // sums[k] = sum over channel c0 + k of (x - mean[k])^2.
-template <typename T>
+template <int B, typename T>
 void block_centred_squares(const T* x, const BnDims& d, int64_t c0, int64_t nc, const float* mean,
                            double* sums) {
   for (int64_t k = 0; k < nc; ++k) sums[k] = 0.0;
   for (int64_t n = 0; n < d.n; ++n) {
-    if (d.blocked) {
-      const T* p = x + blocked_plane(d, n, c0);
-      float s[kChannelBlock] = {};
+    if constexpr (B > 0) {
+      const T* p = x + blocked_plane<B>(d, n, c0);
+      float s[B] = {};
       for (int64_t i = 0; i < d.s; ++i)
 #pragma omp simd
-        for (int64_t k = 0; k < kChannelBlock; ++k) {
-          const float v = float(p[i * kChannelBlock + k]) - mean[k];
+        for (int64_t k = 0; k < B; ++k) {
+          const float v = float(p[i * B + k]) - mean[k];
           s[k] += v * v;
         }
-      for (int64_t k = 0; k < kChannelBlock; ++k) sums[k] += s[k];
+      for (int64_t k = 0; k < B; ++k) sums[k] += s[k];
       continue;
     }
     if (d.s == 1) {
@@ -129,16 +140,16 @@ void block_centred_squares(const T* x, const BnDims& d, int64_t c0, int64_t nc, 
 }
 
 // y = x * a[k] + b[k] over channel c0 + k.
-template <typename T>
+template <int B, typename T>
 void block_affine(const T* x, T* y, const BnDims& d, int64_t c0, int64_t nc, const float* a,
                   const float* b) {
   for (int64_t n = 0; n < d.n; ++n) {
-    if (d.blocked) {
-      const int64_t base = blocked_plane(d, n, c0);
+    if constexpr (B > 0) {
+      const int64_t base = blocked_plane<B>(d, n, c0);
       for (int64_t i = 0; i < d.s; ++i) {
-        const int64_t row = base + i * kChannelBlock;
+        const int64_t row = base + i * B;
 #pragma omp simd
-        for (int64_t k = 0; k < kChannelBlock; ++k) y[row + k] = float(x[row + k]) * a[k] + b[k];
+        for (int64_t k = 0; k < B; ++k) y[row + k] = float(x[row + k]) * a[k] + b[k];
       }
       continue;
     }
@@ -189,35 +200,37 @@ class BatchNormKernel final : public Kernel {
     const int64_t block = block_size(d);
     const int64_t num_blocks = (d.c + block - 1) / block;
 
-    parallel_for<T>(num_blocks, true, [=](int64_t bi) {
-      const int64_t c0 = bi * block, nc = std::min(block, d.c - c0);
-      double sums[kRowBlock];
-      float mean[kRowBlock], a[kRowBlock], b[kRowBlock];
-      if (is_training) {
-        block_sums(x, d, c0, nc, sums);
-        for (int64_t k = 0; k < nc; ++k) mean[k] = float(sums[k] / m);
-        block_centred_squares(x, d, c0, nc, mean, sums);
-      }
-      for (int64_t k = 0; k < nc; ++k) {
-        const int64_t c = c0 + k;
-        double inv_std;
+    with_channel_block(d, [&]<int B>() {
+      parallel_for<T>(num_blocks, true, [=](int64_t bi) {
+        const int64_t c0 = bi * block, nc = std::min(block, d.c - c0);
+        double sums[kRowBlock];
+        float mean[kRowBlock], a[kRowBlock], b[kRowBlock];
         if (is_training) {
-          const double var = sums[k] / m;
-          inv_std = 1.0 / std::sqrt(var + eps);
-          running_mean[c] = float((1.0 - momentum) * running_mean[c] + momentum * mean[k]);
-          running_var[c] =
-              float((1.0 - momentum) * running_var[c] + momentum * var * m / (m - 1.0));
-        } else {
-          mean[k] = running_mean[c];
-          inv_std = 1.0 / std::sqrt(double(running_var[c]) + eps);
+          block_sums<B>(x, d, c0, nc, sums);
+          for (int64_t k = 0; k < nc; ++k) mean[k] = float(sums[k] / m);
+          block_centred_squares<B>(x, d, c0, nc, mean, sums);
         }
-        mean_out[c] = mean[k];
-        inv_std_out[c] = float(inv_std);
-        const double ak = double(scale[c]) * inv_std;
-        a[k] = float(ak);
-        b[k] = float(double(offset[c]) - double(mean[k]) * ak);
-      }
-      block_affine(x, y, d, c0, nc, a, b);
+        for (int64_t k = 0; k < nc; ++k) {
+          const int64_t c = c0 + k;
+          double inv_std;
+          if (is_training) {
+            const double var = sums[k] / m;
+            inv_std = 1.0 / std::sqrt(var + eps);
+            running_mean[c] = float((1.0 - momentum) * running_mean[c] + momentum * mean[k]);
+            running_var[c] =
+                float((1.0 - momentum) * running_var[c] + momentum * var * m / (m - 1.0));
+          } else {
+            mean[k] = running_mean[c];
+            inv_std = 1.0 / std::sqrt(double(running_var[c]) + eps);
+          }
+          mean_out[c] = mean[k];
+          inv_std_out[c] = float(inv_std);
+          const double ak = double(scale[c]) * inv_std;
+          a[k] = float(ak);
+          b[k] = float(double(offset[c]) - double(mean[k]) * ak);
+        }
+        block_affine<B>(x, y, d, c0, nc, a, b);
+      });
     });
   }
 
@@ -227,24 +240,24 @@ class BatchNormKernel final : public Kernel {
 };
 
 // sum_dy[k] = sum dy,  sum_dy_xmu[k] = sum dy * (x - mean[k]) over channel c0 + k.
-template <typename T>
+template <int B, typename T>
 void block_grad_sums(const T* dy, const T* x, const BnDims& d, int64_t c0, int64_t nc,
                      const float* mean, double* sum_dy, double* sum_dy_xmu) {
   for (int64_t k = 0; k < nc; ++k) sum_dy[k] = sum_dy_xmu[k] = 0.0;
   for (int64_t n = 0; n < d.n; ++n) {
-    if (d.blocked) {
-      const int64_t base = blocked_plane(d, n, c0);
-      float s0[kChannelBlock] = {}, s1[kChannelBlock] = {};
+    if constexpr (B > 0) {
+      const int64_t base = blocked_plane<B>(d, n, c0);
+      float s0[B] = {}, s1[B] = {};
       for (int64_t i = 0; i < d.s; ++i) {
-        const int64_t row = base + i * kChannelBlock;
+        const int64_t row = base + i * B;
 #pragma omp simd
-        for (int64_t k = 0; k < kChannelBlock; ++k) {
+        for (int64_t k = 0; k < B; ++k) {
           const float g = float(dy[row + k]);
           s0[k] += g;
           s1[k] += g * (float(x[row + k]) - mean[k]);
         }
       }
-      for (int64_t k = 0; k < kChannelBlock; ++k) {
+      for (int64_t k = 0; k < B; ++k) {
         sum_dy[k] += s0[k];
         sum_dy_xmu[k] += s1[k];
       }
@@ -277,16 +290,16 @@ void block_grad_sums(const T* dy, const T* x, const BnDims& d, int64_t c0, int64
 }
 
 // dx = a[k] * dy + b[k] * (x - mean[k]) + e[k] over channel c0 + k.
-template <typename T>
+template <int B, typename T>
 void block_grad_apply(const T* dy, const T* x, T* dx, const BnDims& d, int64_t c0, int64_t nc,
                       const float* mean, const float* a, const float* b, const float* e) {
   for (int64_t n = 0; n < d.n; ++n) {
-    if (d.blocked) {
-      const int64_t base = blocked_plane(d, n, c0);
+    if constexpr (B > 0) {
+      const int64_t base = blocked_plane<B>(d, n, c0);
       for (int64_t i = 0; i < d.s; ++i) {
-        const int64_t row = base + i * kChannelBlock;
+        const int64_t row = base + i * B;
 #pragma omp simd
-        for (int64_t k = 0; k < kChannelBlock; ++k)
+        for (int64_t k = 0; k < B; ++k)
           dx[row + k] = a[k] * float(dy[row + k]) + b[k] * (float(x[row + k]) - mean[k]) + e[k];
       }
       continue;
@@ -340,23 +353,25 @@ class BatchNormGradKernel final : public Kernel {
     const int64_t block = block_size(d);
     const int64_t num_blocks = (d.c + block - 1) / block;
 
-    parallel_for<T>(num_blocks, true, [=](int64_t bi) {
-      const int64_t c0 = bi * block, nc = std::min(block, d.c - c0);
-      double sum_dy[kRowBlock], sum_dy_xmu[kRowBlock];
-      block_grad_sums(dy, x, d, c0, nc, mean_in + c0, sum_dy, sum_dy_xmu);
-      // dx = a * dy + b * (x - mean) + e
-      float a[kRowBlock], b[kRowBlock], e[kRowBlock];
-      for (int64_t k = 0; k < nc; ++k) {
-        const int64_t c = c0 + k;
-        const double inv_std = inv_std_in[c];
-        const double ak = double(scale[c]) * inv_std;
-        dscale[c] = float(sum_dy_xmu[k] * inv_std);
-        doffset[c] = float(sum_dy[k]);
-        a[k] = float(ak);
-        b[k] = is_training ? float(-ak * inv_std * inv_std * sum_dy_xmu[k] / m) : 0.0f;
-        e[k] = is_training ? float(-ak * sum_dy[k] / m) : 0.0f;
-      }
-      block_grad_apply(dy, x, dx, d, c0, nc, mean_in + c0, a, b, e);
+    with_channel_block(d, [&]<int B>() {
+      parallel_for<T>(num_blocks, true, [=](int64_t bi) {
+        const int64_t c0 = bi * block, nc = std::min(block, d.c - c0);
+        double sum_dy[kRowBlock], sum_dy_xmu[kRowBlock];
+        block_grad_sums<B>(dy, x, d, c0, nc, mean_in + c0, sum_dy, sum_dy_xmu);
+        // dx = a * dy + b * (x - mean) + e
+        float a[kRowBlock], b[kRowBlock], e[kRowBlock];
+        for (int64_t k = 0; k < nc; ++k) {
+          const int64_t c = c0 + k;
+          const double inv_std = inv_std_in[c];
+          const double ak = double(scale[c]) * inv_std;
+          dscale[c] = float(sum_dy_xmu[k] * inv_std);
+          doffset[c] = float(sum_dy[k]);
+          a[k] = float(ak);
+          b[k] = is_training ? float(-ak * inv_std * inv_std * sum_dy_xmu[k] / m) : 0.0f;
+          e[k] = is_training ? float(-ak * sum_dy[k] / m) : 0.0f;
+        }
+        block_grad_apply<B>(dy, x, dx, d, c0, nc, mean_in + c0, a, b, e);
+      });
     });
   }
 

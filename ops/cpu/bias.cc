@@ -1,8 +1,8 @@
 // CPU kernels of BiasAdd and BiasAddGrad on [N, C, S...] tensors, S = product of the axes
 // after 1 (1 for [N, C]). Plain loops templated on the element type T: float, or bfloat16
 // (ops/cpu/low_precision.h: exact loads, f32 math and accumulation, one rounding per store);
-// f16 is emulated. 4-D data may also be blocked nChw8c (TensorDesc::layout, graph/layout.h):
-// channel c = 8 cb + ci of sample n at [n][cb][s][ci].
+// f16 is emulated. 4-D data may also be blocked, nChw8c or nChw16c (TensorDesc::layout,
+// graph/layout.h): with block B, channel c = B cb + ci of sample n at [n][cb][s][ci].
 #include <algorithm>
 
 #include "ops/cpu/low_precision.h"
@@ -36,12 +36,46 @@ float row_sum(const T* row, int64_t S) {
   return sum;
 }
 
-constexpr int64_t kChannelBlock = 8;  // nChw8c
+// The channel block of d's layout (ops/kernel.h channel_block): 0 for plain data.
+int block_of(const TensorDesc& d) {
+  const int b = channel_block(d.layout);
+  CAMPO_CHECK(b == 0 || (d.shape.size() == 4 && d.shape[1] % b == 0), "internal: bias kernel on ",
+              layout_name(d.layout), " data of shape ", shape_str(d.shape));
+  return b;
+}
 
-bool is_blocked(const TensorDesc& d) {
-  CAMPO_CHECK(d.layout == Layout::plain || (d.shape.size() == 4 && d.shape[1] % kChannelBlock == 0),
-              "internal: bias kernel on nChw8c data of shape ", shape_str(d.shape));
-  return d.layout == Layout::nChw8c;
+// Blocked y = x + bias: rows (n, cb) of S * B values.
+template <int B, typename T>
+void blocked_bias_add(const T* x, const T* bias, T* y, const ChannelView& v) {
+  const int64_t CB = v.channels / B, brows = v.outer * CB, S = v.inner;
+  parallel_for<T>(brows, brows * S * B > 4096, [=](int64_t r) {
+    const T* b = bias + (r % CB) * B;
+    float bk[B];
+    for (int64_t k = 0; k < B; ++k) bk[k] = float(b[k]);
+    const T* xr = x + r * S * B;
+    T* yr = y + r * S * B;
+    for (int64_t s = 0; s < S; ++s)
+#pragma omp simd
+      for (int64_t k = 0; k < B; ++k) yr[s * B + k] = float(xr[s * B + k]) + bk[k];
+  });
+}
+
+// Blocked dbias: one f32 lane per channel of a block for each plane, the planes in double.
+template <int B, typename T>
+void blocked_bias_grad(const T* dy, T* db, const ChannelView& v) {
+  const int64_t N = v.outer, C = v.channels, S = v.inner, CB = C / B;
+  parallel_for<T>(CB, N * C * S > 4096, [=](int64_t cb) {
+    double total[B] = {};
+    for (int64_t n = 0; n < N; ++n) {
+      const T* plane = dy + (n * CB + cb) * S * B;
+      float lanes[B] = {};
+      for (int64_t s = 0; s < S; ++s)
+#pragma omp simd
+        for (int64_t k = 0; k < B; ++k) lanes[k] += float(plane[s * B + k]);
+      for (int64_t k = 0; k < B; ++k) total[k] += lanes[k];
+    }
+    for (int64_t k = 0; k < B; ++k) db[cb * B + k] = float(total[k]);
+  });
 }
 
 // y[n, c, s] = x[n, c, s] + bias[c]
@@ -49,7 +83,7 @@ template <typename T>
 class BiasAddKernel : public Kernel {
  public:
   explicit BiasAddKernel(const KernelSpec& spec)
-      : v_(spec.inputs[0].shape), blocked_(is_blocked(spec.inputs[0])) {
+      : v_(spec.inputs[0].shape), block_(block_of(spec.inputs[0])) {
     CAMPO_CHECK(spec.outputs[0].layout == spec.inputs[0].layout, "internal: BiasAdd '",
                 spec.node_name, "' writes y in another layout than x");
   }
@@ -59,21 +93,8 @@ class BiasAddKernel : public Kernel {
     const T* bias = static_cast<const T*>(in[1].device_data());
     T* y = static_cast<T*>(out[0].device_data());
     const int64_t C = v_.channels, S = v_.inner, rows = v_.outer * C;
-    if (blocked_) {  // rows (n, cb) of S * 8 values
-      const int64_t CB = C / kChannelBlock, brows = v_.outer * CB;
-      parallel_for<T>(brows, rows * S > 4096, [=](int64_t r) {
-        const T* b = bias + (r % CB) * kChannelBlock;
-        float bk[kChannelBlock];
-        for (int64_t k = 0; k < kChannelBlock; ++k) bk[k] = float(b[k]);
-        const T* xr = x + r * S * kChannelBlock;
-        T* yr = y + r * S * kChannelBlock;
-        for (int64_t s = 0; s < S; ++s)
-#pragma omp simd
-          for (int64_t k = 0; k < kChannelBlock; ++k)
-            yr[s * kChannelBlock + k] = float(xr[s * kChannelBlock + k]) + bk[k];
-      });
-      return;
-    }
+    if (block_ == 16) return blocked_bias_add<16>(x, bias, y, v_);
+    if (block_ == 8) return blocked_bias_add<8>(x, bias, y, v_);
     if (S == 1) {  // [N, C]: rows are examples, parallel over N
       parallel_for<T>(v_.outer, rows > 4096, [=](int64_t n) {
         for (int64_t c = 0; c < C; ++c) y[n * C + c] = float(x[n * C + c]) + float(bias[c]);
@@ -90,38 +111,23 @@ class BiasAddKernel : public Kernel {
 
  private:
   ChannelView v_;
-  bool blocked_;
+  int block_;  // channel_block of the layout
 };
 
 // dbias[c] = sum_{n, s} dy[n, c, s], accumulated in double (each plane in f32: kLanes
-// partial sums for plain data, one lane per channel for nChw8c).
+// partial sums for plain data, one lane per channel for blocked data).
 template <typename T>
 class BiasAddGradKernel : public Kernel {
  public:
   explicit BiasAddGradKernel(const KernelSpec& spec)
-      : v_(spec.inputs[0].shape), blocked_(is_blocked(spec.inputs[0])) {}
+      : v_(spec.inputs[0].shape), block_(block_of(spec.inputs[0])) {}
 
   void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
     const T* dy = static_cast<const T*>(in[0].device_data());
     T* db = static_cast<T*>(out[0].device_data());
     const int64_t N = v_.outer, C = v_.channels, S = v_.inner;
-    if (blocked_) {
-      const int64_t CB = C / kChannelBlock;
-      parallel_for<T>(CB, N * C * S > 4096, [=](int64_t cb) {
-        double total[kChannelBlock] = {};
-        for (int64_t n = 0; n < N; ++n) {
-          const T* plane = dy + (n * CB + cb) * S * kChannelBlock;
-          float lanes[kChannelBlock] = {};
-          for (int64_t s = 0; s < S; ++s)
-#pragma omp simd
-            for (int64_t k = 0; k < kChannelBlock; ++k)
-              lanes[k] += float(plane[s * kChannelBlock + k]);
-          for (int64_t k = 0; k < kChannelBlock; ++k) total[k] += lanes[k];
-        }
-        for (int64_t k = 0; k < kChannelBlock; ++k) db[cb * kChannelBlock + k] = float(total[k]);
-      });
-      return;
-    }
+    if (block_ == 16) return blocked_bias_grad<16>(dy, db, v_);
+    if (block_ == 8) return blocked_bias_grad<8>(dy, db, v_);
     parallel_for<T>(C, N * C * S > 4096, [=](int64_t c) {
       double total = 0;
       for (int64_t n = 0; n < N; ++n) total += row_sum(dy + (n * C + c) * S, S);
@@ -131,7 +137,7 @@ class BiasAddGradKernel : public Kernel {
 
  private:
   ChannelView v_;
-  bool blocked_;
+  int block_;  // channel_block of the layout
 };
 
 template <template <typename> class K, typename T>

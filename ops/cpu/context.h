@@ -58,4 +58,17 @@ inline dnnl::memory::data_type dnnl_type(DType t, const char* primitive) {
   }
 }
 
+// oneDNN's format of a 4-D activation in `layout` (ops/kernel.h): nchw, nChw8c or nChw16c.
+inline dnnl::memory::format_tag activation_format(Layout layout) {
+  switch (layout) {
+    case Layout::nChw8c:
+      return dnnl::memory::format_tag::nChw8c;
+    case Layout::nChw16c:
+      return dnnl::memory::format_tag::nChw16c;
+    case Layout::plain:
+      break;
+  }
+  return dnnl::memory::format_tag::nchw;
+}
+
 }  // namespace campo

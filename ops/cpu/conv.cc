@@ -1,8 +1,8 @@
 // CPU kernels of the convolution family (oneDNN 2.6). Filters are plain OIHW buffers; a
 // filter with groups g is read by oneDNN as goihw [g, O/g, C/g, kh, kw], the same bytes as
-// OIHW. Activations (x, y, dx, dy) are NCHW, or blocked nChw8c where the executor's layout
-// pass (graph/layout.h) says so in the spec (TensorDesc::layout). With s = stride, d = dilation, c
-// = input channel c' of o's group:
+// OIHW. Activations (x, y, dx, dy) are NCHW, or blocked (nChw8c, nChw16c) where the executor's
+// layout pass (graph/layout.h) says so in the spec (TensorDesc::layout). With s = stride, d =
+// dilation, c = input channel c' of o's group:
 //   Conv2D               y[n,o,i,j] = sum_{c',p,q} x[n,c,i*s-pad+p*d,j*s-pad+q*d] w[o,c',p,q]
 //   Conv2DBackpropInput  dx = conv^T(dy, w), the adjoint of x -> conv(x, w)
 //   Conv2DBackpropFilter dw = the adjoint of w -> conv(x, w), applied to dy
@@ -28,8 +28,8 @@ using tag = memory::format_tag;
 // on NCHW / OIHW directly: blocked layouts, reorders included, are faster for kernels larger
 // than 1x1 and slower for 1x1 kernels and for backprop-input into fewer than 16 channels
 // (the gradient of an image or of a 1-channel input); docs/kernels.md, "Convolution".
-// Activations that arrive blocked (nChw8c) always take the blocked path: they need no
-// reorder then (on AVX2 oneDNN picks nChw8c for them).
+// Activations that arrive blocked always take the blocked path: they need no reorder then
+// (the layout pass blocks them as oneDNN's kernels want them here, cpu_blocked_layout).
 bool prefer_blocked_layouts(OpKind kind, const Shape& x, const Shape& w) {
   if (w[2] == 1 && w[3] == 1) return false;
   if (kind == OpKind::Conv2DBackpropInput && x[1] < 16) return false;
@@ -37,8 +37,6 @@ bool prefer_blocked_layouts(OpKind kind, const Shape& x, const Shape& w) {
 }
 
 memory::dims to_dims(const Shape& s) { return memory::dims(s.begin(), s.end()); }
-
-tag activation_tag(Layout layout) { return layout == Layout::nChw8c ? tag::nChw8c : tag::nchw; }
 
 // One convolution's geometry as oneDNN descriptors: x [N, C, H, W] * w [O, C/g, kh, kw]
 // -> y [N, O, Ho, Wo]. `plain_*` describe our buffers (x and y in their spec layouts),
@@ -80,8 +78,8 @@ struct ConvProblem {
       weights_blocked = true;
       return;
     }
-    plain_x = memory::desc(to_dims(x), dt, activation_tag(x_desc.layout));
-    plain_y = memory::desc(to_dims(y), dt, activation_tag(y_desc.layout));
+    plain_x = memory::desc(to_dims(x), dt, activation_format(x_desc.layout));
+    plain_y = memory::desc(to_dims(y), dt, activation_format(y_desc.layout));
     memory::dims wd = to_dims(w);
     if (a.groups == 1) {
       plain_w = memory::desc(wd, dt, tag::oihw);
@@ -119,7 +117,7 @@ struct ConvProblem {
   }
 };
 
-// A oneDNN primitive bound to caller buffers in their layouts (plain, or nChw8c activations).
+// A oneDNN primitive bound to caller buffers in their layouts (plain, or blocked activations).
 // Where the primitive chose another layout, the argument is reordered through a buffer in
 // the context's shared workspace (ExecContext::reserve_workspace), as is its scratchpad:
 // both are needed only while the kernel runs.

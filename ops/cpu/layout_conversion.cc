@@ -1,5 +1,5 @@
 // The CPU layout conversion (ops/kernel.h create_layout_conversion): a oneDNN reorder
-// between plain NCHW and blocked nChw8c (aBcd8b) of one 4-D tensor, built once; run() only
+// between plain NCHW and blocked nChw8c / nChw16c of one 4-D tensor, built once; run() only
 // rebinds the two buffers. A pure permutation of the elements: exact for every dtype.
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -14,16 +14,19 @@ const char* layout_name(Layout layout) {
       return "plain";
     case Layout::nChw8c:
       return "nChw8c";
+    case Layout::nChw16c:
+      return "nChw16c";
   }
   return "?";
 }
 
-namespace {
-
-dnnl::memory::format_tag format_of(Layout layout) {
-  return layout == Layout::nChw8c ? dnnl::memory::format_tag::nChw8c
-                                  : dnnl::memory::format_tag::nchw;
+Layout cpu_blocked_layout() {
+  const auto avx512 = unsigned(dnnl::cpu_isa::avx512_core);
+  return (unsigned(dnnl::get_effective_cpu_isa()) & avx512) == avx512 ? Layout::nChw16c
+                                                                      : Layout::nChw8c;
 }
+
+namespace {
 
 class LayoutConversionKernel : public Kernel {
  public:
@@ -34,8 +37,10 @@ class LayoutConversionKernel : public Kernel {
                 shape_str(to.shape));
     const dnnl::memory::dims dims(from.shape.begin(), from.shape.end());
     const auto type = dnnl_type(from.dtype, "oneDNN reorder");
-    src_ = dnnl::memory({dims, type, format_of(from.layout)}, cpu_engine(ctx), DNNL_MEMORY_NONE);
-    dst_ = dnnl::memory({dims, type, format_of(to.layout)}, cpu_engine(ctx), DNNL_MEMORY_NONE);
+    src_ = dnnl::memory({dims, type, activation_format(from.layout)}, cpu_engine(ctx),
+                        DNNL_MEMORY_NONE);
+    dst_ =
+        dnnl::memory({dims, type, activation_format(to.layout)}, cpu_engine(ctx), DNNL_MEMORY_NONE);
     reorder_ = dnnl::reorder(src_, dst_);
   }
   void run(ExecContext& ctx, const std::vector<Tensor>& in,

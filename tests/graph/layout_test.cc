@@ -45,28 +45,31 @@ struct Chain {
     relu2 = b.relu(conv2);
     pooled = b.global_avg_pool(relu2);
   }
-  LayoutAssignment assign(std::vector<ValueId> fetches, ConvLayout mode = ConvLayout::blocked) {
-    return assign_layouts(g, g.topological_order(), fetches, mode);
+  LayoutAssignment assign(std::vector<ValueId> fetches, Layout blocked = Layout::nChw8c) {
+    return assign_layouts(g, g.topological_order(), fetches, blocked);
   }
 };
 
 TEST(LayoutPassTest, ConvBatchNormReluChainIsBlockedEndToEnd) {
-  Chain c;
-  const LayoutAssignment a = c.assign({c.pooled});
-  for (ValueId v : {c.conv1, c.bn, c.relu1, c.conv2, c.relu2})
-    EXPECT_EQ(a.value_layout[size_t(v)], Layout::nChw8c) << "value " << v;
-  EXPECT_EQ(a.value_layout[size_t(c.pooled)], Layout::plain);
-  // One conversion: the last Relu's output, to plain, for the pooling.
-  ASSERT_EQ(a.conversions.size(), 1u);
-  EXPECT_EQ(a.conversions[0].value, c.relu2);
-  EXPECT_EQ(a.conversions[0].to, Layout::plain);
-  // The stem reads the (plain) images as they are: no conversion of a placeholder.
-  EXPECT_EQ(a.num_blocked_values(), 5);
+  for (Layout blocked : {Layout::nChw8c, Layout::nChw16c}) {
+    SCOPED_TRACE(layout_name(blocked));
+    Chain c;
+    const LayoutAssignment a = c.assign({c.pooled}, blocked);
+    for (ValueId v : {c.conv1, c.bn, c.relu1, c.conv2, c.relu2})
+      EXPECT_EQ(a.value_layout[size_t(v)], blocked) << "value " << v;
+    EXPECT_EQ(a.value_layout[size_t(c.pooled)], Layout::plain);
+    // One conversion: the last Relu's output, to plain, for the pooling.
+    ASSERT_EQ(a.conversions.size(), 1u);
+    EXPECT_EQ(a.conversions[0].value, c.relu2);
+    EXPECT_EQ(a.conversions[0].to, Layout::plain);
+    // The stem reads the (plain) images as they are: no conversion of a placeholder.
+    EXPECT_EQ(a.num_blocked_values(), 5);
+  }
 }
 
 TEST(LayoutPassTest, PlainModeBlocksNothing) {
   Chain c;
-  const LayoutAssignment a = c.assign({c.pooled}, ConvLayout::plain);
+  const LayoutAssignment a = c.assign({c.pooled}, Layout::plain);
   EXPECT_EQ(a.num_blocked_values(), 0);
   EXPECT_TRUE(a.conversions.empty());
 }
@@ -84,13 +87,26 @@ TEST(LayoutPassTest, FetchedValueIsPlain) {
   EXPECT_EQ(a.conversions[1].value, c.relu2);
 }
 
-TEST(LayoutPassTest, ChannelsNotAMultipleOfEightStayPlain) {
-  Chain c(12);
-  const LayoutAssignment a = c.assign({c.pooled});
-  for (ValueId v : {c.conv1, c.bn, c.relu1})
-    EXPECT_EQ(a.value_layout[size_t(v)], Layout::plain) << "value " << v;
-  EXPECT_EQ(a.value_layout[size_t(c.conv2)], Layout::nChw8c);  // 16 channels again
-  EXPECT_EQ(a.conversions.size(), 1u);
+TEST(LayoutPassTest, ChannelsNotAMultipleOfTheBlockStayPlain) {
+  // 12 channels: neither layout; 24: nChw8c but not nChw16c.
+  for (auto [channels, blocked] : {std::pair{12, Layout::nChw8c}, std::pair{12, Layout::nChw16c},
+                                   std::pair{24, Layout::nChw16c}}) {
+    SCOPED_TRACE(std::to_string(channels) + " channels, " + layout_name(blocked));
+    Chain c(channels);
+    const LayoutAssignment a = c.assign({c.pooled}, blocked);
+    for (ValueId v : {c.conv1, c.bn, c.relu1})
+      EXPECT_EQ(a.value_layout[size_t(v)], Layout::plain) << "value " << v;
+    EXPECT_EQ(a.value_layout[size_t(c.conv2)], blocked);  // 16 channels again
+    EXPECT_EQ(a.conversions.size(), 1u);
+  }
+  Chain c(24);
+  EXPECT_EQ(c.assign({c.pooled}, Layout::nChw8c).value_layout[size_t(c.bn)], Layout::nChw8c);
+}
+
+TEST(LayoutPassTest, OnlyCpuKernelsGetBlockedValues) {
+  EXPECT_EQ(blocked_layout_for(ConvLayout::blocked, Device::cpu), cpu_blocked_layout());
+  EXPECT_EQ(blocked_layout_for(ConvLayout::plain, Device::cpu), Layout::plain);
+  EXPECT_EQ(blocked_layout_for(ConvLayout::blocked, Device::cuda), Layout::plain);
 }
 
 TEST(LayoutPassTest, ConvolutionOutputReadOnlyAsPlainIsWrittenPlain) {
@@ -101,7 +117,7 @@ TEST(LayoutPassTest, ConvolutionOutputReadOnlyAsPlainIsWrittenPlain) {
   ValueId x = b.placeholder("images", {2, 3, 8, 8});
   ValueId y = b.conv2d(x, b.variable("w", {8, 3, 3, 3}, Init::normal(0, 0.1f)), same3x3());
   ValueId flat = b.flatten(y);
-  const LayoutAssignment a = assign_layouts(g, g.topological_order(), {flat}, ConvLayout::blocked);
+  const LayoutAssignment a = assign_layouts(g, g.topological_order(), {flat}, Layout::nChw8c);
   EXPECT_EQ(a.value_layout[size_t(y)], Layout::plain);
   EXPECT_TRUE(a.conversions.empty());
 }
