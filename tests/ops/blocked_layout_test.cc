@@ -109,7 +109,9 @@ struct ConvLayoutCase {
 class ConvBlockedTest : public ::testing::TestWithParam<std::tuple<ConvLayoutCase, Layout>> {};
 
 TEST_P(ConvBlockedTest, ForwardBackpropInputAndFilterMatchPlain) {
-  const auto& [c, layout] = GetParam();
+  // Not a structured binding: lambdas below capture them (clang 14 refuses that).
+  const ConvLayoutCase& c = std::get<0>(GetParam());
+  const Layout layout = std::get<1>(GetParam());
   const int64_t B = channel_block(layout);
   Rng rng(2);
   const int k = int(c.w[2]);
