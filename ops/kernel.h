@@ -53,6 +53,25 @@ struct TensorDesc {
   Layout layout = Layout::plain;  // decided at compile time; kernels build for it
 };
 
+// The channel block of a kernel operand's layout (channel_block: 0 for plain), checked: a
+// blocked operand is 4-D with C % B == 0. `kernel` names the kernel in the internal error.
+inline int checked_channel_block(const TensorDesc& d, const char* kernel) {
+  const int b = channel_block(d.layout);
+  CAMPO_CHECK(b == 0 || (d.shape.size() == 4 && d.shape[1] % b == 0), "internal: ", kernel, " on ",
+              layout_name(d.layout), " data of shape ", shape_str(d.shape));
+  return b;
+}
+
+// Calls f.template operator()<B>() with B = `block` (16, 8, or 0 for plain data), so that a
+// CPU kernel's loops over a block's channels have a constant trip count.
+template <typename F>
+void with_channel_block(int block, F&& f) {
+  if (block == 16) return f.template operator()<16>();
+  if (block == 8) return f.template operator()<8>();
+  CAMPO_CHECK(block == 0, "internal: a channel block of ", block);
+  f.template operator()<0>();
+}
+
 // Everything a kernel factory may look at. An input's or output's layout is `plain` unless
 // the kernel accepts blocked data for it (graph/layout.cc, layout_role).
 struct KernelSpec {

@@ -37,10 +37,7 @@ BnDims bn_dims(const TensorDesc& x) {
   d.n = x.shape[0];
   d.c = x.shape[1];
   d.s = x.shape.size() == 4 ? x.shape[2] * x.shape[3] : 1;
-  d.cblock = channel_block(x.layout);
-  CAMPO_CHECK(d.cblock == 0 || (x.shape.size() == 4 && d.c % d.cblock == 0),
-              "internal: batch norm on ", layout_name(x.layout), " data of shape ",
-              shape_str(x.shape));
+  d.cblock = checked_channel_block(x, "batch norm");
   return d;
 }
 
@@ -57,16 +54,6 @@ int64_t blocked_plane(const BnDims& d, int64_t n, int64_t c0) {
 constexpr int64_t kRowBlock = 64;
 
 int64_t block_size(const BnDims& d) { return d.cblock ? d.cblock : d.s == 1 ? kRowBlock : 1; }
-
-// Calls f.template operator()<B>() with B the data's channel block (0: plain), so that the
-// loops over a block's channels have a constant trip count.
-template <typename F>
-void with_channel_block(const BnDims& d, F&& f) {
-  if (d.cblock == 16) return f.template operator()<16>();
-  if (d.cblock == 8) return f.template operator()<8>();
-  CAMPO_CHECK(d.cblock == 0, "internal: batch norm with a channel block of ", d.cblock);
-  f.template operator()<0>();
-}
 
 // sums[k] = sum of channel c0 + k's values.
 template <int B, typename T>
@@ -200,7 +187,7 @@ class BatchNormKernel final : public Kernel {
     const int64_t block = block_size(d);
     const int64_t num_blocks = (d.c + block - 1) / block;
 
-    with_channel_block(d, [&]<int B>() {
+    with_channel_block(d.cblock, [&]<int B>() {
       parallel_for<T>(num_blocks, true, [=](int64_t bi) {
         const int64_t c0 = bi * block, nc = std::min(block, d.c - c0);
         double sums[kRowBlock];
@@ -353,7 +340,7 @@ class BatchNormGradKernel final : public Kernel {
     const int64_t block = block_size(d);
     const int64_t num_blocks = (d.c + block - 1) / block;
 
-    with_channel_block(d, [&]<int B>() {
+    with_channel_block(d.cblock, [&]<int B>() {
       parallel_for<T>(num_blocks, true, [=](int64_t bi) {
         const int64_t c0 = bi * block, nc = std::min(block, d.c - c0);
         double sum_dy[kRowBlock], sum_dy_xmu[kRowBlock];

@@ -36,14 +36,6 @@ float row_sum(const T* row, int64_t S) {
   return sum;
 }
 
-// The channel block of d's layout (ops/kernel.h channel_block): 0 for plain data.
-int block_of(const TensorDesc& d) {
-  const int b = channel_block(d.layout);
-  CAMPO_CHECK(b == 0 || (d.shape.size() == 4 && d.shape[1] % b == 0), "internal: bias kernel on ",
-              layout_name(d.layout), " data of shape ", shape_str(d.shape));
-  return b;
-}
-
 // Blocked y = x + bias: rows (n, cb) of S * B values.
 template <int B, typename T>
 void blocked_bias_add(const T* x, const T* bias, T* y, const ChannelView& v) {
@@ -83,7 +75,7 @@ template <typename T>
 class BiasAddKernel : public Kernel {
  public:
   explicit BiasAddKernel(const KernelSpec& spec)
-      : v_(spec.inputs[0].shape), block_(block_of(spec.inputs[0])) {
+      : v_(spec.inputs[0].shape), block_(checked_channel_block(spec.inputs[0], "bias kernel")) {
     CAMPO_CHECK(spec.outputs[0].layout == spec.inputs[0].layout, "internal: BiasAdd '",
                 spec.node_name, "' writes y in another layout than x");
   }
@@ -120,7 +112,7 @@ template <typename T>
 class BiasAddGradKernel : public Kernel {
  public:
   explicit BiasAddGradKernel(const KernelSpec& spec)
-      : v_(spec.inputs[0].shape), block_(block_of(spec.inputs[0])) {}
+      : v_(spec.inputs[0].shape), block_(checked_channel_block(spec.inputs[0], "bias kernel")) {}
 
   void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
     const T* dy = static_cast<const T*>(in[0].device_data());
