@@ -141,7 +141,8 @@ AmpList AmpLists::classify(OpKind op) const {
 
 bool AmpLists::may_be_listed(OpKind op) {
   return op != OpKind::Variable && op != OpKind::Placeholder && op != OpKind::Cast &&
-         op != OpKind::ApplyMomentum && op != OpKind::ApplyAdam && op != OpKind::AllFinite;
+         op != OpKind::ApplyMomentum && op != OpKind::ApplyAdam && op != OpKind::AllFinite &&
+         op != OpKind::AllReduceStart && op != OpKind::AllReduceWait;
 }
 
 void AmpLists::add(AmpList list, OpKind op) {

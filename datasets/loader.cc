@@ -12,6 +12,8 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, LoaderOptions opt
               options_.batch_size);
   CAMPO_CHECK(options_.prefetch >= 0 && options_.prefetch <= 16,
               "DataLoader: prefetch depth must be in [0, 16], got ", options_.prefetch);
+  CAMPO_CHECK(options_.shards >= 1 && options_.shard >= 0 && options_.shard < options_.shards,
+              "DataLoader: shard ", options_.shard, " of ", options_.shards);
   image_shape_ = dataset_->image_shape();
   image_numel_ = shape_numel(image_shape_);
   if (options_.prefetch > 0) worker_ = std::thread([this] { worker_loop(); });
@@ -27,8 +29,10 @@ DataLoader::~DataLoader() {
 }
 
 int64_t DataLoader::batches_per_epoch() const {
-  const int64_t n = dataset_->size(), bs = options_.batch_size;
-  return options_.drop_last ? n / bs : (n + bs - 1) / bs;
+  const int64_t n = dataset_->size(), bs = options_.batch_size, shards = options_.shards;
+  if (options_.drop_last) return n / (bs * shards);
+  const int64_t chunks = (n + bs - 1) / bs;  // every shard's batches together
+  return (chunks - options_.shard + shards - 1) / shards;
 }
 
 std::vector<int64_t> DataLoader::epoch_order(int epoch) const {
@@ -104,7 +108,7 @@ bool DataLoader::next(Batch& batch) {
 
 bool DataLoader::fill_batch(const Job& job, int64_t b, Batch& batch) const {
   const int64_t n_total = int64_t(job.order->size());
-  const int64_t first = b * options_.batch_size;
+  const int64_t first = (b * options_.shards + options_.shard) * options_.batch_size;
   const int64_t n = std::min(options_.batch_size, n_total - first);
   Shape shape = {n};
   shape.insert(shape.end(), image_shape_.begin(), image_shape_.end());

@@ -4,7 +4,8 @@
 // by a hash of (seed, e)), or 0..N-1 without shuffling. The order depends only on
 // (seed, epoch), so a run resumes exactly with start_epoch(epoch, batch_position).
 // Batch b of an epoch holds order[b * batch_size, min((b + 1) * batch_size, N)); with
-// drop_last the final partial batch is skipped. Samples are read with
+// drop_last the final partial batch is skipped. A shard of several (LoaderOptions::shard)
+// takes every shards-th of those batches. Samples are read with
 // Dataset::get_for_epoch(index, epoch), so random augmentation varies by epoch and is
 // reproduced exactly on resume.
 //
@@ -37,6 +38,11 @@ struct LoaderOptions {
   bool drop_last = false;
   uint64_t seed = 0;
   int prefetch = 2;  // queue depth, 0..16; 0: no thread
+  // Data-parallel ranks (train/data_parallel.h): shard `shard` of `shards` takes batch b of
+  // the epoch as order[(b * shards + shard) * batch_size, ...): for training (drop_last)
+  // piece `shard` of global batch b of shards x batch_size samples, every shard the same
+  // number of batches; for evaluation every shards-th batch from its own.
+  int shard = 0, shards = 1;
 };
 
 class DataLoader {

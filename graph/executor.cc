@@ -79,6 +79,7 @@ ExecutableMemory StepPlan::estimate() const {
 Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOptions& options)
     : graph_(graph), vars_(vars), options_(options), ctx_(vars.backend_ptr()) {
   ctx_.rng.reseed(options.seed);
+  ctx_.communicator = options.communicator;
   const char* sync = std::getenv("CAMPO_CUDA_SYNC");
   CAMPO_CHECK(!sync || !*sync || !std::strcmp(sync, "0") || !std::strcmp(sync, "1"),
               "CAMPO_CUDA_SYNC must be 0 or 1, got '", sync, "'");

@@ -55,6 +55,9 @@ struct CompileOptions {
   // Shares the arena of other executables on the same backend (see SharedArena); null:
   // the executable's own.
   std::shared_ptr<SharedArena> arena;
+  // The ranks a data-parallel step reduces its gradient buckets over (AllReduceStart /
+  // AllReduceWait, ops/op.h); null: one process (the buckets are their own sums).
+  std::shared_ptr<Communicator> communicator;
 };
 
 // Where an executable's memory goes, in bytes (campo bench and campo train --profile print

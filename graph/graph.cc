@@ -103,6 +103,24 @@ std::vector<NodeId> Graph::topological_order() const {
     for (NodeId u : users[size_t(i)])
       if (key[size_t(u)] < key[size_t(i)]) key[size_t(i)] = key[size_t(u)] - 1e-3;
   }
+  // Eager nodes run as soon as their inputs exist: AllReduceStart (a gradient bucket's
+  // reduction then overlaps the rest of the backward pass) and the nodes (casts) that only
+  // they read.
+  std::vector<char> eager(size_t(n), 0);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int i = n - 1; i >= 0; --i) {
+      if (eager[size_t(i)]) continue;
+      bool e = nodes_[size_t(i)].kind == OpKind::AllReduceStart;
+      if (!e && nodes_[size_t(i)].kind == OpKind::Cast && !users[size_t(i)].empty()) {
+        e = true;
+        for (NodeId u : users[size_t(i)]) e = e && eager[size_t(u)];
+      }
+      if (e) eager[size_t(i)] = 1, changed = true;
+    }
+  }
+  for (int i = 0; i < n; ++i)
+    if (eager[size_t(i)]) key[size_t(i)] = -double(n) + i;
   using Item = std::pair<double, NodeId>;
   std::priority_queue<Item, std::vector<Item>, std::greater<Item>> ready;
   for (int i = 0; i < n; ++i)
@@ -172,6 +190,8 @@ static std::string attrs_summary(const Node& n) {
           os << " num_segments=" << a.num_segments;
         } else if constexpr (std::is_same_v<T, SparseSoftmaxCrossEntropyAttrs>) {
           if (a.ignore_label) os << " ignore_label=" << *a.ignore_label;
+        } else if constexpr (std::is_same_v<T, AllReduceAttrs>) {
+          if (a.scale != 1.0f) os << " scale=" << a.scale;
         }
       },
       n.attrs);

@@ -75,7 +75,8 @@ class Graph final : public ValueDescs {
   // Replaces input `slot` of node `consumer` with value `v`.
   void set_input(NodeId consumer, int slot, ValueId v);
   // A topological order of all nodes (stable: id order where dependencies allow). Nodes
-  // added after the fact (casts) are placed right before their first consumer.
+  // added after the fact (casts) are placed right before their first consumer;
+  // AllReduceStart (and casts only it reads) as soon as its inputs exist.
   std::vector<NodeId> topological_order() const;
 
   std::string to_text() const;

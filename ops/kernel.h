@@ -4,6 +4,7 @@
 // node's compute type. A missing entry is an error naming all three — no silent fallback.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +16,8 @@
 #include "runtime/tensor.h"
 
 namespace campo {
+
+class Communicator;
 
 // The physical arrangement of a tensor's elements in memory. The graph's semantics are
 // always the logical (row-major) ones; a layout other than `plain` is a compile-time choice
@@ -136,6 +139,13 @@ class ExecContext {
   // report.
   void count_kernel_buffer(size_t bytes) { kernel_buffer_bytes_ += bytes; }
   size_t kernel_buffer_bytes() const { return kernel_buffer_bytes_; }
+
+  // A data-parallel run's ranks (runtime/communicator.h), which AllReduceStart and
+  // AllReduceWait reduce gradient buckets over; null: one process. The buckets whose sums
+  // are under way, by their data (AllReduceStart's output): the ticket AllReduceWait
+  // finishes.
+  std::shared_ptr<Communicator> communicator;
+  std::map<const void*, int64_t> reductions_in_flight;
 
  private:
   std::shared_ptr<Backend> backend_;

@@ -24,7 +24,7 @@ namespace campo {
   X(AllFinite) X(ApplyMomentum) X(ApplyAdam)                                                \
   X(Softmax) X(SoftmaxGrad) X(Gelu) X(GeluGrad) X(LayerNorm) X(LayerNormGrad)                \
   X(ConcatV2) X(SplitV) X(Const) X(BatchMatMulV2) X(Transpose) X(GatherV2)          \
-  X(UnsortedSegmentSum)
+  X(UnsortedSegmentSum) X(AllReduceStart) X(AllReduceWait)
 // clang-format on
 
 enum class OpKind : uint16_t {
@@ -234,12 +234,26 @@ struct SparseSoftmaxCrossEntropyAttrs {
   std::optional<int32_t> ignore_label;
 };
 
+// A data-parallel run's gradient bucket (train/training_graph.h), reduced over the ranks in
+// two nodes so that the reduction overlaps the rest of the backward pass:
+//   AllReduceStart {g1, ..., gk} (f32) -> bucket [sum of numels] f32: packs the gradients
+//     into the bucket and starts its in-place sum over the ranks (ExecContext::communicator;
+//     without one, a single process: the sum is the bucket itself). The schedule runs it
+//     as soon as its gradients exist (graph/graph.h, topological_order).
+//   AllReduceWait {bucket} -> g1', ..., gk' (`shapes`): waits for the sum and unpacks it
+//     times `scale` (1 / ranks: the gradient of the mean loss over every rank's batch).
+// Both carry the same attributes; AllReduceStart reads none of them.
+struct AllReduceAttrs {
+  std::vector<Shape> shapes;
+  float scale = 1.0f;
+};
+
 using Attrs =
     std::variant<NoAttrs, ConvAttrs, MatMulAttrs, PoolAttrs, BatchNormAttrs, LeakyReluAttrs,
                  ReduceAttrs, ReshapeAttrs, DropoutAttrs, CastAttrs, MomentumAttrs, AdamAttrs,
                  PlaceholderAttrs, VariableAttrs, GeluAttrs, LayerNormAttrs, ConcatAttrs,
                  SplitAttrs, ConstAttrs, BatchMatMulAttrs, TransposeAttrs, GatherAttrs,
-                 UnsortedSegmentSumAttrs, SparseSoftmaxCrossEntropyAttrs>;
+                 UnsortedSegmentSumAttrs, SparseSoftmaxCrossEntropyAttrs, AllReduceAttrs>;
 
 template <typename T>
 const T& attrs_as(const Attrs& a) {

@@ -20,6 +20,14 @@ install_missing_packages() {
 campo_build_packages=(cmake ninja-build g++ libdnnl-dev ocl-icd-opencl-dev zlib1g-dev libstb-dev
                       libturbojpeg0-dev nlohmann-json3-dev libcli11-dev libgtest-dev)
 
+# Data-parallel training (scripts/quickstart.sh; `mpirun -np N campo train ... --data-parallel`):
+# Open MPI's headers and library (libopenmpi-dev), and its launcher (openmpi-bin: mpirun, and
+# orted, which MPI's start in a process that mpirun did not start needs too). CMake builds
+# with them where found (CAMPO_MPI=AUTO: "campo: MPI ON"), and ctest then runs the Mpi* test
+# suites as two ranks; without them --data-parallel is one error line. Not for the sanitizer
+# build, which leaves MPI out (scripts/sanitize.sh).
+campo_mpi_packages=(openmpi-bin libopenmpi-dev)
+
 # The sanitizer and fuzz build (scripts/sanitize.sh, scripts/fuzz.sh): clang, its sanitizer
 # and libFuzzer runtimes (libclang_rt.fuzzer-x86_64.a) and OpenMP for clang.
 campo_sanitizer_packages=(clang libclang-rt-14-dev libomp-14-dev)
@@ -40,14 +48,23 @@ campo_gpu_machine_packages=(cmake ninja-build g++)
 # holds the built libraries) and libstb0 (campo compiles stb_image itself).
 campo_gpu_runtime_packages=(libdnnl2 ocl-icd-libopencl1 opencl-c-headers opencl-clhpp-headers
                             zlib1g libturbojpeg0)
-# Prints the packages of gpu-debs/, one a line: campo_build_packages less
-# campo_gpu_machine_packages, plus campo_gpu_runtime_packages.
+# Open MPI's run-time libraries (campo_mpi_packages carried too, so that the GPU build has MPI
+# and NCCL and runs the Mpi* tests; scripts/gpu-check points Open MPI at the unpacked copy).
+# libudev1 is hwloc's. Left out on purpose: the network transports one machine does not use
+# (InfiniBand, libfabric, PSM, UCX: Open MPI skips a component whose library is missing),
+# hwloc's plugins, ssh (remote start), and the -dev, Fortran and JavaScript packages
+# libopenmpi-dev names, whose files mpi.h does not need (fetch-gpu-debs: not_needed).
+campo_gpu_mpi_runtime_packages=(libopenmpi3 openmpi-common libhwloc15 libevent-core-2.1-7
+                                libevent-pthreads-2.1-7 libpmix2 libmunge2 libudev1)
+# Prints the packages of gpu-debs/, one a line: campo_build_packages and campo_mpi_packages
+# less campo_gpu_machine_packages, plus campo_gpu_runtime_packages and
+# campo_gpu_mpi_runtime_packages.
 campo_gpu_debs() {
   local p m skip
-  for p in "${campo_build_packages[@]}"; do
+  for p in "${campo_build_packages[@]}" "${campo_mpi_packages[@]}"; do
     skip=0
     for m in "${campo_gpu_machine_packages[@]}"; do [ "$p" = "$m" ] && skip=1; done
     [ "$skip" -eq 1 ] || echo "$p"
   done
-  printf '%s\n' "${campo_gpu_runtime_packages[@]}"
+  printf '%s\n' "${campo_gpu_runtime_packages[@]}" "${campo_gpu_mpi_runtime_packages[@]}"
 }

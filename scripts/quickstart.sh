@@ -12,8 +12,10 @@ build_dir="${BUILD_DIR:-build}"
 
 # shellcheck source=scripts/packages.sh
 source scripts/packages.sh
-# python3: ctest runs tests/tools/safetensors_torch_test.py (the PyTorch converter).
-packages=("${campo_build_packages[@]}" "${campo_data_packages[@]}" python3)
+# python3: ctest runs tests/tools/safetensors_torch_test.py (the PyTorch converter). Open MPI:
+# data-parallel training and its tests (campo_mpi_packages).
+packages=("${campo_build_packages[@]}" "${campo_mpi_packages[@]}" "${campo_data_packages[@]}"
+          python3)
 
 install_dependencies() { install_missing_packages "${packages[@]}"; }
 

@@ -19,6 +19,7 @@
 #include "ops/kernel.h"
 #include "runtime/backend.h"
 #include "runtime/check.h"
+#include "runtime/communicator.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/cpu_features.h"
 #include "runtime/file_check.h"
@@ -94,6 +95,8 @@ std::string version_text() {
   else
     os << "bf16: native (AVX-512 BF16)\n";
   os << "fp16: emulated in f32 on the CPU\n";
+  os << "data-parallel: " << (mpi_built_in() ? "Open MPI" : "off (built without MPI)")
+     << (nccl_built_in() ? ", NCCL" : "") << "\n";
   return os.str();
 }
 
@@ -453,6 +456,9 @@ void check_train_options_apply(const CLI::App* cmd, const TrainOptions& o) {
     for (const OptionScope& scope : train_option_scopes())
       CAMPO_CHECK(!given(cmd, scope.option) || ((scope.models & model) && (scope.data & data)),
                   scope.option, " ", scope.why);
+  for (const char* option : {"--bucket-mb", "--comm-timeout"})
+    CAMPO_CHECK(!given(cmd, option) || o.data_parallel.enabled, option,
+                " applies to --data-parallel runs only");
   CAMPO_CHECK(!given(cmd, "--vocab") || !given(cmd, "--vocab-size"),
               "--vocab-size trains a vocabulary; --vocab loads one: give one of them");
   const Precision policy = parse_precision(o.precision);
@@ -547,6 +553,21 @@ int run(const std::vector<std::string>& args) {
       "nChw8c with AVX2) between "
       "kernels; plain: NCHW everywhere, each convolution reordering its operands";
   train_cmd->add_option("--conv-layout", train_conv_layout, conv_layout_help)
+      ->capture_default_str();
+  DataParallelOptions& dp = train_options.data_parallel;
+  train_cmd->add_flag("--data-parallel", dp.enabled,
+                      "Train with every rank of an MPI launch (mpirun -np N campo train ...): "
+                      "each rank takes --batch samples of every step, the gradients are "
+                      "averaged over the ranks; outside mpirun one process");
+  train_cmd
+      ->add_option("--bucket-mb", dp.bucket_mb,
+                   "--data-parallel: gradients are averaged in buckets of about this many MB, "
+                   "each started as soon as its gradients exist")
+      ->capture_default_str();
+  train_cmd
+      ->add_option("--comm-timeout", dp.timeout_s,
+                   "--data-parallel: seconds a rank waits for the others (one died or hangs) "
+                   "before the job ends")
       ->capture_default_str();
   train_cmd
       ->add_option("--samples-dir", train_options.samples_dir,

@@ -10,6 +10,7 @@
 #include "datasets/loader.h"
 #include "models/models.h"
 #include "runtime/check.h"
+#include "runtime/communicator.h"
 #include "runtime/file_check.h"
 #include "runtime/memory_info.h"
 #include "runtime/timer.h"
@@ -204,6 +205,9 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
   CAMPO_CHECK(int(o.lr.size()) == n && !o.train.empty() && o.train.size() == o.shuffle_seeds.size(),
               "internal: run_training of ", n, " models with ", o.lr.size(), " rates and ",
               o.train.size(), " data sets");
+  const int rank = o.ranks ? o.ranks->rank() : 0, world = o.ranks ? o.ranks->size() : 1;
+  const bool writer = rank == 0;
+  const int64_t global_batch = o.batch * world;  // what a step of every rank together takes
   std::vector<std::unique_ptr<DataLoader>> loaders;
   for (size_t k = 0; k < o.train.size(); ++k) {
     LoaderOptions l;
@@ -211,11 +215,17 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
     l.shuffle = true;
     l.drop_last = true;  // the step graphs have a static batch size
     l.seed = o.shuffle_seeds[k];
+    l.shard = rank;
+    l.shards = world;
     loaders.push_back(std::make_unique<DataLoader>(o.train[k], l));
   }
   const Dataset& data = *o.train[0];
   const int64_t per_epoch = loaders[0]->batches_per_epoch();
-  CAMPO_CHECK(per_epoch > 0, "no full batch of ", o.batch, " in ", data.size(), " samples");
+  CAMPO_CHECK(
+      per_epoch > 0, "no full batch of ", global_batch,
+      world > 1 ? " (" + std::to_string(world) + " ranks x --batch " + std::to_string(o.batch) + ")"
+                : std::string(),
+      " in ", data.size(), " samples");
   const int64_t total_steps = o.max_steps > 0 ? std::min<int64_t>(o.max_steps, per_epoch * o.epochs)
                                               : per_epoch * o.epochs;
   const LossScaler* scaler = session.loss_scaler();
@@ -223,8 +233,11 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
   const PrecisionSummary summary = session.precision_summary();
 
   log << "campo: training " << o.what << " on " << data.name() << ", " << data.size()
-      << " samples, batch " << o.batch << (o.per_model_batch ? " per model" : "") << ", "
-      << total_steps << " steps, precision " << precision_name(o.precision_config.policy);
+      << " samples, batch " << o.batch << (o.per_model_batch ? " per model" : "")
+      << (world > 1
+              ? " per rank x " + std::to_string(world) + " ranks (" + o.ranks->transport() + ")"
+              : std::string())
+      << ", " << total_steps << " steps, precision " << precision_name(o.precision_config.policy);
   if (o.precision_config.policy != Precision::fp32) {
     log << " (" << dtype_name(o.precision_config.low) << ": " << summary.low_nodes
         << " nodes low precision, " << summary.casts.casts << " casts";
@@ -266,7 +279,7 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
   const std::string first_checkpoint = save_path.empty() ? "" : o.checkpoint_path(0);
   // The position saved after a step: an epoch's end is saved as the next one's start.
   auto save_all = [&](int epoch, int64_t in_epoch) {
-    if (save_path.empty()) return;
+    if (save_path.empty() || !writer) return;
     const bool finished = in_epoch == per_epoch;
     for (int i = 0; i < n; ++i)
       session.save_model(i, o.checkpoint_path(i), finished ? epoch + 1 : epoch,
@@ -277,11 +290,12 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
   InterruptScope interrupt_scope;
   const int64_t first_step = step;
   // --metrics, --tensorboard (their paths checked before any work); a resumed run continues.
-  MetricsLog metrics({.metrics_path = o.report.metrics_path,
-                      .tensorboard_dir = o.report.tensorboard_dir,
+  MetricsLog metrics({.metrics_path = writer ? o.report.metrics_path : "",
+                      .tensorboard_dir = writer ? o.report.tensorboard_dir : "",
                       .models = n,
                       .resumed_step = first_step});
   Timer train_timer;
+  const Communicator::Stats comm_before = o.ranks ? o.ranks->stats() : Communicator::Stats{};
   double last_print = -1;
   std::vector<Batch> batches(loaders.size());
   std::vector<const Batch*> per_model(static_cast<size_t>(n));
@@ -311,7 +325,9 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
       ++in_epoch;
       if (o.checkpoint.save_every > 0 && step % o.checkpoint.save_every == 0)
         save_all(epoch, in_epoch);
-      if (const int signal = interrupt_signal()) {
+      int signal = interrupt_signal();
+      if (world > 1) o.ranks->all_reduce(&signal, 1, DType::i32, ReduceOp::max);
+      if (signal) {
         save_all(epoch, in_epoch);  // the step is complete
         if (progress == "bar") log << "\n";
         log.flush();
@@ -323,9 +339,9 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
       const bool bar = progress == "bar" && (elapsed - last_print >= 0.1 || last);
       const bool logged = is_logged_step(in_epoch, per_epoch, last);
       if (!bar && !logged) continue;
-      const double rate =
-          double((step - first_step) * o.batch * n) / std::max(elapsed, 1e-9);
-      const double eta = double(total_steps - step) * double(o.batch * n) / std::max(rate, 1e-9);
+      const double rate = double((step - first_step) * global_batch * n) / std::max(elapsed, 1e-9);
+      const double eta =
+          double(total_steps - step) * double(global_batch * n) / std::max(rate, 1e-9);
       std::ostringstream shown;  // each value's recent mean ("a..b" over an array's models)
       for (size_t v = 0; v < values.size(); ++v) {
         if (!values[v].label.empty()) shown << (v ? " " : "") << values[v].label << " ";
@@ -375,13 +391,14 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
   }
   const double train_seconds = train_timer.seconds();
   r.steps = step;
-  r.samples_per_sec = double((step - first_step) * o.batch * n) / std::max(train_seconds, 1e-9);
+  r.samples_per_sec =
+      double((step - first_step) * global_batch * n) / std::max(train_seconds, 1e-9);
   r.final_values.assign(size_t(n), {});
   for (size_t v = 0; v < values.size(); ++v) {
     const std::vector<double> m = recent(v, 50);
     for (int i = 0; i < n; ++i) r.final_values[size_t(i)].push_back(m[size_t(i)]);
   }
-  if (!save_path.empty())
+  if (!save_path.empty() && writer)
     for (int i = 0; i < n; ++i) {
       r.checkpoints.push_back(o.checkpoint_path(i));
       log << "campo: checkpoint " << r.checkpoints.back() << "\n";
@@ -390,6 +407,8 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
     LoaderOptions eopts;
     eopts.batch_size = std::min<int64_t>(o.eval_batch, o.test->size());
     eopts.shuffle = false;
+    eopts.shard = rank;
+    eopts.shards = world;
     DataLoader test_loader(o.test, eopts);
     try {
       r.test_accuracy = session.evaluate_models(test_loader);
@@ -421,6 +440,20 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
   j["epochs"] = o.epochs;
   j["steps"] = r.steps;
   j["batch"] = o.batch;
+  if (o.ranks) {  // --data-parallel
+    j["world_size"] = world;
+    j["global_batch"] = global_batch;
+    j["transport"] = o.ranks->transport();
+    j["samples_per_sec_per_rank"] = r.samples_per_sec / world;
+    // Per step of this run, rank 0's: the gradient buckets, their bytes (what each rank
+    // sends into the reductions) and the time the step waited for them.
+    const Communicator::Stats after = o.ranks->stats();
+    const double steps = double(std::max<int64_t>(step - first_step, 1));
+    j["communication"] = {
+        {"buckets", double(after.buckets - comm_before.buckets) / steps},
+        {"bytes_per_step", double(after.bytes - comm_before.bytes) / steps},
+        {"wait_ms_per_step", 1e3 * (after.wait_seconds - comm_before.wait_seconds) / steps}};
+  }
   j["samples_per_sec"] = r.samples_per_sec;
   r.wall_seconds = wall.seconds();
   j["wall_seconds"] = r.wall_seconds;

@@ -28,6 +28,7 @@
 
 namespace campo {
 
+class Communicator;
 class DataLoader;
 class DeviceReport;
 class Timer;
@@ -180,6 +181,11 @@ struct TrainingLoopOptions {
   nlohmann::json result;
   std::function<nlohmann::ordered_json(int model)> model_fields;
   std::vector<std::string> model_line_fields;  // model_fields shown on its summary line
+  // --data-parallel (train/data_parallel.h): this rank's shard of every batch and of the
+  // evaluation; only rank 0 writes (checkpoints, --metrics, --tensorboard: give the others a
+  // log that goes nowhere); a signal on any rank stops every rank after the same step.
+  // Null: one process.
+  std::shared_ptr<Communicator> ranks;
 };
 
 struct TrainingLoopResult {

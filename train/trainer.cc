@@ -12,6 +12,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <sstream>
 #include <thread>
 
 #include "datasets/loader.h"
@@ -235,7 +236,8 @@ TrainingSession::TrainingSession(const std::string& model, const ModelOptions& m
 TrainingSession::TrainingSession(const std::string& model, const ModelOptions& model_options,
                                  const Shape& image_shape, int64_t batch, OptimizerConfig optimizer,
                                  const ArrayHyperparameters& h, std::shared_ptr<Backend> backend,
-                                 const PrecisionConfig& precision, ConvLayout conv_layout)
+                                 const PrecisionConfig& precision, ConvLayout conv_layout,
+                                 const DataParallelRun& data_parallel)
     : model_(model),
       model_options_(model_options),
       image_shape_(image_shape),
@@ -245,7 +247,8 @@ TrainingSession::TrainingSession(const std::string& model, const ModelOptions& m
       conv_layout_(conv_layout),
       vars_(h.seed.empty() ? 0 : h.seed[0], std::move(backend)),  // refuses a null backend
       slices_(h.size()),
-      scaler_(precision.scaler) {
+      scaler_(precision.scaler),
+      data_parallel_(data_parallel) {
   h.check();
   model_options_.dropout = h.dropout[0];
   if (n_ > 1) {
@@ -271,12 +274,17 @@ TrainingSession::TrainingSession(const std::string& model, const ModelOptions& m
   TrainingGraphSpec spec{
       model_, model_options_, image_shape, batch, array_optimizer(optimizer, h), precision};
   spec.array = n_;
+  if (data_parallel_.on())
+    spec.data_parallel = {data_parallel_.size(), data_parallel_.bucket_bytes,
+                          data_parallel_.comm.get()};
   info_ = build_training_graph(train_graph_, vars_, with_profiled_costs(spec, vars_.backend_ptr()));
   if (n_ > 1) slices_.write_into(vars_);
+  if (data_parallel_.on()) broadcast_variables(*data_parallel_.comm, vars_);
   CompileOptions co;
   co.fetches = info_.fetches();
   co.seed = h.seed[0];
   co.conv_layout = conv_layout;
+  co.communicator = data_parallel_.comm;
   train_exe_ = std::make_unique<Executable>(train_graph_, vars_, co);
   train_exe_->feed_scalar("loss_scale", 1.0f);
 }
@@ -309,6 +317,9 @@ void TrainingSession::save_model(int i, const std::string& path, int64_t epoch, 
   }
   meta.extra["loss_scale_skipped_steps"] = std::to_string(scaler_.skipped_steps());
   meta.extra["executor_step"] = std::to_string(train_exe_->context().step);
+  // The samples of a step of every rank together: where a position resumes (N ranks' run
+  // on M ranks whose ranks x --batch is the same).
+  meta.extra["global_batch"] = std::to_string(batch_ * data_parallel_.size());
   for (const auto& [key, value] : checkpoint_extra_) meta.extra[key] = value;
   if (n_ == 1) {
     meta.rng_states["dropout"] = rng_state_to_string(train_exe_->context().rng.state());
@@ -339,12 +350,20 @@ TrainingSession::Position TrainingSession::restore(const std::string& path,
                                              std::numeric_limits<int>::max(), 0);
   const int64_t skipped =
       checkpoint_extra_int(path, meta, "loss_scale_skipped_steps", 0, int64_t(1) << 53, 0);
+  const int64_t global_batch = batch_ * data_parallel_.size();
+  const int64_t saved_batch =
+      checkpoint_extra_int(path, meta, "global_batch", 1, int64_t(1) << 40, global_batch);
+  CAMPO_CHECK(saved_batch == global_batch, "checkpoint ", path, " was written by steps of ",
+              saved_batch, " samples (ranks x --batch); this run's take ", global_batch, " (",
+              data_parallel_.size(), " x ", batch_,
+              "): resume it with ranks x --batch = ", saved_batch);
   step_ = meta.step;
   auto rng = meta.rng_states.find("dropout");
   if (rng != meta.rng_states.end())
     train_exe_->context().rng.set_state(rng_state_from_string(rng->second));
   train_exe_->context().step = executor_step;
   if (scaler_.enabled()) scaler_.set_state(float(scale), int(clean), skipped);
+  if (data_parallel_.on()) broadcast_variables(*data_parallel_.comm, vars_);
   return {meta.epoch, meta.position_in_epoch, skipped};
 }
 
@@ -414,9 +433,15 @@ std::vector<float> TrainingSession::train_step(const std::vector<const Batch*>& 
                                                const std::vector<float>& lr) {
   feed(batches, lr);
   run();
-  if (n_ == 1) return {train_exe_->fetch_scalar(info_.loss)};
-  const Tensor losses = train_exe_->fetch(info_.model_losses);
-  return std::vector<float>(losses.data_as<float>(), losses.data_as<float>() + n_);
+  std::vector<float> losses;
+  if (n_ == 1) {
+    losses = {train_exe_->fetch_scalar(info_.loss)};
+  } else {
+    const Tensor t = train_exe_->fetch(info_.model_losses);
+    losses.assign(t.data_as<float>(), t.data_as<float>() + n_);
+  }
+  if (data_parallel_.on()) average_over_ranks(*data_parallel_.comm, losses.data(), n_);
+  return losses;
 }
 
 float TrainingSession::train_step(const Batch& batch, float lr) {
@@ -437,7 +462,11 @@ std::vector<double> TrainingSession::evaluate_models(DataLoader& loader) {
     evaluator_ = std::make_unique<Evaluator>(model_, model_options_, image_shape_, input, n_,
                                              conv_layout_, vars_, train_exe_->arena());
   }
-  const auto [correct, total] = evaluator_->run(loader);
+  auto [correct, total] = evaluator_->run(loader);
+  if (data_parallel_.on()) {  // each rank evaluated its shard of the loader's epoch
+    data_parallel_.comm->all_reduce(correct.data(), n_, DType::i64, ReduceOp::sum);
+    data_parallel_.comm->all_reduce(&total, 1, DType::i64, ReduceOp::sum);
+  }
   CAMPO_CHECK(total > 0, "evaluation set is empty (or has no token to predict)");
   std::vector<double> accuracy;
   for (int64_t c : correct) accuracy.push_back(double(c) / double(total));
@@ -575,6 +604,10 @@ void validate(const TrainOptions& o) {
   // Outputs and inputs before any work is spent (a calibration or a training run).
   validate(o.checkpoint);
   validate(o.report);
+  validate(o.data_parallel);
+  CAMPO_CHECK(!o.data_parallel.enabled || !is_gan_model(o.model),
+              "--data-parallel trains classifiers and BERT; ", o.model,
+              " (two step graphs) is not data-parallel yet");
   if (is_gan_model(o.model)) {
     validate_gan(o);
     return;
@@ -674,11 +707,36 @@ TrainingData open_training_data(const TrainOptions& o, std::ostream& log) {
   return d;
 }
 
-TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal) {
+namespace {
+
+// What every rank of a data-parallel run must have alike, beyond its training graph.
+std::string run_fingerprint(const TrainOptions& o, const TrainingData& data) {
+  std::ostringstream s;
+  s << o.model << ' ' << o.dataset << ' ' << data.train->size() << ' ' << data.test->size() << ' '
+    << o.epochs << ' ' << o.max_steps << ' ' << o.batch << ' ' << o.lr << ' '
+    << lr_schedule_name(o.schedule.kind) << ' ' << o.schedule.step_epochs << ' ' << o.schedule.gamma
+    << ' ' << o.schedule.warmup_steps << ' ' << o.optimizer << ' ' << o.momentum << ' '
+    << o.nesterov << ' ' << o.weight_decay << ' ' << o.dropout << ' ' << o.seed << ' '
+    << o.precision << ' ' << o.mixed.low_precision << ' ' << o.mixed.loss_scale << ' '
+    << o.mixed.loss_scale_init << ' ' << o.data_parallel.bucket_mb << ' ' << o.array.size << ' '
+    << o.checkpoint.resume_path;
+  for (float x : o.array.lr) s << ' ' << x;
+  return s.str();
+}
+
+}  // namespace
+
+TrainResult train(const TrainOptions& o, std::ostream& all_log, bool log_is_terminal) {
   validate(o);
   // Every step, evaluation, checkpoint and profile of the run is on this backend; made
   // before any work, so a device this build or machine lacks is its one error line.
-  const std::shared_ptr<Backend> backend = backend_for(o.device);
+  const std::shared_ptr<Backend> backend =
+      backend_for(o.data_parallel.enabled ? rank_device(o.device) : o.device);
+  // --data-parallel: the ranks; only rank 0 shows and writes anything.
+  const std::shared_ptr<Communicator> ranks =
+      o.data_parallel.enabled ? join_ranks(o.data_parallel, o.device.type) : nullptr;
+  std::ostream nowhere(nullptr);
+  std::ostream& log = !ranks || ranks->rank() == 0 ? all_log : nowhere;
   if (o.threads > 0) omp_set_num_threads(o.threads);
   Timer wall;
   const ArrayHyperparameters h = array_hyperparameters(
@@ -689,10 +747,13 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   PrecisionConfig pcfg = precision_config(o);
   attach_calibration(pcfg, o.calibration, o.device.type, log);
   const DeviceReport device_report(backend);
+  if (ranks) check_ranks_agree(*ranks, run_fingerprint(o, data));
+  const DataParallelRun data_parallel{ranks, int64_t(o.data_parallel.bucket_mb * double(1 << 20))};
   TrainingSession session = build_with_batch_advice(o.batch, [&] {
     return TrainingSession(o.model, data.model_options, data.train->image_shape(), o.batch,
-                           optimizer_config(o), h, backend, pcfg, o.conv_layout);
+                           optimizer_config(o), h, backend, pcfg, o.conv_layout, data_parallel);
   });
+  if (ranks) check_ranks_agree(*ranks, session.train_graph().to_text());
   const bool text = data.options.tokenizer != nullptr;
   if (text) {  // what campo eval and --resume need to read the text the same way
     session.set_checkpoint_extra("vocab", data.options.tokenizer->to_json());
@@ -706,6 +767,7 @@ TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal
   }
   loop.test = data.test;
   loop.lr = h.lr;
+  loop.ranks = ranks;
   loop.checkpoint_path = [&](int i) {
     return is_array ? array_checkpoint_path(o.checkpoint.save_path, i) : o.checkpoint.save_path;
   };

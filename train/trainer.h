@@ -22,6 +22,7 @@
 #include "models/models.h"
 #include "runtime/backend.h"
 #include "runtime/memory_info.h"
+#include "train/data_parallel.h"
 #include "train/loop.h"
 #include "train/model_array.h"
 #include "train/profiling.h"
@@ -80,6 +81,8 @@ struct TrainOptions {
   // unless image_size says 32, grey unless channels says 3.
   int nz = 100, ngf = 64, ndf = 64;
   std::string samples_dir = "samples";
+  // --data-parallel under mpirun (train/data_parallel.h): --batch is each rank's.
+  DataParallelOptions data_parallel;
 };
 
 // The options campo train uses for `model` when the command line gives nothing else: the
@@ -187,8 +190,13 @@ class TrainingSession final : public Session {
                   const Shape& image_shape, int64_t batch, OptimizerConfig optimizer,
                   const ArrayHyperparameters& h, std::shared_ptr<Backend> backend,
                   const PrecisionConfig& precision = {},
-                  ConvLayout conv_layout = ConvLayout::blocked);
+                  ConvLayout conv_layout = ConvLayout::blocked,
+                  const DataParallelRun& data_parallel = {});
   ~TrainingSession();
+  // --data-parallel (train/data_parallel.h): the step averages the gradients over the ranks,
+  // every rank starts from rank 0's weights (and from them again after restore()), the
+  // losses a step returns and the accuracies are those of every rank's samples together.
+  const DataParallelRun& data_parallel() const { return data_parallel_; }
 
   int size() const { return n_; }
   // One step: model i trains on batches[i] (N pointers, possibly all the same batch, each
@@ -273,6 +281,7 @@ class TrainingSession final : public Session {
   int64_t step_ = 0;
   OpProfile profile_;
   std::map<std::string, std::string> checkpoint_extra_;
+  DataParallelRun data_parallel_;
 };
 
 }  // namespace campo

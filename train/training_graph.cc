@@ -9,11 +9,13 @@
 #include "graph/autodiff.h"
 #include "graph/builder.h"
 #include "runtime/check.h"
+#include "runtime/communicator.h"
 
 namespace campo {
 
 PolicyResult apply_policy(Graph& g, const PrecisionConfig& precision, const CostTable* costs,
-                          std::shared_ptr<Backend> backend, const PaddingDecision& pays) {
+                          std::shared_ptr<Backend> backend, const PaddingDecision& pays,
+                          Communicator* agree) {
   PolicyResult r;
   switch (precision.policy) {
     case Precision::fp32:
@@ -27,17 +29,64 @@ PolicyResult apply_policy(Graph& g, const PrecisionConfig& precision, const Cost
   CAMPO_CHECK(costs != nullptr,
               "internal: cost-aware needs the graph's costs (train/profiling.h "
               "with_profiled_costs measures them)");
-  auto plan = std::make_shared<const CostAwarePlan>(
+  auto plan = std::make_shared<CostAwarePlan>(
       plan_cost_aware(g, precision.lists, *costs, {precision.search, precision.fold_casts}));
+  if (agree && agree->size() > 1) agree->broadcast(plan->low.data(), plan->low.size(), 0);
   apply_precision(g, plan->low, precision.low, precision.fold_casts);
   r.padding_candidates = int(padding_candidates(g).size());
   if (precision.padding)
     r.padded = apply_padding(g, [&](NodeId id) {
-      return pays ? pays(g, id) : padding_pays(g, id, {.backend = backend});
+      char yes = pays ? pays(g, id) : padding_pays(g, id, {.backend = backend});
+      if (agree && agree->size() > 1) agree->broadcast(&yes, 1, 0);
+      return yes != 0;
     });
   r.cost_plan = std::move(plan);
   return r;
 }
+
+namespace {
+
+// Replaces each gradient by its mean over the ranks (TrainingGraphSpec::data_parallel):
+// buckets of about d.bucket_bytes in the order the schedule computes the gradients, each an
+// AllReduceStart / AllReduceWait pair. Returns the number of buckets.
+int append_gradient_reduction(Builder& b, std::vector<ValueId>& grads,
+                              const TrainingGraphSpec::DataParallel& d) {
+  CAMPO_CHECK(d.bucket_bytes > 0, "--bucket-mb must be positive");
+  const Graph& g = b.graph();
+  std::vector<int> position(size_t(g.num_nodes()), 0);
+  const std::vector<NodeId> order = g.topological_order();
+  for (size_t i = 0; i < order.size(); ++i) position[size_t(order[i])] = int(i);
+  std::vector<size_t> ready;  // indices of grads, earliest computed first
+  for (size_t i = 0; i < grads.size(); ++i)
+    if (grads[i] != kNoValue) ready.push_back(i);
+  std::stable_sort(ready.begin(), ready.end(), [&](size_t x, size_t y) {
+    return position[size_t(g.value(grads[x]).producer)] <
+           position[size_t(g.value(grads[y]).producer)];
+  });
+  b.set_phase(Phase::backward);
+  int buckets = 0;
+  for (size_t first = 0; first < ready.size();) {
+    size_t last = first;
+    int64_t bytes = 0;
+    AllReduceAttrs attrs{.scale = 1.0f / float(d.ranks)};
+    std::vector<ValueId> inputs;
+    while (last < ready.size() && (inputs.empty() || bytes < d.bucket_bytes)) {
+      const ValueId v = grads[ready[last++]];
+      inputs.push_back(v);
+      attrs.shapes.push_back(b.shape(v));
+      bytes += shape_numel(b.shape(v)) * int64_t(sizeof(float));
+    }
+    const std::string name = "AllReduce/bucket" + std::to_string(buckets++);
+    const ValueId bucket = b.op(OpKind::AllReduceStart, inputs, attrs, name + "/start");
+    const std::vector<ValueId> reduced =
+        b.op_multi(OpKind::AllReduceWait, {bucket}, attrs, name + "/wait");
+    for (size_t k = first; k < last; ++k) grads[ready[k]] = reduced[k - first];
+    first = last;
+  }
+  return buckets;
+}
+
+}  // namespace
 
 const char* input_placeholder(const std::string& model) {
   return model_input(model) == ModelInput::tokens ? "input_ids" : "images";
@@ -93,6 +142,8 @@ TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
   std::vector<ValueId> param_values;
   for (const auto& name : params) param_values.push_back(g.node(g.find_node(name)).outputs[0]);
   std::vector<ValueId> grads = append_gradients(b, info.loss, seed_grad, param_values);
+  if (spec.data_parallel.ranks > 0)
+    info.gradient_buckets = append_gradient_reduction(b, grads, spec.data_parallel);
   if (spec.precision.scaler.enabled) {
     // Unscale in f32 and check every gradient for inf/NaN in one pass.
     b.set_phase(Phase::backward);
@@ -106,8 +157,8 @@ TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
     info.all_finite = b.op(OpKind::AllFinite, present, NoAttrs{}, "AllFinite");
   }
   append_optimizer(b, params, grads, spec.optimizer, info.all_finite);
-  const PolicyResult policy =
-      apply_policy(g, spec.precision, spec.precision.costs.get(), vars.backend_ptr());
+  const PolicyResult policy = apply_policy(g, spec.precision, spec.precision.costs.get(),
+                                           vars.backend_ptr(), nullptr, spec.data_parallel.agree);
   if (spec.precision.policy == Precision::cost_aware) info.costs = spec.precision.costs;
   info.cost_plan = policy.cost_plan;
   info.padding_candidates = policy.padding_candidates;

@@ -48,6 +48,8 @@ struct PolicyResult {
 // Whether padding node `id` of g (a padding candidate, amp/padding.h) pays.
 using PaddingDecision = std::function<bool(const Graph& g, NodeId id)>;
 
+class Communicator;
+
 // Applies precision.policy to g, a training graph without casts:
 //   fp32        nothing;
 //   amp         TensorFlow's painting of precision.lists (apply_amp_policy);
@@ -56,8 +58,12 @@ using PaddingDecision = std::function<bool(const Graph& g, NodeId id)>;
 //               low-precision GEMMs `pays` says gain from it (default: padding_pays, a
 //               side-by-side timing of each candidate on `backend`, the one the graph
 //               will run on).
+// With `agree` (a data-parallel run of several ranks, whose measured costs and timings
+// differ), every rank takes rank 0's cost-aware plan and padding decisions, so that all
+// ranks run the same graph.
 PolicyResult apply_policy(Graph& g, const PrecisionConfig& precision, const CostTable* costs,
-                          std::shared_ptr<Backend> backend, const PaddingDecision& pays = nullptr);
+                          std::shared_ptr<Backend> backend, const PaddingDecision& pays = nullptr,
+                          Communicator* agree = nullptr);
 
 // The name of a model's input placeholder: "images" [batch, C, H, W] f32, or "input_ids"
 // [batch, T] i32 for a model of token inputs (models.h's ModelInput).
@@ -83,6 +89,17 @@ struct TrainingGraphSpec {
   // losses (so each model's gradient is its own), `model_losses` [array] each model's, and
   // optimizer.slices must equal `array`.
   int array = 1;
+  // --data-parallel over `ranks` processes (0: not data-parallel): the gradients, in the
+  // order the backward pass produces them, are packed into buckets of about bucket_bytes,
+  // each summed over the ranks by AllReduceStart / AllReduceWait (ops/op.h) and divided by
+  // `ranks`, before the unscaling, the AllFinite check (so an overflow on any rank skips
+  // the step on every rank) and the updates. `agree`: the ranks' communicator, through
+  // which rank 0's precision decisions are everyone's (apply_policy).
+  struct DataParallel {
+    int ranks = 0;
+    int64_t bucket_bytes = int64_t(25) << 20;
+    Communicator* agree = nullptr;
+  } data_parallel;
 };
 struct TrainingGraphInfo {
   ValueId loss = kNoValue;
@@ -103,6 +120,7 @@ struct TrainingGraphInfo {
   std::shared_ptr<const CostTable> costs;
   std::shared_ptr<const CostAwarePlan> cost_plan;
   int padding_candidates = 0, padded = 0;  // cost-aware: low-precision GEMMs, padded ones
+  int gradient_buckets = 0;                // data-parallel: AllReduceStart nodes
 };
 TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
                                        const TrainingGraphSpec& spec);

@@ -19,6 +19,7 @@
 #include "ops/kernel.h"
 #include "runtime/rng.h"
 #include "runtime/tensor.h"
+#include "tests/test_util.h"
 
 namespace campo::testing {
 
@@ -42,25 +43,6 @@ inline ConvAttrs conv(int stride, int pad, Shape output_shape = {}, int groups =
 inline PoolAttrs pool(int k, int s, int p, Shape input_shape = {}) {
   return PoolAttrs{k, k, s, s, p, p, std::move(input_shape)};
 }
-
-// Sets an environment variable for one scope, restoring the previous value.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_.has_value())
-      setenv(name_, old_->c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 // One SGD training step of a model, f32 or under the `amp` policy in a low-precision type,
 // with every placeholder filled from a fixed seed (images, labels, lr, step, loss scale 1).

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "tests/amp/calibration_test_util.h"
+#include "tests/test_util.h"
 #include "train/calibrate.h"
 
 namespace campo {
@@ -18,23 +19,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::sample_calibration;
+using testing::ScopedEnv;
 using testing::TempFile;
-
-// Sets an environment variable for one scope.
-struct ScopedEnv {
-  std::string name;
-  std::optional<std::string> old;
-  ScopedEnv(const std::string& n, const std::string& value) : name(n) {
-    if (const char* v = std::getenv(n.c_str())) old = v;
-    setenv(n.c_str(), value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old)
-      setenv(name.c_str(), old->c_str(), 1);
-    else
-      unsetenv(name.c_str());
-  }
-};
 
 TEST(CalibrationLookupTest, EnvironmentCacheAndErrors) {
   const fs::path dir =
