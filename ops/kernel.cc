@@ -1,9 +1,11 @@
 #include "ops/kernel.h"
 
+#include <chrono>
 #include <map>
 #include <tuple>
 
 #include "ops/cpu/low_precision.h"
+#include "runtime/communicator.h"
 
 namespace campo {
 
@@ -14,6 +16,24 @@ ExecContext::ExecContext(std::shared_ptr<Backend> backend) : backend_(std::move(
   native_bf16 = backend_->allows_native_low_precision();
 }
 ExecContext::~ExecContext() = default;
+
+void ExecContext::start_reduction(float* bucket, int64_t count, Device device, void* stream) {
+  CAMPO_CHECK(!reductions_in_flight_.count(bucket),
+              "internal: a gradient bucket started twice before its wait");
+  reductions_in_flight_[bucket] = communicator->start_all_reduce(bucket, count, device, stream);
+}
+
+void ExecContext::finish_reduction(const float* bucket, int64_t bytes, void* stream) {
+  auto it = reductions_in_flight_.find(bucket);
+  CAMPO_CHECK(it != reductions_in_flight_.end(),
+              "internal: a gradient bucket waited for but never started");
+  const auto start = std::chrono::steady_clock::now();
+  communicator->finish(it->second, stream);
+  const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
+  reductions_in_flight_.erase(it);
+  // On a device stream the host only queued the wait: nothing of it is the host's.
+  communicator->count_bucket(bytes, stream ? 0.0 : waited.count());
+}
 
 size_t ExecContext::reserve_workspace(size_t bytes) {
   const size_t offset = (workspace_floor_ + 63) / 64 * 64;

@@ -141,11 +141,15 @@ class ExecContext {
   size_t kernel_buffer_bytes() const { return kernel_buffer_bytes_; }
 
   // A data-parallel run's ranks (runtime/communicator.h), which AllReduceStart and
-  // AllReduceWait reduce gradient buckets over; null: one process. The buckets whose sums
-  // are under way, by their data (AllReduceStart's output): the ticket AllReduceWait
-  // finishes.
+  // AllReduceWait reduce gradient buckets over; null: one process.
   std::shared_ptr<Communicator> communicator;
-  std::map<const void*, int64_t> reductions_in_flight;
+
+  // AllReduceStart's and AllReduceWait's bookkeeping, shared by every device: start the sum
+  // of `count` floats at `bucket` (`stream`: the device's queue, null on the CPU) and
+  // remember its ticket; then finish the bucket's sum (on `stream`: a device waits there,
+  // the host does not; null: the host waits, and the wait is counted) and count its bytes.
+  void start_reduction(float* bucket, int64_t count, Device device, void* stream);
+  void finish_reduction(const float* bucket, int64_t bytes, void* stream);
 
  private:
   std::shared_ptr<Backend> backend_;
@@ -153,6 +157,8 @@ class ExecContext {
   size_t workspace_bytes_ = 0;
   size_t workspace_floor_ = 0;
   size_t kernel_buffer_bytes_ = 0;
+  // The buckets whose sums are under way, by their data: the ticket to finish.
+  std::map<const void*, int64_t> reductions_in_flight_;
 };
 
 class Kernel {

@@ -1,11 +1,9 @@
 // CPU kernels of AllReduceStart and AllReduceWait (ops/all_reduce.cc): the bucket is host
 // memory in the arena, reduced in place by the communicator's own thread while the kernels
 // after AllReduceStart run.
-#include <chrono>
 #include <cstring>
 
 #include "ops/kernel.h"
-#include "runtime/communicator.h"
 
 namespace campo {
 namespace {
@@ -21,11 +19,7 @@ class AllReduceStartKernel final : public Kernel {
       std::memcpy(bucket + offset, g.device_data<float>(), size_t(g.numel()) * sizeof(float));
       offset += g.numel();
     }
-    if (!ctx.communicator) return;  // one process: the bucket is its own sum
-    CAMPO_CHECK(!ctx.reductions_in_flight.count(bucket),
-                "internal: a gradient bucket started twice before its wait");
-    ctx.reductions_in_flight[bucket] =
-        ctx.communicator->start_all_reduce(bucket, offset, Device::cpu, nullptr);
+    if (ctx.communicator) ctx.start_reduction(bucket, offset, Device::cpu, nullptr);
   }
 };
 
@@ -36,16 +30,7 @@ class AllReduceWaitKernel final : public Kernel {
   void run(ExecContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
     const float* bucket = in[0].device_data<float>();
-    if (ctx.communicator) {
-      auto it = ctx.reductions_in_flight.find(bucket);
-      CAMPO_CHECK(it != ctx.reductions_in_flight.end(),
-                  "internal: a gradient bucket waited for but never started");
-      const auto start = std::chrono::steady_clock::now();
-      ctx.communicator->finish(it->second, nullptr);
-      const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
-      ctx.reductions_in_flight.erase(it);
-      ctx.communicator->count_bucket(in[0].nbytes(), waited.count());
-    }
+    if (ctx.communicator) ctx.finish_reduction(bucket, in[0].nbytes(), nullptr);
     int64_t offset = 0;
     for (const Tensor& g : out) {
       float* dst = g.device_data<float>();

@@ -6,7 +6,6 @@
 #include <cstdint>
 
 #include "ops/cuda/context.h"
-#include "runtime/communicator.h"
 
 namespace campo {
 namespace {
@@ -32,11 +31,7 @@ class AllReduceStartKernel final : public Kernel {
                                        stream));
       offset += g.numel();
     }
-    if (!ctx.communicator) return;
-    CAMPO_CHECK(!ctx.reductions_in_flight.count(bucket),
-                "internal: a gradient bucket started twice before its wait");
-    ctx.reductions_in_flight[bucket] =
-        ctx.communicator->start_all_reduce(bucket, offset, Device::cuda, stream);
+    if (ctx.communicator) ctx.start_reduction(bucket, offset, Device::cuda, stream);
   }
 };
 
@@ -48,14 +43,7 @@ class AllReduceWaitKernel final : public Kernel {
            const std::vector<Tensor>& out) override {
     cudaStream_t stream = cuda_stream(ctx);
     const float* bucket = in[0].device_data<float>();
-    if (ctx.communicator) {
-      auto it = ctx.reductions_in_flight.find(bucket);
-      CAMPO_CHECK(it != ctx.reductions_in_flight.end(),
-                  "internal: a gradient bucket waited for but never started");
-      ctx.communicator->finish(it->second, stream);
-      ctx.reductions_in_flight.erase(it);
-      ctx.communicator->count_bucket(in[0].nbytes(), 0);  // the host does not wait
-    }
+    if (ctx.communicator) ctx.finish_reduction(bucket, in[0].nbytes(), stream);
     const int sms = cuda_backend(ctx).multiprocessors();
     int64_t offset = 0;
     for (const Tensor& g : out) {
