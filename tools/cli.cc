@@ -445,6 +445,24 @@ void check_conv_layout_applies(const CLI::App* cmd, const DeviceSpec& device) {
               " activations are always NCHW)");
 }
 
+// --data-parallel (its help: `what`), --bucket-mb, --comm-timeout of train and bench.
+void add_data_parallel_options(CLI::App* cmd, DataParallelOptions& dp, const std::string& what) {
+  cmd->add_flag("--data-parallel", dp.enabled, what);
+  cmd->add_option("--bucket-mb", dp.bucket_mb,
+                  "--data-parallel: gradients are averaged in buckets of about this many MB, "
+                  "each started as soon as its gradients exist")
+      ->capture_default_str();
+  cmd->add_option("--comm-timeout", dp.timeout_s,
+                  "--data-parallel: seconds a rank waits for the others (one died or hangs) "
+                  "before the job ends")
+      ->capture_default_str();
+}
+
+void check_data_parallel_options_apply(const CLI::App* cmd, const DataParallelOptions& dp) {
+  for (const char* option : {"--bucket-mb", "--comm-timeout"})
+    CAMPO_CHECK(!given(cmd, option) || dp.enabled, option, " applies to --data-parallel runs only");
+}
+
 void check_train_options_apply(const CLI::App* cmd, const TrainOptions& o) {
   check_conv_layout_applies(cmd, o.device);
   CAMPO_CHECK(!given(cmd, "--conv-layout") || !is_known_model(o.model) || has_convolutions(o.model),
@@ -456,9 +474,7 @@ void check_train_options_apply(const CLI::App* cmd, const TrainOptions& o) {
     for (const OptionScope& scope : train_option_scopes())
       CAMPO_CHECK(!given(cmd, scope.option) || ((scope.models & model) && (scope.data & data)),
                   scope.option, " ", scope.why);
-  for (const char* option : {"--bucket-mb", "--comm-timeout"})
-    CAMPO_CHECK(!given(cmd, option) || o.data_parallel.enabled, option,
-                " applies to --data-parallel runs only");
+  check_data_parallel_options_apply(cmd, o.data_parallel);
   CAMPO_CHECK(!given(cmd, "--vocab") || !given(cmd, "--vocab-size"),
               "--vocab-size trains a vocabulary; --vocab loads one: give one of them");
   const Precision policy = parse_precision(o.precision);
@@ -554,21 +570,10 @@ int run(const std::vector<std::string>& args) {
       "kernels; plain: NCHW everywhere, each convolution reordering its operands";
   train_cmd->add_option("--conv-layout", train_conv_layout, conv_layout_help)
       ->capture_default_str();
-  DataParallelOptions& dp = train_options.data_parallel;
-  train_cmd->add_flag("--data-parallel", dp.enabled,
-                      "Train with every rank of an MPI launch (mpirun -np N campo train ...): "
-                      "each rank takes --batch samples of every step, the gradients are "
-                      "averaged over the ranks; outside mpirun one process");
-  train_cmd
-      ->add_option("--bucket-mb", dp.bucket_mb,
-                   "--data-parallel: gradients are averaged in buckets of about this many MB, "
-                   "each started as soon as its gradients exist")
-      ->capture_default_str();
-  train_cmd
-      ->add_option("--comm-timeout", dp.timeout_s,
-                   "--data-parallel: seconds a rank waits for the others (one died or hangs) "
-                   "before the job ends")
-      ->capture_default_str();
+  add_data_parallel_options(train_cmd, train_options.data_parallel,
+                            "Train with every rank of an MPI launch (mpirun -np N campo train "
+                            "...): each rank takes --batch samples of every step, the gradients "
+                            "are averaged over the ranks; outside mpirun one process");
   train_cmd
       ->add_option("--samples-dir", train_options.samples_dir,
                    "dcgan: where the sample grid of each epoch is written (epoch_NNN.png; "
@@ -644,6 +649,10 @@ int run(const std::vector<std::string>& args) {
                       "line, one JSON result line each; the table goes to stderr");
   bench_cmd->add_option("--conv-layout", bench_conv_layout, conv_layout_help)
       ->capture_default_str();
+  add_data_parallel_options(bench_cmd, bench_options.data_parallel,
+                            "Measure the step on every rank of an MPI launch (mpirun -np N "
+                            "campo bench ...), --batch samples each, gradients averaged; adds "
+                            "samples/s per rank and the scaling efficiency against one process");
 
   CalibrateOptions calibrate_options;
   std::string calibrate_models;
@@ -750,6 +759,10 @@ int run(const std::vector<std::string>& args) {
       std::string p;
       while (std::getline(ss, p, ','))
         if (!p.empty()) bench_options.precisions.push_back(p);
+      check_data_parallel_options_apply(bench_cmd, bench_options.data_parallel);
+      CAMPO_CHECK(!bench_lockstep || !bench_options.data_parallel.enabled,
+                  "--lockstep is driven by one orchestrator process; it does not take "
+                  "--data-parallel");
       CAMPO_CHECK(!bench_lockstep || !given(bench_cmd, "--repeats"),
                   "--repeats does not apply to --lockstep (each 'run' line on stdin runs one "
                   "repetition)");
@@ -757,7 +770,9 @@ int run(const std::vector<std::string>& args) {
       check_run_options_apply(bench_cmd, bench_options.run, bench_options.precisions);
       // The run's backend, once, after the options and before any work (a calibration): one
       // line for a device this build or machine lacks.
-      const std::shared_ptr<Backend> bench_backend = backend_for(bench_options.run.device);
+      const std::shared_ptr<Backend> bench_backend =
+          backend_for(bench_options.data_parallel.enabled ? rank_device(bench_options.run.device)
+                                                          : bench_options.run.device);
       resolve_calibration(bench_options.run,
                           std::count(bench_options.precisions.begin(),
                                      bench_options.precisions.end(), "cost-aware") > 0);

@@ -276,6 +276,10 @@ void check_bench_options(const BenchOptions& o) {
   CAMPO_CHECK(o.steps > 0, "--steps must be a positive number of timed steps, got ", o.steps);
   CAMPO_CHECK(o.repeats > 0, "--repeats must be positive, got ", o.repeats);
   CAMPO_CHECK(o.warmup >= 0, "--warmup must be zero or positive, got ", o.warmup);
+  validate(o.data_parallel);
+  CAMPO_CHECK(!o.data_parallel.enabled || !is_gan_model(o.run.model),
+              "--data-parallel measures classifiers and BERT; ", o.run.model,
+              " (two step graphs) is not data-parallel yet");
   if (!o.json_path.empty()) require_output_file(o.json_path, "--json file");
 }
 
@@ -439,9 +443,11 @@ ArrayHyperparameters bench_models(const ModelRunOptions& run, const OptimizerCon
   return h;
 }
 
-// The policy `precision` of the run: its session built on `backend`, fed, warmed up.
+// The policy `precision` of the run: its session built on `backend` (its gradients
+// averaged over `ranks`' ranks when they are on), fed, warmed up.
 std::unique_ptr<BenchPolicy> bench_policy(const BenchOptions& o, const std::string& precision,
-                                          std::shared_ptr<Backend> backend, Rng& rng) {
+                                          std::shared_ptr<Backend> backend, Rng& rng,
+                                          const DataParallelRun& ranks) {
   auto owned = std::make_unique<BenchPolicy>();
   BenchPolicy& p = *owned;
   p.precision = precision;
@@ -464,7 +470,9 @@ std::unique_ptr<BenchPolicy> bench_policy(const BenchOptions& o, const std::stri
     const ArrayHyperparameters h = bench_models(run, spec.optimizer, o.lr);
     auto session = std::make_unique<TrainingSession>(spec.model, spec.model_options,
                                                      spec.image_shape, spec.batch, spec.optimizer,
-                                                     h, backend, spec.precision, run.conv_layout);
+                                                     h, backend, spec.precision, run.conv_layout,
+                                                     ranks);
+    if (ranks.on()) check_ranks_agree(*ranks.comm, session->train_graph().to_text());
     // Random inputs (token models: ids) and labels; every token position is a target.
     const bool tokens = model_input(run.model) == ModelInput::tokens;
     Shape shape = {run.batch};
@@ -519,6 +527,10 @@ struct BenchRun {
   std::shared_ptr<Backend> backend;  // --device's, made once: every policy's steps run there
   std::unique_ptr<DeviceReport> device_report;
   std::vector<std::unique_ptr<BenchPolicy>> policies;  // at fixed addresses: batches point in
+  // --data-parallel: the ranks, and on rank 0 each policy again in one process (the
+  // scaling efficiency's baseline); no communicator: one process, no baseline.
+  std::shared_ptr<Communicator> ranks;
+  std::vector<std::unique_ptr<BenchPolicy>> one_process;
   std::vector<BenchResult> results;  // one per policy, in order
   BenchMachine machine;
   std::optional<RaplEnergy> energy;
@@ -532,8 +544,22 @@ constexpr int kPeakReps = 5;
 
 DType bench_low_dtype(const ModelRunOptions& run) { return parse_dtype(run.mixed.low_precision); }
 
-// Samples one step trains on: the batch of every model of an --array.
+// Samples one step trains on: the batch of every model of an --array (on each rank).
 int64_t samples_per_step(const ModelRunOptions& run) { return run.batch * run.array; }
+
+// What every rank of a data-parallel bench must have alike, beyond each policy's graph:
+// ranks that ran different numbers of steps would wait in each other's collectives.
+std::string bench_fingerprint(const BenchOptions& o) {
+  std::ostringstream s;
+  const ModelRunOptions& r = o.run;
+  s << r.model << ' ' << r.batch << ' ' << r.image_size << ' ' << r.channels << ' ' << r.classes
+    << ' ' << r.bert_config << ' ' << r.seq_len << ' ' << r.mixed.low_precision << ' '
+    << r.optimizer << ' ' << r.seed << ' ' << r.array << ' ' << int(r.conv_layout) << ' '
+    << o.steps << ' ' << o.warmup << ' ' << o.repeats << ' ' << o.lr << ' ' << o.measure_peak
+    << ' ' << o.data_parallel.bucket_mb;
+  for (const std::string& p : o.precisions) s << ' ' << p;
+  return s.str();
+}
 
 // Builds, compiles and warms up every policy; measures the GEMM peak first (o.measure_peak)
 // and opens the energy counters.
@@ -541,7 +567,9 @@ BenchRun prepare_bench(const BenchOptions& o, std::shared_ptr<Backend> backend) 
   check_bench_options(o);
   BenchRun run;
   run.backend = required_backend(std::move(backend));
-  CAMPO_CHECK(run.backend->device() == o.run.device, "internal: bench of --device ",
+  const DeviceSpec device =
+      o.data_parallel.enabled ? rank_device(o.run.device) : o.run.device;  // this rank's
+  CAMPO_CHECK(run.backend->device() == device, "internal: bench of --device ",
               o.run.device.str(), " given a backend of ", run.backend->device().str());
   run.device_report = std::make_unique<DeviceReport>(run.backend);
   run.machine.device = run.backend->describe();
@@ -552,11 +580,26 @@ BenchRun prepare_bench(const BenchOptions& o, std::shared_ptr<Backend> backend) 
     run.machine.peak_low = measure_gemm_peak(run.backend, bench_low_dtype(o.run), kPeakGemmSize,
                                              kPeakGemmSize, kPeakGemmSize, kPeakReps);
   }
-  run.energy = RaplEnergy::open(o.powercap_root);
-  if (!run.energy) run.machine.energy_unavailable = rapl_unavailable_reason(o.powercap_root);
+  if (o.data_parallel.enabled) {
+    run.ranks = join_ranks(o.data_parallel, o.run.device.type);
+    check_ranks_agree(*run.ranks, bench_fingerprint(o));
+    run.machine.world_size = run.ranks->size();
+    run.machine.transport = run.ranks->transport();
+  }
+  if (run.machine.world_size > 1) {
+    run.machine.energy_unavailable =
+        "data-parallel: ranks that share a package would each count all of its energy";
+  } else {
+    run.energy = RaplEnergy::open(o.powercap_root);
+    if (!run.energy) run.machine.energy_unavailable = rapl_unavailable_reason(o.powercap_root);
+  }
+  const DataParallelRun ranks{run.ranks, int64_t(o.data_parallel.bucket_mb * double(1 << 20))};
   Rng rng(o.run.seed);
-  for (const std::string& p : o.precisions)
-    run.policies.push_back(bench_policy(o, p, run.backend, rng));
+  for (const std::string& p : o.precisions) {
+    run.policies.push_back(bench_policy(o, p, run.backend, rng, ranks));
+    if (ranks.on() && ranks.rank() == 0)
+      run.one_process.push_back(bench_policy(o, p, run.backend, rng, {}));
+  }
   run.backend->synchronize();  // the warm-up steps are not in the first repetition's time
   for (const auto& p : run.policies) {
     BenchResult res;
@@ -567,26 +610,65 @@ BenchRun prepare_bench(const BenchOptions& o, std::shared_ptr<Backend> backend) 
   return run;
 }
 
+// o.steps steps of `p`, timed once they have run (a GPU's steps are queued).
+double timed_steps(const BenchOptions& o, BenchRun& run, BenchPolicy& p) {
+  Timer t;
+  for (int i = 0; i < o.steps; ++i) p.step();
+  run.backend->synchronize();
+  return t.seconds();
+}
+
+// --data-parallel, before a policy's timed steps on every rank: the same steps in one
+// process, rank 0 alone while the other ranks wait for its time, and every rank then
+// starting together. Samples/s of the one process.
+double time_one_process(const BenchOptions& o, BenchRun& run, size_t k) {
+  double seconds = 0;
+  if (run.ranks->rank() == 0) seconds = timed_steps(o, run, *run.one_process[k]);
+  run.ranks->broadcast(&seconds, sizeof seconds, 0);
+  return double(o.steps) * double(samples_per_step(o.run)) / seconds;
+}
+
 // One interleaved repetition: each policy in turn, o.steps timed steps each (and the
-// package energy over them when the counters are readable).
+// package energy over them when the counters are readable). --data-parallel: each policy's
+// one-process baseline first; the step time is the slowest rank's, the samples every rank's.
 void run_bench_repetition(const BenchOptions& o, BenchRun& run) {
   for (size_t k = 0; k < run.policies.size(); ++k) {
+    BenchResult& res = run.results[k];
+    Communicator::Stats before_comm;
+    if (run.ranks) {
+      res.one_process_samples_per_sec.push_back(time_one_process(o, run, k));
+      before_comm = run.ranks->stats();
+    }
     std::vector<uint64_t> before;
     if (run.energy) before = run.energy->read();
-    Timer t;
-    for (int i = 0; i < o.steps; ++i) run.policies[k]->step();
-    run.backend->synchronize();  // a GPU's steps are timed when they have run, not queued
-    const double seconds = t.seconds();
-    if (run.energy)
-      run.results[k].joules.push_back(run.energy->joules_between(before, run.energy->read()));
-    run.results[k].samples_per_sec.push_back(double(o.steps) * double(samples_per_step(o.run)) /
-                                             seconds);
+    double seconds = timed_steps(o, run, *run.policies[k]);
+    if (run.energy) res.joules.push_back(run.energy->joules_between(before, run.energy->read()));
+    int ranks = 1;
+    if (run.ranks) {
+      ranks = run.ranks->size();
+      std::vector<double> all(static_cast<size_t>(ranks));
+      run.ranks->all_gather(&seconds, all.data(), sizeof seconds);
+      seconds = *std::max_element(all.begin(), all.end());
+      const Communicator::Stats after = run.ranks->stats();
+      res.communication.buckets += after.buckets - before_comm.buckets;
+      res.communication.bytes += after.bytes - before_comm.bytes;
+      res.communication.wait_seconds += after.wait_seconds - before_comm.wait_seconds;
+      res.timed_steps += o.steps;
+    }
+    res.samples_per_sec.push_back(double(o.steps) * double(samples_per_step(o.run) * ranks) /
+                                  seconds);
   }
 }
 
 std::vector<BenchResult> finish_bench_run(const BenchOptions& o, BenchRun& run, std::ostream& out) {
   if (!run.results.empty() && !run.results[0].samples_per_sec.empty())
     for (size_t k = 0; k < run.policies.size(); ++k) describe(*run.policies[k], run.results[k]);
+  if (run.ranks && run.ranks->rank() != 0) {  // --data-parallel: rank 0 reports and writes
+    BenchOptions quiet = o;
+    quiet.json_path.clear();
+    std::ostream nowhere(nullptr);
+    return finish_bench(quiet, run.results, run.machine, nowhere);
+  }
   return finish_bench(o, run.results, run.machine, out);
 }
 
@@ -602,6 +684,7 @@ std::vector<BenchResult> run_bench(const BenchOptions& o, std::shared_ptr<Backen
 std::vector<BenchResult> run_bench_lockstep(const BenchOptions& o, std::shared_ptr<Backend> backend,
                                             std::istream& commands, std::ostream& protocol,
                                             std::ostream& out) {
+  CAMPO_CHECK(!o.data_parallel.enabled, "internal: --lockstep with --data-parallel");
   BenchRun run = prepare_bench(o, std::move(backend));
   nlohmann::json ready = {
       {"ready", true},
@@ -679,6 +762,13 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
   for (BenchResult& res : results)
     if (amp && res.precision != "fp32" && res.precision != "amp")
       res.vs_amp = paired_ratio(amp->samples_per_sec, res.samples_per_sec);
+  const int ranks = machine.world_size;
+  for (BenchResult& res : results) {
+    if (res.one_process_samples_per_sec.empty()) continue;
+    std::vector<double> ideal;  // N ranks as fast as N lone processes
+    for (double x : res.one_process_samples_per_sec) ideal.push_back(x * ranks);
+    res.scaling = paired_ratio(ideal, res.samples_per_sec);
+  }
   const bool tokens = is_known_model(o.run.model) && model_input(o.run.model) == ModelInput::tokens;
   out << "bench: " << o.run.model << ", batch " << o.run.batch << ", input "
       << (tokens ? "[" + std::to_string(o.run.seq_len) + "] tokens"
@@ -689,6 +779,10 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
                           : std::string())
       << ", " << o.steps << " steps x " << repetitions << " interleaved repetitions, low precision "
       << o.run.mixed.low_precision << "\n";
+  if (o.data_parallel.enabled)
+    out << "data-parallel: " << ranks << " ranks (" << machine.transport << "), batch "
+        << o.run.batch << " per rank; samples/s are every rank's; one process: the same step, "
+        << "rank 0 alone, timed before each repetition\n";
   const double peak_f32 = machine.peak_f32 ? machine.peak_f32->gflops : 0;
   const double peak_low = machine.peak_low ? machine.peak_low->gflops : 0;
   char line[512];
@@ -711,7 +805,7 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
   out << "device: " << machine_name << "\n";
   for (BenchResult& res : results) {
     res.ratio_to_fp32 = fp32_median > 0 ? res.median / fp32_median : 0;
-    const double per_step = double(samples_per_step(o.run));
+    const double per_step = double(samples_per_step(o.run) * ranks);
     const double measured_ms = res.median > 0 ? 1000.0 * per_step / res.median : 0;
     if (res.predicted_ms > 0 && measured_ms > 0)
       res.prediction_error_pct = 100.0 * (res.predicted_ms - measured_ms) / measured_ms;
@@ -770,6 +864,19 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
                     res.achieved_gflops, peak);
       out << line;
     }
+    if (res.scaling) {
+      const PairedRatio& p = *res.scaling;
+      const double steps = double(std::max<int64_t>(res.timed_steps, 1));
+      std::snprintf(line, sizeof line,
+                    "%-8s %-11s %.1f samples/s per rank, one process %.1f: scaling efficiency "
+                    "%.2f (median of %zu paired repetitions); gradients %.1f MiB/step in %.0f "
+                    "buckets, waited %.2f ms/step\n",
+                    "", "", res.median / ranks, median_of(res.one_process_samples_per_sec),
+                    p.median, p.ratios.size(), double(res.communication.bytes) / steps / (1 << 20),
+                    double(res.communication.buckets) / steps,
+                    1e3 * res.communication.wait_seconds / steps);
+      out << line;
+    }
     out << std::string(21, ' ') << "memory: " << memory_line(res.memory) << "\n";
     if (!res.joules.empty()) {
       std::snprintf(line, sizeof line, "%-8s %-11s energy: %.3f J/step, %.2f samples/J (RAPL)\n",
@@ -781,6 +888,7 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
                  {"precision", res.precision},
                  {"low_precision", o.run.mixed.low_precision},
                  {"batch", o.run.batch},
+                 {"world_size", ranks},
                  {"array", o.run.array},
                  {"samples_per_sec", res.samples_per_sec},
                  {"median_samples_per_sec", res.median},
@@ -825,13 +933,25 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
       e["energy"] = {{"joules", res.joules},
                      {"joules_per_step", res.joules_per_step},
                      {"samples_per_joule", res.samples_per_joule}};
-    if (res.vs_amp)
-      e["vs_amp"] = {{"ratios", res.vs_amp->ratios},
-                     {"median", res.vs_amp->median},
-                     {"ci95", std::isnan(res.vs_amp->ci_low)
-                                  ? nlohmann::json(nullptr)
-                                  : nlohmann::json{res.vs_amp->ci_low, res.vs_amp->ci_high}},
-                     {"faster", res.vs_amp->faster}};
+    auto paired_json = [](const PairedRatio& p) {
+      return nlohmann::json{
+          {"ratios", p.ratios},
+          {"median", p.median},
+          {"ci95", std::isnan(p.ci_low) ? nlohmann::json(nullptr)
+                                        : nlohmann::json{p.ci_low, p.ci_high}},
+          {"faster", p.faster}};
+    };
+    if (res.vs_amp) e["vs_amp"] = paired_json(*res.vs_amp);
+    if (res.scaling) {
+      const double steps = double(std::max<int64_t>(res.timed_steps, 1));
+      e["transport"] = machine.transport;
+      e["samples_per_sec_per_rank"] = res.median / ranks;
+      e["one_process_samples_per_sec"] = res.one_process_samples_per_sec;
+      e["scaling_efficiency"] = paired_json(*res.scaling);
+      e["communication"] = {{"buckets", double(res.communication.buckets) / steps},
+                            {"bytes_per_step", double(res.communication.bytes) / steps},
+                            {"wait_ms_per_step", 1e3 * res.communication.wait_seconds / steps}};
+    }
   }
   // Every policy's session is alive at once: the process's peak is theirs together.
   std::snprintf(line, sizeof line, "peak RSS of the process (every policy): %.1f MiB\n",

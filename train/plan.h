@@ -11,6 +11,7 @@
 #include "graph/layout.h"
 #include "graph/memory_report.h"
 #include "runtime/energy.h"
+#include "train/data_parallel.h"
 #include "train/roofline.h"
 #include "train/training_graph.h"
 
@@ -76,6 +77,10 @@ struct BenchOptions {
   bool measure_peak = true;
   // Where the RAPL energy counters are read (runtime/energy.h); tests fake a tree.
   std::string powercap_root = kPowercapRoot;
+  // --data-parallel under mpirun (train/data_parallel.h): every policy's step runs on every
+  // rank, --batch samples each, its gradients averaged; each repetition also times the same
+  // policy in one process (rank 0 alone, the others waiting) for the scaling efficiency.
+  DataParallelOptions data_parallel;
 };
 
 // Throughput ratios b[r] / a[r] of paired repetitions: their median, a distribution-free
@@ -123,6 +128,14 @@ struct BenchResult {
   std::vector<double> joules;
   double joules_per_step = 0, samples_per_joule = 0;
   MemoryReport memory;  // the policy's session (graph/memory_report.h)
+  // --data-parallel: samples_per_sec above is every rank's samples together (the step time
+  // the slowest rank took); these are the same steps in one process, rank 0 alone, timed
+  // just before in each repetition, and the efficiency N ranks' samples/s / (N x one
+  // process's), paired by repetition. The gradient buckets of the timed steps, summed.
+  std::vector<double> one_process_samples_per_sec;
+  std::optional<PairedRatio> scaling;
+  Communicator::Stats communication;
+  int64_t timed_steps = 0;
 };
 
 // What a bench run measured about the machine besides the policies.
@@ -132,6 +145,9 @@ struct BenchMachine {
   const DeviceReport* device_report = nullptr;  // its fields go into every JSON entry
   std::optional<GemmPeak> peak_f32, peak_low;   // unset: --no-peak
   std::string energy_unavailable;               // why there is no energy (empty: there is)
+  // --data-parallel: the ranks and what moves their data (Communicator::transport).
+  int world_size = 1;
+  std::string transport;
 };
 
 // Builds, compiles and warms up every policy on `backend` (--device's, made once by the

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `mpirun -np 2 campo train ... --data-parallel` as a user runs it (ctest: data_parallel_cli,
 # where this build has Open MPI): a run, its checkpoint resumed by one process, mismatched
-# ranks refused, and a rank that dies or hangs ending the job within a bound.
+# ranks refused, campo bench on two ranks, and a rank that dies or hangs ending the job
+# within a bound.
 #   bash tests/train/data_parallel_cli.sh CAMPO_BINARY
 set -uo pipefail
 campo="$1"
@@ -45,6 +46,30 @@ mpirun "${mpirun_args[@]}" -np 1 "$campo" "${run[@]}" --steps 5 --data-parallel 
 [ $? -ne 0 ] || fail "mismatched ranks exited 0"
 grep -q 'rank(s) 1 build a different training step' "$tmp/err" || fail "mismatch: $(cat "$tmp/err")"
 
+# 4. campo bench on two ranks: rank 0 alone reports, per rank and against one process.
+mpirun "${mpirun_args[@]}" -np 2 "$campo" bench --model lenet --precision fp32 --batch 16 \
+  --steps 3 --repeats 2 --warmup 1 --no-peak --data-parallel --json "$tmp/bench.json" \
+  > "$tmp/out" 2> "$tmp/err" || fail "bench on two ranks: $(cat "$tmp/err")"
+[ "$(grep -c '^lenet    fp32' "$tmp/out")" -eq 1 ] || fail "bench: not one table: $(cat "$tmp/out")"
+grep -q 'samples/s per rank, one process [0-9.]*: scaling efficiency [0-9.]* (median of 2' \
+  "$tmp/out" || fail "bench: no scaling line in $(cat "$tmp/out")"
+python3 - "$tmp/bench.json" << 'PY' || fail "bench JSON: $(cat "$tmp/bench.json")"
+import json, sys
+e = json.load(open(sys.argv[1]))[0]
+assert e["world_size"] == 2 and e["transport"] == "mpi", e
+assert len(e["one_process_samples_per_sec"]) == 2 and len(e["scaling_efficiency"]["ratios"]) == 2
+assert abs(e["samples_per_sec_per_rank"] * 2 - e["median_samples_per_sec"]) < 1e-6 * e["median_samples_per_sec"]
+assert 0 < e["scaling_efficiency"]["median"] < 2
+c = e["communication"]
+assert c["buckets"] == 1 and c["bytes_per_step"] > 100000, c
+PY
+for bad in "--model dcgan" "--lockstep" ; do
+  if "$campo" bench $bad --data-parallel < /dev/null > "$tmp/out" 2> "$tmp/err"; then
+    fail "bench $bad --data-parallel was accepted"
+  fi
+  [ "$(wc -l < "$tmp/err")" -eq 1 ] || fail "bench $bad --data-parallel: $(cat "$tmp/err")"
+done
+
 # The pid of rank $1 of the job started by mpirun pid $2.
 rank_pid() {
   for pid in $(pgrep -P "$2"); do
@@ -55,7 +80,7 @@ rank_pid() {
   done
 }
 
-# 4 and 5. A rank killed, then a rank stopped (a hang): the job ends within the bound (the
+# 5 and 6. A rank killed, then a rank stopped (a hang): the job ends within the bound (the
 # hang: --comm-timeout 5 s on the rank left waiting).
 for fault in KILL STOP; do
   mpirun "${mpirun_args[@]}" -np 2 "$campo" "${run[@]}" --epochs 1000 --batch 16 --data-parallel \
