@@ -63,13 +63,18 @@ class Communicator {
 
   // What the gradient buckets of this process have cost so far, as the step's kernels
   // (AllReduceWait) count it: buckets finished, their bytes, and the time the step was
-  // blocked waiting for them (on the CPU; a CUDA step does not block the host). The train
-  // JSON's "communication" and bench/scaling.py's alpha-beta model read it.
+  // blocked waiting for them (on the CPU; a CUDA step does not block the host); and, where
+  // the communicator can time them (MPI: reduce_timed), the seconds from each bucket's
+  // start on the communication thread to its end (its transfer, and waiting for the other
+  // ranks to reach it). The train and bench JSON's "communication" and bench/scaling.py's
+  // alpha-beta fit read them.
   struct Stats {
     int64_t buckets = 0;
     int64_t bytes = 0;
     double wait_seconds = 0;
+    double reduce_seconds = 0;
   };
+  virtual bool reduce_timed() const { return false; }
   Stats stats() const {
     std::lock_guard<std::mutex> lock(stats_mu_);
     return stats_;
@@ -79,6 +84,10 @@ class Communicator {
     ++stats_.buckets;
     stats_.bytes += bytes;
     stats_.wait_seconds += wait_seconds;
+  }
+  void count_reduction(double seconds) {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_.reduce_seconds += seconds;
   }
 
  private:

@@ -65,6 +65,8 @@ struct Collective {
   Clock::time_point deadline;  // submission + timeout
   MPI_Request request = MPI_REQUEST_NULL;
   bool done = false;  // guarded by the engine's mutex
+  // When the thread started it and first saw it done (read once `done`).
+  Clock::time_point started, finished;
 };
 
 int checked_count(int64_t n, const char* unit) {
@@ -239,6 +241,7 @@ class MpiEngine {
   }
 
   void start(Collective& c) {
+    c.started = Clock::now();
     switch (c.kind) {
       case Collective::Kind::all_reduce:
         MPI_Iallreduce(MPI_IN_PLACE, c.data, c.count, c.type, c.op, MPI_COMM_WORLD, &c.request);
@@ -264,6 +267,7 @@ class MpiEngine {
       int flag = 0;
       MPI_Test(&(*it)->request, &flag, MPI_STATUS_IGNORE);
       if (flag) {
+        (*it)->finished = Clock::now();
         std::lock_guard<std::mutex> lock(mu_);
         (*it)->done = true;
         any_done = true;
@@ -337,6 +341,7 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return engine_.rank(); }
   int size() const override { return engine_.size(); }
   std::string transport() const override { return "mpi"; }
+  bool reduce_timed() const override { return true; }
 
   void all_reduce(void* data, int64_t count, DType dtype, ReduceOp op) override {
     detail::check_host_all_reduce(data, count, dtype);
@@ -409,7 +414,9 @@ class MpiCommunicator final : public Communicator {
       c = std::move(it->second);
       in_flight_.erase(it);
     }
-    if (c) engine_.wait(*c);
+    if (!c) return;
+    engine_.wait(*c);
+    count_reduction(std::chrono::duration<double>(c->finished - c->started).count());
   }
 
  private:

@@ -1,5 +1,6 @@
 #include "train/data_parallel.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <vector>
@@ -54,6 +55,16 @@ void check_ranks_agree(Communicator& comm, const std::string& what) {
   CAMPO_CHECK(differ.empty(), "--data-parallel: rank(s) ", differ,
               " build a different training step or run than rank 0 (every rank must run the "
               "same command on the same data)");
+}
+
+nlohmann::json communication_json(const Communicator& comm, const Communicator::Stats& before,
+                                  const Communicator::Stats& after, double steps) {
+  steps = std::max(steps, 1.0);
+  const double reduce_ms = 1e3 * (after.reduce_seconds - before.reduce_seconds) / steps;
+  return {{"buckets", double(after.buckets - before.buckets) / steps},
+          {"bytes_per_step", double(after.bytes - before.bytes) / steps},
+          {"wait_ms_per_step", 1e3 * (after.wait_seconds - before.wait_seconds) / steps},
+          {"reduce_ms_per_step", comm.reduce_timed() ? nlohmann::json(reduce_ms) : nlohmann::json()}};
 }
 
 void average_over_ranks(Communicator& comm, float* values, int64_t n) {

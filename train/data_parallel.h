@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "runtime/backend.h"
@@ -52,6 +53,12 @@ void broadcast_variables(Communicator& comm, VariableStore& vars);
 // that shape the run) hashed on each rank and compared; one error line naming the ranks
 // that differ from rank 0.
 void check_ranks_agree(Communicator& comm, const std::string& what);
+
+// The result JSON's "communication" of `steps` steps whose gradient buckets cost `after` -
+// `before` (Communicator::Stats): per step, the buckets, their bytes, the milliseconds the
+// step waited for them and (null where `comm` cannot time them) their reductions took.
+nlohmann::json communication_json(const Communicator& comm, const Communicator::Stats& before,
+                                  const Communicator::Stats& after, double steps);
 
 // The mean over the ranks of `n` floats at `values`, in place.
 void average_over_ranks(Communicator& comm, float* values, int64_t n);

@@ -446,13 +446,9 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
     j["transport"] = o.ranks->transport();
     j["samples_per_sec_per_rank"] = r.samples_per_sec / world;
     // Per step of this run, rank 0's: the gradient buckets, their bytes (what each rank
-    // sends into the reductions) and the time the step waited for them.
-    const Communicator::Stats after = o.ranks->stats();
-    const double steps = double(std::max<int64_t>(step - first_step, 1));
-    j["communication"] = {
-        {"buckets", double(after.buckets - comm_before.buckets) / steps},
-        {"bytes_per_step", double(after.bytes - comm_before.bytes) / steps},
-        {"wait_ms_per_step", 1e3 * (after.wait_seconds - comm_before.wait_seconds) / steps}};
+    // sends into the reductions), the time the step waited for them and their reductions.
+    j["communication"] = communication_json(*o.ranks, comm_before, o.ranks->stats(),
+                                            double(step - first_step));
   }
   j["samples_per_sec"] = r.samples_per_sec;
   r.wall_seconds = wall.seconds();

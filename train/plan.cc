@@ -584,7 +584,7 @@ BenchRun prepare_bench(const BenchOptions& o, std::shared_ptr<Backend> backend) 
     run.ranks = join_ranks(o.data_parallel, o.run.device.type);
     check_ranks_agree(*run.ranks, bench_fingerprint(o));
     run.machine.world_size = run.ranks->size();
-    run.machine.transport = run.ranks->transport();
+    run.machine.ranks = run.ranks.get();
   }
   if (run.machine.world_size > 1) {
     run.machine.energy_unavailable =
@@ -653,6 +653,7 @@ void run_bench_repetition(const BenchOptions& o, BenchRun& run) {
       res.communication.buckets += after.buckets - before_comm.buckets;
       res.communication.bytes += after.bytes - before_comm.bytes;
       res.communication.wait_seconds += after.wait_seconds - before_comm.wait_seconds;
+      res.communication.reduce_seconds += after.reduce_seconds - before_comm.reduce_seconds;
       res.timed_steps += o.steps;
     }
     res.samples_per_sec.push_back(double(o.steps) * double(samples_per_step(o.run) * ranks) /
@@ -780,7 +781,7 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
       << ", " << o.steps << " steps x " << repetitions << " interleaved repetitions, low precision "
       << o.run.mixed.low_precision << "\n";
   if (o.data_parallel.enabled)
-    out << "data-parallel: " << ranks << " ranks (" << machine.transport << "), batch "
+    out << "data-parallel: " << ranks << " ranks (" << machine.ranks->transport() << "), batch "
         << o.run.batch << " per rank; samples/s are every rank's; one process: the same step, "
         << "rank 0 alone, timed before each repetition\n";
   const double peak_f32 = machine.peak_f32 ? machine.peak_f32->gflops : 0;
@@ -870,10 +871,14 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
       std::snprintf(line, sizeof line,
                     "%-8s %-11s %.1f samples/s per rank, one process %.1f: scaling efficiency "
                     "%.2f (median of %zu paired repetitions); gradients %.1f MiB/step in %.0f "
-                    "buckets, waited %.2f ms/step\n",
+                    "buckets, reduced in %s ms/step, waited %.2f ms/step\n",
                     "", "", res.median / ranks, median_of(res.one_process_samples_per_sec),
                     p.median, p.ratios.size(), double(res.communication.bytes) / steps / (1 << 20),
                     double(res.communication.buckets) / steps,
+                    machine.ranks->reduce_timed()
+                        ? std::to_string(1e3 * res.communication.reduce_seconds / steps)
+                              .substr(0, 5).c_str()
+                        : "(not timed)",
                     1e3 * res.communication.wait_seconds / steps);
       out << line;
     }
@@ -944,13 +949,11 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
     if (res.vs_amp) e["vs_amp"] = paired_json(*res.vs_amp);
     if (res.scaling) {
       const double steps = double(std::max<int64_t>(res.timed_steps, 1));
-      e["transport"] = machine.transport;
+      e["transport"] = machine.ranks->transport();
       e["samples_per_sec_per_rank"] = res.median / ranks;
       e["one_process_samples_per_sec"] = res.one_process_samples_per_sec;
       e["scaling_efficiency"] = paired_json(*res.scaling);
-      e["communication"] = {{"buckets", double(res.communication.buckets) / steps},
-                            {"bytes_per_step", double(res.communication.bytes) / steps},
-                            {"wait_ms_per_step", 1e3 * res.communication.wait_seconds / steps}};
+      e["communication"] = communication_json(*machine.ranks, {}, res.communication, steps);
     }
   }
   // Every policy's session is alive at once: the process's peak is theirs together.

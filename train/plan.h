@@ -145,9 +145,9 @@ struct BenchMachine {
   const DeviceReport* device_report = nullptr;  // its fields go into every JSON entry
   std::optional<GemmPeak> peak_f32, peak_low;   // unset: --no-peak
   std::string energy_unavailable;               // why there is no energy (empty: there is)
-  // --data-parallel: the ranks and what moves their data (Communicator::transport).
+  // --data-parallel: the ranks (null: one process) and how many.
+  const Communicator* ranks = nullptr;
   int world_size = 1;
-  std::string transport;
 };
 
 // Builds, compiles and warms up every policy on `backend` (--device's, made once by the

@@ -788,6 +788,7 @@ TrainResult train(const TrainOptions& o, std::ostream& all_log, bool log_is_term
   }
   loop.result = {
       {"model", o.model}, {"dataset", o.dataset}, {"parameters", session.parameter_count()}};
+  if (ranks) loop.result["gradient_bucket_bytes"] = session.gradient_bucket_bytes();
   if (const std::string& path = o.checkpoint.resume_path; !path.empty()) {
     const TrainingSession::Position pos = session.restore(path, o.optimizer);
     loop.resumed = Resumed{.path = path,

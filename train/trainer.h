@@ -229,6 +229,10 @@ class TrainingSession final : public Session {
                   const std::string& optimizer) override;
   const LossScaler* loss_scaler() const override { return &scaler_; }
   PrecisionSummary precision_summary() const override { return info_.summary; }
+  // --data-parallel: each gradient bucket's bytes, in the order the step starts them.
+  const std::vector<int64_t>& gradient_bucket_bytes() const {
+    return info_.gradient_bucket_bytes;
+  }
   const VariableStore& variables() const override { return vars_; }
   FlopCount step_flops() const override { return count_step_flops(train_graph_, info_.fetches()); }
   double predicted_step_ms() const override {

@@ -48,8 +48,8 @@ namespace {
 
 // Replaces each gradient by its mean over the ranks (TrainingGraphSpec::data_parallel):
 // buckets of about d.bucket_bytes in the order the schedule computes the gradients, each an
-// AllReduceStart / AllReduceWait pair. Returns the number of buckets.
-int append_gradient_reduction(Builder& b, std::vector<ValueId>& grads,
+// AllReduceStart / AllReduceWait pair. Returns the buckets' bytes, in the order they start.
+std::vector<int64_t> append_gradient_reduction(Builder& b, std::vector<ValueId>& grads,
                               const TrainingGraphSpec::DataParallel& d) {
   CAMPO_CHECK(d.bucket_bytes > 0, "--bucket-mb must be positive");
   const Graph& g = b.graph();
@@ -64,7 +64,7 @@ int append_gradient_reduction(Builder& b, std::vector<ValueId>& grads,
            position[size_t(g.value(grads[y]).producer)];
   });
   b.set_phase(Phase::backward);
-  int buckets = 0;
+  std::vector<int64_t> buckets;
   for (size_t first = 0; first < ready.size();) {
     size_t last = first;
     int64_t bytes = 0;
@@ -76,7 +76,8 @@ int append_gradient_reduction(Builder& b, std::vector<ValueId>& grads,
       attrs.shapes.push_back(b.shape(v));
       bytes += shape_numel(b.shape(v)) * int64_t(sizeof(float));
     }
-    const std::string name = "AllReduce/bucket" + std::to_string(buckets++);
+    const std::string name = "AllReduce/bucket" + std::to_string(buckets.size());
+    buckets.push_back(bytes);
     const ValueId bucket = b.op(OpKind::AllReduceStart, inputs, attrs, name + "/start");
     const std::vector<ValueId> reduced =
         b.op_multi(OpKind::AllReduceWait, {bucket}, attrs, name + "/wait");
@@ -143,7 +144,7 @@ TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
   for (const auto& name : params) param_values.push_back(g.node(g.find_node(name)).outputs[0]);
   std::vector<ValueId> grads = append_gradients(b, info.loss, seed_grad, param_values);
   if (spec.data_parallel.ranks > 0)
-    info.gradient_buckets = append_gradient_reduction(b, grads, spec.data_parallel);
+    info.gradient_bucket_bytes = append_gradient_reduction(b, grads, spec.data_parallel);
   if (spec.precision.scaler.enabled) {
     // Unscale in f32 and check every gradient for inf/NaN in one pass.
     b.set_phase(Phase::backward);

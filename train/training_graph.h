@@ -120,7 +120,7 @@ struct TrainingGraphInfo {
   std::shared_ptr<const CostTable> costs;
   std::shared_ptr<const CostAwarePlan> cost_plan;
   int padding_candidates = 0, padded = 0;  // cost-aware: low-precision GEMMs, padded ones
-  int gradient_buckets = 0;                // data-parallel: AllReduceStart nodes
+  std::vector<int64_t> gradient_bucket_bytes;  // data-parallel: per AllReduceStart, in order
 };
 TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
                                        const TrainingGraphSpec& spec);

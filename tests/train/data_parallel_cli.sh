@@ -26,8 +26,9 @@ status=$?
 [ "$(grep -c '"event":"result"' "$tmp/out")" -eq 1 ] || fail "not one JSON line: $(cat "$tmp/out")"
 grep -q '"world_size":2' "$tmp/out" || fail "no world_size 2 in $(cat "$tmp/out")"
 grep -q '"global_batch":32' "$tmp/out" || fail "no global_batch 32 in $(cat "$tmp/out")"
-grep -q '"communication":{"buckets":[1-9][0-9.]*,"bytes_per_step":[1-9]' "$tmp/out" \
+grep -q '"communication":{"buckets":[1-9][0-9.]*,"bytes_per_step":[1-9][0-9.]*,"reduce_ms_per_step":[0-9.e-]*[1-9]' "$tmp/out" \
   || fail "no communication figures in $(cat "$tmp/out")"
+grep -q '"gradient_bucket_bytes":\[[1-9]' "$tmp/out" || fail "no bucket sizes in $(cat "$tmp/out")"
 grep -q 'batch 16 per rank x 2 ranks (mpi)' "$tmp/out" || fail "banner: $(head -3 "$tmp/out")"
 [ -s "$tmp/dp.safetensors" ] || fail "no checkpoint written"
 
@@ -61,7 +62,7 @@ assert len(e["one_process_samples_per_sec"]) == 2 and len(e["scaling_efficiency"
 assert abs(e["samples_per_sec_per_rank"] * 2 - e["median_samples_per_sec"]) < 1e-6 * e["median_samples_per_sec"]
 assert 0 < e["scaling_efficiency"]["median"] < 2
 c = e["communication"]
-assert c["buckets"] == 1 and c["bytes_per_step"] > 100000, c
+assert c["buckets"] == 1 and c["bytes_per_step"] > 100000 and c["reduce_ms_per_step"] > 0, c
 PY
 for bad in "--model dcgan" "--lockstep" ; do
   if "$campo" bench $bad --data-parallel < /dev/null > "$tmp/out" 2> "$tmp/err"; then

@@ -275,7 +275,7 @@ TEST(DataParallelGraphTest, BucketsFollowTheBackwardPassAndAverage) {
   spec.data_parallel = {.ranks = 4, .bucket_bytes = 16 << 10};
   const TrainingGraphInfo info = build_training_graph(g, vars, spec);
   const std::vector<NodeId> starts = g.nodes_of_kind(OpKind::AllReduceStart);
-  EXPECT_EQ(int(starts.size()), info.gradient_buckets);
+  EXPECT_EQ(starts.size(), info.gradient_bucket_bytes.size());
   ASSERT_GE(starts.size(), 2u);
   // Every parameter's update reads a reduced gradient, scaled by 1 / 4.
   for (NodeId w : g.nodes_of_kind(OpKind::AllReduceWait))
