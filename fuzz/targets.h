@@ -19,6 +19,7 @@ void calibration(const uint8_t* data, size_t size);     // amp/calibration.cc
 void amp_lists_file(const uint8_t* data, size_t size);  // amp/lists.cc, JSON edits
 void amp_lists_edit(const uint8_t* data, size_t size);  // amp/lists.cc, --amp-lists
 void text(const uint8_t* data, size_t size);            // datasets/text.cc and tokenizer.cc
+void predict(const uint8_t* data, size_t size);         // train/predict.cc: profiles, tables
 
 // The machine identity the calibration target reads against (and its seeds are made for).
 MachineIdentity calibration_fuzz_machine();

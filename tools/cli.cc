@@ -28,6 +28,7 @@
 #include "train/interrupt.h"
 #include "train/model_array.h"
 #include "train/plan.h"
+#include "train/predict.h"
 #include "train/trainer.h"
 #ifdef CAMPO_HAVE_CUDA
 #include "runtime/cuda/device_info.h"
@@ -243,6 +244,9 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, PerM
       ->capture_default_str();
   cmd->add_option("--threads", o.threads, "CPU threads (0: all cores)")->capture_default_str();
   cmd->add_flag("--profile", o.report.profile, "Time every node; print the time per op at the end");
+  cmd->add_option("--profile-out", o.report.profile_out,
+                  "Time every node; write each node's op, shapes, FLOPs, bytes and time per "
+                  "step to this JSON file at the end (campo predict reads it)");
   add_device_option(cmd, device);
   cmd->add_option("--augment", o.augment,
                   "cifar10/folders: random crop + flip: auto (training split), on, off")
@@ -594,6 +598,22 @@ int run(const std::vector<std::string>& args) {
       ->capture_default_str();
   graph_cmd->add_option("--format", graph_format, "text or dot")->capture_default_str();
 
+  PredictOptions predict_options;
+  CLI::App* predict_cmd = app.add_subcommand(
+      "predict", "Predict a profiled training step's time on another device (Habitat's scaling)");
+  predict_cmd->add_option("--profile", predict_options.profile_path,
+                          "A per-node profile: campo train ... --profile-out FILE");
+  predict_cmd->add_option("--device", predict_options.device,
+                          "The device to predict for, by its name in the device table");
+  predict_cmd->add_option("--from", predict_options.from,
+                          "The device the profile was measured on (default: the profile's "
+                          "own measurement of its CPU)");
+  predict_cmd->add_option("--devices", predict_options.devices_path,
+                          "A device table to use instead of the built-in one (train/devices.json)");
+  predict_cmd->add_option("--json", predict_options.json_path, "Write the prediction per node");
+  bool list_devices = false;
+  predict_cmd->add_flag("--list-devices", list_devices, "List the device table and exit");
+
   EvalOptions eval_options;
   CLI::App* eval_cmd = app.add_subcommand("eval", "Evaluate a checkpoint on a test split");
   eval_cmd->add_option("--checkpoint", eval_options.checkpoint, "safetensors checkpoint")
@@ -782,6 +802,20 @@ int run(const std::vector<std::string>& args) {
       } else {
         run_bench(bench_options, bench_backend, std::cout);
       }
+      return 0;
+    }
+    if (predict_cmd->parsed()) {
+      if (list_devices) {
+        const std::vector<DeviceModel> table =
+            predict_options.devices_path.empty()
+                ? builtin_devices()
+                : parse_device_table_file(predict_options.devices_path);
+        for (const DeviceModel& d : table)
+          std::cout << d.name << ": " << d.full_name << "; f32 " << d.peak_for(DType::f32, false)
+                    << " GFLOP/s, " << d.memory_gbs << " GB/s; " << d.source << "\n";
+        return 0;
+      }
+      run_predict(predict_options, std::cout);
       return 0;
     }
     if (graph_cmd->parsed()) {

@@ -19,6 +19,7 @@ class DeviceReport {
   // "device"; on cpu:strict also "host_copies" {to_device, to_host} (since construction)
   // and "default_cpu_allocations".
   void add_to(nlohmann::json& j) const;
+  const std::shared_ptr<Backend>& backend() const { return backend_; }
 
  private:
   std::shared_ptr<Backend> backend_;

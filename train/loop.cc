@@ -1,5 +1,7 @@
 #include "train/loop.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -7,8 +9,10 @@
 #include <ostream>
 #include <sstream>
 
+#include "amp/calibration.h"
 #include "datasets/loader.h"
 #include "models/models.h"
+#include "runtime/atomic_file.h"
 #include "runtime/check.h"
 #include "runtime/communicator.h"
 #include "runtime/file_check.h"
@@ -17,6 +21,8 @@
 #include "train/device_report.h"
 #include "train/interrupt.h"
 #include "train/metrics_log.h"
+#include "train/predict.h"
+#include "train/profiling.h"
 #include "train/trainer.h"
 
 namespace campo {
@@ -151,9 +157,36 @@ void validate(const ReportOptions& r) {
       r.progress == "auto" || r.progress == "bar" || r.progress == "lines" || r.progress == "none",
       "--progress must be auto, bar, lines or none, got '", r.progress, "'");
   check_metrics_outputs(r.metrics_path, r.tensorboard_dir);
+  if (!r.profile_out.empty()) require_output_file(r.profile_out, "--profile-out file");
 }
 
 namespace {
+
+// --profile-out: what ran where (the run's fields, the machine, the threads) and every
+// node's time over the `steps` profiled steps (campo predict reads it).
+void write_profile(const TrainingLoopOptions& o, const Session& session,
+                   const DeviceReport& device_report, int64_t steps) {
+  nlohmann::json j = o.result;
+  j["format"] = "campo-profile";
+  j["version"] = 1;
+  j["campo_version"] = CAMPO_VERSION;
+  j["precision"] = precision_name(o.precision_config.policy);
+  j["batch"] = o.batch;
+  j["steps"] = steps;
+  device_report.add_to(j);
+  const std::shared_ptr<Backend>& backend = device_report.backend();
+  j["machine"] = backend->describe();
+  j["threads"] = omp_get_max_threads();
+  j["onednn_isa"] = this_machine().onednn_isa;
+  // The origin campo predict scales from: this CPU as the run used it, measured now; a GPU
+  // is named with predict --from.
+  if (backend->device().type == Device::cpu) j["device_model"] = measure_this_cpu(backend).to_json();
+  j["nodes"] = profile_nodes_json(session.profile(), steps);
+  double total = 0;
+  for (const nlohmann::json& node : j["nodes"]) total += node["ms_per_step"].get<double>();
+  j["total_ms_per_step"] = total;  // of the nodes' medians
+  write_file_atomically(o.report.profile_out, j.dump(1) + "\n");
+}
 
 // A time as the progress display shows it: m:ss, or h:mm:ss from an hour.
 std::string format_duration(double seconds) {
@@ -267,7 +300,8 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
     log << "campo: resumed from " << r.path << " at step " << step << " (epoch "
         << start_epoch + 1 << ", batch " << start_batch << ")\n";
   }
-  if (o.report.profile) session.set_profiling(true);
+  if (o.report.profile || !o.report.profile_out.empty()) session.set_profiling(true);
+  const int64_t first_profiled_step = step;
 
   TrainingLoopResult r;
   r.values.assign(size_t(n), std::vector<std::vector<float>>(values.size()));
@@ -426,6 +460,8 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
     print_profile(session.profile().by_op(), step, log);
     log << "memory: " << memory_line(memory) << "\n";
   }
+  if (!o.report.profile_out.empty())
+    write_profile(o, session, device, step - first_profiled_step);
 
   // The JSON result: the run's own fields, then what every run reports.
   nlohmann::json j = o.result;

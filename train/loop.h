@@ -116,6 +116,7 @@ void validate(const CheckpointOptions& c);
 struct ReportOptions {
   std::string progress = "auto";  // auto (a bar on a terminal, else lines) | bar | lines | none
   bool profile = false;           // time every node; print the time per op at the end
+  std::string profile_out;        // time every node; write the per-node profile here (JSON)
   // Training curves (train/metrics_log.h), at the steps of the progress lines: --metrics
   // writes one JSON line per logged step and evaluation; --tensorboard an event file.
   std::string metrics_path, tensorboard_dir;

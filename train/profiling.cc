@@ -10,6 +10,7 @@
 #include <ostream>
 
 #include "graph/executor.h"
+#include "graph/flops.h"
 
 namespace campo {
 
@@ -233,15 +234,52 @@ TrainingGraphSpec with_profiled_costs(TrainingGraphSpec spec, std::shared_ptr<Ba
   return spec;
 }
 
+void OpProfile::reset() {
+  ms_.clear();
+  graphs_.clear();
+  index_.clear();
+  nodes_.clear();
+}
+
 void OpProfile::attach(Executable& exe, const Graph& graph, bool on) {
   exe.set_timing(on);
-  if (on)
-    exe.set_node_hook([this, g = &graph](NodeId id, double ms) {
-      const Node& n = g->node(id);
-      ms_[{n.kind, n.dtype}] += ms;
-    });
-  else
+  if (on) {
+    if (std::find(graphs_.begin(), graphs_.end(), &graph) == graphs_.end())
+      graphs_.push_back(&graph);
+    exe.set_node_hook([this, g = &graph](NodeId id, double ms) { add(*g, id, ms); });
+  } else {
     exe.set_node_hook(nullptr);
+  }
+}
+
+void OpProfile::add(const Graph& g, NodeId id, double ms) {
+  const Node& n = g.node(id);
+  ms_[{n.kind, n.dtype}] += ms;
+  auto [it, inserted] = index_.try_emplace({&g, id}, nodes_.size());
+  if (inserted) {
+    NodeTiming t;
+    t.graph = int(std::find(graphs_.begin(), graphs_.end(), &g) - graphs_.begin());
+    t.name = n.name;
+    t.kind = n.kind;
+    t.dtype = n.dtype;
+    t.flops = node_flops(g, n);
+    auto side = [&](const std::vector<ValueId>& values, std::vector<Shape>& shapes,
+                    std::vector<DType>& dtypes) {
+      for (ValueId v : values) {
+        const Value& value = g.value(v);
+        shapes.push_back(value.shape);
+        dtypes.push_back(value.dtype);
+        t.bytes += shape_numel(value.shape) * int64_t(dtype_size(value.dtype));
+      }
+    };
+    side(n.inputs, t.inputs, t.input_dtypes);
+    side(n.outputs, t.outputs, t.output_dtypes);
+    nodes_.push_back(std::move(t));
+  }
+  NodeTiming& t = nodes_[it->second];
+  ++t.calls;
+  t.ms += ms;
+  t.call_ms.push_back(float(ms));
 }
 
 std::vector<std::pair<std::string, double>> OpProfile::by_op() const {
@@ -252,6 +290,38 @@ std::vector<std::pair<std::string, double>> OpProfile::by_op() const {
     if (ms > 0) out.push_back({op_name(kind), ms});
   std::stable_sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.second > b.second; });
   return out;
+}
+
+nlohmann::json profile_nodes_json(const OpProfile& p, int64_t steps) {
+  auto values = [](const std::vector<Shape>& shapes, const std::vector<DType>& dtypes) {
+    nlohmann::json a = nlohmann::json::array();
+    for (size_t i = 0; i < shapes.size(); ++i)
+      a.push_back({{"shape", shapes[i]}, {"dtype", dtype_name(dtypes[i])}});
+    return a;
+  };
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const NodeTiming& t : p.nodes()) {
+    std::vector<float> sorted = t.call_ms;
+    std::sort(sorted.begin(), sorted.end());
+    const size_t n = sorted.size();
+    const double median = n == 0 ? 0.0
+                          : n % 2 ? double(sorted[n / 2])
+                                  : 0.5 * (double(sorted[n / 2 - 1]) + double(sorted[n / 2]));
+    const double calls_per_step = double(t.calls) / double(std::max<int64_t>(steps, 1));
+    nodes.push_back({{"graph", t.graph},
+                     {"name", t.name},
+                     {"op", op_name(t.kind)},
+                     {"dtype", dtype_name(t.dtype)},
+                     {"inputs", values(t.inputs, t.input_dtypes)},
+                     {"outputs", values(t.outputs, t.output_dtypes)},
+                     {"flops", t.flops},
+                     {"bytes", t.bytes},
+                     {"calls", t.calls},
+                     {"ms_per_call", median},
+                     {"ms_per_call_mean", t.ms / double(std::max<int64_t>(t.calls, 1))},
+                     {"ms_per_step", median * calls_per_step}});
+  }
+  return nodes;
 }
 
 double OpProfile::total_ms() const {

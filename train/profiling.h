@@ -11,6 +11,7 @@
 #include <iosfwd>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -89,21 +90,49 @@ CostTable profile_costs(const TrainingGraphSpec& spec, std::shared_ptr<Backend> 
 // precision.costs = profile_costs(spec, backend); else unchanged.
 TrainingGraphSpec with_profiled_costs(TrainingGraphSpec spec, std::shared_ptr<Backend> backend);
 
+// One node of a profile (--profile-out): what it computes, on what, and its time.
+struct NodeTiming {
+  int graph = 0;  // which attached graph: 0, or a GAN's D (0) and G (1) step graphs
+  std::string name;
+  OpKind kind{};
+  DType dtype = DType::f32;  // its compute type
+  std::vector<Shape> inputs, outputs;
+  std::vector<DType> input_dtypes, output_dtypes;
+  int64_t flops = 0;  // graph/flops.h
+  int64_t bytes = 0;  // every input and output once: what it reads and writes at least
+  int64_t calls = 0;
+  double ms = 0;                 // all calls together
+  std::vector<float> call_ms;    // each call's
+};
+
 // --profile and bench's breakdown: the time of timed steps per op kind and compute type.
 // attach() hooks an executable's node timings (several executables, e.g. a GAN's two step
 // graphs, add into one profile); by_op() gives the totals per kind (name -> ms, largest
-// first, kinds that ran only), by_op_dtype() per (kind, dtype).
+// first, kinds that ran only), by_op_dtype() per (kind, dtype), nodes() per node in the
+// order they first ran.
 class OpProfile {
  public:
-  void reset() { ms_.clear(); }
+  void reset();
   // Times `exe`'s nodes (those of `graph`) into this profile, or stops timing them.
   void attach(Executable& exe, const Graph& graph, bool on);
   std::vector<std::pair<std::string, double>> by_op() const;
   const std::map<std::pair<OpKind, DType>, double>& by_op_dtype() const { return ms_; }
+  const std::vector<NodeTiming>& nodes() const { return nodes_; }
   double total_ms() const;
 
  private:
+  void add(const Graph& graph, NodeId id, double ms);
   std::map<std::pair<OpKind, DType>, double> ms_;
+  std::vector<const Graph*> graphs_;  // in the order attached
+  std::map<std::pair<const Graph*, NodeId>, size_t> index_;  // into nodes_
+  std::vector<NodeTiming> nodes_;
 };
+
+// --profile-out's "nodes" (docs/usage.md): per node of `p`, in the order they first ran,
+// its graph, name, op, compute dtype, inputs and outputs (shape, dtype), FLOPs, bytes,
+// calls, the median and mean ms per call, and ms per step over `steps` timed steps: the
+// median call times the calls a step makes, so that the first step's one-time costs (kernel
+// set-up, first touches of memory) do not count.
+nlohmann::json profile_nodes_json(const OpProfile& p, int64_t steps);
 
 }  // namespace campo

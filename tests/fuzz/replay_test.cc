@@ -19,6 +19,7 @@
 #include "datasets/tokenizer.h"
 #include "fuzz/targets.h"
 #include "graph/checkpoint.h"
+#include "train/predict.h"
 
 namespace campo {
 namespace {
@@ -39,6 +40,7 @@ const Target kTargets[] = {
     {"amp_lists_file", fuzz::amp_lists_file},
     {"amp_lists_edit", fuzz::amp_lists_edit},
     {"text", fuzz::text},
+    {"predict", fuzz::predict},
 };
 
 fs::path fuzz_dir() { return fs::path(CAMPO_SOURCE_DIR) / "fuzz"; }
@@ -103,6 +105,19 @@ TEST(FuzzReplayTest, SeedsAreValidInputs) {
     EXPECT_NO_THROW(
         AmpLists::defaults(Device::cpu, DType::bf16).edit(std::string(bytes.begin(), bytes.end())))
         << f;
+  }
+  for (const fs::path& f : files_in(corpus / "predict")) {  // first byte: 0 profile, 1 table
+    const std::vector<uint8_t> bytes = read_bytes(f);
+    ASSERT_FALSE(bytes.empty()) << f;
+    const fs::path rest = fs::temp_directory_path() / ("campo_seed_" + f.filename().string());
+    std::ofstream(rest, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data() + 1),
+                                               std::streamsize(bytes.size() - 1));
+    std::ostream nowhere(nullptr);
+    if (bytes[0] % 2 == 0)
+      EXPECT_NO_THROW(run_predict({.profile_path = rest.string(), .device = "h100"}, nowhere)) << f;
+    else
+      EXPECT_NO_THROW(parse_device_table_file(rest.string())) << f;
+    fs::remove(rest);
   }
   for (const fs::path& f : files_in(corpus / "text"))
     if (f.extension() == ".json")

@@ -1,0 +1,236 @@
+// campo predict (train/predict.h): Habitat's gamma and the scaling against hand-computed
+// cases, the device table's checks, a recorded profile predicting a fixed table, and the
+// command a user runs: train --profile-out, then predict, with one error line for bad input.
+#include "train/predict.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "runtime/check.h"
+#include "tests/test_util.h"
+#include "tests/tools/cli_test_util.h"
+
+namespace campo {
+namespace {
+
+using testing::expect_error;
+using testing::run_cli;
+using testing::TempDir;
+
+DeviceModel device(const std::string& name, double f32, double bf16, double gbs) {
+  DeviceModel d;
+  d.name = name;
+  d.kind = "gpu";
+  d.units = 1;
+  d.peak_gflops[DType::f32] = f32;
+  if (bf16 > 0) d.peak_gflops[DType::bf16] = bf16;
+  d.memory_gbs = gbs;
+  d.source = "test";
+  return d;
+}
+
+TEST(PredictTest, GammaIsHabitatsInterpolationOfTheRooflinePosition) {
+  EXPECT_DOUBLE_EQ(memory_weight(0, 100, 10), 1.0);    // no FLOPs: all memory
+  EXPECT_DOUBLE_EQ(memory_weight(100, 0, 10), 0.0);    // no bytes: all compute
+  EXPECT_DOUBLE_EQ(memory_weight(50, 10, 10), 0.75);   // I = R / 2: 1 - 1/4
+  EXPECT_DOUBLE_EQ(memory_weight(100, 10, 10), 0.5);   // at the ridge, from either side
+  EXPECT_DOUBLE_EQ(memory_weight(200, 10, 10), 0.25);  // I = 2R: R / (2I)
+  EXPECT_DOUBLE_EQ(memory_weight(1000, 10, 10), 0.05);
+}
+
+TEST(PredictTest, ScalesByBandwidthAndPeakWeightedByGamma) {
+  const DeviceModel from = device("a", 100, 400, 10), to = device("b", 400, 3200, 40);
+  // Target ridge 400 / 40 = 10 FLOPs/byte.
+  // Memory-bound (no FLOPs): the bandwidth ratio alone, 10 / 40.
+  EXPECT_NEAR(scale_node_time(8.0, 0, 1e6, DType::f32, false, from, to), 2.0, 1e-12);
+  // At the ridge (gamma 1/2): (10/40)^0.5 x (100/400)^0.5 = 1/4.
+  EXPECT_NEAR(scale_node_time(8.0, 1e7, 1e6, DType::f32, false, from, to), 2.0, 1e-12);
+  // A bf16 GEMM at 8x the ridge of its bf16 peak (3200 / 40 = 80; I = 640): gamma 1/16,
+  // (1/4)^(1/16) x (400/3200)^(15/16).
+  const double expected = 8.0 * std::pow(0.25, 1.0 / 16) * std::pow(0.125, 15.0 / 16);
+  EXPECT_NEAR(scale_node_time(8.0, 6.4e8, 1e6, DType::bf16, true, from, to), expected, 1e-12);
+  // A bf16 element-wise node runs at the f32 peak (no FLOPs here: bandwidth only).
+  EXPECT_NEAR(scale_node_time(8.0, 0, 1e6, DType::bf16, false, from, to), 2.0, 1e-12);
+  // The same device: unchanged.
+  EXPECT_NEAR(scale_node_time(3.0, 5e6, 1e6, DType::f32, true, from, from), 3.0, 1e-12);
+}
+
+TEST(PredictTest, ADeviceWithoutThePrecisionIsOneLine) {
+  const DeviceModel& v100 = find_device(builtin_devices(), "v100");
+  try {
+    (void)v100.peak_for(DType::bf16, true);
+    FAIL() << "v100 gave a bf16 peak";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("device v100 has no bf16 peak"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(v100.peak_for(DType::bf16, false), 15700);  // element-wise bf16: the f32 units
+}
+
+TEST(PredictTest, TheBuiltInTableHasTheIssuesDevicesWithSources) {
+  for (const char* name : {"v100", "t4", "a100", "l4", "h100", "h200", "rtx4090", "rtx3090",
+                           "xeon-8480", "epyc-9654"}) {
+    const DeviceModel& d = find_device(builtin_devices(), name);
+    EXPECT_FALSE(d.source.empty()) << name;
+    EXPECT_GT(d.memory_gbs, 0) << name;
+  }
+  EXPECT_EQ(find_device(builtin_devices(), "h200").memory_gbs, 4800);
+}
+
+void write(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+TEST(PredictTest, BadTablesAndNamesAreOneLine) {
+  TempDir dir;
+  const std::string good = R"({"devices": [{"name": "x", "kind": "gpu", "units": 1,
+      "clock_mhz": 1, "memory_gbs": 10, "peak_gflops": {"f32": 100}, "source": "s"}]})";
+  struct Case {
+    std::string table, needle;
+  };
+  const Case cases[] = {
+      {"{not json", "not JSON"},
+      {R"({"devices": []})", "not a device table"},
+      {R"({"devices": [{"name": "x", "kind": "tpu", "units": 1, "clock_mhz": 1,
+          "memory_gbs": 10, "peak_gflops": {"f32": 100}, "source": "s"}]})",
+       "kind must be gpu or cpu"},
+      {R"({"devices": [{"name": "x", "kind": "gpu", "units": 1, "clock_mhz": 1,
+          "memory_gbs": 10, "peak_gflops": {"bf16": 100}, "source": "s"}]})",
+       "peak_gflops has no f32"},
+      {R"({"devices": [{"name": "x", "kind": "gpu", "units": 1, "clock_mhz": 1,
+          "memory_gbs": -3, "peak_gflops": {"f32": 100}, "source": "s"}]})",
+       "'memory_gbs' is -3, not positive"},
+      {R"({"devices": [{"name": "x", "kind": "gpu", "units": 1, "clock_mhz": 1,
+          "memory_gbs": 10, "peak_gflops": {"f64": 100}, "source": "s"}]})",
+       "unknown precision 'f64'"},
+  };
+  for (const Case& c : cases) {
+    write(dir.file("t.json"), c.table);
+    expect_error(run_cli({"predict", "--devices", dir.file("t.json"), "--list-devices"}), c.needle);
+  }
+  write(dir.file("t.json"), good);
+  const auto listed = run_cli({"predict", "--devices", dir.file("t.json"), "--list-devices"});
+  EXPECT_EQ(listed.code, 0) << listed.err;
+  EXPECT_NE(listed.out.find("x: x; f32 100 GFLOP/s, 10 GB/s; s"), std::string::npos) << listed.out;
+}
+
+// A recorded profile of three nodes measured on device "a" (its own device_model), and a
+// table holding "b": the prediction is the hand-computed one.
+const char* kProfile = R"({
+ "format": "campo-profile", "version": 1, "model": "tiny", "precision": "fp32", "batch": 4,
+ "steps": 10,
+ "device_model": {"name": "a", "kind": "cpu", "units": 2, "clock_mhz": 0, "memory_gbs": 10,
+                  "peak_gflops": {"f32": 100}, "source": "measured"},
+ "nodes": [
+  {"name": "mm", "op": "MatMul", "dtype": "f32", "flops": 1e9, "bytes": 1e6, "ms_per_step": 4.0},
+  {"name": "relu", "op": "Relu", "dtype": "f32", "flops": 0, "bytes": 1e6, "ms_per_step": 1.0},
+  {"name": "mid", "op": "BiasAdd", "dtype": "f32", "flops": 1e7, "bytes": 1e6, "ms_per_step": 2.0}
+ ]})";
+const char* kTable = R"({"devices": [{"name": "b", "kind": "gpu", "units": 8, "clock_mhz": 1,
+  "memory_gbs": 40, "peak_gflops": {"f32": 400}, "source": "test"}]})";
+
+TEST(PredictTest, ARecordedProfilePredictsAFixedTable) {
+  TempDir dir;
+  write(dir.file("p.json"), kProfile);
+  write(dir.file("d.json"), kTable);
+  const auto r = run_cli({"predict", "--profile", dir.file("p.json"), "--device", "b",
+                          "--devices", dir.file("d.json"), "--json", dir.file("out.json")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  // Ridge of b: 10. mm: I = 1000, gamma 0.005: 4 x (1/4)^0.005 x (1/4)^0.995 = 1.
+  // relu: memory, 1 x 1/4. mid: I = 10, gamma 1/2: 2 x 1/4. Total 1 + 0.25 + 0.5.
+  const nlohmann::json j = nlohmann::json::parse(std::ifstream(dir.file("out.json")));
+  EXPECT_NEAR(j["ms_per_step_predicted"].get<double>(), 1.75, 1e-9);
+  EXPECT_NEAR(j["ms_per_step_origin"].get<double>(), 7.0, 1e-12);
+  EXPECT_NEAR(j["by_op"]["MatMul"]["ms_predicted"].get<double>(), 1.0, 1e-9);
+  EXPECT_NEAR(j["nodes"][2]["gamma"].get<double>(), 0.5, 1e-12);
+  const size_t step_line = r.out.find("step (every node)");
+  ASSERT_NE(step_line, std::string::npos) << r.out;
+  std::istringstream fields(r.out.substr(step_line + 17, r.out.find('\n', step_line) - step_line));
+  int nodes = 0;
+  double measured = 0, predicted = 0, ratio = 0;
+  fields >> nodes >> measured >> predicted >> ratio;
+  EXPECT_EQ(nodes, 3);
+  EXPECT_DOUBLE_EQ(measured, 7.0);
+  EXPECT_DOUBLE_EQ(predicted, 1.75);
+  EXPECT_DOUBLE_EQ(ratio, 0.25);
+  // Named from the table instead of the profile's own measurement: a -> b needs "a" there.
+  expect_error(run_cli({"predict", "--profile", dir.file("p.json"), "--device", "b", "--devices",
+                        dir.file("d.json"), "--from", "a"}),
+               "unknown device 'a' (the table has b)");
+}
+
+TEST(PredictTest, BadProfilesAreOneLine) {
+  TempDir dir;
+  struct Case {
+    std::string profile, needle;
+  };
+  const Case cases[] = {
+      {"[1, 2", "not JSON"},
+      {R"({"format": "campo-calibration"})", "not a campo profile"},
+      {R"({"format": "campo-profile", "version": 7})", "format version this campo does not read"},
+      {R"({"format": "campo-profile", "version": 1, "nodes": []})",
+       "does not describe the device it was measured on"},
+  };
+  for (const Case& c : cases) {
+    write(dir.file("p.json"), c.profile);
+    expect_error(run_cli({"predict", "--profile", dir.file("p.json"), "--device", "h100"}),
+                 c.needle);
+  }
+  std::string bad_op = kProfile;
+  bad_op.replace(bad_op.find("\"Relu\""), 6, "\"Frob\"");
+  write(dir.file("p.json"), bad_op);
+  expect_error(run_cli({"predict", "--profile", dir.file("p.json"), "--device", "h100"}),
+               "node 1: unknown op 'Frob'");
+  write(dir.file("p.json"), kProfile);
+  expect_error(run_cli({"predict", "--profile", dir.file("p.json"), "--device", "tpu9"}),
+               "unknown device 'tpu9' (the table has v100, t4");
+  expect_error(run_cli({"predict", "--device", "h100"}), "--profile is required");
+  expect_error(run_cli({"predict", "--profile", dir.file("missing.json"), "--device", "h100"}),
+               "missing.json");
+}
+
+TEST(PredictTest, TrainWritesAProfileThatPredictReads) {
+  TempDir dir;
+  const auto t = run_cli({"train", "--model", "lenet", "--dataset", "synthetic", "--steps", "4",
+                          "--batch", "16", "--limit-test", "16", "--precision", "fp32",
+                          "--progress", "none", "--profile-out", dir.file("p.json")});
+  ASSERT_EQ(t.code, 0) << t.err;
+  const nlohmann::json p = nlohmann::json::parse(std::ifstream(dir.file("p.json")));
+  EXPECT_EQ(p["format"], "campo-profile");
+  EXPECT_EQ(p["model"], "lenet");
+  EXPECT_EQ(p["steps"], 4);
+  EXPECT_GT(p["device_model"]["peak_gflops"]["f32"].get<double>(), 0);
+  EXPECT_GT(p["device_model"]["memory_gbs"].get<double>(), 0);
+  double sum = 0;
+  bool conv = false;
+  for (const auto& n : p["nodes"]) {
+    sum += n["ms_per_step"].get<double>();
+    EXPECT_EQ(n["calls"], 4) << n["name"];  // every node of the step, once a step
+    if (n["op"] == "Conv2D" && n["name"] == "conv1.Conv2D") {
+      conv = true;
+      // 16 x 6 x 28 x 28 outputs, each 25 multiply-adds (1 channel, 5 x 5): 2 FLOPs each.
+      EXPECT_EQ(n["flops"].get<int64_t>(), int64_t(2) * 16 * 6 * 28 * 28 * 25);
+      EXPECT_EQ(n["outputs"][0]["shape"], nlohmann::json({16, 6, 28, 28}));
+    }
+  }
+  EXPECT_TRUE(conv);
+  EXPECT_NEAR(p["total_ms_per_step"].get<double>(), sum, 1e-9);
+  const auto r = run_cli({"predict", "--profile", dir.file("p.json"), "--device", "h100",
+                          "--json", dir.file("out.json")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(std::ifstream(dir.file("out.json")));
+  EXPECT_EQ(j["nodes"].size(), p["nodes"].size());
+  EXPECT_GT(j["ms_per_step_predicted"].get<double>(), 0);
+  EXPECT_LT(j["ms_per_step_predicted"].get<double>(), sum);  // an H100 is faster than 2 cores
+  expect_error(run_cli({"train", "--model", "lenet", "--dataset", "synthetic", "--steps", "1",
+                        "--profile-out", dir.file("no/such/dir/p.json")}),
+               "--profile-out file");
+}
+
+}  // namespace
+}  // namespace campo

@@ -1,0 +1,341 @@
+#include "train/predict.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <ostream>
+#include <sstream>
+
+#include "amp/calibration.h"
+#include "graph/flops.h"
+#include "ops/op.h"
+#include "runtime/atomic_file.h"
+#include "runtime/check.h"
+#include "runtime/file_check.h"
+#include "train/roofline.h"
+
+namespace campo {
+
+namespace {
+
+using json = nlohmann::json;
+
+// train/devices.json, as CMake wrote it into a raw string literal.
+const char kBuiltinDevices[] =
+#include "devices_json.inc"
+    ;
+
+std::string read_text(const std::string& path, const std::string& kind) {
+  require_input_file(path, kind);
+  std::ifstream in(path, std::ios::binary);
+  CAMPO_CHECK(in.good(), kind, " ", path, ": cannot be read");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+json parse_json(const std::string& text, const std::string& origin) {
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    std::string why = e.what();
+    if (size_t p = why.find("] "); p != std::string::npos) why = why.substr(p + 2);
+    CAMPO_FAIL(origin, ": not JSON (", why, ")");
+  }
+}
+
+// The number at `key` of object `j`, positive unless `zero_ok`; one error line otherwise.
+double number(const json& j, const char* key, const std::string& where, bool zero_ok = false) {
+  CAMPO_CHECK(j.is_object() && j.contains(key) && j[key].is_number(), where, ": '", key,
+              "' is missing or not a number");
+  const double v = j[key].get<double>();
+  CAMPO_CHECK(std::isfinite(v) && (zero_ok ? v >= 0 : v > 0), where, ": '", key, "' is ", v,
+              zero_ok ? ", not zero or more" : ", not positive");
+  return v;
+}
+
+std::string text(const json& j, const char* key, const std::string& where) {
+  CAMPO_CHECK(j.is_object() && j.contains(key) && j[key].is_string() &&
+                  !j[key].get<std::string>().empty(),
+              where, ": '", key, "' is missing or not a string");
+  return j[key].get<std::string>();
+}
+
+bool low_precision(DType d) { return d == DType::f16 || d == DType::bf16; }
+
+}  // namespace
+
+double DeviceModel::peak_for(DType dtype, bool gemm) const {
+  const DType key = gemm && low_precision(dtype) ? dtype : DType::f32;
+  auto it = peak_gflops.find(key);
+  CAMPO_CHECK(it != peak_gflops.end(), "device ", name, " has no ", dtype_name(key),
+              " peak in its table entry (it does not compute in ", dtype_name(key),
+              "): predict a profile measured in fp32 or in a precision it has");
+  return it->second;
+}
+
+json DeviceModel::to_json() const {
+  json peaks = json::object();
+  for (const auto& [d, g] : peak_gflops) peaks[dtype_name(d)] = g;
+  return {{"name", name},   {"kind", kind},         {"full_name", full_name},
+          {"units", units}, {"clock_mhz", clock_mhz}, {"peak_gflops", peaks},
+          {"memory_gbs", memory_gbs}, {"source", source}};
+}
+
+DeviceModel parse_device(const json& j, const std::string& origin) {
+  DeviceModel d;
+  d.name = text(j, "name", origin + ": a device");
+  const std::string where = origin + ": device " + d.name;
+  d.kind = text(j, "kind", where);
+  CAMPO_CHECK(d.kind == "gpu" || d.kind == "cpu", where, ": kind must be gpu or cpu, got '",
+              d.kind, "'");
+  d.full_name = j.contains("full_name") && j["full_name"].is_string() ? j["full_name"].get<std::string>() : d.name;
+  d.source = text(j, "source", where);
+  d.units = int(number(j, "units", where));
+  d.clock_mhz = number(j, "clock_mhz", where, true);
+  d.memory_gbs = number(j, "memory_gbs", where);
+  CAMPO_CHECK(j.contains("peak_gflops") && j["peak_gflops"].is_object(), where,
+              ": 'peak_gflops' is missing or not an object");
+  for (const auto& [key, value] : j["peak_gflops"].items()) {
+    DType dt;
+    try {
+      dt = parse_dtype(key);
+    } catch (const Error&) {
+      CAMPO_FAIL(where, ": peak_gflops has an unknown precision '", key, "'");
+    }
+    CAMPO_CHECK(dt == DType::f32 || low_precision(dt), where, ": peak_gflops '", key,
+                "' is not f32, f16 or bf16");
+    d.peak_gflops[dt] = number(j["peak_gflops"], key.c_str(), where + ": peak_gflops");
+  }
+  CAMPO_CHECK(d.peak_gflops.count(DType::f32), where, ": peak_gflops has no f32");
+  return d;
+}
+
+std::vector<DeviceModel> parse_device_table(const std::string& table_text,
+                                            const std::string& origin) {
+  const json j = parse_json(table_text, origin);
+  CAMPO_CHECK(j.is_object() && j.contains("devices") && j["devices"].is_array() &&
+                  !j["devices"].empty(),
+              origin, ": not a device table (an object whose 'devices' is a list of devices)");
+  std::vector<DeviceModel> table;
+  for (const json& e : j["devices"]) {
+    table.push_back(parse_device(e, origin));
+    for (size_t i = 0; i + 1 < table.size(); ++i)
+      CAMPO_CHECK(table[i].name != table.back().name, origin, ": device ", table.back().name,
+                  " is listed twice");
+  }
+  return table;
+}
+
+std::vector<DeviceModel> parse_device_table_file(const std::string& path) {
+  return parse_device_table(read_text(path, "--devices file"), "--devices " + path);
+}
+
+const std::vector<DeviceModel>& builtin_devices() {
+  static const std::vector<DeviceModel> table =
+      parse_device_table(kBuiltinDevices, "the built-in device table");
+  return table;
+}
+
+const DeviceModel& find_device(const std::vector<DeviceModel>& table, const std::string& name) {
+  std::string known;
+  for (const DeviceModel& d : table) {
+    if (d.name == name) return d;
+    known += (known.empty() ? "" : ", ") + d.name;
+  }
+  CAMPO_FAIL("unknown device '", name, "' (the table has ", known, ")");
+}
+
+double memory_weight(double flops, double bytes, double ridge) {
+  if (flops <= 0) return 1.0;
+  if (bytes <= 0) return 0.0;
+  const double intensity = flops / bytes;
+  return intensity <= ridge ? 1.0 - 0.5 * intensity / ridge : 0.5 * ridge / intensity;
+}
+
+double scale_node_time(double ms, double flops, double bytes, DType dtype, bool gemm,
+                       const DeviceModel& from, const DeviceModel& to) {
+  const double p_from = from.peak_for(dtype, gemm), p_to = to.peak_for(dtype, gemm);
+  const double gamma = memory_weight(flops, bytes, p_to / to.memory_gbs);
+  return ms * std::pow(from.memory_gbs / to.memory_gbs, gamma) *
+         std::pow(p_from / p_to, 1.0 - gamma);
+}
+
+DeviceModel measure_this_cpu(std::shared_ptr<Backend> backend) {
+  CAMPO_CHECK(backend->device().type == Device::cpu, "internal: measure_this_cpu on ",
+              backend->device().str());
+  DeviceModel d;
+  const MachineIdentity m = this_machine();
+  const int threads = omp_get_max_threads();
+  d.name = "this-cpu";
+  d.kind = "cpu";
+  d.full_name = backend->describe() + ", " + std::to_string(threads) + " thread(s), oneDNN ISA " +
+                m.onednn_isa + (m.native_bf16 ? ", native bf16" : ", bf16 emulated");
+  d.units = threads;
+  constexpr int64_t kGemm = 1024;
+  d.peak_gflops[DType::f32] = measure_gemm_peak(backend, DType::f32, kGemm, kGemm, kGemm, 5).gflops;
+  d.peak_gflops[DType::bf16] =
+      measure_gemm_peak(backend, DType::bf16, kGemm, kGemm, kGemm, 5).gflops;
+  // A streaming triad a = b + s c over 3 x 64 MiB, far beyond the caches: best of 5.
+  const int64_t n = int64_t(16) << 20;
+  const size_t count = static_cast<size_t>(n);
+  std::vector<float> out_buf(count), x_buf(count, 1.0f), y_buf(count, 2.0f);
+  float* dst = out_buf.data();
+  const float* x = x_buf.data();
+  const float* y = y_buf.data();
+  double best = 1e30;
+  for (int rep = 0; rep < 6; ++rep) {
+    const auto start = std::chrono::steady_clock::now();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) dst[i] = x[i] + 0.5f * y[i];
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (rep > 0) best = std::min(best, s);  // the first touches the pages
+  }
+  d.memory_gbs = 3.0 * double(n) * sizeof(float) / best / 1e9;
+  d.source = "measured by campo when the profile was written: the peaks of a 1024^3 GEMM "
+             "through campo's MatMul kernel (f32 and bf16, best of 5) and a streaming triad "
+             "over 3 x 64 MiB (best of 5)";
+  return d;
+}
+
+void check_predict_options(const PredictOptions& o) {
+  CAMPO_CHECK(!o.profile_path.empty(), "--profile is required (a campo train --profile-out file)");
+  CAMPO_CHECK(!o.device.empty(), "--device is required (the device to predict for)");
+  require_input_file(o.profile_path, "--profile file");
+  if (!o.devices_path.empty()) require_input_file(o.devices_path, "--devices file");
+  if (!o.json_path.empty()) require_output_file(o.json_path, "--json file");
+}
+
+namespace {
+
+// One node of a profile: what predict needs of it.
+struct ProfiledNode {
+  std::string name, op;
+  OpKind kind;
+  DType dtype;
+  double flops = 0, bytes = 0, ms = 0;
+};
+
+std::vector<ProfiledNode> profile_nodes(const json& p, const std::string& where) {
+  CAMPO_CHECK(p.contains("nodes") && p["nodes"].is_array(), where, ": 'nodes' is missing");
+  std::vector<ProfiledNode> nodes;
+  for (size_t i = 0; i < p["nodes"].size(); ++i) {
+    const json& e = p["nodes"][i];
+    const std::string at = where + ": node " + std::to_string(i);
+    ProfiledNode n;
+    n.name = text(e, "name", at);
+    n.op = text(e, "op", at);
+    const std::optional<OpKind> kind = parse_op_kind(n.op);
+    CAMPO_CHECK(kind.has_value(), at, ": unknown op '", n.op, "'");
+    n.kind = *kind;
+    try {
+      n.dtype = parse_dtype(text(e, "dtype", at));
+    } catch (const Error&) {
+      CAMPO_FAIL(at, ": unknown dtype '", e["dtype"].get<std::string>(), "'");
+    }
+    n.flops = number(e, "flops", at, true);
+    n.bytes = number(e, "bytes", at, true);
+    n.ms = number(e, "ms_per_step", at, true);
+    nodes.push_back(std::move(n));
+  }
+  CAMPO_CHECK(!nodes.empty(), where, ": no nodes (was the run profiled for at least one step?)");
+  return nodes;
+}
+
+}  // namespace
+
+double run_predict(const PredictOptions& o, std::ostream& out) {
+  check_predict_options(o);
+  const std::string where = "--profile " + o.profile_path;
+  const json p = parse_json(read_text(o.profile_path, "--profile file"), where);
+  CAMPO_CHECK(p.is_object() && p.contains("format") && p["format"] == "campo-profile", where,
+              ": not a campo profile (campo train --profile-out writes one)");
+  CAMPO_CHECK(p.contains("version") && p["version"] == 1, where,
+              ": a profile format version this campo does not read (it reads version 1)");
+  const std::vector<DeviceModel> table =
+      o.devices_path.empty()
+          ? builtin_devices()
+          : parse_device_table_file(o.devices_path);
+  const DeviceModel& to = find_device(table, o.device);
+  DeviceModel from;
+  if (!o.from.empty()) {
+    from = find_device(table, o.from);
+  } else {
+    CAMPO_CHECK(p.contains("device_model") && p["device_model"].is_object(), where,
+                " does not describe the device it was measured on (a GPU profile): name it "
+                "with --from");
+    from = parse_device(p["device_model"], where);
+  }
+  const std::vector<ProfiledNode> nodes = profile_nodes(p, where);
+
+  struct Sum {
+    int nodes = 0;
+    double origin = 0, predicted = 0;
+  };
+  std::map<std::string, Sum> by_op;
+  Sum total;
+  json per_node = json::array();
+  for (const ProfiledNode& n : nodes) {
+    const bool gemm = is_gemm_op(n.kind);
+    const double predicted = scale_node_time(n.ms, n.flops, n.bytes, n.dtype, gemm, from, to);
+    Sum& s = by_op[n.op];
+    ++s.nodes;
+    s.origin += n.ms;
+    s.predicted += predicted;
+    ++total.nodes;
+    total.origin += n.ms;
+    total.predicted += predicted;
+    per_node.push_back(
+        {{"name", n.name},
+         {"op", n.op},
+         {"dtype", dtype_name(n.dtype)},
+         {"gamma", memory_weight(n.flops, n.bytes, to.peak_for(n.dtype, gemm) / to.memory_gbs)},
+         {"ms_origin", n.ms},
+         {"ms_predicted", predicted}});
+  }
+  const std::string model = p.contains("model") && p["model"].is_string() ? p["model"].get<std::string>() : "?";
+  out << "predict: " << model << " (" << p.value("precision", "?") << ", batch "
+      << p.value("batch", 0) << "), " << total.nodes << " nodes profiled over "
+      << p.value("steps", 0) << " steps\n";
+  out << "from: " << from.name << " (" << from.full_name << "): f32 "
+      << from.peak_for(DType::f32, false) << " GFLOP/s, " << from.memory_gbs << " GB/s\n";
+  out << "to:   " << to.name << " (" << to.full_name << "): f32 " << to.peak_for(DType::f32, false)
+      << " GFLOP/s, " << to.memory_gbs << " GB/s\n";
+  std::vector<std::pair<std::string, Sum>> rows(by_op.begin(), by_op.end());
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto& a, const auto& b) { return a.second.origin > b.second.origin; });
+  char line[256];
+  std::snprintf(line, sizeof line, "%-36s %6s %12s %12s %8s\n", "op", "nodes", "measured ms",
+                "predicted ms", "ratio");
+  out << line;
+  json ops = json::object();
+  for (const auto& [op, s] : rows) {
+    std::snprintf(line, sizeof line, "%-36s %6d %12.3f %12.3f %8.3f\n", op.c_str(), s.nodes,
+                  s.origin, s.predicted, s.origin > 0 ? s.predicted / s.origin : 0.0);
+    out << line;
+    ops[op] = {{"nodes", s.nodes}, {"ms_origin", s.origin}, {"ms_predicted", s.predicted}};
+  }
+  std::snprintf(line, sizeof line, "%-36s %6d %12.3f %12.3f %8.3f\n", "step (every node)",
+                total.nodes, total.origin, total.predicted,
+                total.origin > 0 ? total.predicted / total.origin : 0.0);
+  out << line;
+  if (!o.json_path.empty()) {
+    const json j = {{"model", model},
+                    {"from", from.to_json()},
+                    {"to", to.to_json()},
+                    {"ms_per_step_origin", total.origin},
+                    {"ms_per_step_predicted", total.predicted},
+                    {"by_op", ops},
+                    {"nodes", per_node}};
+    write_file_atomically(o.json_path, j.dump(1) + "\n");
+    out << "wrote " << o.json_path << "\n";
+  }
+  return total.predicted;
+}
+
+}  // namespace campo
