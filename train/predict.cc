@@ -96,7 +96,9 @@ DeviceModel parse_device(const json& j, const std::string& origin) {
               d.kind, "'");
   d.full_name = j.contains("full_name") && j["full_name"].is_string() ? j["full_name"].get<std::string>() : d.name;
   d.source = text(j, "source", where);
-  d.units = int(number(j, "units", where));
+  const double units = number(j, "units", where);
+  CAMPO_CHECK(units <= 1e6, where, ": 'units' is ", units, ", more SMs or cores than any device");
+  d.units = int(units);
   d.clock_mhz = number(j, "clock_mhz", where, true);
   d.memory_gbs = number(j, "memory_gbs", where);
   CAMPO_CHECK(j.contains("peak_gflops") && j["peak_gflops"].is_object(), where,
@@ -233,10 +235,11 @@ std::vector<ProfiledNode> profile_nodes(const json& p, const std::string& where)
     const std::optional<OpKind> kind = parse_op_kind(n.op);
     CAMPO_CHECK(kind.has_value(), at, ": unknown op '", n.op, "'");
     n.kind = *kind;
+    const std::string dtype = text(e, "dtype", at);
     try {
-      n.dtype = parse_dtype(text(e, "dtype", at));
+      n.dtype = parse_dtype(dtype);
     } catch (const Error&) {
-      CAMPO_FAIL(at, ": unknown dtype '", e["dtype"].get<std::string>(), "'");
+      CAMPO_FAIL(at, ": unknown dtype '", dtype, "'");
     }
     n.flops = number(e, "flops", at, true);
     n.bytes = number(e, "bytes", at, true);
@@ -298,10 +301,15 @@ double run_predict(const PredictOptions& o, std::ostream& out) {
          {"ms_origin", n.ms},
          {"ms_predicted", predicted}});
   }
-  const std::string model = p.contains("model") && p["model"].is_string() ? p["model"].get<std::string>() : "?";
-  out << "predict: " << model << " (" << p.value("precision", "?") << ", batch "
-      << p.value("batch", 0) << "), " << total.nodes << " nodes profiled over "
-      << p.value("steps", 0) << " steps\n";
+  // What the profile says of its run, for the header only: "?" where it does not say.
+  auto said = [&](const char* key) {
+    return p.contains(key) && (p[key].is_string() || p[key].is_number())
+               ? (p[key].is_string() ? p[key].get<std::string>() : p[key].dump())
+               : std::string("?");
+  };
+  const std::string model = said("model");
+  out << "predict: " << model << " (" << said("precision") << ", batch " << said("batch")
+      << "), " << total.nodes << " nodes profiled over " << said("steps") << " steps\n";
   out << "from: " << from.name << " (" << from.full_name << "): f32 "
       << from.peak_for(DType::f32, false) << " GFLOP/s, " << from.memory_gbs << " GB/s\n";
   out << "to:   " << to.name << " (" << to.full_name << "): f32 " << to.peak_for(DType::f32, false)

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""How well `campo predict` holds on this machine, where two "devices" can be measured: the
+same CPU restricted (one thread, oneDNN capped at AVX2, bf16 emulated: no native BF16) and
+unrestricted (two threads, every ISA it has). docs/results.md, "Predicting another device".
+
+  python3 bench/predict_check.py [--campo build/campo] [--models lenet,resnet50,...] [--steps 20]
+
+Per model, each configuration trains --steps steps with --profile-out (its profile holds the
+configuration's own measured device model: GEMM peaks and triad bandwidth); then
+`campo predict` scales each profile to the other configuration (a device table holding the
+other's measured model) and the prediction is set beside what the other measured. The step
+time compared is the sum of the nodes' median times (what predict predicts); the error is
+(predicted - measured) / measured. Per op kind too (--by-op). Uses only the Python standard
+library.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+# model: its options (small shapes: a few seconds a run on one thread).
+MODELS = {
+    "lenet": ["--dataset", "synthetic", "--batch", "64"],
+    "resnet50": ["--dataset", "synthetic", "--batch", "8", "--image-size", "32", "--channels", "3"],
+    "vgg16": ["--dataset", "synthetic", "--batch", "8", "--image-size", "32", "--channels", "3"],
+    "dcgan": ["--dataset", "synthetic", "--batch", "16"],
+    "bert": ["--bert-config", "mini", "--dataset", "fortunes", "--batch", "8", "--seq-len", "64"],
+}
+CONFIGS = {
+    "1 thread, AVX2": {"OMP_NUM_THREADS": "1", "ONEDNN_MAX_CPU_ISA": "AVX2",
+                       "CAMPO_CPU_BF16": "emulate"},
+    "2 threads, native": {"OMP_NUM_THREADS": "2"},
+}
+
+
+def profile(args, model, env, path):
+    cmd = [args.campo, "train", "--model", model, "--steps", str(args.steps), "--progress",
+           "none", "--precision", args.precision, "--profile-out", path] + MODELS[model]
+    if model != "dcgan":  # it has no evaluation
+        cmd += ["--limit-test", "16"]
+    p = subprocess.run(cmd, env=dict(os.environ, **env), capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(" ".join(cmd) + " failed:\n" + p.stderr)
+    return json.load(open(path))
+
+
+def predict(args, profile_path, target_model, tmp):
+    table = os.path.join(tmp, "target.json")
+    target = dict(target_model, name="target")
+    json.dump({"devices": [target]}, open(table, "w"))
+    out = os.path.join(tmp, "prediction.json")
+    subprocess.run([args.campo, "predict", "--profile", profile_path, "--device", "target",
+                    "--devices", table, "--json", out], check=True, capture_output=True)
+    return json.load(open(out))
+
+
+def by_op(profile):
+    ops = {}
+    for n in profile["nodes"]:
+        ops[n["op"]] = ops.get(n["op"], 0.0) + n["ms_per_step"]
+    return ops
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--campo", default="build/campo")
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--precision", default="fp32")
+    ap.add_argument("--by-op", action="store_true", help="also the error per op kind")
+    args = ap.parse_args()
+    names = list(CONFIGS)
+    rows, op_errors = [], {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in args.models.split(","):
+            paths = {c: os.path.join(tmp, f"{model}-{i}.json") for i, c in enumerate(names)}
+            profiles = {c: profile(args, model, CONFIGS[c], paths[c]) for c in names}
+            for origin, target in ((names[0], names[1]), (names[1], names[0])):
+                pred = predict(args, paths[origin], profiles[target]["device_model"], tmp)
+                measured = profiles[target]["total_ms_per_step"]
+                err = (pred["ms_per_step_predicted"] - measured) / measured
+                rows.append((model, origin, target, profiles[origin]["total_ms_per_step"],
+                             pred["ms_per_step_predicted"], measured, err))
+                print(f"{model}: {origin} -> {target}: {err:+.1%}", file=sys.stderr)
+                measured_ops = by_op(profiles[target])
+                for op, p in pred["by_op"].items():
+                    m = measured_ops.get(op, 0.0)
+                    if m > 0.01 * measured:  # ops worth 1% of the step or more
+                        op_errors.setdefault((origin, op), []).append((p["ms_predicted"] - m) / m)
+        devices = {c: profiles[c]["device_model"] for c in names}
+    print(f"precision {args.precision}, {args.steps} steps per profile; the devices as measured:")
+    for c in names:
+        d = devices[c]
+        print(f"- {c}: f32 {d['peak_gflops']['f32']:.0f} GFLOP/s, bf16 "
+              f"{d['peak_gflops'].get('bf16', 0):.0f} GFLOP/s, {d['memory_gbs']:.1f} GB/s")
+    print()
+    print("| model | from | to | measured there, ms | predicted, ms | measured, ms | error |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    for model, origin, target, there, predicted, measured, err in rows:
+        print(f"| {model} | {origin} | {target} | {there:.2f} | {predicted:.2f} | "
+              f"{measured:.2f} | {err:+.1%} |")
+    for origin in names:
+        errs = [abs(r[6]) for r in rows if r[1] == origin]
+        print(f"\nmean |error| from {origin}: {statistics.mean(errs):.1%}")
+    if args.by_op:
+        print("\n| from | op | models | mean error |")
+        print("|---|---|---:|---:|")
+        for (origin, op), errs in sorted(op_errors.items()):
+            print(f"| {origin} | {op} | {len(errs)} | {statistics.mean(errs):+.1%} |")
+
+
+if __name__ == "__main__":
+    main()
