@@ -3,11 +3,11 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <sstream>
 
@@ -68,6 +68,16 @@ std::string text(const json& j, const char* key, const std::string& where) {
 
 bool low_precision(DType d) { return d == DType::f16 || d == DType::bf16; }
 
+// f32, f16 or bf16 by the names parse_dtype takes; nothing for another name or dtype.
+std::optional<DType> precision_named(const std::string& name) {
+  try {
+    const DType d = parse_dtype(name);
+    if (d == DType::f32 || low_precision(d)) return d;
+  } catch (const Error&) {
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 double DeviceModel::peak_for(DType dtype, bool gemm) const {
@@ -79,12 +89,20 @@ double DeviceModel::peak_for(DType dtype, bool gemm) const {
   return it->second;
 }
 
+double DeviceModel::stream_for(DType dtype) const {
+  auto it = stream_gbs.find(dtype);
+  return it != stream_gbs.end() ? it->second : memory_gbs;
+}
+
 json DeviceModel::to_json() const {
-  json peaks = json::object();
+  json peaks = json::object(), streams = json::object();
   for (const auto& [d, g] : peak_gflops) peaks[dtype_name(d)] = g;
-  return {{"name", name},   {"kind", kind},         {"full_name", full_name},
-          {"units", units}, {"clock_mhz", clock_mhz}, {"peak_gflops", peaks},
-          {"memory_gbs", memory_gbs}, {"source", source}};
+  for (const auto& [d, g] : stream_gbs) streams[dtype_name(d)] = g;
+  json j = {{"name", name},   {"kind", kind},         {"full_name", full_name},
+            {"units", units}, {"clock_mhz", clock_mhz}, {"peak_gflops", peaks},
+            {"memory_gbs", memory_gbs}, {"source", source}};
+  if (!stream_gbs.empty()) j["stream_gbs"] = streams;
+  return j;
 }
 
 DeviceModel parse_device(const json& j, const std::string& origin) {
@@ -104,17 +122,19 @@ DeviceModel parse_device(const json& j, const std::string& origin) {
   CAMPO_CHECK(j.contains("peak_gflops") && j["peak_gflops"].is_object(), where,
               ": 'peak_gflops' is missing or not an object");
   for (const auto& [key, value] : j["peak_gflops"].items()) {
-    DType dt;
-    try {
-      dt = parse_dtype(key);
-    } catch (const Error&) {
-      CAMPO_FAIL(where, ": peak_gflops has an unknown precision '", key, "'");
-    }
-    CAMPO_CHECK(dt == DType::f32 || low_precision(dt), where, ": peak_gflops '", key,
-                "' is not f32, f16 or bf16");
-    d.peak_gflops[dt] = number(j["peak_gflops"], key.c_str(), where + ": peak_gflops");
+    const std::optional<DType> dt = precision_named(key);
+    CAMPO_CHECK(dt.has_value(), where, ": peak_gflops has an unknown precision '", key, "'");
+    d.peak_gflops[*dt] = number(j["peak_gflops"], key.c_str(), where + ": peak_gflops");
   }
   CAMPO_CHECK(d.peak_gflops.count(DType::f32), where, ": peak_gflops has no f32");
+  if (j.contains("stream_gbs")) {
+    CAMPO_CHECK(j["stream_gbs"].is_object(), where, ": 'stream_gbs' is not an object");
+    for (const auto& [key, value] : j["stream_gbs"].items()) {
+      const std::optional<DType> dt = precision_named(key);
+      CAMPO_CHECK(dt.has_value(), where, ": stream_gbs has an unknown precision '", key, "'");
+      d.stream_gbs[*dt] = number(j["stream_gbs"], key.c_str(), where + ": stream_gbs");
+    }
+  }
   return d;
 }
 
@@ -163,9 +183,10 @@ double memory_weight(double flops, double bytes, double ridge) {
 double scale_node_time(double ms, double flops, double bytes, DType dtype, bool gemm,
                        const DeviceModel& from, const DeviceModel& to) {
   const double p_from = from.peak_for(dtype, gemm), p_to = to.peak_for(dtype, gemm);
-  const double gamma = memory_weight(flops, bytes, p_to / to.memory_gbs);
-  return ms * std::pow(from.memory_gbs / to.memory_gbs, gamma) *
-         std::pow(p_from / p_to, 1.0 - gamma);
+  const double b_from = gemm ? from.memory_gbs : from.stream_for(dtype);
+  const double b_to = gemm ? to.memory_gbs : to.stream_for(dtype);
+  const double gamma = memory_weight(flops, bytes, p_to / b_to);
+  return ms * std::pow(b_from / b_to, gamma) * std::pow(p_from / p_to, 1.0 - gamma);
 }
 
 DeviceModel measure_this_cpu(std::shared_ptr<Backend> backend) {
@@ -183,25 +204,13 @@ DeviceModel measure_this_cpu(std::shared_ptr<Backend> backend) {
   d.peak_gflops[DType::f32] = measure_gemm_peak(backend, DType::f32, kGemm, kGemm, kGemm, 5).gflops;
   d.peak_gflops[DType::bf16] =
       measure_gemm_peak(backend, DType::bf16, kGemm, kGemm, kGemm, 5).gflops;
-  // A streaming triad a = b + s c over 3 x 64 MiB, far beyond the caches: best of 5.
-  const int64_t n = int64_t(16) << 20;
-  const size_t count = static_cast<size_t>(n);
-  std::vector<float> out_buf(count), x_buf(count, 1.0f), y_buf(count, 2.0f);
-  float* dst = out_buf.data();
-  const float* x = x_buf.data();
-  const float* y = y_buf.data();
-  double best = 1e30;
-  for (int rep = 0; rep < 6; ++rep) {
-    const auto start = std::chrono::steady_clock::now();
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) dst[i] = x[i] + 0.5f * y[i];
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (rep > 0) best = std::min(best, s);  // the first touches the pages
-  }
-  d.memory_gbs = 3.0 * double(n) * sizeof(float) / best / 1e9;
+  // Add over 3 x 64 MiB of f32 (far beyond the caches), and the same elements in bf16.
+  constexpr int64_t kStream = int64_t(16) << 20;
+  d.memory_gbs = measure_stream_gbs(backend, DType::f32, kStream, 5);
+  d.stream_gbs[DType::bf16] = measure_stream_gbs(backend, DType::bf16, kStream, 5);
   d.source = "measured by campo when the profile was written: the peaks of a 1024^3 GEMM "
-             "through campo's MatMul kernel (f32 and bf16, best of 5) and a streaming triad "
-             "over 3 x 64 MiB (best of 5)";
+             "through campo's MatMul kernel (f32 and bf16, best of 5) and the rates of its "
+             "Add kernel over 16 Mi elements (f32: the memory bandwidth; bf16), best of 5";
   return d;
 }
 

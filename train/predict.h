@@ -5,8 +5,10 @@
 //
 //   t_target = t_origin x (B_o / B_t)^gamma x (P_o / P_t)^(1 - gamma)
 //
-// B the memory bandwidth, P the peak FLOP rate of the node's kind on each device (the
-// low-precision peak for a GEMM-like node computing in f16/bf16, else the f32 peak), and
+// B the memory bandwidth (for a node that is not GEMM-like, the rate element-wise work of
+// its dtype streams at: DeviceModel::stream_gbs), P the peak FLOP rate of the node's kind on
+// each device (the low-precision peak for a GEMM-like node computing in f16/bf16, else the
+// f32 peak), and
 // gamma in [0, 1] how memory-bound the node is on the target, from its arithmetic intensity
 // I = FLOPs / bytes (graph/flops.h; bytes: every input and output once) against the
 // target's ridge point R = P_t / B_t, as Habitat interpolates it: gamma = 1 - I / (2R) for
@@ -37,6 +39,10 @@ struct DeviceModel {
   double clock_mhz = 0;   // informative
   std::map<DType, double> peak_gflops;  // f32, and the low precisions it computes natively
   double memory_gbs = 0;
+  // The rate element-wise work streams at, per dtype, where it differs from memory_gbs: a
+  // CPU that emulates bf16 converts every element (measure_stream_gbs). Unlisted: memory_gbs.
+  std::map<DType, double> stream_gbs;
+  double stream_for(DType dtype) const;
   // The peak for a node computing in `dtype` (GEMM-like: at its own precision's peak; other
   // nodes at the f32 peak); one error line where the device has no such precision.
   double peak_for(DType dtype, bool gemm) const;
@@ -62,8 +68,8 @@ double scale_node_time(double ms, double flops, double bytes, DType dtype, bool 
                        const DeviceModel& from, const DeviceModel& to);
 
 // This CPU as the process runs it now (its OpenMP threads, oneDNN's ISA): the f32 and bf16
-// GEMM peaks through campo's MatMul kernel and the bandwidth of a streaming triad over
-// buffers far larger than the caches. About a second.
+// GEMM peaks through campo's MatMul kernel, the bandwidth of campo's f32 Add kernel over
+// buffers far larger than the caches, and the rate its bf16 Add streams at. About a second.
 DeviceModel measure_this_cpu(std::shared_ptr<Backend> backend);
 
 struct PredictOptions {

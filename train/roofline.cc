@@ -39,6 +39,28 @@ GemmPeak measure_gemm_peak(std::shared_ptr<Backend> backend_ptr, DType dtype, in
   return p;
 }
 
+double measure_stream_gbs(std::shared_ptr<Backend> backend_ptr, DType dtype, int64_t n, int reps) {
+  CAMPO_CHECK(n > 0 && reps > 0, "internal: stream rate of ", n, " elements, ", reps,
+              " repetitions");
+  ExecContext ctx(required_backend(std::move(backend_ptr)));
+  Backend& backend = ctx.backend();
+  KernelSpec spec{OpKind::Add, NoAttrs{}, dtype, {{{n}, dtype}, {{n}, dtype}}, {{{n}, dtype}},
+                  "stream_rate"};
+  std::unique_ptr<Kernel> kernel = create_kernel(spec, ctx);
+  const std::vector<Tensor> inputs = {backend.zeros({n}, dtype), backend.zeros({n}, dtype)};
+  const std::vector<Tensor> outputs = {backend.zeros({n}, dtype)};
+  kernel->run(ctx, inputs, outputs);
+  backend.synchronize();
+  double best = 1e300;
+  for (int r = 0; r < reps; ++r) {
+    Timer t;
+    kernel->run(ctx, inputs, outputs);
+    backend.synchronize();
+    best = std::min(best, t.seconds());
+  }
+  return 3.0 * double(n) * double(dtype_size(dtype)) / best * 1e-9;
+}
+
 double mixed_gemm_peak_gflops(const FlopCount& flops, double peak_f32, double peak_low) {
   const double low = double(flops.gemm_low), f32 = double(flops.gemm - flops.gemm_low);
   if (low + f32 <= 0) return 0;

@@ -30,6 +30,12 @@ GemmPeak measure_gemm_peak(std::shared_ptr<Backend> backend, DType dtype, int64_
 // The peak a step's GEMM mix can reach: the rate at which its GEMM FLOPs would run if each
 // ran at the peak of its precision, F_gemm / (F_low / P_low + F_f32 / P_f32). For an f32
 // step, P_f32; for a step with every GEMM in low precision, P_low.
+// The rate, in GB/s (every input and output byte once), at which campo's Add kernel streams
+// `n` elements of `dtype` on `backend`: the memory bandwidth where the kernel is native, the
+// conversion rate where it is emulated (bf16 on a CPU without AVX-512 BF16). Best of `reps`
+// runs after a warm-up.
+double measure_stream_gbs(std::shared_ptr<Backend> backend, DType dtype, int64_t n, int reps);
+
 double mixed_gemm_peak_gflops(const FlopCount& flops, double peak_f32, double peak_low);
 
 }  // namespace campo

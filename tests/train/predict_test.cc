@@ -56,6 +56,11 @@ TEST(PredictTest, ScalesByBandwidthAndPeakWeightedByGamma) {
   EXPECT_NEAR(scale_node_time(8.0, 6.4e8, 1e6, DType::bf16, true, from, to), expected, 1e-12);
   // A bf16 element-wise node runs at the f32 peak (no FLOPs here: bandwidth only).
   EXPECT_NEAR(scale_node_time(8.0, 0, 1e6, DType::bf16, false, from, to), 2.0, 1e-12);
+  // Element-wise bf16 where "a" emulates it (streams at 2 GB/s): that rate, not memory's.
+  DeviceModel emulating = from;
+  emulating.stream_gbs[DType::bf16] = 2;
+  EXPECT_NEAR(scale_node_time(8.0, 0, 1e6, DType::bf16, false, emulating, to), 0.4, 1e-12);
+  EXPECT_NEAR(scale_node_time(8.0, 0, 1e6, DType::f32, false, emulating, to), 2.0, 1e-12);
   // The same device: unchanged.
   EXPECT_NEAR(scale_node_time(3.0, 5e6, 1e6, DType::f32, true, from, from), 3.0, 1e-12);
 }
