@@ -9,6 +9,27 @@
 
 namespace campo {
 
+namespace {
+
+// The fastest of `reps` runs of the kernel of `spec` on these tensors, after a warm-up run
+// (first-touch pages, caches, lazy JIT), each timed once the device has finished it.
+double best_run_seconds(ExecContext& ctx, const KernelSpec& spec, const std::vector<Tensor>& inputs,
+                        const std::vector<Tensor>& outputs, int reps) {
+  std::unique_ptr<Kernel> kernel = create_kernel(spec, ctx);
+  kernel->run(ctx, inputs, outputs);
+  ctx.backend().synchronize();
+  double best = 1e300;
+  for (int r = 0; r < reps; ++r) {
+    Timer t;
+    kernel->run(ctx, inputs, outputs);
+    ctx.backend().synchronize();
+    best = std::min(best, t.seconds());
+  }
+  return best;
+}
+
+}  // namespace
+
 GemmPeak measure_gemm_peak(std::shared_ptr<Backend> backend_ptr, DType dtype, int64_t m, int64_t n,
                            int64_t k, int reps) {
   CAMPO_CHECK(m > 0 && n > 0 && k > 0 && reps > 0, "internal: GEMM peak of ", m, "x", n, "x", k,
@@ -17,18 +38,9 @@ GemmPeak measure_gemm_peak(std::shared_ptr<Backend> backend_ptr, DType dtype, in
   Backend& backend = ctx.backend();
   KernelSpec spec{OpKind::MatMul,    MatMulAttrs{}, dtype, {{{m, k}, dtype}, {{k, n}, dtype}},
                   {{{m, n}, dtype}}, "gemm_peak"};
-  std::unique_ptr<Kernel> kernel = create_kernel(spec, ctx);
-  const std::vector<Tensor> inputs = {backend.zeros({m, k}, dtype), backend.zeros({k, n}, dtype)};
-  const std::vector<Tensor> outputs = {backend.zeros({m, n}, dtype)};
-  kernel->run(ctx, inputs, outputs);  // warm-up: first-touch pages, caches, lazy JIT
-  backend.synchronize();
-  double best = 1e300;
-  for (int r = 0; r < reps; ++r) {
-    Timer t;
-    kernel->run(ctx, inputs, outputs);
-    backend.synchronize();
-    best = std::min(best, t.seconds());
-  }
+  const double best = best_run_seconds(
+      ctx, spec, {backend.zeros({m, k}, dtype), backend.zeros({k, n}, dtype)},
+      {backend.zeros({m, n}, dtype)}, reps);
   GemmPeak p;
   p.dtype = dtype;
   p.m = m;
@@ -46,18 +58,9 @@ double measure_stream_gbs(std::shared_ptr<Backend> backend_ptr, DType dtype, int
   Backend& backend = ctx.backend();
   KernelSpec spec{OpKind::Add, NoAttrs{}, dtype, {{{n}, dtype}, {{n}, dtype}}, {{{n}, dtype}},
                   "stream_rate"};
-  std::unique_ptr<Kernel> kernel = create_kernel(spec, ctx);
-  const std::vector<Tensor> inputs = {backend.zeros({n}, dtype), backend.zeros({n}, dtype)};
-  const std::vector<Tensor> outputs = {backend.zeros({n}, dtype)};
-  kernel->run(ctx, inputs, outputs);
-  backend.synchronize();
-  double best = 1e300;
-  for (int r = 0; r < reps; ++r) {
-    Timer t;
-    kernel->run(ctx, inputs, outputs);
-    backend.synchronize();
-    best = std::min(best, t.seconds());
-  }
+  const double best = best_run_seconds(
+      ctx, spec, {backend.zeros({n}, dtype), backend.zeros({n}, dtype)}, {backend.zeros({n}, dtype)},
+      reps);
   return 3.0 * double(n) * double(dtype_size(dtype)) / best * 1e-9;
 }
 
