@@ -73,6 +73,18 @@ class Communicator {
     int64_t bytes = 0;
     double wait_seconds = 0;
     double reduce_seconds = 0;
+    // What a stretch of steps cost: the counts at its end minus those at its start.
+    Stats operator-(const Stats& start) const {
+      return {buckets - start.buckets, bytes - start.bytes, wait_seconds - start.wait_seconds,
+              reduce_seconds - start.reduce_seconds};
+    }
+    Stats& operator+=(const Stats& more) {
+      buckets += more.buckets;
+      bytes += more.bytes;
+      wait_seconds += more.wait_seconds;
+      reduce_seconds += more.reduce_seconds;
+      return *this;
+    }
   };
   virtual bool reduce_timed() const { return false; }
   Stats stats() const {

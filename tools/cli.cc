@@ -791,8 +791,7 @@ int run(const std::vector<std::string>& args) {
       // The run's backend, once, after the options and before any work (a calibration): one
       // line for a device this build or machine lacks.
       const std::shared_ptr<Backend> bench_backend =
-          backend_for(bench_options.data_parallel.enabled ? rank_device(bench_options.run.device)
-                                                          : bench_options.run.device);
+          backend_for(rank_device(bench_options.run.device, bench_options.data_parallel));
       resolve_calibration(bench_options.run,
                           std::count(bench_options.precisions.begin(),
                                      bench_options.precisions.end(), "cost-aware") > 0);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "graph/variables.h"
+#include "models/models.h"
 #include "runtime/check.h"
 
 namespace campo {
@@ -25,8 +26,17 @@ std::shared_ptr<Communicator> join_ranks(const DataParallelOptions& d, Device de
   return comm;
 }
 
-DeviceSpec rank_device(const DeviceSpec& device) {
-  if (device.type != Device::cuda) return device;
+DataParallelRun data_parallel_run(std::shared_ptr<Communicator> comm, const DataParallelOptions& d) {
+  return {std::move(comm), int64_t(d.bucket_mb * double(1 << 20))};
+}
+
+void check_data_parallel_model(const DataParallelOptions& d, const std::string& model) {
+  CAMPO_CHECK(!d.enabled || !is_gan_model(model), "--data-parallel runs classifiers and BERT; ",
+              model, " (two step graphs) is not data-parallel yet");
+}
+
+DeviceSpec rank_device(const DeviceSpec& device, const DataParallelOptions& dp) {
+  if (!dp.enabled || device.type != Device::cuda) return device;
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
   if (!local) local = std::getenv("LOCAL_RANK");
   DeviceSpec d = device;
@@ -57,13 +67,13 @@ void check_ranks_agree(Communicator& comm, const std::string& what) {
               "same command on the same data)");
 }
 
-nlohmann::json communication_json(const Communicator& comm, const Communicator::Stats& before,
-                                  const Communicator::Stats& after, double steps) {
+nlohmann::json communication_json(const Communicator& comm, const Communicator::Stats& cost,
+                                  double steps) {
   steps = std::max(steps, 1.0);
-  const double reduce_ms = 1e3 * (after.reduce_seconds - before.reduce_seconds) / steps;
-  return {{"buckets", double(after.buckets - before.buckets) / steps},
-          {"bytes_per_step", double(after.bytes - before.bytes) / steps},
-          {"wait_ms_per_step", 1e3 * (after.wait_seconds - before.wait_seconds) / steps},
+  const double reduce_ms = 1e3 * cost.reduce_seconds / steps;
+  return {{"buckets", double(cost.buckets) / steps},
+          {"bytes_per_step", double(cost.bytes) / steps},
+          {"wait_ms_per_step", 1e3 * cost.wait_seconds / steps},
           {"reduce_ms_per_step", comm.reduce_timed() ? nlohmann::json(reduce_ms) : nlohmann::json()}};
 }
 

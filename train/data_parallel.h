@@ -42,9 +42,16 @@ struct DataParallelRun {
 // MPI), else this process alone; with d's timeout.
 std::shared_ptr<Communicator> join_ranks(const DataParallelOptions& d, Device device);
 
-// The device of this rank: --device cuda[:N] gives the rank of local rank L (its index
-// among the ranks of its machine) GPU N + L; the CPU is every rank's.
-DeviceSpec rank_device(const DeviceSpec& device);
+// The device of this rank: under --data-parallel (`dp`), --device cuda[:N] gives the rank
+// of local rank L (its index among the ranks of its machine) GPU N + L; the CPU is every
+// rank's. Not data-parallel: `device` as given.
+DeviceSpec rank_device(const DeviceSpec& device, const DataParallelOptions& dp);
+
+// The ranks `comm` with d's bucket size (--bucket-mb).
+DataParallelRun data_parallel_run(std::shared_ptr<Communicator> comm, const DataParallelOptions& d);
+
+// Refuses --data-parallel for a model with two step graphs (dcgan), in one line.
+void check_data_parallel_model(const DataParallelOptions& d, const std::string& model);
 
 // Every variable (parameters, buffers, optimizer state) of every rank becomes rank 0's.
 void broadcast_variables(Communicator& comm, VariableStore& vars);
@@ -54,11 +61,12 @@ void broadcast_variables(Communicator& comm, VariableStore& vars);
 // that differ from rank 0.
 void check_ranks_agree(Communicator& comm, const std::string& what);
 
-// The result JSON's "communication" of `steps` steps whose gradient buckets cost `after` -
-// `before` (Communicator::Stats): per step, the buckets, their bytes, the milliseconds the
-// step waited for them and (null where `comm` cannot time them) their reductions took.
-nlohmann::json communication_json(const Communicator& comm, const Communicator::Stats& before,
-                                  const Communicator::Stats& after, double steps);
+// The result JSON's "communication" of `steps` steps whose gradient buckets cost `cost`
+// (a difference of Communicator::Stats): per step, the buckets, their bytes, the
+// milliseconds the step waited for them and (null where `comm` cannot time them) their
+// reductions took.
+nlohmann::json communication_json(const Communicator& comm, const Communicator::Stats& cost,
+                                  double steps);
 
 // The mean over the ranks of `n` floats at `values`, in place.
 void average_over_ranks(Communicator& comm, float* values, int64_t n);

@@ -483,8 +483,8 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
     j["samples_per_sec_per_rank"] = r.samples_per_sec / world;
     // Per step of this run, rank 0's: the gradient buckets, their bytes (what each rank
     // sends into the reductions), the time the step waited for them and their reductions.
-    j["communication"] = communication_json(*o.ranks, comm_before, o.ranks->stats(),
-                                            double(step - first_step));
+    j["communication"] =
+        communication_json(*o.ranks, o.ranks->stats() - comm_before, double(step - first_step));
   }
   j["samples_per_sec"] = r.samples_per_sec;
   r.wall_seconds = wall.seconds();

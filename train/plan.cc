@@ -277,9 +277,7 @@ void check_bench_options(const BenchOptions& o) {
   CAMPO_CHECK(o.repeats > 0, "--repeats must be positive, got ", o.repeats);
   CAMPO_CHECK(o.warmup >= 0, "--warmup must be zero or positive, got ", o.warmup);
   validate(o.data_parallel);
-  CAMPO_CHECK(!o.data_parallel.enabled || !is_gan_model(o.run.model),
-              "--data-parallel measures classifiers and BERT; ", o.run.model,
-              " (two step graphs) is not data-parallel yet");
+  check_data_parallel_model(o.data_parallel, o.run.model);
   if (!o.json_path.empty()) require_output_file(o.json_path, "--json file");
 }
 
@@ -567,9 +565,7 @@ BenchRun prepare_bench(const BenchOptions& o, std::shared_ptr<Backend> backend) 
   check_bench_options(o);
   BenchRun run;
   run.backend = required_backend(std::move(backend));
-  const DeviceSpec device =
-      o.data_parallel.enabled ? rank_device(o.run.device) : o.run.device;  // this rank's
-  CAMPO_CHECK(run.backend->device() == device, "internal: bench of --device ",
+  CAMPO_CHECK(run.backend->device() == rank_device(o.run.device, o.data_parallel), "internal: bench of --device ",
               o.run.device.str(), " given a backend of ", run.backend->device().str());
   run.device_report = std::make_unique<DeviceReport>(run.backend);
   run.machine.device = run.backend->describe();
@@ -583,17 +579,16 @@ BenchRun prepare_bench(const BenchOptions& o, std::shared_ptr<Backend> backend) 
   if (o.data_parallel.enabled) {
     run.ranks = join_ranks(o.data_parallel, o.run.device.type);
     check_ranks_agree(*run.ranks, bench_fingerprint(o));
-    run.machine.world_size = run.ranks->size();
     run.machine.ranks = run.ranks.get();
   }
-  if (run.machine.world_size > 1) {
+  if (run.machine.world_size() > 1) {
     run.machine.energy_unavailable =
         "data-parallel: ranks that share a package would each count all of its energy";
   } else {
     run.energy = RaplEnergy::open(o.powercap_root);
     if (!run.energy) run.machine.energy_unavailable = rapl_unavailable_reason(o.powercap_root);
   }
-  const DataParallelRun ranks{run.ranks, int64_t(o.data_parallel.bucket_mb * double(1 << 20))};
+  const DataParallelRun ranks = data_parallel_run(run.ranks, o.data_parallel);
   Rng rng(o.run.seed);
   for (const std::string& p : o.precisions) {
     run.policies.push_back(bench_policy(o, p, run.backend, rng, ranks));
@@ -649,12 +644,7 @@ void run_bench_repetition(const BenchOptions& o, BenchRun& run) {
       std::vector<double> all(static_cast<size_t>(ranks));
       run.ranks->all_gather(&seconds, all.data(), sizeof seconds);
       seconds = *std::max_element(all.begin(), all.end());
-      const Communicator::Stats after = run.ranks->stats();
-      res.communication.buckets += after.buckets - before_comm.buckets;
-      res.communication.bytes += after.bytes - before_comm.bytes;
-      res.communication.wait_seconds += after.wait_seconds - before_comm.wait_seconds;
-      res.communication.reduce_seconds += after.reduce_seconds - before_comm.reduce_seconds;
-      res.timed_steps += o.steps;
+      res.communication += run.ranks->stats() - before_comm;
     }
     res.samples_per_sec.push_back(double(o.steps) * double(samples_per_step(o.run) * ranks) /
                                   seconds);
@@ -763,7 +753,7 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
   for (BenchResult& res : results)
     if (amp && res.precision != "fp32" && res.precision != "amp")
       res.vs_amp = paired_ratio(amp->samples_per_sec, res.samples_per_sec);
-  const int ranks = machine.world_size;
+  const int ranks = machine.world_size();
   for (BenchResult& res : results) {
     if (res.one_process_samples_per_sec.empty()) continue;
     std::vector<double> ideal;  // N ranks as fast as N lone processes
@@ -865,21 +855,25 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
                     res.achieved_gflops, peak);
       out << line;
     }
+    // --data-parallel: the timed steps' communication, per step (every repetition's).
+    const nlohmann::json communication =
+        res.scaling ? communication_json(*machine.ranks, res.communication,
+                                         double(o.steps) * double(repetitions))
+                    : nlohmann::json();
     if (res.scaling) {
       const PairedRatio& p = *res.scaling;
-      const double steps = double(std::max<int64_t>(res.timed_steps, 1));
+      const nlohmann::json& reduce = communication["reduce_ms_per_step"];
+      char reduced[32] = "(not timed)";
+      if (!reduce.is_null()) std::snprintf(reduced, sizeof reduced, "%.2f", reduce.get<double>());
       std::snprintf(line, sizeof line,
                     "%-8s %-11s %.1f samples/s per rank, one process %.1f: scaling efficiency "
                     "%.2f (median of %zu paired repetitions); gradients %.1f MiB/step in %.0f "
                     "buckets, reduced in %s ms/step, waited %.2f ms/step\n",
                     "", "", res.median / ranks, median_of(res.one_process_samples_per_sec),
-                    p.median, p.ratios.size(), double(res.communication.bytes) / steps / (1 << 20),
-                    double(res.communication.buckets) / steps,
-                    machine.ranks->reduce_timed()
-                        ? std::to_string(1e3 * res.communication.reduce_seconds / steps)
-                              .substr(0, 5).c_str()
-                        : "(not timed)",
-                    1e3 * res.communication.wait_seconds / steps);
+                    p.median, p.ratios.size(),
+                    communication["bytes_per_step"].get<double>() / (1 << 20),
+                    communication["buckets"].get<double>(), reduced,
+                    communication["wait_ms_per_step"].get<double>());
       out << line;
     }
     out << std::string(21, ' ') << "memory: " << memory_line(res.memory) << "\n";
@@ -948,12 +942,11 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
     };
     if (res.vs_amp) e["vs_amp"] = paired_json(*res.vs_amp);
     if (res.scaling) {
-      const double steps = double(std::max<int64_t>(res.timed_steps, 1));
       e["transport"] = machine.ranks->transport();
       e["samples_per_sec_per_rank"] = res.median / ranks;
       e["one_process_samples_per_sec"] = res.one_process_samples_per_sec;
       e["scaling_efficiency"] = paired_json(*res.scaling);
-      e["communication"] = communication_json(*machine.ranks, {}, res.communication, steps);
+      e["communication"] = communication;
     }
   }
   // Every policy's session is alive at once: the process's peak is theirs together.

@@ -135,7 +135,6 @@ struct BenchResult {
   std::vector<double> one_process_samples_per_sec;
   std::optional<PairedRatio> scaling;
   Communicator::Stats communication;
-  int64_t timed_steps = 0;
 };
 
 // What a bench run measured about the machine besides the policies.
@@ -145,9 +144,9 @@ struct BenchMachine {
   const DeviceReport* device_report = nullptr;  // its fields go into every JSON entry
   std::optional<GemmPeak> peak_f32, peak_low;   // unset: --no-peak
   std::string energy_unavailable;               // why there is no energy (empty: there is)
-  // --data-parallel: the ranks (null: one process) and how many.
+  // --data-parallel: the ranks (null: one process).
   const Communicator* ranks = nullptr;
-  int world_size = 1;
+  int world_size() const { return ranks ? ranks->size() : 1; }
 };
 
 // Builds, compiles and warms up every policy on `backend` (--device's, made once by the

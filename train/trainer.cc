@@ -605,9 +605,7 @@ void validate(const TrainOptions& o) {
   validate(o.checkpoint);
   validate(o.report);
   validate(o.data_parallel);
-  CAMPO_CHECK(!o.data_parallel.enabled || !is_gan_model(o.model),
-              "--data-parallel trains classifiers and BERT; ", o.model,
-              " (two step graphs) is not data-parallel yet");
+  check_data_parallel_model(o.data_parallel, o.model);
   if (is_gan_model(o.model)) {
     validate_gan(o);
     return;
@@ -731,7 +729,7 @@ TrainResult train(const TrainOptions& o, std::ostream& all_log, bool log_is_term
   // Every step, evaluation, checkpoint and profile of the run is on this backend; made
   // before any work, so a device this build or machine lacks is its one error line.
   const std::shared_ptr<Backend> backend =
-      backend_for(o.data_parallel.enabled ? rank_device(o.device) : o.device);
+      backend_for(rank_device(o.device, o.data_parallel));
   // --data-parallel: the ranks; only rank 0 shows and writes anything.
   const std::shared_ptr<Communicator> ranks =
       o.data_parallel.enabled ? join_ranks(o.data_parallel, o.device.type) : nullptr;
@@ -748,7 +746,7 @@ TrainResult train(const TrainOptions& o, std::ostream& all_log, bool log_is_term
   attach_calibration(pcfg, o.calibration, o.device.type, log);
   const DeviceReport device_report(backend);
   if (ranks) check_ranks_agree(*ranks, run_fingerprint(o, data));
-  const DataParallelRun data_parallel{ranks, int64_t(o.data_parallel.bucket_mb * double(1 << 20))};
+  const DataParallelRun data_parallel = data_parallel_run(ranks, o.data_parallel);
   TrainingSession session = build_with_batch_advice(o.batch, [&] {
     return TrainingSession(o.model, data.model_options, data.train->image_shape(), o.batch,
                            optimizer_config(o), h, backend, pcfg, o.conv_layout, data_parallel);
