@@ -809,9 +809,13 @@ int run(const std::vector<std::string>& args) {
             predict_options.devices_path.empty()
                 ? builtin_devices()
                 : parse_device_table_file(predict_options.devices_path);
-        for (const DeviceModel& d : table)
-          std::cout << d.name << ": " << d.full_name << "; f32 " << d.peak_for(DType::f32, false)
-                    << " GFLOP/s, " << d.memory_gbs << " GB/s; " << d.source << "\n";
+        for (const DeviceModel& d : table) {
+          // %g: the same figures whatever an earlier command left in std::cout's format.
+          char figures[96];
+          std::snprintf(figures, sizeof figures, "f32 %g GFLOP/s, %g GB/s",
+                        d.peak_for(DType::f32, false), d.memory_gbs);
+          std::cout << d.name << ": " << d.full_name << "; " << figures << "; " << d.source << "\n";
+        }
         return 0;
       }
       run_predict(predict_options, std::cout);

@@ -5,13 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <ostream>
-#include <sstream>
 
 #include "amp/calibration.h"
+#include "datasets/text.h"
 #include "graph/flops.h"
 #include "ops/op.h"
 #include "runtime/atomic_file.h"
@@ -29,15 +28,6 @@ using json = nlohmann::json;
 const char kBuiltinDevices[] =
 #include "devices_json.inc"
     ;
-
-std::string read_text(const std::string& path, const std::string& kind) {
-  require_input_file(path, kind);
-  std::ifstream in(path, std::ios::binary);
-  CAMPO_CHECK(in.good(), kind, " ", path, ": cannot be read");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
 
 json parse_json(const std::string& text, const std::string& origin) {
   try {
@@ -155,7 +145,7 @@ std::vector<DeviceModel> parse_device_table(const std::string& table_text,
 }
 
 std::vector<DeviceModel> parse_device_table_file(const std::string& path) {
-  return parse_device_table(read_text(path, "--devices file"), "--devices " + path);
+  return parse_device_table(read_text_file(path, "--devices file"), "--devices " + path);
 }
 
 const std::vector<DeviceModel>& builtin_devices() {
@@ -264,7 +254,7 @@ std::vector<ProfiledNode> profile_nodes(const json& p, const std::string& where)
 double run_predict(const PredictOptions& o, std::ostream& out) {
   check_predict_options(o);
   const std::string where = "--profile " + o.profile_path;
-  const json p = parse_json(read_text(o.profile_path, "--profile file"), where);
+  const json p = parse_json(read_text_file(o.profile_path, "--profile file"), where);
   CAMPO_CHECK(p.is_object() && p.contains("format") && p["format"] == "campo-profile", where,
               ": not a campo profile (campo train --profile-out writes one)");
   CAMPO_CHECK(p.contains("version") && p["version"] == 1, where,

@@ -235,7 +235,6 @@ TrainingGraphSpec with_profiled_costs(TrainingGraphSpec spec, std::shared_ptr<Ba
 }
 
 void OpProfile::reset() {
-  ms_.clear();
   graphs_.clear();
   index_.clear();
   nodes_.clear();
@@ -253,10 +252,9 @@ void OpProfile::attach(Executable& exe, const Graph& graph, bool on) {
 }
 
 void OpProfile::add(const Graph& g, NodeId id, double ms) {
-  const Node& n = g.node(id);
-  ms_[{n.kind, n.dtype}] += ms;
   auto [it, inserted] = index_.try_emplace({&g, id}, nodes_.size());
   if (inserted) {
+    const Node& n = g.node(id);
     NodeTiming t;
     t.graph = int(std::find(graphs_.begin(), graphs_.end(), &g) - graphs_.begin());
     t.name = n.name;
@@ -279,12 +277,18 @@ void OpProfile::add(const Graph& g, NodeId id, double ms) {
   NodeTiming& t = nodes_[it->second];
   ++t.calls;
   t.ms += ms;
-  t.call_ms.push_back(float(ms));
+  if (t.call_ms.size() < NodeTiming::kMaxCallSamples) t.call_ms.push_back(ms);
+}
+
+std::map<std::pair<OpKind, DType>, double> OpProfile::by_op_dtype() const {
+  std::map<std::pair<OpKind, DType>, double> ms;
+  for (const NodeTiming& t : nodes_) ms[{t.kind, t.dtype}] += t.ms;
+  return ms;
 }
 
 std::vector<std::pair<std::string, double>> OpProfile::by_op() const {
   std::map<OpKind, double> kinds;
-  for (const auto& [key, ms] : ms_) kinds[key.first] += ms;
+  for (const NodeTiming& t : nodes_) kinds[t.kind] += t.ms;
   std::vector<std::pair<std::string, double>> out;
   for (const auto& [kind, ms] : kinds)
     if (ms > 0) out.push_back({op_name(kind), ms});
@@ -301,12 +305,7 @@ nlohmann::json profile_nodes_json(const OpProfile& p, int64_t steps) {
   };
   nlohmann::json nodes = nlohmann::json::array();
   for (const NodeTiming& t : p.nodes()) {
-    std::vector<float> sorted = t.call_ms;
-    std::sort(sorted.begin(), sorted.end());
-    const size_t n = sorted.size();
-    const double median = n == 0 ? 0.0
-                          : n % 2 ? double(sorted[n / 2])
-                                  : 0.5 * (double(sorted[n / 2 - 1]) + double(sorted[n / 2]));
+    const double median = median_of(t.call_ms);  // a node in nodes() ran at least once
     const double calls_per_step = double(t.calls) / double(std::max<int64_t>(steps, 1));
     nodes.push_back({{"graph", t.graph},
                      {"name", t.name},
@@ -326,7 +325,7 @@ nlohmann::json profile_nodes_json(const OpProfile& p, int64_t steps) {
 
 double OpProfile::total_ms() const {
   double total = 0;
-  for (const auto& [key, ms] : ms_) total += ms;
+  for (const NodeTiming& t : nodes_) total += t.ms;
   return total;
 }
 

@@ -101,28 +101,28 @@ struct NodeTiming {
   int64_t flops = 0;  // graph/flops.h
   int64_t bytes = 0;  // every input and output once: what it reads and writes at least
   int64_t calls = 0;
-  double ms = 0;                 // all calls together
-  std::vector<float> call_ms;    // each call's
+  double ms = 0;                // all calls together
+  std::vector<double> call_ms;  // each of the first kMaxCallSamples calls' (the median's)
+  static constexpr size_t kMaxCallSamples = 1024;  // a long --profile run stays small
 };
 
 // --profile and bench's breakdown: the time of timed steps per op kind and compute type.
 // attach() hooks an executable's node timings (several executables, e.g. a GAN's two step
 // graphs, add into one profile); by_op() gives the totals per kind (name -> ms, largest
-// first, kinds that ran only), by_op_dtype() per (kind, dtype), nodes() per node in the
-// order they first ran.
+// first, kinds that ran only), by_op_dtype() per (kind, dtype), both summed from nodes(),
+// per node in the order they first ran.
 class OpProfile {
  public:
   void reset();
   // Times `exe`'s nodes (those of `graph`) into this profile, or stops timing them.
   void attach(Executable& exe, const Graph& graph, bool on);
   std::vector<std::pair<std::string, double>> by_op() const;
-  const std::map<std::pair<OpKind, DType>, double>& by_op_dtype() const { return ms_; }
+  std::map<std::pair<OpKind, DType>, double> by_op_dtype() const;
   const std::vector<NodeTiming>& nodes() const { return nodes_; }
   double total_ms() const;
 
  private:
   void add(const Graph& graph, NodeId id, double ms);
-  std::map<std::pair<OpKind, DType>, double> ms_;
   std::vector<const Graph*> graphs_;  // in the order attached
   std::map<std::pair<const Graph*, NodeId>, size_t> index_;  // into nodes_
   std::vector<NodeTiming> nodes_;
