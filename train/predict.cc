@@ -170,13 +170,24 @@ double memory_weight(double flops, double bytes, double ridge) {
   return intensity <= ridge ? 1.0 - 0.5 * intensity / ridge : 0.5 * ridge / intensity;
 }
 
+namespace {
+
+// The bandwidth a node streams at on `d`: memory's for a GEMM-like node, else its dtype's.
+double node_bandwidth(const DeviceModel& d, DType dtype, bool gemm) {
+  return gemm ? d.memory_gbs : d.stream_for(dtype);
+}
+
+}  // namespace
+
+double node_gamma(double flops, double bytes, DType dtype, bool gemm, const DeviceModel& to) {
+  return memory_weight(flops, bytes, to.peak_for(dtype, gemm) / node_bandwidth(to, dtype, gemm));
+}
+
 double scale_node_time(double ms, double flops, double bytes, DType dtype, bool gemm,
                        const DeviceModel& from, const DeviceModel& to) {
-  const double p_from = from.peak_for(dtype, gemm), p_to = to.peak_for(dtype, gemm);
-  const double b_from = gemm ? from.memory_gbs : from.stream_for(dtype);
-  const double b_to = gemm ? to.memory_gbs : to.stream_for(dtype);
-  const double gamma = memory_weight(flops, bytes, p_to / b_to);
-  return ms * std::pow(b_from / b_to, gamma) * std::pow(p_from / p_to, 1.0 - gamma);
+  const double gamma = node_gamma(flops, bytes, dtype, gemm, to);
+  return ms * std::pow(node_bandwidth(from, dtype, gemm) / node_bandwidth(to, dtype, gemm), gamma) *
+         std::pow(from.peak_for(dtype, gemm) / to.peak_for(dtype, gemm), 1.0 - gamma);
 }
 
 DeviceModel measure_this_cpu(std::shared_ptr<Backend> backend) {
@@ -296,7 +307,7 @@ double run_predict(const PredictOptions& o, std::ostream& out) {
         {{"name", n.name},
          {"op", n.op},
          {"dtype", dtype_name(n.dtype)},
-         {"gamma", memory_weight(n.flops, n.bytes, to.peak_for(n.dtype, gemm) / to.memory_gbs)},
+         {"gamma", node_gamma(n.flops, n.bytes, n.dtype, gemm, to)},
          {"ms_origin", n.ms},
          {"ms_predicted", predicted}});
   }

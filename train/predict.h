@@ -63,6 +63,8 @@ const DeviceModel& find_device(const std::vector<DeviceModel>& table, const std:
 // Habitat's gamma for a node of arithmetic intensity `intensity` (FLOPs per byte) on a
 // device whose ridge point is `ridge` (FLOPs per byte); a node without FLOPs is 1.
 double memory_weight(double flops, double bytes, double ridge);
+// A node's gamma on `to`: memory_weight against the ridge of its peak and bandwidth there.
+double node_gamma(double flops, double bytes, DType dtype, bool gemm, const DeviceModel& to);
 // A node's time on `to`, measured `ms` on `from` (the formula above).
 double scale_node_time(double ms, double flops, double bytes, DType dtype, bool gemm,
                        const DeviceModel& from, const DeviceModel& to);

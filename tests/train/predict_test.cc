@@ -61,6 +61,13 @@ TEST(PredictTest, ScalesByBandwidthAndPeakWeightedByGamma) {
   emulating.stream_gbs[DType::bf16] = 2;
   EXPECT_NEAR(scale_node_time(8.0, 0, 1e6, DType::bf16, false, emulating, to), 0.4, 1e-12);
   EXPECT_NEAR(scale_node_time(8.0, 0, 1e6, DType::f32, false, emulating, to), 2.0, 1e-12);
+  // gamma is taken against the ridge of the bandwidth the node streams at: a bf16
+  // element-wise node on a target streaming bf16 at 20 GB/s has ridge 400 / 20 = 20, so
+  // I = 10 gives 1 - 10/40; an f32 one there, ridge 10, gives 1/2.
+  DeviceModel streaming = to;
+  streaming.stream_gbs[DType::bf16] = 20;
+  EXPECT_DOUBLE_EQ(node_gamma(1e7, 1e6, DType::bf16, false, streaming), 0.75);
+  EXPECT_DOUBLE_EQ(node_gamma(1e7, 1e6, DType::f32, false, streaming), 0.5);
   // The same device: unchanged.
   EXPECT_NEAR(scale_node_time(3.0, 5e6, 1e6, DType::f32, true, from, from), 3.0, 1e-12);
 }
