@@ -344,10 +344,36 @@ void add_model_run_options(CLI::App* cmd, ModelRunOptions& o, std::string& devic
   check_int64(cmd, {"--batch"});
 }
 
+// --for DEVICE --profile FILE [--from NAME] [--devices FILE] (plan and bench).
+void add_plan_for_options(CLI::App* cmd, PlanForOptions& o) {
+  cmd->add_option("--for", o.device,
+                  "cost-aware: plan for this device (campo predict --list-devices) from costs "
+                  "predicted from --profile");
+  cmd->add_option("--profile", o.profile_path,
+                  "with --for: a campo train --profile-out file of this model");
+  cmd->add_option("--from", o.from,
+                  "with --for: the device the profile was measured on (default: its own)");
+  cmd->add_option("--devices", o.devices_path,
+                  "with --for: a device table to use instead of the built-in one");
+}
+
+// plan --for: the plan's device (its lists and default low precision) is the target's kind;
+// --device, when given, must agree.
+void resolve_plan_for_device(const CLI::App* cmd, const PlanForOptions& f, std::string& device) {
+  if (!f.active()) return;
+  const Device kind = plan_for_device(f);
+  if (!given(cmd, "--device")) {
+    device = device_name(kind);
+    return;
+  }
+  CAMPO_CHECK(parse_device_spec(device).type == kind, "--for ", f.device, " is a ",
+              device_name(kind), " device, not --device ", device, " (leave --device out)");
+}
+
 // cost-aware plan/bench without --calibration: this machine's default calibration (a
 // quick automatic one when there is none); "none" keeps the profiling of both precisions.
 void resolve_calibration(ModelRunOptions& run, bool cost_aware) {
-  if (!cost_aware) return;
+  if (!cost_aware || run.plan_for.active()) return;
   if (run.calibration == "none") {
     run.calibration.clear();
     return;
@@ -646,6 +672,7 @@ int run(const std::vector<std::string>& args) {
   plan_cmd->add_option("--json", plan_options.json_path, "Write the plan as JSON");
   plan_cmd->add_flag("--all-nodes", plan_options.all_nodes,
                      "Also list variables, placeholders and optimizer updates");
+  add_plan_for_options(plan_cmd, plan_options.run.plan_for);
 
   BenchOptions bench_options;
   std::string bench_precisions = "fp32,amp,cost-aware";
@@ -673,6 +700,7 @@ int run(const std::vector<std::string>& args) {
                             "Measure the step on every rank of an MPI launch (mpirun -np N "
                             "campo bench ...), --batch samples each, gradients averaged; adds "
                             "samples/s per rank and the scaling efficiency against one process");
+  add_plan_for_options(bench_cmd, bench_options.run.plan_for);
 
   CalibrateOptions calibrate_options;
   std::string calibrate_models;
@@ -759,12 +787,14 @@ int run(const std::vector<std::string>& args) {
       return 0;
     }
     if (plan_cmd->parsed()) {
+      resolve_plan_for_device(plan_cmd, plan_options.run.plan_for, plan_device);
       plan_options.run.device = parse_device_spec(plan_device);
       default_low_precision_of(plan_cmd, plan_options.run.device, plan_options.run.model,
                                plan_options.run.mixed.low_precision);
       check_run_options_apply(plan_cmd, plan_options.run, {plan_options.precision});
       check_plan_options(plan_options);
       resolve_calibration(plan_options.run, plan_options.precision == "cost-aware");
+      attach_predicted_costs(plan_options.run);
       print_plan(plan_options, std::cout);
       return 0;
     }
@@ -795,6 +825,7 @@ int run(const std::vector<std::string>& args) {
       resolve_calibration(bench_options.run,
                           std::count(bench_options.precisions.begin(),
                                      bench_options.precisions.end(), "cost-aware") > 0);
+      attach_predicted_costs(bench_options.run);
       if (bench_lockstep) {
         // stdout carries the protocol only: the table and any banner go to stderr.
         run_bench_lockstep(bench_options, bench_backend, std::cin, std::cout, std::cerr);

@@ -110,6 +110,36 @@ TrainingGraphSpec model_run_spec(const ModelRunOptions& o, Precision policy) {
   return spec;
 }
 
+Device plan_for_device(const PlanForOptions& f) {
+  check_plan_for_options(f);
+  return find_device(device_table(f.devices_path), f.device).kind == "gpu" ? Device::cuda
+                                                                           : Device::cpu;
+}
+
+void attach_predicted_costs(ModelRunOptions& o) {
+  const PlanForOptions& f = o.plan_for;
+  check_plan_for_options(f);
+  if (!f.active()) return;
+  CAMPO_CHECK(!is_gan_model(o.model),
+              "--for plans models of one step graph (classifiers and BERT), not ", o.model);
+  const RecordedProfile profile = read_profile(f.profile_path);
+  const std::string model = profile.said("model");
+  CAMPO_CHECK(model == "?" || model == o.model, profile.where, " is a profile of ", model,
+              ", not of ", o.model, ": record one with campo train --model ", o.model,
+              " ... --profile-out FILE");
+  const std::vector<DeviceModel> table = device_table(f.devices_path);
+  const DeviceModel& to = find_device(table, f.device);
+  const DeviceModel from = profile.origin(table, f.from);
+  Graph g;
+  VariableStore vars(o.seed, default_cpu_backend());  // the graph only: nothing runs
+  const TrainingGraphInfo info = build_training_graph(g, vars, model_run_spec(o, Precision::fp32));
+  const DType low = precision_config(Precision::cost_aware, o.mixed, o.device.type).low;
+  o.costs = std::make_shared<const CostTable>(
+      predict_cost_table(g, info.fetches(), profile, from, to, low));
+  o.costs_note = "cost-aware's costs predicted for " + to.name + " (" + to.full_name + ") from " +
+                 profile.where + ", measured on " + from.name + " (" + from.full_name + ")";
+}
+
 namespace {
 
 // Prints one graph's plan table and totals; returns its JSON description. Writes the DOT
@@ -249,14 +279,20 @@ void check_plan_options(const PlanOptions& o) {
   // on a CUDA machine (and its profiling step runs there), which cannot be made before the
   // CUDA backend has kernels. fp32 and amp need no costs.
   const DeviceSpec& device = o.run.device;
-  CAMPO_CHECK(policy != Precision::cost_aware || device.type != Device::cuda || o.run.costs,
+  check_plan_for_options(o.run.plan_for);
+  CAMPO_CHECK(!o.run.plan_for.active() || policy == Precision::cost_aware,
+              "--for plans the cost-aware policy from predicted costs; --precision ", o.precision,
+              " needs no costs");
+  CAMPO_CHECK(policy != Precision::cost_aware || device.type != Device::cuda || o.run.costs ||
+                  o.run.plan_for.active(),
               "--precision cost-aware --device ", device.str(), " needs the costs of a ",
               device_name(device.type),
               " machine, from a calibration made on one, and there is "
               "none (`campo calibrate --device ",
               device_name(device.type),
               "` needs the CUDA backend's kernels, issue 12; this CPU's calibrations do not "
-              "apply); plan --precision amp or fp32 for it");
+              "apply); plan --precision amp or fp32 for it, or predict its costs with --for "
+              "DEVICE --profile FILE");
   CAMPO_CHECK(!is_gan_model(o.run.model) || o.run.array == 1,
               "campo plan --array does not support --model dcgan (plan a single DCGAN; "
               "campo bench --model dcgan --array N measures its array)");
@@ -278,6 +314,19 @@ void check_bench_options(const BenchOptions& o) {
   CAMPO_CHECK(o.warmup >= 0, "--warmup must be zero or positive, got ", o.warmup);
   validate(o.data_parallel);
   check_data_parallel_model(o.data_parallel, o.run.model);
+  check_plan_for_options(o.run.plan_for);
+  if (o.run.plan_for.active()) {
+    CAMPO_CHECK(std::count(o.precisions.begin(), o.precisions.end(), "cost-aware") > 0,
+                "--for plans the cost-aware policy from predicted costs: add cost-aware to "
+                "--precision");
+    CAMPO_CHECK(!o.data_parallel.enabled,
+                "--for does not take --data-parallel (the predicted costs are of one "
+                "process's step)");
+    CAMPO_CHECK(plan_for_device(o.run.plan_for) == o.run.device.type, "--for ",
+                o.run.plan_for.device, " is not a ", device_name(o.run.device.type),
+                ": bench runs the plan here, on --device ", o.run.device.str(),
+                "; campo plan --for shows a plan for another kind of device");
+  }
   if (!o.json_path.empty()) require_output_file(o.json_path, "--json file");
 }
 
@@ -330,6 +379,9 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
     j["cast_elements"] = s.casts.cast_elements;
   } else {
     TrainingGraphSpec spec = model_run_spec(o.run, policy);
+    // Padding is decided by timing each GEMM both ways on the device itself: not for one
+    // predicted from afar.
+    if (o.run.plan_for.active()) spec.precision.padding = false;
     Graph g;
     VariableStore vars(o.run.seed, backend);
     TrainingGraphInfo info =
@@ -358,6 +410,7 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
                     "cost-aware %d, amp %d (cast model %.4f ms + %.3g ms/element)\n",
                     info.cost_plan->predicted_ms, amp_ms, fp32_ms, info.summary.casts.casts,
                     amp_casts.casts, info.costs->cast.fixed_ms, info.costs->cast.per_element_ms);
+      if (!o.run.costs_note.empty()) out << "costs: " << o.run.costs_note << "\n";
       out << line;
       if (info.costs->cast_to_f32)
         out << "cast model low -> f32: " << info.costs->cast_to_f32->fixed_ms << " ms + "
@@ -377,11 +430,19 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
             << "profiling step: the calibration does not trust its model of those ops (held-out "
             << "MAPE over " << kUntrustedMapePercent << "%, or none); the others are predicted\n";
       j["low_measured"] = measured;
-      out << "padding: " << info.padded << " of " << info.padding_candidates
-          << " low-precision GEMMs with unaligned K/N padded to multiples of " << kPadTo
-          << " (where timing the node both ways showed a gain)\n";
+      if (o.run.plan_for.active())
+        out << "padding: not decided for " << o.run.plan_for.device << " (" << info.padding_candidates
+            << " candidates): it is timed on the device itself\n";
+      else
+        out << "padding: " << info.padded << " of " << info.padding_candidates
+            << " low-precision GEMMs with unaligned K/N padded to multiples of " << kPadTo
+            << " (where timing the node both ways showed a gain)\n";
       j["padding_candidates"] = info.padding_candidates;
       j["padded"] = info.padded;
+      if (o.run.plan_for.active()) {
+        j["for"] = o.run.plan_for.device;
+        j["costs"] = o.run.costs_note;
+      }
       j["predicted_ms"] = info.cost_plan->predicted_ms;
       j["amp_predicted_ms"] = amp_ms;
       j["fp32_predicted_ms"] = fp32_ms;
@@ -770,6 +831,7 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
                           : std::string())
       << ", " << o.steps << " steps x " << repetitions << " interleaved repetitions, low precision "
       << o.run.mixed.low_precision << "\n";
+  if (!o.run.costs_note.empty()) out << "costs: " << o.run.costs_note << "\n";
   if (o.data_parallel.enabled)
     out << "data-parallel: " << ranks << " ranks (" << machine.ranks->transport() << "), batch "
         << o.run.batch << " per rank; samples/s are every rank's; one process: the same step, "
@@ -914,6 +976,10 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
       j.back()["op_ms"] = ops;
     }
     nlohmann::json& e = j.back();
+    if (res.precision == "cost-aware" && o.run.plan_for.active()) {
+      e["for"] = o.run.plan_for.device;  // its plan: from costs predicted for that device
+      e["costs"] = o.run.costs_note;
+    }
     e["memory"] = memory_json(res.memory);
     e["peak_rss_mib"] = double(peak_resident_memory_bytes()) / double(1 << 20);
     if (machine.device_report) machine.device_report->add_to(e);

@@ -12,6 +12,7 @@
 #include "graph/memory_report.h"
 #include "runtime/energy.h"
 #include "train/data_parallel.h"
+#include "train/predict.h"
 #include "train/roofline.h"
 #include "train/training_graph.h"
 
@@ -35,8 +36,12 @@ struct ModelRunOptions {
   PrecisionOptions mixed;
   std::string optimizer = "sgd";  // dcgan: adam unless given (tools/cli.cc)
   uint64_t seed = 42;
-  // cost-aware only: use these costs instead of profiling (tests, saved cost tables).
+  // cost-aware only: use these costs instead of profiling (tests, --for's predicted costs).
   std::shared_ptr<const CostTable> costs;
+  // --for DEVICE --profile FILE: cost-aware's costs predicted for DEVICE from a profile
+  // (attach_predicted_costs fills `costs`), and the line that says so in plans and benches.
+  PlanForOptions plan_for;
+  std::string costs_note;
   // cost-aware only: a calibration file (amp/calibration.h); the profiling step then times
   // the f32 step only and predicts the low-precision times. Empty: both are timed.
   std::string calibration;
@@ -176,6 +181,12 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
                                       const BenchMachine& machine, std::ostream& out);
 
 TrainingGraphSpec model_run_spec(const ModelRunOptions& o, Precision policy);
+// --for's target device kind (cuda for a GPU of the table, else cpu).
+Device plan_for_device(const PlanForOptions& f);
+// --for: o.costs = the costs of the model's training graph (before casts) on the target,
+// predicted from the profile (predict_cost_table); o.costs_note says so. Nothing without
+// --for. One error line for a profile of another model, batch or input size, or for DCGAN.
+void attach_predicted_costs(ModelRunOptions& o);
 // dcgan's optimizer for o.optimizer: Adam with beta1 0.5 (the DCGAN paper's) or SGD.
 OptimizerConfig gan_optimizer(const ModelRunOptions& o);
 // The precision settings of a run (checks them), for graphs other than the classifier's.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <optional>
 #include <ostream>
@@ -183,11 +184,22 @@ double node_gamma(double flops, double bytes, DType dtype, bool gemm, const Devi
   return memory_weight(flops, bytes, to.peak_for(dtype, gemm) / node_bandwidth(to, dtype, gemm));
 }
 
+double scale_node_time(double ms, double flops, double bytes_from, DType from_dtype,
+                       double bytes_to, DType to_dtype, bool gemm, const DeviceModel& from,
+                       const DeviceModel& to) {
+  const double gamma = node_gamma(flops, bytes_to, to_dtype, gemm, to);
+  const double b_from = node_bandwidth(from, from_dtype, gemm);
+  const double b_to = node_bandwidth(to, to_dtype, gemm);
+  // A node that moves no bytes (as recorded) scales by the bandwidths alone.
+  const double memory = bytes_from > 0 && bytes_to > 0 ? (bytes_to / b_to) / (bytes_from / b_from)
+                                                       : b_from / b_to;
+  return ms * std::pow(memory, gamma) *
+         std::pow(from.peak_for(from_dtype, gemm) / to.peak_for(to_dtype, gemm), 1.0 - gamma);
+}
+
 double scale_node_time(double ms, double flops, double bytes, DType dtype, bool gemm,
                        const DeviceModel& from, const DeviceModel& to) {
-  const double gamma = node_gamma(flops, bytes, dtype, gemm, to);
-  return ms * std::pow(node_bandwidth(from, dtype, gemm) / node_bandwidth(to, dtype, gemm), gamma) *
-         std::pow(from.peak_for(dtype, gemm) / to.peak_for(dtype, gemm), 1.0 - gamma);
+  return scale_node_time(ms, flops, bytes, dtype, bytes, dtype, gemm, from, to);
 }
 
 DeviceModel measure_this_cpu(std::shared_ptr<Backend> backend) {
@@ -225,13 +237,38 @@ void check_predict_options(const PredictOptions& o) {
 
 namespace {
 
-// One node of a profile: what predict needs of it.
-struct ProfiledNode {
-  std::string name, op;
-  OpKind kind;
-  DType dtype;
-  double flops = 0, bytes = 0, ms = 0;
-};
+Shape shape_of(const json& j, const std::string& where) {
+  CAMPO_CHECK(j.is_array(), where, ": 'shape' is missing or not a list");
+  Shape shape;
+  for (const json& d : j) {
+    CAMPO_CHECK(d.is_number_integer() && d.get<int64_t>() >= 0, where,
+                ": a shape dimension is not a whole number >= 0");
+    shape.push_back(d.get<int64_t>());
+  }
+  return shape;
+}
+
+DType dtype_of(const std::string& name, const std::string& where) {
+  try {
+    return parse_dtype(name);
+  } catch (const Error&) {
+    CAMPO_FAIL(where, ": unknown dtype '", name, "'");
+  }
+}
+
+// A node's "inputs" or "outputs": absent in profiles of campo 0.3.0's first days (no shape
+// checks then), else a list of {shape, dtype}.
+std::vector<ProfiledValue> values_of(const json& e, const char* key, const std::string& where) {
+  std::vector<ProfiledValue> values;
+  if (!e.contains(key)) return values;
+  CAMPO_CHECK(e[key].is_array(), where, ": '", key, "' is not a list");
+  for (const json& v : e[key]) {
+    CAMPO_CHECK(v.is_object(), where, ": an entry of '", key, "' is not an object");
+    values.push_back({shape_of(v.contains("shape") ? v["shape"] : json(), where),
+                      dtype_of(text(v, "dtype", where), where)});
+  }
+  return values;
+}
 
 std::vector<ProfiledNode> profile_nodes(const json& p, const std::string& where) {
   CAMPO_CHECK(p.contains("nodes") && p["nodes"].is_array(), where, ": 'nodes' is missing");
@@ -240,20 +277,20 @@ std::vector<ProfiledNode> profile_nodes(const json& p, const std::string& where)
     const json& e = p["nodes"][i];
     const std::string at = where + ": node " + std::to_string(i);
     ProfiledNode n;
+    if (e.is_object() && e.contains("graph"))
+      n.graph = int(number(e, "graph", at, true));
     n.name = text(e, "name", at);
     n.op = text(e, "op", at);
     const std::optional<OpKind> kind = parse_op_kind(n.op);
     CAMPO_CHECK(kind.has_value(), at, ": unknown op '", n.op, "'");
     n.kind = *kind;
-    const std::string dtype = text(e, "dtype", at);
-    try {
-      n.dtype = parse_dtype(dtype);
-    } catch (const Error&) {
-      CAMPO_FAIL(at, ": unknown dtype '", dtype, "'");
-    }
+    n.dtype = dtype_of(text(e, "dtype", at), at);
+    n.inputs = values_of(e, "inputs", at);
+    n.outputs = values_of(e, "outputs", at);
     n.flops = number(e, "flops", at, true);
     n.bytes = number(e, "bytes", at, true);
     n.ms = number(e, "ms_per_step", at, true);
+    n.ms_per_call = e.contains("ms_per_call") ? number(e, "ms_per_call", at, true) : n.ms;
     nodes.push_back(std::move(n));
   }
   CAMPO_CHECK(!nodes.empty(), where, ": no nodes (was the run profiled for at least one step?)");
@@ -262,29 +299,58 @@ std::vector<ProfiledNode> profile_nodes(const json& p, const std::string& where)
 
 }  // namespace
 
+double ProfiledNode::bytes_computing_in(DType compute) const {
+  if (inputs.empty() && outputs.empty()) return bytes;  // an old profile: as recorded
+  double total = 0;
+  for (const std::vector<ProfiledValue>* values : {&inputs, &outputs})
+    for (const ProfiledValue& v : *values) {
+      double elements = 1;  // in double: a file's dimensions may overflow int64's product
+      for (int64_t d : v.shape) elements *= double(d);
+      total += elements * double(dtype_size(is_floating(v.dtype) ? compute : v.dtype));
+    }
+  return total;
+}
+
+std::string RecordedProfile::said(const char* key) const {
+  if (!header.contains(key)) return "?";
+  const json& v = header[key];
+  return v.is_string() ? v.get<std::string>() : v.is_number() ? v.dump() : "?";
+}
+
+DeviceModel RecordedProfile::origin(const std::vector<DeviceModel>& table,
+                                    const std::string& from) const {
+  if (!from.empty()) return find_device(table, from);
+  CAMPO_CHECK(header.contains("device_model") && header["device_model"].is_object(), where,
+              " does not describe the device it was measured on (a GPU profile): name it with "
+              "--from");
+  return parse_device(header["device_model"], where);
+}
+
+RecordedProfile read_profile(const std::string& path) {
+  RecordedProfile r;
+  r.where = "--profile " + path;
+  json p = parse_json(read_text_file(path, "--profile file"), r.where);
+  CAMPO_CHECK(p.is_object() && p.contains("format") && p["format"] == "campo-profile", r.where,
+              ": not a campo profile (campo train --profile-out writes one)");
+  CAMPO_CHECK(p.contains("version") && p["version"] == 1, r.where,
+              ": a profile format version this campo does not read (it reads version 1)");
+  r.nodes = profile_nodes(p, r.where);
+  p.erase("nodes");
+  r.header = std::move(p);
+  return r;
+}
+
+std::vector<DeviceModel> device_table(const std::string& devices_path) {
+  return devices_path.empty() ? builtin_devices() : parse_device_table_file(devices_path);
+}
+
 double run_predict(const PredictOptions& o, std::ostream& out) {
   check_predict_options(o);
-  const std::string where = "--profile " + o.profile_path;
-  const json p = parse_json(read_text_file(o.profile_path, "--profile file"), where);
-  CAMPO_CHECK(p.is_object() && p.contains("format") && p["format"] == "campo-profile", where,
-              ": not a campo profile (campo train --profile-out writes one)");
-  CAMPO_CHECK(p.contains("version") && p["version"] == 1, where,
-              ": a profile format version this campo does not read (it reads version 1)");
-  const std::vector<DeviceModel> table =
-      o.devices_path.empty()
-          ? builtin_devices()
-          : parse_device_table_file(o.devices_path);
+  const RecordedProfile profile = read_profile(o.profile_path);
+  const std::vector<DeviceModel> table = device_table(o.devices_path);
   const DeviceModel& to = find_device(table, o.device);
-  DeviceModel from;
-  if (!o.from.empty()) {
-    from = find_device(table, o.from);
-  } else {
-    CAMPO_CHECK(p.contains("device_model") && p["device_model"].is_object(), where,
-                " does not describe the device it was measured on (a GPU profile): name it "
-                "with --from");
-    from = parse_device(p["device_model"], where);
-  }
-  const std::vector<ProfiledNode> nodes = profile_nodes(p, where);
+  const DeviceModel from = profile.origin(table, o.from);
+  const std::vector<ProfiledNode>& nodes = profile.nodes;
 
   struct Sum {
     int nodes = 0;
@@ -311,15 +377,10 @@ double run_predict(const PredictOptions& o, std::ostream& out) {
          {"ms_origin", n.ms},
          {"ms_predicted", predicted}});
   }
-  // What the profile says of its run, for the header only: "?" where it does not say.
-  auto said = [&](const char* key) {
-    return p.contains(key) && (p[key].is_string() || p[key].is_number())
-               ? (p[key].is_string() ? p[key].get<std::string>() : p[key].dump())
-               : std::string("?");
-  };
-  const std::string model = said("model");
-  out << "predict: " << model << " (" << said("precision") << ", batch " << said("batch")
-      << "), " << total.nodes << " nodes profiled over " << said("steps") << " steps\n";
+  const std::string model = profile.said("model");
+  out << "predict: " << model << " (" << profile.said("precision") << ", batch "
+      << profile.said("batch") << "), " << total.nodes << " nodes profiled over "
+      << profile.said("steps") << " steps\n";
   out << "from: " << from.name << " (" << from.full_name << "): f32 "
       << from.peak_for(DType::f32, false) << " GFLOP/s, " << from.memory_gbs << " GB/s\n";
   out << "to:   " << to.name << " (" << to.full_name << "): f32 " << to.peak_for(DType::f32, false)
@@ -354,6 +415,88 @@ double run_predict(const PredictOptions& o, std::ostream& out) {
     out << "wrote " << o.json_path << "\n";
   }
   return total.predicted;
+}
+
+void check_plan_for_options(const PlanForOptions& o) {
+  if (!o.active()) {
+    CAMPO_CHECK(o.profile_path.empty() && o.from.empty() && o.devices_path.empty(),
+                "--profile, --from and --devices go with --for (the device to plan for)");
+    return;
+  }
+  CAMPO_CHECK(!o.profile_path.empty(),
+              "--for needs --profile: a campo train --profile-out file of this model, recorded on "
+              "a device you have");
+  require_input_file(o.profile_path, "--profile file");
+  if (!o.devices_path.empty()) require_input_file(o.devices_path, "--devices file");
+}
+
+namespace {
+
+std::string shapes_text(const std::vector<Shape>& shapes) {
+  std::string s;
+  for (const Shape& shape : shapes) {
+    s += s.empty() ? "[" : ", [";
+    for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+    s += "]";
+  }
+  return s;
+}
+
+}  // namespace
+
+CostTable predict_cost_table(const Graph& g, const std::vector<ValueId>& fetches,
+                             const RecordedProfile& profile, const DeviceModel& from,
+                             const DeviceModel& to, DType low) {
+  CAMPO_CHECK(low_precision(low), "internal: predict_cost_table for ", dtype_name(low));
+  CAMPO_CHECK(to.peak_gflops.count(low), "device ", to.name, " has no ", dtype_name(low),
+              " in its table entry (it does not compute in it): plan for it with the other "
+              "--low-precision");
+  const std::string of = "(the profile: model " + profile.said("model") + ", batch " +
+                         profile.said("batch") + ")";
+  std::map<std::string, const ProfiledNode*> by_name;
+  double fixed_ms = std::numeric_limits<double>::infinity();
+  for (const ProfiledNode& n : profile.nodes) {
+    CAMPO_CHECK(n.graph == 0, profile.where, " holds two step graphs ", of,
+                ": --for plans models of one step graph (classifiers and BERT), not DCGAN");
+    by_name.emplace(n.name, &n);
+    if (n.ms_per_call > 0) fixed_ms = std::min(fixed_ms, n.ms_per_call);
+  }
+  const std::vector<char> live = live_nodes(g, fetches);
+  CostTable t;
+  t.nodes.resize(size_t(g.num_nodes()));
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    const Node& n = g.node(id);
+    if (!live[size_t(id)] || n.kind == OpKind::Variable || n.kind == OpKind::Placeholder) continue;
+    auto it = by_name.find(n.name);
+    CAMPO_CHECK(it != by_name.end(), profile.where, " has no node '", n.name,
+                "' of this training step: it was recorded from another model or "
+                "configuration ",
+                of);
+    const ProfiledNode& p = *it->second;
+    CAMPO_CHECK(p.kind == n.kind, profile.where, ": node '", n.name, "' is a ", p.op,
+                " there but a ", op_name(n.kind), " here: another model ", of);
+    std::vector<Shape> here, there;
+    for (ValueId v : n.inputs) here.push_back(g.value(v).shape);
+    for (const ProfiledValue& v : p.inputs) there.push_back(v.shape);
+    CAMPO_CHECK(p.inputs.empty() || here == there, profile.where, ": node '", n.name,
+                "' reads ", shapes_text(there), " there but ", shapes_text(here),
+                " here: the profile was recorded with another batch or input size ", of);
+    const bool gemm = is_gemm_op(n.kind);
+    auto on_target = [&](DType compute) {
+      if (!is_floating(p.dtype)) compute = p.dtype;  // indices, labels: as measured
+      return scale_node_time(p.ms, p.flops, p.bytes, p.dtype, p.bytes_computing_in(compute),
+                             compute, gemm, from, to);
+    };
+    t.nodes[size_t(id)] = {on_target(DType::f32), on_target(low)};
+  }
+  // A cast reads 4 bytes and writes 2 per element (or the reverse), at the rate element-wise
+  // work of its destination type streams at on the target; dispatching it costs what the
+  // cheapest kernel of the profile cost per call.
+  const double fixed = std::isfinite(fixed_ms) ? fixed_ms : 0.0;
+  constexpr double kCastBytes = 6;
+  t.cast = {fixed, kCastBytes * 1e-6 / to.stream_for(low)};  // GB/s -> ms per element
+  t.cast_to_f32 = CastCostModel{fixed, kCastBytes * 1e-6 / to.memory_gbs};
+  return t;
 }
 
 }  // namespace campo

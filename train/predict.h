@@ -24,8 +24,11 @@
 #include <string>
 #include <vector>
 
+#include "amp/cost_aware.h"
+#include "graph/graph.h"
 #include "runtime/backend.h"
 #include "runtime/dtype.h"
+#include "runtime/tensor.h"
 
 namespace campo {
 
@@ -68,6 +71,73 @@ double node_gamma(double flops, double bytes, DType dtype, bool gemm, const Devi
 // A node's time on `to`, measured `ms` on `from` (the formula above).
 double scale_node_time(double ms, double flops, double bytes, DType dtype, bool gemm,
                        const DeviceModel& from, const DeviceModel& to);
+// The same node computing in another precision on `to` than it was measured in on `from`:
+// the memory term scales by the time its bytes take at each side's bandwidth for its dtype,
+// (bytes_to / B_t) / (bytes_from / B_o), the compute term by the peaks of the two dtypes,
+// and gamma is the node's on `to` in `to_dtype` with `bytes_to`. With the same dtype and
+// bytes on both sides it is the formula above.
+double scale_node_time(double ms, double flops, double bytes_from, DType from_dtype,
+                       double bytes_to, DType to_dtype, bool gemm, const DeviceModel& from,
+                       const DeviceModel& to);
+
+// A recorded profile (campo train --profile-out), as predict and plan --for read it.
+struct ProfiledValue {
+  Shape shape;
+  DType dtype = DType::f32;
+};
+struct ProfiledNode {
+  int graph = 0;  // a GAN's D (0) and G (1) step graphs; else 0
+  std::string name, op;
+  OpKind kind{};
+  DType dtype = DType::f32;  // its compute type
+  std::vector<ProfiledValue> inputs, outputs;
+  double flops = 0, bytes = 0;
+  double ms = 0;           // per step: the median call's times the calls per step
+  double ms_per_call = 0;  // the median call's
+  // What it reads and writes with every floating value in `compute` (f32 or a low
+  // precision) and the others as recorded: its bytes computing in that precision.
+  double bytes_computing_in(DType compute) const;
+};
+struct RecordedProfile {
+  std::string where;  // "--profile PATH", for error lines
+  nlohmann::json header;  // every field but the nodes
+  std::vector<ProfiledNode> nodes;
+  // A header field as text, "?" where the profile does not say.
+  std::string said(const char* key) const;
+  // The device it was measured on: --from's entry of `table` when `from` is given, else
+  // the profile's own device_model (a CPU's, measured when it was written); one error line
+  // when neither names one.
+  DeviceModel origin(const std::vector<DeviceModel>& table, const std::string& from) const;
+};
+RecordedProfile read_profile(const std::string& path);
+
+// `campo plan|bench --for DEVICE --profile FILE [--from NAME] [--devices FILE]`: the
+// cost-aware plan for DEVICE from per-node costs predicted from a profile, instead of costs
+// measured or calibrated where the plan runs.
+struct PlanForOptions {
+  std::string device;        // --for: the target, by name; empty: not asked for
+  std::string profile_path;  // --profile
+  std::string from;          // --from (default: the profile's own device model)
+  std::string devices_path;  // --devices
+  bool active() const { return !device.empty(); }
+};
+// Option checks before any work: --for needs --profile, and the files can be read.
+void check_plan_for_options(const PlanForOptions& o);
+// The table --devices names, else the built-in one.
+std::vector<DeviceModel> device_table(const std::string& devices_path);
+
+// Each node's f32 and `low` time on `to` for the cost-aware policy (node ids as g's), from
+// the profile's nodes of the same names, each measured in the precision its run gave it and
+// scaled to both (scale_node_time); leaves cost nothing. The cast model: a fixed cost, the
+// profile's cheapest node per call (what dispatching a kernel costs where it was measured),
+// plus its bytes (4 + 2 per element) at `to`'s rate for the cast's destination type. One
+// error line naming the node when g has a node the profile lacks or whose input shapes
+// differ: a profile of another model, batch or input size.
+// Only the nodes a step runs to compute `fetches` are looked for (live_nodes); the others
+// cost nothing.
+CostTable predict_cost_table(const Graph& g, const std::vector<ValueId>& fetches,
+                             const RecordedProfile& profile, const DeviceModel& from,
+                             const DeviceModel& to, DType low);
 
 // This CPU as the process runs it now (its OpenMP threads, oneDNN's ISA): the f32 and bf16
 // GEMM peaks through campo's MatMul kernel, the bandwidth of campo's f32 Add kernel over

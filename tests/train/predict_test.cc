@@ -1,15 +1,18 @@
 // campo predict (train/predict.h): Habitat's gamma and the scaling against hand-computed
 // cases, the device table's checks, a recorded profile predicting a fixed table, and the
-// command a user runs: train --profile-out, then predict, with one error line for bad input.
+// command a user runs: train --profile-out, then predict, with one error line for bad input;
+// and campo plan|bench --for, the cost-aware plan from costs predicted from a profile.
 #include "train/predict.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "runtime/check.h"
 #include "tests/test_util.h"
@@ -146,6 +149,27 @@ const char* kProfile = R"({
 const char* kTable = R"({"devices": [{"name": "b", "kind": "gpu", "units": 8, "clock_mhz": 1,
   "memory_gbs": 40, "peak_gflops": {"f32": 400}, "source": "test"}]})";
 
+TEST(PredictTest, ANodeChangingPrecisionScalesByItsBytesAndItsPrecisionsPeak) {
+  const DeviceModel from = device("a", 100, 400, 10), to = device("b", 400, 3200, 40);
+  // An f32 GEMM measured 8 ms on a, in bf16 on b: half the bytes (0.5e6) at 4x the bandwidth,
+  // memory term (0.5e6 / 40) / (1e6 / 10) = 1/8; compute term a's f32 peak over b's bf16 one,
+  // 100 / 3200; gamma on b in bf16: ridge 3200 / 40 = 80, I = 6.4e8 / 0.5e6 = 1280, 1/32.
+  const double expected = 8.0 * std::pow(0.125, 1.0 / 32) * std::pow(100.0 / 3200, 31.0 / 32);
+  EXPECT_NEAR(scale_node_time(8.0, 6.4e8, 1e6, DType::f32, 0.5e6, DType::bf16, true, from, to),
+              expected, 1e-12);
+  // Element-wise without FLOPs: the bytes' time alone, 8 x 1/8.
+  EXPECT_NEAR(scale_node_time(8.0, 0, 1e6, DType::f32, 0.5e6, DType::bf16, false, from, to), 1.0,
+              1e-12);
+  // The same dtype and bytes on both sides: the one-precision formula.
+  EXPECT_DOUBLE_EQ(scale_node_time(8.0, 1e7, 1e6, DType::f32, 1e6, DType::f32, false, from, to),
+                   scale_node_time(8.0, 1e7, 1e6, DType::f32, false, from, to));
+  // A precision the target does not compute in: one line.
+  const DeviceModel f32_only = device("c", 400, 0, 40);
+  EXPECT_THROW(
+      scale_node_time(8.0, 6.4e8, 1e6, DType::f32, 0.5e6, DType::bf16, true, from, f32_only),
+      Error);
+}
+
 TEST(PredictTest, ARecordedProfilePredictsAFixedTable) {
   TempDir dir;
   write(dir.file("p.json"), kProfile);
@@ -185,8 +209,14 @@ TEST(PredictTest, BadProfilesAreOneLine) {
       {"[1, 2", "not JSON"},
       {R"({"format": "campo-calibration"})", "not a campo profile"},
       {R"({"format": "campo-profile", "version": 7})", "format version this campo does not read"},
-      {R"({"format": "campo-profile", "version": 1, "nodes": []})",
+      {R"({"format": "campo-profile", "version": 1, "nodes": []})", "no nodes"},
+      {R"({"format": "campo-profile", "version": 1, "nodes": [{"name": "r", "op": "Relu",
+           "dtype": "f32", "flops": 0, "bytes": 8, "ms_per_step": 1}]})",
        "does not describe the device it was measured on"},
+      {R"({"format": "campo-profile", "version": 1, "nodes": [{"name": "r", "op": "Relu",
+           "dtype": "f32", "flops": 0, "bytes": 8, "ms_per_step": 1,
+           "inputs": [{"shape": [2, -1], "dtype": "f32"}]}]})",
+       "node 0: a shape dimension is not a whole number >= 0"},
   };
   for (const Case& c : cases) {
     write(dir.file("p.json"), c.profile);
@@ -242,6 +272,127 @@ TEST(PredictTest, TrainWritesAProfileThatPredictReads) {
   expect_error(run_cli({"train", "--model", "lenet", "--dataset", "synthetic", "--steps", "1",
                         "--profile-out", dir.file("no/such/dir/p.json")}),
                "--profile-out file");
+}
+
+// One fp32 LeNet profile (batch 16) for the --for tests, and a device table whose "same"
+// is the device it was measured on.
+struct RecordedLenet {
+  TempDir dir;
+  std::string profile = dir.file("p.json"), table = dir.file("t.json");
+  nlohmann::json p;
+  RecordedLenet() {
+    const auto t = run_cli({"train", "--model", "lenet", "--dataset", "synthetic", "--steps",
+                            "3", "--batch", "16", "--limit-test", "16", "--precision", "fp32",
+                            "--progress", "none", "--profile-out", profile});
+    EXPECT_EQ(t.code, 0) << t.err;
+    p = nlohmann::json::parse(std::ifstream(profile));
+    nlohmann::json same = p["device_model"];
+    same["name"] = "same";
+    write(table, nlohmann::json({{"devices", {same}}}).dump());
+  }
+};
+
+TEST(PredictTest, PlanForTheProfilesOwnDeviceTakesTheMeasuredTimes) {
+  RecordedLenet rec;
+  const std::string plan_json = rec.dir.file("plan.json");
+  const auto r = run_cli({"plan", "--model", "lenet", "--batch", "16", "--for", "same", "--devices",
+                          rec.table, "--profile", rec.profile, "--json", plan_json});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("costs: cost-aware's costs predicted for same"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("predicted step: cost-aware"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("padding: not decided for same"), std::string::npos) << r.out;
+  // Nothing was timed here: no calibration looked for, no profiling step.
+  EXPECT_EQ(r.err.find("calibration"), std::string::npos) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(std::ifstream(plan_json));
+  EXPECT_EQ(j["for"], "same");
+  std::map<std::string, double> measured;
+  for (const auto& n : rec.p["nodes"]) measured[n["name"]] = n["ms_per_step"].get<double>();
+  int compared = 0;
+  double fp32_sum = 0;
+  for (const auto& n : j["graphs"][0]["nodes"]) {
+    if (!n.contains("fp32_ms") || !measured.count(n["name"])) continue;
+    // From a device to itself in the precision it was measured in: the measured time.
+    EXPECT_NEAR(n["fp32_ms"].get<double>(), measured[n["name"]], 1e-9 + 1e-9 * measured[n["name"]])
+        << n["name"];
+    fp32_sum += n["fp32_ms"].get<double>();
+    ++compared;
+  }
+  EXPECT_GT(compared, 40);
+  EXPECT_NEAR(j["fp32_predicted_ms"].get<double>(), fp32_sum, 1e-6 * fp32_sum);
+  EXPECT_GT(j["low_nodes"].get<int>(), 0);
+}
+
+TEST(PredictTest, PlanForAGpuPlansWithItsListsWithoutOne) {
+  RecordedLenet rec;
+  const auto r = run_cli({"plan", "--model", "lenet", "--batch", "16", "--for", "h100",
+                          "--profile", rec.profile});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("precision cost-aware, device cuda"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("predicted for h100 (NVIDIA H100"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("nodes in f16"), std::string::npos) << r.out;  // cuda's default
+  // bf16 on a V100, which has none.
+  expect_error(run_cli({"plan", "--model", "lenet", "--batch", "16", "--for", "v100",
+                        "--low-precision", "bf16", "--profile", rec.profile}),
+               "device v100 has no bf16");
+}
+
+TEST(PredictTest, PlanForBadInputIsOneLine) {
+  RecordedLenet rec;
+  struct Case {
+    std::vector<std::string> args;
+    std::string needle;
+  };
+  const std::vector<std::string> plan = {"plan", "--model", "lenet", "--batch", "16"};
+  const std::vector<std::string> bench = {"bench", "--model", "lenet", "--batch", "16",
+                                          "--steps", "1", "--repeats", "1", "--no-peak"};
+  auto with = [](std::vector<std::string> base, std::vector<std::string> more) {
+    base.insert(base.end(), more.begin(), more.end());
+    return base;
+  };
+  const Case cases[] = {
+      {with(plan, {"--for", "h100"}), "--for needs --profile"},
+      {with(plan, {"--profile", rec.profile}), "--profile, --from and --devices go with --for"},
+      {with(plan, {"--for", "tpu9", "--profile", rec.profile}), "unknown device 'tpu9'"},
+      {with(plan, {"--for", "h100", "--profile", rec.profile, "--precision", "amp"}),
+       "--for plans the cost-aware policy"},
+      {with(plan, {"--for", "h100", "--profile", rec.profile, "--device", "cpu"}),
+       "--for h100 is a cuda device, not --device cpu"},
+      {{"plan", "--model", "resnet18", "--batch", "16", "--for", "h100", "--profile", rec.profile},
+       "is a profile of lenet, not of resnet18"},
+      {{"plan", "--model", "lenet", "--batch", "8", "--for", "h100", "--profile", rec.profile},
+       "node 'conv1.Conv2D' reads [16,1,28,28], [6,1,5,5] there but [8,1,28,28], [6,1,5,5] here"},
+      {{"plan", "--model", "dcgan", "--batch", "16", "--for", "h100", "--profile", rec.profile},
+       "not dcgan"},
+      {with(plan, {"--for", "h100", "--profile", rec.dir.file("none.json")}), "none.json"},
+      {with(bench, {"--for", "h100", "--profile", rec.profile}),
+       "--for h100 is not a cpu: bench runs the plan here"},
+      {with(bench, {"--for", "same", "--devices", rec.table, "--profile", rec.profile,
+                    "--precision", "fp32,amp"}),
+       "add cost-aware to --precision"},
+  };
+  for (const Case& c : cases) expect_error(run_cli(c.args), c.needle);
+  // A profile of another model that shares lenet's name for a node: the node kinds differ.
+  nlohmann::json other = rec.p;
+  other["nodes"][0]["op"] = "MatMul";
+  write(rec.dir.file("other.json"), other.dump());
+  expect_error(run_cli(with(plan, {"--for", "h100", "--profile", rec.dir.file("other.json")})),
+               "is a MatMul there but a Conv2D here");
+}
+
+TEST(PredictTest, BenchForRunsThePredictedPlanHere) {
+  RecordedLenet rec;
+  const std::string out = rec.dir.file("bench.json");
+  const auto r = run_cli({"bench", "--model", "lenet", "--batch", "16", "--steps", "2",
+                          "--repeats", "1", "--warmup", "0", "--no-peak", "--precision",
+                          "cost-aware", "--for", "same", "--devices", rec.table, "--profile",
+                          rec.profile, "--json", out});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("costs: cost-aware's costs predicted for same"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err.find("calibration"), std::string::npos) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(std::ifstream(out));
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["for"], "same");
+  EXPECT_GT(j[0]["median_samples_per_sec"].get<double>(), 0);
 }
 
 }  // namespace
