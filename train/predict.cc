@@ -85,6 +85,18 @@ double DeviceModel::stream_for(DType dtype) const {
   return it != stream_gbs.end() ? it->second : memory_gbs;
 }
 
+std::optional<double> DeviceModel::gemm_rate(DType dtype, double flops) const {
+  auto it = gemm_rates.find(low_precision(dtype) ? dtype : DType::f32);
+  if (it == gemm_rates.end() || it->second.empty()) return std::nullopt;
+  const std::vector<std::pair<double, double>>& r = it->second;
+  if (flops <= r.front().first) return r.front().second;
+  if (flops >= r.back().first) return r.back().second;
+  size_t i = 1;
+  while (r[i].first < flops) ++i;
+  const double t = std::log(flops / r[i - 1].first) / std::log(r[i].first / r[i - 1].first);
+  return std::exp(std::log(r[i - 1].second) + t * std::log(r[i].second / r[i - 1].second));
+}
+
 json DeviceModel::to_json() const {
   json peaks = json::object(), streams = json::object();
   for (const auto& [d, g] : peak_gflops) peaks[dtype_name(d)] = g;
@@ -93,6 +105,11 @@ json DeviceModel::to_json() const {
             {"units", units}, {"clock_mhz", clock_mhz}, {"peak_gflops", peaks},
             {"memory_gbs", memory_gbs}, {"source", source}};
   if (!stream_gbs.empty()) j["stream_gbs"] = streams;
+  if (!gemm_rates.empty()) {
+    json rates = json::object();
+    for (const auto& [d, points] : gemm_rates) rates[dtype_name(d)] = points;
+    j["gemm_rates"] = rates;
+  }
   return j;
 }
 
@@ -124,6 +141,27 @@ DeviceModel parse_device(const json& j, const std::string& origin) {
       const std::optional<DType> dt = precision_named(key);
       CAMPO_CHECK(dt.has_value(), where, ": stream_gbs has an unknown precision '", key, "'");
       d.stream_gbs[*dt] = number(j["stream_gbs"], key.c_str(), where + ": stream_gbs");
+    }
+  }
+  if (j.contains("gemm_rates")) {
+    const std::string at = where + ": gemm_rates";
+    CAMPO_CHECK(j["gemm_rates"].is_object(), at, " is not an object");
+    for (const auto& [key, points] : j["gemm_rates"].items()) {
+      const std::optional<DType> dt = precision_named(key);
+      CAMPO_CHECK(dt.has_value(), at, " has an unknown precision '", key, "'");
+      CAMPO_CHECK(points.is_array() && !points.empty(), at, ": ", key,
+                  " is not a list of [FLOPs, GFLOP/s] pairs");
+      std::vector<std::pair<double, double>>& r = d.gemm_rates[*dt];
+      for (const json& p : points) {
+        CAMPO_CHECK(p.is_array() && p.size() == 2 && p[0].is_number() && p[1].is_number(), at,
+                    ": ", key, " is not a list of [FLOPs, GFLOP/s] pairs");
+        const double flops = p[0].get<double>(), gflops = p[1].get<double>();
+        CAMPO_CHECK(std::isfinite(flops) && flops > 0 && std::isfinite(gflops) && gflops > 0, at,
+                    ": ", key, " has a pair that is not two positive numbers");
+        CAMPO_CHECK(r.empty() || flops > r.back().first, at, ": ", key,
+                    " is not in ascending FLOPs");
+        r.push_back({flops, gflops});
+      }
     }
   }
   return d;
@@ -171,35 +209,55 @@ double memory_weight(double flops, double bytes, double ridge) {
   return intensity <= ridge ? 1.0 - 0.5 * intensity / ridge : 0.5 * ridge / intensity;
 }
 
-namespace {
-
-// The bandwidth a node streams at on `d`: memory's for a GEMM-like node, else its dtype's.
-double node_bandwidth(const DeviceModel& d, DType dtype, bool gemm) {
-  return gemm ? d.memory_gbs : d.stream_for(dtype);
+double traffic_bytes(const Traffic& t) {
+  double bytes = 0;
+  for (const auto& [dtype, b] : t) bytes += b;
+  return bytes;
 }
 
-}  // namespace
+double traffic_ms(const Traffic& t, const DeviceModel& d, bool gemm) {
+  double ms = 0;
+  for (const auto& [dtype, bytes] : t)
+    ms += bytes / (gemm ? d.memory_gbs : d.stream_for(dtype)) * 1e-6;  // GB/s -> bytes per ms
+  return ms;
+}
+
+double node_gamma(double flops, const Traffic& traffic, DType dtype, bool gemm,
+                  const DeviceModel& to) {
+  const double bytes = traffic_bytes(traffic), ms = traffic_ms(traffic, to, gemm);
+  // The bandwidth this traffic streams at there; a node that moves nothing, memory's.
+  const double bandwidth = bytes > 0 && ms > 0 ? bytes / ms * 1e-6 : to.memory_gbs;
+  return memory_weight(flops, bytes, to.peak_for(dtype, gemm) / bandwidth);
+}
 
 double node_gamma(double flops, double bytes, DType dtype, bool gemm, const DeviceModel& to) {
-  return memory_weight(flops, bytes, to.peak_for(dtype, gemm) / node_bandwidth(to, dtype, gemm));
+  return node_gamma(flops, Traffic{{dtype, bytes}}, dtype, gemm, to);
 }
 
-double scale_node_time(double ms, double flops, double bytes_from, DType from_dtype,
-                       double bytes_to, DType to_dtype, bool gemm, const DeviceModel& from,
-                       const DeviceModel& to) {
-  const double gamma = node_gamma(flops, bytes_to, to_dtype, gemm, to);
-  const double b_from = node_bandwidth(from, from_dtype, gemm);
-  const double b_to = node_bandwidth(to, to_dtype, gemm);
+double scale_node_time(double ms, double flops, const Traffic& from_traffic, DType from_dtype,
+                       const Traffic& to_traffic, DType to_dtype, bool gemm,
+                       const DeviceModel& from, const DeviceModel& to) {
+  const double gamma = node_gamma(flops, to_traffic, to_dtype, gemm, to);
+  const double memory_from = traffic_ms(from_traffic, from, gemm);
+  const double memory_to = traffic_ms(to_traffic, to, gemm);
   // A node that moves no bytes (as recorded) scales by the bandwidths alone.
-  const double memory = bytes_from > 0 && bytes_to > 0 ? (bytes_to / b_to) / (bytes_from / b_from)
-                                                       : b_from / b_to;
-  return ms * std::pow(memory, gamma) *
-         std::pow(from.peak_for(from_dtype, gemm) / to.peak_for(to_dtype, gemm), 1.0 - gamma);
+  const double memory = memory_from > 0 && memory_to > 0
+                            ? memory_to / memory_from
+                            : traffic_ms({{from_dtype, 1.0}}, from, gemm) /
+                                  traffic_ms({{to_dtype, 1.0}}, to, gemm);
+  double compute = from.peak_for(from_dtype, gemm) / to.peak_for(to_dtype, gemm);
+  if (gemm) {
+    const std::optional<double> rate_from = from.gemm_rate(from_dtype, flops);
+    const std::optional<double> rate_to = to.gemm_rate(to_dtype, flops);
+    if (rate_from && rate_to) compute = *rate_from / *rate_to;
+  }
+  return ms * std::pow(memory, gamma) * std::pow(compute, 1.0 - gamma);
 }
 
 double scale_node_time(double ms, double flops, double bytes, DType dtype, bool gemm,
                        const DeviceModel& from, const DeviceModel& to) {
-  return scale_node_time(ms, flops, bytes, dtype, bytes, dtype, gemm, from, to);
+  const Traffic traffic = {{dtype, bytes}};
+  return scale_node_time(ms, flops, traffic, dtype, traffic, dtype, gemm, from, to);
 }
 
 DeviceModel measure_this_cpu(std::shared_ptr<Backend> backend) {
@@ -213,17 +271,26 @@ DeviceModel measure_this_cpu(std::shared_ptr<Backend> backend) {
   d.full_name = backend->describe() + ", " + std::to_string(threads) + " thread(s), oneDNN ISA " +
                 m.onednn_isa + (m.native_bf16 ? ", native bf16" : ", bf16 emulated");
   d.units = threads;
-  constexpr int64_t kGemm = 1024;
-  d.peak_gflops[DType::f32] = measure_gemm_peak(backend, DType::f32, kGemm, kGemm, kGemm, 5).gflops;
-  d.peak_gflops[DType::bf16] =
-      measure_gemm_peak(backend, DType::bf16, kGemm, kGemm, kGemm, 5).gflops;
+  // Cubic GEMMs from 64 to 1024, more runs of the small ones (they take microseconds); the
+  // fastest is the peak.
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    std::vector<std::pair<double, double>>& rates = d.gemm_rates[dtype];
+    for (int64_t n = 64; n <= 1024; n *= 2) {
+      const GemmPeak p = measure_gemm_peak(backend, dtype, n, n, n, n <= 256 ? 20 : 5);
+      rates.push_back({2.0 * double(n) * double(n) * double(n), p.gflops});
+    }
+    double peak = 0;
+    for (const auto& [flops, gflops] : rates) peak = std::max(peak, gflops);
+    d.peak_gflops[dtype] = peak;
+  }
   // Add over 3 x 64 MiB of f32 (far beyond the caches), and the same elements in bf16.
   constexpr int64_t kStream = int64_t(16) << 20;
   d.memory_gbs = measure_stream_gbs(backend, DType::f32, kStream, 5);
   d.stream_gbs[DType::bf16] = measure_stream_gbs(backend, DType::bf16, kStream, 5);
-  d.source = "measured by campo when the profile was written: the peaks of a 1024^3 GEMM "
-             "through campo's MatMul kernel (f32 and bf16, best of 5) and the rates of its "
-             "Add kernel over 16 Mi elements (f32: the memory bandwidth; bf16), best of 5";
+  d.source = "measured by campo when the profile was written: the rates of cubic GEMMs of "
+             "64 to 1024 through campo's MatMul kernel (f32 and bf16, best of 20 or 5; the "
+             "fastest is the peak) and of its Add kernel over 16 Mi elements (f32: the "
+             "memory bandwidth; bf16), best of 5";
   return d;
 }
 
@@ -299,16 +366,29 @@ std::vector<ProfiledNode> profile_nodes(const json& p, const std::string& where)
 
 }  // namespace
 
-double ProfiledNode::bytes_computing_in(DType compute) const {
-  if (inputs.empty() && outputs.empty()) return bytes;  // an old profile: as recorded
-  double total = 0;
-  for (const std::vector<ProfiledValue>* values : {&inputs, &outputs})
+namespace {
+
+Traffic traffic_of(const ProfiledNode& n, std::optional<DType> compute) {
+  if (n.inputs.empty() && n.outputs.empty()) {  // an old profile: its bytes in its dtype
+    if (!compute || !is_floating(n.dtype)) return {{n.dtype, n.bytes}};
+    return {{*compute, n.bytes * double(dtype_size(*compute)) / double(dtype_size(n.dtype))}};
+  }
+  Traffic t;
+  for (const std::vector<ProfiledValue>* values : {&n.inputs, &n.outputs})
     for (const ProfiledValue& v : *values) {
       double elements = 1;  // in double: a file's dimensions may overflow int64's product
       for (int64_t d : v.shape) elements *= double(d);
-      total += elements * double(dtype_size(is_floating(v.dtype) ? compute : v.dtype));
+      const DType dtype = compute && is_floating(v.dtype) ? *compute : v.dtype;
+      t[dtype] += elements * double(dtype_size(dtype));
     }
-  return total;
+  return t;
+}
+
+}  // namespace
+
+Traffic ProfiledNode::traffic() const { return traffic_of(*this, std::nullopt); }
+Traffic ProfiledNode::traffic_computing_in(DType compute) const {
+  return traffic_of(*this, compute);
 }
 
 std::string RecordedProfile::said(const char* key) const {
@@ -361,7 +441,9 @@ double run_predict(const PredictOptions& o, std::ostream& out) {
   json per_node = json::array();
   for (const ProfiledNode& n : nodes) {
     const bool gemm = is_gemm_op(n.kind);
-    const double predicted = scale_node_time(n.ms, n.flops, n.bytes, n.dtype, gemm, from, to);
+    const Traffic traffic = n.traffic();
+    const double predicted =
+        scale_node_time(n.ms, n.flops, traffic, n.dtype, traffic, n.dtype, gemm, from, to);
     Sum& s = by_op[n.op];
     ++s.nodes;
     s.origin += n.ms;
@@ -373,7 +455,7 @@ double run_predict(const PredictOptions& o, std::ostream& out) {
         {{"name", n.name},
          {"op", n.op},
          {"dtype", dtype_name(n.dtype)},
-         {"gamma", node_gamma(n.flops, n.bytes, n.dtype, gemm, to)},
+         {"gamma", node_gamma(n.flops, traffic, n.dtype, gemm, to)},
          {"ms_origin", n.ms},
          {"ms_predicted", predicted}});
   }
@@ -484,8 +566,8 @@ CostTable predict_cost_table(const Graph& g, const std::vector<ValueId>& fetches
     const bool gemm = is_gemm_op(n.kind);
     auto on_target = [&](DType compute) {
       if (!is_floating(p.dtype)) compute = p.dtype;  // indices, labels: as measured
-      return scale_node_time(p.ms, p.flops, p.bytes, p.dtype, p.bytes_computing_in(compute),
-                             compute, gemm, from, to);
+      return scale_node_time(p.ms, p.flops, p.traffic(), p.dtype,
+                             p.traffic_computing_in(compute), compute, gemm, from, to);
     };
     t.nodes[size_t(id)] = {on_target(DType::f32), on_target(low)};
   }

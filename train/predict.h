@@ -6,9 +6,10 @@
 //   t_target = t_origin x (B_o / B_t)^gamma x (P_o / P_t)^(1 - gamma)
 //
 // B the memory bandwidth (for a node that is not GEMM-like, the rate element-wise work of
-// its dtype streams at: DeviceModel::stream_gbs), P the peak FLOP rate of the node's kind on
-// each device (the low-precision peak for a GEMM-like node computing in f16/bf16, else the
-// f32 peak), and
+// each of its dtypes streams at: DeviceModel::stream_gbs, traffic_ms), P the peak FLOP rate
+// of the node's kind on each device (the low-precision peak for a GEMM-like node computing
+// in f16/bf16, else the f32 peak; for a GEMM-like node between two devices with measured
+// rates by size, the rate at its FLOPs), and
 // gamma in [0, 1] how memory-bound the node is on the target, from its arithmetic intensity
 // I = FLOPs / bytes (graph/flops.h; bytes: every input and output once) against the
 // target's ridge point R = P_t / B_t, as Habitat interpolates it: gamma = 1 - I / (2R) for
@@ -21,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +48,14 @@ struct DeviceModel {
   // CPU that emulates bf16 converts every element (measure_stream_gbs). Unlisted: memory_gbs.
   std::map<DType, double> stream_gbs;
   double stream_for(DType dtype) const;
+  // Measured GEMM rates by size (a CPU's, measured with its profile; the table's devices
+  // have none): per precision, (FLOPs of one GEMM, GFLOP/s) by ascending FLOPs. Small
+  // GEMMs reach a smaller share of the peak, and how much smaller differs by ISA.
+  std::map<DType, std::vector<std::pair<double, double>>> gemm_rates;
+  // The rate of a GEMM-like node of `flops` FLOPs computing in `dtype`: log-linear between
+  // the measured sizes, the end points' beyond them; nullopt without rates for that
+  // precision.
+  std::optional<double> gemm_rate(DType dtype, double flops) const;
   // The peak for a node computing in `dtype` (GEMM-like: at its own precision's peak; other
   // nodes at the f32 peak); one error line where the device has no such precision.
   double peak_for(DType dtype, bool gemm) const;
@@ -66,19 +76,31 @@ const DeviceModel& find_device(const std::vector<DeviceModel>& table, const std:
 // Habitat's gamma for a node of arithmetic intensity `intensity` (FLOPs per byte) on a
 // device whose ridge point is `ridge` (FLOPs per byte); a node without FLOPs is 1.
 double memory_weight(double flops, double bytes, double ridge);
-// A node's gamma on `to`: memory_weight against the ridge of its peak and bandwidth there.
+
+// What a node reads and writes: bytes by dtype (every input and output once).
+using Traffic = std::map<DType, double>;
+double traffic_bytes(const Traffic& t);
+// The ms `t` takes on `d`: a GEMM-like node's at the memory bandwidth, another node's bytes
+// of each dtype at the rate that dtype streams at (stream_for): on a CPU that emulates bf16
+// a Cast to bf16 converts its 2 output bytes per element, not its 4 input ones.
+double traffic_ms(const Traffic& t, const DeviceModel& d, bool gemm);
+
+// A node's gamma on `to` computing in `dtype`: memory_weight against the ridge of its peak
+// and the bandwidth its traffic streams at there.
+double node_gamma(double flops, const Traffic& traffic, DType dtype, bool gemm,
+                  const DeviceModel& to);
 double node_gamma(double flops, double bytes, DType dtype, bool gemm, const DeviceModel& to);
-// A node's time on `to`, measured `ms` on `from` (the formula above).
+// A node's time on `to`, measured `ms` on `from` (the formula above), where it may compute
+// in another precision than it was measured in: the memory term is the ratio of the two
+// traffics' times (traffic_ms), the compute term that of the two precisions' rates (the
+// peaks, or for a GEMM-like node on two devices that both have measured gemm_rates, the
+// rates at its FLOPs), and gamma is the node's on `to` with its traffic there. With one
+// dtype's bytes on both sides and no gemm_rates it is the formula above.
+double scale_node_time(double ms, double flops, const Traffic& from_traffic, DType from_dtype,
+                       const Traffic& to_traffic, DType to_dtype, bool gemm,
+                       const DeviceModel& from, const DeviceModel& to);
 double scale_node_time(double ms, double flops, double bytes, DType dtype, bool gemm,
                        const DeviceModel& from, const DeviceModel& to);
-// The same node computing in another precision on `to` than it was measured in on `from`:
-// the memory term scales by the time its bytes take at each side's bandwidth for its dtype,
-// (bytes_to / B_t) / (bytes_from / B_o), the compute term by the peaks of the two dtypes,
-// and gamma is the node's on `to` in `to_dtype` with `bytes_to`. With the same dtype and
-// bytes on both sides it is the formula above.
-double scale_node_time(double ms, double flops, double bytes_from, DType from_dtype,
-                       double bytes_to, DType to_dtype, bool gemm, const DeviceModel& from,
-                       const DeviceModel& to);
 
 // A recorded profile (campo train --profile-out), as predict and plan --for read it.
 struct ProfiledValue {
@@ -94,9 +116,11 @@ struct ProfiledNode {
   double flops = 0, bytes = 0;
   double ms = 0;           // per step: the median call's times the calls per step
   double ms_per_call = 0;  // the median call's
-  // What it reads and writes with every floating value in `compute` (f32 or a low
-  // precision) and the others as recorded: its bytes computing in that precision.
-  double bytes_computing_in(DType compute) const;
+  // What it reads and writes as recorded, and with every floating value in `compute` (f32
+  // or a low precision) and the others as recorded. A profile without values: its bytes in
+  // its dtype.
+  Traffic traffic() const;
+  Traffic traffic_computing_in(DType compute) const;
 };
 struct RecordedProfile {
   std::string where;  // "--profile PATH", for error lines

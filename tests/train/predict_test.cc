@@ -123,6 +123,18 @@ TEST(PredictTest, BadTablesAndNamesAreOneLine) {
       {R"({"devices": [{"name": "x", "kind": "gpu", "units": 1, "clock_mhz": 1,
           "memory_gbs": 10, "peak_gflops": {"f64": 100}, "source": "s"}]})",
        "unknown precision 'f64'"},
+      {R"({"devices": [{"name": "x", "kind": "cpu", "units": 1, "clock_mhz": 1,
+          "memory_gbs": 10, "peak_gflops": {"f32": 100}, "source": "s",
+          "gemm_rates": {"f32": [[1e6, 10], [1e5, 20]]}}]})",
+       "gemm_rates: f32 is not in ascending FLOPs"},
+      {R"({"devices": [{"name": "x", "kind": "cpu", "units": 1, "clock_mhz": 1,
+          "memory_gbs": 10, "peak_gflops": {"f32": 100}, "source": "s",
+          "gemm_rates": {"f32": [[1e6]]}}]})",
+       "gemm_rates: f32 is not a list of [FLOPs, GFLOP/s] pairs"},
+      {R"({"devices": [{"name": "x", "kind": "cpu", "units": 1, "clock_mhz": 1,
+          "memory_gbs": 10, "peak_gflops": {"f32": 100}, "source": "s",
+          "gemm_rates": {"f32": [[1e6, 0]]}}]})",
+       "has a pair that is not two positive numbers"},
   };
   for (const Case& c : cases) {
     write(dir.file("t.json"), c.table);
@@ -149,25 +161,66 @@ const char* kProfile = R"({
 const char* kTable = R"({"devices": [{"name": "b", "kind": "gpu", "units": 8, "clock_mhz": 1,
   "memory_gbs": 40, "peak_gflops": {"f32": 400}, "source": "test"}]})";
 
-TEST(PredictTest, ANodeChangingPrecisionScalesByItsBytesAndItsPrecisionsPeak) {
+TEST(PredictTest, ANodeChangingPrecisionScalesByItsTrafficAndItsPrecisionsPeak) {
   const DeviceModel from = device("a", 100, 400, 10), to = device("b", 400, 3200, 40);
+  const Traffic f32 = {{DType::f32, 1e6}}, bf16 = {{DType::bf16, 0.5e6}};
   // An f32 GEMM measured 8 ms on a, in bf16 on b: half the bytes (0.5e6) at 4x the bandwidth,
   // memory term (0.5e6 / 40) / (1e6 / 10) = 1/8; compute term a's f32 peak over b's bf16 one,
   // 100 / 3200; gamma on b in bf16: ridge 3200 / 40 = 80, I = 6.4e8 / 0.5e6 = 1280, 1/32.
   const double expected = 8.0 * std::pow(0.125, 1.0 / 32) * std::pow(100.0 / 3200, 31.0 / 32);
-  EXPECT_NEAR(scale_node_time(8.0, 6.4e8, 1e6, DType::f32, 0.5e6, DType::bf16, true, from, to),
+  EXPECT_NEAR(scale_node_time(8.0, 6.4e8, f32, DType::f32, bf16, DType::bf16, true, from, to),
               expected, 1e-12);
   // Element-wise without FLOPs: the bytes' time alone, 8 x 1/8.
-  EXPECT_NEAR(scale_node_time(8.0, 0, 1e6, DType::f32, 0.5e6, DType::bf16, false, from, to), 1.0,
+  EXPECT_NEAR(scale_node_time(8.0, 0, f32, DType::f32, bf16, DType::bf16, false, from, to), 1.0,
               1e-12);
-  // The same dtype and bytes on both sides: the one-precision formula.
-  EXPECT_DOUBLE_EQ(scale_node_time(8.0, 1e7, 1e6, DType::f32, 1e6, DType::f32, false, from, to),
+  // The same traffic on both sides: the one-precision formula.
+  EXPECT_DOUBLE_EQ(scale_node_time(8.0, 1e7, f32, DType::f32, f32, DType::f32, false, from, to),
                    scale_node_time(8.0, 1e7, 1e6, DType::f32, false, from, to));
   // A precision the target does not compute in: one line.
   const DeviceModel f32_only = device("c", 400, 0, 40);
   EXPECT_THROW(
-      scale_node_time(8.0, 6.4e8, 1e6, DType::f32, 0.5e6, DType::bf16, true, from, f32_only),
+      scale_node_time(8.0, 6.4e8, f32, DType::f32, bf16, DType::bf16, true, from, f32_only),
       Error);
+}
+
+TEST(PredictTest, EachDtypesBytesStreamAtTheirOwnRate) {
+  // "e" emulates bf16: its bf16 bytes stream at 2 GB/s, its f32 ones at memory's 10.
+  DeviceModel e = device("e", 100, 100, 10);
+  e.stream_gbs[DType::bf16] = 2;
+  // A cast f32 -> bf16 of 1e6 elements: 4e6 bytes at 10 GB/s and 2e6 at 2 GB/s, 0.4 + 1 ms.
+  const Traffic cast = {{DType::f32, 4e6}, {DType::bf16, 2e6}};
+  EXPECT_NEAR(traffic_ms(cast, e, false), 1.4, 1e-12);
+  EXPECT_NEAR(traffic_ms(cast, e, true), 0.6, 1e-12);  // a GEMM's operands: memory's rate
+  EXPECT_DOUBLE_EQ(traffic_bytes(cast), 6e6);
+  // From e to a device streaming everything at 20 GB/s: 1.4 ms of traffic become 0.3.
+  const DeviceModel fast = device("f", 100, 100, 20);
+  EXPECT_NEAR(scale_node_time(2.8, 0, cast, DType::bf16, cast, DType::bf16, false, e, fast), 0.6,
+              1e-12);
+  // gamma against the ridge of the bandwidth this traffic streams at: 6e6 bytes / 1.4 ms.
+  EXPECT_NEAR(node_gamma(1e6, cast, DType::f32, false, e),
+              memory_weight(1e6, 6e6, 100 / (6e6 / 1.4 * 1e-6)), 1e-12);
+}
+
+TEST(PredictTest, GemmRatesBySizeScaleGemmsWhereBothDevicesHaveThem) {
+  DeviceModel a = device("a", 100, 400, 10), b = device("b", 400, 3200, 40);
+  a.gemm_rates[DType::f32] = {{1e6, 10}, {1e8, 100}};
+  EXPECT_DOUBLE_EQ(*a.gemm_rate(DType::f32, 1e5), 10);   // below the smallest: its rate
+  EXPECT_DOUBLE_EQ(*a.gemm_rate(DType::f32, 1e9), 100);  // above the largest: its rate
+  EXPECT_NEAR(*a.gemm_rate(DType::f32, 1e7), std::sqrt(10.0 * 100), 1e-9);  // log-linear
+  EXPECT_FALSE(a.gemm_rate(DType::bf16, 1e7).has_value());
+  // Only a has rates: the peaks scale (100 / 400), at a compute-bound intensity.
+  const Traffic t = {{DType::f32, 1.0}};
+  const double flops = 1e7, gamma = node_gamma(flops, t, DType::f32, true, b);
+  const double peaks = 4.0 * std::pow(0.25, gamma) * std::pow(0.25, 1 - gamma);
+  EXPECT_NEAR(scale_node_time(4.0, flops, t, DType::f32, t, DType::f32, true, a, b), peaks, 1e-12);
+  // Both have them: the rates at 1e7 FLOPs, sqrt(1000) on a, 50 on b.
+  b.gemm_rates[DType::f32] = {{1e6, 50}, {1e8, 50}};
+  const double rates =
+      4.0 * std::pow(0.25, gamma) * std::pow(std::sqrt(1000.0) / 50, 1 - gamma);
+  EXPECT_NEAR(scale_node_time(4.0, flops, t, DType::f32, t, DType::f32, true, a, b), rates, 1e-12);
+  // Element-wise nodes keep the peaks.
+  EXPECT_NEAR(scale_node_time(4.0, flops, t, DType::f32, t, DType::f32, false, a, b),
+              scale_node_time(4.0, flops, 1.0, DType::f32, false, a, b), 1e-12);
 }
 
 TEST(PredictTest, ARecordedProfilePredictsAFixedTable) {
