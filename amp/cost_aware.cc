@@ -49,21 +49,17 @@ CastCostModel fit_cast_model(const std::vector<std::pair<int64_t, double>>& samp
   return m;
 }
 
-namespace {
-
-bool is_leaf(const Node& n) { return n.kind == OpKind::Variable || n.kind == OpKind::Placeholder; }
-
-// Output i of a node runs in the node's precision: output 0 always; Dropout's mask and
-// every piece of a SplitV too. Other extra outputs (batch-norm statistics, max-pool
-// indices) keep their own type.
 bool output_follows_node(const Node& n, int i) {
   return i == 0 || n.kind == OpKind::Dropout || n.kind == OpKind::SplitV;
 }
 
-// A low -> f32 cast of this output can be folded into its producer (CostAwareOptions).
-bool foldable(const Node& producer, int output_index) {
+bool cast_folds_into_producer(const Node& producer, int output_index) {
   return output_index == 0 && op_schema(producer.kind).can_write_f32_output;
 }
+
+namespace {
+
+bool is_leaf(const Node& n) { return n.kind == OpKind::Variable || n.kind == OpKind::Placeholder; }
 
 bool slot_is_fp32(const Node& n, int slot) { return op_schema(n.kind).input_stays_f32(slot); }
 
@@ -111,7 +107,7 @@ struct CostGraph {
         (wants_low ? need_low : need_f32) = true;
       }
       const int64_t elements = shape_numel(val.shape);
-      const bool folded = fold && !need_low && foldable(producer, val.output_index);
+      const bool folded = fold && !need_low && cast_folds_into_producer(producer, val.output_index);
       if (produced_low && need_f32 && !folded) total += costs.cast_ms(false, elements);
       if (!produced_low && need_low && !weight_copy[size_t(v)])
         total += costs.cast_ms(true, elements);
@@ -158,7 +154,7 @@ std::vector<char> exact_assignment(const CostGraph& cg, const std::vector<char>&
     }
     // low -> f32: paid when the value is made low and some consumer reads it in f32. The
     // helper a = "all consumers read low" must be 0 when any consumer reads f32.
-    const bool folded = cg.fold && !some_free && foldable(producer, val.output_index);
+    const bool folded = cg.fold && !some_free && cast_folds_into_producer(producer, val.output_index);
     if (made.var >= 0 && (some_f32 || some_free) && !folded) {
       if (some_f32) {
         cut.add_unary(made, 0.0, cg.costs.cast_ms(false, elements) + kCastTieBreakMs);
@@ -177,6 +173,61 @@ std::vector<char> exact_assignment(const CostGraph& cg, const std::vector<char>&
 }
 
 }  // namespace
+
+std::vector<char> deny_painted(const Graph& g, const AmpLists& lists) {
+  const int n = g.num_nodes();
+  std::vector<AmpList> cls(static_cast<size_t>(n));
+  for (NodeId i = 0; i < n; ++i) cls[size_t(i)] = lists.classify(g.node(i).kind);
+  auto is = [&](NodeId i, AmpList l) { return cls[size_t(i)] == l; };
+  std::vector<std::vector<NodeId>> outs(static_cast<size_t>(n)), ins(static_cast<size_t>(n));
+  for (NodeId i = 0; i < n; ++i)
+    for (ValueId v : g.node(i).inputs) {
+      ins[size_t(i)].push_back(g.value(v).producer);
+      outs[size_t(g.value(v).producer)].push_back(i);
+    }
+  std::vector<char> upstream(size_t(n), 0), deny(size_t(n), 0);
+  for (NodeId root = 0; root < n; ++root) {
+    if (!is(root, AmpList::deny) && !is(root, AmpList::infer)) continue;
+    std::vector<NodeId> stack = {root};
+    upstream[size_t(root)] = 1;
+    while (!stack.empty()) {
+      NodeId x = stack.back();
+      stack.pop_back();
+      for (NodeId p : ins[size_t(x)])
+        if (!upstream[size_t(p)] && is(p, AmpList::clear)) {
+          upstream[size_t(p)] = 1;
+          stack.push_back(p);
+        }
+    }
+  }
+  for (NodeId root = 0; root < n; ++root) {
+    if (!is(root, AmpList::deny) || deny[size_t(root)]) continue;
+    std::vector<NodeId> stack = {root};
+    deny[size_t(root)] = 1;
+    while (!stack.empty()) {
+      NodeId x = stack.back();
+      stack.pop_back();
+      for (NodeId c : outs[size_t(x)])
+        if (!deny[size_t(c)] && upstream[size_t(c)] && !is(c, AmpList::allow)) {
+          deny[size_t(c)] = 1;
+          stack.push_back(c);
+        }
+    }
+  }
+  return deny;
+}
+
+std::vector<char> cost_aware_free_nodes(const Graph& g, const AmpLists& lists) {
+  const std::vector<char> deny = deny_painted(g, lists);
+  std::vector<char> is_free(size_t(g.num_nodes()), 0);
+  for (NodeId i = 0; i < g.num_nodes(); ++i) {
+    const Node& node = g.node(i);
+    const AmpList l = lists.classify(node.kind);
+    is_free[size_t(i)] = !is_leaf(node) && node.kind != OpKind::Cast && !deny[size_t(i)] &&
+                         (l == AmpList::allow || l == AmpList::infer || l == AmpList::clear);
+  }
+  return is_free;
+}
 
 double predict_step_ms(const Graph& g, const CostTable& costs, const std::vector<char>& low,
                        bool fold_casts) {
@@ -220,35 +271,7 @@ CostAwarePlan plan_cost_aware(const Graph& g, const AmpLists& lists, const CostT
       ins[size_t(i)].push_back(g.value(v).producer);
       outs[size_t(g.value(v).producer)].push_back(i);
     }
-  std::vector<char> upstream(size_t(n), 0), deny(size_t(n), 0);
-  for (NodeId root = 0; root < n; ++root) {
-    if (!is(root, AmpList::deny) && !is(root, AmpList::infer)) continue;
-    std::vector<NodeId> stack = {root};
-    upstream[size_t(root)] = 1;
-    while (!stack.empty()) {
-      NodeId x = stack.back();
-      stack.pop_back();
-      for (NodeId p : ins[size_t(x)])
-        if (!upstream[size_t(p)] && is(p, AmpList::clear)) {
-          upstream[size_t(p)] = 1;
-          stack.push_back(p);
-        }
-    }
-  }
-  for (NodeId root = 0; root < n; ++root) {
-    if (!is(root, AmpList::deny) || deny[size_t(root)]) continue;
-    std::vector<NodeId> stack = {root};
-    deny[size_t(root)] = 1;
-    while (!stack.empty()) {
-      NodeId x = stack.back();
-      stack.pop_back();
-      for (NodeId c : outs[size_t(x)])
-        if (!deny[size_t(c)] && upstream[size_t(c)] && !is(c, AmpList::allow)) {
-          deny[size_t(c)] = 1;
-          stack.push_back(c);
-        }
-    }
-  }
+  const std::vector<char> deny = deny_painted(g, lists);
   for (NodeId i = 0; i < n; ++i)
     if (deny[size_t(i)]) plan.decided_by[size_t(i)] = Traversal::deny;
 
@@ -330,10 +353,7 @@ CostAwarePlan plan_cost_aware(const Graph& g, const AmpLists& lists, const CostT
   if (options.search == CostAwareSearch::traversals) return plan;
 
   // 5. The exact search over the nodes the traversals could have made low.
-  std::vector<char> is_free(size_t(n), 0);
-  for (NodeId i = 0; i < n; ++i)
-    is_free[size_t(i)] = !is_leaf(g.node(i)) && g.node(i).kind != OpKind::Cast && !deny[size_t(i)] &&
-                         (is(i, AmpList::allow) || is(i, AmpList::infer) || is(i, AmpList::clear));
+  const std::vector<char> is_free = cost_aware_free_nodes(g, lists);
   std::vector<char> best = exact_assignment(cg, is_free);
   const double exact_ms = cg.total_ms(best);
   // The cut is exact (it may give up at most the tie-break per cast for fewer casts); the

@@ -102,6 +102,20 @@ struct CostAwareOptions {
 CostAwarePlan plan_cost_aware(const Graph& g, const AmpLists& lists, const CostTable& costs,
                               const CostAwareOptions& options = {});
 
+// Shared with the three-way search (amp/three_way.h):
+// Traversal 2's nodes: deny ops and what deny propagates to, forward through infer ops and
+// through clear ops that lead into deny/infer ops (the amp policy's rule).
+std::vector<char> deny_painted(const Graph& g, const AmpLists& lists);
+// The nodes the exact search may make low under `lists`: allow/infer/clear ops that deny
+// propagation left alone (no leaves, no casts).
+std::vector<char> cost_aware_free_nodes(const Graph& g, const AmpLists& lists);
+// Output i of a node runs in the node's precision: output 0 always; Dropout's mask and every
+// piece of a SplitV too. Other extra outputs (batch-norm statistics, max-pool indices) keep
+// their own type.
+bool output_follows_node(const Node& n, int output_index);
+// A low -> f32 cast of this output can be folded into its producer (CostAwareOptions).
+bool cast_folds_into_producer(const Node& producer, int output_index);
+
 // Predicted step time of `g` with `low` nodes in low precision (casts included).
 double predict_step_ms(const Graph& g, const CostTable& costs, const std::vector<char>& low,
                        bool fold_casts = false);

@@ -155,6 +155,26 @@ void AmpLists::add(AmpList list, OpKind op) {
 
 void AmpLists::remove(AmpList list, OpKind op) { mutable_list(list).erase(op); }
 
+bool needs_range(OpKind op) {
+  switch (op) {
+    case OpKind::Softmax:
+    case OpKind::SoftmaxGrad:
+    case OpKind::SparseSoftmaxCrossEntropyWithLogits:
+    case OpKind::SigmoidCrossEntropyWithLogits:
+    case OpKind::SigmoidCrossEntropyWithLogitsGrad:
+    case OpKind::FusedBatchNorm:
+    case OpKind::FusedBatchNormGrad:
+    case OpKind::LayerNorm:
+    case OpKind::LayerNormGrad:
+    case OpKind::Mean:
+    case OpKind::MeanGrad:
+    case OpKind::Sum:
+      return true;
+    default:
+      return false;
+  }
+}
+
 AmpList parse_amp_list(const std::string& name) {
   if (name == "allow") return AmpList::allow;
   if (name == "infer") return AmpList::infer;

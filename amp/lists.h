@@ -48,4 +48,10 @@ class AmpLists {
 
 AmpList parse_amp_list(const std::string& name);
 
+// Ops whose results need f32's exponent range: never f16 when the three-way search picks the
+// type per op (amp/three_way.h), though bf16 (f32's range) where the lists allow. Softmax and
+// the losses (exponentials, logarithms), batch/layer-norm (statistics: sums of squares),
+// Mean and Sum (reductions; on the deny list anyway), and the gradients of these.
+bool needs_range(OpKind op);
+
 }  // namespace campo
