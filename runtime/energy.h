@@ -1,5 +1,9 @@
-// Energy of the CPU packages from RAPL (Running Average Power Limit) counters, read through
-// Linux's powercap interface: <root>/intel-rapl:<n>/energy_uj, one package zone per socket
+// Energy counters read around a window of work, behind one interface (EnergyMeter), and the
+// counter that measures a backend's device (open_device_energy): the CPU's RAPL counters
+// here, a GPU's NVML counter in runtime/nvml_energy.h.
+//
+// RAPL (Running Average Power Limit): the CPU packages' counters, read through Linux's
+// powercap interface: <root>/intel-rapl:<n>/energy_uj, one package zone per socket
 // (AMD's Zen CPUs expose the same zone names). Sub-zones (intel-rapl:<n>:<m>: cores, uncore,
 // DRAM) are parts of their package and are not added again; intel-rapl-mmio zones repeat the
 // package counter and are skipped too.
@@ -12,25 +16,48 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace campo {
 
+class Backend;
+
 inline constexpr const char* kPowercapRoot = "/sys/class/powercap";
 
-class RaplEnergy {
+// A device's cumulative energy counter. A reading is opaque to callers (one value per
+// counter, in the counter's unit); joules_between turns two readings into the joules spent
+// between them. Read after the device has finished its queued work (Backend::synchronize),
+// or the window holds work issued outside it.
+class EnergyMeter {
+ public:
+  virtual ~EnergyMeter() = default;
+  // What is read, for reports and JSON: "rapl", "nvml".
+  virtual const char* source() const = 0;
+  // How often the counter is refreshed: a window not much longer than this is quantized to
+  // the refreshes it happens to span, so its figure is not reliable.
+  virtual double update_period_seconds() const = 0;
+  virtual std::vector<uint64_t> read() const = 0;
+  virtual double joules_between(const std::vector<uint64_t>& before,
+                                const std::vector<uint64_t>& after) const = 0;
+};
+
+class RaplEnergy final : public EnergyMeter {
  public:
   // The package zones under `root` whose energy_uj and max_energy_range_uj can be read;
   // nullopt when there are none.
   static std::optional<RaplEnergy> open(const std::string& root = kPowercapRoot);
 
+  const char* source() const override { return "rapl"; }
+  // Intel documents an update about every millisecond.
+  double update_period_seconds() const override { return 1e-3; }
   // One reading of every zone, in microjoules.
-  std::vector<uint64_t> read() const;
+  std::vector<uint64_t> read() const override;
   // Joules between two readings of this object, over all zones (wraparound handled).
   double joules_between(const std::vector<uint64_t>& before,
-                        const std::vector<uint64_t>& after) const;
+                        const std::vector<uint64_t>& after) const override;
   const std::vector<std::string>& zones() const { return zones_; }
 
  private:
@@ -40,5 +67,16 @@ class RaplEnergy {
 
 // The line a report prints when open() found nothing.
 std::string rapl_unavailable_reason(const std::string& root = kPowercapRoot);
+
+// The counter that measures `backend`'s device, opened: RAPL under `powercap_root` for the
+// CPU's kernels (cpu, cpu:strict); for a GPU, NVML loaded from `nvml_library`
+// (nvml_library_path()) and matched to the backend's GPU by its PCI bus id (a PciDevice,
+// runtime/pci_device.h). No meter: the one line why in `unavailable`.
+struct DeviceEnergy {
+  std::unique_ptr<EnergyMeter> meter;
+  std::string unavailable;
+};
+DeviceEnergy open_device_energy(const Backend& backend, const std::string& powercap_root,
+                                const std::string& nvml_library);
 
 }  // namespace campo

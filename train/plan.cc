@@ -1,6 +1,7 @@
 #include "train/plan.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -592,7 +593,7 @@ struct BenchRun {
   std::vector<std::unique_ptr<BenchPolicy>> one_process;
   std::vector<BenchResult> results;  // one per policy, in order
   BenchMachine machine;
-  std::optional<RaplEnergy> energy;
+  std::unique_ptr<EnergyMeter> energy;  // the device's counter; null: not available
 };
 
 // The GEMM sizes of the peak measurement: large enough to reach the kernel's peak, small
@@ -644,10 +645,17 @@ BenchRun prepare_bench(const BenchOptions& o, std::shared_ptr<Backend> backend) 
   }
   if (run.machine.world_size() > 1) {
     run.machine.energy_unavailable =
-        "data-parallel: ranks that share a package would each count all of its energy";
+        o.run.device.type == Device::cuda
+            ? "data-parallel: the energy of the ranks' GPUs is not gathered"
+            : "data-parallel: ranks that share a package would each count all of its energy";
   } else {
-    run.energy = RaplEnergy::open(o.powercap_root);
-    if (!run.energy) run.machine.energy_unavailable = rapl_unavailable_reason(o.powercap_root);
+    DeviceEnergy energy = open_device_energy(*run.backend, o.powercap_root, o.nvml_library);
+    run.energy = std::move(energy.meter);
+    run.machine.energy_unavailable = energy.unavailable;
+    if (run.energy) {
+      run.machine.energy_source = run.energy->source();
+      run.machine.energy_update_period_s = run.energy->update_period_seconds();
+    }
   }
   const DataParallelRun ranks = data_parallel_run(run.ranks, o.data_parallel);
   Rng rng(o.run.seed);
@@ -685,8 +693,9 @@ double time_one_process(const BenchOptions& o, BenchRun& run, size_t k) {
 }
 
 // One interleaved repetition: each policy in turn, o.steps timed steps each (and the
-// package energy over them when the counters are readable). --data-parallel: each policy's
-// one-process baseline first; the step time is the slowest rank's, the samples every rank's.
+// device's energy over them when its counter is readable, read with nothing queued before
+// and after). --data-parallel: each policy's one-process baseline first; the step time is the
+// slowest rank's, the samples every rank's.
 void run_bench_repetition(const BenchOptions& o, BenchRun& run) {
   for (size_t k = 0; k < run.policies.size(); ++k) {
     BenchResult& res = run.results[k];
@@ -696,9 +705,17 @@ void run_bench_repetition(const BenchOptions& o, BenchRun& run) {
       before_comm = run.ranks->stats();
     }
     std::vector<uint64_t> before;
-    if (run.energy) before = run.energy->read();
-    double seconds = timed_steps(o, run, *run.policies[k]);
-    if (run.energy) res.joules.push_back(run.energy->joules_between(before, run.energy->read()));
+    Timer energy_window;
+    if (run.energy) {
+      run.backend->synchronize();  // nothing queued before the window is in it
+      before = run.energy->read();
+      energy_window.reset();
+    }
+    double seconds = timed_steps(o, run, *run.policies[k]);  // ends synchronized
+    if (run.energy) {
+      res.joules.push_back(run.energy->joules_between(before, run.energy->read()));
+      res.energy_seconds.push_back(energy_window.seconds());
+    }
     int ranks = 1;
     if (run.ranks) {
       ranks = run.ranks->size();
@@ -867,9 +884,20 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
     res.achieved_gflops = double(res.flops.total()) * steps_per_sec * 1e-9;
     res.peak_gflops = mixed_gemm_peak_gflops(res.flops, peak_f32, peak_low);
     res.pct_of_peak = res.peak_gflops > 0 ? 100.0 * res.achieved_gflops / res.peak_gflops : 0;
+    // The --steps whose shortest window would span kReliableEnergyRefreshes refreshes (0:
+    // the windows are long enough).
+    double steps_for_energy = 0;
     if (!res.joules.empty()) {
       res.joules_per_step = median_of(res.joules) / double(o.steps);
       res.samples_per_joule = res.joules_per_step > 0 ? per_step / res.joules_per_step : 0;
+      CAMPO_CHECK(res.energy_seconds.size() == res.joules.size(), "internal: ", res.joules.size(),
+                  " energy readings of ", res.energy_seconds.size(), " windows");
+      const double shortest =
+          *std::min_element(res.energy_seconds.begin(), res.energy_seconds.end());
+      const double needed = kReliableEnergyRefreshes * machine.energy_update_period_s;
+      res.energy_reliable = shortest >= needed;
+      if (!res.energy_reliable)
+        steps_for_energy = std::ceil(double(o.steps) * needed / std::max(shortest, 1e-9));
     }
     char cast_time[64];
     std::snprintf(cast_time, sizeof cast_time, "%6.2f ms/step in casts (%4.1f%%)",
@@ -940,8 +968,19 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
     }
     out << std::string(21, ' ') << "memory: " << memory_line(res.memory) << "\n";
     if (!res.joules.empty()) {
-      std::snprintf(line, sizeof line, "%-8s %-11s energy: %.3f J/step, %.2f samples/J (RAPL)\n",
-                    "", "", res.joules_per_step, res.samples_per_joule);
+      std::string source = machine.energy_source;
+      for (char& c : source) c = char(std::toupper(static_cast<unsigned char>(c)));
+      char reliability[160] = "";
+      if (!res.energy_reliable)
+        std::snprintf(reliability, sizeof reliability,
+                      "; not reliable: windows from %.3g ms, under %.0f of the counter's %.3g ms "
+                      "refreshes; --steps %.0f or more",
+                      1e3 * *std::min_element(res.energy_seconds.begin(), res.energy_seconds.end()),
+                      kReliableEnergyRefreshes, 1e3 * machine.energy_update_period_s,
+                      steps_for_energy);
+      std::snprintf(line, sizeof line, "%-8s %-11s energy: %.3f J/step, %.2f samples/J (%s%s)\n",
+                    "", "", res.joules_per_step, res.samples_per_joule, source.c_str(),
+                    reliability);
       out << line;
     }
     j.push_back({{"model", o.run.model},
@@ -997,14 +1036,17 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
     else
       e["energy"] = {{"joules", res.joules},
                      {"joules_per_step", res.joules_per_step},
-                     {"samples_per_joule", res.samples_per_joule}};
+                     {"samples_per_joule", res.samples_per_joule},
+                     {"source", machine.energy_source},
+                     {"window_seconds", res.energy_seconds},
+                     {"update_period_seconds", machine.energy_update_period_s},
+                     {"reliable", res.energy_reliable}};
     auto paired_json = [](const PairedRatio& p) {
-      return nlohmann::json{
-          {"ratios", p.ratios},
-          {"median", p.median},
-          {"ci95", std::isnan(p.ci_low) ? nlohmann::json(nullptr)
-                                        : nlohmann::json{p.ci_low, p.ci_high}},
-          {"faster", p.faster}};
+      return nlohmann::json{{"ratios", p.ratios},
+                            {"median", p.median},
+                            {"ci95", std::isnan(p.ci_low) ? nlohmann::json(nullptr)
+                                                          : nlohmann::json{p.ci_low, p.ci_high}},
+                            {"faster", p.faster}};
     };
     if (res.vs_amp) e["vs_amp"] = paired_json(*res.vs_amp);
     if (res.scaling) {

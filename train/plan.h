@@ -11,6 +11,7 @@
 #include "graph/layout.h"
 #include "graph/memory_report.h"
 #include "runtime/energy.h"
+#include "runtime/nvml_energy.h"
 #include "train/data_parallel.h"
 #include "train/predict.h"
 #include "train/roofline.h"
@@ -80,8 +81,10 @@ struct BenchOptions {
   // The roofline's GEMM peak (train/roofline.h), measured once before the policies are
   // built; false (--no-peak): not measured, no percentages.
   bool measure_peak = true;
-  // Where the RAPL energy counters are read (runtime/energy.h); tests fake a tree.
+  // Where the energy counters are read (runtime/energy.h): the CPU's RAPL tree (tests fake
+  // one) and, on --device cuda, the NVML library (runtime/nvml_energy.h).
   std::string powercap_root = kPowercapRoot;
+  std::string nvml_library = nvml_library_path();
   // --data-parallel under mpirun (train/data_parallel.h): every policy's step runs on every
   // rank, --batch samples each, its gradients averaged; each repetition also times the same
   // policy in one process (rank 0 alone, the others waiting) for the scaling efficiency.
@@ -128,10 +131,13 @@ struct BenchResult {
   // the achieved rate as a percentage of it.
   FlopCount flops;
   double achieved_gflops = 0, peak_gflops = 0, pct_of_peak = 0;
-  // Package energy (RAPL) of each repetition's o.steps steps, in joules (empty when the
-  // counters cannot be read); the median per step and samples per joule at that median.
-  std::vector<double> joules;
+  // Energy of each repetition's o.steps steps, in joules (the CPU packages' from RAPL, the
+  // GPU's from NVML; empty when the counters cannot be read), and the seconds each window
+  // lasted; the median per step and samples per joule at that median. Reliable: every
+  // window spans kReliableEnergyRefreshes of the counter's refreshes or more.
+  std::vector<double> joules, energy_seconds;
   double joules_per_step = 0, samples_per_joule = 0;
+  bool energy_reliable = false;
   MemoryReport memory;  // the policy's session (graph/memory_report.h)
   // --data-parallel: samples_per_sec above is every rank's samples together (the step time
   // the slowest rank took); these are the same steps in one process, rank 0 alone, timed
@@ -149,6 +155,9 @@ struct BenchMachine {
   const DeviceReport* device_report = nullptr;  // its fields go into every JSON entry
   std::optional<GemmPeak> peak_f32, peak_low;   // unset: --no-peak
   std::string energy_unavailable;               // why there is no energy (empty: there is)
+  // The counter read (EnergyMeter::source, "rapl" or "nvml") and its refresh period.
+  std::string energy_source;
+  double energy_update_period_s = 0;
   // --data-parallel: the ranks (null: one process).
   const Communicator* ranks = nullptr;
   int world_size() const { return ranks ? ranks->size() : 1; }
@@ -174,6 +183,12 @@ std::vector<BenchResult> run_bench(const BenchOptions& o, std::shared_ptr<Backen
 std::vector<BenchResult> run_bench_lockstep(const BenchOptions& o, std::shared_ptr<Backend> backend,
                                             std::istream& commands, std::ostream& protocol,
                                             std::ostream& out);
+
+// An energy window is read at its two ends; the counter stands still between refreshes, so
+// each end may miss up to one refresh period's energy: a window of n periods is off by up
+// to 2/n. Ten periods (NVML: 1 s; RAPL: 10 ms) bound that to 20%; a shorter window's figure
+// is reported as not reliable, with the --steps that would make it long enough.
+inline constexpr double kReliableEnergyRefreshes = 10;
 
 // Fills median/min/max, the ratios, the roofline and the energy figures of measured results,
 // prints the table, writes JSON. No repetition run: says so, writes an empty JSON array.

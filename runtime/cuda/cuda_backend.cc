@@ -153,6 +153,9 @@ CudaBackend::CudaBackend(int index) : index_(index) {
     compute_capability_ = prop.major * 10 + prop.minor;
     multiprocessors_ = prop.multiProcessorCount;
     CAMPO_CUDA_CHECK(cudaDriverGetVersion(&driver_version_));
+    char bus_id[32] = "";  // "0000:65:00.0" and its terminator fit in 13
+    CAMPO_CUDA_CHECK(cudaDeviceGetPCIBusId(bus_id, int(sizeof bus_id), index_));
+    pci_bus_id_ = bus_id;
 
     CAMPO_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     CAMPO_CUBLAS_CHECK(cublasLtCreate(&cublaslt_));

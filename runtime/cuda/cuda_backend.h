@@ -17,11 +17,13 @@
 
 #include "runtime/backend.h"
 #include "runtime/caching_allocator.h"
+#include "runtime/pci_device.h"
 
 namespace campo::cuda {
 
-// Also a CachingAllocatorOwner, so device-neutral code reaches the allocator's statistics.
-class CudaBackend : public Backend, public CachingAllocatorOwner {
+// Also a CachingAllocatorOwner, so device-neutral code reaches the allocator's statistics,
+// and a PciDevice, so NVML (runtime/nvml_energy.h) finds the same GPU.
+class CudaBackend : public Backend, public CachingAllocatorOwner, public PciDevice {
  public:
   // Selects device `index` (which must exist: make_backend's factory checks the driver, the
   // device count and the compute capability first, each with one error line) and creates the
@@ -51,6 +53,7 @@ class CudaBackend : public Backend, public CachingAllocatorOwner {
   cublasLtHandle_t cublaslt() const { return cublaslt_; }
   cudnnHandle_t cudnn() const { return cudnn_; }
   CachingAllocator& allocator() override { return *allocator_; }
+  std::string pci_bus_id() const override { return pci_bus_id_; }
 
  private:
   int index_ = 0;
@@ -61,6 +64,7 @@ class CudaBackend : public Backend, public CachingAllocatorOwner {
   cudnnHandle_t cudnn_ = nullptr;
   std::unique_ptr<CachingAllocator> allocator_;
   std::string name_;
+  std::string pci_bus_id_;
   size_t total_memory_ = 0;
   int driver_version_ = 0;
   struct Staging;  // pinned host buffers of the copies

@@ -1,17 +1,23 @@
 // The CUDA backend through the Backend interface: host round trips of every float dtype at
 // sizes with tails (and one larger than a staging chunk), device copies, fill_zero, scalars,
 // timers, the caching allocator on the real device, the out-of-memory and device-index
-// error lines, copies from another thread, tensors outliving their backend. Without a GPU
+// error lines, copies from another thread, tensors outliving their backend, the GPU's PCI bus
+// id and NVML's energy counter found through it. Without a GPU
 // (or in a build without CUDA) each test skips with the reason.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <regex>
 #include <thread>
 #include <vector>
 
 #include "runtime/backend.h"
 #include "runtime/caching_allocator.h"
+#include "runtime/energy.h"
+#include "runtime/nvml_energy.h"
+#include "runtime/pci_device.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/test_util.h"
 
@@ -193,6 +199,37 @@ TEST(CudaBackendCudaTest, TensorsMayOutliveTheirBackend) {
   }
   survivor = Tensor();  // freed raw: no crash, no leak report
   SUCCEED();
+}
+
+// The bus id CUDA gives is one NVML finds (the match bench's energy relies on), and the
+// counter read through it over one idle second is a GPU's power in watts, not milli- or
+// kilowatts. A GPU without the counter or a user NVML refuses skips with the reason; NVML
+// not finding the CUDA device's bus id fails.
+TEST(CudaBackendCudaTest, NvmlFindsTheGpuByItsPciBusId) {
+  auto gpu = CAMPO_CUDA_OR_SKIP();
+  const auto* pci = dynamic_cast<const PciDevice*>(gpu.get());
+  ASSERT_NE(pci, nullptr) << "the CUDA backend is not a PciDevice";
+  const std::string bus_id = pci->pci_bus_id();
+  EXPECT_TRUE(std::regex_match(bus_id, std::regex("[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}"
+                                                  "\\.[0-9a-fA-F]")))
+      << bus_id;
+  DeviceEnergy energy = open_device_energy(*gpu, kPowercapRoot, nvml_library_path());
+  if (!energy.meter) {
+    ASSERT_FALSE(contains(energy.unavailable, "NVML finds no GPU at PCI bus id"))
+        << energy.unavailable;
+    GTEST_SKIP() << "NVML energy not available: " << energy.unavailable;
+  }
+  EXPECT_STREQ(energy.meter->source(), "nvml");
+  gpu->synchronize();
+  const auto before = energy.meter->read();
+  const auto start = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  const auto after = energy.meter->read();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double watts = energy.meter->joules_between(before, after) / seconds;
+  EXPECT_GT(watts, 5) << "GPU " << bus_id;  // an idle data-centre GPU draws tens of watts
+  EXPECT_LT(watts, 2000) << "GPU " << bus_id;
 }
 
 }  // namespace

@@ -150,10 +150,63 @@ TEST(BenchTest, RooflineAndEnergyInTheTableAndJson) {
     EXPECT_GT(e["achieved_gflops"].get<double>(), 0);
     ASSERT_TRUE(e["energy"].is_object()) << e.dump();
     EXPECT_EQ(e["energy"]["joules"].size(), 2u);
+    EXPECT_EQ(e["energy"]["source"], "rapl");
+    EXPECT_EQ(e["energy"]["window_seconds"].size(), 2u);
+    EXPECT_DOUBLE_EQ(e["energy"]["update_period_seconds"].get<double>(), 1e-3);
   }
   // fp32's GEMMs run at the f32 peak, amp's (all bf16) at the low one.
   EXPECT_DOUBLE_EQ(j[0]["peak_gflops"].get<double>(), j[0]["peak_gflops_f32"].get<double>());
   EXPECT_DOUBLE_EQ(j[1]["peak_gflops"].get<double>(), j[1]["peak_gflops_low"].get<double>());
+}
+
+// What bench reports of a GPU's energy: finish_bench given the NVML readings of a --device
+// cuda run (the readings themselves need a GPU; runtime/nvml_energy.h's tests read the fake
+// NVML). Joules per step and samples per joule at the median repetition; windows under ten
+// of NVML's 100 ms refreshes are flagged, with the --steps that would be long enough.
+TEST(BenchTest, NvmlEnergyAndWindowsTooShortForItsRefreshes) {
+  TempDir dir;
+  BenchOptions o;
+  o.run.model = "lenet";
+  o.run.batch = 16;
+  o.precisions = {"fp32", "amp"};
+  o.steps = 10;
+  o.json_path = dir.file("bench.json");
+  BenchMachine machine;
+  machine.device = "cuda:0: a GPU";
+  machine.energy_source = "nvml";
+  machine.energy_update_period_s = 0.1;
+  std::vector<BenchResult> results(2);
+  results[0].precision = "fp32";  // windows of 1.3 s and more: ten refreshes or more
+  results[0].samples_per_sec = {100, 123, 110};
+  results[0].joules = {30, 20, 25};
+  results[0].energy_seconds = {1.6, 1.3, 1.45};
+  results[1].precision = "amp";  // a 250 ms window: not reliable
+  results[1].samples_per_sec = {400, 640, 330};
+  results[1].joules = {4, 5, 6};
+  results[1].energy_seconds = {0.4, 0.25, 0.5};
+  std::ostringstream out;
+  finish_bench(o, results, machine, out);
+  const std::string text = out.str();
+  EXPECT_TRUE(testing::contains(text, "energy: 2.500 J/step, 6.40 samples/J (NVML)\n"));
+  EXPECT_TRUE(testing::contains(
+      text,
+      "energy: 0.500 J/step, 32.00 samples/J (NVML; not reliable: windows from 250 ms, under 10 "
+      "of the counter's 100 ms refreshes; --steps 40 or more)\n"));
+  EXPECT_TRUE(results[0].energy_reliable);
+  EXPECT_FALSE(results[1].energy_reliable);
+  std::ifstream in(o.json_path);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_EQ(j.size(), 2u);
+  for (const auto& e : j) {
+    EXPECT_EQ(e["energy"]["source"], "nvml");
+    EXPECT_DOUBLE_EQ(e["energy"]["update_period_seconds"].get<double>(), 0.1);
+  }
+  EXPECT_DOUBLE_EQ(j[0]["energy"]["joules_per_step"].get<double>(), 2.5);
+  EXPECT_DOUBLE_EQ(j[0]["energy"]["samples_per_joule"].get<double>(), 6.4);
+  EXPECT_EQ(j[0]["energy"]["reliable"], true);
+  EXPECT_EQ(j[1]["energy"]["window_seconds"], (nlohmann::json{0.4, 0.25, 0.5}));
+  EXPECT_DOUBLE_EQ(j[1]["energy"]["samples_per_joule"].get<double>(), 32);
+  EXPECT_EQ(j[1]["energy"]["reliable"], false);
 }
 
 TEST(BenchTest, WithoutPeakOrEnergyCountersSaysSoOnce) {
