@@ -646,6 +646,9 @@ int run(const std::vector<std::string>& args) {
   plan_cmd->add_option("--json", plan_options.json_path, "Write the plan as JSON");
   plan_cmd->add_flag("--all-nodes", plan_options.all_nodes,
                      "Also list variables, placeholders and optimizer updates");
+  plan_cmd->add_option("--alloc-trace", plan_options.alloc_trace_path,
+                       "Write the step's allocations, one buffer per value, as a trace for "
+                       "allocator tests");
 
   BenchOptions bench_options;
   std::string bench_precisions = "fp32,amp,cost-aware";
