@@ -37,7 +37,7 @@ StepPlan plan_step(const Graph& graph, const std::vector<ValueId>& fetches, Conv
   auto bytes_of = [&](ValueId v) {
     return size_t(shape_numel(graph.value(v).shape)) * dtype_size(graph.value(v).dtype);
   };
-  std::vector<BufferRequest> requests;
+  std::vector<BufferRequest>& requests = p.requests;
   for (int pos = 0; pos < n_sched; ++pos) {
     const Node& n = graph.node(p.schedule[size_t(pos)]);
     if (n.kind == OpKind::Variable) continue;  // the VariableStore's

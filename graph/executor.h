@@ -84,7 +84,8 @@ struct StepPlan {
   // The values in the arena: the memory plan's first requests (the conversions' buffers,
   // by conversion, follow).
   std::vector<ValueId> planned;
-  std::vector<int> outside;  // schedule positions of placeholders and weight copies
+  std::vector<int> outside;             // schedule positions of placeholders and weight copies
+  std::vector<BufferRequest> requests;  // what `memory` places: sizes and lifetimes
   MemoryPlan memory;
   size_t input_bytes = 0, weight_copy_bytes = 0, gradient_bytes = 0;
   // The figures known before kernels are made (no workspace, no kernel buffers).

@@ -71,4 +71,33 @@ bool plan_is_valid(const std::vector<BufferRequest>& requests, const MemoryPlan&
   return true;
 }
 
+std::string allocation_trace(const std::vector<size_t>& persistent,
+                             const std::vector<BufferRequest>& requests) {
+  std::string out;
+  for (size_t i = 0; i < persistent.size(); ++i)
+    out += "a " + std::to_string(i) + " " + std::to_string(persistent[i]) + "\n";
+  // (time, is_alloc, request): a request lives over [first, last], so it is freed at
+  // last + 1, before what is allocated then.
+  struct Event {
+    int64_t time;
+    bool is_alloc;
+    size_t request;
+  };
+  std::vector<Event> events;
+  events.reserve(2 * requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    events.push_back({int64_t(requests[i].first), true, i});
+    events.push_back({int64_t(requests[i].last) + 1, false, i});
+  }
+  std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+    return a.time != b.time ? a.time < b.time : a.is_alloc < b.is_alloc;
+  });
+  for (const Event& e : events) {
+    const std::string id = std::to_string(persistent.size() + e.request);
+    out += e.is_alloc ? "a " + id + " " + std::to_string(requests[e.request].bytes) + "\n"
+                      : "f " + id + "\n";
+  }
+  return out;
+}
+
 }  // namespace campo

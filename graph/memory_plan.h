@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 namespace campo {
@@ -29,5 +30,14 @@ MemoryPlan plan_memory(const std::vector<BufferRequest>& requests);
 // True when no two requests with overlapping lifetimes overlap in memory (used by tests
 // and as a debug check by the compiler).
 bool plan_is_valid(const std::vector<BufferRequest>& requests, const MemoryPlan& plan);
+
+// What a runtime without a memory plan (one buffer per value, from a caching allocator, as
+// an eager framework does) would ask its allocator for in one step: `persistent` buffers
+// first (ids 0, 1, ...; never freed: variables, inputs), then every request allocated at its
+// producer's position and freed once its last reader has run (ids following, by request),
+// the frees of a position before its allocations. One event per line: "a ID BYTES" or
+// "f ID" (tests/runtime/data/ replays such traces through the caching allocator).
+std::string allocation_trace(const std::vector<size_t>& persistent,
+                             const std::vector<BufferRequest>& requests);
 
 }  // namespace campo

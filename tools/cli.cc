@@ -673,6 +673,9 @@ int run(const std::vector<std::string>& args) {
   plan_cmd->add_flag("--all-nodes", plan_options.all_nodes,
                      "Also list variables, placeholders and optimizer updates");
   add_plan_for_options(plan_cmd, plan_options.run.plan_for);
+  plan_cmd->add_option("--alloc-trace", plan_options.alloc_trace_path,
+                       "Write the step's allocations, one buffer per value, as a trace for "
+                       "allocator tests");
 
   BenchOptions bench_options;
   std::string bench_precisions = "fp32,amp,cost-aware";

@@ -304,6 +304,12 @@ void check_plan_options(const PlanOptions& o) {
     require_output_file(o.dot_path, "--dot file");
   }
   if (!o.json_path.empty()) require_output_file(o.json_path, "--json file");
+  if (!o.alloc_trace_path.empty()) {
+    CAMPO_CHECK(!is_gan_model(o.run.model),
+                "campo plan --alloc-trace does not support --model dcgan (its two step graphs "
+                "would interleave); trace a classifier");
+    require_output_file(o.alloc_trace_path, "--alloc-trace file");
+  }
 }
 
 void check_bench_options(const BenchOptions& o) {
@@ -330,6 +336,38 @@ void check_bench_options(const BenchOptions& o) {
   }
   if (!o.json_path.empty()) require_output_file(o.json_path, "--json file");
 }
+
+namespace {
+
+// The allocation trace of one step (--alloc-trace), with a header saying what it traces and
+// the command that writes it again.
+std::string alloc_trace_file(const PlanOptions& o, const Graph& g, const VariableStore& vars,
+                             const StepPlan& step) {
+  std::vector<size_t> persistent;
+  for (const std::string& name : vars.names()) persistent.push_back(vars.at(name).nbytes());
+  for (int pos : step.outside) {
+    const Value& v = g.value(g.node(step.schedule[size_t(pos)]).outputs[0]);
+    persistent.push_back(size_t(shape_numel(v.shape)) * dtype_size(v.dtype));
+  }
+  std::ostringstream head;
+  head << "# campo allocation trace: one training step of " << o.run.model << ", batch "
+       << o.run.batch << ", " << o.run.image_size << "x" << o.run.image_size << "x"
+       << o.run.channels << ", precision " << o.precision << " (" << o.run.mixed.low_precision
+       << "),\n"
+       << "# as a runtime with one buffer per value would allocate it: " << vars.names().size()
+       << " variables and " << step.outside.size() << " inputs and weight copies\n"
+       << "# (never freed), then the " << step.requests.size()
+       << " values of the memory plan (their live peak " << step.memory.live_peak_bytes
+       << " bytes,\n# the plan's arena " << step.memory.arena_bytes
+       << " bytes). Events: 'a ID BYTES', 'f ID'.\n"
+       << "# written by: campo plan --model " << o.run.model << " --batch " << o.run.batch
+       << " --image-size " << o.run.image_size << " --channels " << o.run.channels
+       << " --precision " << o.precision << " --low-precision " << o.run.mixed.low_precision
+       << " --device " << o.run.device.str() << " --alloc-trace FILE\n";
+  return head.str() + allocation_trace(persistent, step.requests);
+}
+
+}  // namespace
 
 void print_plan(const PlanOptions& o, std::ostream& out) {
   check_plan_options(o);
@@ -458,10 +496,15 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
     j["cast_elements"] = info.summary.casts.cast_elements;
     // Nothing compiled: the executor's plan of the step, without what kernels add.
     MemoryReport memory = memory_report(vars, {});
-    memory.graphs = plan_step(g, info.fetches(), o.run.conv_layout, o.run.device.type).estimate();
+    const StepPlan step = plan_step(g, info.fetches(), o.run.conv_layout, o.run.device.type);
+    memory.graphs = step.estimate();
     out << "predicted memory: " << memory_line(memory)
         << " (kernel workspace: known once the kernels are made)\n";
     j["memory"] = memory_json(memory);
+    if (!o.alloc_trace_path.empty()) {
+      write_file_atomically(o.alloc_trace_path, alloc_trace_file(o, g, vars, step));
+      out << "wrote " << o.alloc_trace_path << "\n";
+    }
   }
   if (profiles) device_report.add_to(j);  // where the profiling step ran
   if (!o.json_path.empty()) {

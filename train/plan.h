@@ -57,6 +57,9 @@ struct PlanOptions {
   std::string dot_path;    // write Graphviz DOT here when set
   std::string json_path;   // write the per-node plan as JSON here when set
   bool all_nodes = false;  // also list variables, placeholders and optimizer updates
+  // Write the step's allocation trace here when set (graph/memory_plan.h, allocation_trace):
+  // the variables, inputs and weight copies, then one buffer per planned value.
+  std::string alloc_trace_path;
 };
 
 // The options that need no graph (numbers, the policy names, that the output files can be

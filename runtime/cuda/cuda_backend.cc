@@ -238,7 +238,7 @@ std::optional<size_t> CudaBackend::available_memory() const {
 }
 
 std::shared_ptr<void> CudaBackend::allocate(size_t bytes) {
-  // Size classes of at least 512 bytes, 256-byte aligned (cudaMalloc's alignment).
+  // Blocks in multiples of 512 bytes carved from cudaMalloc segments, 256-byte aligned.
   return allocator_->allocate(bytes);
 }
 

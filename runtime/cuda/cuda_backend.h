@@ -1,8 +1,9 @@
 // The CUDA backend: one device (--device cuda:N), one compute stream on which every kernel,
 // copy and library call of an executable is issued in order, a caching allocator
-// (runtime/caching_allocator.h: size-class bins, stream-ordered reuse, no cudaMalloc in
-// the steady state), pinned host staging for copies, CUDA events to time nodes, and the
-// library handles kernels share (cuBLASLt, cuDNN), all bound to that stream.
+// (runtime/caching_allocator.h: blocks split from and merged within segments, stream-ordered
+// reuse, no cudaMalloc in the steady state), pinned host staging for copies, CUDA events to
+// time nodes, and the library handles kernels share (cuBLASLt, cuDNN), all bound to that
+// stream.
 //
 // Kernels reach it through ops/cuda/context.h. Compiled only with CAMPO_HAVE_CUDA; the rest
 // of the runtime sees a Backend (runtime/backend.h).

@@ -26,6 +26,23 @@ TEST(MemoryPlanTest, LivePeakIsTheMostBytesLiveAtOnePosition) {
   EXPECT_EQ(plan_memory(r).live_peak_bytes, 530u);
 }
 
+TEST(MemoryPlanTest, AllocationTraceFollowsLifetimes) {
+  // Persistent 64 and 8 bytes; then lifetimes [0,1], [1,2], [2,3], [3,3]: a value whose last
+  // reader ran at position p is freed before what position p + 1 allocates.
+  const std::vector<BufferRequest> r = {{100, 0, 1}, {30, 1, 2}, {500, 2, 3}, {7, 3, 3}};
+  EXPECT_EQ(allocation_trace({64, 8}, r),
+            "a 0 64\n"
+            "a 1 8\n"
+            "a 2 100\n"
+            "a 3 30\n"
+            "f 2\n"
+            "a 4 500\n"
+            "f 3\n"
+            "a 5 7\n"
+            "f 4\n"
+            "f 5\n");
+}
+
 TEST(MemoryPlanTest, NeverAliasesLiveValues) {
   Rng rng(3);
   for (int trial = 0; trial < 50; ++trial) {

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
 
 #include "graph/checkpoint.h"
 #include "tests/test_util.h"
@@ -268,6 +270,52 @@ TEST_F(CliOutputTest, PlanJsonAndDotToAMissingDirectoryFailBeforeThePlan) {
                     missing_dir_path("g.dot")});
   expect_error(r, missing_dir_path("g_d.dot"));
   EXPECT_EQ(r.out.find("plan: "), std::string::npos) << r.out;
+}
+
+TEST_F(CliOutputTest, PlanAllocTraceWritesEveryValueOnce) {
+  expect_error(run_cli({"plan", "--model", "lenet", "--precision", "fp32", "--alloc-trace",
+                        missing_dir_path("t.txt")}),
+               missing_dir_path("t.txt"));
+  expect_error(run_cli({"plan", "--model", "dcgan", "--image-size", "32", "--precision", "fp32",
+                        "--alloc-trace", (dir_ / "t.txt").string()}),
+               "campo plan --alloc-trace does not support --model dcgan");
+  const std::string path = (dir_ / "t.txt").string();
+  const auto r =
+      run_cli({"plan", "--model", "lenet", "--precision", "fp32", "--alloc-trace", path});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("wrote " + path), std::string::npos) << r.out;
+  std::ifstream in(path);
+  std::string line, header;
+  std::map<int, int> events_of;  // id -> 1 allocated, 2 allocated and freed
+  int allocs = 0, frees = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("#", 0) == 0) {
+      header += line + "\n";
+      continue;
+    }
+    std::istringstream words(line);
+    std::string op;
+    int id = -1;
+    words >> op >> id;
+    if (op == "a") {
+      size_t bytes = 0;
+      words >> bytes;
+      EXPECT_GT(bytes, 0u) << line;
+      EXPECT_EQ(events_of[id]++, 0) << "allocated twice: " << line;
+      ++allocs;
+    } else {
+      EXPECT_EQ(op, "f") << line;
+      EXPECT_EQ(events_of[id]++, 1) << "freed unallocated or twice: " << line;
+      ++frees;
+    }
+  }
+  EXPECT_NE(header.find("# written by: campo plan --model lenet --batch 64"), std::string::npos)
+      << header;
+  // The variables and the inputs are never freed; every value of the step is.
+  EXPECT_GT(frees, 0);
+  EXPECT_LT(frees, allocs);
+  EXPECT_EQ(events_of.count(0), 1u);
+  EXPECT_EQ(events_of[0], 1);  // the first variable
 }
 
 TEST_F(CliOutputTest, BenchJsonToAMissingDirectoryFailsBeforeTheBench) {
