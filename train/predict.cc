@@ -85,18 +85,6 @@ double DeviceModel::stream_for(DType dtype) const {
   return it != stream_gbs.end() ? it->second : memory_gbs;
 }
 
-std::optional<double> DeviceModel::gemm_rate(DType dtype, double flops) const {
-  auto it = gemm_rates.find(low_precision(dtype) ? dtype : DType::f32);
-  if (it == gemm_rates.end() || it->second.empty()) return std::nullopt;
-  const std::vector<std::pair<double, double>>& r = it->second;
-  if (flops <= r.front().first) return r.front().second;
-  if (flops >= r.back().first) return r.back().second;
-  size_t i = 1;
-  while (r[i].first < flops) ++i;
-  const double t = std::log(flops / r[i - 1].first) / std::log(r[i].first / r[i - 1].first);
-  return std::exp(std::log(r[i - 1].second) + t * std::log(r[i].second / r[i - 1].second));
-}
-
 json DeviceModel::to_json() const {
   json peaks = json::object(), streams = json::object();
   for (const auto& [d, g] : peak_gflops) peaks[dtype_name(d)] = g;
@@ -105,11 +93,6 @@ json DeviceModel::to_json() const {
             {"units", units}, {"clock_mhz", clock_mhz}, {"peak_gflops", peaks},
             {"memory_gbs", memory_gbs}, {"source", source}};
   if (!stream_gbs.empty()) j["stream_gbs"] = streams;
-  if (!gemm_rates.empty()) {
-    json rates = json::object();
-    for (const auto& [d, points] : gemm_rates) rates[dtype_name(d)] = points;
-    j["gemm_rates"] = rates;
-  }
   return j;
 }
 
@@ -141,27 +124,6 @@ DeviceModel parse_device(const json& j, const std::string& origin) {
       const std::optional<DType> dt = precision_named(key);
       CAMPO_CHECK(dt.has_value(), where, ": stream_gbs has an unknown precision '", key, "'");
       d.stream_gbs[*dt] = number(j["stream_gbs"], key.c_str(), where + ": stream_gbs");
-    }
-  }
-  if (j.contains("gemm_rates")) {
-    const std::string at = where + ": gemm_rates";
-    CAMPO_CHECK(j["gemm_rates"].is_object(), at, " is not an object");
-    for (const auto& [key, points] : j["gemm_rates"].items()) {
-      const std::optional<DType> dt = precision_named(key);
-      CAMPO_CHECK(dt.has_value(), at, " has an unknown precision '", key, "'");
-      CAMPO_CHECK(points.is_array() && !points.empty(), at, ": ", key,
-                  " is not a list of [FLOPs, GFLOP/s] pairs");
-      std::vector<std::pair<double, double>>& r = d.gemm_rates[*dt];
-      for (const json& p : points) {
-        CAMPO_CHECK(p.is_array() && p.size() == 2 && p[0].is_number() && p[1].is_number(), at,
-                    ": ", key, " is not a list of [FLOPs, GFLOP/s] pairs");
-        const double flops = p[0].get<double>(), gflops = p[1].get<double>();
-        CAMPO_CHECK(std::isfinite(flops) && flops > 0 && std::isfinite(gflops) && gflops > 0, at,
-                    ": ", key, " has a pair that is not two positive numbers");
-        CAMPO_CHECK(r.empty() || flops > r.back().first, at, ": ", key,
-                    " is not in ascending FLOPs");
-        r.push_back({flops, gflops});
-      }
     }
   }
   return d;
@@ -245,12 +207,7 @@ double scale_node_time(double ms, double flops, const Traffic& from_traffic, DTy
                             ? memory_to / memory_from
                             : traffic_ms({{from_dtype, 1.0}}, from, gemm) /
                                   traffic_ms({{to_dtype, 1.0}}, to, gemm);
-  double compute = from.peak_for(from_dtype, gemm) / to.peak_for(to_dtype, gemm);
-  if (gemm) {
-    const std::optional<double> rate_from = from.gemm_rate(from_dtype, flops);
-    const std::optional<double> rate_to = to.gemm_rate(to_dtype, flops);
-    if (rate_from && rate_to) compute = *rate_from / *rate_to;
-  }
+  const double compute = from.peak_for(from_dtype, gemm) / to.peak_for(to_dtype, gemm);
   return ms * std::pow(memory, gamma) * std::pow(compute, 1.0 - gamma);
 }
 
@@ -271,26 +228,17 @@ DeviceModel measure_this_cpu(std::shared_ptr<Backend> backend) {
   d.full_name = backend->describe() + ", " + std::to_string(threads) + " thread(s), oneDNN ISA " +
                 m.onednn_isa + (m.native_bf16 ? ", native bf16" : ", bf16 emulated");
   d.units = threads;
-  // Cubic GEMMs from 64 to 1024, more runs of the small ones (they take microseconds); the
-  // fastest is the peak.
-  for (DType dtype : {DType::f32, DType::bf16}) {
-    std::vector<std::pair<double, double>>& rates = d.gemm_rates[dtype];
-    for (int64_t n = 64; n <= 1024; n *= 2) {
-      const GemmPeak p = measure_gemm_peak(backend, dtype, n, n, n, n <= 256 ? 20 : 5);
-      rates.push_back({2.0 * double(n) * double(n) * double(n), p.gflops});
-    }
-    double peak = 0;
-    for (const auto& [flops, gflops] : rates) peak = std::max(peak, gflops);
-    d.peak_gflops[dtype] = peak;
-  }
+  constexpr int64_t kGemm = 1024;
+  d.peak_gflops[DType::f32] = measure_gemm_peak(backend, DType::f32, kGemm, kGemm, kGemm, 5).gflops;
+  d.peak_gflops[DType::bf16] =
+      measure_gemm_peak(backend, DType::bf16, kGemm, kGemm, kGemm, 5).gflops;
   // Add over 3 x 64 MiB of f32 (far beyond the caches), and the same elements in bf16.
   constexpr int64_t kStream = int64_t(16) << 20;
   d.memory_gbs = measure_stream_gbs(backend, DType::f32, kStream, 5);
   d.stream_gbs[DType::bf16] = measure_stream_gbs(backend, DType::bf16, kStream, 5);
-  d.source = "measured by campo when the profile was written: the rates of cubic GEMMs of "
-             "64 to 1024 through campo's MatMul kernel (f32 and bf16, best of 20 or 5; the "
-             "fastest is the peak) and of its Add kernel over 16 Mi elements (f32: the "
-             "memory bandwidth; bf16), best of 5";
+  d.source = "measured by campo when the profile was written: the peaks of a 1024^3 GEMM "
+             "through campo's MatMul kernel (f32 and bf16, best of 5) and the rates of its "
+             "Add kernel over 16 Mi elements (f32: the memory bandwidth; bf16), best of 5";
   return d;
 }
 

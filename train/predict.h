@@ -8,8 +8,7 @@
 // B the memory bandwidth (for a node that is not GEMM-like, the rate element-wise work of
 // each of its dtypes streams at: DeviceModel::stream_gbs, traffic_ms), P the peak FLOP rate
 // of the node's kind on each device (the low-precision peak for a GEMM-like node computing
-// in f16/bf16, else the f32 peak; for a GEMM-like node between two devices with measured
-// rates by size, the rate at its FLOPs), and
+// in f16/bf16, else the f32 peak), and
 // gamma in [0, 1] how memory-bound the node is on the target, from its arithmetic intensity
 // I = FLOPs / bytes (graph/flops.h; bytes: every input and output once) against the
 // target's ridge point R = P_t / B_t, as Habitat interpolates it: gamma = 1 - I / (2R) for
@@ -48,14 +47,6 @@ struct DeviceModel {
   // CPU that emulates bf16 converts every element (measure_stream_gbs). Unlisted: memory_gbs.
   std::map<DType, double> stream_gbs;
   double stream_for(DType dtype) const;
-  // Measured GEMM rates by size (a CPU's, measured with its profile; the table's devices
-  // have none): per precision, (FLOPs of one GEMM, GFLOP/s) by ascending FLOPs. Small
-  // GEMMs reach a smaller share of the peak, and how much smaller differs by ISA.
-  std::map<DType, std::vector<std::pair<double, double>>> gemm_rates;
-  // The rate of a GEMM-like node of `flops` FLOPs computing in `dtype`: log-linear between
-  // the measured sizes, the end points' beyond them; nullopt without rates for that
-  // precision.
-  std::optional<double> gemm_rate(DType dtype, double flops) const;
   // The peak for a node computing in `dtype` (GEMM-like: at its own precision's peak; other
   // nodes at the f32 peak); one error line where the device has no such precision.
   double peak_for(DType dtype, bool gemm) const;
@@ -92,10 +83,9 @@ double node_gamma(double flops, const Traffic& traffic, DType dtype, bool gemm,
 double node_gamma(double flops, double bytes, DType dtype, bool gemm, const DeviceModel& to);
 // A node's time on `to`, measured `ms` on `from` (the formula above), where it may compute
 // in another precision than it was measured in: the memory term is the ratio of the two
-// traffics' times (traffic_ms), the compute term that of the two precisions' rates (the
-// peaks, or for a GEMM-like node on two devices that both have measured gemm_rates, the
-// rates at its FLOPs), and gamma is the node's on `to` with its traffic there. With one
-// dtype's bytes on both sides and no gemm_rates it is the formula above.
+// traffics' times (traffic_ms), the compute term that of the two precisions' peaks, and
+// gamma is the node's on `to` with its traffic there. With one dtype's bytes on both sides
+// it is the formula above.
 double scale_node_time(double ms, double flops, const Traffic& from_traffic, DType from_dtype,
                        const Traffic& to_traffic, DType to_dtype, bool gemm,
                        const DeviceModel& from, const DeviceModel& to);

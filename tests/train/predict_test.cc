@@ -123,18 +123,6 @@ TEST(PredictTest, BadTablesAndNamesAreOneLine) {
       {R"({"devices": [{"name": "x", "kind": "gpu", "units": 1, "clock_mhz": 1,
           "memory_gbs": 10, "peak_gflops": {"f64": 100}, "source": "s"}]})",
        "unknown precision 'f64'"},
-      {R"({"devices": [{"name": "x", "kind": "cpu", "units": 1, "clock_mhz": 1,
-          "memory_gbs": 10, "peak_gflops": {"f32": 100}, "source": "s",
-          "gemm_rates": {"f32": [[1e6, 10], [1e5, 20]]}}]})",
-       "gemm_rates: f32 is not in ascending FLOPs"},
-      {R"({"devices": [{"name": "x", "kind": "cpu", "units": 1, "clock_mhz": 1,
-          "memory_gbs": 10, "peak_gflops": {"f32": 100}, "source": "s",
-          "gemm_rates": {"f32": [[1e6]]}}]})",
-       "gemm_rates: f32 is not a list of [FLOPs, GFLOP/s] pairs"},
-      {R"({"devices": [{"name": "x", "kind": "cpu", "units": 1, "clock_mhz": 1,
-          "memory_gbs": 10, "peak_gflops": {"f32": 100}, "source": "s",
-          "gemm_rates": {"f32": [[1e6, 0]]}}]})",
-       "has a pair that is not two positive numbers"},
   };
   for (const Case& c : cases) {
     write(dir.file("t.json"), c.table);
@@ -199,28 +187,6 @@ TEST(PredictTest, EachDtypesBytesStreamAtTheirOwnRate) {
   // gamma against the ridge of the bandwidth this traffic streams at: 6e6 bytes / 1.4 ms.
   EXPECT_NEAR(node_gamma(1e6, cast, DType::f32, false, e),
               memory_weight(1e6, 6e6, 100 / (6e6 / 1.4 * 1e-6)), 1e-12);
-}
-
-TEST(PredictTest, GemmRatesBySizeScaleGemmsWhereBothDevicesHaveThem) {
-  DeviceModel a = device("a", 100, 400, 10), b = device("b", 400, 3200, 40);
-  a.gemm_rates[DType::f32] = {{1e6, 10}, {1e8, 100}};
-  EXPECT_DOUBLE_EQ(*a.gemm_rate(DType::f32, 1e5), 10);   // below the smallest: its rate
-  EXPECT_DOUBLE_EQ(*a.gemm_rate(DType::f32, 1e9), 100);  // above the largest: its rate
-  EXPECT_NEAR(*a.gemm_rate(DType::f32, 1e7), std::sqrt(10.0 * 100), 1e-9);  // log-linear
-  EXPECT_FALSE(a.gemm_rate(DType::bf16, 1e7).has_value());
-  // Only a has rates: the peaks scale (100 / 400), at a compute-bound intensity.
-  const Traffic t = {{DType::f32, 1.0}};
-  const double flops = 1e7, gamma = node_gamma(flops, t, DType::f32, true, b);
-  const double peaks = 4.0 * std::pow(0.25, gamma) * std::pow(0.25, 1 - gamma);
-  EXPECT_NEAR(scale_node_time(4.0, flops, t, DType::f32, t, DType::f32, true, a, b), peaks, 1e-12);
-  // Both have them: the rates at 1e7 FLOPs, sqrt(1000) on a, 50 on b.
-  b.gemm_rates[DType::f32] = {{1e6, 50}, {1e8, 50}};
-  const double rates =
-      4.0 * std::pow(0.25, gamma) * std::pow(std::sqrt(1000.0) / 50, 1 - gamma);
-  EXPECT_NEAR(scale_node_time(4.0, flops, t, DType::f32, t, DType::f32, true, a, b), rates, 1e-12);
-  // Element-wise nodes keep the peaks.
-  EXPECT_NEAR(scale_node_time(4.0, flops, t, DType::f32, t, DType::f32, false, a, b),
-              scale_node_time(4.0, flops, 1.0, DType::f32, false, a, b), 1e-12);
 }
 
 TEST(PredictTest, ARecordedProfilePredictsAFixedTable) {
