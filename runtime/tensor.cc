@@ -20,6 +20,12 @@ std::string shape_str(const Shape& s) {
   return os.str();
 }
 
+std::string compact_shape(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
 void* alloc_host(size_t bytes) {
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;

@@ -22,6 +22,7 @@ using Shape = std::vector<int64_t>;
 
 int64_t shape_numel(const Shape& s);
 std::string shape_str(const Shape& s);  // "[64, 1, 28, 28]"
+std::string compact_shape(const Shape& s);  // "[64,1,28,28]": plans' tables, messages
 
 // 64-byte aligned host allocation; freed with free_host.
 void* alloc_host(size_t bytes);

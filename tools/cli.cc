@@ -839,10 +839,7 @@ int run(const std::vector<std::string>& args) {
     }
     if (predict_cmd->parsed()) {
       if (list_devices) {
-        const std::vector<DeviceModel> table =
-            predict_options.devices_path.empty()
-                ? builtin_devices()
-                : parse_device_table_file(predict_options.devices_path);
+        const std::vector<DeviceModel> table = device_table(predict_options.devices_path);
         for (const DeviceModel& d : table) {
           // %g: the same figures whatever an earlier command left in std::cout's format.
           char figures[96];

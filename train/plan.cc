@@ -43,12 +43,6 @@ const char* phase_name(Phase p) {
   return "?";
 }
 
-std::string compact_shape(const Shape& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 std::string with_commas(int64_t v) {
   std::string s = std::to_string(v), out;
   int n = 0;

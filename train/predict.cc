@@ -464,11 +464,7 @@ namespace {
 
 std::string shapes_text(const std::vector<Shape>& shapes) {
   std::string s;
-  for (const Shape& shape : shapes) {
-    s += s.empty() ? "[" : ", [";
-    for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
-    s += "]";
-  }
+  for (const Shape& shape : shapes) s += (s.empty() ? "" : ", ") + compact_shape(shape);
   return s;
 }
 
