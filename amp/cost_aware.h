@@ -56,6 +56,9 @@ const char* traversal_name(Traversal t);
 
 struct CostAwarePlan {
   std::vector<char> low;             // by NodeId: runs in low precision
+  // --low-precision auto (amp/three_way.h): by NodeId, the type each node runs in (f32, f16
+  // or bf16; `low` is then "not f32"). Empty for a plan over one low type.
+  std::vector<DType> dtype;
   std::vector<Traversal> decided_by; // by NodeId
   double predicted_ms = 0.0;         // predicted step time with casts
   double traversals_ms = 0.0;        // the same for the four traversals' plan alone

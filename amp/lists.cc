@@ -306,7 +306,9 @@ void AmpLists::edit(const std::string& spec) {
   apply_edits(*this, edits);
 }
 
-void AmpLists::edit_from_file(const std::string& path) {
+void AmpLists::edit_from_file(const std::string& path) { edit_from_file(path, {this}); }
+
+void AmpLists::edit_from_file(const std::string& path, const std::vector<AmpLists*>& lists) {
   require_input_file(path, "mixed-precision list file");  // a FIFO would hang the read
   std::ifstream f(path, std::ios::binary);
   CAMPO_CHECK(f.good(), "mixed-precision list file ", path,
@@ -333,7 +335,7 @@ void AmpLists::edit_from_file(const std::string& path) {
       }
     }
   }
-  apply_edits(*this, edits);
+  for (AmpLists* l : lists) apply_edits(*l, edits);
 }
 
 std::string AmpLists::describe() const {

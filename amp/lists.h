@@ -6,6 +6,7 @@
 
 #include <set>
 #include <string>
+#include <vector>
 
 #include "ops/op.h"
 #include "runtime/device.h"
@@ -36,6 +37,8 @@ class AmpLists {
   // on; the file also for: not a regular file (a FIFO would hang), invalid JSON, a key
   // twice in one object, and anything not of the shape above.
   void edit_from_file(const std::string& path);
+  // The same edits, read once, to each of `lists` (--low-precision auto's f16 and bf16 lists).
+  static void edit_from_file(const std::string& path, const std::vector<AmpLists*>& lists);
   // Whether an op may be put on a list (leaves, casts and optimizer updates may not).
   static bool may_be_listed(OpKind op);
   const std::set<OpKind>& list(AmpList l) const;

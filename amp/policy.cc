@@ -180,19 +180,23 @@ CastStats insert_casts(Graph& g) {
       if (!is_floating(have)) continue;
       const DType want = schema.input_stays_f32(slot) ? DType::f32 : g.node(id).dtype;
       if (!is_floating(want) || have == want) continue;
-      auto key = std::make_pair(v, want);
-      auto it = cache.find(key);
-      if (it == cache.end()) {
-        const Node& producer = g.node(g.value(v).producer);
-        std::string name = producer.name + "/Cast_" + dtype_name(want);
-        if (producer.outputs.size() > 1) name += "_" + std::to_string(g.value(v).output_index);
-        NodeId cast = g.add_node(OpKind::Cast, {v}, CastAttrs{want}, name, have,
-                                 g.node(id).phase);
-        it = cache.emplace(key, g.node(cast).outputs[0]).first;
+      // One Cast per (value, type), shared by every reader; low -> other low through the
+      // value's f32 copy (amp/three_way.h prices it so).
+      auto cast_of = [&](DType to, const auto& self) -> ValueId {
+        auto it = cache.find({v, to});
+        if (it != cache.end()) return it->second;
+        const bool via_f32 = is_low_precision(have) && is_low_precision(to);
+        const ValueId from = via_f32 ? self(DType::f32, self) : v;
+        const Node& producer = g.node(g.value(from).producer);
+        std::string name = producer.name + "/Cast_" + dtype_name(to);
+        if (producer.outputs.size() > 1) name += "_" + std::to_string(g.value(from).output_index);
+        const NodeId cast = g.add_node(OpKind::Cast, {from}, CastAttrs{to}, name,
+                                       g.value(from).dtype, g.node(id).phase);
         ++stats.casts;
         stats.cast_elements += shape_numel(g.value(v).shape);
-      }
-      g.set_input(id, slot, it->second);
+        return cache.emplace(std::make_pair(v, to), g.node(cast).outputs[0]).first->second;
+      };
+      g.set_input(id, slot, cast_of(want, cast_of));
     }
     if (num_inputs > 0 && g.node(id).kind != OpKind::Variable) g.reinfer(id);
   }
@@ -201,12 +205,18 @@ CastStats insert_casts(Graph& g) {
 
 CastStats fold_weight_casts(Graph& g) {
   CastStats stats;
+  std::vector<char> has_copy(size_t(g.num_nodes()), 0);  // by update node
+  for (NodeId c : g.nodes_of_kind(OpKind::Cast)) {
+    const NodeId update = optimizer_update_of(g, g.node(c).inputs[0]);
+    if (g.node(c).weight_copy && update >= 0) has_copy[size_t(update)] = 1;
+  }
   for (NodeId c : g.nodes_of_kind(OpKind::Cast)) {
     Node& cast = g.node(c);
     const ValueId var = cast.inputs[0];
     if (cast.weight_copy || !is_low_precision(attrs_as<CastAttrs>(cast.attrs).to)) continue;
     const NodeId update = optimizer_update_of(g, var);
-    if (update < 0) continue;
+    if (update < 0 || has_copy[size_t(update)]) continue;
+    has_copy[size_t(update)] = 1;
     cast.weight_copy = true;
     g.node(update).inputs.push_back(cast.outputs[0]);
     g.reinfer(update);
@@ -222,8 +232,21 @@ CastStats apply_precision(Graph& g, const std::vector<char>& low, DType low_type
               dtype_name(low_type));
   CAMPO_CHECK(int(low.size()) == g.num_nodes(), "internal: precision plan covers ", low.size(),
               " of ", g.num_nodes(), " nodes");
-  for (NodeId i = 0; i < g.num_nodes(); ++i)
-    if (low[size_t(i)]) g.node(i).dtype = low_type;
+  std::vector<DType> dtype(low.size(), DType::f32);
+  for (size_t i = 0; i < low.size(); ++i)
+    if (low[i]) dtype[i] = low_type;
+  return apply_precision(g, dtype, fold_casts);
+}
+
+CastStats apply_precision(Graph& g, const std::vector<DType>& dtype, bool fold_casts) {
+  CAMPO_CHECK(int(dtype.size()) == g.num_nodes(), "internal: precision plan covers ",
+              dtype.size(), " of ", g.num_nodes(), " nodes");
+  for (NodeId i = 0; i < g.num_nodes(); ++i) {
+    const DType t = dtype[size_t(i)];
+    CAMPO_CHECK(t == DType::f32 || is_low_precision(t), "internal: a precision plan puts ",
+                g.node(i).name, " in ", dtype_name(t));
+    if (is_low_precision(t)) g.node(i).dtype = t;
+  }
   int folded = 0;
   if (fold_casts) {
     for (NodeId i = 0; i < g.num_nodes(); ++i) {
@@ -264,9 +287,10 @@ PrecisionSummary summarize_precision(const Graph& g, const std::vector<ValueId>&
       continue;
     }
     if (n.f32_output) ++s.casts.folded;
-    if (is_low_precision(n.dtype))
+    if (is_low_precision(n.dtype)) {
       ++s.low_nodes;
-    else
+      s.f16_nodes += n.dtype == DType::f16;
+    } else
       ++s.f32_nodes;
   }
   return s;

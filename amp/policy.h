@@ -11,6 +11,7 @@
 #include "amp/cost_aware.h"
 #include "amp/lists.h"
 #include "amp/loss_scaler.h"
+#include "amp/three_way.h"
 #include "graph/graph.h"
 
 namespace campo {
@@ -46,6 +47,13 @@ struct PrecisionConfig {
   bool fold_casts = true;
   // cost-aware: the four traversals alone, or followed by the exact search (amp/cost_aware.h).
   CostAwareSearch search = CostAwareSearch::exact;
+  // --low-precision: one low type (`low`), or `automatic`: cost-aware chooses per node among
+  // f32, f16 and bf16 (amp/three_way.h). Then `low` and `lists` are bf16's, `costs` bf16's
+  // (f32 and bf16 times), and these f16's; amp paints `low`.
+  LowPrecisionMode low_mode = LowPrecisionMode::bf16;
+  AmpLists f16_lists = AmpLists::defaults(Device::cpu, DType::f16);
+  std::shared_ptr<const CostTable> f16_costs;
+  bool automatic() const { return low_mode == LowPrecisionMode::automatic; }
 };
 
 // TensorFlow's painting passes over the whole training graph (forward, backward and
@@ -79,17 +87,23 @@ struct CastStats {
 // (Node::weight_copy): the update rewrites it, so no Cast runs per step.
 CastStats apply_precision(Graph& g, const std::vector<char>& low, DType low_type,
                           bool fold_casts = false);
+// The same with a type per node (by NodeId: f32, f16 or bf16; --low-precision auto). A value
+// made in one low type and read in the other goes through f32 (one Cast to f32, shared with
+// the value's f32 readers, then one to the other type), as amp/three_way.h prices it.
+CastStats apply_precision(Graph& g, const std::vector<DType>& dtype, bool fold_casts = false);
 
 // Inserts the casts the current node dtypes need (apply_precision's second half).
 CastStats insert_casts(Graph& g);
 
 // Turns every f32 -> low Cast of a variable that the graph's optimizer updates into a
 // weight copy (Node::weight_copy) the update writes (apply_precision's last step with
-// `fold_casts`). Returns weight_copies and their cast_elements.
+// `fold_casts`). Returns weight_copies and their cast_elements. An update writes one copy:
+// a weight read in both f16 and bf16 (--low-precision auto) keeps its second Cast.
 CastStats fold_weight_casts(Graph& g);
 
 struct PrecisionSummary {
   int low_nodes = 0, f32_nodes = 0;  // nodes with kernels (no leaves, no casts)
+  int f16_nodes = 0;                 // of the low nodes, those in f16 (the rest are bf16)
   CastStats casts;
 };
 // The `amp` policy: paint_amp + apply_precision.

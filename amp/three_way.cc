@@ -22,10 +22,10 @@ const char* low_precision_mode_name(LowPrecisionMode m) {
 }
 
 LowPrecisionMode parse_low_precision_mode(const std::string& s) {
-  if (s == "fp16") return LowPrecisionMode::fp16;
+  if (s == "fp16" || s == "f16") return LowPrecisionMode::fp16;
   if (s == "bf16") return LowPrecisionMode::bf16;
   if (s == "auto") return LowPrecisionMode::automatic;
-  CAMPO_FAIL("unknown low precision '", s, "' (expected fp16, bf16 or auto)");
+  CAMPO_FAIL("--low-precision must be bf16, fp16 or auto, got '", s, "'");
 }
 
 double NodeCost3::ms(DType t) const {

@@ -294,9 +294,10 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, PerM
                 "optimizer keeps bf16 weight copies)");
   cmd->add_option(
       "--low-precision", o.mixed.low_precision,
-      "Low-precision type: bf16 or fp16 (default: bf16 on cpu, fp16 on cuda; dcgan bf16)");
+      "Low-precision type: bf16, fp16 or auto (cost-aware chooses f32, f16 or bf16 per node; "
+      "amp paints bf16) (default: bf16 on cpu, fp16 on cuda; dcgan bf16)");
   cmd->add_option("--loss-scale", o.mixed.loss_scale,
-                  "auto (dynamic for fp16, none for bf16), dynamic or none")
+                  "auto (dynamic for fp16 and for cost-aware's auto, none for bf16), dynamic or none")
       ->capture_default_str();
   cmd->add_option("--loss-scale-init", o.mixed.loss_scale_init, "Initial dynamic loss scale")
       ->capture_default_str();
@@ -323,7 +324,8 @@ void add_model_run_options(CLI::App* cmd, ModelRunOptions& o, std::string& devic
   cmd->add_option("--seq-len", o.seq_len, "bert: tokens per sequence")->capture_default_str();
   add_device_option(cmd, device);
   cmd->add_option("--low-precision", o.mixed.low_precision,
-                  "bf16 or fp16 (default: bf16 on cpu, fp16 on cuda; dcgan bf16)");
+                  "bf16, fp16 or auto (cost-aware chooses f32, f16 or bf16 per node) "
+                  "(default: bf16 on cpu, fp16 on cuda; dcgan bf16)");
   cmd->add_option("--loss-scale", o.mixed.loss_scale, "auto, dynamic or none")
       ->capture_default_str();
   cmd->add_option("--amp-lists", o.mixed.amp_lists_edit, "List edits: 'allow+=Tanh;clear-=Relu'");
@@ -379,6 +381,7 @@ void resolve_calibration(ModelRunOptions& run, bool cost_aware) {
     return;
   }
   if (!run.calibration.empty()) return;
+  // auto: bf16's calibration (f16's low times are then measured, train/profiling.h).
   const DType low = run.mixed.low_precision == "fp16" || run.mixed.low_precision == "f16"
                         ? DType::f16
                         : DType::bf16;

@@ -264,6 +264,9 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
   const LossScaler* scaler = session.loss_scaler();
   const bool scaling = scaler != nullptr && scaler->enabled();
   const PrecisionSummary summary = session.precision_summary();
+  // --low-precision auto under cost-aware: f16 and bf16 per node (amp paints bf16).
+  const bool auto_low = o.precision_config.automatic() &&
+                        o.precision_config.policy == Precision::cost_aware;
 
   log << "campo: training " << o.what << " on " << data.name() << ", " << data.size()
       << " samples, batch " << o.batch << (o.per_model_batch ? " per model" : "")
@@ -272,8 +275,12 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
               : std::string())
       << ", " << total_steps << " steps, precision " << precision_name(o.precision_config.policy);
   if (o.precision_config.policy != Precision::fp32) {
-    log << " (" << dtype_name(o.precision_config.low) << ": " << summary.low_nodes
-        << " nodes low precision, " << summary.casts.casts << " casts";
+    if (auto_low)
+      log << " (auto: " << summary.f16_nodes << " nodes f16, "
+          << summary.low_nodes - summary.f16_nodes << " bf16, " << summary.casts.casts << " casts";
+    else
+      log << " (" << dtype_name(o.precision_config.low) << ": " << summary.low_nodes
+          << " nodes low precision, " << summary.casts.casts << " casts";
     if (scaling) log << ", dynamic loss scale from " << o.precision_config.scaler.init_scale;
     log << ")";
   }
@@ -467,9 +474,13 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
   nlohmann::json j = o.result;
   j["event"] = "result";
   j["precision"] = precision_name(o.precision_config.policy);
-  j["low_precision"] = o.precision_config.policy == Precision::fp32
-                           ? "none"
-                           : dtype_name(o.precision_config.low);
+  j["low_precision"] = o.precision_config.policy == Precision::fp32 ? "none"
+                       : auto_low ? "auto"
+                                  : dtype_name(o.precision_config.low);
+  if (auto_low) {
+    j["f16_nodes"] = summary.f16_nodes;
+    j["bf16_nodes"] = summary.low_nodes - summary.f16_nodes;
+  }
   j["casts"] = summary.casts.casts;
   j["loss_scale"] = scaling ? scaler->scale() : 1.0f;
   j["skipped_steps"] = scaling ? scaler->skipped_steps() : 0;

@@ -128,7 +128,11 @@ void attach_predicted_costs(ModelRunOptions& o) {
   Graph g;
   VariableStore vars(o.seed, default_cpu_backend());  // the graph only: nothing runs
   const TrainingGraphInfo info = build_training_graph(g, vars, model_run_spec(o, Precision::fp32));
-  const DType low = precision_config(Precision::cost_aware, o.mixed, o.device.type).low;
+  const PrecisionConfig precision = precision_config(Precision::cost_aware, o.mixed, o.device.type);
+  CAMPO_CHECK(!precision.automatic(),
+              "--for predicts the costs of one low type: give --low-precision bf16 or fp16, "
+              "not auto");
+  const DType low = precision.low;
   o.costs = std::make_shared<const CostTable>(
       predict_cost_table(g, info.fetches(), profile, from, to, low));
   o.costs_note = "cost-aware's costs predicted for " + to.name + " (" + to.full_name + ") from " +
@@ -145,12 +149,15 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
                                 const std::vector<ValueId>& fetches,
                                 const TrainingGraphInfo* info = nullptr) {
   const bool costed = info && info->cost_plan && info->costs;
+  // --low-precision auto: an f16 column beside bf16's, and each cast priced by its types.
+  const CostTable* f16 = costed && info->f16_costs ? info->f16_costs.get() : nullptr;
+  const ThreeWayCostTable three = f16 ? three_way_costs(*info->costs, *f16) : ThreeWayCostTable{};
   out << title << "\n";
   out << std::left << std::setw(44) << "node" << std::setw(22) << "op" << std::setw(5) << "step"
       << std::setw(7) << "list" << std::setw(6) << "dtype";
   if (costed)
-    out << std::right << std::setw(9) << "f32 ms" << std::setw(9) << "low ms"
-        << "  " << std::left << std::setw(14) << "decided by";
+    out << std::right << std::setw(9) << "f32 ms" << std::setw(9) << (f16 ? "bf16 ms" : "low ms")
+        << (f16 ? "  f16 ms" : "") << "  " << std::left << std::setw(14) << "decided by";
   out << "shapes\n";
   nlohmann::json nodes = nlohmann::json::array();
   for (NodeId id : g.topological_order()) {
@@ -175,15 +182,23 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
                            {"shapes", shapes}};
     const bool has_cost = costed && size_t(id) < info->costs->nodes.size() &&
                           size_t(id) < info->cost_plan->decided_by.size();
-    const double cast_ms = costed && n.kind == OpKind::Cast && !n.weight_copy
-                               ? info->costs->cast_ms(is_low_precision(g.value(n.outputs[0]).dtype),
-                                                      shape_numel(g.value(n.inputs[0]).shape))
-                               : 0.0;
+    const bool costed_cast = costed && n.kind == OpKind::Cast && !n.weight_copy;
+    const int64_t cast_elements = costed_cast ? shape_numel(g.value(n.inputs[0]).shape) : 0;
+    const double cast_ms =
+        !costed_cast ? 0.0
+        : f16        ? three.casts.cost_ms(g.value(n.inputs[0]).dtype,
+                                           g.value(n.outputs[0]).dtype, cast_elements)
+                     : info->costs->cast_ms(is_low_precision(g.value(n.outputs[0]).dtype),
+                                            cast_elements);
     const bool measured = costed && size_t(id) < info->costs->low_measured.size() &&
                           info->costs->low_measured[size_t(id)];
     if (has_cost) {
       node["fp32_ms"] = info->costs->nodes[size_t(id)].fp32_ms;
       node["low_ms"] = info->costs->nodes[size_t(id)].low_ms;
+      if (f16) {  // auto: fp32_ms and low_ms (bf16) as above, and f16's
+        node["fp32_ms"] = three.nodes[size_t(id)].f32_ms;
+        node["f16_ms"] = three.nodes[size_t(id)].f16_ms;
+      }
       node["low_measured"] = measured;
       node["decided_by"] = traversal_name(info->cost_plan->decided_by[size_t(id)]);
     } else if (costed && n.kind == OpKind::Cast) {
@@ -198,24 +213,37 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
             (n.f32_output ? "*" : ""));
     if (costed) {
       char buf[64];
-      if (has_cost)
+      const char* decided =
+          has_cost ? traversal_name(info->cost_plan->decided_by[size_t(id)]) : "";
+      if (has_cost && f16)
+        std::snprintf(buf, sizeof buf, "%9.3f%9.3f%8.3f  %-14s", three.nodes[size_t(id)].f32_ms,
+                      three.nodes[size_t(id)].bf16_ms, three.nodes[size_t(id)].f16_ms, decided);
+      else if (has_cost)
         std::snprintf(buf, sizeof buf, "%9.3f%8.3f%c  %-14s",
                       info->costs->nodes[size_t(id)].fp32_ms, info->costs->nodes[size_t(id)].low_ms,
-                      measured ? 'm' : ' ',
-                      traversal_name(info->cost_plan->decided_by[size_t(id)]));
+                      measured ? 'm' : ' ', decided);
       else if (n.kind == OpKind::Cast)
-        std::snprintf(buf, sizeof buf, "%9s%9.3f  %-14s", "", cast_ms,
+        std::snprintf(buf, sizeof buf, "%9s%9.3f%s  %-14s", "", cast_ms, f16 ? "        " : "",
                       n.weight_copy ? "(weight copy)" : "(cast)");
       else
-        std::snprintf(buf, sizeof buf, "%9s%9s  %-14s", "", "", "");
+        std::snprintf(buf, sizeof buf, "%9s%9s%s  %-14s", "", "", f16 ? "        " : "", "");
       out << buf;
     }
     out << shapes << "\n";
   }
   const PrecisionSummary s = summarize_precision(g, fetches);
-  out << "totals: " << s.low_nodes << " nodes in " << dtype_name(precision.low) << ", "
-      << s.f32_nodes << " in f32; " << s.casts.casts << " casts, "
+  out << "totals: ";
+  if (f16)
+    out << s.low_nodes - s.f16_nodes << " nodes in bf16, " << s.f16_nodes << " in f16, ";
+  else
+    out << s.low_nodes << " nodes in " << dtype_name(precision.low) << ", ";
+  out << s.f32_nodes << " in f32; " << s.casts.casts << " casts, "
       << with_commas(s.casts.cast_elements) << " elements cast per step\n";
+  if (f16)
+    out << "auto: each node in the type of least predicted step time among f32, f16 and bf16 "
+           "(casts between f16 and bf16 go through f32; ops that need range never f16)"
+        << (precision.scaler.enabled ? "; dynamic loss scaling on, as f16 may be chosen" : "")
+        << "\n";
   const int into_producers = s.casts.folded - s.casts.weight_copies;
   if (into_producers > 0)
     out << "folded: " << into_producers << " casts to f32 done by their producers' kernels "
@@ -231,6 +259,7 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
   }
   return {{"title", title},
           {"low_nodes", s.low_nodes},
+          {"f16_nodes", s.f16_nodes},
           {"f32_nodes", s.f32_nodes},
           {"casts", s.casts.casts},
           {"cast_elements", s.casts.cast_elements},
@@ -435,6 +464,11 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
       const double amp_ms = predict_step_ms(ga, *info.costs, amp_low);
       std::vector<char> none(size_t(ga.num_nodes()), 0);
       const double fp32_ms = predict_step_ms(ga, *info.costs, none);
+      // auto: the plans of one low type beside the mixed one (before ga gets amp's casts).
+      PrecisionConfig profiled = spec.precision;  // spec's costs were profiled into info
+      profiled.f16_costs = info.f16_costs;
+      const AutoPlan a =
+          profiled.automatic() ? plan_automatic(ga, profiled, *info.costs) : AutoPlan{};
       apply_precision(ga, amp_low, spec.precision.low);
       const CastStats amp_casts = summarize_precision(ga, ia.fetches()).casts;
       char line[256];
@@ -445,11 +479,31 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
                     amp_casts.casts, info.costs->cast.fixed_ms, info.costs->cast.per_element_ms);
       if (!o.run.costs_note.empty()) out << "costs: " << o.run.costs_note << "\n";
       out << line;
-      if (info.costs->cast_to_f32)
+      if (info.costs->cast_to_f32 && !spec.precision.automatic())
         out << "cast model low -> f32: " << info.costs->cast_to_f32->fixed_ms << " ms + "
             << info.costs->cast_to_f32->per_element_ms
             << " ms/element (the line above: f32 -> low)\n";
-      if (spec.precision.search == CostAwareSearch::exact) {
+      if (spec.precision.automatic()) {
+        // Why this mix: the exact plans over one low type, under the same costs.
+        const ThreeWayCostTable three = three_way_costs(*info.costs, *info.f16_costs);
+        std::snprintf(line, sizeof line,
+                      "search: exact over f32, f16 and bf16 per node (ops that need range never "
+                      "f16); bf16 only %.2f ms, f16 only %.2f ms; chosen: %s\n",
+                      a.bf16_only_ms, a.f16_only_ms, a.chosen);
+        out << line;
+        const CastCosts& c = three.casts;
+        std::snprintf(line, sizeof line,
+                      "cast models (ms + ms/element): f32->f16 %.4f + %.3g, f16->f32 %.4f + %.3g, "
+                      "f32->bf16 %.4f + %.3g, bf16->f32 %.4f + %.3g\n",
+                      c.f32_to_f16.fixed_ms, c.f32_to_f16.per_element_ms, c.f16_to_f32.fixed_ms,
+                      c.f16_to_f32.per_element_ms, c.f32_to_bf16.fixed_ms,
+                      c.f32_to_bf16.per_element_ms, c.bf16_to_f32.fixed_ms,
+                      c.bf16_to_f32.per_element_ms);
+        out << line;
+        j["bf16_only_predicted_ms"] = a.bf16_only_ms;
+        j["f16_only_predicted_ms"] = a.f16_only_ms;
+        j["auto_chosen"] = a.chosen;
+      } else if (spec.precision.search == CostAwareSearch::exact) {
         std::snprintf(line, sizeof line,
                       "search: exact; the four traversals alone predicted %.2f ms, the exact "
                       "search changed %d nodes (decided by 5:exact)\n",
@@ -485,6 +539,7 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
       j["exact_changes"] = info.cost_plan->exact_changes;
     }
     j["low_nodes"] = info.summary.low_nodes;
+    j["f16_nodes"] = info.summary.f16_nodes;
     j["f32_nodes"] = info.summary.f32_nodes;
     j["casts"] = info.summary.casts.casts;
     j["cast_elements"] = info.summary.casts.cast_elements;
@@ -639,7 +694,11 @@ struct BenchRun {
 constexpr int64_t kPeakGemmSize = 1024;
 constexpr int kPeakReps = 5;
 
-DType bench_low_dtype(const ModelRunOptions& run) { return parse_dtype(run.mixed.low_precision); }
+// auto: bf16's peak (auto's primary type; amp paints it).
+DType bench_low_dtype(const ModelRunOptions& run) {
+  return parse_low_precision_mode(run.mixed.low_precision) == LowPrecisionMode::fp16 ? DType::f16
+                                                                                     : DType::bf16;
+}
 
 // Samples one step trains on: the batch of every model of an --array (on each rank).
 int64_t samples_per_step(const ModelRunOptions& run) { return run.batch * run.array; }

@@ -227,10 +227,29 @@ CostTable profile_costs(const TrainingGraphSpec& spec, std::shared_ptr<Backend> 
                      training_timing_inputs(spec.model_options.num_classes), spec.precision);
 }
 
+PrecisionConfig precision_for_low_type(const PrecisionConfig& p, DType low) {
+  PrecisionConfig one = p;
+  one.low_mode = low == DType::f16 ? LowPrecisionMode::fp16 : LowPrecisionMode::bf16;
+  one.low = low;
+  if (low == DType::f16) one.lists = p.f16_lists;
+  if (one.calibration && one.calibration->low != low) one.calibration = nullptr;  // timed
+  return one;
+}
+
 TrainingGraphSpec with_profiled_costs(TrainingGraphSpec spec, std::shared_ptr<Backend> backend) {
-  if (spec.precision.policy == Precision::cost_aware && !spec.precision.costs)
-    spec.precision.costs =
-        std::make_shared<const CostTable>(profile_costs(spec, std::move(backend)));
+  PrecisionConfig& p = spec.precision;
+  if (p.policy != Precision::cost_aware || p.costs) return spec;
+  if (!p.automatic()) {
+    p.costs = std::make_shared<const CostTable>(profile_costs(spec, std::move(backend)));
+    return spec;
+  }
+  // auto: f32 against bf16, then f32 against f16, each as a run of that one type measures.
+  for (DType low : {DType::bf16, DType::f16}) {
+    TrainingGraphSpec one = spec;
+    one.precision = precision_for_low_type(p, low);
+    auto costs = std::make_shared<const CostTable>(profile_costs(one, backend));
+    (low == DType::f16 ? p.f16_costs : p.costs) = std::move(costs);
+  }
   return spec;
 }
 

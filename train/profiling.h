@@ -86,8 +86,12 @@ CostTable graph_costs(const Graph& g, VariableStore& vars, const std::vector<Val
 // before casts): graph_costs on random inputs with separate variables (the model being
 // trained is untouched), measured on `backend`, the one the model will train on.
 CostTable profile_costs(const TrainingGraphSpec& spec, std::shared_ptr<Backend> backend);
+// `p` for one of --low-precision auto's types: low and lists of that type, the calibration
+// only where it was made for it (the other type's low times are measured).
+PrecisionConfig precision_for_low_type(const PrecisionConfig& p, DType low);
 // `spec` ready for build_training_graph: for cost-aware without costs, with
-// precision.costs = profile_costs(spec, backend); else unchanged.
+// precision.costs = profile_costs(spec, backend) (auto: bf16's, and precision.f16_costs the
+// same for f16); else unchanged.
 TrainingGraphSpec with_profiled_costs(TrainingGraphSpec spec, std::shared_ptr<Backend> backend);
 
 // One node of a profile (--profile-out): what it computes, on what, and its time.

@@ -13,6 +13,64 @@
 
 namespace campo {
 
+ThreeWayCostTable three_way_costs(const CostTable& bf16, const CostTable& f16) {
+  ThreeWayCostTable t;
+  t.nodes.resize(std::max(bf16.nodes.size(), f16.nodes.size()));
+  for (size_t i = 0; i < t.nodes.size(); ++i) {
+    const NodeCost b = i < bf16.nodes.size() ? bf16.nodes[i] : NodeCost{};
+    const NodeCost h = i < f16.nodes.size() ? f16.nodes[i] : NodeCost{};
+    // Both tables time the f32 step (interleaved with their own low one): each node's
+    // fastest, as every profiling time is.
+    const double f32 = b.fp32_ms > 0 && h.fp32_ms > 0 ? std::min(b.fp32_ms, h.fp32_ms)
+                                                       : std::max(b.fp32_ms, h.fp32_ms);
+    t.nodes[i] = {f32, h.low_ms, b.low_ms};
+  }
+  t.casts.f32_to_f16 = f16.cast;
+  t.casts.f16_to_f32 = f16.cast_to_f32 ? *f16.cast_to_f32 : f16.cast;
+  t.casts.f32_to_bf16 = bf16.cast;
+  t.casts.bf16_to_f32 = bf16.cast_to_f32 ? *bf16.cast_to_f32 : bf16.cast;
+  return t;
+}
+
+AutoPlan plan_automatic(const Graph& g, const PrecisionConfig& precision,
+                        const CostTable& bf16_costs) {
+  CAMPO_CHECK(precision.search == CostAwareSearch::exact,
+              "internal: --low-precision auto with the traversals (precision_config refuses it)");
+  const ThreeWayCostTable costs = three_way_costs(bf16_costs, *precision.f16_costs);
+  const bool fold = precision.fold_casts;
+  std::vector<uint8_t> allowed =
+      allowed_types(g, precision.f16_lists, precision.lists, LowPrecisionMode::automatic);
+  const ThreeWayPlan mixed = minimize_three_way(g, costs, allowed, fold);
+  // The plans of one low type within auto's choices (f16 kept off the ops that need range).
+  // The search is exact for each; with folded casts the mixed search prices a fold only where
+  // no reader may leave f32, so a one-type plan can predict faster: the fastest of the three.
+  std::vector<uint8_t> only_bf16 = allowed, only_f16 = allowed;
+  for (size_t i = 0; i < allowed.size(); ++i) {
+    only_bf16[i] &= uint8_t(~kAllowF16);
+    only_f16[i] &= uint8_t(~kAllowBF16);
+  }
+  AutoPlan r;
+  const ThreeWayPlan bf16 = minimize_three_way(g, costs, only_bf16, fold);
+  const ThreeWayPlan f16 = minimize_three_way(g, costs, only_f16, fold);
+  r.bf16_only_ms = bf16.predicted_ms;
+  r.f16_only_ms = f16.predicted_ms;
+  const ThreeWayPlan* best = &mixed;
+  r.chosen = "mixed";
+  if (bf16.predicted_ms < best->predicted_ms) best = &bf16, r.chosen = "bf16 only";
+  if (f16.predicted_ms < best->predicted_ms) best = &f16, r.chosen = "f16 only";
+  CostAwarePlan& plan = r.plan;
+  plan.dtype = best->dtype;
+  plan.low.assign(plan.dtype.size(), 0);
+  plan.decided_by.assign(plan.dtype.size(), Traversal::none);
+  for (size_t i = 0; i < plan.dtype.size(); ++i)
+    if (plan.dtype[i] != DType::f32) {
+      plan.low[i] = 1;
+      plan.decided_by[i] = Traversal::exact;
+    }
+  plan.predicted_ms = plan.traversals_ms = best->predicted_ms;
+  return r;
+}
+
 PolicyResult apply_policy(Graph& g, const PrecisionConfig& precision, const CostTable* costs,
                           std::shared_ptr<Backend> backend, const PaddingDecision& pays,
                           Communicator* agree) {
@@ -29,10 +87,21 @@ PolicyResult apply_policy(Graph& g, const PrecisionConfig& precision, const Cost
   CAMPO_CHECK(costs != nullptr,
               "internal: cost-aware needs the graph's costs (train/profiling.h "
               "with_profiled_costs measures them)");
-  auto plan = std::make_shared<CostAwarePlan>(
-      plan_cost_aware(g, precision.lists, *costs, {precision.search, precision.fold_casts}));
-  if (agree && agree->size() > 1) agree->broadcast(plan->low.data(), plan->low.size(), 0);
-  apply_precision(g, plan->low, precision.low, precision.fold_casts);
+  std::shared_ptr<CostAwarePlan> plan;
+  if (precision.automatic()) {
+    CAMPO_CHECK(precision.f16_costs != nullptr,
+                "internal: --low-precision auto needs the graph's f16 costs too");
+    plan = std::make_shared<CostAwarePlan>(plan_automatic(g, precision, *costs).plan);
+    if (agree && agree->size() > 1)
+      agree->broadcast(reinterpret_cast<char*>(plan->dtype.data()), plan->dtype.size(), 0);
+    for (size_t i = 0; i < plan->dtype.size(); ++i) plan->low[i] = plan->dtype[i] != DType::f32;
+    apply_precision(g, plan->dtype, precision.fold_casts);
+  } else {
+    plan = std::make_shared<CostAwarePlan>(
+        plan_cost_aware(g, precision.lists, *costs, {precision.search, precision.fold_casts}));
+    if (agree && agree->size() > 1) agree->broadcast(plan->low.data(), plan->low.size(), 0);
+    apply_precision(g, plan->low, precision.low, precision.fold_casts);
+  }
   r.padding_candidates = int(padding_candidates(g).size());
   if (precision.padding)
     r.padded = apply_padding(g, [&](NodeId id) {
@@ -96,7 +165,8 @@ const char* input_placeholder(const std::string& model) {
 TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
                                        const TrainingGraphSpec& spec) {
   TrainingGraphInfo info;
-  CAMPO_CHECK(spec.precision.policy != Precision::cost_aware || spec.precision.costs,
+  CAMPO_CHECK(spec.precision.policy != Precision::cost_aware ||
+                  (spec.precision.costs && (!spec.precision.automatic() || spec.precision.f16_costs)),
               "internal: build_training_graph: cost-aware without costs (fill them with "
               "with_profiled_costs, train/profiling.h)");
   Builder b(g, vars);
@@ -160,7 +230,10 @@ TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
   append_optimizer(b, params, grads, spec.optimizer, info.all_finite);
   const PolicyResult policy = apply_policy(g, spec.precision, spec.precision.costs.get(),
                                            vars.backend_ptr(), nullptr, spec.data_parallel.agree);
-  if (spec.precision.policy == Precision::cost_aware) info.costs = spec.precision.costs;
+  if (spec.precision.policy == Precision::cost_aware) {
+    info.costs = spec.precision.costs;
+    if (spec.precision.automatic()) info.f16_costs = spec.precision.f16_costs;
+  }
   info.cost_plan = policy.cost_plan;
   info.padding_candidates = policy.padding_candidates;
   info.padded = policy.padded;
@@ -171,26 +244,36 @@ TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
 PrecisionConfig precision_config(Precision policy, const PrecisionOptions& o, Device device) {
   PrecisionConfig p;
   p.policy = policy;
-  const std::string& low = o.low_precision;
-  CAMPO_CHECK(low == "bf16" || low == "fp16" || low == "f16",
-              "--low-precision must be bf16 or fp16, got '", low, "'");
-  p.low = parse_dtype(low);
+  p.low_mode = parse_low_precision_mode(o.low_precision);
+  // auto: cost-aware's choice per node; amp paints one type, bf16 (it has f32's range).
+  p.low = p.low_mode == LowPrecisionMode::fp16 ? DType::f16 : DType::bf16;
   p.search = parse_search(o.search);
+  CAMPO_CHECK(!(p.automatic() && p.policy == Precision::cost_aware &&
+                p.search == CostAwareSearch::traversals),
+              "--low-precision auto chooses among f32, f16 and bf16 by the exact search only "
+              "(--search traversals decides between f32 and one low type)");
   p.fold_casts = o.fold_casts;
   p.lists = AmpLists::defaults(device, p.low);
+  p.f16_lists = AmpLists::defaults(device, DType::f16);
   CAMPO_CHECK(o.loss_scale == "auto" || o.loss_scale == "dynamic" || o.loss_scale == "none",
               "--loss-scale must be auto, dynamic or none, got '", o.loss_scale, "'");
   const bool mixed = p.policy != Precision::fp32;
+  // auto with cost-aware may run nodes in f16, which needs the scaling; the plan is made on
+  // the graph the scaling is part of, so it is on whatever the plan chooses.
+  const bool may_run_f16 =
+      p.low == DType::f16 || (p.automatic() && p.policy == Precision::cost_aware);
   p.scaler.enabled =
-      mixed && (o.loss_scale == "dynamic" || (o.loss_scale == "auto" && p.low == DType::f16));
+      mixed && (o.loss_scale == "dynamic" || (o.loss_scale == "auto" && may_run_f16));
   CAMPO_CHECK(std::isfinite(o.loss_scale_init) && o.loss_scale_init > 0,
               "--loss-scale-init must be positive, got ", o.loss_scale_init);
   CAMPO_CHECK(o.loss_scale_growth_interval > 0,
               "--loss-scale-growth-interval must be positive, got ", o.loss_scale_growth_interval);
   p.scaler.init_scale = o.loss_scale_init;
   p.scaler.growth_interval = o.loss_scale_growth_interval;
-  if (!o.amp_lists_file.empty()) p.lists.edit_from_file(o.amp_lists_file);
-  if (!o.amp_lists_edit.empty()) p.lists.edit(o.amp_lists_edit);
+  // The edits apply to both types' lists (auto plans with both).
+  if (!o.amp_lists_file.empty()) AmpLists::edit_from_file(o.amp_lists_file, {&p.lists, &p.f16_lists});
+  if (!o.amp_lists_edit.empty())
+    for (AmpLists* lists : {&p.lists, &p.f16_lists}) lists->edit(o.amp_lists_edit);
   LossScaler check(p.scaler);  // validates the scaler options
   (void)check;
   return p;

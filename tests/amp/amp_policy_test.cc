@@ -160,3 +160,46 @@ TEST(AmpPolicyTest, DefaultListsMatchDesign) {
 
 }  // namespace
 }  // namespace campo
+
+namespace campo {
+namespace {
+
+// --low-precision auto's cast insertion (apply_precision with a type per node): a value made
+// in f16 and read in bf16 and in f32 goes through one f32 copy shared by both readers, as
+// amp/three_way.h prices it (f16 -> f32 + f32 -> bf16), never by a direct f16 -> bf16 Cast.
+TEST(AmpPolicyTest, MixedLowTypesCastThroughOneSharedF32Copy) {
+  Fixture f;
+  ValueId x = f.b.placeholder("x", {4, 8});
+  ValueId m1 = f.b.matmul(x, f.var("w1", {8, 8}));  // f16
+  ValueId r = f.b.relu(m1);                         // bf16
+  ValueId loss = f.b.sum(m1);                       // f32
+  std::vector<DType> dtype(size_t(f.g.num_nodes()), DType::f32);
+  dtype[size_t(f.g.value(m1).producer)] = DType::f16;
+  dtype[size_t(f.g.value(r).producer)] = DType::bf16;
+  const CastStats s = apply_precision(f.g, dtype);
+  const Node& relu = f.g.node(f.g.value(r).producer);
+  EXPECT_EQ(relu.dtype, DType::bf16);
+  const Node& to_bf16 = f.g.node(f.g.value(relu.inputs[0]).producer);
+  ASSERT_EQ(to_bf16.kind, OpKind::Cast);
+  EXPECT_EQ(attrs_as<CastAttrs>(to_bf16.attrs).to, DType::bf16);
+  const Node& to_f32 = f.g.node(f.g.value(to_bf16.inputs[0]).producer);
+  ASSERT_EQ(to_f32.kind, OpKind::Cast);
+  EXPECT_EQ(attrs_as<CastAttrs>(to_f32.attrs).to, DType::f32);
+  EXPECT_EQ(to_f32.inputs[0], m1);
+  // The f32 reader shares that copy: x and w1 into f16, m1 to f32, then to bf16.
+  const Node& sum = f.g.node(f.g.value(loss).producer);
+  EXPECT_EQ(sum.inputs[0], to_f32.outputs[0]);
+  EXPECT_EQ(s.casts, 4);
+  EXPECT_EQ(count_casts(f.g), 4);
+  for (NodeId c : f.g.nodes_of_kind(OpKind::Cast)) {  // no cast between the two low types
+    const DType from = f.g.value(f.g.node(c).inputs[0]).dtype;
+    const DType to = attrs_as<CastAttrs>(f.g.node(c).attrs).to;
+    EXPECT_FALSE(is_low_precision(from) && is_low_precision(to)) << f.g.node(c).name;
+  }
+  const PrecisionSummary summary = summarize_precision(f.g);
+  EXPECT_EQ(summary.low_nodes, 2);
+  EXPECT_EQ(summary.f16_nodes, 1);
+}
+
+}  // namespace
+}  // namespace campo

@@ -563,7 +563,7 @@ TEST(CliOptionTest, ChannelsMustBeOneOrThree) {
 
 TEST(CliOptionTest, UnknownLowPrecisionNamesTheOption) {
   expect_error(run_cli({"plan", "--precision", "amp", "--low-precision", "fp8"}),
-               "--low-precision must be bf16 or fp16, got 'fp8'");
+               "--low-precision must be bf16, fp16 or auto, got 'fp8'");
 }
 
 // A synthetic DCGAN data set of 2e18 samples: its shuffled order cannot be allocated. The

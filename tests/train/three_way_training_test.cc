@@ -9,6 +9,7 @@
 #include "amp/three_way.h"
 #include "runtime/rng.h"
 #include "train/trainer.h"
+#include "train/training_graph.h"
 
 namespace campo {
 namespace {
@@ -88,6 +89,58 @@ TEST(ThreeWayTest, RestrictedToOneLowTypeIsTheBinarySearchOnLeNet) {
 TEST(ThreeWayTest, RestrictedToOneLowTypeIsTheBinarySearchOnResNet18) {
   VariableStore vars(0, default_cpu_backend());
   expect_binary_plans_unchanged(training_graph(vars, "resnet18", {3, 32, 32}), 12, 2);
+}
+
+// --low-precision auto through a training session: costs that make LeNet's convolutions
+// fastest in f16 and its GEMMs in bf16 give one graph with both types (a value passed
+// between them cast through f32), which trains under dynamic loss scaling with losses near
+// the fp32 session's on the same batches.
+TEST(ThreeWayTest, AutoTrainsLeNetWithF16AndBf16Nodes) {
+  const Shape image = {1, 28, 28};
+  const int64_t batch = 8;
+  PrecisionOptions options;
+  options.low_precision = "auto";
+  PrecisionConfig p = precision_config(Precision::cost_aware, options, Device::cpu);
+  ASSERT_TRUE(p.scaler.enabled) << "auto may choose f16: dynamic loss scaling";
+  p.padding = false;  // no timing in a test of the plan
+  // The graph the session plans (node ids as its graph before casts): fp32, same scaling.
+  Graph g32;
+  VariableStore v32(7, default_cpu_backend());
+  TrainingGraphSpec spec{"lenet", ModelOptions{}, image, batch, OptimizerConfig{}, p};
+  spec.precision.policy = Precision::fp32;
+  build_training_graph(g32, v32, spec);
+  CostTable bf16, f16;
+  for (NodeId i = 0; i < g32.num_nodes(); ++i) {
+    const OpKind k = g32.node(i).kind;
+    const bool conv = k == OpKind::Conv2D || k == OpKind::Conv2DBackpropInput ||
+                      k == OpKind::Conv2DBackpropFilter;
+    f16.nodes.push_back({1.0, conv ? 0.1 : 2.0});
+    bf16.nodes.push_back({1.0, k == OpKind::MatMul ? 0.1 : 2.0});
+  }
+  f16.cast = bf16.cast = {0.001, 1e-7};
+  p.costs = std::make_shared<const CostTable>(bf16);
+  p.f16_costs = std::make_shared<const CostTable>(f16);
+
+  TrainingSession mixed("lenet", ModelOptions{}, image, batch, OptimizerConfig{}, 7,
+                        default_cpu_backend(), p);
+  TrainingSession fp32("lenet", ModelOptions{}, image, batch, OptimizerConfig{}, 7,
+                       default_cpu_backend());
+  const PrecisionSummary s = mixed.precision_summary();
+  EXPECT_GT(s.f16_nodes, 0);
+  EXPECT_GT(s.low_nodes - s.f16_nodes, 0);
+  Rng rng(3);
+  for (int step = 0; step < 5; ++step) {
+    Batch b;
+    b.images = Tensor::empty({batch, 1, 28, 28}, DType::f32);
+    b.labels = Tensor::empty({batch}, DType::i32);
+    for (int64_t i = 0; i < b.images.numel(); ++i) b.images.data_as<float>()[i] = rng.normal();
+    for (int64_t i = 0; i < batch; ++i) b.labels.data_as<int32_t>()[i] = int32_t(rng.below(10));
+    const float want = fp32.train_step(b, 0.01f);
+    const float got = mixed.train_step(b, 0.01f);
+    ASSERT_TRUE(std::isfinite(got)) << "step " << step;
+    EXPECT_NEAR(got, want, 0.03 * want) << "step " << step;
+  }
+  EXPECT_EQ(mixed.scaler().skipped_steps(), 0);
 }
 
 }  // namespace
