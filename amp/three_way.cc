@@ -28,6 +28,10 @@ LowPrecisionMode parse_low_precision_mode(const std::string& s) {
   CAMPO_FAIL("--low-precision must be bf16, fp16 or auto, got '", s, "'");
 }
 
+DType low_type_of(LowPrecisionMode m) {
+  return m == LowPrecisionMode::fp16 ? DType::f16 : DType::bf16;
+}
+
 double NodeCost3::ms(DType t) const {
   switch (t) {
     case DType::f32:

@@ -55,6 +55,9 @@ namespace campo {
 enum class LowPrecisionMode : uint8_t { fp16, bf16, automatic };
 const char* low_precision_mode_name(LowPrecisionMode m);
 LowPrecisionMode parse_low_precision_mode(const std::string& s);  // fp16 | bf16 | auto
+// The one low type of a mode: f16 for fp16; bf16 for bf16 and for auto (auto's primary type:
+// amp paints it, its calibration and GEMM peak are bf16's).
+DType low_type_of(LowPrecisionMode m);
 
 // A node's time in a type it has no kernel for.
 constexpr double kNoKernel = std::numeric_limits<double>::infinity();

@@ -382,9 +382,7 @@ void resolve_calibration(ModelRunOptions& run, bool cost_aware) {
   }
   if (!run.calibration.empty()) return;
   // auto: bf16's calibration (f16's low times are then measured, train/profiling.h).
-  const DType low = run.mixed.low_precision == "fp16" || run.mixed.low_precision == "f16"
-                        ? DType::f16
-                        : DType::bf16;
+  const DType low = low_type_of(parse_low_precision_mode(run.mixed.low_precision));
   default_calibration(low, std::cerr, &run.calibration);
 }
 

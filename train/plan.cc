@@ -464,11 +464,6 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
       const double amp_ms = predict_step_ms(ga, *info.costs, amp_low);
       std::vector<char> none(size_t(ga.num_nodes()), 0);
       const double fp32_ms = predict_step_ms(ga, *info.costs, none);
-      // auto: the plans of one low type beside the mixed one (before ga gets amp's casts).
-      PrecisionConfig profiled = spec.precision;  // spec's costs were profiled into info
-      profiled.f16_costs = info.f16_costs;
-      const AutoPlan a =
-          profiled.automatic() ? plan_automatic(ga, profiled, *info.costs) : AutoPlan{};
       apply_precision(ga, amp_low, spec.precision.low);
       const CastStats amp_casts = summarize_precision(ga, ia.fetches()).casts;
       char line[256];
@@ -485,6 +480,7 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
             << " ms/element (the line above: f32 -> low)\n";
       if (spec.precision.automatic()) {
         // Why this mix: the exact plans over one low type, under the same costs.
+        const AutoChoice& a = info.auto_choice;
         const ThreeWayCostTable three = three_way_costs(*info.costs, *info.f16_costs);
         std::snprintf(line, sizeof line,
                       "search: exact over f32, f16 and bf16 per node (ops that need range never "
@@ -694,10 +690,8 @@ struct BenchRun {
 constexpr int64_t kPeakGemmSize = 1024;
 constexpr int kPeakReps = 5;
 
-// auto: bf16's peak (auto's primary type; amp paints it).
 DType bench_low_dtype(const ModelRunOptions& run) {
-  return parse_low_precision_mode(run.mixed.low_precision) == LowPrecisionMode::fp16 ? DType::f16
-                                                                                     : DType::bf16;
+  return low_type_of(parse_low_precision_mode(run.mixed.low_precision));
 }
 
 // Samples one step trains on: the batch of every model of an --array (on each rank).

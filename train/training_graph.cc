@@ -52,12 +52,11 @@ AutoPlan plan_automatic(const Graph& g, const PrecisionConfig& precision,
   AutoPlan r;
   const ThreeWayPlan bf16 = minimize_three_way(g, costs, only_bf16, fold);
   const ThreeWayPlan f16 = minimize_three_way(g, costs, only_f16, fold);
-  r.bf16_only_ms = bf16.predicted_ms;
-  r.f16_only_ms = f16.predicted_ms;
+  r.choice.bf16_only_ms = bf16.predicted_ms;
+  r.choice.f16_only_ms = f16.predicted_ms;
   const ThreeWayPlan* best = &mixed;
-  r.chosen = "mixed";
-  if (bf16.predicted_ms < best->predicted_ms) best = &bf16, r.chosen = "bf16 only";
-  if (f16.predicted_ms < best->predicted_ms) best = &f16, r.chosen = "f16 only";
+  if (bf16.predicted_ms < best->predicted_ms) best = &bf16, r.choice.chosen = "bf16 only";
+  if (f16.predicted_ms < best->predicted_ms) best = &f16, r.choice.chosen = "f16 only";
   CostAwarePlan& plan = r.plan;
   plan.dtype = best->dtype;
   plan.low.assign(plan.dtype.size(), 0);
@@ -91,7 +90,9 @@ PolicyResult apply_policy(Graph& g, const PrecisionConfig& precision, const Cost
   if (precision.automatic()) {
     CAMPO_CHECK(precision.f16_costs != nullptr,
                 "internal: --low-precision auto needs the graph's f16 costs too");
-    plan = std::make_shared<CostAwarePlan>(plan_automatic(g, precision, *costs).plan);
+    AutoPlan automatic = plan_automatic(g, precision, *costs);
+    r.auto_choice = automatic.choice;
+    plan = std::make_shared<CostAwarePlan>(std::move(automatic.plan));
     if (agree && agree->size() > 1)
       agree->broadcast(reinterpret_cast<char*>(plan->dtype.data()), plan->dtype.size(), 0);
     for (size_t i = 0; i < plan->dtype.size(); ++i) plan->low[i] = plan->dtype[i] != DType::f32;
@@ -237,6 +238,7 @@ TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
   info.cost_plan = policy.cost_plan;
   info.padding_candidates = policy.padding_candidates;
   info.padded = policy.padded;
+  info.auto_choice = policy.auto_choice;
   info.summary = summarize_precision(g, info.fetches());
   return info;
 }
@@ -246,7 +248,7 @@ PrecisionConfig precision_config(Precision policy, const PrecisionOptions& o, De
   p.policy = policy;
   p.low_mode = parse_low_precision_mode(o.low_precision);
   // auto: cost-aware's choice per node; amp paints one type, bf16 (it has f32's range).
-  p.low = p.low_mode == LowPrecisionMode::fp16 ? DType::f16 : DType::bf16;
+  p.low = low_type_of(p.low_mode);
   p.search = parse_search(o.search);
   CAMPO_CHECK(!(p.automatic() && p.policy == Precision::cost_aware &&
                 p.search == CostAwareSearch::traversals),

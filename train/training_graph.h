@@ -37,27 +37,31 @@ struct PrecisionOptions {
 // (one error line naming it) and reads --amp-lists-file. Leaves costs and calibration out.
 PrecisionConfig precision_config(Precision policy, const PrecisionOptions& o, Device device);
 
-// What apply_policy did to a graph.
-struct PolicyResult {
-  // cost-aware only: the decisions, by node id of the graph before cast insertion (which
-  // keeps its ids).
-  std::shared_ptr<const CostAwarePlan> cost_plan;
-  int padding_candidates = 0, padded = 0;  // cost-aware: low-precision GEMMs, padded ones
-};
-
 // --low-precision auto: one table of f32, f16 and bf16 times per node from the profiling
 // step's two (each node's f32 time the faster of the two measured), and the exact three-way
 // plan (amp/three_way.h) as a CostAwarePlan whose `dtype` says each node's type.
 ThreeWayCostTable three_way_costs(const CostTable& bf16, const CostTable& f16);
 // The plan is the fastest predicted of the mixed search's and the exact plans of each low
 // type alone (which it reports, for campo plan).
-struct AutoPlan {
-  CostAwarePlan plan;
+struct AutoChoice {
   double bf16_only_ms = 0, f16_only_ms = 0;
   const char* chosen = "mixed";  // "mixed", "bf16 only" or "f16 only"
 };
+struct AutoPlan {
+  CostAwarePlan plan;
+  AutoChoice choice;
+};
 AutoPlan plan_automatic(const Graph& g, const PrecisionConfig& precision,
                         const CostTable& bf16_costs);
+
+// What apply_policy did to a graph.
+struct PolicyResult {
+  // cost-aware only: the decisions, by node id of the graph before cast insertion (which
+  // keeps its ids).
+  std::shared_ptr<const CostAwarePlan> cost_plan;
+  int padding_candidates = 0, padded = 0;  // cost-aware: low-precision GEMMs, padded ones
+  AutoChoice auto_choice;                  // --low-precision auto: the one-type plans beside
+};
 
 // Whether padding node `id` of g (a padding candidate, amp/padding.h) pays.
 using PaddingDecision = std::function<bool(const Graph& g, NodeId id)>;
@@ -135,6 +139,7 @@ struct TrainingGraphInfo {
   std::shared_ptr<const CostTable> f16_costs;  // --low-precision auto: f32 and f16 times
   std::shared_ptr<const CostAwarePlan> cost_plan;
   int padding_candidates = 0, padded = 0;  // cost-aware: low-precision GEMMs, padded ones
+  AutoChoice auto_choice;                  // --low-precision auto: the one-type plans beside
   std::vector<int64_t> gradient_bucket_bytes;  // data-parallel: per AllReduceStart, in order
 };
 TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
