@@ -159,6 +159,7 @@ void make_safetensors() {
 void make_calibration() {
   Calibration cal;
   cal.machine = fuzz::calibration_fuzz_machine();
+  cal.campo_version = fuzz::kCalibrationFuzzCampoVersion;
   cal.created = "2026-01-01T00:00:00Z";
   cal.hardware_counters = "unavailable: fuzz";
   cal.cast = {0.001, 1e-6};
@@ -287,7 +288,8 @@ void make_dictionaries(const fs::path& dir) {
                         "intensity", "elements",
                         "aligned",   ":unaligned",
                         "bf16",      "f16",
-                        "cpu"})
+                        "cpu",       "device",
+                        "campo_version"})
     cal.push_back("\\\"" + std::string(w) + "\\\"");
   dict("calibration", cal);
   std::vector<std::string> text = json;
