@@ -641,9 +641,7 @@ std::string with_advice(const std::string& path, const std::string& problem,
          "` to recalibrate";
 }
 
-std::string quoted(const BackendIdentity::Field* f) {
-  return f ? "'" + f->value + "'" : "none";
-}
+std::string quoted(const BackendIdentity::Field* f) { return f ? "'" + f->value + "'" : "none"; }
 
 }  // namespace
 
@@ -705,9 +703,9 @@ CalibrationCheck read_calibration_file(const std::string& path, const std::strin
   try {
     require_input_file(path, "calibration file");  // a FIFO would hang the read below
   } catch (const Error& e) {
-    return CalibrationCheck{CalibrationProblem::missing,
-                            std::string(e.what()) + "; run `campo calibrate --device " + device +
-                                "` to recalibrate"};
+    return CalibrationCheck{
+        CalibrationProblem::missing,
+        std::string(e.what()) + "; run `campo calibrate --device " + device + "` to recalibrate"};
   }
   std::ifstream in(path, std::ios::binary);
   if (!in)

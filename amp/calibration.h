@@ -142,7 +142,7 @@ struct Calibration {
   std::string campo_version;
   DType low = DType::bf16;
   std::string created;            // UTC, ISO 8601
-  std::string hardware_counters;  // what the perf_event_open probe found
+  std::string hardware_counters;  // what the backend's counter probe found
   CastCostModel cast;             // both directions together (what the policy uses)
   CastFit cast_all, cast_to_low, cast_to_f32;
   std::map<std::string, OpModel> ops;  // by OpModel::key

@@ -23,7 +23,8 @@ BackendIdentity calibration_fuzz_machine() {
 void calibration(const uint8_t* data, size_t size) {
   TempInput input("calibration", data, size);
   Calibration cal;
-  const CalibrationCheck check = read_calibration(input.path(), calibration_fuzz_machine(), cal, kCalibrationFuzzCampoVersion);
+  const CalibrationCheck check =
+      read_calibration(input.path(), calibration_fuzz_machine(), cal, kCalibrationFuzzCampoVersion);
   require(check.problem != CalibrationProblem::none || check.message.empty(),
           "an accepted calibration came with a message");
   if (check.problem != CalibrationProblem::none) {
@@ -38,7 +39,7 @@ void calibration(const uint8_t* data, size_t size) {
   save_calibration(cal, saved.path());
   Calibration again;
   const CalibrationCheck reread = read_calibration(saved.path(), calibration_fuzz_machine(), again,
-                                                  kCalibrationFuzzCampoVersion);
+                                                   kCalibrationFuzzCampoVersion);
   require(reread.problem == CalibrationProblem::none, "a saved calibration does not read back");
   require(again.ops.size() == cal.ops.size(), "a saved calibration lost op models");
 }

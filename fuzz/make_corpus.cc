@@ -273,22 +273,22 @@ void make_dictionaries(const fs::path& dir) {
     st.push_back("\\\"" + std::string(w) + "\\\"");
   dict("safetensors", st);
   std::vector<std::string> cal = json;
-  for (const char* w : {"format",    "campo-calibration",
-                        "version",   "machine",
-                        "ops",       "key",
-                        "fit",       "features",
-                        "name",      "rho",
-                        "weight",    "sigma",
-                        "bias_ms",   "cast",
-                        "cast_fits", "both",
-                        "to_low",    "to_f32",
-                        "fixed_ms",  "per_element_ms",
-                        "samples",   "mape",
-                        "flops",     "bytes",
-                        "intensity", "elements",
-                        "aligned",   ":unaligned",
-                        "bf16",      "f16",
-                        "cpu",       "device",
+  for (const char* w : {"format",       "campo-calibration",
+                        "version",      "machine",
+                        "ops",          "key",
+                        "fit",          "features",
+                        "name",         "rho",
+                        "weight",       "sigma",
+                        "bias_ms",      "cast",
+                        "cast_fits",    "both",
+                        "to_low",       "to_f32",
+                        "fixed_ms",     "per_element_ms",
+                        "samples",      "mape",
+                        "flops",        "bytes",
+                        "intensity",    "elements",
+                        "aligned",      ":unaligned",
+                        "bf16",         "f16",
+                        "cpu",          "device",
                         "campo_version"})
     cal.push_back("\\\"" + std::string(w) + "\\\"");
   dict("calibration", cal);

@@ -116,8 +116,7 @@ std::string onednn_isa_name() {
 
 std::string onednn_version() {
   const dnnl_version_t* v = dnnl_version();
-  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-         std::to_string(v->patch);
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
 }
 
 bool cpu_has_native_bf16() {

@@ -489,7 +489,8 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
   log << "calibrate: " << backend->describe() << "; low precision " << dtype_name(low)
       << ", budget " << budget_minutes << " min" << (o.quick ? " (quick)" : "") << "\n";
   log << "identity: device " << cal.machine.kind;
-  for (const BackendIdentity::Field& f : cal.machine.fields) log << ", " << f.name << " " << f.value;
+  for (const BackendIdentity::Field& f : cal.machine.fields)
+    log << ", " << f.name << " " << f.value;
   log << "\n";
   log << "hardware counters: " << cal.hardware_counters << "\n";
   // The host runs the steps on any device: a busy one delays kernel launches too.

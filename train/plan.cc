@@ -61,8 +61,8 @@ PrecisionConfig model_run_precision(const ModelRunOptions& o, Precision policy) 
   PrecisionConfig c = precision_config(policy, o.mixed, o.device.type);
   c.costs = o.costs;
   if (policy == Precision::cost_aware && !o.costs && !o.calibration.empty())
-    c.calibration =
-        std::make_shared<const Calibration>(load_calibration(o.calibration, *backend_for(o.device)));
+    c.calibration = std::make_shared<const Calibration>(
+        load_calibration(o.calibration, *backend_for(o.device)));
   return c;
 }
 

@@ -526,8 +526,10 @@ TEST(CalibrationFileTest, ForeignAndStaleFilesAreRefusedNamingTheFieldAndBothVal
   nlohmann::json j = good;
   j["machine"]["cpu_model"] = "Imaginary CPU 9000";
   f.write(j.dump());
-  expect_refused_with(f.path, "was made on another machine (cpu_model 'Imaginary CPU 9000' in "
-                              "the file, '" + value("cpu_model") + "' here)");
+  expect_refused_with(f.path,
+                      "was made on another machine (cpu_model 'Imaginary CPU 9000' in "
+                      "the file, '" +
+                          value("cpu_model") + "' here)");
   j = good;
   j["machine"]["logical_cores"] = "999";
   f.write(j.dump());
@@ -563,8 +565,7 @@ TEST(CalibrationFileTest, ForeignAndStaleFilesAreRefusedNamingTheFieldAndBothVal
   j = good;
   j["campo_version"] = "0.0.1";
   f.write(j.dump());
-  expect_refused_with(f.path,
-                      "is stale (made by campo 0.0.1, this is campo " CAMPO_VERSION ")");
+  expect_refused_with(f.path, "is stale (made by campo 0.0.1, this is campo " CAMPO_VERSION ")");
   j = good;
   j["machine"]["onednn_version"] = "1.0.0";
   f.write(j.dump());
@@ -621,8 +622,7 @@ TEST(CalibrationFileTest, AnyBackendsIdentityIsComparedFieldByField) {
   mig.fields[2].value = "16";
   check = read_calibration(f.path, mig, out);
   EXPECT_EQ(check.problem, CalibrationProblem::foreign);
-  EXPECT_NE(check.message.find("(multiprocessors '132' in the file, '16' here)"),
-            std::string::npos)
+  EXPECT_NE(check.message.find("(multiprocessors '132' in the file, '16' here)"), std::string::npos)
       << check.message;
 
   // The cache file's name: the same across driver versions, another for another GPU.

@@ -98,7 +98,9 @@ TEST(FuzzReplayTest, SeedsAreValidInputs) {
     Calibration cal;
     EXPECT_EQ(read_calibration(f.string(), fuzz::calibration_fuzz_machine(), cal,
                                fuzz::kCalibrationFuzzCampoVersion)
-                  .message, "") << f;
+                  .message,
+              "")
+        << f;
   }
   for (const fs::path& f : files_in(corpus / "amp_lists_file"))
     EXPECT_NO_THROW(AmpLists::defaults(Device::cpu, DType::bf16).edit_from_file(f.string())) << f;

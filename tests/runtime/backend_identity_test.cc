@@ -77,13 +77,12 @@ TEST(BackendIdentityTest, TheCudaBackendNamesTheGpuAndItsLibraries) {
   const std::shared_ptr<Backend> gpu = make_backend({Device::cuda, 0});
   const BackendIdentity id = gpu->identity();
   EXPECT_EQ(id.kind, "cuda");
-  EXPECT_EQ(names(id),
-            (std::vector<std::string>{"gpu", "compute_capability", "multiprocessors", "driver",
-                                      "cuda_runtime", "cudnn", "cublaslt"}));
+  EXPECT_EQ(names(id), (std::vector<std::string>{"gpu", "compute_capability", "multiprocessors",
+                                                 "driver", "cuda_runtime", "cudnn", "cublaslt"}));
   for (const BackendIdentity::Field& f : id.fields) {
     EXPECT_FALSE(f.value.empty()) << f.name;
-    const bool hardware = f.name == "gpu" || f.name == "compute_capability" ||
-                          f.name == "multiprocessors";
+    const bool hardware =
+        f.name == "gpu" || f.name == "compute_capability" || f.name == "multiprocessors";
     EXPECT_EQ(f.is_version, !hardware) << f.name;
   }
   EXPECT_NE(gpu->describe().find(id.find("gpu")->value), std::string::npos) << gpu->describe();

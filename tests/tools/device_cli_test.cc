@@ -136,18 +136,19 @@ TEST(DeviceCliParseTest, CostAwareOnCudaRefusesACpuCalibration) {
     expect_error(run_cli({"train", "--model", model, "--dataset", "synthetic", "--device", "cuda",
                           "--precision", "cost-aware", "--calibration", file}),
                  line);
-  expect_error(run_cli({"plan", "--model", "lenet", "--device", "cuda", "--precision",
-                        "cost-aware", "--calibration", file}),
+  expect_error(run_cli({"plan", "--model", "lenet", "--device", "cuda", "--precision", "cost-aware",
+                        "--calibration", file}),
                line);
   expect_error(run_cli({"bench", "--model", "lenet", "--device", "cuda", "--precision",
                         "fp32,cost-aware", "--calibration", file}),
                line);
   // Not a calibration at all: the reader's line.
   std::ofstream(file) << "{}";
-  expect_error(run_cli({"plan", "--model", "lenet", "--device", "cuda", "--precision",
-                        "cost-aware", "--calibration", file}),
-               "calibration file " + file + " is corrupt (not a campo calibration file); run "
-               "`campo calibrate --device cuda:0` to recalibrate");
+  expect_error(run_cli({"plan", "--model", "lenet", "--device", "cuda", "--precision", "cost-aware",
+                        "--calibration", file}),
+               "calibration file " + file +
+                   " is corrupt (not a campo calibration file); run "
+                   "`campo calibrate --device cuda:0` to recalibrate");
 }
 
 nlohmann::json read_json(const std::string& file) {
