@@ -1,11 +1,5 @@
 #include "amp/calibration.h"
 
-#include "runtime/cpu_backend.h"
-
-#include <linux/perf_event.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -15,11 +9,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <numeric>
-#include <oneapi/dnnl/dnnl.hpp>
 #include <sstream>
-#include <thread>
 
-#include "ops/cpu/low_precision.h"
 #include "runtime/atomic_file.h"
 #include "runtime/file_check.h"
 
@@ -452,99 +443,6 @@ CastFit fit_cast_relative(const std::vector<std::pair<int64_t, double>>& samples
   return f;
 }
 
-// ---- machine identity ----
-
-namespace {
-
-const char* isa_name(dnnl::cpu_isa isa) {
-  switch (isa) {
-    case dnnl::cpu_isa::avx512_core_amx:
-      return "avx512_core_amx";
-    case dnnl::cpu_isa::avx512_core_bf16:
-      return "avx512_core_bf16";
-    case dnnl::cpu_isa::avx512_core_vnni:
-      return "avx512_core_vnni";
-    case dnnl::cpu_isa::avx512_core:
-      return "avx512_core";
-    case dnnl::cpu_isa::avx2_vnni:
-      return "avx2_vnni";
-    case dnnl::cpu_isa::avx2:
-      return "avx2";
-    case dnnl::cpu_isa::avx:
-      return "avx";
-    case dnnl::cpu_isa::sse41:
-      return "sse41";
-    default:
-      return "other";
-  }
-}
-
-std::string cpu_model_name() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) != 0) continue;
-    size_t colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    std::string name = line.substr(colon + 1);
-    name.erase(0, name.find_first_not_of(" \t"));
-    name.erase(name.find_last_not_of(" \t") + 1);
-    return name;
-  }
-  return "unknown";
-}
-
-}  // namespace
-
-MachineIdentity this_machine() {
-  MachineIdentity m;
-  m.cpu_model = cpu_model_name();
-  m.logical_cores = int(std::thread::hardware_concurrency());
-  m.onednn_isa = isa_name(dnnl::get_effective_cpu_isa());
-  const dnnl_version_t* v = dnnl_version();
-  m.onednn_version =
-      std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
-  m.native_bf16 = cpu_has_native_bf16() && CpuBackend().allows_native_low_precision();
-  m.campo_version = CAMPO_VERSION;
-  return m;
-}
-
-std::string machine_hash(const MachineIdentity& m) {
-  // FNV-1a 64 over the fields that make a file foreign.
-  const std::string key = m.cpu_model + "|" + std::to_string(m.logical_cores) + "|" + m.onednn_isa +
-                          "|" + (m.native_bf16 ? "native" : "emulated");
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : key) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
-
-std::string probe_hardware_counters() {
-  std::ifstream paranoid_file("/proc/sys/kernel/perf_event_paranoid");
-  int paranoid = 99;
-  if (!(paranoid_file >> paranoid))
-    return "unavailable: /proc/sys/kernel/perf_event_paranoid unreadable";
-  perf_event_attr attr;
-  std::memset(&attr, 0, sizeof attr);
-  attr.type = PERF_TYPE_HARDWARE;
-  attr.size = sizeof attr;
-  attr.config = PERF_COUNT_HW_INSTRUCTIONS;
-  attr.disabled = 1;
-  attr.exclude_kernel = 1;
-  attr.exclude_hv = 1;
-  const long fd = syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
-  const std::string where = "perf_event_paranoid " + std::to_string(paranoid);
-  if (fd < 0)
-    return "unavailable: perf_event_open(instructions) failed: " +
-           std::string(std::strerror(errno)) + " (" + where + "); analytic features only";
-  close(int(fd));
-  return "readable (" + where + ") but not used: analytic features only";
-}
-
 // ---- the calibration file ----
 
 const OpModel* Calibration::model_for(OpKind kind, const NodeFeatures& f) const {
@@ -611,10 +509,14 @@ std::string text(const json& j, const std::string& name, const std::string& wher
   if (!v.is_string()) throw Corrupt{"'" + where + "." + name + "' is not a string"};
   return v.get<std::string>();
 }
-bool boolean(const json& j, const std::string& name, const std::string& where) {
-  const json& v = field(j, name, where);
-  if (!v.is_boolean()) throw Corrupt{"'" + where + "." + name + "' is not true or false"};
-  return v.get<bool>();
+// An identity field's value: a string, or (files written before BackendIdentity: the CPU's
+// logical_cores and native_bf16) an integer or a boolean, read as its decimal or
+// "true" / "false" text, which is how the CPU backend states them now.
+std::string identity_value(const json& v, const std::string& where) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  if (v.is_number_integer()) return v.dump();
+  throw Corrupt{"'" + where + "' is not a string, an integer or true / false"};
 }
 
 CastFit read_cast(const json& j, const std::string& where) {
@@ -717,9 +619,10 @@ void check_plausible(const Calibration& cal) {
   check_cast_fit(cal.cast_to_low, "cast_fits.to_low");
   check_cast_fit(cal.cast_to_f32, "cast_fits.to_f32");
   for (const auto& [key, m] : cal.ops) check_op_model(m);
-  if (cal.machine.logical_cores < 1)
-    throw Corrupt{"implausible machine.logical_cores = " +
-                  std::to_string(cal.machine.logical_cores)};
+  if (cal.machine.kind.empty()) throw Corrupt{"empty 'device'"};
+  for (const BackendIdentity::Field& f : cal.machine.fields)
+    if (f.name.empty() || f.name == "hash" || f.name == "campo_version")
+      throw Corrupt{"machine field name '" + f.name + "' is reserved"};
   if (cal.configurations < 0 || cal.heldout_configurations < 0)
     throw Corrupt{"implausible configuration counts (negative)"};
   require_in(cal.seconds, 0, 1e9, "seconds", "a calibration takes a non-negative time");
@@ -732,10 +635,13 @@ std::string json_reason(const json::exception& e) {
   return bracket == std::string::npos ? what : what.substr(bracket + 2);
 }
 
-std::string with_advice(const std::string& path, const std::string& problem) {
-  return "calibration file " + path + " " + problem +
-         "; run `campo calibrate --device cpu` to recalibrate";
+std::string with_advice(const std::string& path, const std::string& problem,
+                        const std::string& device) {
+  return "calibration file " + path + " " + problem + "; run `campo calibrate --device " + device +
+         "` to recalibrate";
 }
+
+std::string quoted(const BackendIdentity::Field* f) { return f ? "'" + f->value + "'" : "none"; }
 
 }  // namespace
 
@@ -756,19 +662,16 @@ void save_calibration(const Calibration& cal, const std::string& path) {
                    {"train_mape", m.train_mape},
                    {"heldout_mape", m.heldout_mape}});
   }
-  const MachineIdentity& id = cal.machine;
+  // The identity's fields, and the hash that names the default file (not read back).
+  json machine = json::object();
+  for (const BackendIdentity::Field& f : cal.machine.fields) machine[f.name] = f.value;
+  machine["hash"] = cal.machine.hardware_hash();
   json j = {
       {"format", "campo-calibration"},
       {"version", cal.version},
-      {"machine",
-       {{"cpu_model", id.cpu_model},
-        {"logical_cores", id.logical_cores},
-        {"onednn_isa", id.onednn_isa},
-        {"onednn_version", id.onednn_version},
-        {"native_bf16", id.native_bf16},
-        {"campo_version", id.campo_version},
-        {"hash", machine_hash(id)}}},
-      {"device", cal.device},
+      {"campo_version", cal.campo_version},
+      {"machine", machine},
+      {"device", cal.machine.kind},
       {"low_precision", dtype_name(cal.low)},
       {"created", cal.created},
       {"hardware_counters", cal.hardware_counters},
@@ -792,17 +695,17 @@ void save_calibration(const Calibration& cal, const std::string& path) {
   write_file_atomically(path, j.dump(1) + "\n", "calibration file");
 }
 
-CalibrationCheck read_calibration(const std::string& path, const MachineIdentity& machine,
-                                  Calibration& out) {
+CalibrationCheck read_calibration_file(const std::string& path, const std::string& device,
+                                       Calibration& out) {
   auto problem = [&](CalibrationProblem p, const std::string& what) {
-    return CalibrationCheck{p, with_advice(path, what)};
+    return CalibrationCheck{p, with_advice(path, what, device)};
   };
   try {
     require_input_file(path, "calibration file");  // a FIFO would hang the read below
   } catch (const Error& e) {
     return CalibrationCheck{
         CalibrationProblem::missing,
-        std::string(e.what()) + "; run `campo calibrate --device cpu` to recalibrate"};
+        std::string(e.what()) + "; run `campo calibrate --device " + device + "` to recalibrate"};
   }
   std::ifstream in(path, std::ios::binary);
   if (!in)
@@ -830,13 +733,15 @@ CalibrationCheck read_calibration(const std::string& path, const MachineIdentity
                      "is from a newer campo (format version " + std::to_string(cal.version) +
                          ", this campo reads version " + std::to_string(kCalibrationVersion) + ")");
     const json& m = field(j, "machine", "file");
-    cal.machine.cpu_model = text(m, "cpu_model", "machine");
-    cal.machine.logical_cores = integer(m, "logical_cores", "machine");
-    cal.machine.onednn_isa = text(m, "onednn_isa", "machine");
-    cal.machine.onednn_version = text(m, "onednn_version", "machine");
-    cal.machine.native_bf16 = boolean(m, "native_bf16", "machine");
-    cal.machine.campo_version = text(m, "campo_version", "machine");
-    cal.device = text(j, "device", "file");
+    if (!m.is_object()) throw Corrupt{"machine is not an object"};
+    // Files written before BackendIdentity hold the campo version in `machine`.
+    cal.campo_version = j.contains("campo_version") ? text(j, "campo_version", "file")
+                                                    : text(m, "campo_version", "machine");
+    for (const auto& [name, value] : m.items()) {
+      if (name == "hash" || name == "campo_version") continue;
+      cal.machine.fields.push_back({name, identity_value(value, "machine." + name)});
+    }
+    cal.machine.kind = text(j, "device", "file");
     const std::string low = text(j, "low_precision", "file");
     if (low != "bf16" && low != "f16")
       throw Corrupt{"low_precision '" + low + "' is not bf16 or f16"};
@@ -888,43 +793,60 @@ CalibrationCheck read_calibration(const std::string& path, const MachineIdentity
   } catch (const json::exception& e) {
     return problem(CalibrationProblem::corrupt, "is corrupt (" + json_reason(e) + ")");
   }
-  // Another machine's file: timings do not transfer.
-  const MachineIdentity& f = cal.machine;
-  if (cal.device != "cpu")
-    return problem(CalibrationProblem::foreign,
-                   "was made for device '" + cal.device + "', not this cpu");
-  if (f.cpu_model != machine.cpu_model)
-    return problem(CalibrationProblem::foreign, "was made on another machine (cpu '" + f.cpu_model +
-                                                    "', this one is '" + machine.cpu_model + "')");
-  if (f.logical_cores != machine.logical_cores)
-    return problem(CalibrationProblem::foreign, "was made on another machine (" +
-                                                    std::to_string(f.logical_cores) +
-                                                    " logical cores, this one has " +
-                                                    std::to_string(machine.logical_cores) + ")");
-  if (f.onednn_isa != machine.onednn_isa)
-    return problem(CalibrationProblem::foreign, "was made on another machine (oneDNN ISA " +
-                                                    f.onednn_isa + ", this one uses " +
-                                                    machine.onednn_isa + ")");
-  if (f.native_bf16 != machine.native_bf16)
-    return problem(CalibrationProblem::foreign,
-                   std::string("was made with ") + (f.native_bf16 ? "native" : "emulated") +
-                       " bf16 kernels, this run uses " +
-                       (machine.native_bf16 ? "native" : "emulated") + " ones (CAMPO_CPU_BF16)");
-  // Same machine, other software: kernels (and so timings) may have changed.
-  if (f.campo_version != machine.campo_version)
-    return problem(CalibrationProblem::stale, "is stale (made by campo " + f.campo_version +
-                                                  ", this is campo " + machine.campo_version + ")");
-  if (f.onednn_version != machine.onednn_version)
-    return problem(CalibrationProblem::stale, "is stale (made with oneDNN " + f.onednn_version +
-                                                  ", this campo uses oneDNN " +
-                                                  machine.onednn_version + ")");
   out = std::move(cal);
   return {};
 }
 
-Calibration load_calibration(const std::string& path) {
+CalibrationCheck read_calibration(const std::string& path, const BackendIdentity& machine,
+                                  Calibration& out, const std::string& campo_version) {
   Calibration cal;
-  const CalibrationCheck check = read_calibration(path, this_machine(), cal);
+  if (CalibrationCheck check = read_calibration_file(path, machine.kind, cal);
+      check.problem != CalibrationProblem::none)
+    return check;
+  auto problem = [&](CalibrationProblem p, const std::string& what) {
+    return CalibrationCheck{p, with_advice(path, what, machine.kind)};
+  };
+  // Another machine's file: timings do not transfer. The kind first, then the fields that
+  // are not versions, this machine's and then any only the file has.
+  const BackendIdentity& file = cal.machine;
+  if (file.kind != machine.kind)
+    return problem(CalibrationProblem::foreign,
+                   "was made for device " + file.kind + ", not " + machine.kind);
+  auto differs = [](const BackendIdentity::Field* there, const BackendIdentity::Field& here) {
+    return !there || there->value != here.value;
+  };
+  for (const BackendIdentity::Field& here : machine.fields) {
+    const BackendIdentity::Field* there = file.find(here.name);
+    if (here.is_version || !differs(there, here)) continue;
+    return problem(CalibrationProblem::foreign,
+                   "was made on another machine (" + here.name + " " + quoted(there) +
+                       " in the file, '" + here.value + "' here" +
+                       (here.set_by.empty() ? "" : ", set by " + here.set_by) + ")");
+  }
+  for (const BackendIdentity::Field& there : file.fields)
+    if (!machine.find(there.name))
+      return problem(CalibrationProblem::foreign, "was made on another machine (" + there.name +
+                                                      " '" + there.value +
+                                                      "' in the file, none here)");
+  // Same machine, other software: kernels (and so timings) may have changed.
+  if (cal.campo_version != campo_version)
+    return problem(CalibrationProblem::stale, "is stale (made by campo " + cal.campo_version +
+                                                  ", this is campo " + campo_version + ")");
+  for (const BackendIdentity::Field& here : machine.fields) {
+    const BackendIdentity::Field* there = file.find(here.name);
+    if (here.is_version && differs(there, here))
+      return problem(CalibrationProblem::stale, "is stale (made with " + here.name + " " +
+                                                    quoted(there) + ", this run has '" +
+                                                    here.value + "')");
+  }
+  cal.machine = machine;  // the same values, with what the backend says of each
+  out = std::move(cal);
+  return {};
+}
+
+Calibration load_calibration(const std::string& path, const Backend& backend) {
+  Calibration cal;
+  const CalibrationCheck check = read_calibration(path, backend.identity(), cal);
   CAMPO_CHECK(check.problem == CalibrationProblem::none, check.message);
   return cal;
 }

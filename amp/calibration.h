@@ -5,12 +5,15 @@
 // arithmetic intensity, output elements, the oneDNN fast-path alignment) whose Spearman
 // |rho| with T_lp over the calibration samples exceeds 0.75. A Calibration holds one model
 // per op type (and per aligned / unaligned GEMM path where both have enough samples), the
-// cast model, and the identity of the machine it was measured on; it is saved as versioned
-// JSON and refused when corrupt, made on another machine, or stale.
+// cast model, the identity of the machine it was measured on (the backend's, runtime/backend.h:
+// stored and compared field by field, whatever the device) and the campo version that
+// measured it; it is saved as versioned JSON and refused when corrupt, made on another
+// machine, or stale.
 //
-// Hardware counters: not used. perf_event_open of a hardware event is probed at calibration
-// time and the result is recorded in the file (`hardware_counters`); on machines without an
-// exposed PMU (virtual machines) it fails, and analytic features are all there is.
+// Hardware counters: not used. The backend's probe (Backend::probe_hardware_counters: on the
+// CPU perf_event_open of a hardware event, which fails on machines without an exposed PMU,
+// virtual machines) is recorded in the file (`hardware_counters`); analytic features are
+// all the models use.
 #pragma once
 
 #include <array>
@@ -23,6 +26,7 @@
 #include "amp/cost_aware.h"
 #include "amp/lists.h"
 #include "graph/graph.h"
+#include "runtime/backend.h"
 
 namespace campo {
 
@@ -111,16 +115,6 @@ OpModel fit_op_model(const std::string& key, const std::vector<OpSample>& train,
 
 // ---- the calibration file ----
 
-// What makes timings of one machine valid on another: all of it must match.
-struct MachineIdentity {
-  std::string cpu_model;       // /proc/cpuinfo "model name"
-  int logical_cores = 0;       // std::thread::hardware_concurrency
-  std::string onednn_isa;      // effective oneDNN ISA ("avx512_core_bf16")
-  std::string onednn_version;  // "3.1.1" (a different one makes a file stale, not foreign)
-  bool native_bf16 = false;    // bf16 kernels native (CPU has it and CAMPO_CPU_BF16 allows)
-  std::string campo_version;   // CAMPO_VERSION (a different one makes a file stale)
-};
-
 // A cast fit with how well it fits its own samples.
 struct CastFit {
   CastCostModel model;
@@ -137,11 +131,18 @@ CastFit fit_cast_relative(const std::vector<std::pair<int64_t, double>>& samples
 
 struct Calibration {
   int version = kCalibrationVersion;
-  MachineIdentity machine;
-  std::string device = "cpu";
+  // The machine it was measured on: the file's `device` (machine.kind) and `machine` object
+  // (machine.fields, each stored as a string; numbers and booleans of older files read as
+  // their decimal / "true" / "false" text). A file read back holds the fields' values only
+  // (is_version and set_by are the running backend's to say).
+  BackendIdentity machine;
+  // CAMPO_VERSION of the campo that measured and fitted it: the calibration's own, not the
+  // machine's (the same code measures every device), so it sits beside the identity, and a
+  // different one makes the file stale.
+  std::string campo_version;
   DType low = DType::bf16;
   std::string created;            // UTC, ISO 8601
-  std::string hardware_counters;  // what the perf_event_open probe found
+  std::string hardware_counters;  // what the backend's counter probe found
   CastCostModel cast;             // both directions together (what the policy uses)
   CastFit cast_all, cast_to_low, cast_to_f32;
   std::map<std::string, OpModel> ops;  // by OpModel::key
@@ -154,12 +155,6 @@ struct Calibration {
   const OpModel* model_for(OpKind kind, const NodeFeatures& f) const;
 };
 
-MachineIdentity this_machine();
-// A short stable hash of the parts of the identity that make a file foreign (16 hex).
-std::string machine_hash(const MachineIdentity& m);
-// perf_event_open probe: "available (...)" or "unavailable: <reason>".
-std::string probe_hardware_counters();
-
 // Writes versioned JSON through write_file_atomically (checks every number is finite, and
 // that the models are plausible: what is written always loads).
 void save_calibration(const Calibration& cal, const std::string& path);
@@ -170,16 +165,28 @@ struct CalibrationCheck {
   CalibrationProblem problem = CalibrationProblem::none;
   std::string message;  // one line naming the file, the problem and how to recalibrate
 };
-// Reads `path` into `out` and checks it against `machine`; never throws for problems of
-// the file itself (they are returned). `missing`: not a readable regular file (a FIFO or
+// Reads `path` into `out` without comparing it with any machine; never throws for problems
+// of the file itself (they are returned). `missing`: not a readable regular file (a FIFO or
 // a directory is refused unread). `corrupt`: not JSON, a field missing, ill-typed or out of
 // range, or a model no fit on real timings produces (sigma <= 0, a bias below -1 ms, a
-// negative cast cost, ...: the rules are at check_plausible in calibration.cc); the
-// message names the field, e.g. "implausible ops[MatMul].sigma = -1".
-CalibrationCheck read_calibration(const std::string& path, const MachineIdentity& machine,
-                                  Calibration& out);
-// read_calibration against this_machine(); throws campo::Error with the check's message.
-Calibration load_calibration(const std::string& path);
+// negative cast cost, ...: the rules are at check_plausible in calibration.cc); the message
+// names the field, e.g. "implausible ops[MatMul].sigma = -1". `stale`: another format
+// version. `device` only names the device in the advice ("run `campo calibrate --device
+// cuda` to recalibrate").
+CalibrationCheck read_calibration_file(const std::string& path, const std::string& device,
+                                       Calibration& out);
+// read_calibration_file, then the file against `machine` and `campo_version`: `foreign` when
+// made for another device kind or on a machine whose identity differs in a field that is not
+// a version (or that one of the two lacks); `stale` when made by another campo or with
+// another library version. The message names the field and both values, e.g. "was made on
+// another machine (cpu_model 'AMD EPYC' in the file, 'Intel Xeon' here)". On success `out`
+// holds `machine` itself (the same values, with their is_version and set_by).
+CalibrationCheck read_calibration(const std::string& path, const BackendIdentity& machine,
+                                  Calibration& out,
+                                  const std::string& campo_version = CAMPO_VERSION);
+// read_calibration against `backend`'s identity and this campo; throws campo::Error with the
+// check's message.
+Calibration load_calibration(const std::string& path, const Backend& backend);
 
 // Whether a node may run in low precision at all: an allow/infer/clear op, not a leaf.
 bool may_run_low(const Node& n, const AmpLists& lists);

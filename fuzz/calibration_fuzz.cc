@@ -7,21 +7,24 @@
 
 namespace campo::fuzz {
 
-MachineIdentity calibration_fuzz_machine() {
-  MachineIdentity m;
-  m.cpu_model = "fuzz cpu";
-  m.logical_cores = 2;
-  m.onednn_isa = "avx2";
-  m.onednn_version = "3.0.0";
-  m.native_bf16 = false;
-  m.campo_version = "fuzz";
+// The CPU backend's fields (runtime/cpu_backend.h), so that the seeds of the format before
+// BackendIdentity (logical_cores and native_bf16 as a number and a boolean) are read too.
+BackendIdentity calibration_fuzz_machine() {
+  BackendIdentity m;
+  m.kind = "cpu";
+  m.fields = {{"cpu_model", "fuzz cpu"},
+              {"logical_cores", "2"},
+              {"onednn_isa", "avx2"},
+              {"onednn_version", "3.0.0", true},
+              {"native_bf16", "false"}};
   return m;
 }
 
 void calibration(const uint8_t* data, size_t size) {
   TempInput input("calibration", data, size);
   Calibration cal;
-  const CalibrationCheck check = read_calibration(input.path(), calibration_fuzz_machine(), cal);
+  const CalibrationCheck check =
+      read_calibration(input.path(), calibration_fuzz_machine(), cal, kCalibrationFuzzCampoVersion);
   require(check.problem != CalibrationProblem::none || check.message.empty(),
           "an accepted calibration came with a message");
   if (check.problem != CalibrationProblem::none) {
@@ -35,7 +38,8 @@ void calibration(const uint8_t* data, size_t size) {
   TempInput saved("calibration-saved", nullptr, 0);
   save_calibration(cal, saved.path());
   Calibration again;
-  const CalibrationCheck reread = read_calibration(saved.path(), calibration_fuzz_machine(), again);
+  const CalibrationCheck reread = read_calibration(saved.path(), calibration_fuzz_machine(), again,
+                                                   kCalibrationFuzzCampoVersion);
   require(reread.problem == CalibrationProblem::none, "a saved calibration does not read back");
   require(again.ops.size() == cal.ops.size(), "a saved calibration lost op models");
 }

@@ -159,6 +159,7 @@ void make_safetensors() {
 void make_calibration() {
   Calibration cal;
   cal.machine = fuzz::calibration_fuzz_machine();
+  cal.campo_version = fuzz::kCalibrationFuzzCampoVersion;
   cal.created = "2026-01-01T00:00:00Z";
   cal.hardware_counters = "unavailable: fuzz";
   cal.cast = {0.001, 1e-6};
@@ -272,22 +273,23 @@ void make_dictionaries(const fs::path& dir) {
     st.push_back("\\\"" + std::string(w) + "\\\"");
   dict("safetensors", st);
   std::vector<std::string> cal = json;
-  for (const char* w : {"format",    "campo-calibration",
-                        "version",   "machine",
-                        "ops",       "key",
-                        "fit",       "features",
-                        "name",      "rho",
-                        "weight",    "sigma",
-                        "bias_ms",   "cast",
-                        "cast_fits", "both",
-                        "to_low",    "to_f32",
-                        "fixed_ms",  "per_element_ms",
-                        "samples",   "mape",
-                        "flops",     "bytes",
-                        "intensity", "elements",
-                        "aligned",   ":unaligned",
-                        "bf16",      "f16",
-                        "cpu"})
+  for (const char* w : {"format",       "campo-calibration",
+                        "version",      "machine",
+                        "ops",          "key",
+                        "fit",          "features",
+                        "name",         "rho",
+                        "weight",       "sigma",
+                        "bias_ms",      "cast",
+                        "cast_fits",    "both",
+                        "to_low",       "to_f32",
+                        "fixed_ms",     "per_element_ms",
+                        "samples",      "mape",
+                        "flops",        "bytes",
+                        "intensity",    "elements",
+                        "aligned",      ":unaligned",
+                        "bf16",         "f16",
+                        "cpu",          "device",
+                        "campo_version"})
     cal.push_back("\\\"" + std::string(w) + "\\\"");
   dict("calibration", cal);
   std::vector<std::string> text = json;

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 namespace campo {
-struct MachineIdentity;
+struct BackendIdentity;
 }
 
 namespace campo::fuzz {
@@ -22,6 +22,8 @@ void text(const uint8_t* data, size_t size);            // datasets/text.cc and 
 void predict(const uint8_t* data, size_t size);         // train/predict.cc: profiles, tables
 
 // The machine identity the calibration target reads against (and its seeds are made for).
-MachineIdentity calibration_fuzz_machine();
+BackendIdentity calibration_fuzz_machine();
+// The campo version the seeds record (their files are stale to any real version).
+inline constexpr const char* kCalibrationFuzzCampoVersion = "fuzz";
 
 }  // namespace campo::fuzz

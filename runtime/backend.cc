@@ -1,6 +1,8 @@
 #include "runtime/backend.h"
 
 #include <charconv>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <map>
 
@@ -29,6 +31,26 @@ DeviceSpec parse_device_spec(std::string_view s) {
     return {Device::cuda, index};
   }
   CAMPO_FAIL("--device '", text, "' is not a device (expected cpu, cuda, cuda:N or cpu:strict)");
+}
+
+const BackendIdentity::Field* BackendIdentity::find(std::string_view name) const {
+  for (const Field& f : fields)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+std::string BackendIdentity::hardware_hash() const {
+  std::string key = kind;
+  for (const Field& f : fields)
+    if (!f.is_version) key += "|" + f.value;
+  uint64_t h = 1469598103934665603ull;  // FNV-1a 64
+  for (unsigned char c : key) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
 }
 
 Tensor Backend::wrap(std::shared_ptr<void> storage, const Shape& shape, DType dtype) const {

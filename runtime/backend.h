@@ -33,6 +33,31 @@ struct DeviceSpec {
 // Parses --device; one error line naming the value and what is accepted otherwise.
 DeviceSpec parse_device_spec(std::string_view s);
 
+// What makes timings measured on one machine valid on another: the key of a calibration
+// file (amp/calibration.h), which stores and compares it without knowing any device. `kind`
+// is the device kind (device_name of DeviceSpec::type: "cpu", "cpu:strict", "cuda"); the
+// fields, in a stable order, say what hardware and software the kernels ran on. A field
+// that differs means another machine, except a library version (`is_version`): the same
+// machine with other software, whose timings are stale rather than foreign.
+struct BackendIdentity {
+  struct Field {
+    std::string name;  // "cpu_model", "gpu", "cudnn_version", ...
+    std::string value;
+    bool is_version = false;
+    // What sets it, where the user can change it without changing machine
+    // ("CAMPO_CPU_BF16"); said in the message when it differs.
+    std::string set_by;
+  };
+  std::string kind;
+  std::vector<Field> fields;
+
+  // The field called `name`; null when there is none.
+  const Field* find(std::string_view name) const;
+  // A short stable hash (16 hex digits) of the kind and the fields that are not versions:
+  // the same for every machine a calibration is valid on, whatever its library versions.
+  std::string hardware_hash() const;
+};
+
 // Times the kernels of one step on a backend's queue: start(slot) / stop(slot) around each
 // node as it is issued; elapsed_ms() (after the step, synchronizing first) gives each slot's
 // time of its last start/stop pair. On the CPU a host clock; on a GPU, events.
@@ -55,6 +80,12 @@ class Backend {
   // One line saying what the machine is (CPU model and ISA; GPU name, compute capability
   // and memory), for --version, calibration files and bench JSON.
   virtual std::string describe() const = 0;
+  // The machine as a calibration is keyed by (BackendIdentity above).
+  virtual BackendIdentity identity() const = 0;
+  // What the calibration's hardware-counter probe finds on this device, recorded in the
+  // calibration file: whether counters could be read, and that the models do not use them
+  // (they use analytic features, amp/calibration.h).
+  virtual std::string probe_hardware_counters() const = 0;
   // The kernel lookup rule of this device: an op without a low-precision (f16/bf16) kernel
   // but with an f32 one runs that f32 kernel emulated (convert in, compute in f32, round
   // out). The CPU's rule (ops/cpu/low_precision.h); a GPU backend says false, so a missing

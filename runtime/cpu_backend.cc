@@ -1,5 +1,10 @@
 #include "runtime/cpu_backend.h"
 
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -30,16 +35,97 @@ dnnl::engine& CpuBackend::engine() { return impl_->engine; }
 dnnl::stream& CpuBackend::stream() { return impl_->stream; }
 
 std::string CpuBackend::describe() const {
+  const std::string model = cpu_model_name();
+  return "cpu: " + (model == "unknown" ? "unknown CPU" : model) + ", " +
+         std::to_string(std::thread::hardware_concurrency()) + " logical cores";
+}
+
+BackendIdentity CpuBackend::identity() const {
+  BackendIdentity id;
+  id.kind = device_name(device().type);
+  id.fields = {
+      {"cpu_model", cpu_model_name()},
+      {"logical_cores", std::to_string(std::thread::hardware_concurrency())},
+      {"onednn_isa", onednn_isa_name()},
+      {"onednn_version", onednn_version(), /*is_version=*/true},
+      {"native_bf16", cpu_has_native_bf16() && allows_native_low_precision() ? "true" : "false",
+       false, "CAMPO_CPU_BF16"},
+  };
+  return id;
+}
+
+std::string CpuBackend::probe_hardware_counters() const {
+  std::ifstream paranoid_file("/proc/sys/kernel/perf_event_paranoid");
+  int paranoid = 99;
+  if (!(paranoid_file >> paranoid))
+    return "unavailable: /proc/sys/kernel/perf_event_paranoid unreadable";
+  perf_event_attr attr;
+  std::memset(&attr, 0, sizeof attr);
+  attr.type = PERF_TYPE_HARDWARE;
+  attr.size = sizeof attr;
+  attr.config = PERF_COUNT_HW_INSTRUCTIONS;
+  attr.disabled = 1;
+  attr.exclude_kernel = 1;
+  attr.exclude_hv = 1;
+  const long fd = syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
+  const std::string where = "perf_event_paranoid " + std::to_string(paranoid);
+  if (fd < 0)
+    return "unavailable: perf_event_open(instructions) failed: " +
+           std::string(std::strerror(errno)) + " (" + where + "); analytic features only";
+  close(int(fd));
+  return "readable (" + where + ") but not used: analytic features only";
+}
+
+std::string cpu_model_name() {
   std::ifstream in("/proc/cpuinfo");
-  std::string line, model = "unknown CPU";
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
-      model = line.substr(line.find(':') + 1);
-      model.erase(0, model.find_first_not_of(" \t"));
-      break;
-    }
-  return "cpu: " + model + ", " + std::to_string(std::thread::hardware_concurrency()) +
-         " logical cores";
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string name = line.substr(colon + 1);
+    name.erase(0, name.find_first_not_of(" \t"));
+    name.erase(name.find_last_not_of(" \t") + 1);
+    return name;
+  }
+  return "unknown";
+}
+
+std::string onednn_isa_name() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "avx2_vnni";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    case dnnl::cpu_isa::avx:
+      return "avx";
+    case dnnl::cpu_isa::sse41:
+      return "sse41";
+    default:
+      return "other";
+  }
+}
+
+std::string onednn_version() {
+  const dnnl_version_t* v = dnnl_version();
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+}
+
+bool cpu_has_native_bf16() {
+  static const bool has = [] {
+    if (!__builtin_cpu_supports("avx512bf16")) return false;
+    const auto bf16 = unsigned(dnnl::cpu_isa::avx512_core_bf16);
+    return (unsigned(dnnl::get_effective_cpu_isa()) & bf16) == bf16;
+  }();
+  return has;
 }
 
 std::optional<size_t> CpuBackend::available_memory() const { return host_available_memory(); }

@@ -27,6 +27,15 @@ class CpuBackend : public Backend {
   DeviceSpec device() const override { return {Device::cpu, 0}; }
   Device kernel_device() const override { return Device::cpu; }
   std::string describe() const override;
+  // kind "cpu"; cpu_model (/proc/cpuinfo "model name"), logical_cores
+  // (hardware_concurrency), onednn_isa (the effective ISA, onednn_isa_name), onednn_version
+  // (a version), native_bf16 ("true" where cpu_has_native_bf16 and CAMPO_CPU_BF16 allows
+  // native kernels). The fields and their values are those calibration files have always
+  // recorded in their `machine` object, so files written before BackendIdentity still match.
+  BackendIdentity identity() const override;
+  // perf_event_open of the instructions counter: "readable (...) but not used: ..." or
+  // "unavailable: <reason>; analytic features only".
+  std::string probe_hardware_counters() const override;
   bool emulates_low_precision() const override { return true; }
 
   std::shared_ptr<void> allocate(size_t bytes) override;
@@ -52,6 +61,16 @@ class CpuBackend : public Backend {
   bool native_bf16_allowed_ = true;
   std::atomic<int64_t> allocations_{0};
 };
+
+// The CPU's model name ("AMD EPYC"; "unknown" where /proc/cpuinfo has none).
+std::string cpu_model_name();
+// oneDNN's effective CPU ISA by name ("avx512_core_bf16"; "other" for one not named here).
+std::string onednn_isa_name();
+// "3.1.1": the oneDNN library loaded.
+std::string onednn_version();
+// Whether this CPU has AVX-512 BF16 and oneDNN's effective ISA includes it
+// (avx512_core_bf16 or above; ONEDNN_MAX_CPU_ISA can lower it).
+bool cpu_has_native_bf16();
 
 // A host timer per node: each slot's wall time between start and stop.
 class HostNodeTimer : public NodeTimer {

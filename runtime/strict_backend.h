@@ -16,6 +16,9 @@ class StrictCpuBackend : public CpuBackend {
  public:
   DeviceSpec device() const override { return {Device::cpu_strict, 0}; }
   std::string describe() const override { return "cpu:strict over " + CpuBackend::describe(); }
+  // The CPU's fields under its own kind, "cpu:strict" (CpuBackend::identity names the kind
+  // by device()): its timings include the counting of copies, so a calibration made on it
+  // is its own and a CPU's is not used for it.
   void copy_from_host(const Tensor& dst, const void* src) override {
     ++to_device_copies;
     CpuBackend::copy_from_host(dst, src);

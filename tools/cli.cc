@@ -85,7 +85,7 @@ std::string version_text() {
   os << "cuda: off (built without nvcc)\n";
 #endif
   os << "onednn: " << v->major << "." << v->minor << "." << v->patch << " (isa "
-     << this_machine().onednn_isa << ")\n";
+     << onednn_isa_name() << ")\n";
   CpuBackend cpu;
   os << cpu.describe() << " (" << cpu_features() << ")\n";
   const bool native_allowed = cpu.allows_native_low_precision();  // CAMPO_CPU_BF16
@@ -372,9 +372,14 @@ void resolve_plan_for_device(const CLI::App* cmd, const PlanForOptions& f, std::
               device_name(kind), " device, not --device ", device, " (leave --device out)");
 }
 
-// cost-aware plan/bench without --calibration: this machine's default calibration (a
-// quick automatic one when there is none); "none" keeps the profiling of both precisions.
-void resolve_calibration(ModelRunOptions& run, bool cost_aware) {
+// cost-aware plan/bench without --calibration: the default calibration of the run's backend
+// (default_calibration: on the CPU a quick automatic one when there is none; on a GPU none,
+// and the profiling step times both precisions); "none" keeps the profiling of both
+// precisions. A named file is checked against the backend's identity when it is loaded.
+// `backend`: the run's, or null where the command makes it later (plan), and then one for
+// run.device is made here only if a default calibration is looked for.
+void resolve_calibration(ModelRunOptions& run, bool cost_aware,
+                         std::shared_ptr<Backend> backend = nullptr) {
   if (!cost_aware || run.plan_for.active()) return;
   if (run.calibration == "none") {
     run.calibration.clear();
@@ -383,7 +388,8 @@ void resolve_calibration(ModelRunOptions& run, bool cost_aware) {
   if (!run.calibration.empty()) return;
   // auto: bf16's calibration (f16's low times are then measured, train/profiling.h).
   const DType low = low_type_of(parse_low_precision_mode(run.mixed.low_precision));
-  default_calibration(low, std::cerr, &run.calibration);
+  if (!backend) backend = backend_for(run.device);
+  default_calibration(*backend, low, std::cerr, &run.calibration);
 }
 
 // --low-precision when not given: the device's (bf16 on cpu, fp16 on cuda); bf16 for dcgan,
@@ -709,16 +715,18 @@ int run(const std::vector<std::string>& args) {
   CalibrateOptions calibrate_options;
   std::string calibrate_models;
   CLI::App* calibrate_cmd = app.add_subcommand(
-      "calibrate", "Fit this machine's cost models for --precision cost-aware (offline, once)");
+      "calibrate",
+      "Fit the cost models of --device on this machine for --precision cost-aware (offline, once "
+      "per machine and device; the file is keyed by the device's identity)");
   add_device_option(calibrate_cmd, calibrate_device);
   calibrate_cmd->add_option("--out", calibrate_options.out,
-                            "Calibration file to write (default: this machine's, in "
+                            "Calibration file to write (default: this machine's and device's, in "
                             "$XDG_CACHE_HOME/campo or ~/.cache/campo)");
   calibrate_cmd->add_option("--budget-minutes", calibrate_options.budget_minutes,
                             "Time budget: no configuration starts that would overrun it "
                             "(default 10, 1 with --quick)");
-  calibrate_cmd->add_option("--low-precision", calibrate_options.low_precision, "bf16 or fp16")
-      ->capture_default_str();
+  calibrate_cmd->add_option("--low-precision", calibrate_options.low_precision,
+                            "bf16 or fp16 (default: the device's, bf16 on cpu, fp16 on cuda)");
   calibrate_cmd->add_flag("--quick", calibrate_options.quick,
                           "About a minute: LeNet, ResNet-18, DCGAN and BERT's attention "
                           "products at small batches");
@@ -781,6 +789,10 @@ int run(const std::vector<std::string>& args) {
     }
     if (calibrate_cmd->parsed()) {
       calibrate_options.device = parse_device_spec(calibrate_device);
+      // By default the low precision that runs on this device use (default_low_precision).
+      if (!given(calibrate_cmd, "--low-precision"))
+        calibrate_options.low_precision =
+            default_low_precision(calibrate_options.device.type) == DType::f16 ? "fp16" : "bf16";
       std::stringstream ss(calibrate_models);
       std::string m;
       while (std::getline(ss, m, ','))
@@ -797,6 +809,8 @@ int run(const std::vector<std::string>& args) {
                                plan_options.run.mixed.low_precision);
       check_run_options_apply(plan_cmd, plan_options.run, {plan_options.precision});
       check_plan_options(plan_options);
+      check_calibration_device(plan_options.run.calibration,
+                               parse_precision(plan_options.precision), plan_options.run.device);
       resolve_calibration(plan_options.run, plan_options.precision == "cost-aware");
       attach_predicted_costs(plan_options.run);
       print_plan(plan_options, std::cout);
@@ -822,13 +836,16 @@ int run(const std::vector<std::string>& args) {
                   "repetition)");
       check_bench_options(bench_options);
       check_run_options_apply(bench_cmd, bench_options.run, bench_options.precisions);
+      const bool bench_cost_aware = std::count(bench_options.precisions.begin(),
+                                               bench_options.precisions.end(), "cost-aware") > 0;
+      if (bench_cost_aware)
+        check_calibration_device(bench_options.run.calibration, Precision::cost_aware,
+                                 bench_options.run.device);
       // The run's backend, once, after the options and before any work (a calibration): one
       // line for a device this build or machine lacks.
       const std::shared_ptr<Backend> bench_backend =
           backend_for(rank_device(bench_options.run.device, bench_options.data_parallel));
-      resolve_calibration(bench_options.run,
-                          std::count(bench_options.precisions.begin(),
-                                     bench_options.precisions.end(), "cost-aware") > 0);
+      resolve_calibration(bench_options.run, bench_cost_aware, bench_backend);
       attach_predicted_costs(bench_options.run);
       if (bench_lockstep) {
         // stdout carries the protocol only: the table and any banner go to stderr.

@@ -13,6 +13,7 @@
 #include <ostream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "graph/builder.h"
 #include "runtime/atomic_file.h"
@@ -178,7 +179,8 @@ std::vector<ValueId> attention_graph(Builder& b, int64_t batch, int64_t heads, i
 // Times one configuration: its nodes in both precisions, the casts of its low graphs.
 void measure_configuration(const Configuration& c, DType low, const Timing& timing, uint64_t seed,
                            const std::shared_ptr<Backend>& backend, Measurements& m) {
-  const AmpLists lists = AmpLists::defaults(Device::cpu, low);  // what it calibrates
+  // The lists of the device it calibrates: its nodes are the ones a run there may lower.
+  const AmpLists lists = AmpLists::defaults(backend->kernel_device(), low);
   if (c.shape.model == "attention") {
     Graph g;
     VariableStore vars(seed, backend);
@@ -454,15 +456,11 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
   // Every measurement runs on this backend, made once before any: one error line for a
   // device this build or machine lacks.
   const std::shared_ptr<Backend> backend = backend_for(o.device);
-  CAMPO_CHECK(backend->kernel_device() == Device::cpu, "--device ", o.device.str(),
-              ": campo calibrate calibrates CPUs only so far (a calibration file is keyed by the "
-              "CPU, its oneDNN and ISA; a GPU's, keyed by the GPU, is not built yet); use "
-              "--device cpu");
   const DType low = parse_low(o.low_precision);
   CAMPO_CHECK(o.budget_minutes >= 0 && std::isfinite(o.budget_minutes),
               "--budget-minutes must be positive, got ", o.budget_minutes);
   const double budget_minutes = o.budget_minutes > 0 ? o.budget_minutes : o.quick ? 1 : 10;
-  const std::string out = o.out.empty() ? default_calibration_path(low) : o.out;
+  const std::string out = o.out.empty() ? default_calibration_path(*backend, low) : o.out;
   CAMPO_CHECK(!out.empty(),
               "no --out given and no cache folder (neither XDG_CACHE_HOME nor HOME "
               "is set)");
@@ -483,19 +481,22 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
   const Timing timing = o.quick ? Timing{1, 3} : Timing{1, 5};
 
   Calibration cal;
-  cal.machine = this_machine();
+  cal.machine = backend->identity();
+  cal.campo_version = CAMPO_VERSION;
   cal.low = low;
   cal.created = utc_now();
-  cal.hardware_counters = probe_hardware_counters();
-  log << "calibrate: " << cal.machine.cpu_model << ", " << cal.machine.logical_cores
-      << " logical cores, oneDNN " << cal.machine.onednn_version << " (" << cal.machine.onednn_isa
-      << "), bf16 " << (cal.machine.native_bf16 ? "native" : "emulated") << "; low precision "
-      << dtype_name(low) << ", budget " << budget_minutes << " min" << (o.quick ? " (quick)" : "")
-      << "\n";
+  cal.hardware_counters = backend->probe_hardware_counters();
+  log << "calibrate: " << backend->describe() << "; low precision " << dtype_name(low)
+      << ", budget " << budget_minutes << " min" << (o.quick ? " (quick)" : "") << "\n";
+  log << "identity: device " << cal.machine.kind;
+  for (const BackendIdentity::Field& f : cal.machine.fields)
+    log << ", " << f.name << " " << f.value;
+  log << "\n";
   log << "hardware counters: " << cal.hardware_counters << "\n";
-  if (const double load = load_average(); load > 0.5 * cal.machine.logical_cores)
-    log << "warning: the machine is busy (load average " << load << " on "
-        << cal.machine.logical_cores
+  // The host runs the steps on any device: a busy one delays kernel launches too.
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (const double load = load_average(); load > 0.5 * cores)
+    log << "warning: the machine is busy (load average " << load << " on " << cores
         << " logical cores): timings will be noisy; calibrate on a quiet machine\n";
 
   const std::vector<Configuration> set = calibration_set(o);  // checks the models first
@@ -623,19 +624,21 @@ const char* low_name(DType low) { return low == DType::f16 ? "fp16" : "bf16"; }
 
 }  // namespace
 
-std::string default_calibration_path(DType low) {
+std::string default_calibration_path(const Backend& backend, DType low) {
   std::string dir = env("XDG_CACHE_HOME");
   if (dir.empty()) {
     const std::string home = env("HOME");
     if (home.empty()) return "";
     dir = home + "/.cache";
   }
-  return dir + "/campo/calibration-" + machine_hash(this_machine()) + "-" + low_name(low) + ".json";
+  return dir + "/campo/calibration-" + backend.identity().hardware_hash() + "-" + low_name(low) +
+         ".json";
 }
 
-std::shared_ptr<const Calibration> find_default_calibration(DType low, std::ostream& log,
-                                                            std::string* path) {
-  const MachineIdentity machine = this_machine();
+std::shared_ptr<const Calibration> find_default_calibration(const Backend& backend, DType low,
+                                                            std::ostream& log, std::string* path) {
+  const BackendIdentity machine = backend.identity();
+  const std::string device = backend.device().str();
   auto use = [&](Calibration cal, const std::string& file, const std::string& from) {
     log << "cost-aware: calibration " << file << " (" << from << ", made " << cal.created << ")\n";
     if (path) *path = file;
@@ -648,7 +651,7 @@ std::shared_ptr<const Calibration> find_default_calibration(DType low, std::ostr
     Calibration cal;
     const CalibrationCheck check = read_calibration(file, machine, cal);
     if (check.problem == CalibrationProblem::foreign) {
-      log << "cost-aware: skipping " << file << ": another machine's\n";
+      log << "cost-aware: skipping " << file << ": another machine's or device's\n";
       return nullptr;
     }
     CAMPO_CHECK(check.problem == CalibrationProblem::none, check.message);
@@ -661,15 +664,15 @@ std::shared_ptr<const Calibration> find_default_calibration(DType low, std::ostr
 
   const std::string explicit_file = env("CAMPO_CALIBRATION");
   if (!explicit_file.empty()) {
-    Calibration cal = load_calibration(explicit_file);
+    Calibration cal = load_calibration(explicit_file, backend);
     CAMPO_CHECK(cal.low == low, "calibration file ", explicit_file, " ($CAMPO_CALIBRATION) is for ",
                 dtype_name(cal.low), ", this run's low precision is ", dtype_name(low),
-                "; run `campo calibrate --device cpu --low-precision ", low_name(low),
+                "; run `campo calibrate --device ", device, " --low-precision ", low_name(low),
                 "` to recalibrate");
     return use(std::move(cal), explicit_file, "$CAMPO_CALIBRATION");
   }
   std::vector<std::string> looked;
-  const std::string cache = default_calibration_path(low);
+  const std::string cache = default_calibration_path(backend, low);
   if (!cache.empty()) {
     looked.push_back(cache);
     std::error_code ec;
@@ -687,22 +690,30 @@ std::shared_ptr<const Calibration> find_default_calibration(DType low, std::ostr
     for (const std::string& f : files)
       if (auto cal = try_file(f, "the repository's calibration folder")) return cal;
   }
-  log << "cost-aware: no " << dtype_name(low) << " calibration for this machine (looked in ";
+  log << "cost-aware: no " << dtype_name(low) << " calibration for this " << machine.kind
+      << " (looked in ";
   for (size_t i = 0; i < looked.size(); ++i) log << (i ? ", " : "") << looked[i];
   log << (looked.empty() ? "no place: HOME is not set" : "") << ")\n";
   return nullptr;
 }
 
-std::shared_ptr<const Calibration> default_calibration(DType low, std::ostream& log,
-                                                       std::string* path) {
-  if (auto cal = find_default_calibration(low, log, path)) return cal;
+std::shared_ptr<const Calibration> default_calibration(const Backend& backend, DType low,
+                                                       std::ostream& log, std::string* path) {
+  if (auto cal = find_default_calibration(backend, low, log, path)) return cal;
+  const std::string device = backend.device().str();
+  if (backend.kernel_device() != Device::cpu) {
+    log << "cost-aware: the profiling step times both precisions on " << device
+        << " (`campo calibrate --device " << device << "` makes a calibration)\n";
+    return nullptr;
+  }
   CalibrateOptions o;
+  o.device = backend.device();
   o.quick = true;  // budget 1 minute
-  o.low_precision = low == DType::f16 ? "fp16" : "bf16";
-  o.out = default_calibration_path(low);
+  o.low_precision = low_name(low);
+  o.out = default_calibration_path(backend, low);
   log << "cost-aware: running a quick automatic calibration (about a minute; `campo calibrate "
-         "--device cpu` makes a better one) -> "
-      << o.out << "\n";
+         "--device "
+      << device << "` makes a better one) -> " << o.out << "\n";
   std::ostringstream report;  // the file holds the numbers; one line here
   auto cal = std::make_shared<const Calibration>(run_calibration(o, report));
   log << "cost-aware: calibrated " << cal->ops.size() << " op models from " << cal->configurations
@@ -713,21 +724,25 @@ std::shared_ptr<const Calibration> default_calibration(DType low, std::ostream& 
 
 void check_calibration_device(const std::string& calibration, Precision policy,
                               const DeviceSpec& device) {
-  CAMPO_CHECK(device.type != Device::cuda || policy != Precision::cost_aware ||
-                  calibration.empty() || calibration == "none",
-              "--calibration ", calibration, " holds a CPU's costs; on --device ", device.str(),
-              " cost-aware times both precisions in its profiling step (--calibration none)");
+  if (policy != Precision::cost_aware || calibration.empty() || calibration == "none") return;
+  Calibration cal;
+  const CalibrationCheck check = read_calibration_file(calibration, device.str(), cal);
+  CAMPO_CHECK(check.problem == CalibrationProblem::none, check.message);
+  CAMPO_CHECK(cal.machine.kind == device_name(device.type), "--calibration ", calibration,
+              " holds the costs of a ", cal.machine.kind, ", not of --device ", device.str(),
+              "; calibrate it with `campo calibrate --device ", device.str(),
+              "`, or --calibration none to time both precisions in the profiling step");
 }
 
-void attach_calibration(PrecisionConfig& p, const std::string& calibration, Device device,
+void attach_calibration(PrecisionConfig& p, const std::string& calibration, const Backend& backend,
                         std::ostream& log) {
-  if (p.policy != Precision::cost_aware || calibration == "none" || device == Device::cuda) return;
+  if (p.policy != Precision::cost_aware || calibration == "none") return;
   if (!calibration.empty()) {
-    p.calibration = std::make_shared<const Calibration>(load_calibration(calibration));
+    p.calibration = std::make_shared<const Calibration>(load_calibration(calibration, backend));
     log << "campo: calibration " << calibration << "\n";
   } else {
     std::string path;
-    p.calibration = default_calibration(p.low, log, &path);
+    p.calibration = default_calibration(backend, p.low, log, &path);
     if (p.calibration) log << "campo: calibration " << path << "\n";
   }
 }

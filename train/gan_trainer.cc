@@ -711,7 +711,7 @@ GanResult train_gan(const TrainOptions& o, std::ostream& log, bool log_is_termin
   OptimizerConfig optimizer = optimizer_config(o);
   optimizer.beta1 = kDcganAdamBeta1;
   PrecisionConfig precision = precision_config(o);
-  attach_calibration(precision, o.calibration, o.device.type, log);
+  attach_calibration(precision, o.calibration, *backend, log);
   const DeviceReport device_report(backend);
   GanSession session = build_with_batch_advice(o.batch, [&] {
     return GanSession(mopts, o.batch, optimizer, h, backend, 64, precision, o.conv_layout);

@@ -15,6 +15,7 @@
 #include "runtime/atomic_file.h"
 #include "runtime/check.h"
 #include "runtime/communicator.h"
+#include "runtime/cpu_backend.h"
 #include "runtime/file_check.h"
 #include "runtime/memory_info.h"
 #include "runtime/timer.h"
@@ -177,7 +178,7 @@ void write_profile(const TrainingLoopOptions& o, const Session& session,
   const std::shared_ptr<Backend>& backend = device_report.backend();
   j["machine"] = backend->describe();
   j["threads"] = omp_get_max_threads();
-  j["onednn_isa"] = this_machine().onednn_isa;
+  j["onednn_isa"] = onednn_isa_name();
   // The origin campo predict scales from: this CPU as the run used it, measured now; a GPU
   // is named with predict --from.
   if (backend->device().type == Device::cpu) j["device_model"] = measure_this_cpu(backend).to_json();

@@ -61,7 +61,8 @@ PrecisionConfig model_run_precision(const ModelRunOptions& o, Precision policy) 
   PrecisionConfig c = precision_config(policy, o.mixed, o.device.type);
   c.costs = o.costs;
   if (policy == Precision::cost_aware && !o.costs && !o.calibration.empty())
-    c.calibration = std::make_shared<const Calibration>(load_calibration(o.calibration));
+    c.calibration = std::make_shared<const Calibration>(
+        load_calibration(o.calibration, *backend_for(o.device)));
   return c;
 }
 
@@ -299,24 +300,12 @@ void check_model_run_numbers(const ModelRunOptions& o) {
 void check_plan_options(const PlanOptions& o) {
   const Precision policy = parse_precision(o.precision);
   check_model_run_numbers(o.run);
-  // Costs of this machine's CPU say nothing about a GPU: cost-aware needs a calibration made
-  // on a CUDA machine (and its profiling step runs there), which cannot be made before the
-  // CUDA backend has kernels. fp32 and amp need no costs.
-  const DeviceSpec& device = o.run.device;
+  // cost-aware on a GPU profiles there and uses a calibration made on that GPU (campo
+  // calibrate --device cuda), as on the CPU: nothing to refuse here.
   check_plan_for_options(o.run.plan_for);
   CAMPO_CHECK(!o.run.plan_for.active() || policy == Precision::cost_aware,
               "--for plans the cost-aware policy from predicted costs; --precision ", o.precision,
               " needs no costs");
-  CAMPO_CHECK(policy != Precision::cost_aware || device.type != Device::cuda || o.run.costs ||
-                  o.run.plan_for.active(),
-              "--precision cost-aware --device ", device.str(), " needs the costs of a ",
-              device_name(device.type),
-              " machine, from a calibration made on one, and there is "
-              "none (`campo calibrate --device ",
-              device_name(device.type),
-              "` needs the CUDA backend's kernels, issue 12; this CPU's calibrations do not "
-              "apply); plan --precision amp or fp32 for it, or predict its costs with --for "
-              "DEVICE --profile FILE");
   CAMPO_CHECK(!is_gan_model(o.run.model) || o.run.array == 1,
               "campo plan --array does not support --model dcgan (plan a single DCGAN; "
               "campo bench --model dcgan --array N measures its array)");

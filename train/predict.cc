@@ -16,6 +16,7 @@
 #include "ops/op.h"
 #include "runtime/atomic_file.h"
 #include "runtime/check.h"
+#include "runtime/cpu_backend.h"
 #include "runtime/file_check.h"
 #include "train/roofline.h"
 
@@ -221,12 +222,12 @@ DeviceModel measure_this_cpu(std::shared_ptr<Backend> backend) {
   CAMPO_CHECK(backend->device().type == Device::cpu, "internal: measure_this_cpu on ",
               backend->device().str());
   DeviceModel d;
-  const MachineIdentity m = this_machine();
   const int threads = omp_get_max_threads();
+  const bool native_bf16 = cpu_has_native_bf16() && backend->allows_native_low_precision();
   d.name = "this-cpu";
   d.kind = "cpu";
   d.full_name = backend->describe() + ", " + std::to_string(threads) + " thread(s), oneDNN ISA " +
-                m.onednn_isa + (m.native_bf16 ? ", native bf16" : ", bf16 emulated");
+                onednn_isa_name() + (native_bf16 ? ", native bf16" : ", bf16 emulated");
   d.units = threads;
   constexpr int64_t kGemm = 1024;
   d.peak_gflops[DType::f32] = measure_gemm_peak(backend, DType::f32, kGemm, kGemm, kGemm, 5).gflops;

@@ -161,7 +161,7 @@ CostTable graph_costs(const Graph& g, VariableStore& vars, const std::vector<Val
     const Calibration& cal = *pc.calibration;
     CAMPO_CHECK(cal.low == pc.low, "the calibration was made for ", dtype_name(cal.low),
                 ", this run's low precision is ", dtype_name(pc.low),
-                "; run `campo calibrate --device cpu --low-precision ",
+                "; run `campo calibrate --device ", cal.machine.kind, " --low-precision ",
                 pc.low == DType::f16 ? "fp16" : "bf16", "`");
     const std::vector<char> untrusted = untrusted_nodes(g, cal, pc.lists);
     if (std::find(untrusted.begin(), untrusted.end(), 1) == untrusted.end()) {

@@ -743,7 +743,7 @@ TrainResult train(const TrainOptions& o, std::ostream& all_log, bool log_is_term
   const bool is_array = n > 1;
   TrainingData data = open_training_data(o, log);
   PrecisionConfig pcfg = precision_config(o);
-  attach_calibration(pcfg, o.calibration, o.device.type, log);
+  attach_calibration(pcfg, o.calibration, *backend, log);
   const DeviceReport device_report(backend);
   if (ranks) check_ranks_agree(*ranks, run_fingerprint(o, data));
   const DataParallelRun data_parallel = data_parallel_run(ranks, o.data_parallel);

@@ -5,7 +5,6 @@
 #include <omp.h>
 
 #include <atomic>
-#include <oneapi/dnnl/dnnl.hpp>
 
 namespace campo {
 namespace {
@@ -125,14 +124,5 @@ void set_avx512_loops_enabled(bool enabled) { avx512_loops_enabled = enabled; }
 int lp_detail::thread_num() { return omp_get_thread_num(); }
 int lp_detail::num_threads() { return omp_get_num_threads(); }
 int lp_detail::max_threads() { return omp_get_max_threads(); }
-
-bool cpu_has_native_bf16() {
-  static const bool has = [] {
-    if (!__builtin_cpu_supports("avx512bf16")) return false;
-    const auto bf16 = unsigned(dnnl::cpu_isa::avx512_core_bf16);
-    return (unsigned(dnnl::get_effective_cpu_isa()) & bf16) == bf16;
-  }();
-  return has;
-}
 
 }  // namespace campo

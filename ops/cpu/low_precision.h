@@ -36,6 +36,7 @@
 #include <type_traits>
 
 #include "ops/kernel.h"
+#include "runtime/cpu_backend.h"  // cpu_has_native_bf16
 
 namespace campo {
 
@@ -126,10 +127,6 @@ void parallel_for(int64_t n, bool parallel, const F& body, int threads = 0) {
 // tests compare the two).
 std::unique_ptr<Kernel> make_emulated_kernel(const KernelSpec& spec, ExecContext& ctx);
 bool is_emulated_kernel(const Kernel& kernel);
-
-// Whether this CPU has AVX-512 BF16 and oneDNN's effective ISA includes it
-// (avx512_core_bf16 or above; ONEDNN_MAX_CPU_ISA can lower it).
-bool cpu_has_native_bf16();
 
 // Kernel factories for the bf16 registrations of native kernels.
 //   native_bf16_loops<F>:  F unless ctx.native_bf16 is false.

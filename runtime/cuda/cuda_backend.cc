@@ -230,6 +230,31 @@ std::string CudaBackend::describe() const {
          version_str(driver_version_);
 }
 
+BackendIdentity CudaBackend::identity() const {
+  // cuDNN 9 and cuBLASLt: major * 10000 + minor * 100 + patch.
+  auto library_version = [](size_t v) {
+    return std::to_string(v / 10000) + "." + std::to_string(v % 10000 / 100) + "." +
+           std::to_string(v % 100);
+  };
+  BackendIdentity id;
+  id.kind = campo::device_name(Device::cuda);
+  id.fields = {
+      {"gpu", name_},
+      {"compute_capability",
+       std::to_string(compute_capability_ / 10) + "." + std::to_string(compute_capability_ % 10)},
+      {"multiprocessors", std::to_string(multiprocessors_)},
+      {"driver", version_str(driver_version_), /*is_version=*/true},
+      {"cuda_runtime", version_str(runtime_version()), true},
+      {"cudnn", library_version(cudnn_version()), true},
+      {"cublaslt", library_version(cublaslt_version()), true},
+  };
+  return id;
+}
+
+std::string CudaBackend::probe_hardware_counters() const {
+  return "not probed: CUPTI counters are not read by the calibration; analytic features only";
+}
+
 std::optional<size_t> CudaBackend::available_memory() const {
   use_device();
   size_t free_bytes = 0, total_bytes = 0;

@@ -35,6 +35,12 @@ class CudaBackend : public Backend, public CachingAllocatorOwner, public PciDevi
   DeviceSpec device() const override { return {Device::cuda, index_}; }
   Device kernel_device() const override { return Device::cuda; }
   std::string describe() const override;
+  // kind "cuda"; gpu (the device name), compute_capability ("9.0"), multiprocessors (a MIG
+  // instance of a GPU has fewer under the same name); the versions: driver (the newest CUDA
+  // it supports), cuda_runtime, cudnn and cublaslt (the libraries loaded, not the headers).
+  BackendIdentity identity() const override;
+  // Hardware counters (CUPTI) are not read by the calibration: says so.
+  std::string probe_hardware_counters() const override;
   bool emulates_low_precision() const override { return false; }
 
   std::shared_ptr<void> allocate(size_t bytes) override;

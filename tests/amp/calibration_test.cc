@@ -24,6 +24,7 @@ namespace campo {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::cpu_identity;
 using testing::sample_calibration;
 using testing::TempFile;
 
@@ -284,12 +285,16 @@ TEST(CalibrationFileTest, RoundTrip) {
   TempFile f("round_trip.json");
   const Calibration cal = sample_calibration();
   save_calibration(cal, f.path);
-  const Calibration back = load_calibration(f.path);
+  const Calibration back = load_calibration(f.path, *default_cpu_backend());
   EXPECT_EQ(back.version, kCalibrationVersion);
-  EXPECT_EQ(back.machine.cpu_model, cal.machine.cpu_model);
-  EXPECT_EQ(back.machine.logical_cores, cal.machine.logical_cores);
-  EXPECT_EQ(back.machine.onednn_version, cal.machine.onednn_version);
-  EXPECT_EQ(back.machine.native_bf16, cal.machine.native_bf16);
+  EXPECT_EQ(back.campo_version, CAMPO_VERSION);
+  EXPECT_EQ(back.machine.kind, "cpu");
+  ASSERT_EQ(back.machine.fields.size(), cal.machine.fields.size());
+  for (size_t i = 0; i < cal.machine.fields.size(); ++i) {
+    EXPECT_EQ(back.machine.fields[i].name, cal.machine.fields[i].name);
+    EXPECT_EQ(back.machine.fields[i].value, cal.machine.fields[i].value);
+    EXPECT_EQ(back.machine.fields[i].is_version, cal.machine.fields[i].is_version);
+  }
   EXPECT_EQ(back.low, DType::bf16);
   EXPECT_EQ(back.created, cal.created);
   EXPECT_EQ(back.cast.fixed_ms, 0.01);
@@ -312,7 +317,7 @@ TEST(CalibrationFileTest, RoundTrip) {
 // Loading the file fails with one line naming the file and how to recalibrate.
 void expect_refused(const std::string& path, const std::string& needle) {
   try {
-    load_calibration(path);
+    load_calibration(path, *default_cpu_backend());
     FAIL() << "loaded " << path << " (expected: " << needle << ")";
   } catch (const Error& e) {
     const std::string msg = e.what();
@@ -366,7 +371,7 @@ TEST(CalibrationFileTest, AFifoOrAFolderIsRefusedWithoutReading) {
   ASSERT_EQ(::mkfifo(fifo.path.c_str(), 0600), 0);
   expect_refused(fifo.path, "is a FIFO, not a regular file");
   Calibration out;
-  EXPECT_EQ(read_calibration(fifo.path, this_machine(), out).problem, CalibrationProblem::missing);
+  EXPECT_EQ(read_calibration(fifo.path, cpu_identity(), out).problem, CalibrationProblem::missing);
   const std::string dir = fs::temp_directory_path().string();
   expect_refused(dir, "is a directory, not a regular file");
 }
@@ -441,7 +446,7 @@ TEST(CalibrationFileTest, IllTypedFieldsNameTheFieldNotTheParser) {
   auto no_parser_text = [&](auto edit, const std::string& needle) {
     expect_edit_refused(f, edit, needle);
     try {
-      load_calibration(f.path);
+      load_calibration(f.path, *default_cpu_backend());
     } catch (const Error& e) {
       EXPECT_EQ(std::string(e.what()).find("json.exception"), std::string::npos) << e.what();
     }
@@ -471,17 +476,13 @@ TEST(CalibrationFileTest, TheRepositoryCalibrationsArePlausible) {
   int files = 0;
   for (const auto& e : fs::directory_iterator(dir)) {
     if (e.path().extension() != ".json") continue;
-    std::ifstream in(e.path());
-    const nlohmann::json j = nlohmann::json::parse(in);
-    MachineIdentity m;
-    m.cpu_model = j["machine"]["cpu_model"];
-    m.logical_cores = j["machine"]["logical_cores"];
-    m.onednn_isa = j["machine"]["onednn_isa"];
-    m.onednn_version = j["machine"]["onednn_version"];
-    m.native_bf16 = j["machine"]["native_bf16"];
-    m.campo_version = j["machine"]["campo_version"];
+    // The file's own identity and campo version, as it states them.
+    Calibration own;
+    const CalibrationCheck parsed = read_calibration_file(e.path().string(), "cpu", own);
+    ASSERT_EQ(parsed.problem, CalibrationProblem::none) << parsed.message;
     Calibration cal;
-    const CalibrationCheck check = read_calibration(e.path().string(), m, cal);
+    const CalibrationCheck check =
+        read_calibration(e.path().string(), own.machine, cal, own.campo_version);
     EXPECT_EQ(check.problem, CalibrationProblem::none) << check.message;
     ++files;
   }
@@ -503,47 +504,162 @@ TEST(CalibrationFileTest, AnImplausibleFitIsNotWritten) {
   EXPECT_FALSE(fs::exists(f.path));
 }
 
-TEST(CalibrationFileTest, ForeignAndStaleFilesAreRefused) {
+// Loading fails with `message` exactly after "calibration file <path> " (one line, the
+// advice to recalibrate after it).
+void expect_refused_with(const std::string& path, const std::string& message) {
+  try {
+    load_calibration(path, *default_cpu_backend());
+    FAIL() << "loaded " << path << " (expected: " << message << ")";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "calibration file " + path + " " + message +
+                                         "; run `campo calibrate --device cpu` to recalibrate");
+  }
+}
+
+TEST(CalibrationFileTest, ForeignAndStaleFilesAreRefusedNamingTheFieldAndBothValues) {
   TempFile f("foreign.json");
   save_calibration(sample_calibration(), f.path);
   const nlohmann::json good = f.read();
+  const BackendIdentity here = cpu_identity();
+  auto value = [&](const std::string& name) { return here.find(name)->value; };
 
   nlohmann::json j = good;
   j["machine"]["cpu_model"] = "Imaginary CPU 9000";
   f.write(j.dump());
-  expect_refused(f.path, "another machine");
+  expect_refused_with(f.path,
+                      "was made on another machine (cpu_model 'Imaginary CPU 9000' in "
+                      "the file, '" +
+                          value("cpu_model") + "' here)");
   j = good;
-  j["machine"]["logical_cores"] = good["machine"]["logical_cores"].get<int>() + 1;
+  j["machine"]["logical_cores"] = "999";
   f.write(j.dump());
-  expect_refused(f.path, "another machine");
+  expect_refused_with(f.path, "was made on another machine (logical_cores '999' in the file, '" +
+                                  value("logical_cores") + "' here)");
   j = good;
-  j["machine"]["native_bf16"] = !good["machine"]["native_bf16"].get<bool>();
+  const bool native = value("native_bf16") == "true";
+  j["machine"]["native_bf16"] = native ? "false" : "true";
   f.write(j.dump());
-  expect_refused(f.path, "bf16 kernels");
+  expect_refused_with(f.path, std::string("was made on another machine (native_bf16 '") +
+                                  (native ? "false" : "true") + "' in the file, '" +
+                                  value("native_bf16") + "' here, set by CAMPO_CPU_BF16)");
+  // A field only one side has: another machine too.
+  j = good;
+  j["machine"].erase("onednn_isa");
+  f.write(j.dump());
+  expect_refused_with(f.path, "was made on another machine (onednn_isa none in the file, '" +
+                                  value("onednn_isa") + "' here)");
+  j = good;
+  j["machine"]["gpu"] = "NVIDIA H100";
+  f.write(j.dump());
+  expect_refused_with(f.path,
+                      "was made on another machine (gpu 'NVIDIA H100' in the file, none here)");
+  j = good;
+  j["device"] = "cuda";
+  f.write(j.dump());
+  expect_refused_with(f.path, "was made for device cuda, not cpu");
 
   j = good;
   j["version"] = 0;
   f.write(j.dump());
   expect_refused(f.path, "stale");
   j = good;
-  j["machine"]["campo_version"] = "0.0.1";
+  j["campo_version"] = "0.0.1";
   f.write(j.dump());
-  expect_refused(f.path, "stale");
+  expect_refused_with(f.path, "is stale (made by campo 0.0.1, this is campo " CAMPO_VERSION ")");
   j = good;
   j["machine"]["onednn_version"] = "1.0.0";
   f.write(j.dump());
-  expect_refused(f.path, "stale");
+  expect_refused_with(f.path, "is stale (made with onednn_version '1.0.0', this run has '" +
+                                  value("onednn_version") + "')");
 
   // read_calibration says which problem it was.
   Calibration out;
   j = good;
   j["machine"]["cpu_model"] = "Imaginary CPU 9000";
   f.write(j.dump());
-  EXPECT_EQ(read_calibration(f.path, this_machine(), out).problem, CalibrationProblem::foreign);
+  EXPECT_EQ(read_calibration(f.path, here, out).problem, CalibrationProblem::foreign);
   j = good;
   j["version"] = 0;
   f.write(j.dump());
-  EXPECT_EQ(read_calibration(f.path, this_machine(), out).problem, CalibrationProblem::stale);
+  EXPECT_EQ(read_calibration(f.path, here, out).problem, CalibrationProblem::stale);
+}
+
+// The comparison knows no device: a GPU's identity (as runtime/cuda/cuda_backend.cc states
+// it) against files of the same GPU with another driver (stale) and of another GPU (foreign).
+TEST(CalibrationFileTest, AnyBackendsIdentityIsComparedFieldByField) {
+  BackendIdentity gpu;
+  gpu.kind = "cuda";
+  gpu.fields = {{"gpu", "NVIDIA H100 80GB HBM3"},
+                {"compute_capability", "9.0"},
+                {"multiprocessors", "132"},
+                {"driver", "13.0", true},
+                {"cudnn", "9.14.0", true}};
+  Calibration cal = sample_calibration();
+  cal.machine = gpu;
+  cal.low = DType::f16;
+  TempFile f("gpu.json");
+  save_calibration(cal, f.path);
+  Calibration out;
+  CalibrationCheck check = read_calibration(f.path, gpu, out);
+  ASSERT_EQ(check.problem, CalibrationProblem::none) << check.message;
+  EXPECT_EQ(out.machine.kind, "cuda");
+  EXPECT_EQ(out.machine.find("gpu")->value, "NVIDIA H100 80GB HBM3");
+  EXPECT_TRUE(out.machine.find("driver")->is_version);
+  EXPECT_EQ(out.low, DType::f16);
+
+  BackendIdentity newer_driver = gpu;
+  newer_driver.fields[3].value = "13.1";
+  check = read_calibration(f.path, newer_driver, out);
+  EXPECT_EQ(check.problem, CalibrationProblem::stale);
+  EXPECT_NE(check.message.find("is stale (made with driver '13.0', this run has '13.1')"),
+            std::string::npos)
+      << check.message;
+  EXPECT_NE(check.message.find("run `campo calibrate --device cuda` to recalibrate"),
+            std::string::npos)
+      << check.message;
+
+  BackendIdentity mig = gpu;
+  mig.fields[2].value = "16";
+  check = read_calibration(f.path, mig, out);
+  EXPECT_EQ(check.problem, CalibrationProblem::foreign);
+  EXPECT_NE(check.message.find("(multiprocessors '132' in the file, '16' here)"), std::string::npos)
+      << check.message;
+
+  // The cache file's name: the same across driver versions, another for another GPU.
+  EXPECT_EQ(gpu.hardware_hash(), newer_driver.hardware_hash());
+  EXPECT_NE(gpu.hardware_hash(), mig.hardware_hash());
+  EXPECT_EQ(gpu.hardware_hash().size(), 16u);
+}
+
+// A file written before BackendIdentity (campo 0.3.0's format: the campo version inside
+// `machine`, logical_cores a number and native_bf16 a boolean) still loads on the machine it
+// was made on, and is still refused on another.
+TEST(CalibrationFileTest, AFileOfTheFormatBeforeBackendIdentityStillLoads) {
+  TempFile f("old_format.json");
+  save_calibration(sample_calibration(), f.path);
+  nlohmann::json j = f.read();
+  const BackendIdentity here = cpu_identity();
+  j.erase("campo_version");
+  j["machine"] = {{"cpu_model", here.find("cpu_model")->value},
+                  {"logical_cores", std::stoi(here.find("logical_cores")->value)},
+                  {"onednn_isa", here.find("onednn_isa")->value},
+                  {"onednn_version", here.find("onednn_version")->value},
+                  {"native_bf16", here.find("native_bf16")->value == "true"},
+                  {"campo_version", CAMPO_VERSION},
+                  {"hash", "b9d0cc2ae5d6cec8"}};
+  f.write(j.dump(1));
+  const Calibration back = load_calibration(f.path, *default_cpu_backend());
+  EXPECT_EQ(back.campo_version, CAMPO_VERSION);
+  EXPECT_EQ(back.ops.size(), 3u);
+
+  j["machine"]["logical_cores"] = std::stoi(here.find("logical_cores")->value) + 1;
+  f.write(j.dump(1));
+  expect_refused(f.path, "(logical_cores '" +
+                             std::to_string(std::stoi(here.find("logical_cores")->value) + 1) +
+                             "' in the file");
+  j["machine"]["logical_cores"] = 2.5;  // neither text, an integer nor a boolean
+  f.write(j.dump(1));
+  expect_refused(f.path, "'machine.logical_cores' is not a string, an integer or true / false");
 }
 
 TEST(CalibrationPredictTest, PredictsListedNodesWithAModel) {

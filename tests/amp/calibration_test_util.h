@@ -1,5 +1,6 @@
-// Test helpers shared by the calibration tests (tests/amp, tests/train): a calibration this
-// machine accepts, and a temporary file removed at the end of its scope.
+// Test helpers shared by the calibration tests (tests/amp, tests/train): the CPU backend's
+// identity, a calibration this machine accepts, and a temporary file removed at the end of
+// its scope.
 #pragma once
 
 #include <unistd.h>
@@ -10,13 +11,18 @@
 #include <string>
 
 #include "amp/calibration.h"
+#include "runtime/backend.h"
 
 namespace campo::testing {
+
+// The identity calibrations of this machine's CPU are keyed by.
+inline BackendIdentity cpu_identity() { return default_cpu_backend()->identity(); }
 
 // A calibration that this machine accepts, with two op models.
 inline Calibration sample_calibration() {
   Calibration cal;
-  cal.machine = this_machine();
+  cal.machine = cpu_identity();
+  cal.campo_version = CAMPO_VERSION;
   cal.created = "2024-01-01T00:00:00Z";
   cal.hardware_counters = "unavailable: test";
   cal.cast = {0.01, 1e-6};

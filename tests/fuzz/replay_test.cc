@@ -96,7 +96,11 @@ TEST(FuzzReplayTest, SeedsAreValidInputs) {
     EXPECT_NO_THROW(read_safetensors(f.string())) << f;
   for (const fs::path& f : files_in(corpus / "calibration")) {
     Calibration cal;
-    EXPECT_EQ(read_calibration(f.string(), fuzz::calibration_fuzz_machine(), cal).message, "") << f;
+    EXPECT_EQ(read_calibration(f.string(), fuzz::calibration_fuzz_machine(), cal,
+                               fuzz::kCalibrationFuzzCampoVersion)
+                  .message,
+              "")
+        << f;
   }
   for (const fs::path& f : files_in(corpus / "amp_lists_file"))
     EXPECT_NO_THROW(AmpLists::defaults(Device::cpu, DType::bf16).edit_from_file(f.string())) << f;

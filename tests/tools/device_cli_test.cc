@@ -9,7 +9,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "amp/calibration.h"
 #include "runtime/backend.h"
+#include "tests/amp/calibration_test_util.h"
 #include "tests/test_util.h"
 #include "tests/tools/cli_test_util.h"
 
@@ -118,18 +120,35 @@ TEST(DeviceCliParseTest, AnUnknownDeviceIsOneLineForEveryCommand) {
   }
 }
 
-// A calibration file holds a CPU's costs: a cost-aware run on cuda refuses one (classifier and
-// dcgan), before the device is looked for; without one it profiles on the GPU.
+// A CPU's calibration file holds a CPU's costs: a cost-aware train, plan or bench on cuda
+// refuses one in one line, before the device is looked for (with or without a GPU); a GPU's
+// calibration (campo calibrate --device cuda) or none (the profiling step times both
+// precisions) is what it takes.
 TEST(DeviceCliParseTest, CostAwareOnCudaRefusesACpuCalibration) {
   testing::TempDir dir;
   const std::string file = dir.file("calibration.json");
-  std::ofstream(file) << "{}";
+  save_calibration(testing::sample_calibration(), file);
+  const std::string line = "--calibration " + file +
+                           " holds the costs of a cpu, not of --device cuda:0; calibrate it with "
+                           "`campo calibrate --device cuda:0`, or --calibration none to time "
+                           "both precisions in the profiling step";
   for (const std::string model : {"lenet", "dcgan"})
     expect_error(run_cli({"train", "--model", model, "--dataset", "synthetic", "--device", "cuda",
                           "--precision", "cost-aware", "--calibration", file}),
-                 "--calibration " + file +
-                     " holds a CPU's costs; on --device cuda:0 cost-aware "
-                     "times both precisions in its profiling step (--calibration none)");
+                 line);
+  expect_error(run_cli({"plan", "--model", "lenet", "--device", "cuda", "--precision", "cost-aware",
+                        "--calibration", file}),
+               line);
+  expect_error(run_cli({"bench", "--model", "lenet", "--device", "cuda", "--precision",
+                        "fp32,cost-aware", "--calibration", file}),
+               line);
+  // Not a calibration at all: the reader's line.
+  std::ofstream(file) << "{}";
+  expect_error(run_cli({"plan", "--model", "lenet", "--device", "cuda", "--precision", "cost-aware",
+                        "--calibration", file}),
+               "calibration file " + file +
+                   " is corrupt (not a campo calibration file); run "
+                   "`campo calibrate --device cuda:0` to recalibrate");
 }
 
 nlohmann::json read_json(const std::string& file) {
@@ -229,21 +248,21 @@ TEST(DevicePlanTest, PlanForTheCpuDefaultsToBf16) {
   EXPECT_NE(r.out.find(" nodes in bf16, "), std::string::npos) << r.out;
 }
 
-// Cost-aware needs costs of a CUDA machine; this one's CPU calibration, or profiling here,
-// would plan for the wrong device. One line, before any calibration or profiling runs.
-TEST_F(DeviceCliTest, CostAwarePlanForCudaWithoutACudaCalibrationIsOneLine) {
-  for (const std::vector<std::string>& extra : {std::vector<std::string>{},
-                                                {"--calibration", "none"},
-                                                {"--calibration", "/no/such/calibration.json"}}) {
+// Cost-aware for cuda profiles on the GPU (with a calibration made on it, or timing both
+// precisions): without a GPU that is make_backend's one line, before any calibration or
+// profiling runs; this machine's CPU calibration is never used for it.
+TEST_F(NoCudaBackendTest, CostAwarePlanForCudaNeedsTheGpu) {
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{}, {"--calibration", "none"}}) {
     std::vector<std::string> args = {"plan",     "--model", "lenet",       "--batch",   "8",
                                      "--device", "cuda",    "--precision", "cost-aware"};
     args.insert(args.end(), extra.begin(), extra.end());
-    const CliResult r = run_cli(args);
-    expect_error(r,
-                 "--precision cost-aware --device cuda:0 needs the costs of a cuda machine, from "
-                 "a calibration made on one, and there is none");
-    EXPECT_EQ(r.out, "");
+    expect_backend_error(args, "cuda");
   }
+  const CliResult r = run_cli({"plan", "--model", "lenet", "--device", "cuda", "--precision",
+                               "cost-aware", "--calibration", "/no/such/calibration.json"});
+  expect_error(r, "calibration file /no/such/calibration.json");
+  EXPECT_EQ(r.out, "");
 }
 
 }  // namespace

@@ -46,7 +46,9 @@ TEST(CalibrateTest, TinyRunWritesALoadableFileCoveringConvAndMatMul) {
   EXPECT_EQ(cal.configurations, 4);
   EXPECT_EQ(cal.heldout_configurations, 1);
 
-  const Calibration loaded = load_calibration(o.out);
+  const Calibration loaded = load_calibration(o.out, *default_cpu_backend());
+  EXPECT_EQ(loaded.machine.kind, "cpu");
+  EXPECT_EQ(loaded.campo_version, CAMPO_VERSION);
   EXPECT_EQ(loaded.low, DType::bf16);
   EXPECT_TRUE(loaded.ops.count("Conv2D")) << report;
   EXPECT_TRUE(loaded.ops.count("MatMul")) << report;
@@ -102,7 +104,8 @@ TEST(CalibrateTest, AttentionShapesGiveABatchMatMulModel) {
 // every other op without a model.
 std::shared_ptr<const Calibration> half_conv_calibration() {
   auto cal = std::make_shared<Calibration>();
-  cal->machine = this_machine();
+  cal->machine = default_cpu_backend()->identity();
+  cal->campo_version = CAMPO_VERSION;
   cal->created = "test";
   cal->cast = {0.001, 1e-6};
   OpModel conv;

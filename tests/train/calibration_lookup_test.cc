@@ -31,15 +31,16 @@ TEST(CalibrationLookupTest, EnvironmentCacheAndErrors) {
   std::ostringstream log;
   // Nothing in the cache (and no calibration/ folder next to the build of this test unless
   // the repository has one for this machine, which it may: only the cache path is checked).
-  const std::string cache_path = default_calibration_path(DType::bf16);
+  const Backend& cpu = *default_cpu_backend();
+  const std::string cache_path = default_calibration_path(cpu, DType::bf16);
   EXPECT_EQ(cache_path.rfind(dir.string(), 0), 0u) << cache_path;
-  EXPECT_NE(cache_path.find(machine_hash(this_machine())), std::string::npos);
+  EXPECT_NE(cache_path.find(cpu.identity().hardware_hash()), std::string::npos);
 
   // This machine's file in the cache is found.
   fs::create_directories(fs::path(cache_path).parent_path());
   save_calibration(sample_calibration(), cache_path);
   std::string used;
-  auto cal = find_default_calibration(DType::bf16, log, &used);
+  auto cal = find_default_calibration(cpu, DType::bf16, log, &used);
   ASSERT_TRUE(cal);
   EXPECT_EQ(used, cache_path);
   EXPECT_EQ(cal->ops.size(), 3u);
@@ -51,33 +52,56 @@ TEST(CalibrationLookupTest, EnvironmentCacheAndErrors) {
     std::ofstream(cache_path) << j.dump();
   }
   log.str("");
-  find_default_calibration(DType::bf16, log);
+  find_default_calibration(cpu, DType::bf16, log);
   EXPECT_NE(log.str().find("skipping " + cache_path), std::string::npos) << log.str();
   // A stale one is an error.
   {
     nlohmann::json j;
     std::ifstream(cache_path) >> j;
-    j["machine"]["cpu_model"] = this_machine().cpu_model;
+    j["machine"]["cpu_model"] = cpu.identity().find("cpu_model")->value;
     j["version"] = 0;
     std::ofstream(cache_path) << j.dump();
   }
-  EXPECT_THROW(find_default_calibration(DType::bf16, log), Error);
+  EXPECT_THROW(find_default_calibration(cpu, DType::bf16, log), Error);
 
   // $CAMPO_CALIBRATION wins, and must be usable.
   TempFile f("env.json");
   save_calibration(sample_calibration(), f.path);
   {
     ScopedEnv e("CAMPO_CALIBRATION", f.path);
-    cal = find_default_calibration(DType::bf16, log, &used);
+    cal = find_default_calibration(cpu, DType::bf16, log, &used);
     ASSERT_TRUE(cal);
     EXPECT_EQ(used, f.path);
-    EXPECT_THROW(find_default_calibration(DType::f16, log), Error);  // made for bf16
+    EXPECT_THROW(find_default_calibration(cpu, DType::f16, log), Error);  // made for bf16
   }
   f.write("{}");
   {
     ScopedEnv e("CAMPO_CALIBRATION", f.path);
-    EXPECT_THROW(find_default_calibration(DType::bf16, log), Error);
+    EXPECT_THROW(find_default_calibration(cpu, DType::bf16, log), Error);
   }
+  fs::remove_all(dir);
+}
+
+// One default file per device kind and machine: the strict backend's is not the CPU's, and
+// the CPU's calibration is skipped on it as another device's.
+TEST(CalibrationLookupTest, EachDeviceKindHasItsOwnDefaultFile) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("campo_calib_kinds_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  ScopedEnv cache("XDG_CACHE_HOME", dir.string());
+  ScopedEnv none("CAMPO_CALIBRATION", "");
+  const std::shared_ptr<Backend> cpu = default_cpu_backend();
+  const std::shared_ptr<Backend> strict = make_backend({Device::cpu_strict, 0});
+  const std::string cpu_path = default_calibration_path(*cpu, DType::bf16);
+  const std::string strict_path = default_calibration_path(*strict, DType::bf16);
+  EXPECT_NE(cpu_path, strict_path);
+  fs::create_directories(fs::path(strict_path).parent_path());
+  save_calibration(sample_calibration(), strict_path);  // a CPU's calibration in the wrong place
+  std::ostringstream log;
+  EXPECT_EQ(find_default_calibration(*strict, DType::bf16, log), nullptr);
+  EXPECT_NE(log.str().find("skipping " + strict_path + ": another machine's or device's"),
+            std::string::npos)
+      << log.str();
   fs::remove_all(dir);
 }
 
