@@ -201,18 +201,18 @@ CastStats insert_casts(Graph& g) {
 
 CastStats fold_weight_casts(Graph& g) {
   CastStats stats;
+  std::vector<std::pair<ValueId, ValueId>> var_copies;
   for (NodeId c : g.nodes_of_kind(OpKind::Cast)) {
     Node& cast = g.node(c);
     const ValueId var = cast.inputs[0];
     if (cast.weight_copy || !is_low_precision(attrs_as<CastAttrs>(cast.attrs).to)) continue;
-    const NodeId update = optimizer_update_of(g, var);
-    if (update < 0) continue;
+    if (optimizer_update_of(g, var) < 0) continue;
     cast.weight_copy = true;
-    g.node(update).inputs.push_back(cast.outputs[0]);
-    g.reinfer(update);
+    var_copies.emplace_back(var, cast.outputs[0]);
     ++stats.weight_copies;
     stats.cast_elements += shape_numel(g.value(var).shape);
   }
+  add_weight_copies(g, var_copies);
   return stats;
 }
 
