@@ -85,8 +85,7 @@ void append_optimizer(Builder& b, const std::vector<std::string>& params,
   if (config.multi_tensor && params.size() > 1)
     add_update(0, params.size(), std::string("optimizer/") + op_name(kind));
   else
-    for (size_t i = 0; i < params.size(); ++i)
-      add_update(i, 1, params[i] + "/" + op_name(kind));
+    for (size_t i = 0; i < params.size(); ++i) add_update(i, 1, params[i] + "/" + op_name(kind));
   b.set_phase(saved);
 }
 

@@ -78,7 +78,8 @@ void check_slices(const ValueDescs& g, const OpNode& n, const UpdateLayout& l,
       continue;
     }
     CAMPO_CHECK(size == slices, op_name(n.kind), " '", n.name, "': ", v.name, " has ", size,
-                " values but ", set_by, lr.empty() ? "" : " (" + std::to_string(slices) + " slices)",
+                " values but ", set_by,
+                lr.empty() ? "" : " (" + std::to_string(slices) + " slices)",
                 ": give one value per slice, or none for the scalar attribute");
   }
   if (slices == 0) return;
@@ -101,18 +102,19 @@ void check_variables(const ValueDescs& g, const OpNode& n, const UpdateLayout& l
     for (const char* name : roles) {
       const int i = l.input(role++, t);
       check_f32(g, n, i, role_name(name, l, t));
-      CAMPO_CHECK(in_shape(g, n, i) == var, op_name(n.kind), " '", n.name, "': ",
-                  role_name(name, l, t), " has shape ", shape_str(in_shape(g, n, i)), " but ",
-                  role_name("var", l, t), " has shape ", shape_str(var));
+      CAMPO_CHECK(in_shape(g, n, i) == var, op_name(n.kind), " '", n.name,
+                  "': ", role_name(name, l, t), " has shape ", shape_str(in_shape(g, n, i)),
+                  " but ", role_name("var", l, t), " has shape ", shape_str(var));
     }
     if (!copies) continue;
     const int c = l.copy(t);
-    CAMPO_CHECK(is_low_precision(in_dtype(g, n, c)), op_name(n.kind), " '", n.name, "': ",
-                role_name("the weight copy", l, t), " must be f16 or bf16, got ",
+    CAMPO_CHECK(is_low_precision(in_dtype(g, n, c)), op_name(n.kind), " '", n.name,
+                "': ", role_name("the weight copy", l, t), " must be f16 or bf16, got ",
                 dtype_name(in_dtype(g, n, c)));
-    CAMPO_CHECK(in_shape(g, n, c) == var, op_name(n.kind), " '", n.name, "': ",
-                role_name("the weight copy", l, t), " has shape ", shape_str(in_shape(g, n, c)),
-                " but ", role_name("var", l, t), " has shape ", shape_str(var));
+    CAMPO_CHECK(in_shape(g, n, c) == var, op_name(n.kind), " '", n.name,
+                "': ", role_name("the weight copy", l, t), " has shape ",
+                shape_str(in_shape(g, n, c)), " but ", role_name("var", l, t), " has shape ",
+                shape_str(var));
   }
   check_f32(g, n, l.lr(), "lr");
 }
@@ -122,8 +124,9 @@ std::vector<TensorDesc> infer_momentum(const ValueDescs& g, const OpNode& n) {
   const bool copies = check_inputs(g, n, l);
   check_variables(g, n, l, {"var", "accum", "grad"}, copies);
   const auto& a = attrs_as<MomentumAttrs>(n.attrs);
-  check_slices(g, n, l,
-               {{"slice_momentum", a.slice_momentum}, {"slice_weight_decay", a.slice_weight_decay}});
+  check_slices(
+      g, n, l,
+      {{"slice_momentum", a.slice_momentum}, {"slice_weight_decay", a.slice_weight_decay}});
   return {};
 }
 

@@ -20,8 +20,8 @@ std::string conv_problem_str(const ConvProblem& p) {
   std::ostringstream s;
   s << conv_direction_name(p.direction) << " " << dtype_name(p.dtype) << " math " << p.math_type
     << " x [" << p.n << ", " << p.c << ", " << p.h << ", " << p.w << "] w [" << p.k << ", "
-    << (p.groups > 0 ? p.c / p.groups : p.c) << ", " << p.r << ", " << p.s << "] y [" << p.n
-    << ", " << p.k << ", " << p.out_h << ", " << p.out_w << "] pad " << p.pad_h << "x" << p.pad_w
+    << (p.groups > 0 ? p.c / p.groups : p.c) << ", " << p.r << ", " << p.s << "] y [" << p.n << ", "
+    << p.k << ", " << p.out_h << ", " << p.out_w << "] pad " << p.pad_h << "x" << p.pad_w
     << " stride " << p.stride_h << "x" << p.stride_w << " dilation " << p.dilation_h << "x"
     << p.dilation_w << " groups " << p.groups << " layout " << p.layout << " workspace "
     << p.workspace_limit << " B device " << p.device;

@@ -143,7 +143,8 @@ const Tensor* weight_copy(const std::vector<Tensor>& in, const UpdateLayout& l, 
 class ApplyMomentumKernel : public Kernel {
  public:
   ApplyMomentumKernel(const KernelSpec& spec, ExecContext&)
-      : attrs_(attrs_as<MomentumAttrs>(spec.attrs)), layout_(update_layout(spec.kind, spec.attrs)) {}
+      : attrs_(attrs_as<MomentumAttrs>(spec.attrs)),
+        layout_(update_layout(spec.kind, spec.attrs)) {}
   void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>&) override {
     const UpdateLayout& l = layout_;
     if (overflowed(in, l)) return;

@@ -6,9 +6,9 @@
 //
 // One pass over all inputs, a multi-tensor launch (ops/cuda/tensor_table.cuh): the inputs'
 // addresses and formats travel as the kernel's parameter, up to kTensorsPerLaunch per launch,
-// and a block walks its chunk with 16-byte loads. A block that finds a non-finite value sets a device
-// word (every writer stores the same 1, so no float atomics and no order dependence); a
-// last one-thread kernel turns the word into the f32 flag. The host never waits.
+// and a block walks its chunk with 16-byte loads. A block that finds a non-finite value sets a
+// device word (every writer stores the same 1, so no float atomics and no order dependence); a last
+// one-thread kernel turns the word into the f32 flag. The host never waits.
 #include <cstdint>
 
 #include "ops/cuda/context.h"

@@ -12,9 +12,10 @@
 // backend's allocate(), as PyTorch's cudnn.benchmark does): the fastest one whose workspace
 // fits kWorkspaceCap. The choice is kept in the backend's algorithm cache under the whole
 // problem (runtime/conv_algo_cache.h), so another kernel of the same problem on the same
-// backend (another executable: bench's next policy, an evaluation graph) does not measure. Its workspace is the context's shared one (ExecContext::
-// reserve_workspace), so the kernels of an executable share one buffer as large as the
-// largest need. Finding needs a GPU; without one no CUDA kernel is ever created.
+// backend (another executable: bench's next policy, an evaluation graph) does not measure. Its
+// workspace is the context's shared one (ExecContext:: reserve_workspace), so the kernels of an
+// executable share one buffer as large as the largest need. Finding needs a GPU; without one no
+// CUDA kernel is ever created.
 //
 // Precision: compute type f32 for every data type. f32 runs with CUDNN_FMA_MATH (no TF32, so
 // f32 results differ from the CPU's only by the order of the sums); f16 and bf16 with
@@ -203,20 +204,21 @@ class CudnnConvolution {
     size_t limit = 0;
     std::shared_ptr<void> ws = find_workspace(backend, &limit);
     const ConvProblem problem = problem_for(direction, limit, backend.index());
-    const ConvAlgoChoice choice = backend.conv_algos().find_or_search(problem, [&]() -> ConvAlgoChoice {
-      Perf perf[Count];
-      int count = 0;
-      find_or_explain(spec_, x_shape_, w_shape_, y_shape_,
-                      [&] { find(perf, &count, ws.get(), limit); });
-      for (int i = 0; i < count; ++i)  // cuDNN returns them fastest first
-        if (usable(perf[i], spec_.dtype, limit))
-          return ConvAlgoChoice{int(perf[i].algo), int(perf[i].mathType), perf[i].memory,
-                                perf[i].time};
-      CAMPO_FAIL(op_name(spec_.kind), " '", spec_.node_name, "': cuDNN has no ", what,
-                 " algorithm for ", dtype_name(spec_.dtype), " x ", shape_str(x_shape_), " w ",
-                 shape_str(w_shape_), " y ", shape_str(y_shape_), " within ", limit >> 20,
-                 " MiB of workspace");
-    });
+    const ConvAlgoChoice choice =
+        backend.conv_algos().find_or_search(problem, [&]() -> ConvAlgoChoice {
+          Perf perf[Count];
+          int count = 0;
+          find_or_explain(spec_, x_shape_, w_shape_, y_shape_,
+                          [&] { find(perf, &count, ws.get(), limit); });
+          for (int i = 0; i < count; ++i)  // cuDNN returns them fastest first
+            if (usable(perf[i], spec_.dtype, limit))
+              return ConvAlgoChoice{int(perf[i].algo), int(perf[i].mathType), perf[i].memory,
+                                    perf[i].time};
+          CAMPO_FAIL(op_name(spec_.kind), " '", spec_.node_name, "': cuDNN has no ", what,
+                     " algorithm for ", dtype_name(spec_.dtype), " x ", shape_str(x_shape_), " w ",
+                     shape_str(w_shape_), " y ", shape_str(y_shape_), " within ", limit >> 20,
+                     " MiB of workspace");
+        });
     if (spec_.dtype != DType::f32)
       CAMPO_CUDNN_CHECK(
           cudnnSetConvolutionMathType(conv_.get(), cudnnMathType_t(choice.math_type)));

@@ -218,9 +218,9 @@ class ApplyMomentumKernel final : public Kernel {
         multiprocessors_(cuda_backend(ctx).multiprocessors()),
         slice_momentum_(upload_if_any(ctx, attrs_.slice_momentum)),
         slice_weight_decay_(upload_if_any(ctx, attrs_.slice_weight_decay)),
-        slices_(slice_count(spec.inputs[size_t(layout_.lr())].shape,
-                            std::max(attrs_.slice_momentum.size(),
-                                     attrs_.slice_weight_decay.size()))) {}
+        slices_(slice_count(
+            spec.inputs[size_t(layout_.lr())].shape,
+            std::max(attrs_.slice_momentum.size(), attrs_.slice_weight_decay.size()))) {}
 
   void run(ExecContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>&) override {
     const UpdateLayout& l = layout_;

@@ -38,7 +38,8 @@ struct ChunkIndex {
   __host__ __device__ int64_t chunks() const { return first_chunk[count]; }
   // Host: enough blocks to keep every multiprocessor busy; each walks chunks grid-stride.
   unsigned blocks(int multiprocessors) const {
-    return unsigned(std::max<int64_t>(1, std::min<int64_t>(chunks(), int64_t(multiprocessors) * 8)));
+    return unsigned(
+        std::max<int64_t>(1, std::min<int64_t>(chunks(), int64_t(multiprocessors) * 8)));
   }
 
   // The tensor holding chunk c (< chunks()) and the chunk's element range in it.

@@ -156,8 +156,8 @@ TEST(OptimizerCudaTest, AdamFlagAndCopy) {
 // sizes (more than one launch's table of 64; empty ones skipped), with the AllFinite flag
 // and bf16 / f16 weight copies, against the CPU's multi-tensor kernel, which is checked
 // bit for bit against separate updates (tests/graph/optimizer_test.cc).
-std::vector<Tensor> multi_tensor_inputs(int roles, const std::vector<Tensor>& shared,
-                                        int tensors, DType copy, Rng& rng) {
+std::vector<Tensor> multi_tensor_inputs(int roles, const std::vector<Tensor>& shared, int tensors,
+                                        DType copy, Rng& rng) {
   const int64_t sizes[] = {1, 7, 0, 4099, 3, 20001, 96};
   std::vector<Shape> shapes;
   for (int t = 0; t < tensors; ++t) shapes.push_back({sizes[t % 7] * 3});
@@ -190,10 +190,9 @@ TEST(OptimizerCudaTest, MultiTensorMatchesCpu) {
       updated.clear();
       for (size_t i = 0; i < size_t(3 * k); ++i) updated.push_back(i);
       for (size_t i = 0; i < size_t(k); ++i) updated.push_back(size_t(4 * k + 3) + i);
-      EXPECT_TRUE(update_matches_cpu(*gpu, OpKind::ApplyAdam, adam,
-                                     multi_tensor_inputs(4, {lr3, scalar(5.0f), scalar(flag)}, k,
-                                                         copy, rng),
-                                     updated))
+      EXPECT_TRUE(update_matches_cpu(
+          *gpu, OpKind::ApplyAdam, adam,
+          multi_tensor_inputs(4, {lr3, scalar(5.0f), scalar(flag)}, k, copy, rng), updated))
           << dtype_name(copy) << " flag " << flag;
     }
 }

@@ -117,7 +117,6 @@ TEST(AppendOptimizerTest, SliceErrorsNameTheField) {
       << msg;
 }
 
-
 // ---- multi-tensor updates (OptimizerConfig::multi_tensor) ----
 
 // Four parameters of different sizes (one above the CPU kernel's parallel threshold), each
@@ -129,8 +128,8 @@ struct MultiTensorRun {
   std::map<std::string, std::vector<float>> values;
   int updates = 0;
 };
-MultiTensorRun run_updates(OptimizerConfig c, bool with_flag, const std::vector<std::string>& copied,
-                           int steps = 4) {
+MultiTensorRun run_updates(OptimizerConfig c, bool with_flag,
+                           const std::vector<std::string>& copied, int steps = 4) {
   const std::vector<std::pair<std::string, Shape>> params = {
       {"a", {3, 5}}, {"b", {6}}, {"c", {96, 400}}, {"d", {3}}};
   Graph g;

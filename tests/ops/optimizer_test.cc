@@ -215,15 +215,17 @@ TEST(OptimizerOpTest, MultiTensorSchemaChecksEachVariable) {
   adam.tensors = 2;
   EXPECT_EQ(b.op(OpKind::ApplyAdam, {v1, v2, v1, v2, v1, v2, v1, v2, lr, step}, adam), kNoValue);
 
-  std::string msg = error_message(
-      [&] { b.op(OpKind::ApplyMomentum, {v1, v2, v1, v2, v1, bad, lr}, two, "group"); });
+  std::string msg = error_message([&] {
+    b.op(OpKind::ApplyMomentum, {v1, v2, v1, v2, v1, bad, lr}, two, "group");
+  });
   EXPECT_NE(msg.find("ApplyMomentum 'group': grad 2 has shape [5] but var 2 has shape [4]"),
             std::string::npos)
       << msg;
   msg = error_message([&] { b.op(OpKind::ApplyMomentum, {v1, v2, v1, v2, v1, v2, lr, c1}, two); });
   EXPECT_NE(msg.find("takes 7 inputs (9 with weight copies), got 8"), std::string::npos) << msg;
-  msg = error_message(
-      [&] { b.op(OpKind::ApplyMomentum, {v1, v2, v1, v2, v1, v2, lr, c2, c1}, two); });
+  msg = error_message([&] {
+    b.op(OpKind::ApplyMomentum, {v1, v2, v1, v2, v1, v2, lr, c2, c1}, two);
+  });
   EXPECT_NE(msg.find("the weight copy 1 has shape [4] but var 1 has shape [3, 2]"),
             std::string::npos)
       << msg;

@@ -99,8 +99,8 @@ TEST(ConvAlgoCacheTest, EveryFieldIsPartOfTheKey) {
 
 TEST(ConvAlgoCacheTest, FailedSearchKeepsNothing) {
   ConvAlgoCache cache;
-  EXPECT_THROW(cache.find_or_search(resnet_stem(),
-                                    []() -> ConvAlgoChoice { throw std::runtime_error("no algo"); }),
+  EXPECT_THROW(cache.find_or_search(
+                   resnet_stem(), []() -> ConvAlgoChoice { throw std::runtime_error("no algo"); }),
                std::runtime_error);
   EXPECT_EQ(cache.size(), 0u);
   const ConvAlgoChoice c = cache.find_or_search(resnet_stem(), [] { return ConvAlgoChoice{3}; });

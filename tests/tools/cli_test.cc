@@ -3,8 +3,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -231,10 +231,9 @@ TEST_F(CliOutputTest, MultiTensorUpdatesTrainTheSameBitsAsSeparateOnes) {
       const std::string ckpt =
           (dir_ / (std::to_string(i) + (separate ? "_separate" : "_multi") + ".safetensors"))
               .string();
-      std::vector<std::string> a =
-          train_args({"--model", "lenet", "--dataset", "synthetic", "--steps", "4", "--batch",
-                      "16", "--limit-train", "256", "--limit-test", "64", "--progress", "none",
-                      "--save", ckpt});
+      std::vector<std::string> a = train_args(
+          {"--model", "lenet", "--dataset", "synthetic", "--steps", "4", "--batch", "16",
+           "--limit-train", "256", "--limit-test", "64", "--progress", "none", "--save", ckpt});
       a.insert(a.end(), runs[i].begin(), runs[i].end());
       if (separate) a.push_back("--no-multi-tensor-updates");
       const CliResult r = run_cli(a);

@@ -21,13 +21,12 @@
 
 #include <gtest/gtest.h>
 
-#include "graph/optimizer.h"
-
 #include <cmath>
 #include <cstring>
 
 #include "datasets/loader.h"
 #include "datasets/synthetic.h"
+#include "graph/optimizer.h"
 #include "runtime/cpu_backend.h"
 #include "tests/train/array_test_util.h"
 #include "train/trainer.h"
