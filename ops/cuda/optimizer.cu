@@ -57,25 +57,17 @@ struct SliceParams {
 // The weight copy's format of a table entry.
 enum class CopyFormat : uint8_t { none, f16, bf16 };
 
-struct MomentumTable {
-  float* var[kTensorsPerLaunch];
-  float* accum[kTensorsPerLaunch];
-  const float* grad[kTensorsPerLaunch];
+// A launch's variables: per role (ApplyMomentum: var, accum, grad; ApplyAdam: var, m, v,
+// grad; UpdateLayout's order) the addresses, and the weight copies with their formats.
+template <int Roles>
+struct UpdateTable {
+  float* role[Roles][kTensorsPerLaunch];
   void* copy[kTensorsPerLaunch];
   CopyFormat copy_format[kTensorsPerLaunch];
   cuda::ChunkIndex<kTensorsPerLaunch> chunks;
 };
-static_assert(sizeof(MomentumTable) <= cuda::kMaxTableBytes, "kernel parameters must fit in 4 KiB");
-
-struct AdamTable {
-  float* var[kTensorsPerLaunch];
-  float* m[kTensorsPerLaunch];
-  float* v[kTensorsPerLaunch];
-  const float* grad[kTensorsPerLaunch];
-  void* copy[kTensorsPerLaunch];
-  CopyFormat copy_format[kTensorsPerLaunch];
-  cuda::ChunkIndex<kTensorsPerLaunch> chunks;
-};
+using MomentumTable = UpdateTable<3>;
+using AdamTable = UpdateTable<4>;
 static_assert(sizeof(AdamTable) <= cuda::kMaxTableBytes, "kernel parameters must fit in 4 KiB");
 
 // A kernel's early exit on an overflowed step: flag (may be null) == 0.
@@ -100,9 +92,9 @@ __global__ void momentum_kernel(const MomentumTable table, SliceParams p, bool n
   const int64_t chunks = table.chunks.chunks();
   for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
     const cuda::TableChunk at = table.chunks.locate(c, kChunk);
-    float* var = table.var[at.t];
-    float* accum = table.accum[at.t];
-    const float* grad = table.grad[at.t];
+    float* var = table.role[0][at.t];
+    float* accum = table.role[1][at.t];
+    const float* grad = table.role[2][at.t];
     void* copy = table.copy[at.t];
     const CopyFormat format = table.copy_format[at.t];
     const int64_t slice_len = slice_len_of(p, table.chunks.numel[at.t]);
@@ -134,7 +126,7 @@ __global__ void adam_kernel(const AdamTable table, SliceParams p, const float* s
     for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
       const cuda::TableChunk at = table.chunks.locate(c, kChunk);
       for (int64_t i = at.begin + threadIdx.x; i < at.end; i += blockDim.x)
-        table.var[at.t][i] = NAN;
+        table.role[0][at.t][i] = NAN;
     }
     return;
   }
@@ -145,10 +137,10 @@ __global__ void adam_kernel(const AdamTable table, SliceParams p, const float* s
   const float scalar_step_size = float(double(p.lr[0]) / bc1);
   for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
     const cuda::TableChunk at = table.chunks.locate(c, kChunk);
-    float* var = table.var[at.t];
-    float* m = table.m[at.t];
-    float* v = table.v[at.t];
-    const float* grad = table.grad[at.t];
+    float* var = table.role[0][at.t];
+    float* m = table.role[1][at.t];
+    float* v = table.role[2][at.t];
+    const float* grad = table.role[3][at.t];
     void* copy = table.copy[at.t];
     const CopyFormat format = table.copy_format[at.t];
     const int64_t slice_len = slice_len_of(p, table.chunks.numel[at.t]);
@@ -180,19 +172,24 @@ CopyFormat copy_format(const std::vector<Tensor>& in, const UpdateLayout& l, int
   return d == DType::f16 ? CopyFormat::f16 : CopyFormat::bf16;
 }
 
-// Fills tables of up to kTensorsPerLaunch variables (empty ones skipped) and calls
-// launch(table) for each: fill(table, slot, t) writes variable t's addresses into a slot.
-template <typename Table, typename Fill, typename Launch>
-void for_each_table(const std::vector<Tensor>& in, const UpdateLayout& l, Fill fill,
+// Fills tables of up to kTensorsPerLaunch variables of an update (empty ones skipped) and
+// calls launch(table) for each.
+template <int Roles, typename Launch>
+void for_each_table(const std::vector<Tensor>& in, const UpdateLayout& l, const char* what,
                     Launch launch) {
-  Table table{};
+  UpdateTable<Roles> table{};
   for (int t = 0; t < l.tensors; ++t) {
     const int64_t n = in[size_t(l.input(0, t))].numel();
     if (n == 0) continue;
-    fill(table, table.chunks.add(n, kChunk), t);
+    const int slot = table.chunks.add(n, kChunk);
+    for (int role = 0; role < Roles; ++role)
+      table.role[role][slot] = in[size_t(l.input(role, t))].device_data<float>();
+    table.copy_format[slot] = copy_format(in, l, t, what);
+    if (table.copy_format[slot] != CopyFormat::none)
+      table.copy[slot] = in[size_t(l.copy(t))].device_data();
     if (table.chunks.full()) {
       launch(table);
-      table = Table{};
+      table = UpdateTable<Roles>{};
     }
   }
   if (table.chunks.count > 0) launch(table);
@@ -234,21 +231,11 @@ class ApplyMomentumKernel final : public Kernel {
                         attrs_.weight_decay,
                         slices_};
     cudaStream_t stream = cuda_stream(ctx);
-    for_each_table<MomentumTable>(
-        in, l,
-        [&](MomentumTable& table, int slot, int t) {
-          table.var[slot] = in[size_t(l.input(0, t))].device_data<float>();
-          table.accum[slot] = in[size_t(l.input(1, t))].device_data<float>();
-          table.grad[slot] = in[size_t(l.input(2, t))].device_data<float>();
-          table.copy_format[slot] = copy_format(in, l, t, "ApplyMomentum");
-          if (table.copy_format[slot] != CopyFormat::none)
-            table.copy[slot] = in[size_t(l.copy(t))].device_data();
-        },
-        [&](const MomentumTable& table) {
-          momentum_kernel<<<table.chunks.blocks(multiprocessors_), cuda::kThreads, 0, stream>>>(
-              table, p, attrs_.nesterov, flag);
-          cuda::check_launch("ApplyMomentum");
-        });
+    for_each_table<3>(in, l, "ApplyMomentum", [&](const MomentumTable& table) {
+      momentum_kernel<<<table.chunks.blocks(multiprocessors_), cuda::kThreads, 0, stream>>>(
+          table, p, attrs_.nesterov, flag);
+      cuda::check_launch("ApplyMomentum");
+    });
   }
 
  private:
@@ -289,22 +276,11 @@ class ApplyAdamKernel final : public Kernel {
                         slices_};
     cudaStream_t stream = cuda_stream(ctx);
     unsigned long long* bad_step = bad_step_.device_word();
-    for_each_table<AdamTable>(
-        in, l,
-        [&](AdamTable& table, int slot, int t) {
-          table.var[slot] = in[size_t(l.input(0, t))].device_data<float>();
-          table.m[slot] = in[size_t(l.input(1, t))].device_data<float>();
-          table.v[slot] = in[size_t(l.input(2, t))].device_data<float>();
-          table.grad[slot] = in[size_t(l.input(3, t))].device_data<float>();
-          table.copy_format[slot] = copy_format(in, l, t, "ApplyAdam");
-          if (table.copy_format[slot] != CopyFormat::none)
-            table.copy[slot] = in[size_t(l.copy(t))].device_data();
-        },
-        [&](const AdamTable& table) {
-          adam_kernel<<<table.chunks.blocks(multiprocessors_), cuda::kThreads, 0, stream>>>(
-              table, p, step, attrs_.beta1, attrs_.beta2, attrs_.epsilon, flag, bad_step);
-          cuda::check_launch("ApplyAdam");
-        });
+    for_each_table<4>(in, l, "ApplyAdam", [&](const AdamTable& table) {
+      adam_kernel<<<table.chunks.blocks(multiprocessors_), cuda::kThreads, 0, stream>>>(
+          table, p, step, attrs_.beta1, attrs_.beta2, attrs_.epsilon, flag, bad_step);
+      cuda::check_launch("ApplyAdam");
+    });
     bad_step_.publish(stream);
   }
 
