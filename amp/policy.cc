@@ -205,24 +205,24 @@ CastStats insert_casts(Graph& g) {
 
 CastStats fold_weight_casts(Graph& g) {
   CastStats stats;
-  std::vector<char> has_copy(size_t(g.num_nodes()), 0);  // by update node
-  for (NodeId c : g.nodes_of_kind(OpKind::Cast)) {
-    const NodeId update = optimizer_update_of(g, g.node(c).inputs[0]);
-    if (g.node(c).weight_copy && update >= 0) has_copy[size_t(update)] = 1;
-  }
+  // One copy per variable (under --low-precision auto a weight may be read in f16 and bf16: the
+  // second type keeps its Cast).
+  std::vector<char> has_copy(size_t(g.num_values()), 0);
+  for (NodeId c : g.nodes_of_kind(OpKind::Cast))
+    if (g.node(c).weight_copy) has_copy[size_t(g.node(c).inputs[0])] = 1;
+  std::vector<std::pair<ValueId, ValueId>> var_copies;
   for (NodeId c : g.nodes_of_kind(OpKind::Cast)) {
     Node& cast = g.node(c);
     const ValueId var = cast.inputs[0];
     if (cast.weight_copy || !is_low_precision(attrs_as<CastAttrs>(cast.attrs).to)) continue;
-    const NodeId update = optimizer_update_of(g, var);
-    if (update < 0 || has_copy[size_t(update)]) continue;
-    has_copy[size_t(update)] = 1;
+    if (optimizer_update_of(g, var) < 0 || has_copy[size_t(var)]) continue;
+    has_copy[size_t(var)] = 1;
     cast.weight_copy = true;
-    g.node(update).inputs.push_back(cast.outputs[0]);
-    g.reinfer(update);
+    var_copies.emplace_back(var, cast.outputs[0]);
     ++stats.weight_copies;
     stats.cast_elements += shape_numel(g.value(var).shape);
   }
+  add_weight_copies(g, var_copies);
   return stats;
 }
 

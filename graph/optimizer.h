@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "graph/builder.h"
@@ -26,9 +27,18 @@ struct OptimizerConfig {
   // refused for adam.
   int slices = 1;
   std::vector<float> slice_momentum, slice_weight_decay;
+  // One multi-tensor update node for all parameters (ops/op.h, MomentumAttrs::tensors)
+  // instead of one node per parameter: the same bits (every variable updates with the code
+  // of a single update), one node in the plan and, on the GPU, one kernel launch per up to
+  // a table's worth of variables instead of one per variable. Every parameter shares the
+  // hyperparameters here, so one group holds them all (split in two at most when only
+  // some weights get a low-precision copy, add_weight_copies). --no-multi-tensor-updates.
+  bool multi_tensor = true;
 };
 
-// One ApplyMomentum / ApplyAdam per parameter. grads[i] == kNoValue is an error naming
+// One ApplyMomentum / ApplyAdam for all parameters ("optimizer/ApplyMomentum", with
+// config.multi_tensor and more than one parameter) or one per parameter
+// ("<param>/ApplyMomentum"). grads[i] == kNoValue is an error naming
 // the parameter (it does not influence the loss). With `all_finite` (an AllFinite flag of
 // the gradients) every update is skipped on the device when a gradient overflowed.
 // "lr" is created as a placeholder of shape [] (slices 1) or [slices]; a graph that already
@@ -41,5 +51,15 @@ void append_optimizer(Builder& b, const std::vector<std::string>& params,
 // The optimizer update (ApplyMomentum / ApplyAdam) that writes the variable whose value is
 // `var`, or -1 when the graph updates none.
 NodeId optimizer_update_of(const Graph& g, ValueId var);
+// The gradient that update reads for `var` (kNoValue when no update writes var).
+ValueId update_gradient_of(const Graph& g, ValueId var);
+
+// Makes each copy (the persistent low-precision Cast of a variable, Node::weight_copy) an
+// input of the update of its variable (pairs {var, copy}; every var has an update), so the
+// update rewrites it. An update's variables all have copies or none does (ops/op.h): when
+// only some variables of a multi-tensor update get one, those move to a new update node
+// appended to the graph ("<update>/weight_copies", after the casts it reads) and the
+// original keeps the others. Fails on an update that already has copies.
+void add_weight_copies(Graph& g, const std::vector<std::pair<ValueId, ValueId>>& var_copies);
 
 }  // namespace campo

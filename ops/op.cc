@@ -35,4 +35,15 @@ const char* amp_list_name(AmpList l) {
   return "?";
 }
 
+UpdateLayout update_layout(OpKind kind, const Attrs& attrs) {
+  if (kind == OpKind::ApplyMomentum) {
+    const auto& a = attrs_as<MomentumAttrs>(attrs);
+    return {.tensors = a.tensors, .roles = 3, .shared = 1, .has_flag = a.skip_if_not_finite};
+  }
+  CAMPO_CHECK(kind == OpKind::ApplyAdam, "internal: update_layout of ", op_name(kind),
+              ", which is not an optimizer update");
+  const auto& a = attrs_as<AdamAttrs>(attrs);
+  return {.tensors = a.tensors, .roles = 4, .shared = 2, .has_flag = a.skip_if_not_finite};
+}
+
 }  // namespace campo

@@ -175,12 +175,19 @@ struct CastAttrs {
 // as S separate updates would. S is lr's size when lr is [S] (S >= 1 dividing numel), else
 // the size of the non-empty per-slice vectors (which must divide numel), else 1. An empty
 // vector means the scalar field for every slice; a non-empty one has exactly S values.
+// Multi-tensor form (`tensors` = k > 1 variables in one node, graph/optimizer.h groups
+// them): each per-variable input becomes k consecutive inputs, role by role (UpdateLayout
+// below): var_1..var_k, accum_1..accum_k, grad_1..grad_k, then lr [, flag] [, copy_1..copy_k];
+// every variable has a weight copy or none does. Variable j updates exactly as a node of
+// its own with the same attributes would (slices cut each variable on its own), so k = 1 is
+// the single-variable op and a group gives the bits of k separate updates.
 struct MomentumAttrs {
   float momentum = 0.9f;
   float weight_decay = 0.0f;
   bool nesterov = false;
   bool skip_if_not_finite = false;
   std::vector<float> slice_momentum, slice_weight_decay;
+  int tensors = 1;
 };
 
 // ApplyAdam inputs: var, m, v, grad, lr ([] or [S]), step (scalar, 1-based). PyTorch Adam:
@@ -189,11 +196,32 @@ struct MomentumAttrs {
 // `skip_if_not_finite`: the input after step is the AllFinite flag, as for ApplyMomentum.
 // Slices as ApplyMomentum's: slice s uses lr[s] and slice_weight_decay[s]; the step, betas
 // and epsilon (so the bias corrections) are shared.
+// Multi-tensor form as ApplyMomentum's: var_1..k, m_1..k, v_1..k, grad_1..k, lr, step
+// [, flag] [, copy_1..k].
 struct AdamAttrs {
   float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
   float weight_decay = 0.0f;
   bool skip_if_not_finite = false;
   std::vector<float> slice_weight_decay;
+  int tensors = 1;
+};
+
+// Where the inputs of an optimizer update (ApplyMomentum / ApplyAdam, k = `tensors`
+// variables) sit: per-variable roles first, k inputs each (ApplyMomentum: var, accum, grad;
+// ApplyAdam: var, m, v, grad), then the shared lr (and Adam's step), the optional AllFinite
+// flag and the optional weight copies, one per variable.
+struct UpdateLayout {
+  int tensors = 1;
+  int roles = 3;   // per-variable inputs before lr; the last role is the gradient
+  int shared = 1;  // lr, or lr and step
+  bool has_flag = false;
+  int input(int role, int tensor) const { return role * tensors + tensor; }
+  int grad(int tensor) const { return input(roles - 1, tensor); }
+  int lr() const { return roles * tensors; }
+  int flag() const { return lr() + shared; }
+  // The inputs without weight copies; the copies, when present, follow.
+  int required() const { return flag() + (has_flag ? 1 : 0); }
+  int copy(int tensor) const { return required() + tensor; }
 };
 
 struct PlaceholderAttrs {
@@ -261,6 +289,9 @@ const T& attrs_as(const Attrs& a) {
   CAMPO_CHECK(p != nullptr, "internal: node carries the wrong attribute type");
   return *p;
 }
+
+// The layout of an ApplyMomentum or ApplyAdam node with these attrs (UpdateLayout).
+UpdateLayout update_layout(OpKind kind, const Attrs& attrs);
 
 // The ignore_label of a SparseSoftmaxCrossEntropyWithLogits node's attributes (NoAttrs:
 // none).

@@ -3,6 +3,8 @@
 // as side effects and stay f32 whatever the precision policy.
 //  ApplyMomentum {var, accum, grad, lr [] or [S] [, all_finite []] [, copy]}
 //  ApplyAdam     {var, m, v, grad, lr [] or [S], step [] (1-based) [, all_finite []] [, copy]}
+// A multi-tensor node (attrs `tensors` = k) takes k of each per-variable input, role by role
+// (UpdateLayout, ops/op.h), and every variable is checked as a node of its own would be.
 // With S slices (lr [S] and/or the attrs' per-slice vectors, ops/op.h) slice s of var, its
 // state and its copy (elements [s numel/S, (s+1) numel/S)) update with slice s's
 // hyperparameters: a model array's N models in one node.
@@ -19,15 +21,9 @@
 namespace campo {
 namespace {
 
-void check_f32(const ValueDescs& g, const OpNode& n, int i, const char* what) {
+void check_f32(const ValueDescs& g, const OpNode& n, int i, const std::string& what) {
   CAMPO_CHECK(in_dtype(g, n, i) == DType::f32, op_name(n.kind), " '", n.name, "': ", what,
               " must be f32, got ", dtype_name(in_dtype(g, n, i)));
-}
-
-void check_same_shape(const ValueDescs& g, const OpNode& n, int i, const char* what) {
-  CAMPO_CHECK(in_shape(g, n, i) == in_shape(g, n, 0), op_name(n.kind), " '", n.name, "': ", what,
-              " has shape ", shape_str(in_shape(g, n, i)), " but var has shape ",
-              shape_str(in_shape(g, n, 0)));
 }
 
 void check_scalar(const ValueDescs& g, const OpNode& n, int i, const char* what) {
@@ -35,95 +31,124 @@ void check_scalar(const ValueDescs& g, const OpNode& n, int i, const char* what)
               " must be a scalar (shape []), got ", shape_str(in_shape(g, n, i)));
 }
 
-// The optional last input: a low-precision copy of var.
-void check_copy(const ValueDescs& g, const OpNode& n, int required) {
-  const int have = int(n.inputs.size());
-  CAMPO_CHECK(have == required || have == required + 1, op_name(n.kind), " '", n.name, "' takes ",
-              required, " inputs (", required + 1, " with a weight copy), got ", have);
-  if (have == required) return;
-  CAMPO_CHECK(is_low_precision(in_dtype(g, n, required)), op_name(n.kind), " '", n.name,
-              "': the weight copy must be f16 or bf16, got ", dtype_name(in_dtype(g, n, required)));
-  check_same_shape(g, n, required, "the weight copy");
+// How a message names role `role` of variable t: "accum", or "accum 3" in a group.
+std::string role_name(const char* role, const UpdateLayout& l, int t) {
+  return l.tensors == 1 ? std::string(role) : std::string(role) + " " + std::to_string(t + 1);
 }
 
-// The optional flag input at `slot` (attrs skip_if_not_finite); returns the inputs before
-// the weight copy.
-int check_finite_flag(const ValueDescs& g, const OpNode& n, int slot, bool has_flag) {
-  if (!has_flag) return slot;
-  CAMPO_CHECK(int(n.inputs.size()) > slot, op_name(n.kind), " '", n.name,
-              "': skip_if_not_finite needs the AllFinite flag as input ", slot);
-  check_f32(g, n, slot, "the AllFinite flag");
-  check_scalar(g, n, slot, "the AllFinite flag");
-  return slot + 1;
+// Input count and the optional weight copies (all variables have one, or none does).
+bool check_inputs(const ValueDescs& g, const OpNode& n, const UpdateLayout& l) {
+  CAMPO_CHECK(l.tensors >= 1, op_name(n.kind), " '", n.name, "': tensors must be >= 1, got ",
+              l.tensors);
+  const int have = int(n.inputs.size());
+  const int required = l.required();
+  if (l.has_flag)
+    CAMPO_CHECK(have >= required, op_name(n.kind), " '", n.name,
+                "': skip_if_not_finite needs the AllFinite flag as input ", l.flag());
+  CAMPO_CHECK(have == required || have == required + l.tensors, op_name(n.kind), " '", n.name,
+              "' takes ", required, " inputs (", required + l.tensors,
+              l.tensors == 1 ? " with a weight copy" : " with weight copies", "), got ", have);
+  if (l.has_flag) {
+    check_f32(g, n, l.flag(), "the AllFinite flag");
+    check_scalar(g, n, l.flag(), "the AllFinite flag");
+  }
+  return have > required;
 }
-// The slice count of an update (ops/op.h): lr (input lr_slot) is [] or [S] with S >= 1
-// dividing var's element count; each non-empty per-slice vector has S values (with a scalar
-// lr the first non-empty one sets S).
+
+// The slice count of an update (ops/op.h): lr is [] or [S] with S >= 1 dividing every
+// variable's element count; each non-empty per-slice vector has S values (with a scalar lr
+// the first non-empty one sets S).
 struct SliceVector {
   const char* name;
   const std::vector<float>& values;
 };
-int64_t check_slices(const ValueDescs& g, const OpNode& n, int lr_slot,
-                     std::initializer_list<SliceVector> per_slice) {
-  const Shape& lr = in_shape(g, n, lr_slot);
-  const int64_t numel = shape_numel(in_shape(g, n, 0));
-  CAMPO_CHECK(lr.empty() || (lr.size() == 1 && lr[0] >= 1 && numel % lr[0] == 0), op_name(n.kind),
-              " '", n.name, "': lr has shape ", shape_str(lr), " but var has shape ",
-              shape_str(in_shape(g, n, 0)), " (", numel,
-              " elements): lr must be a scalar [] or [S] with S >= 1 dividing var's element count");
+void check_slices(const ValueDescs& g, const OpNode& n, const UpdateLayout& l,
+                  std::initializer_list<SliceVector> per_slice) {
+  const Shape& lr = in_shape(g, n, l.lr());
+  CAMPO_CHECK(lr.empty() || (lr.size() == 1 && lr[0] >= 1), op_name(n.kind), " '", n.name,
+              "': lr has shape ", shape_str(lr), ": lr must be a scalar [] or [S] with S >= 1");
   int64_t slices = lr.empty() ? 0 : lr[0];
   std::string set_by = "lr has shape " + shape_str(lr);
   for (const SliceVector& v : per_slice) {
     if (v.values.empty()) continue;
     const int64_t size = int64_t(v.values.size());
     if (slices == 0) {
-      CAMPO_CHECK(numel % size == 0, op_name(n.kind), " '", n.name, "': ", v.name, " has ", size,
-                  " values (slices) but var has shape ", shape_str(in_shape(g, n, 0)), " (", numel,
-                  " elements): the slice count must divide var's element count");
       slices = size;
-      set_by = std::string(v.name) + " has " + std::to_string(size) + " values";
+      set_by = std::string(v.name) + " has " + std::to_string(size) + " values (slices)";
       continue;
     }
     CAMPO_CHECK(size == slices, op_name(n.kind), " '", n.name, "': ", v.name, " has ", size,
-                " values but ", set_by, " (", slices,
-                " slices): give one value per slice, or none for the scalar attribute");
+                " values but ", set_by,
+                lr.empty() ? "" : " (" + std::to_string(slices) + " slices)",
+                ": give one value per slice, or none for the scalar attribute");
   }
-  return slices == 0 ? 1 : slices;
+  if (slices == 0) return;
+  for (int t = 0; t < l.tensors; ++t) {
+    const Shape& var = in_shape(g, n, l.input(0, t));
+    const int64_t numel = shape_numel(var);
+    CAMPO_CHECK(numel % slices == 0, op_name(n.kind), " '", n.name, "': ", set_by, " but ",
+                role_name("var", l, t), " has shape ", shape_str(var), " (", numel,
+                " elements): the slice count S (lr [S] or the per-slice vectors' size) must "
+                "divide every variable's element count");
+  }
+}
+
+// Every per-variable input (roles) and copy against its variable; lr f32.
+void check_variables(const ValueDescs& g, const OpNode& n, const UpdateLayout& l,
+                     std::initializer_list<const char*> roles, bool copies) {
+  for (int t = 0; t < l.tensors; ++t) {
+    const Shape& var = in_shape(g, n, l.input(0, t));
+    int role = 0;
+    for (const char* name : roles) {
+      const int i = l.input(role++, t);
+      check_f32(g, n, i, role_name(name, l, t));
+      CAMPO_CHECK(in_shape(g, n, i) == var, op_name(n.kind), " '", n.name,
+                  "': ", role_name(name, l, t), " has shape ", shape_str(in_shape(g, n, i)),
+                  " but ", role_name("var", l, t), " has shape ", shape_str(var));
+    }
+    if (!copies) continue;
+    const int c = l.copy(t);
+    CAMPO_CHECK(is_low_precision(in_dtype(g, n, c)), op_name(n.kind), " '", n.name,
+                "': ", role_name("the weight copy", l, t), " must be f16 or bf16, got ",
+                dtype_name(in_dtype(g, n, c)));
+    CAMPO_CHECK(in_shape(g, n, c) == var, op_name(n.kind), " '", n.name,
+                "': ", role_name("the weight copy", l, t), " has shape ",
+                shape_str(in_shape(g, n, c)), " but ", role_name("var", l, t), " has shape ",
+                shape_str(var));
+  }
+  check_f32(g, n, l.lr(), "lr");
 }
 
 std::vector<TensorDesc> infer_momentum(const ValueDescs& g, const OpNode& n) {
-  check_copy(g, n,
-             check_finite_flag(g, n, 4, attrs_as<MomentumAttrs>(n.attrs).skip_if_not_finite));
-  const char* names[] = {"var", "accum", "grad", "lr"};
-  for (int i = 0; i < 4; ++i) check_f32(g, n, i, names[i]);
-  check_same_shape(g, n, 1, "accum");
-  check_same_shape(g, n, 2, "grad");
+  const UpdateLayout l = update_layout(n.kind, n.attrs);
+  const bool copies = check_inputs(g, n, l);
+  check_variables(g, n, l, {"var", "accum", "grad"}, copies);
   const auto& a = attrs_as<MomentumAttrs>(n.attrs);
   check_slices(
-      g, n, 3,
+      g, n, l,
       {{"slice_momentum", a.slice_momentum}, {"slice_weight_decay", a.slice_weight_decay}});
   return {};
 }
 
 std::vector<TensorDesc> infer_adam(const ValueDescs& g, const OpNode& n) {
-  check_copy(g, n, check_finite_flag(g, n, 6, attrs_as<AdamAttrs>(n.attrs).skip_if_not_finite));
-  const char* names[] = {"var", "m", "v", "grad", "lr", "step"};
-  for (int i = 0; i < 6; ++i) check_f32(g, n, i, names[i]);
-  for (int i = 1; i < 4; ++i) check_same_shape(g, n, i, names[i]);
-  check_slices(g, n, 4, {{"slice_weight_decay", attrs_as<AdamAttrs>(n.attrs).slice_weight_decay}});
-  check_scalar(g, n, 5, "step");
+  const UpdateLayout l = update_layout(n.kind, n.attrs);
+  const bool copies = check_inputs(g, n, l);
+  check_variables(g, n, l, {"var", "m", "v", "grad"}, copies);
+  check_slices(g, n, l, {{"slice_weight_decay", attrs_as<AdamAttrs>(n.attrs).slice_weight_decay}});
+  check_f32(g, n, l.lr() + 1, "step");
+  check_scalar(g, n, l.lr() + 1, "step");
   return {};
 }
 
 SchemaRegistrar momentum({.kind = OpKind::ApplyMomentum,
                           .amp_list = AmpList::fp32,
-                          .num_inputs = -1,  // 4, +1 with the finite flag, +1 with a weight copy
+                          .num_inputs = -1,  // UpdateLayout: 3k + 1, +1 flag, +k weight copies
                           .infer = infer_momentum,
                           .gradient = nullptr,
                           .has_side_effects = true});
 SchemaRegistrar adam({.kind = OpKind::ApplyAdam,
                       .amp_list = AmpList::fp32,
-                      .num_inputs = -1,  // 6, +1 with the finite flag, +1 with a weight copy
+                      .num_inputs = -1,  // UpdateLayout: 4k + 2, +1 flag, +k weight copies
                       .infer = infer_adam,
                       .gradient = nullptr,
                       .has_side_effects = true});

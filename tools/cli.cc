@@ -217,6 +217,9 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, PerM
   cmd->add_option("--momentum", lists.momentum, "SGD momentum; with --array N, a list of N")
       ->capture_default_str();
   cmd->add_flag("--nesterov", o.nesterov, "Nesterov momentum");
+  cmd->add_flag("--no-multi-tensor-updates{false}", o.multi_tensor_updates,
+                "One optimizer update node (and GPU kernel launch) per parameter instead of one "
+                "for all parameters (the same results)");
   lists.weight_decay = "0";
   cmd->add_option("--weight-decay", lists.weight_decay,
                   "L2 weight decay; with --array N, a list of N")
@@ -630,6 +633,8 @@ int run(const std::vector<std::string>& args) {
   graph_cmd->add_option("--optimizer", graph_options.optimizer, "sgd or adam")
       ->capture_default_str();
   graph_cmd->add_option("--format", graph_format, "text or dot")->capture_default_str();
+  graph_cmd->add_flag("--no-multi-tensor-updates{false}", graph_options.multi_tensor_updates,
+                      "One optimizer update node per parameter (as campo train's option)");
 
   PredictOptions predict_options;
   CLI::App* predict_cmd = app.add_subcommand(

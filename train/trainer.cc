@@ -491,6 +491,7 @@ std::string dump_training_graph(const TrainOptions& o, const std::string& format
   const ModelOptions mopts = model_options_for(*data, o.dropout, o.bert_config);
   OptimizerConfig ocfg;
   ocfg.kind = o.optimizer == "adam" ? OptimizerConfig::Kind::adam : OptimizerConfig::Kind::sgd;
+  ocfg.multi_tensor = o.multi_tensor_updates;
   // The graph as built for the CPU (its text does not depend on where it would run).
   TrainingSession session(o.model, mopts, data->image_shape(), o.batch, ocfg, o.seed,
                           default_cpu_backend());
@@ -826,6 +827,7 @@ OptimizerConfig optimizer_config(const TrainOptions& o) {
   c.momentum = o.momentum;
   c.nesterov = o.nesterov;
   c.weight_decay = o.weight_decay;
+  c.multi_tensor = o.multi_tensor_updates;
   return c;
 }
 

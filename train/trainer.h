@@ -44,6 +44,9 @@ struct TrainOptions {
   float momentum = 0.9f;
   bool nesterov = false;
   float weight_decay = 0.0f;
+  // One optimizer update node for all parameters (OptimizerConfig::multi_tensor);
+  // --no-multi-tensor-updates: one per parameter, as before (the same bits).
+  bool multi_tensor_updates = true;
   float dropout = 0.0f;
   uint64_t seed = 42;
   int64_t train_limit = 0;               // use only the first N training samples (0: all)

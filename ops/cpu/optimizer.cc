@@ -11,6 +11,7 @@
 // With S slices (ops/op.h: lr [S], per-slice momentum / weight decay) every slice is cut
 // into its own blocks, each updated with its slice's hyperparameters by the same block
 // function, so an update of S slices gives the bits of S separate updates of the slices.
+// A multi-tensor node (ops/op.h, UpdateLayout) updates its variables one after the other.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -127,76 +128,89 @@ float slice_value(const std::vector<float>& per_slice, float scalar, int64_t s) 
   return per_slice.empty() ? scalar : per_slice[size_t(s)];
 }
 
-// The weight copy input, if the node has one.
-const Tensor* weight_copy(const std::vector<Tensor>& in, size_t required) {
-  return in.size() > required ? &in[required] : nullptr;
+// Whether the AllFinite flag says a gradient overflowed (skip the update).
+bool overflowed(const std::vector<Tensor>& in, const UpdateLayout& l) {
+  return l.has_flag && *in[size_t(l.flag())].device_data<float>() == 0.0f;
 }
 
-// Whether the AllFinite flag at `slot` says a gradient overflowed (skip the update).
-bool overflowed(const std::vector<Tensor>& in, size_t slot) {
-  return *in[slot].device_data<float>() == 0.0f;
+// Variable t's weight copy, if the node has copies.
+const Tensor* weight_copy(const std::vector<Tensor>& in, const UpdateLayout& l, int t) {
+  return int(in.size()) > l.required() ? &in[size_t(l.copy(t))] : nullptr;
 }
 
+// A multi-tensor node (attrs `tensors` > 1) runs each variable in turn with the code of a
+// single update, so its results are the bits of separate updates.
 class ApplyMomentumKernel : public Kernel {
  public:
   ApplyMomentumKernel(const KernelSpec& spec, ExecContext&)
-      : attrs_(attrs_as<MomentumAttrs>(spec.attrs)) {}
+      : attrs_(attrs_as<MomentumAttrs>(spec.attrs)),
+        layout_(update_layout(spec.kind, spec.attrs)) {}
   void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>&) override {
-    const size_t flag = attrs_.skip_if_not_finite ? 1 : 0;
-    if (flag && overflowed(in, 4)) return;
-    float* var = in[0].device_data<float>();
-    float* accum = in[1].device_data<float>();
-    const float* grad = in[2].device_data<float>();
-    const Tensor& lr = in[3];
+    const UpdateLayout& l = layout_;
+    if (overflowed(in, l)) return;
+    const Tensor& lr = in[size_t(l.lr())];
     const float* lrs = lr.device_data<float>();
     const bool lr_per_slice = !lr.shape().empty();
     const int64_t slices =
         slice_count(lr, std::max(attrs_.slice_momentum.size(), attrs_.slice_weight_decay.size()));
-    update_blocks(in[0].numel(), slices, var, weight_copy(in, 4 + flag),
-                  [&](int64_t s, int64_t begin, int64_t end) {
-                    const float lr_s = lrs[lr_per_slice ? s : 0];
-                    const float mu = slice_value(attrs_.slice_momentum, attrs_.momentum, s);
-                    const float wd = slice_value(attrs_.slice_weight_decay, attrs_.weight_decay, s);
-                    const MomentumBlock p{var, accum, grad, lr_s, mu, wd, attrs_.nesterov};
-                    momentum_block(p, begin, end);
-                  });
+    for (int t = 0; t < l.tensors; ++t) {
+      float* var = in[size_t(l.input(0, t))].device_data<float>();
+      float* accum = in[size_t(l.input(1, t))].device_data<float>();
+      const float* grad = in[size_t(l.input(2, t))].device_data<float>();
+      update_blocks(in[size_t(l.input(0, t))].numel(), slices, var, weight_copy(in, l, t),
+                    [&](int64_t s, int64_t begin, int64_t end) {
+                      const float lr_s = lrs[lr_per_slice ? s : 0];
+                      const float mu = slice_value(attrs_.slice_momentum, attrs_.momentum, s);
+                      const float wd =
+                          slice_value(attrs_.slice_weight_decay, attrs_.weight_decay, s);
+                      const MomentumBlock p{var, accum, grad, lr_s, mu, wd, attrs_.nesterov};
+                      momentum_block(p, begin, end);
+                    });
+    }
   }
 
  private:
   MomentumAttrs attrs_;
+  UpdateLayout layout_;
 };
 
 class ApplyAdamKernel : public Kernel {
  public:
   ApplyAdamKernel(const KernelSpec& spec, ExecContext&)
-      : attrs_(attrs_as<AdamAttrs>(spec.attrs)), node_name_(spec.node_name) {}
+      : attrs_(attrs_as<AdamAttrs>(spec.attrs)),
+        layout_(update_layout(spec.kind, spec.attrs)),
+        node_name_(spec.node_name) {}
   void run(ExecContext&, const std::vector<Tensor>& in, const std::vector<Tensor>&) override {
-    const size_t flag = attrs_.skip_if_not_finite ? 1 : 0;
-    if (flag && overflowed(in, 6)) return;
-    float* var = in[0].device_data<float>();
-    float* m = in[1].device_data<float>();
-    float* v = in[2].device_data<float>();
-    const float* grad = in[3].device_data<float>();
-    const Tensor& lr = in[4];
+    const UpdateLayout& l = layout_;
+    if (overflowed(in, l)) return;
+    const Tensor& lr = in[size_t(l.lr())];
     const float* lrs = lr.device_data<float>();
     const bool lr_per_slice = !lr.shape().empty();
-    const double t = *in[5].device_data<float>();
+    const double t = *in[size_t(l.lr() + 1)].device_data<float>();
     CAMPO_CHECK(t >= 1.0, "ApplyAdam '", node_name_, "': step must be >= 1 (1-based), got ", t);
     const float b1 = attrs_.beta1, b2 = attrs_.beta2, eps = attrs_.epsilon;
     const double bc1 = 1.0 - std::pow(double(b1), t);
     const float bc2_sqrt = float(std::sqrt(1.0 - std::pow(double(b2), t)));
     const int64_t slices = slice_count(lr, attrs_.slice_weight_decay.size());
-    update_blocks(in[0].numel(), slices, var, weight_copy(in, 6 + flag),
-                  [&](int64_t s, int64_t begin, int64_t end) {
-                    const float step_size = float(double(lrs[lr_per_slice ? s : 0]) / bc1);
-                    const float wd = slice_value(attrs_.slice_weight_decay, attrs_.weight_decay, s);
-                    const AdamBlock p{var, m, v, grad, step_size, bc2_sqrt, b1, b2, eps, wd};
-                    adam_block(p, begin, end);
-                  });
+    for (int j = 0; j < l.tensors; ++j) {
+      float* var = in[size_t(l.input(0, j))].device_data<float>();
+      float* m = in[size_t(l.input(1, j))].device_data<float>();
+      float* v = in[size_t(l.input(2, j))].device_data<float>();
+      const float* grad = in[size_t(l.input(3, j))].device_data<float>();
+      update_blocks(in[size_t(l.input(0, j))].numel(), slices, var, weight_copy(in, l, j),
+                    [&](int64_t s, int64_t begin, int64_t end) {
+                      const float step_size = float(double(lrs[lr_per_slice ? s : 0]) / bc1);
+                      const float wd =
+                          slice_value(attrs_.slice_weight_decay, attrs_.weight_decay, s);
+                      const AdamBlock p{var, m, v, grad, step_size, bc2_sqrt, b1, b2, eps, wd};
+                      adam_block(p, begin, end);
+                    });
+    }
   }
 
  private:
   AdamAttrs attrs_;
+  UpdateLayout layout_;
   std::string node_name_;
 };
 

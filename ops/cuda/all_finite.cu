@@ -4,16 +4,15 @@
 // f16 and bf16. Nothing is unscaled here: the loss scaler only needs the flag, which the
 // optimizer updates read on the device (skip_if_not_finite).
 //
-// One pass over all inputs, a multi-tensor launch: the inputs' addresses, element counts and
-// formats travel as the kernel's parameter (a table of up to kTensorsPerLaunch entries,
-// within the 4 KiB every CUDA device takes; more inputs take more launches), with each
-// tensor's first chunk index, so a block finds its tensor by a search over the table and
-// walks its chunk with 16-byte loads. A block that finds a non-finite value sets a device
-// word (every writer stores the same 1, so no float atomics and no order dependence); a
-// last one-thread kernel turns the word into the f32 flag. The host never waits.
+// One pass over all inputs, a multi-tensor launch (ops/cuda/tensor_table.cuh): the inputs'
+// addresses and formats travel as the kernel's parameter, up to kTensorsPerLaunch per launch,
+// and a block walks its chunk with 16-byte loads. A block that finds a non-finite value sets a
+// device word (every writer stores the same 1, so no float atomics and no order dependence); a last
+// one-thread kernel turns the word into the f32 flag. The host never waits.
 #include <cstdint>
 
 #include "ops/cuda/context.h"
+#include "ops/cuda/tensor_table.cuh"
 
 namespace campo {
 namespace {
@@ -28,12 +27,10 @@ constexpr uint32_t kBf16Exponent = 0x7f80u;
 
 struct TensorTable {
   const void* data[kTensorsPerLaunch];
-  int64_t numel[kTensorsPerLaunch];
-  int64_t first_chunk[kTensorsPerLaunch + 1];  // first_chunk[count] = chunks in all
-  uint32_t exponent[kTensorsPerLaunch];        // the format's exponent mask (16-bit: low half)
-  int count;
+  uint32_t exponent[kTensorsPerLaunch];  // the format's exponent mask (16-bit: low half)
+  cuda::ChunkIndex<kTensorsPerLaunch> chunks;
 };
-static_assert(sizeof(TensorTable) <= 4000, "kernel parameters must fit in 4 KiB");
+static_assert(sizeof(TensorTable) <= cuda::kMaxTableBytes, "kernel parameters must fit in 4 KiB");
 
 __device__ __forceinline__ bool word_bad_f32(uint32_t w) {
   return (w & kF32Exponent) == kF32Exponent;
@@ -49,25 +46,16 @@ __device__ __forceinline__ bool is_aligned16(const void* p) {
 
 __global__ void all_finite_kernel(const TensorTable table, int* found) {
   __shared__ int decided;
-  const int64_t chunks = table.first_chunk[table.count];
+  const int64_t chunks = table.chunks.chunks();
   for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
     // Already decided (by any block): skip the rest. One read for the block, so all of its
     // threads leave together.
     if (threadIdx.x == 0) decided = *static_cast<volatile int*>(found);
     __syncthreads();
     if (decided) return;
-    // The tensor holding chunk c: the last t with first_chunk[t] <= c.
-    int lo = 0, hi = table.count - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) / 2;
-      if (table.first_chunk[mid] <= c)
-        lo = mid;
-      else
-        hi = mid - 1;
-    }
-    const int t = lo;
-    const int64_t begin = (c - table.first_chunk[t]) * kChunk;
-    const int64_t end = min(table.numel[t], begin + kChunk);
+    const cuda::TableChunk at = table.chunks.locate(c, kChunk);
+    const int t = at.t;
+    const int64_t begin = at.begin, end = at.end;
     const uint32_t mask = table.exponent[t];
     bool bad = false;
     if (mask == kF32Exponent) {
@@ -131,22 +119,18 @@ class AllFiniteKernel final : public Kernel {
     CAMPO_CUDA_CHECK(cudaMemsetAsync(found, 0, sizeof(int), stream));
     TensorTable table{};
     auto launch = [&] {
-      if (table.count == 0) return;
-      const int64_t chunks = table.first_chunk[table.count];
-      // Enough blocks to keep every multiprocessor busy; each walks chunks grid-stride.
-      const unsigned blocks = unsigned(std::min<int64_t>(chunks, int64_t(multiprocessors_) * 8));
-      all_finite_kernel<<<blocks, cuda::kThreads, 0, stream>>>(table, found);
+      if (table.chunks.count == 0) return;
+      all_finite_kernel<<<table.chunks.blocks(multiprocessors_), cuda::kThreads, 0, stream>>>(
+          table, found);
       cuda::check_launch("AllFinite");
       table = TensorTable{};
     };
     for (const Tensor& t : in) {
       if (t.numel() == 0) continue;
-      const int i = table.count++;
+      const int i = table.chunks.add(t.numel(), kChunk);
       table.data[i] = t.device_data();
-      table.numel[i] = t.numel();
       table.exponent[i] = exponent_mask(t.dtype());
-      table.first_chunk[i + 1] = table.first_chunk[i] + (t.numel() + kChunk - 1) / kChunk;
-      if (table.count == kTensorsPerLaunch) launch();
+      if (table.chunks.full()) launch();
     }
     launch();
     all_finite_flag_kernel<<<1, 1, 0, stream>>>(found, out[0].device_data<float>());

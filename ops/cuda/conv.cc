@@ -10,9 +10,12 @@
 // Everything is decided once, at kernel creation (shapes are known then): the descriptors,
 // and the algorithm, by measurement (cudnnFind*AlgorithmEx on scratch buffers from the
 // backend's allocate(), as PyTorch's cudnn.benchmark does): the fastest one whose workspace
-// fits kWorkspaceCap. Its workspace is the context's shared one (ExecContext::
-// reserve_workspace), so the kernels of an executable share one buffer as large as the
-// largest need. Finding needs a GPU; without one no CUDA kernel is ever created.
+// fits kWorkspaceCap. The choice is kept in the backend's algorithm cache under the whole
+// problem (runtime/conv_algo_cache.h), so another kernel of the same problem on the same
+// backend (another executable: bench's next policy, an evaluation graph) does not measure. Its
+// workspace is the context's shared one (ExecContext:: reserve_workspace), so the kernels of an
+// executable share one buffer as large as the largest need. Finding needs a GPU; without one no
+// CUDA kernel is ever created.
 //
 // Precision: compute type f32 for every data type. f32 runs with CUDNN_FMA_MATH (no TF32, so
 // f32 results differ from the CPU's only by the order of the sums); f16 and bf16 with
@@ -28,6 +31,7 @@
 
 #include "ops/cuda/context.h"
 #include "ops/cuda/conv_widen.h"
+#include "runtime/conv_algo_cache.h"
 
 namespace campo {
 namespace {
@@ -188,24 +192,66 @@ class CudnnConvolution {
     CAMPO_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_.get(), math_type_for(spec.dtype)));
   }
 
-  // Records the chosen algorithm's math type (f16/bf16: what cuDNN measured it with; f32
-  // stays CUDNN_FMA_MATH) and workspace, or fails naming the node when none ran.
-  template <typename Perf>
-  void choose(ExecContext& ctx, const Perf* perf, int count, size_t workspace_limit,
-              const char* what) {
-    for (int i = 0; i < count; ++i) {  // cuDNN returns them fastest first
-      if (!usable(perf[i], spec_.dtype, workspace_limit)) continue;
-      if (spec_.dtype != DType::f32)
-        CAMPO_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_.get(), perf[i].mathType));
-      workspace_bytes_ = perf[i].memory;
-      if (workspace_bytes_ > 0) ctx.reserve_workspace(workspace_bytes_);
-      algo_index_ = i;
-      return;
-    }
-    CAMPO_FAIL(op_name(spec_.kind), " '", spec_.node_name, "': cuDNN has no ", what,
-               " algorithm for ", dtype_name(spec_.dtype), " x ", shape_str(x_shape_), " w ",
-               shape_str(w_shape_), " y ", shape_str(y_shape_), " within ", workspace_limit >> 20,
-               " MiB of workspace");
+  // The algorithm of this convolution in `direction` (returned as cuDNN's enum value): the
+  // backend's cached choice for the same problem (runtime/conv_algo_cache.h), or a
+  // measurement, find(perf, &count, workspace, limit) filling up to Count results, of which
+  // the fastest usable one is taken and cached. Sets the chosen math type (f16/bf16: what
+  // cuDNN measured it with; f32 stays CUDNN_FMA_MATH) and reserves its workspace; fails
+  // naming the node when no algorithm ran.
+  template <typename Perf, int Count, typename Find>
+  int select(ExecContext& ctx, ConvDirection direction, const char* what, Find find) {
+    cuda::CudaBackend& backend = cuda_backend(ctx);
+    size_t limit = 0;
+    std::shared_ptr<void> ws = find_workspace(backend, &limit);
+    const ConvProblem problem = problem_for(direction, limit, backend.index());
+    const ConvAlgoChoice choice =
+        backend.conv_algos().find_or_search(problem, [&]() -> ConvAlgoChoice {
+          Perf perf[Count];
+          int count = 0;
+          find_or_explain(spec_, x_shape_, w_shape_, y_shape_,
+                          [&] { find(perf, &count, ws.get(), limit); });
+          for (int i = 0; i < count; ++i)  // cuDNN returns them fastest first
+            if (usable(perf[i], spec_.dtype, limit))
+              return ConvAlgoChoice{int(perf[i].algo), int(perf[i].mathType), perf[i].memory,
+                                    perf[i].time};
+          CAMPO_FAIL(op_name(spec_.kind), " '", spec_.node_name, "': cuDNN has no ", what,
+                     " algorithm for ", dtype_name(spec_.dtype), " x ", shape_str(x_shape_), " w ",
+                     shape_str(w_shape_), " y ", shape_str(y_shape_), " within ", limit >> 20,
+                     " MiB of workspace");
+        });
+    if (spec_.dtype != DType::f32)
+      CAMPO_CUDNN_CHECK(
+          cudnnSetConvolutionMathType(conv_.get(), cudnnMathType_t(choice.math_type)));
+    workspace_bytes_ = choice.workspace_bytes;
+    if (workspace_bytes_ > 0) ctx.reserve_workspace(workspace_bytes_);
+    return choice.algo;
+  }
+
+  // The cache key of this convolution: everything the descriptors and the search depend on.
+  ConvProblem problem_for(ConvDirection direction, size_t workspace_limit, int device) const {
+    const ConvAttrs& a = attrs_as<ConvAttrs>(spec_.attrs);
+    return {.direction = direction,
+            .dtype = spec_.dtype,
+            .math_type = int(math_type_for(spec_.dtype)),
+            .n = x_shape_[0],
+            .c = x_shape_[1],
+            .h = x_shape_[2],
+            .w = x_shape_[3],
+            .k = w_shape_[0],
+            .r = w_shape_[2],
+            .s = w_shape_[3],
+            .out_h = y_shape_[2],
+            .out_w = y_shape_[3],
+            .pad_h = a.pad_h,
+            .pad_w = a.pad_w,
+            .stride_h = a.stride_h,
+            .stride_w = a.stride_w,
+            .dilation_h = a.dilation_h,
+            .dilation_w = a.dilation_w,
+            .groups = a.groups,
+            .layout = int(CUDNN_TENSOR_NCHW),
+            .workspace_limit = workspace_limit,
+            .device = device};
   }
 
   void* workspace(ExecContext& ctx) const {
@@ -219,7 +265,6 @@ class CudnnConvolution {
   FilterDescriptor w_;
   ConvolutionDescriptor conv_;
   size_t workspace_bytes_ = 0;
-  int algo_index_ = -1;
 };
 
 // y = conv(x, w); inputs {x, w}, output y.
@@ -227,21 +272,18 @@ class Conv2DKernel final : public Kernel, CudnnConvolution {
  public:
   Conv2DKernel(const KernelSpec& spec, ExecContext& ctx)
       : CudnnConvolution(spec, spec.inputs[0].shape, spec.inputs[1].shape, spec.outputs[0].shape) {
-    cuda::CudaBackend& backend = cuda_backend(ctx);
-    size_t limit = 0;
-    std::shared_ptr<void> ws = find_workspace(backend, &limit);
-    std::shared_ptr<void> x = scratch(backend, bytes_of(x_shape_));
-    std::shared_ptr<void> w = scratch(backend, bytes_of(w_shape_));
-    std::shared_ptr<void> y = scratch(backend, bytes_of(y_shape_));
-    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    int count = 0;
-    find_or_explain(spec, x_shape_, w_shape_, y_shape_, [&] {
-      CAMPO_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
-          backend.cudnn(), x_.get(), x.get(), w_.get(), w.get(), conv_.get(), y_.get(), y.get(),
-          CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf, ws.get(), limit));
-    });
-    choose(ctx, perf, count, limit, "forward");
-    algo_ = perf[algo_index_].algo;
+    algo_ = cudnnConvolutionFwdAlgo_t(
+        select<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
+            ctx, ConvDirection::forward, "forward",
+            [&](cudnnConvolutionFwdAlgoPerf_t* perf, int* count, void* ws, size_t limit) {
+              cuda::CudaBackend& backend = cuda_backend(ctx);
+              std::shared_ptr<void> x = scratch(backend, bytes_of(x_shape_));
+              std::shared_ptr<void> w = scratch(backend, bytes_of(w_shape_));
+              std::shared_ptr<void> y = scratch(backend, bytes_of(y_shape_));
+              CAMPO_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
+                  backend.cudnn(), x_.get(), x.get(), w_.get(), w.get(), conv_.get(), y_.get(),
+                  y.get(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, count, perf, ws, limit));
+            }));
   }
 
   void run(ExecContext& ctx, const std::vector<Tensor>& in,
@@ -262,21 +304,18 @@ class Conv2DBackpropInputKernel final : public Kernel, CudnnConvolution {
  public:
   Conv2DBackpropInputKernel(const KernelSpec& spec, ExecContext& ctx)
       : CudnnConvolution(spec, spec.outputs[0].shape, spec.inputs[1].shape, spec.inputs[0].shape) {
-    cuda::CudaBackend& backend = cuda_backend(ctx);
-    size_t limit = 0;
-    std::shared_ptr<void> ws = find_workspace(backend, &limit);
-    std::shared_ptr<void> dy = scratch(backend, bytes_of(y_shape_));
-    std::shared_ptr<void> w = scratch(backend, bytes_of(w_shape_));
-    std::shared_ptr<void> dx = scratch(backend, bytes_of(x_shape_));
-    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    int count = 0;
-    find_or_explain(spec, x_shape_, w_shape_, y_shape_, [&] {
-      CAMPO_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
-          backend.cudnn(), w_.get(), w.get(), y_.get(), dy.get(), conv_.get(), x_.get(), dx.get(),
-          CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf, ws.get(), limit));
-    });
-    choose(ctx, perf, count, limit, "backward-data");
-    algo_ = perf[algo_index_].algo;
+    algo_ = cudnnConvolutionBwdDataAlgo_t(
+        select<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
+            ctx, ConvDirection::backward_data, "backward-data",
+            [&](cudnnConvolutionBwdDataAlgoPerf_t* perf, int* count, void* ws, size_t limit) {
+              cuda::CudaBackend& backend = cuda_backend(ctx);
+              std::shared_ptr<void> dy = scratch(backend, bytes_of(y_shape_));
+              std::shared_ptr<void> w = scratch(backend, bytes_of(w_shape_));
+              std::shared_ptr<void> dx = scratch(backend, bytes_of(x_shape_));
+              CAMPO_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
+                  backend.cudnn(), w_.get(), w.get(), y_.get(), dy.get(), conv_.get(), x_.get(),
+                  dx.get(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, count, perf, ws, limit));
+            }));
   }
 
   void run(ExecContext& ctx, const std::vector<Tensor>& in,
@@ -304,20 +343,17 @@ class Conv2DBackpropFilterKernel final : public Kernel, CudnnConvolution {
                 dtype_name(dw_type), " dw");
     cuda::CudaBackend& backend = cuda_backend(ctx);
     if (dw_type != spec.dtype) narrow_dw_ = backend.allocate(bytes_of(w_shape_));
-    size_t limit = 0;
-    std::shared_ptr<void> ws = find_workspace(backend, &limit);
-    std::shared_ptr<void> x = scratch(backend, bytes_of(x_shape_));
-    std::shared_ptr<void> dy = scratch(backend, bytes_of(y_shape_));
-    std::shared_ptr<void> dw = scratch(backend, bytes_of(w_shape_));
-    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    int count = 0;
-    find_or_explain(spec, x_shape_, w_shape_, y_shape_, [&] {
-      CAMPO_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-          backend.cudnn(), x_.get(), x.get(), y_.get(), dy.get(), conv_.get(), w_.get(), dw.get(),
-          CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf, ws.get(), limit));
-    });
-    choose(ctx, perf, count, limit, "backward-filter");
-    algo_ = perf[algo_index_].algo;
+    algo_ = cudnnConvolutionBwdFilterAlgo_t(
+        select<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
+            ctx, ConvDirection::backward_filter, "backward-filter",
+            [&](cudnnConvolutionBwdFilterAlgoPerf_t* perf, int* count, void* ws, size_t limit) {
+              std::shared_ptr<void> x = scratch(backend, bytes_of(x_shape_));
+              std::shared_ptr<void> dy = scratch(backend, bytes_of(y_shape_));
+              std::shared_ptr<void> dw = scratch(backend, bytes_of(w_shape_));
+              CAMPO_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                  backend.cudnn(), x_.get(), x.get(), y_.get(), dy.get(), conv_.get(), w_.get(),
+                  dw.get(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, count, perf, ws, limit));
+            }));
   }
 
   void run(ExecContext& ctx, const std::vector<Tensor>& in,

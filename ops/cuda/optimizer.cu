@@ -19,75 +19,115 @@
 // A step below 1 (the CPU throws) gives NaN in var and the CPU's error at a later run of
 // the node (ops/cuda/deferred_error.h).
 //
-// One kernel per variable, as the graph has one update node per variable. A multi-tensor
-// launch (all variables in one kernel, as AllFinite does) would need a grouped update node
-// or an executor pass that gathers the update nodes of a step, their var / state / grad /
-// copy addresses and per-variable hyperparameters into a table.
+// A multi-tensor node (attrs `tensors` = k, UpdateLayout in ops/op.h) is one launch per up
+// to kTensorsPerLaunch variables (ops/cuda/tensor_table.cuh): var / state / grad / copy
+// addresses travel in the kernel's parameter, and a block finds its variable per chunk; a
+// single update is a table of one. The per-element code is the same either way, so a group
+// gives the bits of separate updates.
 #include <cmath>
 #include <cstdint>
 #include <string>
-#include <type_traits>
 
 #include "ops/cuda/block_reduce.cuh"
 #include "ops/cuda/context.h"
 #include "ops/cuda/deferred_error.h"
 #include "ops/cuda/device_math.cuh"
+#include "ops/cuda/tensor_table.cuh"
 
 namespace campo {
 namespace {
 
 using cuda::from_float;
 
+constexpr int kTensorsPerLaunch = 64;
+constexpr int64_t kChunk = 16384;  // elements per block task
+
 // The hyperparameters of an update as the kernel sees them: scalars, or per-slice device
-// tables (nullptr: the scalar for every slice).
+// tables (nullptr: the scalar for every slice). `slices` S cuts each variable on its own:
+// element i of a variable of n elements belongs to slice i / (n / S).
 struct SliceParams {
   const float* lr;  // device: [] or [S]
   bool lr_per_slice;
   const float* slice_a;  // momentum (Momentum); unused (Adam)
   const float* slice_wd;
   float a, wd;
-  int64_t slice_len;
+  int64_t slices;
 };
 
-__device__ __forceinline__ int64_t slice_of(const SliceParams& p, int64_t i) {
-  return p.slice_len > 0 ? i / p.slice_len : 0;
-}
+// The weight copy's format of a table entry.
+enum class CopyFormat : uint8_t { none, f16, bf16 };
+
+// A launch's variables: per role (ApplyMomentum: var, accum, grad; ApplyAdam: var, m, v,
+// grad; UpdateLayout's order) the addresses, and the weight copies with their formats.
+template <int Roles>
+struct UpdateTable {
+  float* role[Roles][kTensorsPerLaunch];
+  void* copy[kTensorsPerLaunch];
+  CopyFormat copy_format[kTensorsPerLaunch];
+  cuda::ChunkIndex<kTensorsPerLaunch> chunks;
+};
+using MomentumTable = UpdateTable<3>;
+using AdamTable = UpdateTable<4>;
+static_assert(sizeof(AdamTable) <= cuda::kMaxTableBytes, "kernel parameters must fit in 4 KiB");
 
 // A kernel's early exit on an overflowed step: flag (may be null) == 0.
 __device__ __forceinline__ bool skipped(const float* flag) { return flag && *flag == 0.0f; }
 
-template <typename C>
-__global__ void momentum_kernel(float* var, float* accum, const float* grad, SliceParams p,
-                                bool nesterov, const float* flag, int64_t n, C* copy) {
+// Slice length of a variable of n elements (0: one slice).
+__device__ __forceinline__ int64_t slice_len_of(const SliceParams& p, int64_t n) {
+  return p.slices > 1 ? n / p.slices : 0;
+}
+
+__device__ __forceinline__ void store_copy(void* copy, CopyFormat f, int64_t i, float x) {
+  if (f == CopyFormat::f16)
+    static_cast<__half*>(copy)[i] = from_float<__half>(x);
+  else if (f == CopyFormat::bf16)
+    static_cast<__nv_bfloat16*>(copy)[i] = from_float<__nv_bfloat16>(x);
+}
+
+// One chunk of the table per block task; threads stride over its elements.
+__global__ void momentum_kernel(const MomentumTable table, SliceParams p, bool nesterov,
+                                const float* flag) {
   if (skipped(flag)) return;
-  CAMPO_CUDA_FOR(i, n) {
-    const int64_t s = slice_of(p, i);
-    const float lr = p.lr[p.lr_per_slice ? s : 0];
-    const float mu = p.slice_a ? p.slice_a[s] : p.a;
-    const float wd = p.slice_wd ? p.slice_wd[s] : p.wd;
-    const float w = var[i];
-    const float g = grad[i] + __fmul_rn(wd, w);
-    const float a = __fmul_rn(mu, accum[i]) + g;
-    accum[i] = a;
-    const float step = nesterov ? g + __fmul_rn(mu, a) : a;
-    const float updated = w - __fmul_rn(lr, step);
-    var[i] = updated;
-    if constexpr (!std::is_same_v<C, float>) {
-      if (copy) copy[i] = from_float<C>(updated);
+  const int64_t chunks = table.chunks.chunks();
+  for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
+    const cuda::TableChunk at = table.chunks.locate(c, kChunk);
+    float* var = table.role[0][at.t];
+    float* accum = table.role[1][at.t];
+    const float* grad = table.role[2][at.t];
+    void* copy = table.copy[at.t];
+    const CopyFormat format = table.copy_format[at.t];
+    const int64_t slice_len = slice_len_of(p, table.chunks.numel[at.t]);
+    for (int64_t i = at.begin + threadIdx.x; i < at.end; i += blockDim.x) {
+      const int64_t s = slice_len > 0 ? i / slice_len : 0;
+      const float lr = p.lr[p.lr_per_slice ? s : 0];
+      const float mu = p.slice_a ? p.slice_a[s] : p.a;
+      const float wd = p.slice_wd ? p.slice_wd[s] : p.wd;
+      const float w = var[i];
+      const float g = grad[i] + __fmul_rn(wd, w);
+      const float a = __fmul_rn(mu, accum[i]) + g;
+      accum[i] = a;
+      const float step = nesterov ? g + __fmul_rn(mu, a) : a;
+      const float updated = w - __fmul_rn(lr, step);
+      var[i] = updated;
+      store_copy(copy, format, i, updated);
     }
   }
 }
 
 // step_size = lr / (1 - b1^t) (double, rounded to f32), bc2_sqrt = sqrt(1 - b2^t) (f32).
-template <typename C>
-__global__ void adam_kernel(float* var, float* m, float* v, const float* grad, SliceParams p,
-                            const float* step, float b1, float b2, float eps, const float* flag,
-                            int64_t n, C* copy, unsigned long long* bad_step) {
+__global__ void adam_kernel(const AdamTable table, SliceParams p, const float* step, float b1,
+                            float b2, float eps, const float* flag, unsigned long long* bad_step) {
   if (skipped(flag)) return;
+  const int64_t chunks = table.chunks.chunks();
   const double t = *step;
   if (!(t >= 1.0)) {  // the CPU's check; also catches NaN
     if (blockIdx.x == 0 && threadIdx.x == 0) atomicMin(bad_step, 0ull);
-    CAMPO_CUDA_FOR(i, n) var[i] = NAN;
+    for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
+      const cuda::TableChunk at = table.chunks.locate(c, kChunk);
+      for (int64_t i = at.begin + threadIdx.x; i < at.end; i += blockDim.x)
+        table.role[0][at.t][i] = NAN;
+    }
     return;
   }
   const double bc1 = 1.0 - pow(double(b1), t);
@@ -95,37 +135,64 @@ __global__ void adam_kernel(float* var, float* m, float* v, const float* grad, S
   const float one_minus_b1 = 1.0f - b1, one_minus_b2 = 1.0f - b2;
   // With one lr for all slices the step size is one value; per slice it is recomputed.
   const float scalar_step_size = float(double(p.lr[0]) / bc1);
-  CAMPO_CUDA_FOR(i, n) {
-    const int64_t s = slice_of(p, i);
-    const float step_size = p.lr_per_slice ? float(double(p.lr[s]) / bc1) : scalar_step_size;
-    const float wd = p.slice_wd ? p.slice_wd[s] : p.wd;
-    const float w = var[i];
-    const float g = grad[i] + __fmul_rn(wd, w);
-    const float mi = __fmul_rn(b1, m[i]) + __fmul_rn(one_minus_b1, g);
-    const float vi = __fmul_rn(b2, v[i]) + __fmul_rn(__fmul_rn(one_minus_b2, g), g);
-    m[i] = mi;
-    v[i] = vi;
-    const float denom = __fdiv_rn(__fsqrt_rn(vi), bc2_sqrt) + eps;
-    const float updated = w - __fdiv_rn(__fmul_rn(step_size, mi), denom);
-    var[i] = updated;
-    if constexpr (!std::is_same_v<C, float>) {
-      if (copy) copy[i] = from_float<C>(updated);
+  for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
+    const cuda::TableChunk at = table.chunks.locate(c, kChunk);
+    float* var = table.role[0][at.t];
+    float* m = table.role[1][at.t];
+    float* v = table.role[2][at.t];
+    const float* grad = table.role[3][at.t];
+    void* copy = table.copy[at.t];
+    const CopyFormat format = table.copy_format[at.t];
+    const int64_t slice_len = slice_len_of(p, table.chunks.numel[at.t]);
+    for (int64_t i = at.begin + threadIdx.x; i < at.end; i += blockDim.x) {
+      const int64_t s = slice_len > 0 ? i / slice_len : 0;
+      const float step_size = p.lr_per_slice ? float(double(p.lr[s]) / bc1) : scalar_step_size;
+      const float wd = p.slice_wd ? p.slice_wd[s] : p.wd;
+      const float w = var[i];
+      const float g = grad[i] + __fmul_rn(wd, w);
+      const float mi = __fmul_rn(b1, m[i]) + __fmul_rn(one_minus_b1, g);
+      const float vi = __fmul_rn(b2, v[i]) + __fmul_rn(__fmul_rn(one_minus_b2, g), g);
+      m[i] = mi;
+      v[i] = vi;
+      const float denom = __fdiv_rn(__fsqrt_rn(vi), bc2_sqrt) + eps;
+      const float updated = w - __fdiv_rn(__fmul_rn(step_size, mi), denom);
+      var[i] = updated;
+      store_copy(copy, format, i, updated);
     }
   }
 }
 
-// Calls body(C* copy) with the weight copy's element type (float and nullptr: no copy).
-template <typename Body>
-void with_copy(const Tensor* copy, const char* what, Body body) {
-  if (!copy) return body(static_cast<float*>(nullptr));
-  switch (copy->dtype()) {
-    case DType::f16:
-      return body(static_cast<__half*>(copy->device_data()));
-    case DType::bf16:
-      return body(static_cast<__nv_bfloat16*>(copy->device_data()));
-    default:
-      CAMPO_FAIL(what, ": the weight copy must be f16 or bf16, got ", dtype_name(copy->dtype()));
+// The format of variable t's weight copy (none when the node has no copies).
+CopyFormat copy_format(const std::vector<Tensor>& in, const UpdateLayout& l, int t,
+                       const char* what) {
+  if (int(in.size()) <= l.required()) return CopyFormat::none;
+  const DType d = in[size_t(l.copy(t))].dtype();
+  CAMPO_CHECK(d == DType::f16 || d == DType::bf16, what,
+              ": the weight copy must be f16 or bf16, got ", dtype_name(d));
+  return d == DType::f16 ? CopyFormat::f16 : CopyFormat::bf16;
+}
+
+// Fills tables of up to kTensorsPerLaunch variables of an update (empty ones skipped) and
+// calls launch(table) for each.
+template <int Roles, typename Launch>
+void for_each_table(const std::vector<Tensor>& in, const UpdateLayout& l, const char* what,
+                    Launch launch) {
+  UpdateTable<Roles> table{};
+  for (int t = 0; t < l.tensors; ++t) {
+    const int64_t n = in[size_t(l.input(0, t))].numel();
+    if (n == 0) continue;
+    const int slot = table.chunks.add(n, kChunk);
+    for (int role = 0; role < Roles; ++role)
+      table.role[role][slot] = in[size_t(l.input(role, t))].device_data<float>();
+    table.copy_format[slot] = copy_format(in, l, t, what);
+    if (table.copy_format[slot] != CopyFormat::none)
+      table.copy[slot] = in[size_t(l.copy(t))].device_data();
+    if (table.chunks.full()) {
+      launch(table);
+      table = UpdateTable<Roles>{};
+    }
   }
+  if (table.chunks.count > 0) launch(table);
 }
 
 // The slice count (ops/op.h): lr's size when it is [S], else the per-slice vectors' size
@@ -144,94 +211,87 @@ class ApplyMomentumKernel final : public Kernel {
  public:
   ApplyMomentumKernel(const KernelSpec& spec, ExecContext& ctx)
       : attrs_(attrs_as<MomentumAttrs>(spec.attrs)),
+        layout_(update_layout(spec.kind, spec.attrs)),
         multiprocessors_(cuda_backend(ctx).multiprocessors()),
         slice_momentum_(upload_if_any(ctx, attrs_.slice_momentum)),
-        slice_weight_decay_(upload_if_any(ctx, attrs_.slice_weight_decay)) {
-    const int64_t numel = shape_numel(spec.inputs[0].shape);
-    const int64_t slices =
-        slice_count(spec.inputs[3].shape,
-                    std::max(attrs_.slice_momentum.size(), attrs_.slice_weight_decay.size()));
-    slice_len_ = slices > 1 ? numel / slices : 0;
-  }
+        slice_weight_decay_(upload_if_any(ctx, attrs_.slice_weight_decay)),
+        slices_(slice_count(
+            spec.inputs[size_t(layout_.lr())].shape,
+            std::max(attrs_.slice_momentum.size(), attrs_.slice_weight_decay.size()))) {}
 
   void run(ExecContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>&) override {
-    const size_t flag_slot = attrs_.skip_if_not_finite ? 1 : 0;
-    const float* flag = flag_slot ? in[4].device_data<float>() : nullptr;
-    const Tensor* copy = in.size() > 4 + flag_slot ? &in[4 + flag_slot] : nullptr;
-    const int64_t n = in[0].numel();
-    if (n == 0) return;
-    const SliceParams p{in[3].device_data<float>(),
-                        !in[3].shape().empty(),
+    const UpdateLayout& l = layout_;
+    const float* flag = l.has_flag ? in[size_t(l.flag())].device_data<float>() : nullptr;
+    const Tensor& lr = in[size_t(l.lr())];
+    const SliceParams p{lr.device_data<float>(),
+                        !lr.shape().empty(),
                         static_cast<const float*>(slice_momentum_.get()),
                         static_cast<const float*>(slice_weight_decay_.get()),
                         attrs_.momentum,
                         attrs_.weight_decay,
-                        slice_len_};
+                        slices_};
     cudaStream_t stream = cuda_stream(ctx);
-    with_copy(copy, "ApplyMomentum", [&](auto* c) {
-      momentum_kernel<<<cuda::grid_for(n, multiprocessors_), cuda::kThreads, 0, stream>>>(
-          in[0].device_data<float>(), in[1].device_data<float>(), in[2].device_data<float>(), p,
-          attrs_.nesterov, flag, n, c);
+    for_each_table<3>(in, l, "ApplyMomentum", [&](const MomentumTable& table) {
+      momentum_kernel<<<table.chunks.blocks(multiprocessors_), cuda::kThreads, 0, stream>>>(
+          table, p, attrs_.nesterov, flag);
+      cuda::check_launch("ApplyMomentum");
     });
-    cuda::check_launch("ApplyMomentum");
   }
 
  private:
   MomentumAttrs attrs_;
+  UpdateLayout layout_;
   int multiprocessors_;
   std::shared_ptr<void> slice_momentum_, slice_weight_decay_;
-  int64_t slice_len_ = 0;  // 0: one slice
+  int64_t slices_;
 };
 
 class ApplyAdamKernel final : public Kernel {
  public:
   ApplyAdamKernel(const KernelSpec& spec, ExecContext& ctx)
       : attrs_(attrs_as<AdamAttrs>(spec.attrs)),
+        layout_(update_layout(spec.kind, spec.attrs)),
         node_name_(spec.node_name),
         multiprocessors_(cuda_backend(ctx).multiprocessors()),
         slice_weight_decay_(upload_if_any(ctx, attrs_.slice_weight_decay)),
-        bad_step_(ctx) {
-    const int64_t numel = shape_numel(spec.inputs[0].shape);
-    const int64_t slices = slice_count(spec.inputs[4].shape, attrs_.slice_weight_decay.size());
-    slice_len_ = slices > 1 ? numel / slices : 0;
-  }
+        bad_step_(ctx),
+        slices_(slice_count(spec.inputs[size_t(layout_.lr())].shape,
+                            attrs_.slice_weight_decay.size())) {}
 
   void run(ExecContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>&) override {
     // An earlier run's step check (does not wait).
     CAMPO_CHECK(!bad_step_.found(), "ApplyAdam '", node_name_,
                 "': step must be >= 1 (1-based); an earlier run of this node on the GPU got a "
                 "smaller step (or NaN) and wrote NaN into var");
-    const size_t flag_slot = attrs_.skip_if_not_finite ? 1 : 0;
-    const float* flag = flag_slot ? in[6].device_data<float>() : nullptr;
-    const Tensor* copy = in.size() > 6 + flag_slot ? &in[6 + flag_slot] : nullptr;
-    const int64_t n = in[0].numel();
-    if (n == 0) return;
-    const SliceParams p{in[4].device_data<float>(),
-                        !in[4].shape().empty(),
+    const UpdateLayout& l = layout_;
+    const float* flag = l.has_flag ? in[size_t(l.flag())].device_data<float>() : nullptr;
+    const Tensor& lr = in[size_t(l.lr())];
+    const float* step = in[size_t(l.lr() + 1)].device_data<float>();
+    const SliceParams p{lr.device_data<float>(),
+                        !lr.shape().empty(),
                         nullptr,
                         static_cast<const float*>(slice_weight_decay_.get()),
                         0.0f,
                         attrs_.weight_decay,
-                        slice_len_};
+                        slices_};
     cudaStream_t stream = cuda_stream(ctx);
     unsigned long long* bad_step = bad_step_.device_word();
-    with_copy(copy, "ApplyAdam", [&](auto* c) {
-      adam_kernel<<<cuda::grid_for(n, multiprocessors_), cuda::kThreads, 0, stream>>>(
-          in[0].device_data<float>(), in[1].device_data<float>(), in[2].device_data<float>(),
-          in[3].device_data<float>(), p, in[5].device_data<float>(), attrs_.beta1, attrs_.beta2,
-          attrs_.epsilon, flag, n, c, bad_step);
+    for_each_table<4>(in, l, "ApplyAdam", [&](const AdamTable& table) {
+      adam_kernel<<<table.chunks.blocks(multiprocessors_), cuda::kThreads, 0, stream>>>(
+          table, p, step, attrs_.beta1, attrs_.beta2, attrs_.epsilon, flag, bad_step);
+      cuda::check_launch("ApplyAdam");
     });
-    cuda::check_launch("ApplyAdam");
     bad_step_.publish(stream);
   }
 
  private:
   AdamAttrs attrs_;
+  UpdateLayout layout_;
   std::string node_name_;
   int multiprocessors_;
   std::shared_ptr<void> slice_weight_decay_;
   cuda::DeferredError bad_step_;
-  int64_t slice_len_ = 0;
+  int64_t slices_;
 };
 
 std::unique_ptr<Kernel> make_momentum(const KernelSpec& spec, ExecContext& ctx) {

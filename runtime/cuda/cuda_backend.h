@@ -18,6 +18,7 @@
 
 #include "runtime/backend.h"
 #include "runtime/caching_allocator.h"
+#include "runtime/conv_algo_cache.h"
 #include "runtime/pci_device.h"
 
 namespace campo::cuda {
@@ -60,6 +61,10 @@ class CudaBackend : public Backend, public CachingAllocatorOwner, public PciDevi
   cublasLtHandle_t cublaslt() const { return cublaslt_; }
   cudnnHandle_t cudnn() const { return cudnn_; }
   CachingAllocator& allocator() override { return *allocator_; }
+  // The cuDNN convolution algorithms chosen on this device (ops/cuda/conv.cc), shared by
+  // every executable built on this backend; counts() says how many were measured and how
+  // many were reused.
+  ConvAlgoCache& conv_algos() { return conv_algos_; }
   std::string pci_bus_id() const override { return pci_bus_id_; }
 
  private:
@@ -70,6 +75,7 @@ class CudaBackend : public Backend, public CachingAllocatorOwner, public PciDevi
   cublasLtHandle_t cublaslt_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
   std::unique_ptr<CachingAllocator> allocator_;
+  ConvAlgoCache conv_algos_;
   std::string name_;
   std::string pci_bus_id_;
   size_t total_memory_ = 0;

@@ -152,6 +152,51 @@ TEST(OptimizerCudaTest, AdamFlagAndCopy) {
     }
 }
 
+// A multi-tensor update (attrs `tensors`, ops/op.h UpdateLayout) of 70 variables of mixed
+// sizes (more than one launch's table of 64; empty ones skipped), with the AllFinite flag
+// and bf16 / f16 weight copies, against the CPU's multi-tensor kernel, which is checked
+// bit for bit against separate updates (tests/graph/optimizer_test.cc).
+std::vector<Tensor> multi_tensor_inputs(int roles, const std::vector<Tensor>& shared, int tensors,
+                                        DType copy, Rng& rng) {
+  const int64_t sizes[] = {1, 7, 0, 4099, 3, 20001, 96};
+  std::vector<Shape> shapes;
+  for (int t = 0; t < tensors; ++t) shapes.push_back({sizes[t % 7] * 3});
+  std::vector<Tensor> in;
+  for (int role = 0; role < roles; ++role)
+    for (const Shape& s : shapes)
+      in.push_back(role == 2 && roles == 4 ? random_tensor_of(DType::f32, s, rng, 0.0f, 0.01f)
+                                           : random_tensor_of(DType::f32, s, rng));
+  in.insert(in.end(), shared.begin(), shared.end());
+  for (const Shape& s : shapes) in.push_back(random_tensor_of(copy, s, rng));
+  return in;
+}
+
+TEST(OptimizerCudaTest, MultiTensorMatchesCpu) {
+  auto gpu = CAMPO_CUDA_OR_SKIP();
+  Rng rng(56);
+  const int k = 70;
+  MomentumAttrs momentum{0.9f, 1e-4f, true, true, {0.5f, 0.9f, 0.99f}, {}, k};
+  AdamAttrs adam{0.9f, 0.999f, 1e-8f, 1e-2f, true, {}, k};
+  const Tensor lr3 = Tensor::from_vector(std::vector<float>{1e-3f, 1e-2f, 3e-4f}, {3});
+  for (DType copy : {DType::bf16, DType::f16})
+    for (float flag : {1.0f, 0.0f}) {
+      std::vector<size_t> updated;  // every var, state and copy
+      for (size_t i = 0; i < size_t(3 * k); ++i) updated.push_back(i);
+      for (size_t i = 0; i < size_t(k); ++i) updated.push_back(size_t(3 * k + 2) + i);
+      EXPECT_TRUE(update_matches_cpu(*gpu, OpKind::ApplyMomentum, momentum,
+                                     multi_tensor_inputs(3, {lr3, scalar(flag)}, k, copy, rng),
+                                     updated))
+          << dtype_name(copy) << " flag " << flag;
+      updated.clear();
+      for (size_t i = 0; i < size_t(3 * k); ++i) updated.push_back(i);
+      for (size_t i = 0; i < size_t(k); ++i) updated.push_back(size_t(4 * k + 3) + i);
+      EXPECT_TRUE(update_matches_cpu(
+          *gpu, OpKind::ApplyAdam, adam,
+          multi_tensor_inputs(4, {lr3, scalar(5.0f), scalar(flag)}, k, copy, rng), updated))
+          << dtype_name(copy) << " flag " << flag;
+    }
+}
+
 // step 0: the CPU throws at once; the GPU writes NaN into var, and the node's next run after
 // the host has read var (so the report has landed) throws.
 TEST(OptimizerCudaTest, AdamReportsStepBelowOne) {

@@ -189,6 +189,54 @@ TEST(OptimizerOpTest, SchemaChecksShapesAndHasSideEffects) {
   EXPECT_NE(msg.find("takes 4 inputs"), std::string::npos) << msg;
 }
 
+// A multi-tensor node (attrs `tensors` = k): k inputs per role, role by role, then lr (and
+// step), the flag and k copies; each variable is checked on its own and named by number.
+TEST(OptimizerOpTest, MultiTensorSchemaChecksEachVariable) {
+  Graph g;
+  VariableStore vars(0, default_cpu_backend());
+  Builder b(g, vars);
+  ValueId v1 = b.placeholder("v1", {3, 2});
+  ValueId v2 = b.placeholder("v2", {4});
+  ValueId bad = b.placeholder("bad", {5});
+  ValueId lr = b.placeholder("lr", {});
+  ValueId lr3 = b.placeholder("lr3", {3});
+  ValueId step = b.placeholder("step", {});
+  ValueId flag = b.placeholder("flag", {});
+  ValueId c1 = b.placeholder("c1", {3, 2}, DType::bf16);
+  ValueId c2 = b.placeholder("c2", {4}, DType::f16);
+  MomentumAttrs two;
+  two.tensors = 2;
+  EXPECT_EQ(b.op(OpKind::ApplyMomentum, {v1, v2, v1, v2, v1, v2, lr}, two), kNoValue);
+  MomentumAttrs flagged = two;
+  flagged.skip_if_not_finite = true;
+  EXPECT_EQ(b.op(OpKind::ApplyMomentum, {v1, v2, v1, v2, v1, v2, lr, flag, c1, c2}, flagged),
+            kNoValue);
+  AdamAttrs adam;
+  adam.tensors = 2;
+  EXPECT_EQ(b.op(OpKind::ApplyAdam, {v1, v2, v1, v2, v1, v2, v1, v2, lr, step}, adam), kNoValue);
+
+  std::string msg = error_message([&] {
+    b.op(OpKind::ApplyMomentum, {v1, v2, v1, v2, v1, bad, lr}, two, "group");
+  });
+  EXPECT_NE(msg.find("ApplyMomentum 'group': grad 2 has shape [5] but var 2 has shape [4]"),
+            std::string::npos)
+      << msg;
+  msg = error_message([&] { b.op(OpKind::ApplyMomentum, {v1, v2, v1, v2, v1, v2, lr, c1}, two); });
+  EXPECT_NE(msg.find("takes 7 inputs (9 with weight copies), got 8"), std::string::npos) << msg;
+  msg = error_message([&] {
+    b.op(OpKind::ApplyMomentum, {v1, v2, v1, v2, v1, v2, lr, c2, c1}, two);
+  });
+  EXPECT_NE(msg.find("the weight copy 1 has shape [4] but var 1 has shape [3, 2]"),
+            std::string::npos)
+      << msg;
+  // lr [3]: 3 divides var 1's 6 elements but not var 2's 4.
+  msg = error_message([&] { b.op(OpKind::ApplyMomentum, {v1, v2, v1, v2, v1, v2, lr3}, two); });
+  EXPECT_NE(msg.find("lr has shape [3] but var 2 has shape [4] (4 elements)"), std::string::npos)
+      << msg;
+  msg = error_message([&] { b.op(OpKind::ApplyAdam, {v1, v2, v1, v2, v1, v2, v1, v2, lr}, adam); });
+  EXPECT_NE(msg.find("takes 10 inputs"), std::string::npos) << msg;
+}
+
 TEST(OptimizerOpTest, UpdatesVariablesInPlaceThroughTheExecutor) {
   // A graph whose only node with an effect is the update: it must survive dead-code
   // elimination and write into the VariableStore's tensors.

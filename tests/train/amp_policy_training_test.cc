@@ -39,9 +39,9 @@ TEST(AmpPolicyTest, LenetTrainingStep) {
     if (n.kind == OpKind::Variable) EXPECT_EQ(g.value(n.outputs[0]).dtype, DType::f32);
   }
   // Weight gradients come out of bf16 Conv2DBackpropFilter / MatMul and are cast back.
-  NodeId update = g.find_node("conv1.weight/ApplyMomentum");
-  ASSERT_GE(update, 0);
-  const Node& grad_producer = g.node(g.value(g.node(update).inputs[2]).producer);
+  const ValueId grad = update_gradient_of(g, g.node(g.find_node("conv1.weight")).outputs[0]);
+  ASSERT_NE(grad, kNoValue);
+  const Node& grad_producer = g.node(g.value(grad).producer);
   EXPECT_EQ(grad_producer.kind, OpKind::Cast);
 }
 

@@ -26,6 +26,7 @@
 
 #include "datasets/loader.h"
 #include "datasets/synthetic.h"
+#include "graph/optimizer.h"
 #include "runtime/cpu_backend.h"
 #include "tests/train/array_test_util.h"
 #include "train/trainer.h"
@@ -280,9 +281,10 @@ TEST(DataParallelGraphTest, BucketsFollowTheBackwardPassAndAverage) {
   // Every parameter's update reads a reduced gradient, scaled by 1 / 4.
   for (NodeId w : g.nodes_of_kind(OpKind::AllReduceWait))
     EXPECT_EQ(attrs_as<AllReduceAttrs>(g.node(w).attrs).scale, 0.25f);
-  for (NodeId u : g.nodes_of_kind(OpKind::ApplyMomentum)) {
-    const NodeId grad = g.value(g.node(u).inputs[2]).producer;
-    EXPECT_EQ(g.node(grad).kind, OpKind::AllReduceWait) << g.node(u).name;
+  for (const std::string& name : vars.names_of_kind(VariableKind::parameter)) {
+    const ValueId grad = update_gradient_of(g, g.node(g.find_node(name)).outputs[0]);
+    ASSERT_NE(grad, kNoValue) << name;
+    EXPECT_EQ(g.node(g.value(grad).producer).kind, OpKind::AllReduceWait) << name;
   }
   // Each bucket starts as soon as its gradients exist: between its last input's producer
   // and it, the schedule runs only casts and other buckets' starts; and the first starts
