@@ -31,9 +31,11 @@ enum class Phase : uint8_t { forward, backward, update };
 struct Node : OpNode {
   Phase phase = Phase::forward;
   // Padding request of the cost-aware policy (amp/padding.h): 0 = none; p > 0 = the kernel
-  // runs the op on operands zero-padded to multiples of p in its GEMM dimensions and hands
-  // back the valid part, so shapes and results seen by the graph do not change. Only
-  // kernels that implement it read it (bf16 MatMul, ops/cpu/matmul.cc); others ignore it.
+  // runs the op on operands zero-padded to multiples of p in its GEMM dimensions (MatMul)
+  // or channels (the convolutions) and hands back the valid part, so shapes and results
+  // seen by the graph do not change. Only kernels that implement it read it (low-precision
+  // MatMul, ops/cpu/matmul.cc; low-precision convolutions, ops/conv_padding.h); others
+  // ignore it.
   int pad_to = 0;
   // A cast folded into the node (the cost-aware policy, amp/policy.h): the node computes in
   // `dtype` and writes output 0 in f32, so that its f32 consumers need no Cast. Only for

@@ -94,6 +94,10 @@ class Backend {
   // Whether low-precision kernels may use native implementations (the CPU: unless
   // CAMPO_CPU_BF16=emulate); ExecContext::native_bf16 starts from it.
   virtual bool allows_native_low_precision() const { return true; }
+  // The multiple that the padding of low-precision GEMM dimensions and convolution channels
+  // (amp/padding.h) rounds unaligned sizes up to: the block this device's fast
+  // low-precision kernels work on.
+  virtual int padding_alignment() const = 0;
 
   // `bytes` of device memory, 64-byte aligned, freed with the last owner.
   virtual std::shared_ptr<void> allocate(size_t bytes) = 0;

@@ -37,6 +37,11 @@ class CpuBackend : public Backend {
   // "unavailable: <reason>; analytic features only".
   std::string probe_hardware_counters() const override;
   bool emulates_low_precision() const override { return true; }
+  // oneDNN's AVX-512 kernels, the only ones that run bf16 natively here, work on blocks of
+  // 16 channels (nChw16c activations, 16-wide output blocks of the filters) and their bf16
+  // GEMMs on 16-element panels; AMX tiles are 16 rows of 32 bf16. Below AVX-512 BF16 the
+  // bf16 kernels are emulated in f32 and ignore padding.
+  int padding_alignment() const override { return 16; }
 
   std::shared_ptr<void> allocate(size_t bytes) override;
   std::optional<size_t> available_memory() const override;

@@ -276,7 +276,9 @@ PolicyResult replay_policy(const Graph& full, const PolicyResult& planned,
     r.cost_plan = std::move(plan);
   }
   apply_precision(g, low, precision.low, fold);
-  r.padding_candidates = int(padding_candidates(g).size());
+  r.pad_to = planned.pad_to;
+  r.padding_candidates =
+      int(padding_candidates(g, planned.pad_to > 0 ? planned.pad_to : kPadTo).size());
   for (const Node& node : g.nodes()) r.padded += node.pad_to > 0;
   return r;
 }

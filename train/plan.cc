@@ -507,10 +507,12 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
             << " candidates): it is timed on the device itself\n";
       else
         out << "padding: " << info.padded << " of " << info.padding_candidates
-            << " low-precision GEMMs with unaligned K/N padded to multiples of " << kPadTo
+            << " low-precision GEMMs (unaligned K/N) and convolutions (unaligned channels) "
+            << "padded to multiples of " << info.pad_to
             << " (where timing the node both ways showed a gain)\n";
       j["padding_candidates"] = info.padding_candidates;
       j["padded"] = info.padded;
+      j["pad_to"] = info.pad_to;
       if (o.run.plan_for.active()) {
         j["for"] = o.run.plan_for.device;
         j["costs"] = o.run.costs_note;

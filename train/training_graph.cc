@@ -103,13 +103,18 @@ PolicyResult apply_policy(Graph& g, const PrecisionConfig& precision, const Cost
     if (agree && agree->size() > 1) agree->broadcast(plan->low.data(), plan->low.size(), 0);
     apply_precision(g, plan->low, precision.low, precision.fold_casts);
   }
-  r.padding_candidates = int(padding_candidates(g).size());
+  r.pad_to = backend ? backend->padding_alignment() : kPadTo;
+  r.padding_candidates = int(padding_candidates(g, r.pad_to).size());
   if (precision.padding)
-    r.padded = apply_padding(g, [&](NodeId id) {
-      char yes = pays ? pays(g, id) : padding_pays(g, id, {.backend = backend});
-      if (agree && agree->size() > 1) agree->broadcast(&yes, 1, 0);
-      return yes != 0;
-    });
+    r.padded = apply_padding(
+        g,
+        [&](NodeId id) {
+          char yes =
+              pays ? pays(g, id) : padding_pays(g, id, {.pad_to = r.pad_to, .backend = backend});
+          if (agree && agree->size() > 1) agree->broadcast(&yes, 1, 0);
+          return yes != 0;
+        },
+        r.pad_to);
   r.cost_plan = std::move(plan);
   return r;
 }
@@ -239,6 +244,7 @@ TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
   info.padding_candidates = policy.padding_candidates;
   info.padded = policy.padded;
   info.auto_choice = policy.auto_choice;
+  info.pad_to = policy.pad_to;
   info.summary = summarize_precision(g, info.fetches());
   return info;
 }

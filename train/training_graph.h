@@ -59,8 +59,10 @@ struct PolicyResult {
   // cost-aware only: the decisions, by node id of the graph before cast insertion (which
   // keeps its ids).
   std::shared_ptr<const CostAwarePlan> cost_plan;
-  int padding_candidates = 0, padded = 0;  // cost-aware: low-precision GEMMs, padded ones
-  AutoChoice auto_choice;                  // --low-precision auto: the one-type plans beside
+  // cost-aware: low-precision GEMMs and convolutions with unaligned dimensions, padded ones,
+  // and the alignment (the backend's Backend::padding_alignment).
+  int padding_candidates = 0, padded = 0, pad_to = 0;
+  AutoChoice auto_choice;  // --low-precision auto: the one-type plans beside
 };
 
 // Whether padding node `id` of g (a padding candidate, amp/padding.h) pays.
@@ -72,10 +74,10 @@ class Communicator;
 //   fp32        nothing;
 //   amp         TensorFlow's painting of precision.lists (apply_amp_policy);
 //   cost-aware  plan_cost_aware with `costs` (by node id of g; required), the casts
-//               (apply_precision), then, with precision.padding, sets pad_to on the
-//               low-precision GEMMs `pays` says gain from it (default: padding_pays, a
-//               side-by-side timing of each candidate on `backend`, the one the graph
-//               will run on).
+//               (apply_precision), then, with precision.padding, sets pad_to (`backend`'s
+//               padding_alignment) on the low-precision GEMMs and convolutions `pays`
+//               says gain from it (default: padding_pays, a side-by-side timing of each
+//               candidate on `backend`, the one the graph will run on).
 // With `agree` (a data-parallel run of several ranks, whose measured costs and timings
 // differ), every rank takes rank 0's cost-aware plan and padding decisions, so that all
 // ranks run the same graph.
@@ -138,8 +140,8 @@ struct TrainingGraphInfo {
   std::shared_ptr<const CostTable> costs;
   std::shared_ptr<const CostTable> f16_costs;  // --low-precision auto: f32 and f16 times
   std::shared_ptr<const CostAwarePlan> cost_plan;
-  int padding_candidates = 0, padded = 0;  // cost-aware: low-precision GEMMs, padded ones
-  AutoChoice auto_choice;                  // --low-precision auto: the one-type plans beside
+  int padding_candidates = 0, padded = 0, pad_to = 0;  // as PolicyResult's
+  AutoChoice auto_choice;                               // as PolicyResult's
   std::vector<int64_t> gradient_bucket_bytes;  // data-parallel: per AllReduceStart, in order
 };
 TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,

@@ -3,9 +3,11 @@
 // CpuBackend (the test-only staging backend derives from it).
 #pragma once
 
+#include <cstring>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 
+#include "ops/cpu/low_precision.h"
 #include "ops/kernel.h"
 #include "runtime/cpu_backend.h"
 
@@ -69,6 +71,30 @@ inline dnnl::memory::format_tag activation_format(Layout layout) {
       break;
   }
   return dnnl::memory::format_tag::nchw;
+}
+
+// Copies `rows` rows of `row_elems` elements of `elem` bytes from `src` (a row every
+// `src_stride` elements) to `dst` (a row every `dst_stride` elements): the padded operands of
+// MatMul and of the convolutions (ops/conv_padding.h). Rows are split over the threads when
+// there is enough to copy (a few hundred KiB).
+inline void copy_rows(const void* src, int64_t src_stride, void* dst, int64_t dst_stride,
+                      int64_t rows, int64_t row_elems, size_t elem) {
+  const auto* s = static_cast<const char*>(src);
+  auto* d = static_cast<char*>(dst);
+  const size_t row_bytes = size_t(row_elems) * elem;
+  if (row_elems == src_stride && row_elems == dst_stride) {  // one contiguous block
+    std::memcpy(d, s, size_t(rows) * row_bytes);
+    return;
+  }
+  parallel_for<float>(rows, size_t(rows) * row_bytes >= (size_t(1) << 18), [&](int64_t r) {
+    std::memcpy(d + size_t(r) * size_t(dst_stride) * elem,
+                s + size_t(r) * size_t(src_stride) * elem, row_bytes);
+  });
+}
+// copy_rows as ops/conv_padding.h's CopyRowsFn (CPU kernels run synchronously).
+inline void copy_rows_cpu(ExecContext&, const void* src, int64_t src_stride, void* dst,
+                          int64_t dst_stride, int64_t rows, int64_t row_elems, size_t elem) {
+  copy_rows(src, src_stride, dst, dst_stride, rows, row_elems, elem);
 }
 
 }  // namespace campo

@@ -9,10 +9,17 @@
 // Each kernel builds its primitive (and any reorder) once, at construction; its reorder
 // buffers and scratchpad lie in the context's shared workspace; run() only rebinds the data
 // handles and executes.
+//
+// Padding (KernelSpec::pad_to = p > 0, amp/padding.h): a native bf16 kernel whose input or
+// output channel count is not a multiple of p runs on zero-padded channels
+// (ops/conv_padding.h). f32 kernels ignore pad_to, and so does every emulated kernel (f16 on
+// CPU, bf16 without AVX-512 BF16): its convolution is the f32 one, not the bf16 fast path
+// that padding aims at.
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <unordered_map>
 
+#include "ops/conv_padding.h"
 #include "ops/cpu/context.h"
 #include "ops/cpu/low_precision.h"
 #include "ops/kernel.h"
@@ -385,6 +392,7 @@ class Conv2DBackpropFilterKernel : public Kernel {
 
 template <typename K>
 std::unique_ptr<Kernel> make(const KernelSpec& spec, ExecContext& ctx) {
+  check_pad_to(spec);
   return std::make_unique<K>(spec, ctx);
 }
 
@@ -397,12 +405,15 @@ KernelRegistrar conv2d_backprop_filter_f32(OpKind::Conv2DBackpropFilter, Device:
 // bf16: the same kernels on bf16 buffers (oneDNN accumulates in f32 and rounds the result
 // once) where the CPU has AVX-512 BF16; emulated otherwise (ops/cpu/low_precision.h). f16
 // has no oneDNN CPU implementation on this ISA and is always emulated.
-KernelRegistrar conv2d_bf16(OpKind::Conv2D, Device::cpu, DType::bf16,
-                            native_bf16_onednn<make<Conv2DKernel>>);
-KernelRegistrar conv2d_backprop_input_bf16(OpKind::Conv2DBackpropInput, Device::cpu, DType::bf16,
-                                           native_bf16_onednn<make<Conv2DBackpropInputKernel>>);
-KernelRegistrar conv2d_backprop_filter_bf16(OpKind::Conv2DBackpropFilter, Device::cpu, DType::bf16,
-                                            native_bf16_onednn<make<Conv2DBackpropFilterKernel>>);
+KernelRegistrar conv2d_bf16(
+    OpKind::Conv2D, Device::cpu, DType::bf16,
+    native_bf16_onednn<conv_with_padding<make<Conv2DKernel>, copy_rows_cpu>>);
+KernelRegistrar conv2d_backprop_input_bf16(
+    OpKind::Conv2DBackpropInput, Device::cpu, DType::bf16,
+    native_bf16_onednn<conv_with_padding<make<Conv2DBackpropInputKernel>, copy_rows_cpu>>);
+KernelRegistrar conv2d_backprop_filter_bf16(
+    OpKind::Conv2DBackpropFilter, Device::cpu, DType::bf16,
+    native_bf16_onednn<conv_with_padding<make<Conv2DBackpropFilterKernel>, copy_rows_cpu>>);
 
 }  // namespace
 }  // namespace campo

@@ -15,7 +15,6 @@
 // allocated per step. f32 kernels ignore pad_to (the policy pads low-precision nodes only),
 // and so does every emulated kernel (f16 on CPU, bf16 without AVX-512 BF16): its GEMM is
 // the f32 one, so the bf16 fast path that padding aims at is not involved.
-#include <cstring>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 
@@ -30,23 +29,6 @@ using dnnl::memory;
 using tag = memory::format_tag;
 
 int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
-
-// Copies a row-major [rows, cols] matrix into the top-left corner of a row-major
-// [>= rows, dst_cols] one (dst_cols >= cols), leaving the rest of dst as it is.
-void copy_rows(const void* src, int64_t rows, int64_t cols, void* dst, int64_t dst_cols,
-               size_t elem) {
-  const auto* s = static_cast<const char*>(src);
-  auto* d = static_cast<char*>(dst);
-  const size_t row_bytes = size_t(cols) * elem;
-  if (cols == dst_cols) {  // only new rows: the valid part is one block
-    std::memcpy(d, s, size_t(rows) * row_bytes);
-    return;
-  }
-  // Rows are split over the threads when there is enough to copy (a few hundred KiB).
-  parallel_for<float>(rows, size_t(rows) * row_bytes >= (size_t(1) << 18), [&](int64_t r) {
-    std::memcpy(d + size_t(r) * size_t(dst_cols) * elem, s + size_t(r) * row_bytes, row_bytes);
-  });
-}
 
 // inputs {A, B}, output C.
 class MatMulKernel : public Kernel {
@@ -109,18 +91,18 @@ class MatMulKernel : public Kernel {
     // A: [M, K] -> [M, Kp] (new columns), or stored [K, M] -> [Kp, M] (new rows).
     if (a_pad_.defined()) {
       if (transpose_a_)
-        copy_rows(in[0].device_data(), K_, M_, a_pad_.device_data(), M_, elem_);
+        copy_rows(in[0].device_data(), M_, a_pad_.device_data(), M_, K_, M_, elem_);
       else
-        copy_rows(in[0].device_data(), M_, K_, a_pad_.device_data(), Kp_, elem_);
+        copy_rows(in[0].device_data(), K_, a_pad_.device_data(), Kp_, M_, K_, elem_);
     } else {
       a_.set_data_handle(in[0].device_data());
     }
     // B: [K, N] -> [Kp, Np], or stored [N, K] -> [Np, Kp].
     if (b_pad_.defined()) {
       if (transpose_b_)
-        copy_rows(in[1].device_data(), N_, K_, b_pad_.device_data(), Kp_, elem_);
+        copy_rows(in[1].device_data(), K_, b_pad_.device_data(), Kp_, N_, K_, elem_);
       else
-        copy_rows(in[1].device_data(), K_, N_, b_pad_.device_data(), Np_, elem_);
+        copy_rows(in[1].device_data(), N_, b_pad_.device_data(), Np_, K_, N_, elem_);
     } else {
       b_.set_data_handle(in[1].device_data());
     }
@@ -128,15 +110,9 @@ class MatMulKernel : public Kernel {
     scratchpad_.bind(ctx);
     primitive_.execute(cpu_stream(ctx), args_);
     cpu_stream(ctx).wait();
-    // C = C_pad[:, :N]: the inverse of copy_rows, row by row.
-    if (c_pad_.defined()) {
-      const auto* s = static_cast<const char*>(c_pad_.device_data());
-      auto* d = static_cast<char*>(out[0].device_data());
-      const size_t row_bytes = size_t(N_) * elem_;
-      parallel_for<float>(M_, size_t(M_) * row_bytes >= (size_t(1) << 18), [&](int64_t r) {
-        std::memcpy(d + size_t(r) * row_bytes, s + size_t(r) * size_t(Np_) * elem_, row_bytes);
-      });
-    }
+    // C = C_pad[:, :N].
+    if (c_pad_.defined())
+      copy_rows(c_pad_.device_data(), Np_, out[0].device_data(), N_, M_, N_, elem_);
   }
 
  private:

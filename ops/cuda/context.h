@@ -38,5 +38,17 @@ inline void check_launch(const char* kernel) {
   if (status != cudaSuccess) fail_call(__FILE__, __LINE__, kernel, "CUDA", cudaGetErrorString(status));
 }
 
+// Copies `rows` rows of `row_elems` elements of `elem` bytes from `src` (a row every
+// `src_stride` elements) to `dst` (a row every `dst_stride` elements), device to device on
+// the context's stream: the padded operands of MatMul and of the convolutions (ops/
+// conv_padding.h's CopyRowsFn).
+inline void copy_rows(ExecContext& ctx, const void* src, int64_t src_stride, void* dst,
+                      int64_t dst_stride, int64_t rows, int64_t row_elems, size_t elem) {
+  if (rows == 0 || row_elems == 0) return;
+  CAMPO_CUDA_CHECK(cudaMemcpy2DAsync(dst, size_t(dst_stride) * elem, src,
+                                     size_t(src_stride) * elem, size_t(row_elems) * elem,
+                                     size_t(rows), cudaMemcpyDeviceToDevice, cuda_stream(ctx)));
+}
+
 }  // namespace cuda
 }  // namespace campo

@@ -24,11 +24,19 @@
 // A bf16/f16 Conv2DBackpropFilter may write an f32 dw (Node::f32_output): cuDNN writes dw in
 // the data's type, so the kernel writes into its own buffer and widens it
 // (ops/cuda/conv_widen.cu); that costs one pass over the weights.
+//
+// Padding (KernelSpec::pad_to = p > 0, amp/padding.h), the semantics of the CPU kernels: an
+// f16 or bf16 kernel whose input or output channel count is not a multiple of p runs on
+// zero-padded channels (ops/conv_padding.h; the copies are cudaMemcpy2DAsync on the
+// stream, the padded buffers are zeroed once, stream-ordered before any run). On the CPU
+// only native bf16 pads; here both low dtypes run tensor-core convolutions, so both pad.
+// f32 ignores pad_to, as on the CPU.
 #include <algorithm>
 #include <exception>
 #include <string>
 #include <vector>
 
+#include "ops/conv_padding.h"
 #include "ops/cuda/context.h"
 #include "ops/cuda/conv_widen.h"
 #include "runtime/conv_algo_cache.h"
@@ -376,13 +384,16 @@ class Conv2DBackpropFilterKernel final : public Kernel, CudnnConvolution {
 
 template <typename K>
 std::unique_ptr<Kernel> make(const KernelSpec& spec, ExecContext& ctx) {
+  check_pad_to(spec);
   return std::make_unique<K>(spec, ctx);
 }
 
 #define CAMPO_REGISTER_CONV(name, kind, K)                                     \
   KernelRegistrar name##_f32(OpKind::kind, Device::cuda, DType::f32, make<K>); \
-  KernelRegistrar name##_f16(OpKind::kind, Device::cuda, DType::f16, make<K>); \
-  KernelRegistrar name##_bf16(OpKind::kind, Device::cuda, DType::bf16, make<K>);
+  KernelRegistrar name##_f16(OpKind::kind, Device::cuda, DType::f16,           \
+                             conv_with_padding<make<K>, cuda::copy_rows>);     \
+  KernelRegistrar name##_bf16(OpKind::kind, Device::cuda, DType::bf16,         \
+                              conv_with_padding<make<K>, cuda::copy_rows>);
 
 CAMPO_REGISTER_CONV(conv2d, Conv2D, Conv2DKernel)
 CAMPO_REGISTER_CONV(conv2d_backprop_input, Conv2DBackpropInput, Conv2DBackpropInputKernel)

@@ -21,16 +21,6 @@ namespace {
 
 int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
-// Copies a row-major [rows, cols] matrix (src_cols elements per row) into a row-major one with
-// dst_cols elements per row, on the stream.
-void copy_rows(const void* src, int64_t src_cols, void* dst, int64_t dst_cols, int64_t rows,
-               int64_t cols, size_t elem, cudaStream_t stream) {
-  if (rows == 0 || cols == 0) return;
-  CAMPO_CUDA_CHECK(cudaMemcpy2DAsync(dst, size_t(dst_cols) * elem, src, size_t(src_cols) * elem,
-                                     size_t(cols) * elem, size_t(rows), cudaMemcpyDeviceToDevice,
-                                     stream));
-}
-
 // inputs {A, B}, output C.
 class MatMulCudaKernel : public Kernel {
  public:
@@ -75,29 +65,29 @@ class MatMulCudaKernel : public Kernel {
   }
 
   void run(ExecContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
-    cudaStream_t stream = cuda_stream(ctx);
+    using cuda::copy_rows;
     const void* a = in[0].device_data();
     const void* b = in[1].device_data();
     void* c = out[0].device_data();
     // A: [M, K] -> [M, Kp] (new columns), or stored [K, M] -> [Kp, M] (new rows).
     if (a_pad_) {
       if (transpose_a_)
-        copy_rows(a, M_, a_pad_.get(), M_, K_, M_, elem_, stream);
+        copy_rows(ctx, a, M_, a_pad_.get(), M_, K_, M_, elem_);
       else
-        copy_rows(a, K_, a_pad_.get(), Kp_, M_, K_, elem_, stream);
+        copy_rows(ctx, a, K_, a_pad_.get(), Kp_, M_, K_, elem_);
       a = a_pad_.get();
     }
     // B: [K, N] -> [Kp, Np], or stored [N, K] -> [Np, Kp].
     if (b_pad_) {
       if (transpose_b_)
-        copy_rows(b, K_, b_pad_.get(), Kp_, N_, K_, elem_, stream);
+        copy_rows(ctx, b, K_, b_pad_.get(), Kp_, N_, K_, elem_);
       else
-        copy_rows(b, N_, b_pad_.get(), Np_, K_, N_, elem_, stream);
+        copy_rows(ctx, b, N_, b_pad_.get(), Np_, K_, N_, elem_);
       b = b_pad_.get();
     }
     gemm_->run(ctx, a, b, c_pad_ ? c_pad_.get() : c);
     // C = C_pad[:, :N].
-    if (c_pad_) copy_rows(c_pad_.get(), Np_, c, N_, M_, N_, elem_, stream);
+    if (c_pad_) copy_rows(ctx, c_pad_.get(), Np_, c, N_, M_, N_, elem_);
   }
 
  private:

@@ -43,6 +43,10 @@ class CudaBackend : public Backend, public CachingAllocatorOwner, public PciDevi
   // Hardware counters (CUPTI) are not read by the calibration: says so.
   std::string probe_hardware_counters() const override;
   bool emulates_low_precision() const override { return false; }
+  // cuDNN and cuBLAS run f16/bf16 on tensor cores when channels (and GEMM K/N) are multiples
+  // of 8 elements (16 bytes); otherwise they pad internally or take slower kernels (cuDNN's
+  // legacy API guide, "Tensor Core Operations").
+  int padding_alignment() const override { return 8; }
 
   std::shared_ptr<void> allocate(size_t bytes) override;
   std::optional<size_t> available_memory() const override;

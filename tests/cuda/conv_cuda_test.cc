@@ -1,7 +1,8 @@
 // The CUDA convolution kernels (ops/cuda/conv.cc, cuDNN) against the CPU kernels on the same
 // inputs, per dtype: Conv2D, Conv2DBackpropInput (also as DCGAN's transposed convolution),
 // Conv2DBackpropFilter (also writing an f32 dw from low-precision data), with the geometries
-// the models use. Skipped, saying why, without a GPU.
+// the models use, and the channel-padded f16 / bf16 kernels (pad_to). Skipped, saying why,
+// without a GPU.
 //
 // Tolerances (|gpu - cpu| <= atol + rtol |cpu|):
 //  - f32: both sum the same f32 products (cuDNN with CUDNN_FMA_MATH: no TF32) in another order,
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/conv_padding.h"
 #include "ops/op.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/reference/conv.h"
@@ -168,6 +170,69 @@ TEST(ConvCudaTest, TransposedConvolutionMatchesCpu) {
                                    conv_tolerance(t)))
           << "filter gradient of " << shape_str(c.in) << " -> " << shape_str(c.out);
     }
+}
+
+// pad_to (ops/conv_padding.h) at the backend's alignment (8): the padded kernel's valid part
+// is the unpadded result up to the order of the sums (cuDNN may choose another algorithm for
+// the padded shapes), so it matches the CPU's unpadded kernel within the same tolerance.
+// Each kernel runs twice: the second run sees the padded buffers the first left behind (the
+// padding must stay zero). First layers of 1 and 3 channels, LeNet's 6 -> 16, an odd number
+// of filters, odd channels on both sides; the backprop-filter also with an f32 dw.
+TEST(ConvCudaTest, PaddedMatchesCpu) {
+  auto gpu = CAMPO_CUDA_OR_SKIP();
+  const int pad_to = gpu->padding_alignment();
+  const std::vector<ConvCase> cases = {
+      {"fashion_mnist_stem_c1_k64", {2, 1, 12, 12}, {64, 1, 3, 3}, conv_attrs(1, 1)},
+      {"rgb_stem_c3_k16_7x7_stride2", {2, 3, 17, 17}, {16, 3, 7, 7}, conv_attrs(2, 3)},
+      {"lenet_c2_c6_k16", {3, 6, 9, 9}, {16, 6, 5, 5}, conv_attrs(1, 0)},
+      {"odd_k10_c32_stride2", {2, 32, 9, 9}, {10, 32, 3, 3}, conv_attrs(2, 1)},
+      {"odd_both_1x1_c5_k7", {2, 5, 7, 7}, {7, 5, 1, 1}, conv_attrs(1, 0)},
+  };
+  auto gpu_ptr = std::shared_ptr<Backend>(gpu.get(), [](Backend*) {});
+  for (const ConvCase& c : cases)
+    for (OpKind kind : {OpKind::Conv2D, OpKind::Conv2DBackpropInput, OpKind::Conv2DBackpropFilter})
+      for (DType t : {DType::f16, DType::bf16})
+        for (bool f32_dw : {false, true}) {
+          if (f32_dw && kind != OpKind::Conv2DBackpropFilter) continue;
+          SCOPED_TRACE(c.name + " " + op_name(kind) + " " + dtype_name(t) +
+                       (f32_dw ? " f32 dw" : ""));
+          Rng rng(15);
+          ConvAttrs a = c.attrs;
+          const Shape y = reference::conv2d_output_shape(c.x, c.w, a);
+          std::vector<Tensor> in;
+          TensorDesc out;
+          if (kind == OpKind::Conv2D) {
+            in = {random_tensor_of(t, c.x, rng), random_tensor_of(t, c.w, rng)};
+            out = {y, t};
+          } else if (kind == OpKind::Conv2DBackpropInput) {
+            a.output_shape = c.x;
+            in = {random_tensor_of(t, y, rng), random_tensor_of(t, c.w, rng)};
+            out = {c.x, t};
+          } else {
+            a.output_shape = c.w;
+            in = {random_tensor_of(t, c.x, rng), random_tensor_of(t, y, rng)};
+            out = {c.w, f32_dw ? DType::f32 : t};
+          }
+          ExecContext cpu_ctx;
+          const Tensor expected = run_op_eager(kind, a, t, in, {out}, cpu_ctx)[0];
+
+          ExecContext gpu_ctx(gpu_ptr);
+          KernelSpec spec{kind, a, t, {{in[0].shape(), t}, {in[1].shape(), t}}, {out}, "padded"};
+          spec.pad_to = pad_to;
+          ASSERT_TRUE(conv_runs_padded(spec));
+          auto kernel = create_kernel(spec, gpu_ctx);
+          EXPECT_GT(gpu_ctx.kernel_buffer_bytes(), 0u);  // the padded operands
+          const std::vector<Tensor> device_in = {gpu->to_device(in[0]), gpu->to_device(in[1])};
+          const std::vector<Tensor> device_out = {gpu->zeros(out.shape, out.dtype)};
+          for (int run = 0; run < 2; ++run) {
+            kernel->run(gpu_ctx, device_in, device_out);
+            gpu->synchronize();
+            const testing::Tolerance tol = conv_tolerance(t);
+            EXPECT_TRUE(
+                testing::all_close(gpu->to_host(device_out[0]), expected, tol.rtol, tol.atol))
+                << "run " << run;
+          }
+        }
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "amp/padding.h"
 #include "tests/test_util.h"
 #include "train/plan.h"
 
@@ -386,7 +387,8 @@ namespace campo {
 namespace {
 
 // Cost-aware pads only low-precision GEMMs with unaligned K/N (LeNet's 400-120-84-10
-// classifier has them), and only when asked; which ones pay is measured, so only the
+// classifier has them) and convolutions with unaligned channels (its 1-6-16), to the
+// backend's alignment, and only when asked; which ones pay is measured, so only the
 // invariants are checked.
 TEST(PaddingPolicyTest, CostAwarePadsOnlyCandidatesAndOnlyWhenAsked) {
   ModelRunOptions run;
@@ -409,8 +411,9 @@ TEST(PaddingPolicyTest, CostAwarePadsOnlyCandidatesAndOnlyWhenAsked) {
     for (NodeId id = 0; id < g.num_nodes(); ++id)
       if (g.node(id).pad_to > 0) {
         ++padded;
-        EXPECT_EQ(g.node(id).kind, OpKind::MatMul);
-        EXPECT_NE(g.node(id).dtype, DType::f32);
+        // A low-precision GEMM or convolution with an unaligned dimension.
+        EXPECT_TRUE(is_padding_candidate(g, id, info.pad_to)) << g.node(id).name;
+        EXPECT_EQ(g.node(id).pad_to, info.pad_to);
       }
     EXPECT_EQ(padded, info.padded);
     if (!padding) EXPECT_EQ(info.padded, 0);
