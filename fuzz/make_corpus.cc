@@ -16,6 +16,7 @@
 #include "datasets/tokenizer.h"
 #include "fuzz/targets.h"
 #include "graph/checkpoint.h"
+#include "runtime/kernel_activity.h"
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -216,6 +217,20 @@ void make_text() {
   WordPieceTokenizer::train(text, 120).save(seed("text", "vocab.json").string());
 }
 
+// A step of three nodes as the CUPTI timer records it: a convolution of two kernels, a node
+// with none, a GEMM, a memset of no node.
+void make_activity_table() {
+  const uint64_t t0 = 1754000000000000000ull;  // GPU timestamps are ns since the epoch
+  ActivityTable t;
+  t.kernels = {{"[CUDA memset]", t0, t0 + 1500, 11},
+               {"cudnn::ops::nchwToNhwcKernel", t0 + 5000, t0 + 9000, 12},
+               {"sm90_xmma_fprop_implicit_gemm_cudnn", t0 + 9500, t0 + 31500, 13},
+               {"sm90_xmma_gemm_cublas", t0 + 40000, t0 + 52000, 15}};
+  t.correlations = {{12, 1}, {13, 1}, {14, 2}, {15, 3}, {16, 0}};
+  write_activity_table(seed("activity_table", "step.jsonl").string(), t, "fuzz gpu");
+  write_activity_table(seed("activity_table", "empty.jsonl").string(), {}, "");
+}
+
 // Dictionaries: the format's keywords, so the fuzzer need not guess them byte by byte.
 void make_dictionaries(const fs::path& dir) {
   auto dict = [&](const std::string& target, const std::vector<std::string>& words) {
@@ -300,6 +315,13 @@ void make_dictionaries(const fs::path& dir) {
                         "\\xed\\xa0\\x80", "\\x00"})
     text.push_back(w);
   dict("text", text);
+  std::vector<std::string> activity = json;
+  for (const char* w : {"format", "campo-cupti-activity", "version", "device", "kernels",
+                        "external_correlations", "kind", "kernel", "external_correlation", "name",
+                        "start_ns", "end_ns", "correlation_id", "external_id"})
+    activity.push_back("\\\"" + std::string(w) + "\\\"");
+  activity.push_back("\\x0a");  // records are lines
+  dict("activity_table", activity);
 }
 
 }  // namespace
@@ -318,6 +340,7 @@ int main(int argc, char** argv) {
     make_calibration();
     make_amp_lists();
     make_text();
+    make_activity_table();
     make_dictionaries(argv[1]);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "campo_fuzz_corpus: error: %s\n", e.what());

@@ -19,6 +19,7 @@
 #include "datasets/tokenizer.h"
 #include "fuzz/targets.h"
 #include "graph/checkpoint.h"
+#include "runtime/kernel_activity.h"
 #include "train/predict.h"
 
 namespace campo {
@@ -41,6 +42,7 @@ const Target kTargets[] = {
     {"amp_lists_edit", fuzz::amp_lists_edit},
     {"text", fuzz::text},
     {"predict", fuzz::predict},
+    {"activity_table", fuzz::activity_table},
 };
 
 fs::path fuzz_dir() { return fs::path(CAMPO_SOURCE_DIR) / "fuzz"; }
@@ -123,6 +125,8 @@ TEST(FuzzReplayTest, SeedsAreValidInputs) {
       EXPECT_NO_THROW(parse_device_table_file(rest.string())) << f;
     fs::remove(rest);
   }
+  for (const fs::path& f : files_in(corpus / "activity_table"))
+    EXPECT_NO_THROW(read_activity_table(f.string())) << f;
   for (const fs::path& f : files_in(corpus / "text"))
     if (f.extension() == ".json")
       EXPECT_NO_THROW(WordPieceTokenizer::load(f.string())) << f;
