@@ -60,7 +60,8 @@ struct BackendIdentity {
 
 // Times the kernels of one step on a backend's queue: start(slot) / stop(slot) around each
 // node as it is issued; elapsed_ms() (after the step, synchronizing first) gives each slot's
-// time of its last start/stop pair. On the CPU a host clock; on a GPU, events.
+// time of its last start/stop pair. On the CPU a host clock; on CUDA the GPU time of the
+// node's kernels from CUPTI (runtime/kernel_activity.h), or events around it.
 class NodeTimer {
  public:
   virtual ~NodeTimer() = default;
@@ -113,6 +114,9 @@ class Backend {
   // Waits for everything issued on its queue.
   virtual void synchronize() = 0;
   virtual std::unique_ptr<NodeTimer> make_timer(size_t slots) = 0;
+  // What make_timer's timers measure, as `campo train --profile` reports it: "host clock" on
+  // the CPU; on CUDA "CUPTI kernel activity", or "CUDA events (CUPTI unavailable: <why>)".
+  virtual std::string node_timer_source() const = 0;
 
   // ---- built on the above ----
   Tensor empty(const Shape& shape, DType dtype);

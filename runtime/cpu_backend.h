@@ -51,6 +51,7 @@ class CpuBackend : public Backend {
   void fill_zero(const Tensor& t) override;
   void synchronize() override {}
   std::unique_ptr<NodeTimer> make_timer(size_t slots) override;
+  std::string node_timer_source() const override { return "host clock"; }
 
   dnnl::engine& engine();
   dnnl::stream& stream();

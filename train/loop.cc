@@ -466,6 +466,7 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
   const MemoryReport memory = session.memory();
   if (o.report.profile) {
     print_profile(session.profile().by_op(), step, log);
+    log << "node times: " << device.backend()->node_timer_source() << "\n";
     log << "memory: " << memory_line(memory) << "\n";
   }
   if (!o.report.profile_out.empty())

@@ -23,6 +23,7 @@
 
 #include "runtime/check.h"
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/cupti_timer.h"
 #include "runtime/cuda/device_info.h"
 
 namespace campo {
@@ -341,7 +342,17 @@ void CudaBackend::synchronize() { CAMPO_CUDA_CHECK(cudaStreamSynchronize(stream_
 
 std::unique_ptr<NodeTimer> CudaBackend::make_timer(size_t slots) {
   use_device();  // events belong to the current device, and must be the stream's
+  std::string why_not;
+  if (auto timer = make_cupti_timer(stream_, slots, describe(), why_not)) {
+    node_timer_source_ = "CUPTI kernel activity";
+    return timer;
+  }
+  node_timer_source_ = "CUDA events (CUPTI unavailable: " + why_not + ")";
   return std::make_unique<CudaNodeTimer>(stream_, slots);
+}
+
+std::string CudaBackend::node_timer_source() const {
+  return node_timer_source_.empty() ? "no node timed yet" : node_timer_source_;
 }
 
 }  // namespace cuda

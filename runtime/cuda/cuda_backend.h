@@ -1,8 +1,8 @@
 // The CUDA backend: one device (--device cuda:N), one compute stream on which every kernel,
 // copy and library call of an executable is issued in order, a caching allocator
 // (runtime/caching_allocator.h: blocks split from and merged within segments, stream-ordered
-// reuse, no cudaMalloc in the steady state), pinned host staging for copies, CUDA events to
-// time nodes, and the library handles kernels share (cuBLASLt, cuDNN), all bound to that
+// reuse, no cudaMalloc in the steady state), pinned host staging for copies, CUPTI's activity
+// records (or CUDA events) to time nodes, and the library handles kernels share (cuBLASLt, cuDNN), all bound to that
 // stream.
 //
 // Kernels reach it through ops/cuda/context.h. Compiled only with CAMPO_HAVE_CUDA; the rest
@@ -55,7 +55,10 @@ class CudaBackend : public Backend, public CachingAllocatorOwner, public PciDevi
   void copy(const Tensor& dst, const Tensor& src) override;
   void fill_zero(const Tensor& t) override;
   void synchronize() override;
+  // CUPTI's kernel activity (runtime/cuda/cupti_timer.h); CUDA events where CUPTI cannot
+  // record, with the reason kept for node_timer_source().
   std::unique_ptr<NodeTimer> make_timer(size_t slots) override;
+  std::string node_timer_source() const override;
 
   int index() const { return index_; }
   // major * 10 + minor: 90 on Hopper, 75 on Turing (the oldest CUDA 13 builds for).
@@ -84,6 +87,7 @@ class CudaBackend : public Backend, public CachingAllocatorOwner, public PciDevi
   std::string pci_bus_id_;
   size_t total_memory_ = 0;
   int driver_version_ = 0;
+  std::string node_timer_source_;  // of the last make_timer; empty before the first
   struct Staging;  // pinned host buffers of the copies
   std::unique_ptr<Staging> staging_;
 

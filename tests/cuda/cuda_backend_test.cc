@@ -1,14 +1,15 @@
 // The CUDA backend through the Backend interface: host round trips of every float dtype at
 // sizes with tails (and one larger than a staging chunk), device copies, fill_zero, scalars,
-// timers, the caching allocator on the real device, the out-of-memory and device-index
-// error lines, copies from another thread, tensors outliving their backend, the GPU's PCI bus
-// id and NVML's energy counter found through it. Without a GPU
-// (or in a build without CUDA) each test skips with the reason.
+// timers (CUPTI's, and events where CUPTI is off), the caching allocator on the real device,
+// the out-of-memory and device-index error lines, copies from another thread, tensors
+// outliving their backend, the GPU's PCI bus id and NVML's energy counter found through it.
+// Without a GPU (or in a build without CUDA) each test skips with the reason.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <regex>
 #include <thread>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "runtime/backend.h"
 #include "runtime/caching_allocator.h"
 #include "runtime/energy.h"
+#include "runtime/kernel_activity.h"
 #include "runtime/nvml_energy.h"
 #include "runtime/pci_device.h"
 #include "tests/cuda/cuda_test_util.h"
@@ -119,6 +121,62 @@ TEST(CudaBackendCudaTest, TimerGivesNonNegativeTimes) {
     EXPECT_GE(ms[1], 0.0);
     EXPECT_EQ(ms[2], 0.0);  // never timed
   }
+}
+
+// The CUPTI timer (runtime/cuda/cupti_timer.h): both memsets of slot 0 counted, none for
+// slot 1, the one between the nodes apart, as the recorded table (CAMPO_CUPTI_RECORD) shows.
+// Skips, saying why, where CUPTI cannot record (e.g. a container without the privilege).
+TEST(CudaBackendCudaTest, CuptiTimerCountsEveryActivityOfANode) {
+  auto gpu = CAMPO_CUDA_OR_SKIP();
+  testing::TempDir dir;
+  testing::ScopedEnv on("CAMPO_CUPTI", std::nullopt);
+  testing::ScopedEnv record("CAMPO_CUPTI_RECORD", dir.file("step.jsonl"));
+  std::unique_ptr<NodeTimer> timer;
+  try {
+    timer = gpu->make_timer(2);
+  } catch (const Error& e) {
+    GTEST_SKIP() << e.what();
+  }
+  EXPECT_EQ(gpu->node_timer_source(), "CUPTI kernel activity");
+  const Tensor t = gpu->empty({int64_t(1) << 22}, DType::f32);
+  for (int step = 0; step < 2; ++step) {
+    timer->start(0);
+    gpu->fill_zero(t);
+    gpu->fill_zero(t);
+    timer->stop(0);
+    gpu->fill_zero(t);
+    timer->start(1);
+    timer->stop(1);
+    const std::vector<double> ms = timer->elapsed_ms();
+    ASSERT_EQ(ms.size(), 2u);
+    EXPECT_GT(ms[0], 0.0);
+    EXPECT_EQ(ms[1], 0.0);
+    const RecordedActivity r = read_activity_table(dir.file("step.jsonl"));
+    EXPECT_EQ(r.device, gpu->describe());
+    const NodeAttribution a = attribute_kernels(r.table, 2);
+    EXPECT_EQ(a.kernels, (std::vector<uint32_t>{2, 0})) << "step " << step;
+    EXPECT_EQ(a.unattributed_kernels, 1u) << "step " << step;
+    EXPECT_DOUBLE_EQ(a.ms[0], ms[0]);
+  }
+}
+
+TEST(CudaBackendCudaTest, CuptiOffTimesWithEventsAndSaysSo) {
+  auto gpu = CAMPO_CUDA_OR_SKIP();
+  {
+    testing::ScopedEnv off("CAMPO_CUPTI", "0");
+    testing::ScopedEnv no_record("CAMPO_CUPTI_RECORD", std::nullopt);
+    auto timer = gpu->make_timer(1);
+    EXPECT_EQ(gpu->node_timer_source(), "CUDA events (CUPTI unavailable: CAMPO_CUPTI=0)");
+    testing::TempDir dir;
+    testing::ScopedEnv record("CAMPO_CUPTI_RECORD", dir.file("t.jsonl"));
+    EXPECT_TRUE(contains(error_message([&] { gpu->make_timer(1); }),
+                         "CAMPO_CUPTI_RECORD=" + dir.file("t.jsonl") +
+                             ": nothing to record, CUPTI is unavailable (CAMPO_CUPTI=0)"));
+  }
+  testing::ScopedEnv bad("CAMPO_CUPTI", "yes");
+  EXPECT_TRUE(contains(error_message([&] { gpu->make_timer(1); }),
+                       "CAMPO_CUPTI must be 0 (time nodes with CUDA events) or 1 (CUPTI, the "
+                       "default), got 'yes'"));
 }
 
 TEST(CudaBackendCudaTest, AllocatorReusesFreedBlocks) {
