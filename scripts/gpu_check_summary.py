@@ -91,14 +91,17 @@ def main():
             continue
         raw["campo"][model], raw["torch"][model] = campo, torch
         c, t = medians(campo), medians(torch)
-        for precision in ("fp32", "amp"):
+        # cost-aware has no PyTorch twin: it is set beside autocast, the policy it must beat.
+        for precision, peer in (("fp32", "fp32"), ("amp", "amp"), ("cost-aware", "amp")):
+            if precision not in c and precision != peer:
+                continue
             cs = c.get(precision, {}).get("median_samples_per_sec")
-            ts = t.get(precision, {}).get("median_samples_per_sec")
+            ts = t.get(peer, {}).get("median_samples_per_sec")
             rows.append({"model": model, "precision": precision,
-                         "batch": (c.get(precision) or t.get(precision) or {}).get("batch"),
+                         "batch": (c.get(precision) or t.get(peer) or {}).get("batch"),
                          "campo_samples_per_sec": cs, "torch_samples_per_sec": ts,
                          "campo_over_torch": cs / ts if cs and ts else None,
-                         "torch_config": t.get(precision, {}).get("config")})
+                         "torch_config": t.get(peer, {}).get("config")})
     machine = next((e.get("machine") for m in raw["campo"].values() for e in (m or [])
                     if isinstance(e, dict) and e.get("machine")), None)
     torch_machine = next((e.get("machine") for m in raw["torch"].values() for e in (m or [])
@@ -127,11 +130,11 @@ def main():
             print(f"    skipped on the GPU machine: {', '.join(t['skipped'][:10])}"
                   f"{' ...' if len(t['skipped']) > 10 else ''}")
     print(f"  campo on: {machine or '-'}; pytorch on: {torch_machine or '-'}")
-    print(f"  {'model':<9} {'precision':<9} {'batch':>5} {'campo':>10} {'pytorch':>10} "
+    print(f"  {'model':<9} {'precision':<10} {'batch':>5} {'campo':>10} {'pytorch':>10} "
           f"{'campo/pt':>8}   (samples/s, medians)")
     for r in rows:
         ratio = f"{r['campo_over_torch']:8.3f}" if r["campo_over_torch"] else f"{'-':>8}"
-        print(f"  {r['model']:<9} {r['precision']:<9} {r['batch'] or '-':>5} "
+        print(f"  {r['model']:<9} {r['precision']:<10} {r['batch'] or '-':>5} "
               f"{fmt(r['campo_samples_per_sec'])} {fmt(r['torch_samples_per_sec'])} {ratio}")
     if not rows:
         print("  no benchmark results")
