@@ -44,9 +44,6 @@ Feature parse_feature(const std::string& name) {
 
 namespace {
 
-constexpr int64_t kFastPathBlock = 16;  // oneDNN AVX-512 BF16 blocks channels by 16
-
-bool multiple_of_block(int64_t v) { return v > 0 && v % kFastPathBlock == 0; }
 
 const Shape& shape_of(const Graph& g, ValueId v) { return g.value(v).shape; }
 
@@ -70,7 +67,9 @@ void conv_operands(const Graph& g, const Node& n, Shape& y_side, Shape& filter) 
 
 }  // namespace
 
-NodeFeatures node_features(const Graph& g, NodeId id) {
+NodeFeatures node_features(const Graph& g, NodeId id, int alignment) {
+  CAMPO_CHECK(alignment > 0, "node_features: alignment ", alignment, " is not positive");
+  auto multiple_of_block = [alignment](int64_t v) { return v > 0 && v % alignment == 0; };
   const Node& n = g.node(id);
   NodeFeatures f{};
   int64_t in_elements = 0, out_elements = 0, bytes = 0;
@@ -620,6 +619,9 @@ void check_plausible(const Calibration& cal) {
   check_cast_fit(cal.cast_to_f32, "cast_fits.to_f32");
   for (const auto& [key, m] : cal.ops) check_op_model(m);
   if (cal.machine.kind.empty()) throw Corrupt{"empty 'device'"};
+  if (cal.alignment < 1 || cal.alignment > 1024)
+    throw Corrupt{"implausible alignment = " + std::to_string(cal.alignment) +
+                  " (expected 1 to 1024 elements)"};
   for (const BackendIdentity::Field& f : cal.machine.fields)
     if (f.name.empty() || f.name == "hash" || f.name == "campo_version")
       throw Corrupt{"machine field name '" + f.name + "' is reserved"};
@@ -675,6 +677,7 @@ void save_calibration(const Calibration& cal, const std::string& path) {
       {"low_precision", dtype_name(cal.low)},
       {"created", cal.created},
       {"hardware_counters", cal.hardware_counters},
+      {"alignment", cal.alignment},
       {"cast", {{"fixed_ms", cal.cast.fixed_ms}, {"per_element_ms", cal.cast.per_element_ms}}},
       {"cast_fits",
        {{"both", cast_json(cal.cast_all)},
@@ -748,6 +751,8 @@ CalibrationCheck read_calibration_file(const std::string& path, const std::strin
     cal.low = parse_dtype(low);
     cal.created = text(j, "created", "file");
     cal.hardware_counters = text(j, "hardware_counters", "file");
+    // Files written before the field: the CPU's 16, the only device calibrated then.
+    cal.alignment = j.contains("alignment") ? integer(j, "alignment", "file") : 16;
     const json& cast = field(j, "cast", "file");
     cal.cast.fixed_ms = number(cast, "fixed_ms", "cast");
     cal.cast.per_element_ms = number(cast, "per_element_ms", "cast");
@@ -861,7 +866,7 @@ std::vector<char> untrusted_nodes(const Graph& g, const Calibration& cal, const 
   std::vector<char> out(size_t(g.num_nodes()), 0);
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
     if (!may_run_low(g.node(id), lists)) continue;
-    const OpModel* m = cal.model_for(g.node(id).kind, node_features(g, id));
+    const OpModel* m = cal.model_for(g.node(id).kind, node_features(g, id, cal.alignment));
     out[size_t(id)] = !m || m->heldout_mape < 0 || m->heldout_mape > kUntrustedMapePercent;
   }
   return out;
@@ -877,7 +882,7 @@ CostTable predict_costs(const Graph& g, const std::vector<double>& fp32_ms, cons
     NodeCost& c = costs.nodes[size_t(id)];
     c.fp32_ms = c.low_ms = t32;
     if (!may_run_low(n, lists) || t32 <= 0) continue;  // not in the lists, or not run at all
-    const NodeFeatures f = node_features(g, id);
+    const NodeFeatures f = node_features(g, id, cal.alignment);
     if (const OpModel* m = cal.model_for(n.kind, f)) c.low_ms = m->predict_low_ms(f, t32);
   }
   costs.cast = cal.cast;

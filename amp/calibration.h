@@ -50,11 +50,13 @@ Feature parse_feature(const std::string& name);  // throws on an unknown name
 //   intensity flops / bytes.
 //   elements  elements of output 0.
 //   aligned   1 when the GEMM dimensions ((Batch)MatMul M, N, K; conv input and output channels)
-//             are multiples of 16 (oneDNN's AVX-512 BF16 block), else 0; for other ops the
-//             channel dimension (dim 1 of a 4-D output, the last of a 2-D one, else all
-//             elements).
+//             are multiples of `alignment`, else 0; for other ops the channel dimension
+//             (dim 1 of a 4-D output, the last of a 2-D one, else all elements). The
+//             alignment is the device's fast-path block (Backend::padding_alignment: 16 for
+//             oneDNN's AVX-512 BF16 on the CPU, 8 for tensor cores on CUDA), so that nothing
+//             device-specific is fixed here.
 using NodeFeatures = std::array<double, kNumFeatures>;
-NodeFeatures node_features(const Graph& g, NodeId id);
+NodeFeatures node_features(const Graph& g, NodeId id, int alignment);
 
 // ---- statistics ----
 
@@ -143,6 +145,9 @@ struct Calibration {
   DType low = DType::bf16;
   std::string created;            // UTC, ISO 8601
   std::string hardware_counters;  // what the backend's counter probe found
+  // The `aligned` feature's block (node_features): the measuring backend's
+  // padding_alignment. Files without it were CPU calibrations: 16.
+  int alignment = 16;
   CastCostModel cast;             // both directions together (what the policy uses)
   CastFit cast_all, cast_to_low, cast_to_f32;
   std::map<std::string, OpModel> ops;  // by OpModel::key

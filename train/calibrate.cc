@@ -134,7 +134,8 @@ std::vector<Configuration> calibration_set(const CalibrateOptions& o) {
   return set;
 }
 
-void collect(const Graph& g, const BothPrecisionTimes& t, bool heldout, Measurements& m) {
+void collect(const Graph& g, const BothPrecisionTimes& t, bool heldout, int alignment,
+             Measurements& m) {
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
     if (!t.low[size_t(id)]) continue;
     const double t32 = t.fp32_ms[size_t(id)], tlow = t.low_ms[size_t(id)];
@@ -145,7 +146,7 @@ void collect(const Graph& g, const BothPrecisionTimes& t, bool heldout, Measurem
     }
     Sample s;
     s.op = op_name(g.node(id).kind);
-    s.s.features = node_features(g, id);
+    s.s.features = node_features(g, id, alignment);
     s.s.fp32_ms = t32;
     s.s.low_ms = tlow;
     s.heldout = heldout;
@@ -189,7 +190,7 @@ void measure_configuration(const Configuration& c, DType low, const Timing& timi
         attention_graph(b, c.batch, c.shape.channels, c.shape.image_size);
     BothPrecisionTimes t = measure_both_precisions(g, vars, fetches, TimingInputs{}, lists, low,
                                                    timing.warmup, timing.steps, seed);
-    collect(g, t, c.heldout, m);
+    collect(g, t, c.heldout, backend->padding_alignment(), m);
     return;
   }
   if (is_gan_model(c.shape.model)) {
@@ -210,7 +211,7 @@ void measure_configuration(const Configuration& c, DType low, const Timing& timi
       // No fetches: the optimizer updates (side effects) keep the whole step alive.
       BothPrecisionTimes t = measure_both_precisions(*g, session.variables(), {}, in, lists, low,
                                                      timing.warmup, timing.steps, seed);
-      collect(*g, t, c.heldout, m);
+      collect(*g, t, c.heldout, backend->padding_alignment(), m);
     }
     return;
   }
@@ -227,7 +228,7 @@ void measure_configuration(const Configuration& c, DType low, const Timing& timi
   BothPrecisionTimes t =
       measure_both_precisions(g, vars, info.fetches(), training_timing_inputs(r.classes), lists,
                               low, timing.warmup, timing.steps, seed);
-  collect(g, t, c.heldout, m);
+  collect(g, t, c.heldout, backend->padding_alignment(), m);
 }
 
 // Standalone casts x (f32) -> low -> f32 of 2^10 .. 2^max_log2 elements.
@@ -486,6 +487,7 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
   cal.low = low;
   cal.created = utc_now();
   cal.hardware_counters = backend->probe_hardware_counters();
+  cal.alignment = backend->padding_alignment();
   log << "calibrate: " << backend->describe() << "; low precision " << dtype_name(low)
       << ", budget " << budget_minutes << " min" << (o.quick ? " (quick)" : "") << "\n";
   log << "identity: device " << cal.machine.kind;

@@ -205,7 +205,7 @@ TEST(CalibrationFeaturesTest, ConvAndMatMulFlopsAreExact) {
   a.pad_h = a.pad_w = 1;
   ValueId y = b.conv2d(x, w, a);
   // 2 * N*K*Ho*Wo * C*R*S = 2 * (2*16*8*8) * 27
-  NodeFeatures f = node_features(g, g.value(y).producer);
+  NodeFeatures f = node_features(g, g.value(y).producer, 16);
   EXPECT_EQ(f[size_t(Feature::flops)], 2.0 * 2048 * 27);
   EXPECT_EQ(f[size_t(Feature::elements)], 2048);
   // bytes: x 384, w 432, y 2048 elements at 4 bytes
@@ -217,43 +217,48 @@ TEST(CalibrationFeaturesTest, ConvAndMatMulFlopsAreExact) {
   ConvAttrs bi = a;
   bi.output_shape = {2, 3, 8, 8};
   ValueId dx = b.op(OpKind::Conv2DBackpropInput, {y, w}, bi);
-  EXPECT_EQ(node_features(g, g.value(dx).producer)[size_t(Feature::flops)], 2.0 * 2048 * 27);
+  EXPECT_EQ(node_features(g, g.value(dx).producer, 16)[size_t(Feature::flops)], 2.0 * 2048 * 27);
   ConvAttrs bf = a;
   bf.output_shape = {16, 3, 3, 3};
   ValueId dw = b.op(OpKind::Conv2DBackpropFilter, {x, y}, bf);
-  EXPECT_EQ(node_features(g, g.value(dw).producer)[size_t(Feature::flops)], 2.0 * 2048 * 27);
+  EXPECT_EQ(node_features(g, g.value(dw).producer, 16)[size_t(Feature::flops)], 2.0 * 2048 * 27);
 
   // 32 -> 16 channels: aligned.
   ValueId x2 = b.placeholder("x2", {1, 32, 4, 4});
   ValueId w2 = b.variable("w2", {16, 32, 1, 1}, Init::ones());
   EXPECT_EQ(
-      node_features(g, g.value(b.conv2d(x2, w2, ConvAttrs{})).producer)[size_t(Feature::aligned)],
+      node_features(g, g.value(b.conv2d(x2, w2, ConvAttrs{})).producer, 16)[size_t(Feature::aligned)],
       1);
 
   // MatMul [4, 32] x [32, 16]: 2 M N K = 2 * 4 * 16 * 32; M = 4 is not a multiple of 16.
   ValueId p = b.placeholder("p", {4, 32});
   ValueId q = b.variable("q", {32, 16}, Init::ones());
-  NodeFeatures m = node_features(g, g.value(b.matmul(p, q)).producer);
+  NodeFeatures m = node_features(g, g.value(b.matmul(p, q)).producer, 16);
   EXPECT_EQ(m[size_t(Feature::flops)], 2.0 * 4 * 16 * 32);
   EXPECT_EQ(m[size_t(Feature::aligned)], 0);
   // Transposed A [32, 16]^T x B [32, 16]: M = 16, K = 32, N = 16: aligned.
   ValueId at = b.placeholder("at", {32, 16});
-  NodeFeatures mt = node_features(g, g.value(b.matmul(at, q, true, false)).producer);
+  NodeFeatures mt = node_features(g, g.value(b.matmul(at, q, true, false)).producer, 16);
   EXPECT_EQ(mt[size_t(Feature::flops)], 2.0 * 16 * 16 * 32);
   EXPECT_EQ(mt[size_t(Feature::aligned)], 1);
 
   // BatchMatMulV2 [2, 3, 16, 8]^T x [2, 3, 16, 32]: B = 6, M = 8, K = 16, N = 32 (M = 8 not
   // a multiple of 16); q k^T of [2, 3, 16, 32] twice: M = N = 16, K = 32, aligned.
   ValueId bx = b.placeholder("bx", {2, 3, 16, 8}), by = b.placeholder("by", {2, 3, 16, 32});
-  NodeFeatures bm = node_features(g, g.value(b.batch_matmul(bx, by, true, false)).producer);
+  NodeFeatures bm = node_features(g, g.value(b.batch_matmul(bx, by, true, false)).producer, 16);
   EXPECT_EQ(bm[size_t(Feature::flops)], 2.0 * 6 * 8 * 32 * 16);
   EXPECT_EQ(bm[size_t(Feature::aligned)], 0);
-  NodeFeatures bq = node_features(g, g.value(b.batch_matmul(by, by, false, true)).producer);
+  // The block is the device's: with CUDA's 8, M = 8 is aligned; 3 channels never are.
+  EXPECT_EQ(node_features(g, g.value(b.batch_matmul(bx, by, true, false)).producer,
+                          8)[size_t(Feature::aligned)],
+            1);
+  EXPECT_EQ(node_features(g, g.value(y).producer, 8)[size_t(Feature::aligned)], 0);
+  NodeFeatures bq = node_features(g, g.value(b.batch_matmul(by, by, false, true)).producer, 16);
   EXPECT_EQ(bq[size_t(Feature::flops)], 2.0 * 6 * 16 * 16 * 32);
   EXPECT_EQ(bq[size_t(Feature::aligned)], 1);
 
   // Element-wise: one per element.
-  NodeFeatures r = node_features(g, g.value(b.relu(y)).producer);
+  NodeFeatures r = node_features(g, g.value(b.relu(y)).producer, 16);
   EXPECT_EQ(r[size_t(Feature::flops)], 2048);
   EXPECT_EQ(r[size_t(Feature::aligned)], 1);  // 16 channels
 }
@@ -267,15 +272,15 @@ TEST(CalibrationFeaturesTest, GatherCountsTheRowsItCopiesNotTheTable) {
   ValueId ids = b.placeholder("ids", {2, 3}, DType::i32);
   ValueId table = b.variable("table", {1000, 16}, Init::ones());
   ValueId y = b.gather(table, ids);  // [2, 3, 16]: 96 elements
-  NodeFeatures f = node_features(g, g.value(y).producer);
+  NodeFeatures f = node_features(g, g.value(y).producer, 16);
   EXPECT_EQ(f[size_t(Feature::bytes)], 4.0 * (6 + 2 * 96));
   EXPECT_EQ(f[size_t(Feature::flops)], 96);
   EXPECT_EQ(f[size_t(Feature::elements)], 96);
   ValueId small = b.variable("small", {10, 16}, Init::ones());
-  EXPECT_EQ(node_features(g, g.value(b.gather(small, ids)).producer), f);
+  EXPECT_EQ(node_features(g, g.value(b.gather(small, ids)).producer, 16), f);
 
   ValueId s = b.unsorted_segment_sum(y, ids, 1000);  // [1000, 16]
-  NodeFeatures fs = node_features(g, g.value(s).producer);
+  NodeFeatures fs = node_features(g, g.value(s).producer, 16);
   EXPECT_EQ(fs[size_t(Feature::bytes)], 4.0 * (96 + 6 + 16000));
   EXPECT_EQ(fs[size_t(Feature::flops)], 96 + 16000);
   EXPECT_EQ(fs[size_t(Feature::elements)], 16000);
@@ -312,6 +317,7 @@ TEST(CalibrationFileTest, RoundTrip) {
   EXPECT_EQ(back.ops.at("Relu").fit, "ratio");
   EXPECT_EQ(back.ops.at("MatMul:unaligned").sigma, 2.0);
   EXPECT_EQ(back.configurations, 8);
+  EXPECT_EQ(back.alignment, 16);
 }
 
 // Loading the file fails with one line naming the file and how to recalibrate.
@@ -363,6 +369,30 @@ TEST(CalibrationFileTest, CorruptFilesAreRefused) {
   expect_refused(f.path, "corrupt");
 
   expect_refused(f.path + ".absent", "no such file");
+}
+
+// The `aligned` feature's block travels with the file: a calibration made where it is 8
+// (CUDA) predicts with 8; a file written before the field was a CPU's, so 16; a block that
+// no device has is refused.
+TEST(CalibrationFileTest, TheAlignmentOfTheMeasuringDeviceIsKept) {
+  TempFile f("alignment.json");
+  Calibration cal = sample_calibration();
+  cal.alignment = 8;
+  save_calibration(cal, f.path);
+  EXPECT_EQ(f.read()["alignment"], 8);
+  EXPECT_EQ(load_calibration(f.path, *default_cpu_backend()).alignment, 8);
+  nlohmann::json j = f.read();
+  j.erase("alignment");
+  f.write(j.dump());
+  EXPECT_EQ(load_calibration(f.path, *default_cpu_backend()).alignment, 16);
+  for (int bad : {0, -8, 4096}) {
+    j["alignment"] = bad;
+    f.write(j.dump());
+    expect_refused(f.path, "implausible alignment = " + std::to_string(bad));
+  }
+  j["alignment"] = "eight";
+  f.write(j.dump());
+  expect_refused(f.path, "'file.alignment' is not an integer");
 }
 
 TEST(CalibrationFileTest, AFifoOrAFolderIsRefusedWithoutReading) {
