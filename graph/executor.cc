@@ -183,6 +183,23 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
     CAMPO_CHECK(!updating || n.phase == Phase::update, "internal: node '", n.name,
                 "' is scheduled after an optimizer update");
   }
+  replay_blocker_ = why_not_replayed();
+  CAMPO_CHECK(backend.cuda_graph() != CudaGraphMode::on || replay_blocker_.empty(),
+              "--cuda-graph on: this step cannot be replayed: ", replay_blocker_,
+              " (--cuda-graph auto launches it kernel by kernel)");
+}
+
+std::string Executable::why_not_replayed() {
+  Backend& backend = ctx_.backend();
+  if (backend.cuda_graph() == CudaGraphMode::off) return "--cuda-graph off";
+  if (std::string why = backend.capture_unsupported(); !why.empty()) return why;
+  if (sync_each_node_) return "CAMPO_CUDA_SYNC=1 synchronizes after every node";
+  for (size_t pos = 0; pos < schedule_.size(); ++pos) {
+    if (!kernels_[pos]) continue;
+    if (std::string why = kernels_[pos]->capture_blocker(); !why.empty())
+      return "node " + graph_.node(schedule_[pos]).name + ": " + why;
+  }
+  return {};
 }
 
 Executable::~Executable() = default;
@@ -247,7 +264,7 @@ void Executable::refresh_weight_copies() {
   if (copy_positions_.empty() || copies_generation_ == vars_.generation()) return;
   for (size_t i = 0; i < copy_positions_.size(); ++i) {
     const size_t pos = copy_positions_[i];
-    copy_kernels_[i]->run(ctx_, node_inputs_[pos], node_outputs_[pos]);
+    run_kernel(*copy_kernels_[i], ctx_, node_inputs_[pos], node_outputs_[pos]);
   }
   copies_generation_ = vars_.generation();
   ++copy_refreshes_;
@@ -282,7 +299,7 @@ void Executable::run_synchronized() {
     if (!k) continue;
     try {
       run_conversions(pos);
-      k->run(ctx_, node_inputs_[pos], node_outputs_[pos]);
+      run_kernel(*k, ctx_, node_inputs_[pos], node_outputs_[pos]);
       ctx_.backend().synchronize();
     } catch (const Error& e) {
       const Node& n = graph_.node(schedule_[pos]);
@@ -292,24 +309,76 @@ void Executable::run_synchronized() {
   }
 }
 
+void Executable::run_launched() {
+  for (size_t pos = 0; pos < schedule_.size(); ++pos) {
+    run_conversions(pos);
+    if (Kernel* k = kernels_[pos].get())
+      run_kernel(*k, ctx_, node_inputs_[pos], node_outputs_[pos]);
+  }
+}
+
+void Executable::issue_kernels() {
+  for (size_t pos = 0; pos < schedule_.size(); ++pos) {
+    run_conversions(pos);
+    if (Kernel* k = kernels_[pos].get()) k->run(ctx_, node_inputs_[pos], node_outputs_[pos]);
+  }
+}
+
+void Executable::run_replayed() {
+  if (!captured_ && !warm_) {
+    run_launched();
+    warm_ = true;
+    return;
+  }
+  Backend& backend = ctx_.backend();
+  for (size_t pos = 0; pos < schedule_.size(); ++pos)
+    if (Kernel* k = kernels_[pos].get()) k->before_run(ctx_);
+  if (!captured_) {
+    try {
+      backend.begin_capture();
+      issue_kernels();
+      captured_ = backend.end_capture();
+      ++captures_;
+    } catch (const Error& e) {
+      backend.abort_capture();
+      if (backend.cuda_graph() == CudaGraphMode::on)
+        CAMPO_FAIL("--cuda-graph on: capturing the step failed: ", e.what());
+      // auto: this step and the later ones kernel by kernel (before_run has run).
+      replay_blocker_ = std::string("capturing the step failed: ") + e.what();
+      issue_kernels();
+      for (size_t pos = 0; pos < schedule_.size(); ++pos)
+        if (Kernel* k = kernels_[pos].get()) k->after_run(ctx_);
+      return;
+    }
+  }
+  captured_->replay();
+  ++replays_;
+  for (size_t pos = 0; pos < schedule_.size(); ++pos)
+    if (Kernel* k = kernels_[pos].get()) k->after_run(ctx_);
+}
+
 void Executable::run() {
-  if (arena_->data() != bound_arena_) bind_arena();  // a sharing executable grew it
+  if (arena_->data() != bound_arena_) {  // a sharing executable grew it
+    bind_arena();
+    captured_.reset();
+    warm_ = false;
+  }
   refresh_weight_copies();
   const size_t n = schedule_.size();
   if (sync_each_node_ && !timer_) {
     run_synchronized();
   } else if (!timer_) {
-    for (size_t pos = 0; pos < n; ++pos) {
-      run_conversions(pos);
-      if (Kernel* k = kernels_[pos].get()) k->run(ctx_, node_inputs_[pos], node_outputs_[pos]);
-    }
+    if (replay_blocker_.empty())
+      run_replayed();
+    else
+      run_launched();
   } else {
     for (size_t pos = 0; pos < n; ++pos) {
       Kernel* k = kernels_[pos].get();
       if (!k) continue;
       timer_->start(pos);
       run_conversions(pos);
-      k->run(ctx_, node_inputs_[pos], node_outputs_[pos]);
+      run_kernel(*k, ctx_, node_inputs_[pos], node_outputs_[pos]);
       timer_->stop(pos);
     }
     ctx_.backend().synchronize();

@@ -113,7 +113,23 @@ class Executable {
   // Runs one step. Each run first refreshes the weight copies (Node::weight_copy) if the
   // variables may have changed since the last refresh (VariableStore::generation). With
   // timing on, it synchronizes at the end to read the node times.
+  //
+  // CUDA graphs (the backend's --cuda-graph, Backend::cuda_graph): where the backend can
+  // record its queue and every kernel allows it (Kernel::capture_blocker), the first run
+  // after the arena was bound launches kernel by kernel (a warm step: lazy tables, algorithm
+  // searches), the next captures the step (Backend::begin_capture) and every later one
+  // replays it: the kernels' before_run hooks in schedule order, the replay, their after_run
+  // hooks. A run with timing on launches kernel by kernel. A moved arena (a sharing
+  // executable grew it) drops the capture: a warm run, then a new one. A capture that fails
+  // is an error under --cuda-graph on; under auto the step goes on kernel by kernel, the
+  // failure kept in replay_blocker().
   void run();
+  // Why this executable's step is launched kernel by kernel rather than replayed ("--cuda-graph
+  // off", the backend's capture_unsupported(), a node's capture_blocker(), a failed capture);
+  // empty when it is replayed (or will be, from its second run).
+  const std::string& replay_blocker() const { return replay_blocker_; }
+  int captures() const { return captures_; }    // steps captured (1, or more after arena moves)
+  int64_t replays() const { return replays_; }  // runs that replayed a capture
   // A fetched value after run() (a view into the plan: copy it to keep it).
   const Tensor& output(ValueId v) const;
 
@@ -197,6 +213,15 @@ class Executable {
   // node, so an asynchronous kernel fault is reported with the node that caused it.
   bool sync_each_node_ = false;
   void run_synchronized();
+  void run_launched();   // kernel by kernel, each with its before_run and after_run
+  void run_replayed();   // warm, capture, replay (see run())
+  void issue_kernels();  // every node's run() alone: what a capture records
+  std::string why_not_replayed();
+  std::string replay_blocker_;
+  std::unique_ptr<CapturedWork> captured_;
+  bool warm_ = false;  // a launched run since the arena was last bound
+  int captures_ = 0;
+  int64_t replays_ = 0;
 };
 
 }  // namespace campo

@@ -42,6 +42,10 @@ class PaddedConvKernel final : public Kernel {
     inner_ = unpadded(inner, ctx);
   }
 
+  void before_run(ExecContext& ctx) override { inner_->before_run(ctx); }
+  void after_run(ExecContext& ctx) override { inner_->after_run(ctx); }
+  std::string capture_blocker() const override { return inner_->capture_blocker(); }
+
   void run(ExecContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
     inner_in_ = in;  // reuses the vectors' storage after the first step

@@ -102,7 +102,7 @@ std::vector<Tensor> run_op_eager(OpKind kind, const Attrs& attrs, DType dtype,
   auto kernel = create_kernel(spec, ctx);
   std::vector<Tensor> outputs;
   for (const TensorDesc& d : output_descs) outputs.push_back(ctx.backend().zeros(d.shape, d.dtype));
-  kernel->run(ctx, inputs, outputs);
+  run_kernel(*kernel, ctx, inputs, outputs);
   return outputs;
 }
 

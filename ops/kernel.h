@@ -169,7 +169,33 @@ class Kernel {
   // it sized at construction.
   virtual void run(ExecContext& ctx, const std::vector<Tensor>& inputs,
                    const std::vector<Tensor>& outputs) = 0;
+
+  // A step may be captured once and replayed (CUDA graphs, Backend::begin_capture): then
+  // run() is called once, while capturing, and its host code does not run again; only the
+  // device work it issued is replayed. What must happen at every step on the host goes in
+  // these two, which the executor calls around every run and every replay (eagerly: right
+  // before and after run(); replaying: every kernel's before_run in schedule order, the
+  // replay, then every after_run), never while capturing:
+  //  - before_run: checks of what an earlier run found on the device (deferred errors),
+  //    values drawn on the host that the device work reads (Dropout's seed), issued on the
+  //    queue ahead of the step's work;
+  //  - after_run: work that marks the step's end on the queue (the event behind a deferred
+  //    error's copy).
+  virtual void before_run(ExecContext&) {}
+  virtual void after_run(ExecContext&) {}
+  // Why run()'s device work cannot be recorded for replay (its host code must run at every
+  // step: a data-parallel reduction's host bookkeeping); empty when it can.
+  virtual std::string capture_blocker() const { return {}; }
 };
+
+// One eager run with its host hooks: before_run, run, after_run (what the executor does for
+// a node that is not replayed; tools and tests that run a kernel directly call this).
+inline void run_kernel(Kernel& kernel, ExecContext& ctx, const std::vector<Tensor>& inputs,
+                       const std::vector<Tensor>& outputs) {
+  kernel.before_run(ctx);
+  kernel.run(ctx, inputs, outputs);
+  kernel.after_run(ctx);
+}
 
 using KernelFactory = std::unique_ptr<Kernel> (*)(const KernelSpec& spec, ExecContext& ctx);
 

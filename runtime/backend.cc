@@ -53,6 +53,44 @@ std::string BackendIdentity::hardware_hash() const {
   return buf;
 }
 
+const char* cuda_graph_mode_name(CudaGraphMode mode) {
+  switch (mode) {
+    case CudaGraphMode::automatic:
+      return "auto";
+    case CudaGraphMode::on:
+      return "on";
+    case CudaGraphMode::off:
+      return "off";
+  }
+  return "?";
+}
+
+CudaGraphMode parse_cuda_graph_mode(std::string_view s) {
+  for (CudaGraphMode m : {CudaGraphMode::automatic, CudaGraphMode::on, CudaGraphMode::off})
+    if (s == cuda_graph_mode_name(m)) return m;
+  CAMPO_FAIL("--cuda-graph '", std::string(s), "': expected auto, on or off");
+}
+
+std::string Backend::capture_unsupported() const {
+  return "the " + device().str() + " backend runs each kernel on the host as it is issued";
+}
+
+void Backend::begin_capture() {
+  CAMPO_FAIL("internal: begin_capture on a backend that cannot capture: ", capture_unsupported());
+}
+
+std::unique_ptr<CapturedWork> Backend::end_capture() {
+  CAMPO_FAIL("internal: end_capture on a backend that cannot capture: ", capture_unsupported());
+}
+
+void Backend::set_cuda_graph(CudaGraphMode mode) {
+  if (mode == CudaGraphMode::on) {
+    const std::string why = capture_unsupported();
+    CAMPO_CHECK(why.empty(), "--cuda-graph on: ", why, "; CUDA graphs need --device cuda");
+  }
+  cuda_graph_ = mode;
+}
+
 Tensor Backend::wrap(std::shared_ptr<void> storage, const Shape& shape, DType dtype) const {
   return Tensor::from_storage(std::move(storage), shape, dtype, device().type);
 }

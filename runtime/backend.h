@@ -70,6 +70,25 @@ class NodeTimer {
   virtual const std::vector<double>& elapsed_ms() = 0;
 };
 
+// A step's device work recorded once and issued again whole (a CUDA graph): what the
+// executor replays instead of launching a static step's kernels one by one
+// (Backend::begin_capture).
+class CapturedWork {
+ public:
+  virtual ~CapturedWork() = default;
+  // Issues the recorded work on the backend's queue again (asynchronously, as a launch).
+  virtual void replay() = 0;
+};
+
+// --cuda-graph: whether executables on a backend capture their step once and replay it.
+// automatic: where the backend can record its queue and every kernel of the step allows it
+// (else launched kernel by kernel, the reason kept: Executable::replay_status); on: the
+// same, but where it cannot, one error line; off: launched kernel by kernel.
+enum class CudaGraphMode : uint8_t { automatic, on, off };
+const char* cuda_graph_mode_name(CudaGraphMode mode);  // "auto", "on", "off"
+// "auto" | "on" | "off"; one error line naming the value otherwise.
+CudaGraphMode parse_cuda_graph_mode(std::string_view s);
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -118,6 +137,22 @@ class Backend {
   // the CPU; on CUDA "CUPTI kernel activity", or "CUDA events (CUPTI unavailable: <why>)".
   virtual std::string node_timer_source() const = 0;
 
+  // ---- recording a step for replay (CUDA graphs) ----
+  // Empty when this backend can record the work issued on its queue (begin_capture); else
+  // why not, as a phrase ("the cpu backend runs each kernel on the host as it is issued").
+  virtual std::string capture_unsupported() const;
+  // From begin_capture to end_capture, work issued on the queue is recorded, not run (and
+  // nothing else may be issued, copied or synchronized); end_capture returns it, ready to
+  // replay. abort_capture ends a capture that failed halfway (a kernel threw), leaving the
+  // queue usable; nothing when none is under way. The defaults refuse (internal error).
+  virtual void begin_capture();
+  virtual std::unique_ptr<CapturedWork> end_capture();
+  virtual void abort_capture() noexcept {}
+  // --cuda-graph for this run's executables (CudaGraphMode above); `on` where
+  // capture_unsupported() says why not is one error line.
+  void set_cuda_graph(CudaGraphMode mode);
+  CudaGraphMode cuda_graph() const { return cuda_graph_; }
+
   // ---- built on the above ----
   Tensor empty(const Shape& shape, DType dtype);
   Tensor zeros(const Shape& shape, DType dtype);
@@ -134,6 +169,9 @@ class Backend {
  protected:
   // Tags storage of this backend as a tensor of its device.
   Tensor wrap(std::shared_ptr<void> storage, const Shape& shape, DType dtype) const;
+
+ private:
+  CudaGraphMode cuda_graph_ = CudaGraphMode::automatic;
 };
 
 // Backends by device type. Each device's backend registers a factory at start-up (the CPU

@@ -7,7 +7,8 @@ writes it all to OUT/summary.json.
 
 OUT: campo-<model>.json (campo bench --json), torch-<model>.json (bench/peers/torch_gpu.py
 --json). WORK: stages.tsv (name, status, seconds, note a line), cuda-tests.json and
-other-tests.json (GoogleTest's --gtest_output=json). A missing file is a stage that did not
+other-tests.json (GoogleTest's --gtest_output=json), graph-on-lenet.json and
+graph-off-lenet.json (campo bench --cuda-graph on / off). A missing file is a stage that did not
 run or did not finish: its cells read '-'.
 """
 import argparse
@@ -138,8 +139,26 @@ def main():
               f"{fmt(r['campo_samples_per_sec'])} {fmt(r['torch_samples_per_sec'])} {ratio}")
     if not rows:
         print("  no benchmark results")
+    for model, runs in raw["campo"].items():
+        for e in runs or []:
+            if isinstance(e, dict) and isinstance(e.get("cuda_graph"), dict):
+                g = e["cuda_graph"]
+                why = g.get("launched_because")
+                print(f"  cuda graph {model} {e.get('precision')}: " +
+                      (f"kernel by kernel ({why})" if why else
+                       f"replayed ({g.get('captures')} captures, {g.get('replays')} replays)"))
+    graph = {}
+    for mode in ("on", "off"):
+        m = medians(load(os.path.join(a.work, f"graph-{mode}-lenet.json")))
+        graph[mode] = (m.get("amp") or {}).get("median_samples_per_sec")
+    if graph["on"] and graph["off"]:
+        graph["on_over_off"] = graph["on"] / graph["off"]
+        print(f"  cuda graph, lenet amp batch 64: replayed {graph['on']:.1f} samples/s, launched "
+              f"{graph['off']:.1f}: x{graph['on_over_off']:.3f}")
+    else:
+        print("  cuda graph, lenet amp: no result (graph-on / graph-off did not finish)")
     summary = {"versions": versions, "stages": stages, "tests": tests, "rows": rows,
-               "campo_machine": machine,
+               "campo_machine": machine, "cuda_graph_lenet_amp": graph,
                "torch_machine": torch_machine, "runs": raw}
     with open(os.path.join(a.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)

@@ -138,6 +138,15 @@ void add_device_option(CLI::App* cmd, std::string& device) {
       ->capture_default_str();
 }
 
+// --cuda-graph of the commands that run untimed steps (train, eval, bench), as given;
+// parse_cuda_graph_mode reads it once, below.
+void add_cuda_graph_option(CLI::App* cmd, std::string& mode) {
+  cmd->add_option("--cuda-graph", mode,
+                  "auto (capture each step once and replay it where the device and the step "
+                  "allow: CUDA), on (the same; an error where they do not) or off")
+      ->capture_default_str();
+}
+
 // Whether the user gave `option` on the command line (a default does not count).
 bool given(const CLI::App* cmd, const std::string& option) { return cmd->count(option) > 0; }
 
@@ -391,7 +400,7 @@ void resolve_calibration(ModelRunOptions& run, bool cost_aware,
   if (!run.calibration.empty()) return;
   // auto: bf16's calibration (f16's low times are then measured, train/profiling.h).
   const DType low = low_type_of(parse_low_precision_mode(run.mixed.low_precision));
-  if (!backend) backend = backend_for(run.device);
+  if (!backend) backend = backend_for(run.device, run.cuda_graph);
   default_calibration(*backend, low, std::cerr, &run.calibration);
 }
 
@@ -598,10 +607,12 @@ int run(const std::vector<std::string>& args) {
   // --device of each command, as given; parse_device_spec reads it once, below.
   std::string train_device = "cpu", plan_device = "cpu", bench_device = "cpu",
               calibrate_device = "cpu", eval_device = "cpu";
+  std::string train_cuda_graph = "auto", eval_cuda_graph = "auto", bench_cuda_graph = "auto";
   TrainOptions train_options;
   CLI::App* train_cmd = app.add_subcommand("train", "Train a model and evaluate it");
   PerModelLists train_lists;
   add_train_options(train_cmd, train_options, train_device, train_lists);
+  add_cuda_graph_option(train_cmd, train_cuda_graph);
   // --conv-layout of train and bench, as given; parse_conv_layout reads it once, below.
   std::string train_conv_layout = "blocked", bench_conv_layout = "blocked";
   const std::string conv_layout_help =
@@ -672,6 +683,7 @@ int run(const std::vector<std::string>& args) {
       ->check(kSeed)
       ->capture_default_str();
   add_device_option(eval_cmd, eval_device);
+  add_cuda_graph_option(eval_cmd, eval_cuda_graph);
 
   PlanOptions plan_options;
   CLI::App* plan_cmd = app.add_subcommand(
@@ -694,6 +706,7 @@ int run(const std::vector<std::string>& args) {
   CLI::App* bench_cmd =
       app.add_subcommand("bench", "Measure training throughput of precision policies side by side");
   add_model_run_options(bench_cmd, bench_options.run, bench_device);
+  add_cuda_graph_option(bench_cmd, bench_cuda_graph);
   bench_cmd->add_option("--precision", bench_precisions, "Comma-separated policies")
       ->capture_default_str();
   bench_cmd->add_option("--steps", bench_options.steps, "Timed steps per repetition")
@@ -771,6 +784,7 @@ int run(const std::vector<std::string>& args) {
     }
     if (train_cmd->parsed()) {
       train_options.device = parse_device_spec(train_device);
+      train_options.cuda_graph = parse_cuda_graph_mode(train_cuda_graph);
       train_options.conv_layout = parse_conv_layout(train_conv_layout);
       apply_per_model_lists(train_cmd, train_lists, train_options);
       train_options.schedule.kind = parse_lr_schedule(train_lists.schedule);
@@ -789,6 +803,7 @@ int run(const std::vector<std::string>& args) {
     }
     if (eval_cmd->parsed()) {
       eval_options.device = parse_device_spec(eval_device);
+      eval_options.cuda_graph = parse_cuda_graph_mode(eval_cuda_graph);
       evaluate_checkpoint(eval_options, std::cout);
       return 0;
     }
@@ -823,6 +838,7 @@ int run(const std::vector<std::string>& args) {
     }
     if (bench_cmd->parsed()) {
       bench_options.run.device = parse_device_spec(bench_device);
+      bench_options.run.cuda_graph = parse_cuda_graph_mode(bench_cuda_graph);
       bench_options.run.conv_layout = parse_conv_layout(bench_conv_layout);
       check_conv_layout_applies(bench_cmd, bench_options.run.device);
       default_low_precision_of(bench_cmd, bench_options.run.device, bench_options.run.model,
@@ -849,7 +865,8 @@ int run(const std::vector<std::string>& args) {
       // The run's backend, once, after the options and before any work (a calibration): one
       // line for a device this build or machine lacks.
       const std::shared_ptr<Backend> bench_backend =
-          backend_for(rank_device(bench_options.run.device, bench_options.data_parallel));
+          backend_for(rank_device(bench_options.run.device, bench_options.data_parallel),
+                      bench_options.run.cuda_graph);
       resolve_calibration(bench_options.run, bench_cost_aware, bench_backend);
       attach_predicted_costs(bench_options.run);
       if (bench_lockstep) {

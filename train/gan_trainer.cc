@@ -667,7 +667,7 @@ GanResult train_gan(const TrainOptions& o, std::ostream& log, bool log_is_termin
   CAMPO_CHECK(is_gan_model(o.model), "internal: train_gan of --model ", o.model);
   // Every step, profile, sample and checkpoint of the run is on this backend; made before any
   // work, so a device this build or machine lacks is its one error line.
-  const std::shared_ptr<Backend> backend = backend_for(o.device);
+  const std::shared_ptr<Backend> backend = backend_for(o.device, o.cuda_graph);
   if (o.threads > 0) omp_set_num_threads(o.threads);
   Timer wall;
   const ArrayHyperparameters h =

@@ -181,6 +181,9 @@ class GanSession final : public Session {
   void set_profiling(bool on) override;
   const OpProfile& profile() const override { return profile_; }
   MemoryReport memory() const override;
+  std::vector<const Executable*> step_executables() const override {
+    return {d_exe_.get(), g_exe_.get()};
+  }
   const VariableStore& variables() const override { return vars_; }
   FlopCount step_flops() const override;      // the D step's and the G step's
   double predicted_step_ms() const override;  // cost-aware: the two plans'

@@ -11,6 +11,7 @@
 
 #include "amp/calibration.h"
 #include "datasets/loader.h"
+#include "graph/executor.h"
 #include "models/models.h"
 #include "runtime/atomic_file.h"
 #include "runtime/check.h"
@@ -52,6 +53,29 @@ void validate(const LrSchedule& s) {
   CAMPO_CHECK(s.step_epochs > 0, "--lr-step-epochs must be positive, got ", s.step_epochs);
   CAMPO_CHECK(s.gamma > 0 && s.gamma <= 1, "--lr-gamma must be in (0, 1], got ", s.gamma);
   CAMPO_CHECK(s.warmup_steps >= 0, "--warmup-steps must be >= 0, got ", s.warmup_steps);
+}
+
+nlohmann::json cuda_graph_json(const Session& session) {
+  nlohmann::json j = {{"captures", 0}, {"replays", 0}, {"launched_because", nullptr}};
+  for (const Executable* e : session.step_executables()) {
+    if (!e) continue;
+    j["captures"] = j["captures"].get<int>() + e->captures();
+    j["replays"] = j["replays"].get<int64_t>() + e->replays();
+    if (!e->replay_blocker().empty() && j["launched_because"].is_null())
+      j["launched_because"] = e->replay_blocker();
+  }
+  return j;
+}
+
+std::string cuda_graph_line(const Session& session) {
+  const nlohmann::json j = cuda_graph_json(session);
+  if (!j["launched_because"].is_null())
+    return "cuda graph: kernel by kernel (" + j["launched_because"].get<std::string>() + ")";
+  const int captures = j["captures"].get<int>();
+  const int64_t replays = j["replays"].get<int64_t>();
+  return "cuda graph: replayed (" + std::to_string(captures) +
+         (captures == 1 ? " capture, " : " captures, ") + std::to_string(replays) +
+         (replays == 1 ? " replay)" : " replays)");
 }
 
 float learning_rate_at(const LrSchedule& s, float base, int64_t step, int64_t total_steps,
@@ -464,6 +488,8 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
           << " on " << o.test->size() << " " << o.eval_unit << " " << o.test->name() << "\n";
   }
   const MemoryReport memory = session.memory();
+  if (progress != "none" && device.backend()->capture_unsupported().empty())
+    log << cuda_graph_line(session) << "\n";
   if (o.report.profile) {
     print_profile(session.profile().by_op(), step, log);
     log << "node times: " << device.backend()->node_timer_source() << "\n";
@@ -504,6 +530,7 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
   j["wall_seconds"] = r.wall_seconds;
   j["peak_rss_mib"] = double(peak_resident_memory_bytes()) / double(1 << 20);
   j["memory"] = memory_json(memory);
+  j["cuda_graph"] = cuda_graph_json(session);
   device.add_to(j);
   nlohmann::json models = nlohmann::json::array();
   for (int i = 0; i < n; ++i) {

@@ -30,6 +30,7 @@ namespace campo {
 
 class Communicator;
 class DataLoader;
+class Executable;
 class DeviceReport;
 class Timer;
 
@@ -69,7 +70,17 @@ class Session {
   virtual const OpProfile& profile() const = 0;
   // Where the session's memory goes (graph/memory_report.h).
   virtual MemoryReport memory() const = 0;
+  // The executables of its training step (--cuda-graph reports whether they were replayed).
+  virtual std::vector<const Executable*> step_executables() const = 0;
 };
+
+// Whether a session's steps were captured once and replayed (CUDA graphs,
+// Executable::replay_blocker): {"captures", "replays", "launched_because": why they were
+// launched kernel by kernel, or null}; the line `campo train` and `campo bench` print on a
+// device that can capture: "cuda graph: replayed (1 capture, 99 replays)" or "cuda graph:
+// kernel by kernel (<why>)".
+nlohmann::json cuda_graph_json(const Session& session);
+std::string cuda_graph_line(const Session& session);
 
 // The learning-rate schedule (--lr-schedule and the options that shape it).
 struct LrSchedule {

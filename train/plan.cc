@@ -62,7 +62,7 @@ PrecisionConfig model_run_precision(const ModelRunOptions& o, Precision policy) 
   c.costs = o.costs;
   if (policy == Precision::cost_aware && !o.costs && !o.calibration.empty())
     c.calibration = std::make_shared<const Calibration>(
-        load_calibration(o.calibration, *backend_for(o.device)));
+        load_calibration(o.calibration, *backend_for(o.device, o.cuda_graph)));
   return c;
 }
 
@@ -397,7 +397,7 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
   // (planning for a GPU on a machine without one), so the variables stay on the host.
   const bool profiles = policy == Precision::cost_aware && !o.run.costs;
   const std::shared_ptr<Backend> backend =
-      profiles ? backend_for(o.run.device) : default_cpu_backend();
+      profiles ? backend_for(o.run.device, o.run.cuda_graph) : default_cpu_backend();
   const DeviceReport device_report(backend);
   if (is_gan_model(o.run.model)) {
     // Two step graphs: the discriminator's and the generator's.
@@ -647,6 +647,8 @@ void describe(BenchPolicy& p, BenchResult& res) {
   res.low_nodes = s.low_nodes;
   res.predicted_ms = p.session->predicted_step_ms();
   res.memory = p.session->memory();
+  res.cuda_graph = cuda_graph_json(*p.session);  // before the profiled (launched) steps
+  res.cuda_graph_line = cuda_graph_line(*p.session);
   const int profiled = 3;
   p.session->set_profiling(true);
   for (int i = 0; i < profiled; ++i) p.step();
@@ -1048,6 +1050,8 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
       out << line;
     }
     out << std::string(21, ' ') << "memory: " << memory_line(res.memory) << "\n";
+    if (machine.device_report && machine.device_report->backend()->capture_unsupported().empty())
+      out << std::string(21, ' ') << res.cuda_graph_line << "\n";
     if (!res.joules.empty()) {
       std::string source = machine.energy_source;
       for (char& c : source) c = char(std::toupper(static_cast<unsigned char>(c)));
@@ -1101,6 +1105,7 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
       e["costs"] = o.run.costs_note;
     }
     e["memory"] = memory_json(res.memory);
+    e["cuda_graph"] = res.cuda_graph;
     e["peak_rss_mib"] = double(peak_resident_memory_bytes()) / double(1 << 20);
     if (machine.device_report) machine.device_report->add_to(e);
     auto or_null = [](bool known, double v) {

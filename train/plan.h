@@ -3,6 +3,7 @@
 
 #include <iosfwd>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,6 +33,8 @@ struct ModelRunOptions {
   // plan: whose mixed-precision lists (and costs) the plan uses; planning runs nothing on
   // it, so a CUDA plan needs no GPU. bench: where the steps run.
   DeviceSpec device;
+  // bench: --cuda-graph, whether each policy's step is captured once and replayed.
+  CudaGraphMode cuda_graph = CudaGraphMode::automatic;
   // --low-precision (the CLI's default: the device's, default_low_precision), --loss-scale,
   // --amp-lists, --amp-lists-file, --search, --no-fold-casts.
   PrecisionOptions mixed;
@@ -142,6 +145,10 @@ struct BenchResult {
   double joules_per_step = 0, samples_per_joule = 0;
   bool energy_reliable = false;
   MemoryReport memory;  // the policy's session (graph/memory_report.h)
+  // --cuda-graph: whether its timed steps were replayed (train/loop.h, cuda_graph_json), and
+  // the line saying so.
+  nlohmann::json cuda_graph;
+  std::string cuda_graph_line;
   // --data-parallel: samples_per_sec above is every rank's samples together (the step time
   // the slowest rank took); these are the same steps in one process, rank 0 alone, timed
   // just before in each repetition, and the efficiency N ranks' samples/s / (N x one

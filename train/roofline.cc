@@ -16,12 +16,12 @@ namespace {
 double best_run_seconds(ExecContext& ctx, const KernelSpec& spec, const std::vector<Tensor>& inputs,
                         const std::vector<Tensor>& outputs, int reps) {
   std::unique_ptr<Kernel> kernel = create_kernel(spec, ctx);
-  kernel->run(ctx, inputs, outputs);
+  run_kernel(*kernel, ctx, inputs, outputs);
   ctx.backend().synchronize();
   double best = 1e300;
   for (int r = 0; r < reps; ++r) {
     Timer t;
-    kernel->run(ctx, inputs, outputs);
+    run_kernel(*kernel, ctx, inputs, outputs);
     ctx.backend().synchronize();
     best = std::min(best, t.seconds());
   }

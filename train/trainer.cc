@@ -507,7 +507,7 @@ double evaluate_checkpoint(const EvalOptions& o, std::ostream& log) {
               o.image_size);
   CAMPO_CHECK(o.channels >= 0, "--channels must be 1 or 3 (or 0: native), got ", o.channels);
   // The device first: one line where this build or machine lacks it, before files are read.
-  const std::shared_ptr<Backend> backend = backend_for(o.device);
+  const std::shared_ptr<Backend> backend = backend_for(o.device, o.cuda_graph);
   std::map<std::string, std::string> meta = read_safetensors_metadata(o.checkpoint);
   std::string model = o.model;
   if (model.empty() && meta.count("campo.model")) model = meta.at("campo.model");
@@ -660,11 +660,13 @@ void fail_with_batch_advice(const MemoryShortfall& e, int64_t batch) {
                  : std::string("; not even one sample fits: a smaller model or --image-size"));
 }
 
-std::shared_ptr<Backend> backend_for(const DeviceSpec& device) {
-  if (device == DeviceSpec{Device::cpu, 0}) return default_cpu_backend();
+std::shared_ptr<Backend> backend_for(const DeviceSpec& device, CudaGraphMode cuda_graph) {
   // make_backend is the one place that knows which devices this build and machine have; it
   // throws one line for any other.
-  return make_backend(device);
+  std::shared_ptr<Backend> backend =
+      device == DeviceSpec{Device::cpu, 0} ? default_cpu_backend() : make_backend(device);
+  backend->set_cuda_graph(cuda_graph);
+  return backend;
 }
 
 TrainingData open_training_data(const TrainOptions& o, std::ostream& log) {
@@ -730,7 +732,7 @@ TrainResult train(const TrainOptions& o, std::ostream& all_log, bool log_is_term
   // Every step, evaluation, checkpoint and profile of the run is on this backend; made
   // before any work, so a device this build or machine lacks is its one error line.
   const std::shared_ptr<Backend> backend =
-      backend_for(rank_device(o.device, o.data_parallel));
+      backend_for(rank_device(o.device, o.data_parallel), o.cuda_graph);
   // --data-parallel: the ranks; only rank 0 shows and writes anything.
   const std::shared_ptr<Communicator> ranks =
       o.data_parallel.enabled ? join_ranks(o.data_parallel, o.device.type) : nullptr;

@@ -63,6 +63,7 @@ struct TrainOptions {
   int image_size = 0;          // resize images to this square size (0: native)
   int channels = 0;            // 1 or 3 (0: the data set's own)
   DeviceSpec device;           // --device cpu | cuda[:N] | cpu:strict, parsed by the CLI
+  CudaGraphMode cuda_graph = CudaGraphMode::automatic;  // --cuda-graph auto | on | off
   // Image folders and CIFAR-10 (see datasets/registry.h).
   std::string augment = "auto";  // auto (train split only) | on | off
   int resize = 0;                // shorter side before cropping (0: --image-size)
@@ -124,6 +125,7 @@ struct EvalOptions {
   int seq_len = 128;   // text data sets: as the model was trained
   float mask_prob = 0.15f;
   DeviceSpec device;  // --device: where the evaluation runs
+  CudaGraphMode cuda_graph = CudaGraphMode::automatic;  // --cuda-graph
 };
 double evaluate_checkpoint(const EvalOptions& o, std::ostream& log);
 
@@ -154,8 +156,9 @@ decltype(auto) build_with_batch_advice(int64_t batch, Build&& build) {
 void check_threads(int threads);
 // The backend of --device, made once per run: the default CPU backend for cpu (so a run
 // shares its oneDNN engine with everything else on the CPU), else make_backend's (its one
-// error line where this build or machine lacks the device).
-std::shared_ptr<Backend> backend_for(const DeviceSpec& device);
+// error line where this build or machine lacks the device), set to --cuda-graph (one error
+// line for `on` where the device cannot capture a step).
+std::shared_ptr<Backend> backend_for(const DeviceSpec& device, CudaGraphMode cuda_graph);
 
 // The data sets of a run (its options checked; --limit-train / --limit-test applied) and the
 // model options they imply (channels, image size, classes).
@@ -244,6 +247,7 @@ class TrainingSession final : public Session {
   void set_profiling(bool on) override;
   const OpProfile& profile() const override { return profile_; }
   MemoryReport memory() const override;
+  std::vector<const Executable*> step_executables() const override { return {train_exe_.get()}; }
 
   VariableStore& variables() { return vars_; }
   const LossScaler& scaler() const { return scaler_; }

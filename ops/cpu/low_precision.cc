@@ -49,6 +49,10 @@ class EmulatedKernel final : public Kernel {
     inner_outputs_.resize(spec.outputs.size());
   }
 
+  void before_run(ExecContext& ctx) override { inner_->before_run(ctx); }
+  void after_run(ExecContext& ctx) override { inner_->after_run(ctx); }
+  std::string capture_blocker() const override { return inner_->capture_blocker(); }
+
   void run(ExecContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
     bind(ctx, in, out);

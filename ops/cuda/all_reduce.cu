@@ -19,7 +19,13 @@ __global__ void scale_copy(float* __restrict__ dst, const float* __restrict__ sr
 
 class AllReduceStartKernel final : public Kernel {
  public:
-  AllReduceStartKernel(const KernelSpec&, ExecContext&) {}
+  AllReduceStartKernel(const KernelSpec&, ExecContext& ctx)
+      : reduces_(ctx.communicator != nullptr) {}
+  std::string capture_blocker() const override {
+    return reduces_ ? "a data-parallel step (its gradient reductions are started and finished by "
+                      "the host at every step)"
+                    : "";
+  }
   void run(ExecContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
     cudaStream_t stream = cuda_stream(ctx);
@@ -33,12 +39,20 @@ class AllReduceStartKernel final : public Kernel {
     }
     if (ctx.communicator) ctx.start_reduction(bucket, offset, Device::cuda, stream);
   }
+
+ private:
+  bool reduces_;
 };
 
 class AllReduceWaitKernel final : public Kernel {
  public:
-  AllReduceWaitKernel(const KernelSpec& spec, ExecContext&)
-      : scale_(attrs_as<AllReduceAttrs>(spec.attrs).scale) {}
+  AllReduceWaitKernel(const KernelSpec& spec, ExecContext& ctx)
+      : scale_(attrs_as<AllReduceAttrs>(spec.attrs).scale), reduces_(ctx.communicator != nullptr) {}
+  std::string capture_blocker() const override {
+    return reduces_ ? "a data-parallel step (its gradient reductions are started and finished by "
+                      "the host at every step)"
+                    : "";
+  }
   void run(ExecContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
     cudaStream_t stream = cuda_stream(ctx);
@@ -57,6 +71,7 @@ class AllReduceWaitKernel final : public Kernel {
 
  private:
   float scale_;
+  bool reduces_;
 };
 
 std::unique_ptr<Kernel> make_start(const KernelSpec& spec, ExecContext& ctx) {

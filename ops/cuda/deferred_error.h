@@ -2,10 +2,12 @@
 // reported without making the host wait inside a step: the kernel records a 64-bit code in
 // a device word with atomicMin (the smallest code wins: put the row or index in the high
 // bits to report the first one; the word is never reset, so an error stays reported), the
-// word is copied behind the kernel into pinned host memory, and a later run() of the same
-// kernel whose copy has landed (cudaEventQuery, no waiting) reads it and throws. The run
-// that found the error still completes; its kernel writes NaN where the CPU would have
-// thrown, so that step's results show it at once. Included by ops/cuda/ only.
+// word is copied behind the kernel into pinned host memory (copy(), in the kernel's run(), so
+// a captured step replays it), an event is recorded behind the step (mark(), in after_run),
+// and a later step's before_run reads the word once that event has passed (found():
+// cudaEventQuery, no waiting) and throws. The run that found the error still completes; its
+// kernel writes NaN where the CPU would have thrown, so that step's results show it at once.
+// Included by ops/cuda/ only.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -40,10 +42,14 @@ class DeferredError {
   unsigned long long* device_word() const {
     return static_cast<unsigned long long*>(device_.get());
   }
-  // After the kernel: copies the word to the host behind it.
-  void publish(cudaStream_t stream) {
+  // In run(), after the kernel: copies the word to the host behind it.
+  void copy(cudaStream_t stream) {
     CAMPO_CUDA_CHECK(cudaMemcpyAsync(host_.get(), device_.get(), sizeof(uint64_t),
                                      cudaMemcpyDeviceToHost, stream));
+  }
+  // In after_run (never while capturing: an event recorded then is not one the host can
+  // query): marks the copy's end on the queue.
+  void mark(cudaStream_t stream) {
     CAMPO_CUDA_CHECK(cudaEventRecord(copied_, stream));
     pending_ = true;
   }

@@ -1,7 +1,9 @@
 // CUDA kernel of Dropout with the CPU kernel's exact mask (ops/cpu/elementwise.cc,
 // DropoutKernel, is the specification): outputs {y, mask}, mask = u >= rate ? 1 / (1 - rate)
 // : 0, y = x * mask, one rounding on store. One 64-bit seed is drawn from ctx.rng per run
-// (as on the CPU, so the same context state gives the same mask on both devices); block b
+// (as on the CPU, so the same context state gives the same mask on both devices), in
+// before_run, and stored by a one-thread kernel into a device word that the mask kernel reads,
+// so that a captured step (CUDA graphs) replays with each step's seed; block b
 // of 4096 elements draws its uniforms in order from its own xoshiro256** generator seeded
 // with seed ^ (b * 0xd1b54a32d192ed03) (runtime/rng.h, replicated here bit for bit). The
 // mask is a function of (seed, b, position in b) only, but the draws within a block are
@@ -57,13 +59,16 @@ struct DeviceRng {
 };
 
 struct DropoutArgs {
-  uint64_t seed;
+  const uint64_t* seed;  // device word, stored by store_seed before the step
   int64_t n;
   int64_t inner;        // elements per (outer, slice) run
   int64_t slices;       // 1 for a scalar rate
   const float* rates;   // [slices]
   const float* scales;  // [slices]: 1 / (1 - rate), computed on the host as the CPU does
 };
+
+// The seed travels by value in the launch's parameters, so the host's copy may change at once.
+__global__ void store_seed(uint64_t* word, uint64_t seed) { *word = seed; }
 
 template <typename T>
 __global__ void dropout_kernel(DropoutArgs a, const T* __restrict__ x, T* __restrict__ y,
@@ -74,7 +79,7 @@ __global__ void dropout_kernel(DropoutArgs a, const T* __restrict__ x, T* __rest
   const int64_t first_block = (int64_t(blockIdx.x) * kWarpsPerBlock + warp) * kWarp;
   if (first_block >= blocks) return;  // the whole warp leaves together
   const int64_t my_block = first_block + lane;
-  DeviceRng rng(a.seed ^ (uint64_t(my_block) * 0xd1b54a32d192ed03ull));
+  DeviceRng rng(*a.seed ^ (uint64_t(my_block) * 0xd1b54a32d192ed03ull));
   const bool single_rate = a.slices == 1;
   const float rate0 = a.rates[0], scale0 = a.scales[0];
   float(*t)[kWarp + 1] = tile[warp];
@@ -128,14 +133,21 @@ class DropoutKernel : public Kernel {
     inner_ = a.slice_rates.empty() || numel_ == 0 ? std::max<int64_t>(numel_, 1)
                                                   : numel_ / (s[0] * slices_);
     table_ = ctx.backend().to_device(Tensor::from_vector(table, {int64_t(table.size())}));
+    seed_ = ctx.backend().allocate(sizeof(uint64_t));
   }
-  void run(ExecContext& ctx, const std::vector<Tensor>& in,
-           const std::vector<Tensor>& out) override {
+  void before_run(ExecContext& ctx) override {
     // The seed is drawn even for an empty tensor, as on the CPU, so the streams stay in step.
     const uint64_t seed = ctx.rng.next_u64();
     if (numel_ == 0) return;
+    store_seed<<<1, 1, 0, cuda_stream(ctx)>>>(static_cast<uint64_t*>(seed_.get()), seed);
+    cuda::check_launch("Dropout store_seed");
+  }
+  void run(ExecContext& ctx, const std::vector<Tensor>& in,
+           const std::vector<Tensor>& out) override {
+    if (numel_ == 0) return;
     const float* table = table_.device_data<float>();
-    const DropoutArgs args{seed, numel_, inner_, slices_, table, table + slices_};
+    const DropoutArgs args{
+        static_cast<const uint64_t*>(seed_.get()), numel_, inner_, slices_, table, table + slices_};
     const int64_t blocks = (numel_ + kBlock - 1) / kBlock;
     const int64_t per_cuda_block = int64_t(kWarp) * kWarpsPerBlock;
     const int64_t grid = (blocks + per_cuda_block - 1) / per_cuda_block;
@@ -149,6 +161,7 @@ class DropoutKernel : public Kernel {
  private:
   int64_t numel_ = 0, inner_ = 1, slices_ = 1;
   Tensor table_;  // device: slices rates, then slices scales
+  std::shared_ptr<void> seed_;  // device: this step's seed
 };
 
 template <typename T>

@@ -129,8 +129,11 @@ class GatherCudaKernel : public Kernel {
         count_(shape_numel(spec.inputs[1].shape)),
         multiprocessors_(cuda_backend(ctx).multiprocessors()) {}
 
-  void run(ExecContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  void before_run(ExecContext&) override {  // an earlier run's indices
     flag_.check("GatherV2", node_, "index", indices_shape_, rows_, "params has V =");
+  }
+  void run(ExecContext& ctx, const std::vector<Tensor>& in,
+           const std::vector<Tensor>& out) override {
     if (count_ * row_bytes_ == 0) return;
     const uint64_t bits = uint64_t(row_bytes_) | reinterpret_cast<uintptr_t>(in[0].device_data()) |
                           reinterpret_cast<uintptr_t>(out[0].device_data());
@@ -245,8 +248,11 @@ class UnsortedSegmentSumCudaKernel : public Kernel {
     temp_ = p + 2 * keys + 2 * rows + bounds;
   }
 
-  void run(ExecContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out) override {
+  void before_run(ExecContext&) override {  // an earlier run's segment ids
     flag_.check("UnsortedSegmentSum", node_, "segment id", ids_shape_, segments_, "num_segments");
+  }
+  void run(ExecContext& ctx, const std::vector<Tensor>& in,
+           const std::vector<Tensor>& out) override {
     const int64_t total = segments_ * width_;
     if (total == 0) return;
     cudaStream_t stream = cuda_stream(ctx);

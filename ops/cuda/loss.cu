@@ -96,7 +96,6 @@ class SparseSoftmaxCrossEntropyKernel final : public Kernel {
 
   void run(ExecContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
-    check_labels();  // an earlier run's labels (does not wait)
     cudaStream_t stream = cuda_stream(ctx);
     unsigned long long* first_bad = bad_label_.device_word();
     const T* logits = static_cast<const T*>(in[0].device_data());
@@ -117,8 +116,10 @@ class SparseSoftmaxCrossEntropyKernel final : public Kernel {
       }
       cuda::check_launch("SparseSoftmaxCrossEntropyWithLogits");
     }
-    bad_label_.publish(stream);
+    bad_label_.copy(stream);
   }
+  void before_run(ExecContext&) override { check_labels(); }  // an earlier run's (no wait)
+  void after_run(ExecContext& ctx) override { bad_label_.mark(cuda_stream(ctx)); }
 
   // Throws the CPU kernel's error for the first out-of-range label an earlier run found.
   void check_labels() {

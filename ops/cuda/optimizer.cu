@@ -258,11 +258,14 @@ class ApplyAdamKernel final : public Kernel {
         slices_(slice_count(spec.inputs[size_t(layout_.lr())].shape,
                             attrs_.slice_weight_decay.size())) {}
 
-  void run(ExecContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>&) override {
-    // An earlier run's step check (does not wait).
+  // An earlier run's step check (does not wait).
+  void before_run(ExecContext&) override {
     CAMPO_CHECK(!bad_step_.found(), "ApplyAdam '", node_name_,
                 "': step must be >= 1 (1-based); an earlier run of this node on the GPU got a "
                 "smaller step (or NaN) and wrote NaN into var");
+  }
+  void after_run(ExecContext& ctx) override { bad_step_.mark(cuda_stream(ctx)); }
+  void run(ExecContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>&) override {
     const UpdateLayout& l = layout_;
     const float* flag = l.has_flag ? in[size_t(l.flag())].device_data<float>() : nullptr;
     const Tensor& lr = in[size_t(l.lr())];
@@ -281,7 +284,7 @@ class ApplyAdamKernel final : public Kernel {
           table, p, step, attrs_.beta1, attrs_.beta2, attrs_.epsilon, flag, bad_step);
       cuda::check_launch("ApplyAdam");
     });
-    bad_step_.publish(stream);
+    bad_step_.copy(stream);
   }
 
  private:

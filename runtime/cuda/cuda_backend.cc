@@ -340,6 +340,57 @@ void CudaBackend::fill_zero(const Tensor& t) {
 
 void CudaBackend::synchronize() { CAMPO_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
+namespace {
+
+// An instantiated CUDA graph, launched on the backend's stream.
+class CudaGraphWork final : public CapturedWork {
+ public:
+  CudaGraphWork(cudaGraph_t graph, cudaStream_t stream) : graph_(graph), stream_(stream) {
+    const cudaError_t status = cudaGraphInstantiate(&exec_, graph_, 0);
+    if (status != cudaSuccess) {
+      cudaGraphDestroy(graph_);
+      CAMPO_CUDA_CHECK(status);
+    }
+  }
+  ~CudaGraphWork() override {
+    cudaGraphExecDestroy(exec_);
+    cudaGraphDestroy(graph_);
+  }
+  void replay() override { CAMPO_CUDA_CHECK(cudaGraphLaunch(exec_, stream_)); }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace
+
+std::string CudaBackend::capture_unsupported() const { return {}; }
+
+void CudaBackend::begin_capture() {
+  use_device();
+  // Thread-local: a call of this thread that could synchronize (cudaMalloc, a synchronous
+  // copy, an event query) fails the capture instead of waiting on work that is not issued.
+  CAMPO_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+}
+
+std::unique_ptr<CapturedWork> CudaBackend::end_capture() {
+  cudaGraph_t graph = nullptr;
+  CAMPO_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+  return std::make_unique<CudaGraphWork>(graph, stream_);
+}
+
+void CudaBackend::abort_capture() noexcept {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream_, &status) == cudaSuccess &&
+      status != cudaStreamCaptureStatusNone) {
+    cudaGraph_t graph = nullptr;
+    if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
+  }
+  (void)cudaGetLastError();  // the capture's error, so the next launch check does not see it
+}
+
 std::unique_ptr<NodeTimer> CudaBackend::make_timer(size_t slots) {
   use_device();  // events belong to the current device, and must be the stream's
   std::string why_not;

@@ -59,6 +59,11 @@ class CudaBackend : public Backend, public CachingAllocatorOwner, public PciDevi
   // record, with the reason kept for node_timer_source().
   std::unique_ptr<NodeTimer> make_timer(size_t slots) override;
   std::string node_timer_source() const override;
+  // CUDA graphs: stream capture of the compute stream, instantiated once, launched per replay.
+  std::string capture_unsupported() const override;
+  void begin_capture() override;
+  std::unique_ptr<CapturedWork> end_capture() override;
+  void abort_capture() noexcept override;
 
   int index() const { return index_; }
   // major * 10 + minor: 90 on Hopper, 75 on Turing (the oldest CUDA 13 builds for).

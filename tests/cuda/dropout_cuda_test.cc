@@ -91,7 +91,7 @@ TEST(DropoutCudaTest, ConsecutiveStepsMatchCpu) {
     const Tensor cy = Tensor::zeros({n}, DType::f32), cm = Tensor::zeros({n}, DType::f32);
     cpu_kernel->run(cpu_ctx, {host_x}, {cy, cm});
     const Tensor gy = gpu->zeros({n}, DType::f32), gm = gpu->zeros({n}, DType::f32);
-    gpu_kernel->run(gpu_ctx, {x}, {gy, gm});
+    run_kernel(*gpu_kernel, gpu_ctx, {x}, {gy, gm});
     const std::vector<float> mask = gpu->to_host(gm).to_float_vector();
     EXPECT_EQ(mask, cm.to_float_vector()) << "step " << step;
     EXPECT_EQ(gpu->to_host(gy).to_float_vector(), cy.to_float_vector()) << "step " << step;

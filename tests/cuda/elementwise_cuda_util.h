@@ -63,7 +63,7 @@ inline ::testing::AssertionResult cuda_matches_cpu_misaligned(
   for (const TensorDesc& d : outputs)
     results.push_back(misaligned_copy(gpu, Tensor::zeros(d.shape, d.dtype), keep));
   auto kernel = create_kernel(spec, gpu_ctx);
-  kernel->run(gpu_ctx, inputs, results);
+  run_kernel(*kernel, gpu_ctx, inputs, results);
   gpu.synchronize();
   for (size_t i = 0; i < outputs.size(); ++i) {
     auto r = all_close(gpu.to_host(results[i]), expected[i], tol.rtol, tol.atol);

@@ -101,10 +101,10 @@ void expect_reported_by_next_run(Backend& gpu, OpKind kind, const Attrs& attrs, 
   auto kernel = create_kernel(spec, ctx);
   const std::vector<Tensor> in = {gpu.to_device(a), gpu.to_device(ids)};
   const std::vector<Tensor> out = {gpu.zeros(out_desc.shape, out_desc.dtype)};
-  kernel->run(ctx, in, out);
+  run_kernel(*kernel, ctx, in, out);
   gpu.synchronize();
   try {
-    kernel->run(ctx, in, out);
+    run_kernel(*kernel, ctx, in, out);
     ADD_FAILURE() << "the out-of-range id was not reported";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();

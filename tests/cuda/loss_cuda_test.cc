@@ -82,11 +82,11 @@ TEST(LossCudaTest, SparseSoftmaxCrossEntropyReportsBadLabel) {
   const std::vector<Tensor> in{gpu->to_device(random_tensor_of(DType::f32, {N, C}, rng)),
                                gpu->to_device(labels)};
   const std::vector<Tensor> out{gpu->zeros({N}, DType::f32), gpu->zeros({N, C}, DType::f32)};
-  kernel->run(ctx, in, out);
+  run_kernel(*kernel, ctx, in, out);
   const std::vector<float> loss = gpu->to_host(out[0]).to_float_vector();
   EXPECT_TRUE(std::isnan(loss[2]));
   EXPECT_TRUE(std::isfinite(loss[0]) && std::isfinite(loss[1]) && std::isfinite(loss[3]));
-  const std::string message = testing::error_message([&] { kernel->run(ctx, in, out); });
+  const std::string message = testing::error_message([&] { run_kernel(*kernel, ctx, in, out); });
   EXPECT_TRUE(testing::contains(message, "label 6 in row 2 is outside [0, 6)")) << message;
 }
 

@@ -212,9 +212,9 @@ TEST(OptimizerCudaTest, AdamReportsStepBelowOne) {
   in.push_back(gpu->to_device(scalar(0.0f)));
   for (const Tensor& t : in) spec.inputs.push_back({t.shape(), t.dtype()});
   auto kernel = create_kernel(spec, ctx);
-  kernel->run(ctx, in, {});
+  run_kernel(*kernel, ctx, in, {});
   for (float v : gpu->to_host(in[0]).to_float_vector()) EXPECT_TRUE(std::isnan(v));
-  const std::string message = testing::error_message([&] { kernel->run(ctx, in, {}); });
+  const std::string message = testing::error_message([&] { run_kernel(*kernel, ctx, in, {}); });
   EXPECT_TRUE(testing::contains(message, "step must be >= 1")) << message;
 }
 

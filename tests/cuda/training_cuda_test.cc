@@ -41,6 +41,23 @@ TEST(CudaTrainingTest, LeNetCostAwareFollowsCpu) { expect_gpu_follows_cpu("lenet
 TEST(CudaTrainingTest, ResNet18Fp32FollowsCpu) { expect_gpu_follows_cpu("resnet18/fp32", 1e-3); }
 TEST(CudaTrainingTest, ResNet18AmpFollowsCpu) { expect_gpu_follows_cpu("resnet18/amp", 5e-2); }
 
+// CUDA graphs: a captured and replayed step runs the same kernels on the same addresses as
+// the launched one, so the losses and weights are the same bits.
+TEST(CudaTrainingTest, GraphReplayEqualsLaunchedSteps) {
+  auto gpu = CAMPO_CUDA_OR_SKIP();
+  for (const std::string config : {"lenet/fp32", "lenet/amp-fp16-dynamic", "resnet18/amp"}) {
+    gpu->set_cuda_graph(CudaGraphMode::off);
+    const PinRun launched = run_pinned_config(config, gpu, 10);
+    gpu->set_cuda_graph(CudaGraphMode::on);
+    const PinRun replayed = run_pinned_config(config, gpu, 10);
+    EXPECT_EQ(launched.replays, 0) << config;
+    EXPECT_EQ(replayed.replays, 9) << config;  // the first step warms up
+    EXPECT_EQ(replayed.losses, launched.losses) << config;
+    EXPECT_EQ(replayed.weights_hash, launched.weights_hash) << config;
+  }
+  gpu->set_cuda_graph(CudaGraphMode::automatic);
+}
+
 TEST(CudaTrainingTest, OverflowSkipsTheUpdateAndHalvesTheScale) {
   auto gpu = CAMPO_CUDA_OR_SKIP();
   PrecisionConfig p;

@@ -20,6 +20,7 @@ inline constexpr int kPinSteps = 20;
 struct PinRun {
   std::vector<float> losses;
   uint64_t weights_hash = 0;
+  int64_t replays = 0;  // steps replayed from a capture (--cuda-graph; 0 on the CPU)
 };
 
 // What distinguishes one CPU's results from another's: the model name, the ISA extensions
@@ -161,6 +162,7 @@ inline PinRun run_pinned_config(const std::string& config,
     run.losses.push_back(session.train_step(b, lenet ? 0.05f : 0.002f));
   }
   run.weights_hash = hash_variables(session.variables());
+  for (const Executable* e : session.step_executables()) run.replays += e->replays();
   return run;
 }
 
