@@ -25,9 +25,9 @@ DeviceSpec parse_device_spec(std::string_view s) {
     const std::string_view number = s.substr(prefix.size());
     int index = -1;
     const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), index);
-    CAMPO_CHECK(!number.empty() && ec == std::errc() && end == number.data() + number.size() &&
-                    index >= 0,
-                "--device '", text, "': the GPU index must be a number 0 or more (cuda:0)");
+    CAMPO_CHECK(
+        !number.empty() && ec == std::errc() && end == number.data() + number.size() && index >= 0,
+        "--device '", text, "': the GPU index must be a number 0 or more (cuda:0)");
     return {Device::cuda, index};
   }
   CAMPO_FAIL("--device '", text, "' is not a device (expected cpu, cuda, cuda:N or cpu:strict)");
@@ -83,6 +83,16 @@ std::unique_ptr<CapturedWork> Backend::end_capture() {
   CAMPO_FAIL("internal: end_capture on a backend that cannot capture: ", capture_unsupported());
 }
 
+void Backend::upload(const Tensor& staged, const void* src) { copy_from_host(staged, src); }
+
+void Backend::land_uploads(const std::vector<UploadCopy>& copies) {
+  for (const auto& [dst, staged] : copies) {
+    CAMPO_CHECK(dst->nbytes() == staged->nbytes(), "internal: landing an upload of ",
+                staged->nbytes(), " bytes in a tensor of ", dst->nbytes());
+    copy(*dst, *staged);
+  }
+}
+
 void Backend::set_cuda_graph(CudaGraphMode mode) {
   if (mode == CudaGraphMode::on) {
     const std::string why = capture_unsupported();
@@ -123,23 +133,24 @@ Tensor Backend::to_host(const Tensor& t) {
 void Backend::write(const Tensor& dst, const Tensor& host) {
   CAMPO_CHECK(dst.device() == device().type, "write: a ", device_name(dst.device()),
               " tensor given to the ", device().str(), " backend");
-  CAMPO_CHECK(host.dtype() == dst.dtype() && host.numel() == dst.numel(), "write: ",
-              dtype_name(host.dtype()), shape_str(host.shape()), " into ",
+  CAMPO_CHECK(host.dtype() == dst.dtype() && host.numel() == dst.numel(),
+              "write: ", dtype_name(host.dtype()), shape_str(host.shape()), " into ",
               dtype_name(dst.dtype()), shape_str(dst.shape()));
   if (dst.nbytes()) copy_from_host(dst, host.data());
 }
 
 float Backend::read_scalar(const Tensor& t) {
-  CAMPO_CHECK(t.dtype() == DType::f32 && t.numel() == 1, "read_scalar: ",
-              dtype_name(t.dtype()), shape_str(t.shape()), " is not an f32 scalar");
+  CAMPO_CHECK(t.dtype() == DType::f32 && t.numel() == 1, "read_scalar: ", dtype_name(t.dtype()),
+              shape_str(t.shape()), " is not an f32 scalar");
   float v = 0;
   copy_to_host(&v, t);
   return v;
 }
 
 void Backend::write_scalar(const Tensor& dst, float value) {
-  CAMPO_CHECK(dst.dtype() == DType::f32 && dst.numel() == 1, "write_scalar: ",
-              dtype_name(dst.dtype()), shape_str(dst.shape()), " is not an f32 scalar");
+  CAMPO_CHECK(dst.dtype() == DType::f32 && dst.numel() == 1,
+              "write_scalar: ", dtype_name(dst.dtype()), shape_str(dst.shape()),
+              " is not an f32 scalar");
   copy_from_host(dst, &value);
 }
 

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "runtime/device.h"
@@ -136,6 +137,22 @@ class Backend {
   // What make_timer's timers measure, as `campo train --profile` reports it: "host clock" on
   // the CPU; on CUDA "CUPTI kernel activity", or "CUDA events (CUPTI unavailable: <why>)".
   virtual std::string node_timer_source() const = 0;
+
+  // ---- input prefetch: the next batch's copy overlapping the step ----
+  // Whether this device copies host data on a queue beside its compute queue (a GPU's copy
+  // engine), so that the training loop reads the next batch during a step and uploads it
+  // then (train/loop.cc). The CPU: no (a copy is host work like the step's). cpu:strict: yes,
+  // so the path a GPU takes runs, counted, without one.
+  virtual bool overlaps_uploads() const { return false; }
+  // Starts copying staged.nbytes() bytes of host memory `src` into `staged`, a tensor of
+  // this device, on the upload queue, ordered after the compute queue has taken the uploads
+  // issued before (land_uploads); `src` may be reused when it returns. Default: a plain copy.
+  virtual void upload(const Tensor& staged, const void* src);
+  // The compute queue waits for every upload issued so far, then copies each pair's staged
+  // tensor (.second) into its destination (.first, the same byte count); the staged tensors
+  // may be uploaded to again from then on. Default: plain copies.
+  using UploadCopy = std::pair<const Tensor*, const Tensor*>;
+  virtual void land_uploads(const std::vector<UploadCopy>& copies);
 
   // ---- recording a step for replay (CUDA graphs) ----
   // Empty when this backend can record the work issued on its queue (begin_capture); else

@@ -27,7 +27,14 @@ class StrictCpuBackend : public CpuBackend {
     ++to_host_copies;
     CpuBackend::copy_to_host(dst, src);
   }
-  int64_t to_device_copies = 0, to_host_copies = 0;
+  // A GPU's path through the training loop's prefetch (the uploads are host copies here).
+  bool overlaps_uploads() const override { return true; }
+  void upload(const Tensor& staged, const void* src) override {
+    ++uploads;
+    CpuBackend::upload(staged, src);
+  }
+  // uploads: the prefetch's (also counted in to_device_copies, through copy_from_host).
+  int64_t to_device_copies = 0, to_host_copies = 0, uploads = 0;
 };
 
 }  // namespace campo

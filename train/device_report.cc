@@ -19,6 +19,7 @@ DeviceReport::DeviceReport(std::shared_ptr<Backend> backend)
   if (const auto* strict = dynamic_cast<const StrictCpuBackend*>(backend_.get())) {
     to_device_ = strict->to_device_copies;
     to_host_ = strict->to_host_copies;
+    uploads_ = strict->uploads;
   }
 }
 
@@ -26,7 +27,8 @@ void DeviceReport::add_to(nlohmann::json& j) const {
   j["device"] = backend_->device().str();
   if (const auto* strict = dynamic_cast<const StrictCpuBackend*>(backend_.get())) {
     j["host_copies"] = {{"to_device", strict->to_device_copies - to_device_},
-                        {"to_host", strict->to_host_copies - to_host_}};
+                        {"to_host", strict->to_host_copies - to_host_},
+                        {"uploads", strict->uploads - uploads_}};
     j["default_cpu_allocations"] = default_cpu_allocations() - default_cpu_allocations_;
   }
 }

@@ -16,14 +16,15 @@ class DeviceReport {
  public:
   // Counts from now: make it before the run's first allocation (its session or graphs).
   explicit DeviceReport(std::shared_ptr<Backend> backend);
-  // "device"; on cpu:strict also "host_copies" {to_device, to_host} (since construction)
-  // and "default_cpu_allocations".
+  // "device"; on cpu:strict also "host_copies" {to_device, to_host, uploads: the input
+  // prefetch's, train/prefetch.h, also counted in to_device} (since construction) and
+  // "default_cpu_allocations".
   void add_to(nlohmann::json& j) const;
   const std::shared_ptr<Backend>& backend() const { return backend_; }
 
  private:
   std::shared_ptr<Backend> backend_;
-  int64_t default_cpu_allocations_ = 0, to_device_ = 0, to_host_ = 0;
+  int64_t default_cpu_allocations_ = 0, to_device_ = 0, to_host_ = 0, uploads_ = 0;
 };
 
 }  // namespace campo

@@ -562,6 +562,13 @@ GanSession::StepStats GanSession::step(const Tensor& real, float lr) {
 
 std::vector<GanSession::StepStats> GanSession::step(const std::vector<const Tensor*>& real,
                                                     const std::vector<float>& lr) {
+  return step(real, lr, {}, {});
+}
+
+std::vector<GanSession::StepStats> GanSession::step(const std::vector<const Tensor*>& real,
+                                                    const std::vector<float>& lr,
+                                                    const std::vector<const Batch*>& key,
+                                                    const std::vector<const Batch*>& next) {
   CAMPO_CHECK(int(real.size()) == n_ && int(lr.size()) == n_, "internal: ", real.size(),
               " batches and ", lr.size(), " learning rates for a GAN array of ", n_);
   const Shape expected = {batch_, model_.channels, model_.image_size, model_.image_size};
@@ -581,7 +588,7 @@ std::vector<GanSession::StepStats> GanSession::step(const std::vector<const Tens
       exe.feed("lr", Tensor::from_vector(lr, {int64_t(n_)}));
   };
   d_exe_->feed("z", z);
-  d_exe_->feed("images", stack_model_inputs(real, batch_));
+  if (!prefetch_.land(*d_exe_, key)) d_exe_->feed("images", stack_model_inputs(real, batch_));
   feed_lr(*d_exe_);
   if (d_exe_->has_input("step")) d_exe_->feed_scalar("step", t);  // Adam's bias correction
   std::vector<StepStats> s(static_cast<size_t>(n_));
@@ -593,6 +600,11 @@ std::vector<GanSession::StepStats> GanSession::step(const std::vector<const Tens
     for (int i = 0; i < n_; ++i) s[size_t(i)].*field = values.data_as<float>()[i];
   };
   d_exe_->run();
+  if (!next.empty()) {
+    std::vector<const Tensor*> images;
+    for (const Batch* b : next) images.push_back(&b->images);
+    prefetch_.upload(*d_exe_, {{"images", stack_model_inputs(images, batch_)}}, next);
+  }
   // The D step's values before the G step runs in the arena they share: its statistics,
   // and fake = G(z), the activations G's backward pass reads and z, copied on the device.
   read(*d_exe_, loss_d_, &StepStats::loss_d);
@@ -618,11 +630,12 @@ std::vector<StepValue> GanSession::step_values() const {
 }
 
 std::vector<std::vector<float>> GanSession::step_models(const std::vector<const Batch*>& batches,
-                                                        const std::vector<float>& lr) {
+                                                        const std::vector<float>& lr,
+                                                        const std::vector<const Batch*>& next) {
   std::vector<const Tensor*> real;
   for (const Batch* b : batches) real.push_back(&b->images);
   std::vector<std::vector<float>> out;
-  for (const StepStats& s : step(real, lr))
+  for (const StepStats& s : step(real, lr, batches, next))
     out.push_back({s.loss_d, s.loss_g, s.d_x, s.d_g_z1, s.d_g_z2});
   return out;
 }

@@ -85,6 +85,7 @@
 #include "runtime/rng.h"
 #include "train/loop.h"
 #include "train/model_array.h"
+#include "train/prefetch.h"
 #include "train/profiling.h"
 #include "train/trainer.h"
 #include "train/training_graph.h"
@@ -168,6 +169,8 @@ class GanSession final : public Session {
   // One iteration of every model: model i trains on real[i] ([batch, nc, S, S]; the N
   // pointers may all be the same batch) at lr[i], drawing its own z; its stats, in order.
   std::vector<StepStats> step(const std::vector<const Tensor*>& real, const std::vector<float>& lr);
+  // Steps whose images were uploaded during the step before (train/prefetch.h).
+  int64_t prefetched_steps() const { return prefetch_.landed(); }
   // G(fixed noise) [num_samples, nc, S, S] of a single session; a view valid until the
   // next call.
   Tensor generate_samples();
@@ -193,7 +196,8 @@ class GanSession final : public Session {
   int models() const override { return n_; }
   std::vector<StepValue> step_values() const override;
   std::vector<std::vector<float>> step_models(const std::vector<const Batch*>& batches,
-                                              const std::vector<float>& lr) override;
+                                              const std::vector<float>& lr,
+                                              const std::vector<const Batch*>& next) override;
   std::vector<double> evaluate_models(DataLoader&) override { return {}; }
   const LossScaler* loss_scaler() const override { return nullptr; }
 
@@ -252,6 +256,12 @@ class GanSession final : public Session {
   int64_t discriminator_parameters() const;
 
  private:
+  // step(real, lr) whose images are `key`'s, uploaded during the step before when they were
+  // `next` then; starts uploading `next`'s once the D step is launched.
+  std::vector<StepStats> step(const std::vector<const Tensor*>& real, const std::vector<float>& lr,
+                              const std::vector<const Batch*>& key,
+                              const std::vector<const Batch*>& next);
+
   DcganOptions model_;
   int64_t batch_;
   int n_ = 1;
@@ -264,6 +274,7 @@ class GanSession final : public Session {
   ValueId loss_g_ = kNoValue, d_g_z2_ = kNoValue, samples_ = kNoValue;
   std::vector<SavedValue> saved_;
   std::unique_ptr<Executable> d_exe_, g_exe_, sample_exe_;
+  InputPrefetch prefetch_{vars_.backend()};  // the D step's images (train/prefetch.h)
   // What step() copies from the D step into the G step after the D step runs (besides z):
   // (G step placeholder, D step value) pairs, the saved values.
   std::vector<std::pair<Tensor, ValueId>> handoff_;

@@ -32,8 +32,7 @@ namespace campo {
 LrSchedule::Kind parse_lr_schedule(const std::string& text) {
   if (text == "constant") return LrSchedule::Kind::constant;
   if (text == "step") return LrSchedule::Kind::step;
-  CAMPO_CHECK(text == "cosine", "--lr-schedule must be constant, step or cosine, got '", text,
-              "'");
+  CAMPO_CHECK(text == "cosine", "--lr-schedule must be constant, step or cosine, got '", text, "'");
   return LrSchedule::Kind::cosine;
 }
 
@@ -205,7 +204,8 @@ void write_profile(const TrainingLoopOptions& o, const Session& session,
   j["onednn_isa"] = onednn_isa_name();
   // The origin campo predict scales from: this CPU as the run used it, measured now; a GPU
   // is named with predict --from.
-  if (backend->device().type == Device::cpu) j["device_model"] = measure_this_cpu(backend).to_json();
+  if (backend->device().type == Device::cpu)
+    j["device_model"] = measure_this_cpu(backend).to_json();
   j["nodes"] = profile_nodes_json(session.profile(), steps);
   double total = 0;
   for (const nlohmann::json& node : j["nodes"]) total += node["ms_per_step"].get<double>();
@@ -253,8 +253,7 @@ std::string short_number(const nlohmann::ordered_json& v) {
 }  // namespace
 
 TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
-                                const DeviceReport& device, const Timer& wall,
-                                std::ostream& log) {
+                                const DeviceReport& device, const Timer& wall, std::ostream& log) {
   const int n = session.models();
   const std::string progress =
       o.report.progress == "auto" ? (o.log_is_terminal ? "bar" : "lines") : o.report.progress;
@@ -284,14 +283,14 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
       world > 1 ? " (" + std::to_string(world) + " ranks x --batch " + std::to_string(o.batch) + ")"
                 : std::string(),
       " in ", data.size(), " samples");
-  const int64_t total_steps = o.max_steps > 0 ? std::min<int64_t>(o.max_steps, per_epoch * o.epochs)
-                                              : per_epoch * o.epochs;
+  const int64_t total_steps =
+      o.max_steps > 0 ? std::min<int64_t>(o.max_steps, per_epoch * o.epochs) : per_epoch * o.epochs;
   const LossScaler* scaler = session.loss_scaler();
   const bool scaling = scaler != nullptr && scaler->enabled();
   const PrecisionSummary summary = session.precision_summary();
   // --low-precision auto under cost-aware: f16 and bf16 per node (amp paints bf16).
-  const bool auto_low = o.precision_config.automatic() &&
-                        o.precision_config.policy == Precision::cost_aware;
+  const bool auto_low =
+      o.precision_config.automatic() && o.precision_config.policy == Precision::cost_aware;
 
   log << "campo: training " << o.what << " on " << data.name() << ", " << data.size()
       << " samples, batch " << o.batch << (o.per_model_batch ? " per model" : "")
@@ -329,8 +328,8 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
     CAMPO_CHECK(step < total_steps, "--resume checkpoint ", r.path, " is at step ", step,
                 ", where this run of ", total_steps,
                 " steps ends: nothing left to train (raise --steps or --epochs)");
-    log << "campo: resumed from " << r.path << " at step " << step << " (epoch "
-        << start_epoch + 1 << ", batch " << start_batch << ")\n";
+    log << "campo: resumed from " << r.path << " at step " << step << " (epoch " << start_epoch + 1
+        << ", batch " << start_batch << ")\n";
   }
   if (o.report.profile || !o.report.profile_out.empty()) session.set_profiling(true);
   const int64_t first_profiled_step = step;
@@ -363,28 +362,48 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
   Timer train_timer;
   const Communicator::Stats comm_before = o.ranks ? o.ranks->stats() : Communicator::Stats{};
   double last_print = -1;
-  std::vector<Batch> batches(loaders.size());
-  std::vector<const Batch*> per_model(static_cast<size_t>(n));
+  // On a device whose copies overlap its compute (Backend::overlaps_uploads) the loop reads
+  // each batch a step ahead, within an epoch, and the session uploads it while the step
+  // before runs (train/prefetch.h). `batches` and `ahead` trade places at each step, so a
+  // batch keeps its address from the step that uploaded it to the step that trains on it.
+  const bool read_ahead = session.variables().backend().overlaps_uploads();
+  std::vector<Batch> batches(loaders.size()), ahead(loaders.size());
+  bool have_ahead = false;
+  auto model_batches = [&](std::vector<Batch>& from) {
+    std::vector<const Batch*> b(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) b[size_t(i)] = &from[loaders.size() == 1 ? 0 : size_t(i)];
+    return b;
+  };
   std::vector<float> lr(static_cast<size_t>(n));
   for (int epoch = start_epoch; epoch < o.epochs && step < total_steps; ++epoch) {
     int64_t in_epoch = epoch == start_epoch ? start_batch : 0;
     for (auto& l : loaders) l->start_epoch(epoch, in_epoch);
     while (step < total_steps) {
       bool more = true;
-      for (size_t k = 0; k < loaders.size(); ++k) more = more && loaders[k]->next(batches[k]);
+      if (have_ahead)
+        std::swap(batches, ahead);
+      else
+        for (size_t k = 0; k < loaders.size(); ++k) more = more && loaders[k]->next(batches[k]);
+      have_ahead = false;
       if (!more) break;
-      for (int i = 0; i < n; ++i) {
-        per_model[size_t(i)] = &batches[loaders.size() == 1 ? 0 : size_t(i)];
+      const std::vector<const Batch*> per_model = model_batches(batches);
+      for (int i = 0; i < n; ++i)
         lr[size_t(i)] = learning_rate_at(o.schedule, o.lr[size_t(i)], step, total_steps, per_epoch);
+      std::vector<const Batch*> next;
+      if (read_ahead && step + 1 < total_steps && in_epoch + 1 < per_epoch) {
+        have_ahead = true;
+        for (size_t k = 0; k < loaders.size(); ++k)
+          have_ahead = have_ahead && loaders[k]->next(ahead[k]);
+        if (have_ahead) next = model_batches(ahead);
       }
-      const std::vector<std::vector<float>> out = session.step_models(per_model, lr);
+      const std::vector<std::vector<float>> out = session.step_models(per_model, lr, next);
       for (int i = 0; i < n; ++i)
         for (size_t v = 0; v < values.size(); ++v) {
           const float x = out[size_t(i)][v];
           CAMPO_CHECK(std::isfinite(x), "training diverged: ",
-                      n > 1 ? "model " + std::to_string(i) + "'s " : std::string(),
-                      values[v].name, " is ", x, " at step ", step + 1, " (its --lr ",
-                      o.lr[size_t(i)], "; try a smaller one)");
+                      n > 1 ? "model " + std::to_string(i) + "'s " : std::string(), values[v].name,
+                      " is ", x, " at step ", step + 1, " (its --lr ", o.lr[size_t(i)],
+                      "; try a smaller one)");
           r.values[size_t(i)][v].push_back(x);
         }
       ++step;
@@ -420,8 +439,8 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
         const int width = 30;
         const int filled = int(double(in_epoch) / double(per_epoch) * width);
         log << "\repoch " << epoch + 1 << "/" << o.epochs << " ["
-            << std::string(size_t(filled), '=') << std::string(size_t(width - filled), ' ')
-            << "] " << in_epoch << "/" << per_epoch << "  " << shown.str() << "  " << std::fixed
+            << std::string(size_t(filled), '=') << std::string(size_t(width - filled), ' ') << "] "
+            << in_epoch << "/" << per_epoch << "  " << shown.str() << "  " << std::fixed
             << std::setprecision(0) << rate << " samples/s  ETA " << format_duration(eta);
         if (scaling) log << "  scale " << scaler->scale() << " skipped " << scaler->skipped_steps();
         log << "   " << (last ? "\n" : "");
@@ -495,15 +514,14 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
     log << "node times: " << device.backend()->node_timer_source() << "\n";
     log << "memory: " << memory_line(memory) << "\n";
   }
-  if (!o.report.profile_out.empty())
-    write_profile(o, session, device, step - first_profiled_step);
+  if (!o.report.profile_out.empty()) write_profile(o, session, device, step - first_profiled_step);
 
   // The JSON result: the run's own fields, then what every run reports.
   nlohmann::json j = o.result;
   j["event"] = "result";
   j["precision"] = precision_name(o.precision_config.policy);
   j["low_precision"] = o.precision_config.policy == Precision::fp32 ? "none"
-                       : auto_low ? "auto"
+                       : auto_low                                   ? "auto"
                                   : dtype_name(o.precision_config.low);
   if (auto_low) {
     j["f16_nodes"] = summary.f16_nodes;
@@ -534,7 +552,8 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
   device.add_to(j);
   nlohmann::json models = nlohmann::json::array();
   for (int i = 0; i < n; ++i) {
-    const nlohmann::ordered_json own = o.model_fields ? o.model_fields(i) : nlohmann::ordered_json();
+    const nlohmann::ordered_json own =
+        o.model_fields ? o.model_fields(i) : nlohmann::ordered_json();
     nlohmann::json m = nlohmann::json::object();
     for (const auto& [key, value] : own.items()) m[key] = value;
     for (size_t v = 0; v < values.size(); ++v)
@@ -556,7 +575,8 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
     for (size_t v = 0; v < values.size(); ++v)
       if (!values[v].result.empty())
         line << "  " << values[v].label << " " << r.final_values[size_t(i)][v];
-    if (!r.test_accuracy.empty()) line << "  " << o.accuracy_label << " " << r.test_accuracy[size_t(i)];
+    if (!r.test_accuracy.empty())
+      line << "  " << o.accuracy_label << " " << r.test_accuracy[size_t(i)];
     if (!r.checkpoints.empty()) line << "  -> " << r.checkpoints[size_t(i)];
     log << line.str() << "\n";
   }

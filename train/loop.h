@@ -48,13 +48,16 @@ class Session {
   virtual int models() const = 0;
   virtual std::vector<StepValue> step_values() const = 0;
   // One step: model i trains on batches[i] at lr[i]; per model its step_values(), in order.
+  // `next` (empty: none) are the next step's batches, which the session may upload while
+  // this step runs (train/prefetch.h) and which must not change before that step.
   virtual std::vector<std::vector<float>> step_models(const std::vector<const Batch*>& batches,
-                                                      const std::vector<float>& lr) = 0;
+                                                      const std::vector<float>& lr,
+                                                      const std::vector<const Batch*>& next) = 0;
   // Each model's accuracy over the loader's epoch.
   virtual std::vector<double> evaluate_models(DataLoader& loader) = 0;
   // Model i alone, at a training position, as a checkpoint campo eval and --resume read.
-  virtual void save_model(int i, const std::string& path, int64_t epoch,
-                          int64_t position_in_epoch, const std::string& optimizer) = 0;
+  virtual void save_model(int i, const std::string& path, int64_t epoch, int64_t position_in_epoch,
+                          const std::string& optimizer) = 0;
   // The dynamic loss scaler; null without one.
   virtual const LossScaler* loss_scaler() const = 0;
   virtual PrecisionSummary precision_summary() const = 0;
@@ -215,7 +218,6 @@ struct TrainingLoopResult {
 // checkpoints written first. Prints the banner, progress, the summary and the JSON result
 // (o.result, the run's common fields, the device report, `wall`'s time: the whole run's).
 TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
-                                const DeviceReport& device, const Timer& wall,
-                                std::ostream& log);
+                                const DeviceReport& device, const Timer& wall, std::ostream& log);
 
 }  // namespace campo

@@ -187,10 +187,9 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
     const int64_t cast_elements = costed_cast ? shape_numel(g.value(n.inputs[0]).shape) : 0;
     const double cast_ms =
         !costed_cast ? 0.0
-        : f16        ? three.casts.cost_ms(g.value(n.inputs[0]).dtype,
-                                           g.value(n.outputs[0]).dtype, cast_elements)
-                     : info->costs->cast_ms(is_low_precision(g.value(n.outputs[0]).dtype),
-                                            cast_elements);
+        : f16        ? three.casts.cost_ms(g.value(n.inputs[0]).dtype, g.value(n.outputs[0]).dtype,
+                                           cast_elements)
+              : info->costs->cast_ms(is_low_precision(g.value(n.outputs[0]).dtype), cast_elements);
     const bool measured = costed && size_t(id) < info->costs->low_measured.size() &&
                           info->costs->low_measured[size_t(id)];
     if (has_cost) {
@@ -214,8 +213,7 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
             (n.f32_output ? "*" : ""));
     if (costed) {
       char buf[64];
-      const char* decided =
-          has_cost ? traversal_name(info->cost_plan->decided_by[size_t(id)]) : "";
+      const char* decided = has_cost ? traversal_name(info->cost_plan->decided_by[size_t(id)]) : "";
       if (has_cost && f16)
         std::snprintf(buf, sizeof buf, "%9.3f%9.3f%8.3f  %-14s", three.nodes[size_t(id)].f32_ms,
                       three.nodes[size_t(id)].bf16_ms, three.nodes[size_t(id)].f16_ms, decided);
@@ -503,8 +501,8 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
             << "MAPE over " << kUntrustedMapePercent << "%, or none); the others are predicted\n";
       j["low_measured"] = measured;
       if (o.run.plan_for.active())
-        out << "padding: not decided for " << o.run.plan_for.device << " (" << info.padding_candidates
-            << " candidates): it is timed on the device itself\n";
+        out << "padding: not decided for " << o.run.plan_for.device << " ("
+            << info.padding_candidates << " candidates): it is timed on the device itself\n";
       else
         out << "padding: " << info.padded << " of " << info.padding_candidates
             << " low-precision GEMMs (unaligned K/N) and convolutions (unaligned channels) "
@@ -565,8 +563,11 @@ struct BenchPolicy {
   void step() {
     if (classifier)
       classifier->run();
-    else
-      session->step_models(batches, lr);
+    else  // DCGAN: the images again, uploaded during the step before where that overlaps
+      session->step_models(batches, lr,
+                           session->variables().backend().overlaps_uploads()
+                               ? batches
+                               : std::vector<const Batch*>{});
   }
 };
 
@@ -607,10 +608,9 @@ std::unique_ptr<BenchPolicy> bench_policy(const BenchOptions& o, const std::stri
   } else {
     const TrainingGraphSpec spec = model_run_spec(run, policy);
     const ArrayHyperparameters h = bench_models(run, spec.optimizer, o.lr);
-    auto session = std::make_unique<TrainingSession>(spec.model, spec.model_options,
-                                                     spec.image_shape, spec.batch, spec.optimizer,
-                                                     h, backend, spec.precision, run.conv_layout,
-                                                     ranks);
+    auto session = std::make_unique<TrainingSession>(
+        spec.model, spec.model_options, spec.image_shape, spec.batch, spec.optimizer, h, backend,
+        spec.precision, run.conv_layout, ranks);
     if (ranks.on()) check_ranks_agree(*ranks.comm, session->train_graph().to_text());
     // Random inputs (token models: ids) and labels; every token position is a target.
     const bool tokens = model_input(run.model) == ModelInput::tokens;
@@ -697,9 +697,9 @@ std::string bench_fingerprint(const BenchOptions& o) {
   const ModelRunOptions& r = o.run;
   s << r.model << ' ' << r.batch << ' ' << r.image_size << ' ' << r.channels << ' ' << r.classes
     << ' ' << r.bert_config << ' ' << r.seq_len << ' ' << r.mixed.low_precision << ' '
-    << r.optimizer << ' ' << r.seed << ' ' << r.array << ' ' << int(r.conv_layout) << ' '
-    << o.steps << ' ' << o.warmup << ' ' << o.repeats << ' ' << o.lr << ' ' << o.measure_peak
-    << ' ' << o.data_parallel.bucket_mb;
+    << r.optimizer << ' ' << r.seed << ' ' << r.array << ' ' << int(r.conv_layout) << ' ' << o.steps
+    << ' ' << o.warmup << ' ' << o.repeats << ' ' << o.lr << ' ' << o.measure_peak << ' '
+    << o.data_parallel.bucket_mb;
   for (const std::string& p : o.precisions) s << ' ' << p;
   return s.str();
 }
@@ -710,8 +710,9 @@ BenchRun prepare_bench(const BenchOptions& o, std::shared_ptr<Backend> backend) 
   check_bench_options(o);
   BenchRun run;
   run.backend = required_backend(std::move(backend));
-  CAMPO_CHECK(run.backend->device() == rank_device(o.run.device, o.data_parallel), "internal: bench of --device ",
-              o.run.device.str(), " given a backend of ", run.backend->device().str());
+  CAMPO_CHECK(run.backend->device() == rank_device(o.run.device, o.data_parallel),
+              "internal: bench of --device ", o.run.device.str(), " given a backend of ",
+              run.backend->device().str());
   run.device_report = std::make_unique<DeviceReport>(run.backend);
   run.machine.device = run.backend->describe();
   run.machine.device_report = run.device_report.get();

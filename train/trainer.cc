@@ -384,28 +384,41 @@ void TrainingSession::set_profiling(bool on) {
   profile_.attach(*train_exe_, train_graph_, on);
 }
 
-void TrainingSession::feed(const std::vector<const Batch*>& batches, const std::vector<float>& lr) {
-  CAMPO_CHECK(int(batches.size()) == n_ && int(lr.size()) == n_, "internal: ", batches.size(),
-              " batches and ", lr.size(), " learning rates for an array of ", n_);
-  std::vector<const Tensor*> inputs;
+std::vector<std::pair<std::string, Tensor>> TrainingSession::host_inputs(
+    const std::vector<const Batch*>& batches) const {
+  CAMPO_CHECK(int(batches.size()) == n_, "internal: ", batches.size(), " batches for an array of ",
+              n_);
+  std::vector<const Tensor*> images;
   for (const Batch* b : batches) {
     CAMPO_CHECK(b->size() == batch_ && b->images.shape() == batches[0]->images.shape(),
                 "training batch of ", b->size(), " samples; the graph was compiled for ", batch_);
-    inputs.push_back(&b->images);
+    images.push_back(&b->images);
   }
-  train_exe_->feed(input_placeholder(model_), stack_model_inputs(inputs, batch_));
+  std::vector<std::pair<std::string, Tensor>> out;
+  out.emplace_back(input_placeholder(model_), stack_model_inputs(images, batch_));
   if (n_ == 1) {
-    train_exe_->feed("labels", batches[0]->labels);
-    train_exe_->feed_scalar("lr", lr[0]);
+    out.emplace_back("labels", batches[0]->labels);
   } else {  // row b * N + i: model i's label of sample b
     std::vector<int32_t> labels(size_t(batch_ * n_));
     for (int i = 0; i < n_; ++i) {
       const int32_t* y = batches[size_t(i)]->labels.data_as<int32_t>();
       for (int64_t b = 0; b < batch_; ++b) labels[size_t(b * n_ + i)] = y[b];
     }
-    train_exe_->feed("labels", Tensor::from_vector(labels, {batch_ * n_}));
-    train_exe_->feed("lr", Tensor::from_vector(lr, {int64_t(n_)}));
+    out.emplace_back("labels", Tensor::from_vector(labels, {batch_ * n_}));
   }
+  return out;
+}
+
+void TrainingSession::feed(const std::vector<const Batch*>& batches, const std::vector<float>& lr) {
+  CAMPO_CHECK(int(batches.size()) == n_ && int(lr.size()) == n_, "internal: ", batches.size(),
+              " batches and ", lr.size(), " learning rates for an array of ", n_);
+  // Uploaded during the step before (train/prefetch.h), or copied from the host now.
+  if (!prefetch_.land(*train_exe_, batches))
+    for (const auto& [name, host] : host_inputs(batches)) train_exe_->feed(name, host);
+  if (n_ == 1)
+    train_exe_->feed_scalar("lr", lr[0]);
+  else
+    train_exe_->feed("lr", Tensor::from_vector(lr, {int64_t(n_)}));
   if (train_exe_->has_input("inv_num_targets")) {  // token models (one model)
     const int64_t targets = count_targets(batches[0]->labels);
     CAMPO_CHECK(targets > 0, "a training batch has no token to predict (every label is ",
@@ -414,10 +427,15 @@ void TrainingSession::feed(const std::vector<const Batch*>& batches, const std::
   }
 }
 
-void TrainingSession::run() {
+void TrainingSession::upload_next(const std::vector<const Batch*>& next) {
+  if (!next.empty()) prefetch_.upload(*train_exe_, host_inputs(next), next);
+}
+
+void TrainingSession::run(const std::vector<const Batch*>& next) {
   if (train_exe_->has_input("step")) train_exe_->feed_scalar("step", float(step_ + 1));
   if (!scaler_.enabled()) {
     train_exe_->run();
+    upload_next(next);
     ++step_;
     return;
   }
@@ -426,13 +444,15 @@ void TrainingSession::run() {
   // One uninterrupted step: the updates skip themselves on the device when a gradient
   // overflowed; the host reads the flag afterwards to move the scale.
   train_exe_->run();
+  upload_next(next);
   if (scaler_.update(train_exe_->fetch_scalar(info_.all_finite) != 0.0f)) ++step_;
 }
 
 std::vector<float> TrainingSession::train_step(const std::vector<const Batch*>& batches,
-                                               const std::vector<float>& lr) {
+                                               const std::vector<float>& lr,
+                                               const std::vector<const Batch*>& next) {
   feed(batches, lr);
-  run();
+  run(next);
   std::vector<float> losses;
   if (n_ == 1) {
     losses = {train_exe_->fetch_scalar(info_.loss)};
@@ -450,9 +470,10 @@ float TrainingSession::train_step(const Batch& batch, float lr) {
 }
 
 std::vector<std::vector<float>> TrainingSession::step_models(
-    const std::vector<const Batch*>& batches, const std::vector<float>& lr) {
+    const std::vector<const Batch*>& batches, const std::vector<float>& lr,
+    const std::vector<const Batch*>& next) {
   std::vector<std::vector<float>> out;
-  for (float loss : train_step(batches, lr)) out.push_back({loss});
+  for (float loss : train_step(batches, lr, next)) out.push_back({loss});
   return out;
 }
 

@@ -25,6 +25,7 @@
 #include "train/data_parallel.h"
 #include "train/loop.h"
 #include "train/model_array.h"
+#include "train/prefetch.h"
 #include "train/profiling.h"
 #include "train/training_graph.h"
 
@@ -60,9 +61,9 @@ struct TrainOptions {
   PrecisionOptions mixed;        // --low-precision, --loss-scale*, --amp-lists*, --search, ...
   CheckpointOptions checkpoint;  // --save, --save-every, --resume (safetensors)
   ReportOptions report;          // --progress, --profile, --metrics, --tensorboard
-  int image_size = 0;          // resize images to this square size (0: native)
-  int channels = 0;            // 1 or 3 (0: the data set's own)
-  DeviceSpec device;           // --device cpu | cuda[:N] | cpu:strict, parsed by the CLI
+  int image_size = 0;            // resize images to this square size (0: native)
+  int channels = 0;              // 1 or 3 (0: the data set's own)
+  DeviceSpec device;             // --device cpu | cuda[:N] | cpu:strict, parsed by the CLI
   CudaGraphMode cuda_graph = CudaGraphMode::automatic;  // --cuda-graph auto | on | off
   // Image folders and CIFAR-10 (see datasets/registry.h).
   std::string augment = "auto";  // auto (train split only) | on | off
@@ -124,7 +125,7 @@ struct EvalOptions {
   uint64_t seed = 42;  // the synthetic data set's seed (as campo train's --seed)
   int seq_len = 128;   // text data sets: as the model was trained
   float mask_prob = 0.15f;
-  DeviceSpec device;  // --device: where the evaluation runs
+  DeviceSpec device;                                    // --device: where the evaluation runs
   CudaGraphMode cuda_graph = CudaGraphMode::automatic;  // --cuda-graph
 };
 double evaluate_checkpoint(const EvalOptions& o, std::ostream& log);
@@ -207,16 +208,21 @@ class TrainingSession final : public Session {
   int size() const { return n_; }
   // One step: model i trains on batches[i] (N pointers, possibly all the same batch, each
   // of exactly `batch` samples) at lr[i]; returns each model's loss. With dynamic loss
-  // scaling, a step whose gradients overflow skips its update (see scaler()).
+  // scaling, a step whose gradients overflow skips its update (see scaler()). `next`, when
+  // given, are the next step's batches: uploaded while this step runs (train/prefetch.h),
+  // they must not change before that step.
   std::vector<float> train_step(const std::vector<const Batch*>& batches,
-                                const std::vector<float>& lr);
+                                const std::vector<float>& lr,
+                                const std::vector<const Batch*>& next = {});
   // One model's step: its loss.
   float train_step(const Batch& batch, float lr);
   // The step in two parts, for steps on the same inputs (bench): feed() the batches and the
   // rates, then run() the step as often as wanted (each one an update), reading nothing
-  // but the loss scaler's overflow flag.
+  // but the loss scaler's overflow flag; run() starts uploading `next` once the step is
+  // launched.
   void feed(const std::vector<const Batch*>& batches, const std::vector<float>& lr);
-  void run();
+  void run(const std::vector<const Batch*>& next = {});
+
   // Each model's accuracy over a whole loader's epoch (every model sees the same batches);
   // one model's.
   std::vector<double> evaluate_models(DataLoader& loader) override;
@@ -226,7 +232,8 @@ class TrainingSession final : public Session {
   int models() const override { return n_; }
   std::vector<StepValue> step_values() const override { return {{"loss", "loss", "final_loss"}}; }
   std::vector<std::vector<float>> step_models(const std::vector<const Batch*>& batches,
-                                              const std::vector<float>& lr) override;
+                                              const std::vector<float>& lr,
+                                              const std::vector<const Batch*>& next) override;
   // Model i alone as a single model's checkpoint (the single model's names and shapes, its
   // optimizer state, the training position: optimizer steps, the loss scaler, one model's
   // dropout RNG; an array's model also its index and hyperparameters): campo eval, campo
@@ -236,9 +243,7 @@ class TrainingSession final : public Session {
   const LossScaler* loss_scaler() const override { return &scaler_; }
   PrecisionSummary precision_summary() const override { return info_.summary; }
   // --data-parallel: each gradient bucket's bytes, in the order the step starts them.
-  const std::vector<int64_t>& gradient_bucket_bytes() const {
-    return info_.gradient_bucket_bytes;
-  }
+  const std::vector<int64_t>& gradient_bucket_bytes() const { return info_.gradient_bucket_bytes; }
   const VariableStore& variables() const override { return vars_; }
   FlopCount step_flops() const override { return count_step_flops(train_graph_, info_.fetches()); }
   double predicted_step_ms() const override {
@@ -267,6 +272,8 @@ class TrainingSession final : public Session {
   Graph& train_graph() { return train_graph_; }
   const Executable& train_executable() const { return *train_exe_; }
   int64_t step() const { return step_; }
+  // Steps whose inputs were uploaded during the step before (train/prefetch.h).
+  int64_t prefetched_steps() const { return prefetch_.landed(); }
   // A metadata field every checkpoint of the session carries (a text model's vocabulary).
   void set_checkpoint_extra(const std::string& key, std::string value) {
     checkpoint_extra_[key] = std::move(value);
@@ -275,6 +282,12 @@ class TrainingSession final : public Session {
   int64_t parameter_count() const { return vars_.count_elements(VariableKind::parameter) / n_; }
 
  private:
+  // The step's images and labels as the placeholders take them (arrays: stacked by model).
+  std::vector<std::pair<std::string, Tensor>> host_inputs(
+      const std::vector<const Batch*>& batches) const;
+  // Starts uploading `next`'s inputs (train/prefetch.h); nothing when empty.
+  void upload_next(const std::vector<const Batch*>& next);
+
   std::string model_;
   ModelOptions model_options_;
   Shape image_shape_;
@@ -288,6 +301,7 @@ class TrainingSession final : public Session {
   TrainingGraphInfo info_;
   LossScaler scaler_;
   std::unique_ptr<Executable> train_exe_;
+  InputPrefetch prefetch_{vars_.backend()};
   std::unique_ptr<class Evaluator> evaluator_;
   int64_t step_ = 0;
   OpProfile profile_;

@@ -144,6 +144,56 @@ struct CudaBackend::Staging {
   }
 };
 
+// The prefetch's uploads (Backend::upload): a stream of their own, one pinned buffer per
+// upload between two landings (a batch's images, its labels), reused a batch later once the
+// copy from it is done, and two events ordering the streams: `uploaded` (the upload stream's
+// copies so far) and `landed` (the compute stream has taken the staged tensors).
+struct CudaBackend::Uploads {
+  struct Block {
+    void* host = nullptr;
+    size_t bytes = 0;
+    cudaEvent_t done = nullptr;  // the upload from this buffer is over
+  };
+  std::mutex mutex;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t uploaded = nullptr, landed = nullptr;
+  std::vector<Block> blocks;
+  size_t next = 0;  // the block of the next upload since the last landing
+
+  Uploads() {
+    CAMPO_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    CAMPO_CUDA_CHECK(cudaEventCreateWithFlags(&uploaded, cudaEventDisableTiming));
+    CAMPO_CUDA_CHECK(cudaEventCreateWithFlags(&landed, cudaEventDisableTiming));
+  }
+  ~Uploads() {
+    if (stream) warn_on_error(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    for (Block& b : blocks) {
+      if (b.host) warn_on_error(cudaFreeHost(b.host), "cudaFreeHost");
+      if (b.done) warn_on_error(cudaEventDestroy(b.done), "cudaEventDestroy");
+    }
+    for (cudaEvent_t e : {uploaded, landed})
+      if (e) warn_on_error(cudaEventDestroy(e), "cudaEventDestroy");
+    if (stream) warn_on_error(cudaStreamDestroy(stream), "cudaStreamDestroy");
+  }
+  // A pinned buffer of at least `bytes` whose previous upload is over.
+  Block& take(size_t bytes) {
+    if (next == blocks.size()) {
+      blocks.emplace_back();
+      CAMPO_CUDA_CHECK(cudaEventCreateWithFlags(&blocks.back().done, cudaEventDisableTiming));
+    }
+    Block& b = blocks[next++];
+    CAMPO_CUDA_CHECK(cudaEventSynchronize(b.done));  // an unrecorded event is complete
+    if (b.bytes < bytes) {
+      if (b.host) CAMPO_CUDA_CHECK(cudaFreeHost(b.host));
+      b.host = nullptr;
+      b.bytes = 0;
+      CAMPO_CUDA_CHECK(cudaMallocHost(&b.host, bytes));
+      b.bytes = bytes;
+    }
+    return b;
+  }
+};
+
 CudaBackend::CudaBackend(int index) : index_(index) {
   try {
     CAMPO_CUDA_CHECK(cudaSetDevice(index_));
@@ -163,6 +213,7 @@ CudaBackend::CudaBackend(int index) : index_(index) {
     CAMPO_CUDNN_CHECK(cudnnCreate(&cudnn_));
     CAMPO_CUDNN_CHECK(cudnnSetStream(cudnn_, stream_));
     staging_ = std::make_unique<Staging>();
+    uploads_ = std::make_unique<Uploads>();
 
     const int device = index_;
     allocator_ = std::make_unique<CachingAllocator>(
@@ -200,6 +251,7 @@ void CudaBackend::release() noexcept {
     warn_on_error(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   }
   // The cache goes now; blocks still owned by tensors are freed when their last owner dies.
+  uploads_.reset();  // first: its stream may still copy into the allocator's blocks
   allocator_.reset();
   staging_.reset();
   if (cudnn_) {
@@ -338,7 +390,42 @@ void CudaBackend::fill_zero(const Tensor& t) {
   CAMPO_CUDA_CHECK(cudaMemsetAsync(t.device_data(), 0, t.nbytes(), stream_));
 }
 
-void CudaBackend::synchronize() { CAMPO_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void CudaBackend::upload(const Tensor& staged, const void* src) {
+  check_device_tensor(staged, "upload");
+  const size_t n = staged.nbytes();
+  if (n == 0) return;
+  use_device();
+  std::lock_guard<std::mutex> lock(uploads_->mutex);
+  Uploads::Block& b = uploads_->take(n);
+  std::memcpy(b.host, src, n);
+  // The compute stream has copied the staged tensor's previous contents out.
+  CAMPO_CUDA_CHECK(cudaStreamWaitEvent(uploads_->stream, uploads_->landed, 0));
+  CAMPO_CUDA_CHECK(
+      cudaMemcpyAsync(staged.device_data(), b.host, n, cudaMemcpyHostToDevice, uploads_->stream));
+  CAMPO_CUDA_CHECK(cudaEventRecord(b.done, uploads_->stream));
+  CAMPO_CUDA_CHECK(cudaEventRecord(uploads_->uploaded, uploads_->stream));
+}
+
+void CudaBackend::land_uploads(const std::vector<UploadCopy>& copies) {
+  use_device();
+  std::lock_guard<std::mutex> lock(uploads_->mutex);
+  CAMPO_CUDA_CHECK(cudaStreamWaitEvent(stream_, uploads_->uploaded, 0));
+  for (const auto& [dst, staged] : copies) {
+    check_device_tensor(*dst, "land_uploads");
+    check_device_tensor(*staged, "land_uploads");
+    CAMPO_CHECK(dst->nbytes() == staged->nbytes(), "internal: landing an upload of ",
+                staged->nbytes(), " bytes in a tensor of ", dst->nbytes());
+    CAMPO_CUDA_CHECK(cudaMemcpyAsync(dst->device_data(), staged->device_data(), dst->nbytes(),
+                                     cudaMemcpyDeviceToDevice, stream_));
+  }
+  CAMPO_CUDA_CHECK(cudaEventRecord(uploads_->landed, stream_));
+  uploads_->next = 0;
+}
+
+void CudaBackend::synchronize() {
+  CAMPO_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  CAMPO_CUDA_CHECK(cudaStreamSynchronize(uploads_->stream));
+}
 
 namespace {
 

@@ -2,8 +2,8 @@
 // copy and library call of an executable is issued in order, a caching allocator
 // (runtime/caching_allocator.h: blocks split from and merged within segments, stream-ordered
 // reuse, no cudaMalloc in the steady state), pinned host staging for copies, CUPTI's activity
-// records (or CUDA events) to time nodes, and the library handles kernels share (cuBLASLt, cuDNN), all bound to that
-// stream.
+// records (or CUDA events) to time nodes, and the library handles kernels share (cuBLASLt, cuDNN),
+// all bound to that stream.
 //
 // Kernels reach it through ops/cuda/context.h. Compiled only with CAMPO_HAVE_CUDA; the rest
 // of the runtime sees a Backend (runtime/backend.h).
@@ -54,7 +54,14 @@ class CudaBackend : public Backend, public CachingAllocatorOwner, public PciDevi
   void copy_to_host(void* dst, const Tensor& src) override;
   void copy(const Tensor& dst, const Tensor& src) override;
   void fill_zero(const Tensor& t) override;
+  // Waits for the compute stream and the upload stream.
   void synchronize() override;
+  // Uploads run on a second stream from pinned buffers of their own, so the next batch's
+  // copy overlaps the step on the compute stream; landing them is a stream wait and
+  // device-to-device copies, no host synchronization.
+  bool overlaps_uploads() const override { return true; }
+  void upload(const Tensor& staged, const void* src) override;
+  void land_uploads(const std::vector<UploadCopy>& copies) override;
   // CUPTI's kernel activity (runtime/cuda/cupti_timer.h); CUDA events where CUPTI cannot
   // record, with the reason kept for node_timer_source().
   std::unique_ptr<NodeTimer> make_timer(size_t slots) override;
@@ -93,8 +100,10 @@ class CudaBackend : public Backend, public CachingAllocatorOwner, public PciDevi
   size_t total_memory_ = 0;
   int driver_version_ = 0;
   std::string node_timer_source_;  // of the last make_timer; empty before the first
-  struct Staging;  // pinned host buffers of the copies
+  struct Staging;                  // pinned host buffers of the copies
   std::unique_ptr<Staging> staging_;
+  struct Uploads;  // the upload stream, its pinned buffers and events
+  std::unique_ptr<Uploads> uploads_;
 
   void use_device() const;  // cudaSetDevice(index_): calls may come from any thread
   void release() noexcept;  // the destructor's work, also on a failed construction

@@ -37,7 +37,9 @@ TEST(CudaTrainingTest, LeNetAmpFollowsCpu) { expect_gpu_follows_cpu("lenet/amp",
 TEST(CudaTrainingTest, LeNetFp16DynamicScalingFollowsCpu) {
   expect_gpu_follows_cpu("lenet/amp-fp16-dynamic", 5e-2);
 }
-TEST(CudaTrainingTest, LeNetCostAwareFollowsCpu) { expect_gpu_follows_cpu("lenet/cost-aware", 5e-2); }
+TEST(CudaTrainingTest, LeNetCostAwareFollowsCpu) {
+  expect_gpu_follows_cpu("lenet/cost-aware", 5e-2);
+}
 TEST(CudaTrainingTest, ResNet18Fp32FollowsCpu) { expect_gpu_follows_cpu("resnet18/fp32", 1e-3); }
 TEST(CudaTrainingTest, ResNet18AmpFollowsCpu) { expect_gpu_follows_cpu("resnet18/amp", 5e-2); }
 
@@ -54,6 +56,24 @@ TEST(CudaTrainingTest, GraphReplayEqualsLaunchedSteps) {
     EXPECT_EQ(replayed.replays, 9) << config;  // the first step warms up
     EXPECT_EQ(replayed.losses, launched.losses) << config;
     EXPECT_EQ(replayed.weights_hash, launched.weights_hash) << config;
+  }
+  gpu->set_cuda_graph(CudaGraphMode::automatic);
+}
+
+// The input prefetch (train/prefetch.h): the next batch uploaded on the second stream during
+// a step and landed at the next gives the losses and weights of batches copied at each step,
+// launched and replayed.
+TEST(CudaTrainingTest, PrefetchedStepsEqualFedSteps) {
+  auto gpu = CAMPO_CUDA_OR_SKIP();
+  for (const CudaGraphMode mode : {CudaGraphMode::off, CudaGraphMode::on}) {
+    gpu->set_cuda_graph(mode);
+    for (const std::string config : {"lenet/fp32", "resnet18/amp"}) {
+      const PinRun fed = run_pinned_config(config, gpu, 10);
+      const PinRun ahead = run_pinned_config(config, gpu, 10, /*read_ahead=*/true);
+      EXPECT_EQ(ahead.prefetched, 9) << config;
+      EXPECT_EQ(ahead.losses, fed.losses) << config;
+      EXPECT_EQ(ahead.weights_hash, fed.weights_hash) << config;
+    }
   }
   gpu->set_cuda_graph(CudaGraphMode::automatic);
 }

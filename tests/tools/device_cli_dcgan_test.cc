@@ -73,6 +73,8 @@ TEST_F(DcganDeviceCliTest, TrainOnCpuStrictIsTheCpuRunThroughTheBackendsCopies) 
     EXPECT_GE(strict["host_copies"]["to_device"].get<int64_t>(), 3 * 3) << strict.dump();
     EXPECT_GE(strict["host_copies"]["to_host"].get<int64_t>(), 3 * 5) << strict.dump();
     EXPECT_EQ(strict["default_cpu_allocations"], 0) << strict.dump();
+    // Steps 2 and 3 took their images from the prefetch (train/prefetch.h).
+    EXPECT_EQ(strict["host_copies"]["uploads"], 2) << strict.dump();
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "tests/test_util.h"
@@ -61,7 +62,49 @@ TEST(DeviceStrictCliTest, ModelArrayTrainsOnTheStrictBackendAsOnTheCpu) {
     EXPECT_FALSE(results[0].contains("host_copies"));
     // Each step: the stacked images and the labels in, the two models' losses out.
     expect_all_on_strict(results[1], 8, 4);
+    // Steps 2 to 4 took theirs from the prefetch: uploaded during the step before.
+    EXPECT_EQ(results[1]["host_copies"]["uploads"], 6) << results[1].dump();
   }
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+// The input prefetch (train/prefetch.h) reads one batch ahead within an epoch: over epoch
+// ends and through a --resume the strict run (which prefetches, as a GPU does) trains on the
+// batches --device cpu trains on, in the same order: the same weights byte for byte.
+TEST(DeviceStrictCliTest, PrefetchAcrossEpochsAndResumeKeepsTheCpusBatches) {
+  TempDir dir;
+  // The file the run on `device` saves, after `extra`; its JSON result in `result`.
+  auto train = [&](const std::string& device, const std::string& name,
+                   std::vector<std::string> extra, nlohmann::json* result = nullptr) {
+    const std::string path = dir.str() + "/" + name + ".safetensors";
+    std::vector<std::string> a = {"train",     "--model",       "lenet", "--dataset",
+                                  "synthetic", "--limit-train", "48",    "--batch",
+                                  "16",        "--epochs",      "3",     "--precision",
+                                  "amp",       "--progress",    "none",  "--device",
+                                  device,      "--save",        path};
+    a.insert(a.end(), extra.begin(), extra.end());
+    const CliResult r = run_cli(a);
+    EXPECT_EQ(r.code, 0) << r.err;
+    if (result) *result = json_event(r.out, "result");
+    return file_bytes(path);
+  };
+  nlohmann::json j;
+  const std::string strict = train("cpu:strict", "strict", {}, &j);
+  EXPECT_TRUE(strict == train("cpu", "cpu", {}));
+  EXPECT_EQ(j["steps"], 9);
+  // 3 epochs of 3 batches: the last two of each epoch were uploaded ahead (images, labels).
+  EXPECT_EQ(j["host_copies"]["uploads"], 3 * 2 * 2) << j.dump();
+  // Stopped in the middle of epoch 2 (its schedule ends there), then resumed to the end.
+  train("cpu", "cpu_half", {"--steps", "5"});
+  train("cpu:strict", "strict_half", {"--steps", "5"});
+  const std::string cpu_resumed =
+      train("cpu", "cpu_resumed", {"--resume", dir.str() + "/cpu_half.safetensors"});
+  EXPECT_TRUE(cpu_resumed == train("cpu:strict", "strict_resumed",
+                                   {"--resume", dir.str() + "/strict_half.safetensors"}));
 }
 
 TEST(DeviceStrictCliTest, EvalRunsOnTheStrictBackendWithTheCpusAccuracy) {
@@ -121,16 +164,17 @@ TEST(DeviceStrictCliTest, BenchTimesEveryPolicyOnTheStrictBackend) {
 TEST(DeviceStrictCliTest, DcganBenchAndPlanRunOnTheStrictBackend) {
   TempDir dir;
   const std::string json = dir.str() + "/bench.json";
-  const CliResult r = run_cli({"bench", "--model", "dcgan", "--image-size", "32", "--batch", "8",
-                               "--steps", "2", "--repeats", "1", "--warmup", "1", "--no-peak",
-                               "--precision", "fp32,amp", "--json", json, "--device",
-                               "cpu:strict"});
+  const CliResult r =
+      run_cli({"bench",    "--model",   "dcgan",       "--image-size", "32",     "--batch",
+               "8",        "--steps",   "2",           "--repeats",    "1",      "--warmup",
+               "1",        "--no-peak", "--precision", "fp32,amp",     "--json", json,
+               "--device", "cpu:strict"});
   ASSERT_EQ(r.code, 0) << r.err;
   for (const auto& e : read_json(json)) expect_all_on_strict(e, 2, 0);
   const std::string plan = dir.str() + "/plan.json";
-  const CliResult p = run_cli({"plan", "--model", "dcgan", "--image-size", "32", "--batch", "8",
-                               "--precision", "cost-aware", "--calibration", "none", "--device",
-                               "cpu:strict", "--json", plan});
+  const CliResult p =
+      run_cli({"plan", "--model", "dcgan", "--image-size", "32", "--batch", "8", "--precision",
+               "cost-aware", "--calibration", "none", "--device", "cpu:strict", "--json", plan});
   ASSERT_EQ(p.code, 0) << p.err;
   expect_all_on_strict(read_json(plan), 1, 0);
 }

@@ -20,7 +20,8 @@ inline constexpr int kPinSteps = 20;
 struct PinRun {
   std::vector<float> losses;
   uint64_t weights_hash = 0;
-  int64_t replays = 0;  // steps replayed from a capture (--cuda-graph; 0 on the CPU)
+  int64_t replays = 0;     // steps replayed from a capture (--cuda-graph; 0 on the CPU)
+  int64_t prefetched = 0;  // steps whose batch was uploaded during the step before
 };
 
 // What distinguishes one CPU's results from another's: the model name, the ISA extensions
@@ -111,10 +112,12 @@ inline uint64_t hash_variables(const VariableStore& vars) {
 }
 
 // config: "<model>/<policy>", policy one of fp32, amp, cost-aware, amp-fp16-dynamic.
-// `backend`: where the session trains (null: the default CPU backend); `steps` training steps.
+// `backend`: where the session trains (null: the default CPU backend); `steps` training steps;
+// `read_ahead`: each step is given the next one's batch to upload (train/prefetch.h), as the
+// training loop does on a device whose copies overlap its compute.
 inline PinRun run_pinned_config(const std::string& config,
-                                std::shared_ptr<Backend> backend = nullptr,
-                                int steps = kPinSteps) {
+                                std::shared_ptr<Backend> backend = nullptr, int steps = kPinSteps,
+                                bool read_ahead = false) {
   const std::string model = config.substr(0, config.find('/'));
   const std::string policy = config.substr(config.find('/') + 1);
   const bool lenet = model == "lenet";
@@ -153,14 +156,19 @@ inline PinRun run_pinned_config(const std::string& config,
                           ConvLayout::plain);
   PinRun run;
   Rng rng(99);
-  for (int step = 0; step < steps; ++step) {
-    Batch b;
+  std::vector<Batch> batches(static_cast<size_t>(steps));
+  for (Batch& b : batches) {
     b.images = Tensor::empty({batch, mo.in_channels, mo.image_size, mo.image_size}, DType::f32);
     b.labels = Tensor::empty({batch}, DType::i32);
     for (int64_t i = 0; i < b.images.numel(); ++i) b.images.data_as<float>()[i] = rng.normal();
     for (int64_t i = 0; i < batch; ++i) b.labels.data_as<int32_t>()[i] = int32_t(rng.below(10));
-    run.losses.push_back(session.train_step(b, lenet ? 0.05f : 0.002f));
   }
+  for (size_t step = 0; step < batches.size(); ++step) {
+    std::vector<const Batch*> next;
+    if (read_ahead && step + 1 < batches.size()) next = {&batches[step + 1]};
+    run.losses.push_back(session.train_step({&batches[step]}, {lenet ? 0.05f : 0.002f}, next)[0]);
+  }
+  run.prefetched = session.prefetched_steps();
   run.weights_hash = hash_variables(session.variables());
   for (const Executable* e : session.step_executables()) run.replays += e->replays();
   return run;
