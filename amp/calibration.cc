@@ -30,6 +30,12 @@ const char* feature_name(Feature f) {
       return "elements";
     case Feature::aligned:
       return "aligned";
+    case Feature::dram_bytes:
+    case Feature::achieved_occupancy:
+    case Feature::tensor_pipe:
+    case Feature::l2_hit_rate:
+    case Feature::instructions:
+      return counter_name(Counter(int(f) - kFirstCounterFeature));
     case Feature::kCount:
       break;
   }
@@ -43,7 +49,6 @@ Feature parse_feature(const std::string& name) {
 }
 
 namespace {
-
 
 const Shape& shape_of(const Graph& g, ValueId v) { return g.value(v).shape; }
 
@@ -67,11 +72,13 @@ void conv_operands(const Graph& g, const Node& n, Shape& y_side, Shape& filter) 
 
 }  // namespace
 
-NodeFeatures node_features(const Graph& g, NodeId id, int alignment) {
+NodeFeatures node_features(const Graph& g, NodeId id, int alignment,
+                           const CounterValues& counters) {
   CAMPO_CHECK(alignment > 0, "node_features: alignment ", alignment, " is not positive");
   auto multiple_of_block = [alignment](int64_t v) { return v > 0 && v % alignment == 0; };
   const Node& n = g.node(id);
   NodeFeatures f{};
+  for (int c = 0; c < kNumCounters; ++c) f[size_t(kFirstCounterFeature + c)] = counters[size_t(c)];
   int64_t in_elements = 0, out_elements = 0, bytes = 0;
   for (ValueId v : n.inputs) {
     in_elements = std::max(in_elements, shape_numel(shape_of(g, v)));
@@ -303,7 +310,22 @@ double mape_percent(const std::vector<double>& predicted, const std::vector<doub
 
 // ---- op models ----
 
+bool OpModel::uses_counters() const {
+  return std::any_of(features.begin(), features.end(), [](Feature x) { return is_counter(x); });
+}
+
+const OpModel& OpModel::for_features(const NodeFeatures& f) const {
+  for (Feature x : features)
+    if (!std::isfinite(f[size_t(x)])) {
+      CAMPO_CHECK(analytic, "internal: the model of ", key, " uses ", feature_name(x),
+                  ", unread for this node, and has no analytic model");
+      return *analytic;
+    }
+  return *this;
+}
+
 double OpModel::predict_low_ms(const NodeFeatures& f, double fp32_ms) const {
+  if (const OpModel& m = for_features(f); &m != this) return m.predict_low_ms(f, fp32_ms);
   double t = sigma * fp32_ms + bias;
   for (size_t i = 0; i < features.size(); ++i) t += weights[i] * f[size_t(features[i])];
   return std::max(0.0, t);
@@ -338,9 +360,17 @@ OpModel fit_op_model(const std::string& key, const std::vector<OpSample>& train,
     low.push_back(s.low_ms);
     weights.push_back(1.0 / (s.low_ms * s.low_ms));  // relative error
   }
+  // A feature is a candidate where every sample has it (counters: read on every node).
+  auto known_everywhere = [&](int f) {
+    for (const std::vector<OpSample>* set : {&train, &heldout})
+      for (const OpSample& s : *set)
+        if (!std::isfinite(s.features[size_t(f)])) return false;
+    return true;
+  };
   std::vector<Feature> selected;
   std::vector<double> selected_rho;
   for (int f = 0; f < kNumFeatures; ++f) {
+    if (!known_everywhere(f)) continue;
     std::vector<double> column;
     for (const OpSample& s : train) column.push_back(s.features[size_t(f)]);
     const double rho = spearman(column, low);
@@ -403,6 +433,17 @@ OpModel fit_op_model(const std::string& key, const std::vector<OpSample>& train,
   }
   m.train_mape = score(m, train);
   m.heldout_mape = score(m, heldout);
+  if (m.uses_counters()) {
+    // The same samples without their counters: the model of nodes whose counters are unread.
+    auto analytic_only = [](std::vector<OpSample> v) {
+      for (OpSample& s : v)
+        for (int c = kFirstCounterFeature; c < kNumFeatures; ++c)
+          s.features[size_t(c)] = std::numeric_limits<double>::quiet_NaN();
+      return v;
+    };
+    m.analytic = std::make_shared<const OpModel>(
+        fit_op_model(key, analytic_only(train), analytic_only(heldout)));
+  }
   return m;
 }
 
@@ -607,6 +648,15 @@ void check_op_model(const OpModel& m) {
                   std::to_string(m.heldout_samples) + ")"};
   require_mape(m.train_mape, where + ".train_mape");
   require_mape(m.heldout_mape, where + ".heldout_mape");
+  if (m.uses_counters() && !m.analytic)
+    throw Corrupt{where +
+                  " uses hardware counters but has no analytic model for nodes "
+                  "whose counters are not read"};
+  if (m.analytic) {
+    if (!m.uses_counters()) throw Corrupt{where + " has an analytic model but uses no counters"};
+    if (m.analytic->uses_counters()) throw Corrupt{where + ".analytic uses hardware counters"};
+    check_op_model(*m.analytic);
+  }
 }
 
 // Throws Corrupt naming the first implausible field.
@@ -643,27 +693,71 @@ std::string with_advice(const std::string& path, const std::string& problem,
          "` to recalibrate";
 }
 
+// One model of 'ops' (`where`: its place, for errors), and its analytic model, if any.
+OpModel read_op_model(const json& o, const std::string& at) {
+  OpModel model;
+  model.key = text(o, "key", at);
+  const std::string where = "ops[" + model.key + "]";
+  const std::string op = model.key.substr(0, model.key.find(':'));
+  if (!parse_op_kind(op)) throw Corrupt{"unknown op '" + op + "' in " + where};
+  model.fit = text(o, "fit", where);
+  const json& features = field(o, "features", where);
+  if (!features.is_array()) throw Corrupt{"'" + where + ".features' is not a list"};
+  for (const json& f : features) {
+    const std::string name = text(f, "name", where + ".features[]");
+    bool known = false;
+    for (int i = 0; i < kNumFeatures; ++i) known |= name == feature_name(Feature(i));
+    if (!known) throw Corrupt{"unknown feature '" + name + "' in " + where};
+    model.features.push_back(parse_feature(name));
+    model.rho.push_back(number(f, "rho", where + ".features[]"));
+    model.weights.push_back(number(f, "weight", where + ".features[]"));
+  }
+  model.sigma = number(o, "sigma", where);
+  model.bias = number(o, "bias_ms", where);
+  model.train_samples = integer(o, "train_samples", where);
+  model.heldout_samples = integer(o, "heldout_samples", where);
+  model.train_mape = number(o, "train_mape", where);
+  model.heldout_mape = number(o, "heldout_mape", where);
+  if (o.contains("analytic")) {
+    if (o["analytic"].is_object() && o["analytic"].contains("analytic"))
+      throw Corrupt{where + ".analytic has an analytic model of its own"};
+    OpModel analytic = read_op_model(o["analytic"], where + ".analytic");
+    if (analytic.key != model.key)
+      throw Corrupt{where + ".analytic is the model of '" + analytic.key + "'"};
+    model.analytic = std::make_shared<const OpModel>(std::move(analytic));
+  }
+  return model;
+}
+
 std::string quoted(const BackendIdentity::Field* f) { return f ? "'" + f->value + "'" : "none"; }
+
+}  // namespace
+
+namespace {
+
+json op_model_json(const OpModel& m) {
+  json features = json::array();
+  for (size_t i = 0; i < m.features.size(); ++i)
+    features.push_back(
+        {{"name", feature_name(m.features[i])}, {"rho", m.rho[i]}, {"weight", m.weights[i]}});
+  json o = {{"key", m.key},
+            {"fit", m.fit},
+            {"features", features},
+            {"sigma", m.sigma},
+            {"bias_ms", m.bias},
+            {"train_samples", m.train_samples},
+            {"heldout_samples", m.heldout_samples},
+            {"train_mape", m.train_mape},
+            {"heldout_mape", m.heldout_mape}};
+  if (m.analytic) o["analytic"] = op_model_json(*m.analytic);
+  return o;
+}
 
 }  // namespace
 
 void save_calibration(const Calibration& cal, const std::string& path) {
   json ops = json::array();
-  for (const auto& [key, m] : cal.ops) {
-    json features = json::array();
-    for (size_t i = 0; i < m.features.size(); ++i)
-      features.push_back(
-          {{"name", feature_name(m.features[i])}, {"rho", m.rho[i]}, {"weight", m.weights[i]}});
-    ops.push_back({{"key", key},
-                   {"fit", m.fit},
-                   {"features", features},
-                   {"sigma", m.sigma},
-                   {"bias_ms", m.bias},
-                   {"train_samples", m.train_samples},
-                   {"heldout_samples", m.heldout_samples},
-                   {"train_mape", m.train_mape},
-                   {"heldout_mape", m.heldout_mape}});
-  }
+  for (const auto& [key, m] : cal.ops) ops.push_back(op_model_json(m));
   // The identity's fields, and the hash that names the default file (not read back).
   json machine = json::object();
   for (const BackendIdentity::Field& f : cal.machine.fields) machine[f.name] = f.value;
@@ -763,29 +857,7 @@ CalibrationCheck read_calibration_file(const std::string& path, const std::strin
     const json& ops = field(j, "ops", "file");
     if (!ops.is_array()) throw Corrupt{"'ops' is not a list"};
     for (const json& o : ops) {
-      OpModel model;
-      model.key = text(o, "key", "ops[]");
-      const std::string where = "ops[" + model.key + "]";
-      const std::string op = model.key.substr(0, model.key.find(':'));
-      if (!parse_op_kind(op)) throw Corrupt{"unknown op '" + op + "' in " + where};
-      model.fit = text(o, "fit", where);
-      const json& features = field(o, "features", where);
-      if (!features.is_array()) throw Corrupt{"'" + where + ".features' is not a list"};
-      for (const json& f : features) {
-        const std::string name = text(f, "name", where + ".features[]");
-        bool known = false;
-        for (int i = 0; i < kNumFeatures; ++i) known |= name == feature_name(Feature(i));
-        if (!known) throw Corrupt{"unknown feature '" + name + "' in " + where};
-        model.features.push_back(parse_feature(name));
-        model.rho.push_back(number(f, "rho", where + ".features[]"));
-        model.weights.push_back(number(f, "weight", where + ".features[]"));
-      }
-      model.sigma = number(o, "sigma", where);
-      model.bias = number(o, "bias_ms", where);
-      model.train_samples = integer(o, "train_samples", where);
-      model.heldout_samples = integer(o, "heldout_samples", where);
-      model.train_mape = number(o, "train_mape", where);
-      model.heldout_mape = number(o, "heldout_mape", where);
+      const OpModel model = read_op_model(o, "ops[]");
       if (!cal.ops.emplace(model.key, model).second)
         throw Corrupt{"two models for '" + model.key + "' in 'ops'"};
     }
@@ -862,18 +934,36 @@ bool may_run_low(const Node& n, const AmpLists& lists) {
          n.kind != OpKind::Variable && n.kind != OpKind::Placeholder;
 }
 
-std::vector<char> untrusted_nodes(const Graph& g, const Calibration& cal, const AmpLists& lists) {
+namespace {
+
+NodeFeatures features_with_counters(const Graph& g, NodeId id, const Calibration& cal,
+                                    const std::vector<CounterValues>& counters) {
+  return node_features(g, id, cal.alignment,
+                       size_t(id) < counters.size() ? counters[size_t(id)] : unread_counters());
+}
+
+}  // namespace
+
+bool uses_counters(const Calibration& cal) {
+  return std::any_of(cal.ops.begin(), cal.ops.end(),
+                     [](const auto& op) { return op.second.uses_counters(); });
+}
+
+std::vector<char> untrusted_nodes(const Graph& g, const Calibration& cal, const AmpLists& lists,
+                                  const std::vector<CounterValues>& counters) {
   std::vector<char> out(size_t(g.num_nodes()), 0);
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
     if (!may_run_low(g.node(id), lists)) continue;
-    const OpModel* m = cal.model_for(g.node(id).kind, node_features(g, id, cal.alignment));
-    out[size_t(id)] = !m || m->heldout_mape < 0 || m->heldout_mape > kUntrustedMapePercent;
+    const NodeFeatures f = features_with_counters(g, id, cal, counters);
+    const OpModel* m = cal.model_for(g.node(id).kind, f);
+    const double mape = m ? m->for_features(f).heldout_mape : -1;
+    out[size_t(id)] = mape < 0 || mape > kUntrustedMapePercent;
   }
   return out;
 }
 
 CostTable predict_costs(const Graph& g, const std::vector<double>& fp32_ms, const Calibration& cal,
-                        const AmpLists& lists) {
+                        const AmpLists& lists, const std::vector<CounterValues>& counters) {
   CostTable costs;
   costs.nodes.resize(size_t(g.num_nodes()));
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
@@ -882,7 +972,7 @@ CostTable predict_costs(const Graph& g, const std::vector<double>& fp32_ms, cons
     NodeCost& c = costs.nodes[size_t(id)];
     c.fp32_ms = c.low_ms = t32;
     if (!may_run_low(n, lists) || t32 <= 0) continue;  // not in the lists, or not run at all
-    const NodeFeatures f = node_features(g, id, cal.alignment);
+    const NodeFeatures f = features_with_counters(g, id, cal, counters);
     if (const OpModel* m = cal.model_for(n.kind, f)) c.low_ms = m->predict_low_ms(f, t32);
   }
   costs.cast = cal.cast;

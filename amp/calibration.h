@@ -10,10 +10,12 @@
 // measured it; it is saved as versioned JSON and refused when corrupt, made on another
 // machine, or stale.
 //
-// Hardware counters: not used. The backend's probe (Backend::probe_hardware_counters: on the
-// CPU perf_event_open of a hardware event, which fails on machines without an exposed PMU,
-// virtual machines) is recorded in the file (`hardware_counters`); analytic features are
-// all the models use.
+// Hardware counters: where the device reads them per node (runtime/hardware_counters.h;
+// CUDA: CUPTI's range profiler), they are features too, selected by the same Spearman test;
+// a model that selects one keeps the analytic-only model beside it for nodes whose counters
+// are not read (OpModel::analytic). What the calibration found is recorded in the file
+// (`hardware_counters`): the counters read, or why none were (then analytic features are all
+// the models use).
 #pragma once
 
 #include <array>
@@ -27,6 +29,7 @@
 #include "amp/lists.h"
 #include "graph/graph.h"
 #include "runtime/backend.h"
+#include "runtime/hardware_counters.h"
 
 namespace campo {
 
@@ -34,10 +37,29 @@ constexpr int kCalibrationVersion = 1;
 
 // ---- node features ----
 
-enum class Feature : uint8_t { flops, bytes, intensity, elements, aligned, kCount };
+// The analytic features, known from the graph, then the hardware counters of the node in the
+// f32 profiling step (runtime/hardware_counters.h, in Counter's order), known where the
+// device reads them (NaN where it does not).
+enum class Feature : uint8_t {
+  flops,
+  bytes,
+  intensity,
+  elements,
+  aligned,
+  dram_bytes,
+  achieved_occupancy,
+  tensor_pipe,
+  l2_hit_rate,
+  instructions,
+  kCount
+};
 constexpr int kNumFeatures = int(Feature::kCount);
-const char* feature_name(Feature f);  // "flops", "bytes", "intensity", "elements", "aligned"
+constexpr int kFirstCounterFeature = int(Feature::dram_bytes);
+static_assert(kNumFeatures - kFirstCounterFeature == kNumCounters);
+// "flops", "bytes", "intensity", "elements", "aligned", then the counters' names.
+const char* feature_name(Feature f);
 Feature parse_feature(const std::string& name);  // throws on an unknown name
+constexpr bool is_counter(Feature f) { return int(f) >= kFirstCounterFeature; }
 
 // Features of one node, indexed by Feature.
 //   flops     conv family 2 * N*K*Ho*Wo * (C/groups)*R*S (the same count for both
@@ -55,8 +77,10 @@ Feature parse_feature(const std::string& name);  // throws on an unknown name
 //             alignment is the device's fast-path block (Backend::padding_alignment: 16 for
 //             oneDNN's AVX-512 BF16 on the CPU, 8 for tensor cores on CUDA), so that nothing
 //             device-specific is fixed here.
+// The counter features are NaN (unread) unless `counters` gives them.
 using NodeFeatures = std::array<double, kNumFeatures>;
-NodeFeatures node_features(const Graph& g, NodeId id, int alignment);
+NodeFeatures node_features(const Graph& g, NodeId id, int alignment,
+                           const CounterValues& counters = unread_counters());
 
 // ---- statistics ----
 
@@ -100,7 +124,17 @@ struct OpModel {
   double heldout_mape = -1;  // percent; -1 when nothing was held out
   double train_mape = -1;
 
-  double predict_low_ms(const NodeFeatures& f, double fp32_ms) const;  // >= 0
+  // A model that uses counter features also holds the model of the analytic features
+  // alone, fitted on the same samples: what predicts a node whose counters were not read
+  // (a device or a run that reads none).
+  std::shared_ptr<const OpModel> analytic;
+  bool uses_counters() const;
+  // The model that predicts a node of features `f`: this one, or `analytic` where a counter
+  // feature it uses is unread in `f`.
+  const OpModel& for_features(const NodeFeatures& f) const;
+
+  // >= 0; through `analytic` where a counter feature it uses is unread in `f`.
+  double predict_low_ms(const NodeFeatures& f, double fp32_ms) const;
 };
 
 constexpr double kFeatureRhoThreshold = 0.75;
@@ -148,7 +182,7 @@ struct Calibration {
   // The `aligned` feature's block (node_features): the measuring backend's
   // padding_alignment. Files without it were CPU calibrations: 16.
   int alignment = 16;
-  CastCostModel cast;             // both directions together (what the policy uses)
+  CastCostModel cast;  // both directions together (what the policy uses)
   CastFit cast_all, cast_to_low, cast_to_f32;
   std::map<std::string, OpModel> ops;  // by OpModel::key
   // What was measured (for the report; not checked on load).
@@ -205,12 +239,18 @@ constexpr double kUntrustedMapePercent = 30.0;
 // in low precision instead (train/profiling.h); on this project's CPU they are the
 // filter gradients of unaligned convolutions (LeNet's 1-channel conv1: 3x slower in bf16,
 // which no model of these features predicts), BiasAdd and a few small ops.
-std::vector<char> untrusted_nodes(const Graph& g, const Calibration& cal, const AmpLists& lists);
+// `counters`: the nodes' hardware counters where read (by node id; empty: none), so that a
+// model using them is judged, and predicts, as itself rather than as its analytic model.
+std::vector<char> untrusted_nodes(const Graph& g, const Calibration& cal, const AmpLists& lists,
+                                  const std::vector<CounterValues>& counters = {});
 
-// The cost table of g (a graph without casts) from its measured f32 node times: low_ms
-// predicted for every allow/infer/clear node that has a model, = fp32_ms otherwise; the
-// cast model from the calibration.
+// The cost table of g (a graph without casts) from its measured f32 node times (and its
+// nodes' counters where read, as above): low_ms predicted for every allow/infer/clear node
+// that has a model, = fp32_ms otherwise; the cast model from the calibration.
 CostTable predict_costs(const Graph& g, const std::vector<double>& fp32_ms, const Calibration& cal,
-                        const AmpLists& lists);
+                        const AmpLists& lists, const std::vector<CounterValues>& counters = {});
+// Whether any op model of `cal` uses hardware counters (then the profiling step reads them
+// where the device can, train/profiling.cc).
+bool uses_counters(const Calibration& cal);
 
 }  // namespace campo

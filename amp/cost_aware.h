@@ -38,10 +38,14 @@ struct CostTable {
   // By NodeId (may be empty): low_ms was timed in the profiling step rather than predicted
   // by a calibration's model (untrusted_nodes, amp/calibration.h). For plans only.
   std::vector<char> low_measured;
-  CastCostModel cast;           // f32 -> low, and low -> f32 unless cast_to_f32 is set
+  CastCostModel cast;  // f32 -> low, and low -> f32 unless cast_to_f32 is set
   // low -> f32 when the two directions cost differently (on the Zen 4 CPU of this project
   // f32 -> bf16 costs ~2x bf16 -> f32 per element; the paper's GPU had them equal).
   std::optional<CastCostModel> cast_to_f32;
+  // Where the calibration's models use hardware counters: whether the profiling step read
+  // them ("read (CUPTI range profiler, 2 passes)") or not ("unavailable (<why>): predicted
+  // from the analytic features"); empty otherwise. For plans and the run's banner.
+  std::string hardware_counters;
   double cast_ms(bool to_low, int64_t elements) const {
     return (!to_low && cast_to_f32 ? *cast_to_f32 : cast).cost_ms(elements);
   }
@@ -50,19 +54,24 @@ struct CostTable {
 // Which traversal decided a node (for plans): 0 = default f32.
 // `exact`: changed by the exact search after the traversals.
 enum class Traversal : uint8_t {
-  none = 0, allow = 1, deny = 2, neighbour = 3, clear_chain = 4, exact = 5
+  none = 0,
+  allow = 1,
+  deny = 2,
+  neighbour = 3,
+  clear_chain = 4,
+  exact = 5
 };
 const char* traversal_name(Traversal t);
 
 struct CostAwarePlan {
-  std::vector<char> low;             // by NodeId: runs in low precision
+  std::vector<char> low;  // by NodeId: runs in low precision
   // --low-precision auto (amp/three_way.h): by NodeId, the type each node runs in (f32, f16
   // or bf16; `low` is then "not f32"). Empty for a plan over one low type.
   std::vector<DType> dtype;
-  std::vector<Traversal> decided_by; // by NodeId
-  double predicted_ms = 0.0;         // predicted step time with casts
-  double traversals_ms = 0.0;        // the same for the four traversals' plan alone
-  int exact_changes = 0;             // nodes the exact search flipped
+  std::vector<Traversal> decided_by;  // by NodeId
+  double predicted_ms = 0.0;          // predicted step time with casts
+  double traversals_ms = 0.0;         // the same for the four traversals' plan alone
+  int exact_changes = 0;              // nodes the exact search flipped
 };
 
 // How the plan is searched.

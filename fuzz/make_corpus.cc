@@ -16,6 +16,7 @@
 #include "datasets/tokenizer.h"
 #include "fuzz/targets.h"
 #include "graph/checkpoint.h"
+#include "runtime/hardware_counters.h"
 #include "runtime/kernel_activity.h"
 
 #pragma GCC diagnostic push
@@ -231,6 +232,24 @@ void make_activity_table() {
   write_activity_table(seed("activity_table", "empty.jsonl").string(), {}, "");
 }
 
+// Two nodes' counters as a GPU's profiling step reads them, one with its recorded times;
+// a node with a counter unread; an empty table.
+void make_counter_table() {
+  CounterTable t;
+  t.device = "fuzz gpu";
+  NodeCounters conv;
+  conv.node = "conv1";
+  conv.values = {3145728, 61.5, 42.25, 87.5, 125000};
+  conv.fp32_ms = 0.125;
+  conv.low_ms = 0.0625;
+  NodeCounters relu;
+  relu.node = "relu1";
+  relu.values[size_t(Counter::dram_bytes)] = 1048576;
+  t.nodes = {conv, relu};
+  write_counter_table(seed("counter_table", "step.jsonl").string(), t);
+  write_counter_table(seed("counter_table", "empty.jsonl").string(), {});
+}
+
 // Dictionaries: the format's keywords, so the fuzzer need not guess them byte by byte.
 void make_dictionaries(const fs::path& dir) {
   auto dict = [&](const std::string& target, const std::vector<std::string>& words) {
@@ -302,6 +321,8 @@ void make_dictionaries(const fs::path& dir) {
                         "flops",        "bytes",
                         "intensity",    "elements",
                         "aligned",      ":unaligned",
+                        "dram_bytes",   "instructions",
+                        "analytic",     "tensor_pipe",
                         "bf16",         "f16",
                         "cpu",          "device",
                         "campo_version"})
@@ -322,6 +343,13 @@ void make_dictionaries(const fs::path& dir) {
     activity.push_back("\\\"" + std::string(w) + "\\\"");
   activity.push_back("\\x0a");  // records are lines
   dict("activity_table", activity);
+  std::vector<std::string> counters = json;
+  for (const char* w :
+       {"format", "campo-hardware-counters", "version", "device", "nodes", "node", "dram_bytes",
+        "achieved_occupancy", "tensor_pipe", "l2_hit_rate", "instructions", "fp32_ms", "low_ms"})
+    counters.push_back("\\\"" + std::string(w) + "\\\"");
+  counters.push_back("\\x0a");  // records are lines
+  dict("counter_table", counters);
 }
 
 }  // namespace
@@ -341,6 +369,7 @@ int main(int argc, char** argv) {
     make_amp_lists();
     make_text();
     make_activity_table();
+    make_counter_table();
     make_dictionaries(argv[1]);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "campo_fuzz_corpus: error: %s\n", e.what());

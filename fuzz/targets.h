@@ -21,6 +21,7 @@ void amp_lists_edit(const uint8_t* data, size_t size);  // amp/lists.cc, --amp-l
 void text(const uint8_t* data, size_t size);            // datasets/text.cc and tokenizer.cc
 void predict(const uint8_t* data, size_t size);         // train/predict.cc: profiles, tables
 void activity_table(const uint8_t* data, size_t size);  // runtime/kernel_activity.cc
+void counter_table(const uint8_t* data, size_t size);   // runtime/hardware_counters.cc
 
 // The machine identity the calibration target reads against (and its seeds are made for).
 BackendIdentity calibration_fuzz_machine();

@@ -357,12 +357,34 @@ void Executable::run_replayed() {
     if (Kernel* k = kernels_[pos].get()) k->after_run(ctx_);
 }
 
-void Executable::run() {
-  if (arena_->data() != bound_arena_) {  // a sharing executable grew it
-    bind_arena();
-    captured_.reset();
-    warm_ = false;
+void Executable::issue_bracketed(NodeBrackets& brackets) {
+  for (size_t pos = 0; pos < schedule_.size(); ++pos) {
+    Kernel* k = kernels_[pos].get();
+    if (!k) continue;
+    brackets.start(pos);
+    run_conversions(pos);
+    run_kernel(*k, ctx_, node_inputs_[pos], node_outputs_[pos]);
+    brackets.stop(pos);
   }
+  ctx_.backend().synchronize();
+}
+
+void Executable::rebind_if_moved() {
+  if (arena_->data() == bound_arena_) return;
+  bind_arena();
+  captured_.reset();
+  warm_ = false;
+}
+
+void Executable::run_bracketed(NodeBrackets& brackets) {
+  rebind_if_moved();
+  refresh_weight_copies();
+  issue_bracketed(brackets);
+  ++ctx_.step;
+}
+
+void Executable::run() {
+  rebind_if_moved();
   refresh_weight_copies();
   const size_t n = schedule_.size();
   if (sync_each_node_ && !timer_) {
@@ -373,15 +395,7 @@ void Executable::run() {
     else
       run_launched();
   } else {
-    for (size_t pos = 0; pos < n; ++pos) {
-      Kernel* k = kernels_[pos].get();
-      if (!k) continue;
-      timer_->start(pos);
-      run_conversions(pos);
-      run_kernel(*k, ctx_, node_inputs_[pos], node_outputs_[pos]);
-      timer_->stop(pos);
-    }
-    ctx_.backend().synchronize();
+    issue_bracketed(*timer_);
     const std::vector<double>& ms = timer_->elapsed_ms();
     for (size_t pos = 0; pos < n; ++pos) {
       if (!kernels_[pos]) continue;

@@ -124,6 +124,10 @@ class Executable {
   // is an error under --cuda-graph on; under auto the step goes on kernel by kernel, the
   // failure kept in replay_blocker().
   void run();
+  // One step launched kernel by kernel with brackets.start(pos) / stop(pos) around each node
+  // (pos: its place in schedule()), then a synchronize: what reads hardware counters per node
+  // (train/profiling.h's read_node_counters). Times nothing.
+  void run_bracketed(NodeBrackets& brackets);
   // Why this executable's step is launched kernel by kernel rather than replayed ("--cuda-graph
   // off", the backend's capture_unsupported(), a node's capture_blocker(), a failed capture);
   // empty when it is replayed (or will be, from its second run).
@@ -213,6 +217,8 @@ class Executable {
   // node, so an asynchronous kernel fault is reported with the node that caused it.
   bool sync_each_node_ = false;
   void run_synchronized();
+  void rebind_if_moved();  // a sharing executable grew the arena: bind again, drop the capture
+  void issue_bracketed(NodeBrackets& brackets);  // every node, bracketed; then a synchronize
   void run_launched();   // kernel by kernel, each with its before_run and after_run
   void run_replayed();   // warm, capture, replay (see run())
   void issue_kernels();  // every node's run() alone: what a capture records

@@ -83,6 +83,15 @@ std::unique_ptr<CapturedWork> Backend::end_capture() {
   CAMPO_FAIL("internal: end_capture on a backend that cannot capture: ", capture_unsupported());
 }
 
+std::string Backend::counters_unavailable() const {
+  return "the " + device().str() + " backend reads no hardware counters";
+}
+
+std::unique_ptr<NodeCounterReader> Backend::make_counter_reader(size_t, std::string& why) {
+  why = counters_unavailable();
+  return nullptr;
+}
+
 void Backend::upload(const Tensor& staged, const void* src) { copy_from_host(staged, src); }
 
 void Backend::land_uploads(const std::vector<UploadCopy>& copies) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "runtime/device.h"
+#include "runtime/hardware_counters.h"
 #include "runtime/tensor.h"
 
 namespace campo {
@@ -63,11 +64,8 @@ struct BackendIdentity {
 // node as it is issued; elapsed_ms() (after the step, synchronizing first) gives each slot's
 // time of its last start/stop pair. On the CPU a host clock; on CUDA the GPU time of the
 // node's kernels from CUPTI (runtime/kernel_activity.h), or events around it.
-class NodeTimer {
+class NodeTimer : public NodeBrackets {
  public:
-  virtual ~NodeTimer() = default;
-  virtual void start(size_t slot) = 0;
-  virtual void stop(size_t slot) = 0;
   virtual const std::vector<double>& elapsed_ms() = 0;
 };
 
@@ -137,6 +135,13 @@ class Backend {
   // What make_timer's timers measure, as `campo train --profile` reports it: "host clock" on
   // the CPU; on CUDA "CUPTI kernel activity", or "CUDA events (CUPTI unavailable: <why>)".
   virtual std::string node_timer_source() const = 0;
+  // Hardware counters of nodes (runtime/hardware_counters.h) for a step of `slots` nodes;
+  // null where this device cannot read them, with `why` set to one phrase saying why.
+  // counters_unavailable() says so before any step is compiled for it: empty where a reader
+  // may be made (CUDA, until the driver refused one), else why not. The defaults: "the
+  // <device> backend reads no hardware counters".
+  virtual std::string counters_unavailable() const;
+  virtual std::unique_ptr<NodeCounterReader> make_counter_reader(size_t slots, std::string& why);
 
   // ---- input prefetch: the next batch's copy overlapping the step ----
   // Whether this device copies host data on a queue beside its compute queue (a GPU's copy

@@ -10,7 +10,7 @@
 
 #include "runtime/atomic_file.h"
 #include "runtime/check.h"
-#include "runtime/file_check.h"
+#include "runtime/json_lines.h"
 
 namespace campo {
 
@@ -19,43 +19,6 @@ namespace {
 constexpr const char* kFormat = "campo-cupti-activity";
 constexpr uint64_t kVersion = 1;
 constexpr const char* kKind = "CUPTI activity table";
-
-// Where a reader's error points: "CUPTI activity table <path>: line <n>".
-struct Where {
-  const std::string& path;
-  size_t line = 0;
-  std::string str() const {
-    return std::string(kKind) + " " + path + (line ? ": line " + std::to_string(line) : "");
-  }
-};
-
-// The unsigned integer at `key` of record `j`, at most `most`; one error line otherwise.
-uint64_t unsigned_field(const nlohmann::json& j, const char* key, uint64_t most, const Where& w) {
-  CAMPO_CHECK(j.contains(key), w.str(), ": '", key, "' is missing");
-  const nlohmann::json& v = j[key];
-  CAMPO_CHECK(v.is_number(), w.str(), ": '", key, "' is ", v.type_name(), ", not a number");
-  CAMPO_CHECK(!v.is_number_float(), w.str(), ": '", key, "' is ", v.dump(), ", not an integer");
-  CAMPO_CHECK(v.is_number_unsigned(), w.str(), ": '", key, "' is ", v.dump(), ", negative");
-  const uint64_t n = v.get<uint64_t>();
-  CAMPO_CHECK(n <= most, w.str(), ": '", key, "' is ", n, ", more than ", most);
-  return n;
-}
-
-std::string string_field(const nlohmann::json& j, const char* key, const Where& w) {
-  CAMPO_CHECK(j.contains(key), w.str(), ": '", key, "' is missing");
-  CAMPO_CHECK(j[key].is_string(), w.str(), ": '", key, "' is ", j[key].type_name(),
-              ", not a string");
-  return j[key].get<std::string>();
-}
-
-std::string read_bytes(const std::string& path) {
-  require_input_file(path, kKind);
-  std::ifstream in(path, std::ios::binary);
-  CAMPO_CHECK(in, "cannot open ", kKind, " ", path, ": ", std::strerror(errno));
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  CAMPO_CHECK(!in.bad(), "cannot read ", kKind, " ", path);
-  return text;
-}
 
 }  // namespace
 
@@ -117,39 +80,12 @@ void write_activity_table(const std::string& path, const ActivityTable& table,
 }
 
 RecordedActivity read_activity_table(const std::string& path) {
-  const std::string text = read_bytes(path);
-  Where w{path};
-  CAMPO_CHECK(!text.empty(), w.str(), " is empty: no '", kFormat, "' header");
   RecordedActivity r;
   uint64_t announced_kernels = 0, announced_correlations = 0;
   std::unordered_map<uint32_t, size_t> correlation_line;  // correlation id -> its line
   constexpr uint64_t kMaxU32 = std::numeric_limits<uint32_t>::max();
   constexpr uint64_t kMaxU64 = std::numeric_limits<uint64_t>::max();
-  for (size_t begin = 0; begin < text.size();) {
-    ++w.line;
-    const size_t newline = text.find('\n', begin);
-    const bool terminated = newline != std::string::npos;
-    std::string_view l(text.data() + begin, (terminated ? newline : text.size()) - begin);
-    begin = terminated ? newline + 1 : text.size();
-    if (l.ends_with('\r')) l.remove_suffix(1);
-    CAMPO_CHECK(!l.empty(), w.str(), ": empty line (one JSON object per line)");
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(l);
-    } catch (const nlohmann::json::parse_error& e) {
-      // The writer ends every line; an unended line that does not parse is a cut file.
-      CAMPO_CHECK(terminated, w.str(), ": truncated: the file ends inside this record");
-      // nlohmann's "[json.exception.parse_error.101] parse error at line 1, column 2: why":
-      // its line is always 1 here, so the column and the why.
-      std::string why = e.what();
-      if (size_t p = why.find(": "); p != std::string::npos) why = why.substr(p + 2);
-      CAMPO_FAIL(w.str(), ": not JSON at column ", e.byte, " (", why, ")");
-    } catch (const nlohmann::json::exception& e) {  // a number past a double's range
-      std::string why = e.what();
-      if (size_t p = why.find("] "); p != std::string::npos) why = why.substr(p + 2);
-      CAMPO_FAIL(w.str(), ": not JSON (", why, ")");
-    }
-    CAMPO_CHECK(j.is_object(), w.str(), ": a JSON ", j.type_name(), ", not an object");
+  for_each_json_line(path, kKind, kFormat, [&](const nlohmann::json& j, const TableWhere& w) {
     if (w.line == 1) {
       CAMPO_CHECK(j.contains("format") && j["format"] == kFormat, w.str(),
                   ": not a table header: the first line must have \"format\":\"", kFormat, "\"");
@@ -159,7 +95,7 @@ RecordedActivity read_activity_table(const std::string& path) {
       r.device = string_field(j, "device", w);
       announced_kernels = unsigned_field(j, "kernels", kMaxU64, w);
       announced_correlations = unsigned_field(j, "external_correlations", kMaxU64, w);
-      continue;
+      return;
     }
     const std::string kind = string_field(j, "kind", w);
     if (kind == "kernel") {
@@ -182,8 +118,8 @@ RecordedActivity read_activity_table(const std::string& path) {
     } else {
       CAMPO_FAIL(w.str(), ": unknown kind '", kind, "' (kernel or external_correlation)");
     }
-  }
-  w.line = 0;
+  });
+  const TableWhere w{kKind, path};
   const size_t kernels = r.table.kernels.size(), correlations = r.table.correlations.size();
   auto counts = [](uint64_t k, uint64_t c) {
     return std::to_string(k) + " + " + std::to_string(c);

@@ -73,6 +73,10 @@ struct Measurements {
   std::vector<Sample> ops;
   std::vector<CastTiming> casts;
   int dropped_fast = 0;  // nodes under kMinSampleMs
+  // Hardware counters (runtime/hardware_counters.h): the graphs whose counters were read, of
+  // all measured; what read them, or why they were not.
+  int graphs = 0, counter_graphs = 0, counter_passes = 0;
+  std::string counter_source, counters_unavailable;
 };
 
 DType parse_low(const std::string& s) {
@@ -134,8 +138,27 @@ std::vector<Configuration> calibration_set(const CalibrateOptions& o) {
   return set;
 }
 
-void collect(const Graph& g, const BothPrecisionTimes& t, bool heldout, int alignment,
-             Measurements& m) {
+struct Timing {
+  int warmup, steps;
+};
+
+// Times g in both precisions, reads its nodes' hardware counters in an f32 step where the
+// device can, and adds its samples (with their counters) and casts to `m`.
+void measure_graph(const Graph& g, VariableStore& vars, const std::vector<ValueId>& fetches,
+                   const TimingInputs& inputs, const AmpLists& lists, DType low,
+                   const Timing& timing, uint64_t seed, bool heldout, Measurements& m) {
+  const BothPrecisionTimes t = measure_both_precisions(g, vars, fetches, inputs, lists, low,
+                                                       timing.warmup, timing.steps, seed);
+  const NodeCounterRead counters = read_node_counters(g, vars, fetches, inputs, seed);
+  ++m.graphs;
+  if (counters.by_node.empty()) {
+    m.counters_unavailable = counters.unavailable;
+  } else {
+    ++m.counter_graphs;
+    m.counter_source = counters.source;
+    m.counter_passes = counters.passes;
+  }
+  const int alignment = vars.backend().padding_alignment();
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
     if (!t.low[size_t(id)]) continue;
     const double t32 = t.fp32_ms[size_t(id)], tlow = t.low_ms[size_t(id)];
@@ -146,7 +169,9 @@ void collect(const Graph& g, const BothPrecisionTimes& t, bool heldout, int alig
     }
     Sample s;
     s.op = op_name(g.node(id).kind);
-    s.s.features = node_features(g, id, alignment);
+    s.s.features =
+        node_features(g, id, alignment,
+                      counters.by_node.empty() ? unread_counters() : counters.by_node[size_t(id)]);
     s.s.fp32_ms = t32;
     s.s.low_ms = tlow;
     s.heldout = heldout;
@@ -154,10 +179,6 @@ void collect(const Graph& g, const BothPrecisionTimes& t, bool heldout, int alig
   }
   m.casts.insert(m.casts.end(), t.casts.begin(), t.casts.end());
 }
-
-struct Timing {
-  int warmup, steps;
-};
 
 // BERT's attention products at batch B, H heads, sequence length T (head size d =
 // kAttentionHeadSize), as a training step has them (ops/batch_matmul.cc's gradients):
@@ -188,9 +209,7 @@ void measure_configuration(const Configuration& c, DType low, const Timing& timi
     Builder b(g, vars);
     const std::vector<ValueId> fetches =
         attention_graph(b, c.batch, c.shape.channels, c.shape.image_size);
-    BothPrecisionTimes t = measure_both_precisions(g, vars, fetches, TimingInputs{}, lists, low,
-                                                   timing.warmup, timing.steps, seed);
-    collect(g, t, c.heldout, backend->padding_alignment(), m);
+    measure_graph(g, vars, fetches, TimingInputs{}, lists, low, timing, seed, c.heldout, m);
     return;
   }
   if (is_gan_model(c.shape.model)) {
@@ -209,9 +228,7 @@ void measure_configuration(const Configuration& c, DType low, const Timing& timi
                     {"fake_label", 0.0f}};
     for (Graph* g : {&session.d_graph(), &session.g_graph()}) {
       // No fetches: the optimizer updates (side effects) keep the whole step alive.
-      BothPrecisionTimes t = measure_both_precisions(*g, session.variables(), {}, in, lists, low,
-                                                     timing.warmup, timing.steps, seed);
-      collect(*g, t, c.heldout, backend->padding_alignment(), m);
+      measure_graph(*g, session.variables(), {}, in, lists, low, timing, seed, c.heldout, m);
     }
     return;
   }
@@ -225,10 +242,8 @@ void measure_configuration(const Configuration& c, DType low, const Timing& timi
   Graph g;
   VariableStore vars(seed, backend);
   const TrainingGraphInfo info = build_training_graph(g, vars, spec);
-  BothPrecisionTimes t =
-      measure_both_precisions(g, vars, info.fetches(), training_timing_inputs(r.classes), lists,
-                              low, timing.warmup, timing.steps, seed);
-  collect(g, t, c.heldout, backend->padding_alignment(), m);
+  measure_graph(g, vars, info.fetches(), training_timing_inputs(r.classes), lists, low, timing,
+                seed, c.heldout, m);
 }
 
 // Standalone casts x (f32) -> low -> f32 of 2^10 .. 2^max_log2 elements.
@@ -397,6 +412,11 @@ void print_report(const Calibration& cal, const Measurements& m, std::ostream& l
       features += f;
     }
     if (features.empty()) features = "-";
+    if (model.analytic)  // the model of nodes whose counters are not read
+      features += "; analytic alone: held-out MAPE " +
+                  (model.analytic->heldout_mape < 0
+                       ? std::string("-")
+                       : std::to_string(model.analytic->heldout_mape).substr(0, 6) + "%");
     const Baselines b = baselines(cal, key, m);
     auto pct = [](double v) { return v < 0 ? std::string("-") : std::to_string(v).substr(0, 6); };
     std::snprintf(line, sizeof line, "  %-30s %-10s %5d %5d %8.3f %9.4f %8s %8s %8s %8s %8s  %s\n",
@@ -487,7 +507,6 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
   cal.campo_version = CAMPO_VERSION;
   cal.low = low;
   cal.created = utc_now();
-  cal.hardware_counters = backend->probe_hardware_counters();
   cal.alignment = backend->padding_alignment();
   log << "calibrate: " << backend->describe() << "; low precision " << dtype_name(low)
       << ", budget " << budget_minutes << " min" << (o.quick ? " (quick)" : "") << "\n";
@@ -495,7 +514,6 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
   for (const BackendIdentity::Field& f : cal.machine.fields)
     log << ", " << f.name << " " << f.value;
   log << "\n";
-  log << "hardware counters: " << cal.hardware_counters << "\n";
   // The host runs the steps on any device: a busy one delays kernel launches too.
   const unsigned cores = std::thread::hardware_concurrency();
   if (const double load = load_average(); load > 0.5 * cores)
@@ -550,13 +568,29 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
   log << m.ops.size() << " node samples";
   if (m.dropped_fast > 0) log << " (" << m.dropped_fast << " nodes under 1 us left out)";
   log << ", " << m.casts.size() << " casts\n";
+  // What the models may use besides the analytic features, in one line.
+  if (m.counter_graphs > 0) {
+    std::string names;
+    for (int c = 0; c < kNumCounters; ++c)
+      names += std::string(c ? ", " : "") + counter_name(Counter(c));
+    cal.hardware_counters = "read per node by the " + m.counter_source + " (" +
+                            std::to_string(m.counter_passes) + " passes a step) in " +
+                            std::to_string(m.counter_graphs) + " of " + std::to_string(m.graphs) +
+                            " graphs: " + names +
+                            "; features of a model where Spearman |rho| > 0.75";
+  } else {
+    cal.hardware_counters =
+        "unavailable: " + m.counters_unavailable + "; " + backend->probe_hardware_counters();
+  }
+  log << "hardware counters: " << cal.hardware_counters << "\n";
 
   if (!o.samples_out.empty()) {
     nlohmann::json ops = nlohmann::json::array(), casts = nlohmann::json::array();
     for (const Sample& s : m.ops) {
       nlohmann::json features;
-      for (int f = 0; f < kNumFeatures; ++f)
-        features[feature_name(Feature(f))] = s.s.features[size_t(f)];
+      for (int f = 0; f < kNumFeatures; ++f)  // unread counters are left out
+        if (std::isfinite(s.s.features[size_t(f)]))
+          features[feature_name(Feature(f))] = s.s.features[size_t(f)];
       ops.push_back({{"op", s.op},
                      {"heldout", s.heldout},
                      {"fp32_ms", s.s.fp32_ms},

@@ -500,6 +500,11 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
             << "profiling step: the calibration does not trust its model of those ops (held-out "
             << "MAPE over " << kUntrustedMapePercent << "%, or none); the others are predicted\n";
       j["low_measured"] = measured;
+      if (!info.costs->hardware_counters.empty())
+        out << "hardware counters: " << info.costs->hardware_counters << "\n";
+      j["hardware_counters"] = info.costs->hardware_counters.empty()
+                                   ? nlohmann::json(nullptr)
+                                   : nlohmann::json(info.costs->hardware_counters);
       if (o.run.plan_for.active())
         out << "padding: not decided for " << o.run.plan_for.device << " ("
             << info.padding_candidates << " candidates): it is timed on the device itself\n";

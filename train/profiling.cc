@@ -76,6 +76,7 @@ class NodeTimeSampler {
     exe_.set_timing(true);
     exe_.run();
   }
+  Executable& executable() { return exe_; }
   // By node id; 0 for nodes that never ran.
   std::vector<double> fastest() const {
     std::vector<double> out = best_;
@@ -100,6 +101,40 @@ std::vector<double> measure_node_times(const Graph& g, VariableStore& vars,
   for (int i = 0; i < warmup; ++i) timer.run_untimed();
   for (int i = 0; i < steps; ++i) timer.run_timed();
   return timer.fastest();
+}
+
+NodeCounterRead read_node_counters(const Graph& g, VariableStore& vars,
+                                   const std::vector<ValueId>& fetches, const TimingInputs& inputs,
+                                   uint64_t seed) {
+  NodeCounterRead r;
+  r.unavailable = vars.backend().counters_unavailable();
+  if (!r.unavailable.empty()) return r;  // before compiling anything
+  NodeTimeSampler sampler(g, vars, fetches, inputs, seed);
+  Executable& exe = sampler.executable();
+  std::unique_ptr<NodeCounterReader> reader =
+      vars.backend().make_counter_reader(exe.schedule().size(), r.unavailable);
+  if (!reader) return r;
+  sampler.run_untimed();  // a warm step: algorithm searches and lazy tables are not counted
+  // The hardware counts a few counters at a time: the same step once per pass.
+  constexpr int kMaxPasses = 64;
+  for (int pass = 1;; ++pass) {
+    CAMPO_CHECK(pass <= kMaxPasses, "hardware counters: ", reader->source(), " needs more than ",
+                kMaxPasses, " passes of the step");
+    reader->begin_pass();
+    exe.run_bracketed(*reader);
+    if (reader->end_pass()) {
+      r.passes = pass;
+      break;
+    }
+  }
+  const std::vector<CounterValues> by_slot = reader->values();
+  CAMPO_CHECK(by_slot.size() == exe.schedule().size(), "internal: ", by_slot.size(),
+              " counter slots for a step of ", exe.schedule().size(), " nodes");
+  r.source = reader->source();
+  r.by_node.assign(size_t(g.num_nodes()), unread_counters());
+  for (size_t pos = 0; pos < by_slot.size(); ++pos)
+    r.by_node[size_t(exe.schedule()[pos])] = by_slot[pos];
+  return r;
 }
 
 std::vector<char> all_low_nodes(const Graph& g, const AmpLists& lists) {
@@ -163,23 +198,38 @@ CostTable graph_costs(const Graph& g, VariableStore& vars, const std::vector<Val
                 ", this run's low precision is ", dtype_name(pc.low),
                 "; run `campo calibrate --device ", cal.machine.kind, " --low-precision ",
                 pc.low == DType::f16 ? "fp16" : "bf16", "`");
-    const std::vector<char> untrusted = untrusted_nodes(g, cal, pc.lists);
+    // Models that use hardware counters read them in an f32 step of their own where the
+    // device can; elsewhere those nodes are predicted by their analytic models.
+    std::vector<CounterValues> counters;
+    std::string counters_note;
+    if (uses_counters(cal)) {
+      NodeCounterRead read = read_node_counters(g, vars, fetches, inputs);
+      counters = std::move(read.by_node);
+      counters_note =
+          counters.empty()
+              ? "unavailable (" + read.unavailable + "): predicted from the analytic features"
+              : "read (" + read.source + ", " + std::to_string(read.passes) + " passes)";
+    }
+    const std::vector<char> untrusted = untrusted_nodes(g, cal, pc.lists, counters);
+    CostTable costs;
     if (std::find(untrusted.begin(), untrusted.end(), 1) == untrusted.end()) {
       const std::vector<double> t32 =
           measure_node_times(g, vars, fetches, inputs, pc.profile_warmup, pc.profile_steps);
-      return predict_costs(g, t32, cal, pc.lists);
+      costs = predict_costs(g, t32, cal, pc.lists, counters);
+    } else {
+      // The nodes the calibration cannot predict are timed in low precision too, in steps
+      // interleaved with the f32 ones; the others are predicted from the same f32 times.
+      const BothPrecisionTimes t = measure_both_precisions(
+          g, vars, fetches, inputs, untrusted, pc.low, pc.profile_warmup, pc.profile_steps);
+      costs = predict_costs(g, t.fp32_ms, cal, pc.lists, counters);
+      costs.low_measured.assign(size_t(g.num_nodes()), 0);
+      for (NodeId i = 0; i < g.num_nodes(); ++i) {
+        if (!untrusted[size_t(i)] || t.fp32_ms[size_t(i)] <= 0) continue;  // dead code
+        costs.nodes[size_t(i)].low_ms = t.low_ms[size_t(i)];
+        costs.low_measured[size_t(i)] = 1;
+      }
     }
-    // The nodes the calibration cannot predict are timed in low precision too, in steps
-    // interleaved with the f32 ones; the others are predicted from the same f32 times.
-    const BothPrecisionTimes t = measure_both_precisions(
-        g, vars, fetches, inputs, untrusted, pc.low, pc.profile_warmup, pc.profile_steps);
-    CostTable costs = predict_costs(g, t.fp32_ms, cal, pc.lists);
-    costs.low_measured.assign(size_t(g.num_nodes()), 0);
-    for (NodeId i = 0; i < g.num_nodes(); ++i) {
-      if (!untrusted[size_t(i)] || t.fp32_ms[size_t(i)] <= 0) continue;  // dead code
-      costs.nodes[size_t(i)].low_ms = t.low_ms[size_t(i)];
-      costs.low_measured[size_t(i)] = 1;
-    }
+    costs.hardware_counters = counters_note;
     return costs;
   }
   const BothPrecisionTimes t = measure_both_precisions(g, vars, fetches, inputs, pc.lists, pc.low,

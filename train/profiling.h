@@ -19,6 +19,7 @@
 #include "amp/calibration.h"
 #include "amp/cost_aware.h"
 #include "graph/executor.h"
+#include "runtime/hardware_counters.h"
 #include "train/training_graph.h"
 
 namespace campo {
@@ -52,6 +53,20 @@ struct CastTiming {
   DType from = DType::f32, to = DType::f32;
   double ms = 0;
 };
+// The hardware counters of each node of one f32 step of g (runtime/hardware_counters.h),
+// read over as many passes of the step as the device needs, after a warm step: by node id,
+// unread for nodes that did not run. Where the backend reads none, by_node is empty and
+// `unavailable` says why (Backend::make_counter_reader).
+struct NodeCounterRead {
+  std::vector<CounterValues> by_node;
+  std::string source;       // what read them ("CUPTI range profiler")
+  std::string unavailable;  // why not
+  int passes = 0;
+};
+NodeCounterRead read_node_counters(const Graph& g, VariableStore& vars,
+                                   const std::vector<ValueId>& fetches, const TimingInputs& inputs,
+                                   uint64_t seed = 7);
+
 struct BothPrecisionTimes {
   std::vector<double> fp32_ms;    // by node id of the graph given
   std::vector<double> low_ms;     // same ids; = fp32_ms for nodes kept f32
@@ -127,7 +142,7 @@ class OpProfile {
 
  private:
   void add(const Graph& graph, NodeId id, double ms);
-  std::vector<const Graph*> graphs_;  // in the order attached
+  std::vector<const Graph*> graphs_;                         // in the order attached
   std::map<std::pair<const Graph*, NodeId>, size_t> index_;  // into nodes_
   std::vector<NodeTiming> nodes_;
 };

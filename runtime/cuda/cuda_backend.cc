@@ -23,6 +23,7 @@
 
 #include "runtime/check.h"
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/cupti_counters.h"
 #include "runtime/cuda/cupti_timer.h"
 #include "runtime/cuda/device_info.h"
 
@@ -305,7 +306,19 @@ BackendIdentity CudaBackend::identity() const {
 }
 
 std::string CudaBackend::probe_hardware_counters() const {
-  return "not probed: CUPTI counters are not read by the calibration; analytic features only";
+  return "the CUPTI range profiler reads them per node where the driver allows it";
+}
+
+std::unique_ptr<NodeCounterReader> CudaBackend::make_counter_reader(size_t slots,
+                                                                    std::string& why) {
+  if (!counters_refused_.empty()) {
+    why = counters_refused_;
+    return nullptr;
+  }
+  use_device();
+  std::unique_ptr<NodeCounterReader> reader = make_cupti_counter_reader(index_, slots, why);
+  if (!reader) counters_refused_ = why;
+  return reader;
 }
 
 std::optional<size_t> CudaBackend::available_memory() const {

@@ -40,7 +40,7 @@ class CudaBackend : public Backend, public CachingAllocatorOwner, public PciDevi
   // instance of a GPU has fewer under the same name); the versions: driver (the newest CUDA
   // it supports), cuda_runtime, cudnn and cublaslt (the libraries loaded, not the headers).
   BackendIdentity identity() const override;
-  // Hardware counters (CUPTI) are not read by the calibration: says so.
+  // Says that the calibration reads CUPTI's counters per node (make_counter_reader).
   std::string probe_hardware_counters() const override;
   bool emulates_low_precision() const override { return false; }
   // cuDNN and cuBLAS run f16/bf16 on tensor cores when channels (and GEMM K/N) are multiples
@@ -66,6 +66,10 @@ class CudaBackend : public Backend, public CachingAllocatorOwner, public PciDevi
   // record, with the reason kept for node_timer_source().
   std::unique_ptr<NodeTimer> make_timer(size_t slots) override;
   std::string node_timer_source() const override;
+  // CUPTI's range profiler (runtime/cuda/cupti_counters.h), where the driver lets it read;
+  // a refusal is kept, so that later steps do not ask again.
+  std::string counters_unavailable() const override { return counters_refused_; }
+  std::unique_ptr<NodeCounterReader> make_counter_reader(size_t slots, std::string& why) override;
   // CUDA graphs: stream capture of the compute stream, instantiated once, launched per replay.
   std::string capture_unsupported() const override;
   void begin_capture() override;
@@ -100,6 +104,7 @@ class CudaBackend : public Backend, public CachingAllocatorOwner, public PciDevi
   size_t total_memory_ = 0;
   int driver_version_ = 0;
   std::string node_timer_source_;  // of the last make_timer; empty before the first
+  std::string counters_refused_;   // why CUPTI refused a counter reader; empty before
   struct Staging;                  // pinned host buffers of the copies
   std::unique_ptr<Staging> staging_;
   struct Uploads;  // the upload stream, its pinned buffers and events

@@ -19,18 +19,14 @@
 // backend times with events and says so.
 #if CAMPO_HAVE_CUPTI
 #include <cupti.h>
+
+#include "runtime/cuda/cupti_error.h"
 #endif
 
 namespace campo::cuda {
 
 #if CAMPO_HAVE_CUPTI
 namespace {
-
-std::string cupti_error(const std::string& call, CUptiResult status) {
-  const char* what = nullptr;
-  if (cuptiGetResultString(status, &what) != CUPTI_SUCCESS || !what) what = "unknown CUPTI error";
-  return call + ": " + what;
-}
 
 #define CAMPO_CUPTI_CHECK(expr)                                            \
   do {                                                                     \
@@ -39,11 +35,6 @@ std::string cupti_error(const std::string& call, CUptiResult status) {
       CAMPO_FAIL(cupti_error(#expr, campo_cupti_status_),                  \
                  " (CAMPO_CUPTI=0 times nodes with CUDA events instead)"); \
   } while (0)
-
-void warn_on_error(CUptiResult status, const char* call) noexcept {
-  if (status == CUPTI_SUCCESS) return;
-  std::fprintf(stderr, "campo: warning: %s\n", cupti_error(call, status).c_str());
-}
 
 // What is recorded. CUPTI writes external correlation records only beside the API records
 // they annotate, so the runtime and driver API kinds are on too; their records are dropped.

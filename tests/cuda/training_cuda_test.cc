@@ -86,14 +86,7 @@ TEST(CudaTrainingTest, OverflowSkipsTheUpdateAndHalvesTheScale) {
   p.scaler = LossScalerOptions{.enabled = true, .init_scale = 1024.0f, .growth_interval = 3};
   TrainingSession session("mlp", ModelOptions{}, {1, 28, 28}, 8, OptimizerConfig{}, 7, gpu, p);
   Rng rng(1);
-  auto make_batch = [&] {
-    Batch b;
-    b.images = Tensor::empty({8, 1, 28, 28}, DType::f32);
-    b.labels = Tensor::empty({8}, DType::i32);
-    for (int64_t i = 0; i < b.images.numel(); ++i) b.images.data_as<float>()[i] = rng.normal();
-    for (int64_t i = 0; i < 8; ++i) b.labels.data_as<int32_t>()[i] = int32_t(rng.below(10));
-    return b;
-  };
+  auto make_batch = [&] { return random_batch(rng, 8, {1, 28, 28}); };
   session.train_step(make_batch(), 0.01f);  // non-zero momentum state
   const float scale = session.scaler().scale();
   const uint64_t before = hash_variables(session.variables());

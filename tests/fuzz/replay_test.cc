@@ -19,6 +19,7 @@
 #include "datasets/tokenizer.h"
 #include "fuzz/targets.h"
 #include "graph/checkpoint.h"
+#include "runtime/hardware_counters.h"
 #include "runtime/kernel_activity.h"
 #include "train/predict.h"
 
@@ -43,6 +44,7 @@ const Target kTargets[] = {
     {"text", fuzz::text},
     {"predict", fuzz::predict},
     {"activity_table", fuzz::activity_table},
+    {"counter_table", fuzz::counter_table},
 };
 
 fs::path fuzz_dir() { return fs::path(CAMPO_SOURCE_DIR) / "fuzz"; }
@@ -116,8 +118,8 @@ TEST(FuzzReplayTest, SeedsAreValidInputs) {
     const std::vector<uint8_t> bytes = read_bytes(f);
     ASSERT_FALSE(bytes.empty()) << f;
     const fs::path rest = fs::temp_directory_path() / ("campo_seed_" + f.filename().string());
-    std::ofstream(rest, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data() + 1),
-                                               std::streamsize(bytes.size() - 1));
+    std::ofstream(rest, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data() + 1), std::streamsize(bytes.size() - 1));
     std::ostream nowhere(nullptr);
     if (bytes[0] % 2 == 0)
       EXPECT_NO_THROW(run_predict({.profile_path = rest.string(), .device = "h100"}, nowhere)) << f;
@@ -127,6 +129,8 @@ TEST(FuzzReplayTest, SeedsAreValidInputs) {
   }
   for (const fs::path& f : files_in(corpus / "activity_table"))
     EXPECT_NO_THROW(read_activity_table(f.string())) << f;
+  for (const fs::path& f : files_in(corpus / "counter_table"))
+    EXPECT_NO_THROW(read_counter_table(f.string())) << f;
   for (const fs::path& f : files_in(corpus / "text"))
     if (f.extension() == ".json")
       EXPECT_NO_THROW(WordPieceTokenizer::load(f.string())) << f;

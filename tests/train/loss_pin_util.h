@@ -111,6 +111,18 @@ inline uint64_t hash_variables(const VariableStore& vars) {
   return h;
 }
 
+// `batch` images of shape `image` ([C, H, W]) drawn from N(0, 1) and labels below 10.
+inline Batch random_batch(Rng& rng, int64_t batch, const Shape& image) {
+  Batch b;
+  Shape shape = {batch};
+  shape.insert(shape.end(), image.begin(), image.end());
+  b.images = Tensor::empty(shape, DType::f32);
+  b.labels = Tensor::empty({batch}, DType::i32);
+  for (int64_t i = 0; i < b.images.numel(); ++i) b.images.data_as<float>()[i] = rng.normal();
+  for (int64_t i = 0; i < batch; ++i) b.labels.data_as<int32_t>()[i] = int32_t(rng.below(10));
+  return b;
+}
+
 // config: "<model>/<policy>", policy one of fp32, amp, cost-aware, amp-fp16-dynamic.
 // `backend`: where the session trains (null: the default CPU backend); `steps` training steps;
 // `read_ahead`: each step is given the next one's batch to upload (train/prefetch.h), as the
@@ -156,13 +168,8 @@ inline PinRun run_pinned_config(const std::string& config,
                           ConvLayout::plain);
   PinRun run;
   Rng rng(99);
-  std::vector<Batch> batches(static_cast<size_t>(steps));
-  for (Batch& b : batches) {
-    b.images = Tensor::empty({batch, mo.in_channels, mo.image_size, mo.image_size}, DType::f32);
-    b.labels = Tensor::empty({batch}, DType::i32);
-    for (int64_t i = 0; i < b.images.numel(); ++i) b.images.data_as<float>()[i] = rng.normal();
-    for (int64_t i = 0; i < batch; ++i) b.labels.data_as<int32_t>()[i] = int32_t(rng.below(10));
-  }
+  std::vector<Batch> batches;
+  for (int i = 0; i < steps; ++i) batches.push_back(random_batch(rng, batch, image_shape));
   for (size_t step = 0; step < batches.size(); ++step) {
     std::vector<const Batch*> next;
     if (read_ahead && step + 1 < batches.size()) next = {&batches[step + 1]};

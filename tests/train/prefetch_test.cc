@@ -34,15 +34,8 @@ TEST(InputPrefetchTest, AnotherBatchThanTheUploadedOneIsFedFromTheHost) {
                                              strict);
   };
   Rng rng(3);
-  auto make_batch = [&] {
-    Batch b;
-    b.images = Tensor::empty({8, 1, 28, 28}, DType::f32);
-    b.labels = Tensor::empty({8}, DType::i32);
-    for (int64_t i = 0; i < b.images.numel(); ++i) b.images.data_as<float>()[i] = rng.normal();
-    for (int64_t i = 0; i < 8; ++i) b.labels.data_as<int32_t>()[i] = int32_t(rng.below(10));
-    return b;
-  };
-  const Batch a = make_batch(), b = make_batch(), c = make_batch();
+  const Batch a = random_batch(rng, 8, {1, 28, 28}), b = random_batch(rng, 8, {1, 28, 28}),
+              c = random_batch(rng, 8, {1, 28, 28});
   auto with_surprise = session(), plain = session();
   // Uploads b, then trains on c: c's values, not b's.
   with_surprise->train_step({&a}, {0.1f}, {&b});
