@@ -8,7 +8,8 @@ writes it all to OUT/summary.json.
 OUT: campo-<model>.json (campo bench --json), torch-<model>.json (bench/peers/torch_gpu.py
 --json). WORK: stages.tsv (name, status, seconds, note a line), cuda-tests.json and
 other-tests.json (GoogleTest's --gtest_output=json), graph-on-lenet.json and
-graph-off-lenet.json (campo bench --cuda-graph on / off). A missing file is a stage that did not
+graph-off-lenet.json (campo bench --cuda-graph on / off), calibration.json (campo calibrate
+--device cuda --quick). A missing file is a stage that did not
 run or did not finish: its cells read '-'.
 """
 import argparse
@@ -71,6 +72,32 @@ def medians(entries, key="precision"):
 
 def fmt(x, width=10):
     return f"{x:{width}.1f}" if isinstance(x, (int, float)) else f"{'-':>{width}}"
+
+
+COUNTERS = ("dram_bytes", "achieved_occupancy", "tensor_pipe", "l2_hit_rate", "instructions")
+
+
+def calibration_summary(cal):
+    """The calibrate stage's file: held-out error of its op models, and the counters line."""
+    if not isinstance(cal, dict):
+        print("  calibration: no result (the calibrate stage did not finish)")
+        return None
+    ops = [o for o in cal.get("ops", []) if isinstance(o, dict)]
+    scored = [o["heldout_mape"] for o in ops
+              if isinstance(o.get("heldout_mape"), (int, float)) and o["heldout_mape"] >= 0]
+    with_counters = [o.get("key") for o in ops
+                     if any(f.get("name") in COUNTERS for f in o.get("features", [])
+                            if isinstance(f, dict))]
+    out = {"op_models": len(ops), "scored": len(scored),
+           "mean_heldout_mape": sum(scored) / len(scored) if scored else None,
+           "models_using_counters": with_counters,
+           "hardware_counters": cal.get("hardware_counters")}
+    mean = out["mean_heldout_mape"]
+    print(f"  calibration: {len(ops)} op models, held-out MAPE "
+          f"{'%.1f%%' % mean if mean is not None else '-'} mean over {len(scored)}; "
+          f"{len(with_counters)} use hardware counters")
+    print(f"  hardware counters: {out['hardware_counters']}")
+    return out
 
 
 def main():
@@ -157,8 +184,10 @@ def main():
               f"{graph['off']:.1f}: x{graph['on_over_off']:.3f}")
     else:
         print("  cuda graph, lenet amp: no result (graph-on / graph-off did not finish)")
+    calibration = calibration_summary(load(os.path.join(a.work, "calibration.json")))
     summary = {"versions": versions, "stages": stages, "tests": tests, "rows": rows,
                "campo_machine": machine, "cuda_graph_lenet_amp": graph,
+               "calibration": calibration,
                "torch_machine": torch_machine, "runs": raw}
     with open(os.path.join(a.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
