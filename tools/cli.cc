@@ -308,8 +308,9 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, PerM
       "--low-precision", o.mixed.low_precision,
       "Low-precision type: bf16, fp16 or auto (cost-aware chooses f32, f16 or bf16 per node; "
       "amp paints bf16) (default: bf16 on cpu, fp16 on cuda; dcgan bf16)");
-  cmd->add_option("--loss-scale", o.mixed.loss_scale,
-                  "auto (dynamic for fp16 and for cost-aware's auto, none for bf16), dynamic or none")
+  cmd->add_option(
+         "--loss-scale", o.mixed.loss_scale,
+         "auto (dynamic for fp16 and for cost-aware's auto, none for bf16), dynamic or none")
       ->capture_default_str();
   cmd->add_option("--loss-scale-init", o.mixed.loss_scale_init, "Initial dynamic loss scale")
       ->capture_default_str();
@@ -750,6 +751,9 @@ int run(const std::vector<std::string>& args) {
                           "products at small batches");
   calibrate_cmd->add_option("--samples", calibrate_options.samples_out,
                             "Also write the raw measurements (every node sample and cast) as JSON");
+  calibrate_cmd->add_option("--counters", calibrate_options.counters_out,
+                            "Also write every sample's hardware counters and times as a recorded "
+                            "counter table (JSON lines; devices that read counters: cuda)");
   calibrate_cmd->add_option("--models", calibrate_models,
                             "Only these models (comma-separated: lenet, resnet18, resnet50, "
                             "vgg16, dcgan, attention: BERT's batched attention products)");

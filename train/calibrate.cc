@@ -19,6 +19,7 @@
 #include "runtime/atomic_file.h"
 #include "runtime/device.h"
 #include "runtime/file_check.h"
+#include "runtime/hardware_counters.h"
 #include "runtime/timer.h"
 #include "train/device_report.h"
 #include "train/gan_trainer.h"
@@ -64,7 +65,8 @@ struct Configuration {
 };
 
 struct Sample {
-  std::string op;  // OpKind name
+  std::string node;  // "<configuration> <graph> <node id> <node name>": unique in a calibration
+  std::string op;    // OpKind name
   OpSample s;
   bool heldout = false;
 };
@@ -144,9 +146,10 @@ struct Timing {
 
 // Times g in both precisions, reads its nodes' hardware counters in an f32 step where the
 // device can, and adds its samples (with their counters) and casts to `m`.
-void measure_graph(const Graph& g, VariableStore& vars, const std::vector<ValueId>& fetches,
-                   const TimingInputs& inputs, const AmpLists& lists, DType low,
-                   const Timing& timing, uint64_t seed, bool heldout, Measurements& m) {
+void measure_graph(const std::string& label, const Graph& g, VariableStore& vars,
+                   const std::vector<ValueId>& fetches, const TimingInputs& inputs,
+                   const AmpLists& lists, DType low, const Timing& timing, uint64_t seed,
+                   bool heldout, Measurements& m) {
   const BothPrecisionTimes t = measure_both_precisions(g, vars, fetches, inputs, lists, low,
                                                        timing.warmup, timing.steps, seed);
   const NodeCounterRead counters = read_node_counters(g, vars, fetches, inputs, seed);
@@ -168,6 +171,7 @@ void measure_graph(const Graph& g, VariableStore& vars, const std::vector<ValueI
       continue;
     }
     Sample s;
+    s.node = label + " " + std::to_string(id) + " " + g.node(id).name;
     s.op = op_name(g.node(id).kind);
     s.s.features =
         node_features(g, id, alignment,
@@ -209,7 +213,8 @@ void measure_configuration(const Configuration& c, DType low, const Timing& timi
     Builder b(g, vars);
     const std::vector<ValueId> fetches =
         attention_graph(b, c.batch, c.shape.channels, c.shape.image_size);
-    measure_graph(g, vars, fetches, TimingInputs{}, lists, low, timing, seed, c.heldout, m);
+    measure_graph(c.describe(), g, vars, fetches, TimingInputs{}, lists, low, timing, seed,
+                  c.heldout, m);
     return;
   }
   if (is_gan_model(c.shape.model)) {
@@ -228,7 +233,8 @@ void measure_configuration(const Configuration& c, DType low, const Timing& timi
                     {"fake_label", 0.0f}};
     for (Graph* g : {&session.d_graph(), &session.g_graph()}) {
       // No fetches: the optimizer updates (side effects) keep the whole step alive.
-      measure_graph(*g, session.variables(), {}, in, lists, low, timing, seed, c.heldout, m);
+      measure_graph(c.describe() + (g == &session.d_graph() ? " D step" : " G step"), *g,
+                    session.variables(), {}, in, lists, low, timing, seed, c.heldout, m);
     }
     return;
   }
@@ -242,8 +248,8 @@ void measure_configuration(const Configuration& c, DType low, const Timing& timi
   Graph g;
   VariableStore vars(seed, backend);
   const TrainingGraphInfo info = build_training_graph(g, vars, spec);
-  measure_graph(g, vars, info.fetches(), training_timing_inputs(r.classes), lists, low, timing,
-                seed, c.heldout, m);
+  measure_graph(c.describe(), g, vars, info.fetches(), training_timing_inputs(r.classes), lists,
+                low, timing, seed, c.heldout, m);
 }
 
 // Standalone casts x (f32) -> low -> f32 of 2^10 .. 2^max_log2 elements.
@@ -497,6 +503,11 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
       require_output_directory(parent.string(), kind + " " + out + ": its folder");
   }
   if (!o.samples_out.empty()) require_output_file(o.samples_out, "--samples file");
+  if (!o.counters_out.empty()) {
+    const std::string why = backend->counters_unavailable();
+    CAMPO_CHECK(why.empty(), "--counters ", o.counters_out, ": ", why);
+    require_output_file(o.counters_out, "--counters file");
+  }
   const DeviceReport device_report(backend);
   const Timer wall;
   const double budget_s = 60.0 * budget_minutes;
@@ -606,6 +617,20 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
         o.samples_out,
         nlohmann::json{{"low_precision", dtype_name(low)}, {"ops", ops}, {"casts", casts}}.dump(1));
     log << "wrote the raw samples to " << o.samples_out << "\n";
+  }
+  if (!o.counters_out.empty()) {
+    CounterTable table;
+    table.device = backend->describe();
+    for (const Sample& s : m.ops) {
+      NodeCounters n{.node = s.node, .fp32_ms = s.s.fp32_ms, .low_ms = s.s.low_ms};
+      for (int c = 0; c < kNumCounters; ++c)
+        n.values[size_t(c)] = s.s.features[size_t(kFirstCounterFeature + c)];
+      if (std::any_of(n.values.begin(), n.values.end(), [](double v) { return std::isfinite(v); }))
+        table.nodes.push_back(std::move(n));
+    }
+    write_counter_table(o.counters_out, table);
+    log << "wrote the hardware counters of " << table.nodes.size() << " samples to "
+        << o.counters_out << "\n";
   }
   cal.ops = fit_models(m, log);
   cal.cast_all = fit_casts(m.casts, [](const CastTiming&) { return true; });

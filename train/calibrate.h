@@ -13,14 +13,14 @@
 #include <vector>
 
 #include "amp/calibration.h"
-#include "runtime/backend.h"
 #include "amp/policy.h"
+#include "runtime/backend.h"
 
 namespace campo {
 
 struct CalibrateOptions {
   DeviceSpec device;  // --device; a device without a backend here is an error
-  std::string out;  // empty: default_calibration_path (below)
+  std::string out;    // empty: default_calibration_path (below)
   // No configuration starts that would overrun it (the minimal set runs regardless).
   double budget_minutes = 0;           // 0: 10 minutes, 1 with `quick`
   std::string low_precision = "bf16";  // bf16 | fp16
@@ -37,6 +37,10 @@ struct CalibrateOptions {
   // Also write every measured sample (op, features, f32 and low-precision ms, held out or
   // not; casts) as JSON, to study other model forms offline.
   std::string samples_out;
+  // Also write every sample whose hardware counters were read, with its times, as a
+  // recorded counter table (runtime/hardware_counters.h), the format the counter tests read.
+  // One error line, before any measurement, on a device that reads no counters.
+  std::string counters_out;
 };
 
 // Runs the calibration, prints the report to `log`, writes opts.out (or the default path)

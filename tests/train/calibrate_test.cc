@@ -232,5 +232,23 @@ TEST(CalibrateTest, CudaWithoutCudaIsOneClearLine) {
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
 }
 
+// --counters writes a recorded counter table (runtime/hardware_counters.h); on a device that
+// reads none it is one error line before anything is measured, and no file is written.
+TEST(CalibrateTest, CountersOnADeviceThatReadsNoneIsOneLine) {
+  const std::string counters = temp_path("counters.jsonl"), out = temp_path("c.json");
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  const int code =
+      cli::run({"calibrate", "--quick", "--models", "lenet", "--counters", counters, "--out", out});
+  const std::string printed = ::testing::internal::GetCapturedStdout();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(code, 0);
+  EXPECT_EQ(err, "campo: error: --counters " + counters +
+                     ": the cpu backend reads no hardware counters\n");
+  EXPECT_EQ(printed.find("calibrate:"), std::string::npos) << printed;  // nothing measured
+  EXPECT_FALSE(std::filesystem::exists(counters));
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
 }  // namespace
 }  // namespace campo
