@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -141,6 +142,9 @@ class Backend {
   // may be made (CUDA, until the driver refused one), else why not. The defaults: "the
   // <device> backend reads no hardware counters".
   virtual std::string counters_unavailable() const;
+  // The most nodes one reader brackets; a larger step is read a window of nodes at a time
+  // (train/profiling.h). Default: no limit.
+  virtual size_t counter_slots_at_once() const { return SIZE_MAX; }
   virtual std::unique_ptr<NodeCounterReader> make_counter_reader(size_t slots, std::string& why);
 
   // ---- input prefetch: the next batch's copy overlapping the step ----

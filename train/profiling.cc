@@ -103,37 +103,68 @@ std::vector<double> measure_node_times(const Graph& g, VariableStore& vars,
   return timer.fastest();
 }
 
+namespace {
+
+// The brackets of slots [first, first + count) only, renumbered from 0: a reader that holds
+// fewer ranges than the step has nodes reads them a window at a time.
+class WindowBrackets final : public NodeBrackets {
+ public:
+  WindowBrackets(NodeBrackets& inner, size_t first, size_t count)
+      : inner_(inner), first_(first), count_(count) {}
+  void start(size_t slot) override {
+    if (slot - first_ < count_) inner_.start(slot - first_);  // unsigned: below first_ wraps
+  }
+  void stop(size_t slot) override {
+    if (slot - first_ < count_) inner_.stop(slot - first_);
+  }
+
+ private:
+  NodeBrackets& inner_;
+  size_t first_, count_;
+};
+
+}  // namespace
+
 NodeCounterRead read_node_counters(const Graph& g, VariableStore& vars,
                                    const std::vector<ValueId>& fetches, const TimingInputs& inputs,
                                    uint64_t seed) {
   NodeCounterRead r;
-  r.unavailable = vars.backend().counters_unavailable();
+  Backend& backend = vars.backend();
+  r.unavailable = backend.counters_unavailable();
   if (!r.unavailable.empty()) return r;  // before compiling anything
   NodeTimeSampler sampler(g, vars, fetches, inputs, seed);
   Executable& exe = sampler.executable();
-  std::unique_ptr<NodeCounterReader> reader =
-      vars.backend().make_counter_reader(exe.schedule().size(), r.unavailable);
-  if (!reader) return r;
-  sampler.run_untimed();  // a warm step: algorithm searches and lazy tables are not counted
-  // The hardware counts a few counters at a time: the same step once per pass.
-  constexpr int kMaxPasses = 64;
-  for (int pass = 1;; ++pass) {
-    CAMPO_CHECK(pass <= kMaxPasses, "hardware counters: ", reader->source(), " needs more than ",
-                kMaxPasses, " passes of the step");
-    reader->begin_pass();
-    exe.run_bracketed(*reader);
-    if (reader->end_pass()) {
-      r.passes = pass;
-      break;
+  const std::vector<NodeId>& schedule = exe.schedule();
+  const size_t window = std::max<size_t>(1, backend.counter_slots_at_once());
+  std::vector<CounterValues> by_node(size_t(g.num_nodes()), unread_counters());
+  bool warm = false;
+  for (size_t first = 0; first < schedule.size(); first += window) {
+    const size_t count = std::min(window, schedule.size() - first);
+    std::unique_ptr<NodeCounterReader> reader = backend.make_counter_reader(count, r.unavailable);
+    if (!reader) return r;             // by_node empty: none read
+    if (!warm) sampler.run_untimed();  // algorithm searches and lazy tables are not counted
+    warm = true;
+    // The hardware counts a few counters at a time: the same step once per pass.
+    WindowBrackets brackets(*reader, first, count);
+    constexpr int kMaxPasses = 64;
+    for (int pass = 1;; ++pass) {
+      CAMPO_CHECK(pass <= kMaxPasses, "hardware counters: ", reader->source(), " needs more than ",
+                  kMaxPasses, " passes of the step");
+      reader->begin_pass();
+      exe.run_bracketed(brackets);
+      if (reader->end_pass()) {
+        r.passes = std::max(r.passes, pass);
+        break;
+      }
     }
+    const std::vector<CounterValues> values = reader->values();
+    CAMPO_CHECK(values.size() == count, "internal: ", values.size(),
+                " counter slots for a window of ", count, " nodes");
+    for (size_t i = 0; i < count; ++i) by_node[size_t(schedule[first + i])] = values[i];
+    r.source = reader->source();
+    ++r.windows;
   }
-  const std::vector<CounterValues> by_slot = reader->values();
-  CAMPO_CHECK(by_slot.size() == exe.schedule().size(), "internal: ", by_slot.size(),
-              " counter slots for a step of ", exe.schedule().size(), " nodes");
-  r.source = reader->source();
-  r.by_node.assign(size_t(g.num_nodes()), unread_counters());
-  for (size_t pos = 0; pos < by_slot.size(); ++pos)
-    r.by_node[size_t(exe.schedule()[pos])] = by_slot[pos];
+  r.by_node = std::move(by_node);
   return r;
 }
 

@@ -54,14 +54,16 @@ struct CastTiming {
   double ms = 0;
 };
 // The hardware counters of each node of one f32 step of g (runtime/hardware_counters.h),
-// read over as many passes of the step as the device needs, after a warm step: by node id,
-// unread for nodes that did not run. Where the backend reads none, by_node is empty and
-// `unavailable` says why (Backend::make_counter_reader).
+// read over as many passes of the step as the device needs, after a warm step, in windows of
+// Backend::counter_slots_at_once() nodes: by node id, unread for nodes that did not run.
+// Where the backend reads none, by_node is empty and `unavailable` says why
+// (Backend::make_counter_reader).
 struct NodeCounterRead {
   std::vector<CounterValues> by_node;
   std::string source;       // what read them ("CUPTI range profiler")
   std::string unavailable;  // why not
-  int passes = 0;
+  int passes = 0;           // of the step, per window
+  int windows = 0;          // of nodes, each read over its own passes
 };
 NodeCounterRead read_node_counters(const Graph& g, VariableStore& vars,
                                    const std::vector<ValueId>& fetches, const TimingInputs& inputs,

@@ -69,6 +69,9 @@ class CudaBackend : public Backend, public CachingAllocatorOwner, public PciDevi
   // CUPTI's range profiler (runtime/cuda/cupti_counters.h), where the driver lets it read;
   // a refusal is kept, so that later steps do not ask again.
   std::string counters_unavailable() const override { return counters_refused_; }
+  // CUPTI sizes its counter data by the ranges of a pass, and its SetConfig is reported to
+  // fail beyond a few thousand: a large training step is read 512 nodes at a time.
+  size_t counter_slots_at_once() const override { return 512; }
   std::unique_ptr<NodeCounterReader> make_counter_reader(size_t slots, std::string& why) override;
   // CUDA graphs: stream capture of the compute stream, instantiated once, launched per replay.
   std::string capture_unsupported() const override;

@@ -60,10 +60,15 @@ class TwoPassReader final : public NodeCounterReader {
 
 class CountingCpuBackend final : public CpuBackend {
  public:
+  explicit CountingCpuBackend(size_t window = SIZE_MAX) : window_(window) {}
+  size_t counter_slots_at_once() const override { return window_; }
   std::string counters_unavailable() const override { return ""; }
   std::unique_ptr<NodeCounterReader> make_counter_reader(size_t slots, std::string&) override {
     return std::make_unique<TwoPassReader>(slots);
   }
+
+ private:
+  size_t window_;
 };
 
 struct SmallGraph {
@@ -99,6 +104,27 @@ TEST(CounterProfilingTest, ReadsEveryNodeOverThePassesTheDeviceNeeds) {
   std::set<double> distinct;
   for (const CounterValues& v : r.by_node)
     if (all_read(v)) EXPECT_TRUE(distinct.insert(v[size_t(Counter::dram_bytes)]).second);
+}
+
+// A reader that holds two nodes at a time reads the step two nodes a window, each window over
+// its own passes: every node the whole-step reader reads, once a pass.
+TEST(CounterProfilingTest, ALargeStepIsReadAWindowOfNodesAtATime) {
+  SmallGraph whole(std::make_shared<CountingCpuBackend>());
+  SmallGraph windowed(std::make_shared<CountingCpuBackend>(2));
+  const NodeCounterRead a = read_node_counters(whole.g, whole.vars, whole.fetches, TimingInputs{});
+  const NodeCounterRead b =
+      read_node_counters(windowed.g, windowed.vars, windowed.fetches, TimingInputs{});
+  EXPECT_EQ(a.windows, 1);
+  int read = 0;
+  for (size_t id = 0; id < a.by_node.size(); ++id) {
+    EXPECT_EQ(all_read(a.by_node[id]), all_read(b.by_node[id])) << "node " << id;
+    if (!all_read(b.by_node[id])) continue;
+    ++read;
+    EXPECT_EQ(b.by_node[id][size_t(Counter::instructions)], 2) << "node " << id;
+  }
+  EXPECT_GE(read, 2);
+  EXPECT_GE(b.windows, 2);
+  EXPECT_EQ(b.passes, 2);
 }
 
 TEST(CounterProfilingTest, TheCpuReadsNoneAndSaysWhy) {
