@@ -178,7 +178,7 @@ struct Calibration {
   std::string campo_version;
   DType low = DType::bf16;
   std::string created;            // UTC, ISO 8601
-  std::string hardware_counters;  // what the backend's counter probe found
+  std::string hardware_counters;  // read per node, and by what; or why not (calibrate's line)
   // The `aligned` feature's block (node_features): the measuring backend's
   // padding_alignment. Files without it were CPU calibrations: 16.
   int alignment = 16;

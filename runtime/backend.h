@@ -102,10 +102,6 @@ class Backend {
   virtual std::string describe() const = 0;
   // The machine as a calibration is keyed by (BackendIdentity above).
   virtual BackendIdentity identity() const = 0;
-  // What the calibration's hardware-counter probe finds on this device, recorded in the
-  // calibration file: whether counters could be read, and that the models do not use them
-  // (they use analytic features, amp/calibration.h).
-  virtual std::string probe_hardware_counters() const = 0;
   // The kernel lookup rule of this device: an op without a low-precision (f16/bf16) kernel
   // but with an f32 one runs that f32 kernel emulated (convert in, compute in f32, round
   // out). The CPU's rule (ops/cpu/low_precision.h); a GPU backend says false, so a missing

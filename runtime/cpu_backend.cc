@@ -54,11 +54,12 @@ BackendIdentity CpuBackend::identity() const {
   return id;
 }
 
-std::string CpuBackend::probe_hardware_counters() const {
+std::string CpuBackend::counters_unavailable() const {
+  const std::string none = "the " + device().str() + " backend reads no hardware counters per node";
   std::ifstream paranoid_file("/proc/sys/kernel/perf_event_paranoid");
   int paranoid = 99;
   if (!(paranoid_file >> paranoid))
-    return "unavailable: /proc/sys/kernel/perf_event_paranoid unreadable";
+    return none + " (/proc/sys/kernel/perf_event_paranoid unreadable)";
   perf_event_attr attr;
   std::memset(&attr, 0, sizeof attr);
   attr.type = PERF_TYPE_HARDWARE;
@@ -68,12 +69,10 @@ std::string CpuBackend::probe_hardware_counters() const {
   attr.exclude_kernel = 1;
   attr.exclude_hv = 1;
   const long fd = syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
-  const std::string where = "perf_event_paranoid " + std::to_string(paranoid);
-  if (fd < 0)
-    return "unavailable: perf_event_open(instructions) failed: " +
-           std::string(std::strerror(errno)) + " (" + where + "); analytic features only";
+  const std::string where = ", perf_event_paranoid " + std::to_string(paranoid) + ")";
+  if (fd < 0) return none + " (perf_event_open(instructions): " + std::strerror(errno) + where;
   close(int(fd));
-  return "readable (" + where + ") but not used: analytic features only";
+  return none + " (perf_event_open(instructions) works" + where;
 }
 
 std::string cpu_model_name() {
@@ -144,9 +143,9 @@ void CpuBackend::copy_to_host(void* dst, const Tensor& src) {
 }
 
 void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
-  CAMPO_CHECK(src.dtype() == dst.dtype() && src.numel() == dst.numel(), "copy: ",
-              dtype_name(src.dtype()), shape_str(src.shape()), " into ", dtype_name(dst.dtype()),
-              shape_str(dst.shape()));
+  CAMPO_CHECK(src.dtype() == dst.dtype() && src.numel() == dst.numel(),
+              "copy: ", dtype_name(src.dtype()), shape_str(src.shape()), " into ",
+              dtype_name(dst.dtype()), shape_str(dst.shape()));
   if (dst.nbytes() && dst.device_data() != src.device_data())
     std::memmove(dst.device_data(), src.device_data(), dst.nbytes());
 }

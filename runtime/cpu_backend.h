@@ -33,9 +33,10 @@ class CpuBackend : public Backend {
   // native kernels). The fields and their values are those calibration files have always
   // recorded in their `machine` object, so files written before BackendIdentity still match.
   BackendIdentity identity() const override;
-  // perf_event_open of the instructions counter: "readable (...) but not used: ..." or
-  // "unavailable: <reason>; analytic features only".
-  std::string probe_hardware_counters() const override;
+  // No per-node counters (only the CUDA backend reads them); says so with what
+  // perf_event_open of the instructions counter finds: "the cpu backend reads no hardware
+  // counters per node (perf_event_open(instructions): <works | its error>, perf_event_paranoid N)".
+  std::string counters_unavailable() const override;
   bool emulates_low_precision() const override { return true; }
   // oneDNN's AVX-512 kernels, the only ones that run bf16 natively here, work on blocks of
   // 16 channels (nChw16c activations, 16-wide output blocks of the filters) and their bf16

@@ -591,7 +591,7 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
                             "; features of a model where Spearman |rho| > 0.75";
   } else {
     cal.hardware_counters =
-        "unavailable: " + m.counters_unavailable + "; " + backend->probe_hardware_counters();
+        "unavailable: " + m.counters_unavailable + "; the models use analytic features only";
   }
   log << "hardware counters: " << cal.hardware_counters << "\n";
 

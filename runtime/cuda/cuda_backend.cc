@@ -305,10 +305,6 @@ BackendIdentity CudaBackend::identity() const {
   return id;
 }
 
-std::string CudaBackend::probe_hardware_counters() const {
-  return "the CUPTI range profiler reads them per node where the driver allows it";
-}
-
 std::unique_ptr<NodeCounterReader> CudaBackend::make_counter_reader(size_t slots,
                                                                     std::string& why) {
   if (!counters_refused_.empty()) {

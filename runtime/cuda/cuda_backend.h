@@ -40,8 +40,6 @@ class CudaBackend : public Backend, public CachingAllocatorOwner, public PciDevi
   // instance of a GPU has fewer under the same name); the versions: driver (the newest CUDA
   // it supports), cuda_runtime, cudnn and cublaslt (the libraries loaded, not the headers).
   BackendIdentity identity() const override;
-  // Says that the calibration reads CUPTI's counters per node (make_counter_reader).
-  std::string probe_hardware_counters() const override;
   bool emulates_low_precision() const override { return false; }
   // cuDNN and cuBLAS run f16/bf16 on tensor cores when channels (and GEMM K/N) are multiples
   // of 8 elements (16 bytes); otherwise they pad internally or take slower kernels (cuDNN's
