@@ -239,7 +239,11 @@ CostTable graph_costs(const Graph& g, VariableStore& vars, const std::vector<Val
       counters_note =
           counters.empty()
               ? "unavailable (" + read.unavailable + "): predicted from the analytic features"
-              : "read (" + read.source + ", " + std::to_string(read.passes) + " passes)";
+              : "read (" + read.source + ", " + std::to_string(read.passes) + " passes" +
+                    (read.windows > 1 ? " in each of " + std::to_string(read.windows) +
+                                            " windows of nodes"
+                                      : std::string()) +
+                    ")";
     }
     const std::vector<char> untrusted = untrusted_nodes(g, cal, pc.lists, counters);
     CostTable costs;

@@ -172,6 +172,15 @@ TEST(CounterProfilingTest, PlanningPredictsWithCountersWhereReadElseAnalytically
     if (counting) {
       EXPECT_EQ(costs.hardware_counters, "read (test reader, 2 passes)");
       EXPECT_GE(c.low_ms, 0.5 * c.fp32_ms + 1.0);  // 1e-3 ms per "byte", 1000 + its slot
+      // A step read in windows says how many.
+      SmallGraph windowed(std::make_shared<CountingCpuBackend>(2));
+      const int windows =
+          read_node_counters(windowed.g, windowed.vars, windowed.fetches, TimingInputs{}).windows;
+      ASSERT_GE(windows, 2);
+      EXPECT_EQ(graph_costs(windowed.g, windowed.vars, windowed.fetches, TimingInputs{}, pc)
+                    .hardware_counters,
+                "read (test reader, 2 passes in each of " + std::to_string(windows) +
+                    " windows of nodes)");
     } else {
       EXPECT_EQ(costs.hardware_counters, "unavailable (" +
                                              default_cpu_backend()->counters_unavailable() +
