@@ -2,7 +2,19 @@
 
 #include <map>
 
+#include "runtime/check.h"
+
 namespace campo {
+
+OptimizerConfig::Kind parse_optimizer(const std::string& name) {
+  if (name == "sgd") return OptimizerConfig::Kind::sgd;
+  CAMPO_CHECK(name == "adam", "unknown optimizer '", name, "' (expected sgd or adam)");
+  return OptimizerConfig::Kind::adam;
+}
+
+const char* optimizer_name(OptimizerConfig::Kind kind) {
+  return kind == OptimizerConfig::Kind::adam ? "adam" : "sgd";
+}
 
 void append_optimizer(Builder& b, const std::vector<std::string>& params,
                       const std::vector<ValueId>& grads, const OptimizerConfig& config,

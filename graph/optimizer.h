@@ -36,6 +36,11 @@ struct OptimizerConfig {
   bool multi_tensor = true;
 };
 
+// --optimizer's names: "sgd" or "adam"; one error line for any other. The name is also what
+// checkpoints record (campo.optimizer).
+OptimizerConfig::Kind parse_optimizer(const std::string& name);
+const char* optimizer_name(OptimizerConfig::Kind kind);
+
 // One ApplyMomentum / ApplyAdam for all parameters ("optimizer/ApplyMomentum", with
 // config.multi_tensor and more than one parameter) or one per parameter
 // ("<param>/ApplyMomentum"). grads[i] == kNoValue is an error naming

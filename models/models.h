@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "graph/builder.h"
+#include "graph/optimizer.h"
 
 namespace campo {
 
@@ -52,7 +53,7 @@ ModelInput model_input(const std::string& name);
 // 0.1; DCGAN's Adam at 2e-4, constant). Unset fields keep the trainer's defaults.
 struct TrainingDefaults {
   std::optional<float> lr;
-  std::optional<std::string> optimizer;
+  std::optional<OptimizerConfig::Kind> optimizer;
   std::optional<int64_t> warmup_steps;
   std::optional<float> dropout;
   std::optional<std::string> lr_schedule;    // --lr-schedule's names

@@ -150,11 +150,14 @@ void add_cuda_graph_option(CLI::App* cmd, std::string& mode) {
 // Whether the user gave `option` on the command line (a default does not count).
 bool given(const CLI::App* cmd, const std::string& option) { return cmd->count(option) > 0; }
 
-// --lr, --momentum, --weight-decay, --dropout and --seed as typed: one value, or with
-// --array N a comma-separated list of N values, one per model.
-struct PerModelLists {
+// campo train's options that are read once the command line is: --lr, --momentum,
+// --weight-decay, --dropout and --seed as typed (one value, or with --array N a
+// comma-separated list of N values, one per model), and the names of its choices, each
+// parsed into its enumeration next to its type (parse_lr_schedule, parse_optimizer, ...).
+struct TrainAsTyped {
   std::string lr, momentum, weight_decay, dropout, seed;
-  std::string schedule = "cosine";  // --lr-schedule, as typed (parse_lr_schedule reads it)
+  std::string schedule = "cosine", optimizer = "sgd", array_shuffle = "shared", progress = "auto",
+              augment = "auto";
 };
 
 // The values of a list option ("0.1,0.05,0.01"); one error line naming the option otherwise.
@@ -178,7 +181,7 @@ std::vector<T> parse_values(const char* option, const std::string& text) {
 }
 
 // Sets each given list option: one value into the scalar, several into the per-model list.
-void apply_per_model_lists(const CLI::App* cmd, const PerModelLists& l, TrainOptions& o) {
+void apply_per_model_lists(const CLI::App* cmd, const TrainAsTyped& l, TrainOptions& o) {
   auto apply = [&](const char* option, const std::string& text, auto& scalar, auto& list) {
     if (!given(cmd, option)) return;
     using T = std::decay_t<decltype(scalar)>;
@@ -195,7 +198,7 @@ void apply_per_model_lists(const CLI::App* cmd, const PerModelLists& l, TrainOpt
   apply("--seed", l.seed, o.seed, o.array.seed);
 }
 
-void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, PerModelLists& lists) {
+void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, TrainAsTyped& lists) {
   cmd->add_option("--model", o.model, "Model: " + join(model_names()))->capture_default_str();
   cmd->add_option("--dataset", o.dataset, "Data set: " + join(dataset_names()))
       ->capture_default_str();
@@ -219,7 +222,7 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, PerM
       ->capture_default_str();
   cmd->add_option("--warmup-steps", o.schedule.warmup_steps, "Linear learning-rate warm-up steps")
       ->capture_default_str();
-  cmd->add_option("--optimizer", o.optimizer,
+  cmd->add_option("--optimizer", lists.optimizer,
                   "sgd (with momentum) or adam (when not given: bert adam; dcgan adam, beta1 0.5)")
       ->capture_default_str();
   lists.momentum = "0.9";
@@ -245,13 +248,13 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, PerM
                   "Train N copies of the model as one fused step (a model array); --lr, "
                   "--momentum, --weight-decay, --dropout and --seed may list one value per model")
       ->capture_default_str();
-  cmd->add_option("--array-shuffle", o.array.shuffle,
+  cmd->add_option("--array-shuffle", lists.array_shuffle,
                   "--array: shared (every model sees the same batches, in the first seed's "
                   "order) or independent (each model its own seed's order)")
       ->capture_default_str();
   cmd->add_option("--limit-train", o.train_limit, "Use only the first N training samples");
   cmd->add_option("--limit-test", o.test_limit, "Evaluate on the first N test samples");
-  cmd->add_option("--progress", o.report.progress,
+  cmd->add_option("--progress", lists.progress,
                   "auto (a bar on a terminal, log lines otherwise), bar, lines or none")
       ->capture_default_str();
   cmd->add_option("--threads", o.threads, "CPU threads (0: all cores)")->capture_default_str();
@@ -260,7 +263,7 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, PerM
                   "Time every node; write each node's op, shapes, FLOPs, bytes and time per "
                   "step to this JSON file at the end (campo predict reads it)");
   add_device_option(cmd, device);
-  cmd->add_option("--augment", o.augment,
+  cmd->add_option("--augment", lists.augment,
                   "cifar10/folders: random crop + flip: auto (training split), on, off")
       ->capture_default_str();
   cmd->add_option("--resize", o.resize, "cifar10/folders: shorter side before cropping");
@@ -325,7 +328,8 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, PerM
                     "--limit-test", "--save-every"});
 }
 
-void add_model_run_options(CLI::App* cmd, ModelRunOptions& o, std::string& device) {
+void add_model_run_options(CLI::App* cmd, ModelRunOptions& o, std::string& device,
+                           std::string& optimizer) {
   cmd->add_option("--model", o.model, "Model: " + join(model_names()))->capture_default_str();
   cmd->add_option("--batch", o.batch, "Batch size")->capture_default_str();
   cmd->add_option("--image-size", o.image_size, "Input height and width")->capture_default_str();
@@ -343,7 +347,8 @@ void add_model_run_options(CLI::App* cmd, ModelRunOptions& o, std::string& devic
       ->capture_default_str();
   cmd->add_option("--amp-lists", o.mixed.amp_lists_edit, "List edits: 'allow+=Tanh;clear-=Relu'");
   cmd->add_option("--amp-lists-file", o.mixed.amp_lists_file, "JSON file of list edits");
-  cmd->add_option("--optimizer", o.optimizer, "sgd or adam")->capture_default_str();
+  optimizer = "sgd";
+  cmd->add_option("--optimizer", optimizer, "sgd or adam")->capture_default_str();
   cmd->add_option("--seed", o.seed, "Random seed")->check(kSeed)->capture_default_str();
   cmd->add_option("--calibration", o.calibration,
                   "cost-aware: calibration file (default: this machine's, found or made by a "
@@ -553,8 +558,8 @@ void check_train_options_apply(const CLI::App* cmd, const TrainOptions& o) {
               "--padding must be zero or positive, got ", o.padding);
   // After apply_training_defaults: the model's own optimizer and schedule count.
   for (const char* option : {"--momentum", "--nesterov"})
-    CAMPO_CHECK(!given(cmd, option) || o.optimizer == "sgd", option,
-                " applies to --optimizer sgd only, not ", o.optimizer);
+    CAMPO_CHECK(!given(cmd, option) || o.optimizer == OptimizerConfig::Kind::sgd, option,
+                " applies to --optimizer sgd only, not ", optimizer_name(o.optimizer));
   for (const char* option : {"--lr-step-epochs", "--lr-gamma"})
     CAMPO_CHECK(!given(cmd, option) || o.schedule.kind == LrSchedule::Kind::step, option,
                 " applies to --lr-schedule step only, not ", lr_schedule_name(o.schedule.kind));
@@ -564,7 +569,9 @@ void check_train_options_apply(const CLI::App* cmd, const TrainOptions& o) {
 // The model's optimizer (models.h's training_defaults: bert and dcgan Adam) unless
 // --optimizer says otherwise (set here).
 void check_run_options_apply(const CLI::App* cmd, ModelRunOptions& run,
+                             const std::string& optimizer,
                              const std::vector<std::string>& policies) {
+  run.optimizer = parse_optimizer(optimizer);
   CAMPO_CHECK(!given(cmd, "--classes") || !is_gan_model(run.model),
               "--classes does not apply to --model ", run.model);
   if (is_known_model(run.model) && !given(cmd, "--optimizer"))
@@ -580,8 +587,6 @@ void check_run_options_apply(const CLI::App* cmd, ModelRunOptions& run,
     for (const char* option : {"--bert-config", "--seq-len"})
       CAMPO_CHECK(!given(cmd, option), option, " applies to --model bert only");
   }
-  CAMPO_CHECK(run.optimizer == "sgd" || run.optimizer == "adam", "unknown optimizer '",
-              run.optimizer, "' (expected sgd or adam)");
   bool mixed = false, cost_aware = false;
   for (const std::string& p : policies) {
     mixed |= parse_precision(p) != Precision::fp32;
@@ -609,9 +614,11 @@ int run(const std::vector<std::string>& args) {
   std::string train_device = "cpu", plan_device = "cpu", bench_device = "cpu",
               calibrate_device = "cpu", eval_device = "cpu";
   std::string train_cuda_graph = "auto", eval_cuda_graph = "auto", bench_cuda_graph = "auto";
+  // --optimizer of plan and bench, as given; check_run_options_apply parses it.
+  std::string plan_optimizer, bench_optimizer;
   TrainOptions train_options;
   CLI::App* train_cmd = app.add_subcommand("train", "Train a model and evaluate it");
-  PerModelLists train_lists;
+  TrainAsTyped train_lists;
   add_train_options(train_cmd, train_options, train_device, train_lists);
   add_cuda_graph_option(train_cmd, train_cuda_graph);
   // --conv-layout of train and bench, as given; parse_conv_layout reads it once, below.
@@ -642,8 +649,8 @@ int run(const std::vector<std::string>& args) {
       ->capture_default_str();
   graph_cmd->add_option("--data-dir", graph_options.data_dir, "Directory of the data set's files");
   graph_cmd->add_option("--batch", graph_options.batch, "Batch size")->capture_default_str();
-  graph_cmd->add_option("--optimizer", graph_options.optimizer, "sgd or adam")
-      ->capture_default_str();
+  std::string graph_optimizer = "sgd";
+  graph_cmd->add_option("--optimizer", graph_optimizer, "sgd or adam")->capture_default_str();
   graph_cmd->add_option("--format", graph_format, "text or dot")->capture_default_str();
   graph_cmd->add_flag("--no-multi-tensor-updates{false}", graph_options.multi_tensor_updates,
                       "One optimizer update node per parameter (as campo train's option)");
@@ -689,7 +696,7 @@ int run(const std::vector<std::string>& args) {
   PlanOptions plan_options;
   CLI::App* plan_cmd = app.add_subcommand(
       "plan", "Show, per node of the training step, the precision a policy chooses");
-  add_model_run_options(plan_cmd, plan_options.run, plan_device);
+  add_model_run_options(plan_cmd, plan_options.run, plan_device, plan_optimizer);
   plan_cmd->add_option("--precision", plan_options.precision, "cost-aware, amp or fp32")
       ->capture_default_str();
   plan_cmd->add_option("--dot", plan_options.dot_path,
@@ -706,7 +713,7 @@ int run(const std::vector<std::string>& args) {
   std::string bench_precisions = "fp32,amp,cost-aware";
   CLI::App* bench_cmd =
       app.add_subcommand("bench", "Measure training throughput of precision policies side by side");
-  add_model_run_options(bench_cmd, bench_options.run, bench_device);
+  add_model_run_options(bench_cmd, bench_options.run, bench_device, bench_optimizer);
   add_cuda_graph_option(bench_cmd, bench_cuda_graph);
   bench_cmd->add_option("--precision", bench_precisions, "Comma-separated policies")
       ->capture_default_str();
@@ -792,6 +799,10 @@ int run(const std::vector<std::string>& args) {
       train_options.conv_layout = parse_conv_layout(train_conv_layout);
       apply_per_model_lists(train_cmd, train_lists, train_options);
       train_options.schedule.kind = parse_lr_schedule(train_lists.schedule);
+      train_options.optimizer = parse_optimizer(train_lists.optimizer);
+      train_options.array.shuffle = parse_array_shuffle(train_lists.array_shuffle);
+      train_options.report.progress = parse_progress(train_lists.progress);
+      train_options.augment = parse_augment(train_lists.augment);
       apply_training_defaults(train_cmd, train_options);
       default_low_precision_of(train_cmd, train_options.device, train_options.model,
                                train_options.mixed.low_precision);
@@ -831,7 +842,7 @@ int run(const std::vector<std::string>& args) {
       plan_options.run.device = parse_device_spec(plan_device);
       default_low_precision_of(plan_cmd, plan_options.run.device, plan_options.run.model,
                                plan_options.run.mixed.low_precision);
-      check_run_options_apply(plan_cmd, plan_options.run, {plan_options.precision});
+      check_run_options_apply(plan_cmd, plan_options.run, plan_optimizer, {plan_options.precision});
       check_plan_options(plan_options);
       check_calibration_device(plan_options.run.calibration,
                                parse_precision(plan_options.precision), plan_options.run.device);
@@ -860,7 +871,8 @@ int run(const std::vector<std::string>& args) {
                   "--repeats does not apply to --lockstep (each 'run' line on stdin runs one "
                   "repetition)");
       check_bench_options(bench_options);
-      check_run_options_apply(bench_cmd, bench_options.run, bench_options.precisions);
+      check_run_options_apply(bench_cmd, bench_options.run, bench_optimizer,
+                              bench_options.precisions);
       const bool bench_cost_aware = std::count(bench_options.precisions.begin(),
                                                bench_options.precisions.end(), "cost-aware") > 0;
       if (bench_cost_aware)
@@ -897,6 +909,7 @@ int run(const std::vector<std::string>& args) {
       return 0;
     }
     if (graph_cmd->parsed()) {
+      graph_options.optimizer = parse_optimizer(graph_optimizer);
       std::cout << dump_training_graph(graph_options, graph_format);
       return 0;
     }

@@ -688,7 +688,7 @@ GanResult train_gan(const TrainOptions& o, std::ostream& log, bool log_is_termin
   const int n = h.size();
   const bool is_array = n > 1;
   // shared: the first seed's data and order for every model; independent: each model's own.
-  const bool independent = is_array && o.array.shuffle == "independent";
+  const bool independent = is_array && o.array.shuffle == ArrayShuffle::independent;
   DcganOptions mopts;
   mopts.image_size = o.image_size > 0 ? o.image_size : 64;
   mopts.channels = o.channels > 0 ? o.channels : 1;
@@ -769,7 +769,7 @@ GanResult train_gan(const TrainOptions& o, std::ostream& log, bool log_is_termin
       const std::string file = model_path(path, i);
       write_png_grid(file, samples[size_t(i)], 8, 2);
       r.models[size_t(i)].sample_files.push_back(file);
-      if (o.report.progress != "none") log << "wrote " << file << "\n";
+      if (o.report.progress != Progress::none) log << "wrote " << file << "\n";
     }
   };
   loop.result = {{"model", o.model},
@@ -783,7 +783,7 @@ GanResult train_gan(const TrainOptions& o, std::ostream& log, bool log_is_termin
     nlohmann::ordered_json m;
     if (is_array) {
       m["lr"] = h.lr[size_t(i)];
-      if (o.optimizer == "sgd") m["momentum"] = h.momentum[size_t(i)];
+      if (o.optimizer == OptimizerConfig::Kind::sgd) m["momentum"] = h.momentum[size_t(i)];
       m["weight_decay"] = h.weight_decay[size_t(i)];
       m["seed"] = h.seed[size_t(i)];
     }
@@ -792,7 +792,7 @@ GanResult train_gan(const TrainOptions& o, std::ostream& log, bool log_is_termin
   };
   loop.model_line_fields = {"lr", "momentum", "weight_decay", "seed"};
   if (const std::string& path = o.checkpoint.resume_path; !path.empty()) {  // one model only
-    const GanSession::Position pos = session.restore(path, o.optimizer);
+    const GanSession::Position pos = session.restore(path, optimizer_name(o.optimizer));
     loop.resumed = Resumed{.path = path,
                            .epoch = pos.epoch,
                            .position_in_epoch = pos.position_in_epoch,

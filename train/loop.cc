@@ -133,7 +133,7 @@ void validate(const CheckpointOptions& c) {
   if (!c.resume_path.empty()) require_input_file(c.resume_path, "--resume checkpoint");
 }
 
-void validate(const ArrayOptions& a, const std::string& model, const std::string& optimizer,
+void validate(const ArrayOptions& a, const std::string& model, OptimizerConfig::Kind optimizer,
               bool resume) {
   CAMPO_CHECK(a.size >= 0 && a.size <= 64, "--array must be a number of models in 1..64, got ",
               a.size);
@@ -154,8 +154,8 @@ void validate(const ArrayOptions& a, const std::string& model, const std::string
     CAMPO_CHECK(std::isfinite(v) && v > 0, "--lr must list positive learning rates, got ", v);
   for (float v : a.momentum)
     CAMPO_CHECK(v >= 0 && v < 1, "--momentum values must be in [0, 1), got ", v);
-  CAMPO_CHECK(a.momentum.empty() || optimizer == "sgd",
-              "--momentum applies to --optimizer sgd only, not ", optimizer);
+  CAMPO_CHECK(a.momentum.empty() || optimizer == OptimizerConfig::Kind::sgd,
+              "--momentum applies to --optimizer sgd only, not ", optimizer_name(optimizer));
   for (float v : a.weight_decay)
     CAMPO_CHECK(std::isfinite(v) && v >= 0, "--weight-decay values must be non-negative, got ", v);
   for (float v : a.dropout) {
@@ -164,10 +164,8 @@ void validate(const ArrayOptions& a, const std::string& model, const std::string
                 "--dropout applies to models with a configurable dropout only (", model,
                 " has none)");
   }
-  CAMPO_CHECK(a.shuffle == "shared" || a.shuffle == "independent",
-              "--array-shuffle must be shared or independent, got '", a.shuffle, "'");
   if (a.size < 2) {
-    CAMPO_CHECK(a.shuffle == "shared", "--array-shuffle needs --array N (N >= 2)");
+    CAMPO_CHECK(a.shuffle == ArrayShuffle::shared, "--array-shuffle needs --array N (N >= 2)");
     return;
   }
   CAMPO_CHECK(!resume, "--resume does not continue a ",
@@ -176,10 +174,26 @@ void validate(const ArrayOptions& a, const std::string& model, const std::string
               model, " --resume PATH-<i>.safetensors)");
 }
 
+Progress parse_progress(const std::string& text) {
+  if (text == "auto") return Progress::automatic;
+  if (text == "bar") return Progress::bar;
+  if (text == "lines") return Progress::lines;
+  CAMPO_CHECK(text == "none", "--progress must be auto, bar, lines or none, got '", text, "'");
+  return Progress::none;
+}
+
+ArrayShuffle parse_array_shuffle(const std::string& text) {
+  if (text == "shared") return ArrayShuffle::shared;
+  CAMPO_CHECK(text == "independent", "--array-shuffle must be shared or independent, got '", text,
+              "'");
+  return ArrayShuffle::independent;
+}
+
+const char* array_shuffle_name(ArrayShuffle s) {
+  return s == ArrayShuffle::independent ? "independent" : "shared";
+}
+
 void validate(const ReportOptions& r) {
-  CAMPO_CHECK(
-      r.progress == "auto" || r.progress == "bar" || r.progress == "lines" || r.progress == "none",
-      "--progress must be auto, bar, lines or none, got '", r.progress, "'");
   check_metrics_outputs(r.metrics_path, r.tensorboard_dir);
   if (!r.profile_out.empty()) require_output_file(r.profile_out, "--profile-out file");
 }
@@ -255,8 +269,9 @@ std::string short_number(const nlohmann::ordered_json& v) {
 TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
                                 const DeviceReport& device, const Timer& wall, std::ostream& log) {
   const int n = session.models();
-  const std::string progress =
-      o.report.progress == "auto" ? (o.log_is_terminal ? "bar" : "lines") : o.report.progress;
+  const Progress progress = o.report.progress == Progress::automatic
+                                ? (o.log_is_terminal ? Progress::bar : Progress::lines)
+                                : o.report.progress;
   const std::string& save_path = o.checkpoint.save_path;
   const std::vector<StepValue> values = session.step_values();
   CAMPO_CHECK(int(o.lr.size()) == n && !o.train.empty() && o.train.size() == o.shuffle_seeds.size(),
@@ -308,7 +323,7 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
     if (scaling) log << ", dynamic loss scale from " << o.precision_config.scaler.init_scale;
     log << ")";
   }
-  if (!o.array_shuffle.empty()) log << ", " << o.array_shuffle << " batches";
+  if (o.array_shuffle) log << ", " << array_shuffle_name(*o.array_shuffle) << " batches";
   log << "\n";
   log.flush();
 
@@ -414,14 +429,14 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
       if (world > 1) o.ranks->all_reduce(&signal, 1, DType::i32, ReduceOp::max);
       if (signal) {
         save_all(epoch, in_epoch);  // the step is complete
-        if (progress == "bar") log << "\n";
+        if (progress == Progress::bar) log << "\n";
         log.flush();
         throw Interrupted(signal, "at step " + std::to_string(step), first_checkpoint,
                           "no --save given");
       }
       const bool last = step == total_steps || in_epoch == per_epoch;
       const double elapsed = train_timer.seconds();
-      const bool bar = progress == "bar" && (elapsed - last_print >= 0.1 || last);
+      const bool bar = progress == Progress::bar && (elapsed - last_print >= 0.1 || last);
       const bool logged = is_logged_step(in_epoch, per_epoch, last);
       if (!bar && !logged) continue;
       const double rate = double((step - first_step) * global_batch * n) / std::max(elapsed, 1e-9);
@@ -445,7 +460,7 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
         if (scaling) log << "  scale " << scaler->scale() << " skipped " << scaler->skipped_steps();
         log << "   " << (last ? "\n" : "");
         log.flush();
-      } else if (progress == "lines" && logged) {
+      } else if (progress == Progress::lines && logged) {
         log << "epoch " << epoch + 1 << "/" << o.epochs << " step " << in_epoch << "/" << per_epoch
             << " " << shown.str() << " samples/s " << std::fixed << std::setprecision(0) << rate
             << " eta " << format_duration(eta);
@@ -502,12 +517,12 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
                         first_checkpoint, "no --save given");
     }
     metrics.log_eval(step, r.test_accuracy);
-    if (progress != "none" && n == 1)
+    if (progress != Progress::none && n == 1)
       log << o.accuracy_label << " " << std::fixed << std::setprecision(4) << r.test_accuracy[0]
           << " on " << o.test->size() << " " << o.eval_unit << " " << o.test->name() << "\n";
   }
   const MemoryReport memory = session.memory();
-  if (progress != "none" && device.backend()->capture_unsupported().empty())
+  if (progress != Progress::none && device.backend()->capture_unsupported().empty())
     log << cuda_graph_line(session) << "\n";
   if (o.report.profile) {
     print_profile(session.profile().by_op(), step, log);
@@ -566,7 +581,7 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
     }
     m["index"] = i;
     models.push_back(m);
-    if (progress == "none") continue;
+    if (progress == Progress::none) continue;
     std::ostringstream line;  // its own stream: std::fixed would stick to `log`
     line << "model " << i << ":";
     for (const std::string& key : o.model_line_fields)
@@ -582,7 +597,8 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
   }
   if (n > 1) {
     j["array"] = n;
-    j["array_shuffle"] = o.array_shuffle;
+    j["array_shuffle"] =
+        o.array_shuffle ? nlohmann::json(array_shuffle_name(*o.array_shuffle)) : nlohmann::json();
     j["models"] = models;
   }
   log << j.dump() << "\n";

@@ -23,6 +23,7 @@
 #include "datasets/dataset.h"
 #include "graph/flops.h"
 #include "graph/memory_report.h"
+#include "graph/optimizer.h"
 #include "train/profiling.h"
 #include "train/training_graph.h"
 
@@ -127,16 +128,28 @@ struct CheckpointOptions {
 void validate(const CheckpointOptions& c);
 
 // What a run shows and records as it goes.
+// --progress: a bar on a terminal and log lines otherwise (automatic), either, or nothing.
+enum class Progress { automatic, bar, lines, none };
+// "auto", "bar", "lines" or "none"; one error line naming --progress otherwise.
+Progress parse_progress(const std::string& text);
+
 struct ReportOptions {
-  std::string progress = "auto";  // auto (a bar on a terminal, else lines) | bar | lines | none
+  Progress progress = Progress::automatic;
   bool profile = false;           // time every node; print the time per op at the end
   std::string profile_out;        // time every node; write the per-node profile here (JSON)
   // Training curves (train/metrics_log.h), at the steps of the progress lines: --metrics
   // writes one JSON line per logged step and evaluation; --tensorboard an event file.
   std::string metrics_path, tensorboard_dir;
 };
-// The progress mode is known; --metrics and --tensorboard can be written.
+// --metrics and --tensorboard can be written.
 void validate(const ReportOptions& r);
+
+// shared: every model of an array sees the same batches (the first seed's order, as in
+// HFTA); independent: model i its own order from its seed, as a single run with that seed.
+enum class ArrayShuffle { shared, independent };
+// "shared" or "independent"; one error line naming --array-shuffle otherwise.
+ArrayShuffle parse_array_shuffle(const std::string& text);
+const char* array_shuffle_name(ArrayShuffle s);
 
 // --array N: N copies of a model trained as one fused step (train/model_array.h); the lists
 // give each model's value (N of them; empty: the scalar option for every model).
@@ -144,13 +157,11 @@ struct ArrayOptions {
   int size = 0;  // N >= 2; 0 or 1: a single model
   std::vector<float> lr, momentum, weight_decay, dropout;
   std::vector<uint64_t> seed;
-  // shared: every model sees the same batches (the first seed's order, as in HFTA);
-  // independent: model i its own order from its seed, as a single run with that seed.
-  std::string shuffle = "shared";
+  ArrayShuffle shuffle = ArrayShuffle::shared;
 };
 // The size, each list's length and values (as the scalar option's are checked), what the
 // model and the optimizer make of them, and that an array is not resumed.
-void validate(const ArrayOptions& a, const std::string& model, const std::string& optimizer,
+void validate(const ArrayOptions& a, const std::string& model, OptimizerConfig::Kind optimizer,
               bool resume);
 
 // What a restored checkpoint says of its run.
@@ -186,7 +197,7 @@ struct TrainingLoopOptions {
   std::string precision;
   PrecisionConfig precision_config;
   bool per_model_batch = false;  // "batch B per model"
-  std::string array_shuffle;     // arrays: shared | independent
+  std::optional<ArrayShuffle> array_shuffle;  // arrays
   // After each epoch's last step (DCGAN: its sample grids).
   std::function<void(int epoch)> end_of_epoch;
   // The evaluation's words: "test accuracy", "samples of" (BERT: masked tokens of sequences).

@@ -38,7 +38,8 @@ struct ModelRunOptions {
   // --low-precision (the CLI's default: the device's, default_low_precision), --loss-scale,
   // --amp-lists, --amp-lists-file, --search, --no-fold-casts.
   PrecisionOptions mixed;
-  std::string optimizer = "sgd";  // dcgan: adam unless given (tools/cli.cc)
+  // dcgan and bert: adam unless given (tools/cli.cc).
+  OptimizerConfig::Kind optimizer = OptimizerConfig::Kind::sgd;
   uint64_t seed = 42;
   // cost-aware only: use these costs instead of profiling (tests, --for's predicted costs).
   std::shared_ptr<const CostTable> costs;

@@ -511,7 +511,7 @@ std::string dump_training_graph(const TrainOptions& o, const std::string& format
   std::shared_ptr<const Dataset> data = open_dataset(o.dataset, "test", dopts);
   const ModelOptions mopts = model_options_for(*data, o.dropout, o.bert_config);
   OptimizerConfig ocfg;
-  ocfg.kind = o.optimizer == "adam" ? OptimizerConfig::Kind::adam : OptimizerConfig::Kind::sgd;
+  ocfg.kind = o.optimizer;
   ocfg.multi_tensor = o.multi_tensor_updates;
   // The graph as built for the CPU (its text does not depend on where it would run).
   TrainingSession session(o.model, mopts, data->image_shape(), o.batch, ocfg, o.seed,
@@ -604,10 +604,8 @@ void validate(const TrainOptions& o) {
   CAMPO_CHECK(o.weight_decay >= 0 && std::isfinite(o.weight_decay),
               "--weight-decay must be non-negative, got ", o.weight_decay);
   CAMPO_CHECK(o.dropout >= 0 && o.dropout < 1, "--dropout must be in [0, 1), got ", o.dropout);
-  CAMPO_CHECK(o.optimizer == "sgd" || o.optimizer == "adam", "unknown optimizer '", o.optimizer,
-              "' (expected sgd or adam)");
-  CAMPO_CHECK(!o.nesterov || o.optimizer == "sgd",
-              "--nesterov applies to --optimizer sgd only, not ", o.optimizer);
+  CAMPO_CHECK(!o.nesterov || o.optimizer == OptimizerConfig::Kind::sgd,
+              "--nesterov applies to --optimizer sgd only, not ", optimizer_name(o.optimizer));
   CAMPO_CHECK(o.train_limit >= 0 && o.test_limit >= 0, "--limit-train/--limit-test must be >= 0");
   check_threads(o.threads);
   CAMPO_CHECK(o.dropout == 0 || has_dropout(o.model),
@@ -703,22 +701,20 @@ TrainingData open_training_data(const TrainOptions& o, std::ostream& log) {
     if (!o.save_vocab_path.empty()) dopts.tokenizer->save(o.save_vocab_path);
   }
   if (image_data) {
-    CAMPO_CHECK(o.augment == "auto" || o.augment == "on" || o.augment == "off",
-                "--augment must be auto, on or off, got '", o.augment, "'");
-    if (o.augment != "auto") dopts.augment = o.augment == "on";
+    dopts.augment = o.augment;
     dopts.resize = o.resize;
     if (o.padding >= 0) dopts.padding = o.padding;
     dopts.skip_bad = o.skip_bad;
     dopts.holdout = o.holdout;
   } else {
-    CAMPO_CHECK(
-        o.augment == "auto" && o.resize == 0 && o.padding < 0 && !o.skip_bad && o.holdout == 0,
-        "--augment, --resize, --padding, --skip-bad and --holdout apply to cifar10 and "
-        "folder data sets only");
+    CAMPO_CHECK(!o.augment && o.resize == 0 && o.padding < 0 && !o.skip_bad && o.holdout == 0,
+                "--augment, --resize, --padding, --skip-bad and --holdout apply to cifar10 and "
+                "folder data sets only");
   }
   d.train = open_dataset(o.dataset, "train", dopts);
   DatasetOptions test_opts = dopts;
-  if (image_data && o.augment == "on") test_opts.augment = false;  // never augment evaluation
+  if (image_data && o.augment.value_or(false))
+    test_opts.augment = false;  // never augment evaluation
   d.test = open_dataset(o.dataset, "test", test_opts);
   check_splits_match(*d.train, *d.test);  // before training, not at the first evaluation
   if (o.train_limit > 0) d.train = dataset_view(d.train, o.train_limit);
@@ -737,8 +733,8 @@ std::string run_fingerprint(const TrainOptions& o, const TrainingData& data) {
   s << o.model << ' ' << o.dataset << ' ' << data.train->size() << ' ' << data.test->size() << ' '
     << o.epochs << ' ' << o.max_steps << ' ' << o.batch << ' ' << o.lr << ' '
     << lr_schedule_name(o.schedule.kind) << ' ' << o.schedule.step_epochs << ' ' << o.schedule.gamma
-    << ' ' << o.schedule.warmup_steps << ' ' << o.optimizer << ' ' << o.momentum << ' '
-    << o.nesterov << ' ' << o.weight_decay << ' ' << o.dropout << ' ' << o.seed << ' '
+    << ' ' << o.schedule.warmup_steps << ' ' << optimizer_name(o.optimizer) << ' ' << o.momentum
+    << ' ' << o.nesterov << ' ' << o.weight_decay << ' ' << o.dropout << ' ' << o.seed << ' '
     << o.precision << ' ' << o.mixed.low_precision << ' ' << o.mixed.loss_scale << ' '
     << o.mixed.loss_scale_init << ' ' << o.data_parallel.bucket_mb << ' ' << o.array.size << ' '
     << o.checkpoint.resume_path;
@@ -783,7 +779,7 @@ TrainResult train(const TrainOptions& o, std::ostream& all_log, bool log_is_term
   }
   TrainingLoopOptions loop = loop_options(o, log_is_terminal);
   // shared: one order (the first seed's) for every model; independent: model i's own.
-  for (int i = 0; i < (o.array.shuffle == "independent" ? n : 1); ++i) {
+  for (int i = 0; i < (o.array.shuffle == ArrayShuffle::independent ? n : 1); ++i) {
     loop.train.push_back(data.train);
     loop.shuffle_seeds.push_back(h.seed[size_t(i)]);
   }
@@ -812,7 +808,7 @@ TrainResult train(const TrainOptions& o, std::ostream& all_log, bool log_is_term
       {"model", o.model}, {"dataset", o.dataset}, {"parameters", session.parameter_count()}};
   if (ranks) loop.result["gradient_bucket_bytes"] = session.gradient_bucket_bytes();
   if (const std::string& path = o.checkpoint.resume_path; !path.empty()) {
-    const TrainingSession::Position pos = session.restore(path, o.optimizer);
+    const TrainingSession::Position pos = session.restore(path, optimizer_name(o.optimizer));
     loop.resumed = Resumed{.path = path,
                            .epoch = pos.epoch,
                            .position_in_epoch = pos.position_in_epoch,
@@ -831,6 +827,12 @@ TrainResult train(const TrainOptions& o, std::ostream& all_log, bool log_is_term
   return r;
 }
 
+std::optional<bool> parse_augment(const std::string& text) {
+  CAMPO_CHECK(text == "auto" || text == "on" || text == "off",
+              "--augment must be auto, on or off, got '", text, "'");
+  return text == "auto" ? std::nullopt : std::optional<bool>(text == "on");
+}
+
 TrainOptions training_options_for(const std::string& model) {
   TrainOptions o;
   o.model = model;
@@ -846,7 +848,7 @@ TrainOptions training_options_for(const std::string& model) {
 
 OptimizerConfig optimizer_config(const TrainOptions& o) {
   OptimizerConfig c;
-  c.kind = o.optimizer == "adam" ? OptimizerConfig::Kind::adam : OptimizerConfig::Kind::sgd;
+  c.kind = o.optimizer;
   c.momentum = o.momentum;
   c.nesterov = o.nesterov;
   c.weight_decay = o.weight_decay;
@@ -860,7 +862,7 @@ TrainingLoopOptions loop_options(const TrainOptions& o, bool log_is_terminal) {
           .epochs = o.epochs,
           .max_steps = o.max_steps,
           .schedule = o.schedule,
-          .optimizer = o.optimizer,
+          .optimizer = optimizer_name(o.optimizer),
           .checkpoint = o.checkpoint,
           .report = o.report,
           .log_is_terminal = log_is_terminal};

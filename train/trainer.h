@@ -8,6 +8,7 @@
 #include <iosfwd>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,7 +42,7 @@ struct TrainOptions {
   int64_t eval_batch = 500;
   float lr = 0.05f;
   LrSchedule schedule;            // --lr-schedule (cosine: decay to 0 over the run) and its shape
-  std::string optimizer = "sgd";  // sgd | adam
+  OptimizerConfig::Kind optimizer = OptimizerConfig::Kind::sgd;  // --optimizer sgd | adam
   float momentum = 0.9f;
   bool nesterov = false;
   float weight_decay = 0.0f;
@@ -66,7 +67,7 @@ struct TrainOptions {
   DeviceSpec device;             // --device cpu | cuda[:N] | cpu:strict, parsed by the CLI
   CudaGraphMode cuda_graph = CudaGraphMode::automatic;  // --cuda-graph auto | on | off
   // Image folders and CIFAR-10 (see datasets/registry.h).
-  std::string augment = "auto";  // auto (train split only) | on | off
+  std::optional<bool> augment;   // --augment: auto (unset: the train split only) | on | off
   int resize = 0;                // shorter side before cropping (0: --image-size)
   int padding = -1;              // random-crop border (-1: the data set's default)
   bool skip_bad = false;         // leave out images whose header cannot be read
@@ -89,6 +90,9 @@ struct TrainOptions {
   // --data-parallel under mpirun (train/data_parallel.h): --batch is each rank's.
   DataParallelOptions data_parallel;
 };
+
+// --augment's names: auto (nullopt), on, off; one error line for any other.
+std::optional<bool> parse_augment(const std::string& text);
 
 // The options campo train uses for `model` when the command line gives nothing else: the
 // defaults above with the model's recipe (models.h's training_defaults) applied.

@@ -23,7 +23,7 @@ TEST(EndToEndTest, LenetLearnsFashionMnistSubsample) {
   o.lr = 0.05f;
   o.train_limit = 12000;
   o.test_limit = 2000;
-  o.report.progress = "none";
+  o.report.progress = Progress::none;
   std::ostringstream log;
   TrainResult r = train(o, log, false);
   EXPECT_GE(r.test_accuracy, 0.75) << log.str();
@@ -41,7 +41,7 @@ TEST(EndToEndTest, MlpLearnsSynthetic) {
   o.lr = 0.05f;
   o.train_limit = 3200;
   o.test_limit = 500;
-  o.report.progress = "none";
+  o.report.progress = Progress::none;
   std::ostringstream log;
   TrainResult r = train(o, log, false);
   EXPECT_GE(r.test_accuracy, 0.9) << log.str();

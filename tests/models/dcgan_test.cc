@@ -259,7 +259,7 @@ TEST(GanTrainerTest, ShortRunLowersDiscriminatorLossAndWritesSamples) {
   o.ngf = o.ndf = 16;
   o.train_limit = 640;
   o.samples_dir = dir;
-  o.report.progress = "none";
+  o.report.progress = Progress::none;
   o.precision = "fp32";
   std::ostringstream log;
   const GanResult r = train_gan(o, log, false);

@@ -64,7 +64,7 @@ TEST(FolderTrainTest, MlpLearnsTwoColourClassesFromAFolder) {
   o.epochs = 4;
   o.batch = 6;
   o.lr = 0.02f;
-  o.report.progress = "none";
+  o.report.progress = Progress::none;
   std::ostringstream log;
   TrainResult r = train(o, log, false);
   EXPECT_GE(r.test_accuracy, 0.9) << log.str();
@@ -74,7 +74,7 @@ TEST(FolderTrainTest, MlpLearnsTwoColourClassesFromAFolder) {
 TEST(FolderTrainTest, ImageOptionsOnIdxDataAreRefused) {
   TrainOptions o;
   o.dataset = "synthetic";
-  o.augment = "on";
+  o.augment = true;
   std::ostringstream log;
   try {
     train(o, log, false);

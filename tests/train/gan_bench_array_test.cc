@@ -18,7 +18,7 @@ BenchResult bench_dcgan(int array) {
   o.run.image_size = 32;
   o.run.channels = 1;
   o.run.batch = 4;
-  o.run.optimizer = "adam";
+  o.run.optimizer = OptimizerConfig::Kind::adam;
   o.run.array = array;
   o.precisions = {"fp32"};
   o.steps = 1;

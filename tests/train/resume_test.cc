@@ -33,10 +33,10 @@ TrainOptions small_run(const std::string& optimizer) {
   o.batch = 32;
   o.lr = 0.02f;
   o.schedule.kind = LrSchedule::Kind::constant;
-  o.optimizer = optimizer;
+  o.optimizer = parse_optimizer(optimizer);
   o.train_limit = 640;  // 20 steps per epoch
   o.test_limit = 64;
-  o.report.progress = "none";
+  o.report.progress = Progress::none;
   return o;
 }
 
