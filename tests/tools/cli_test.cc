@@ -544,6 +544,21 @@ TEST(CliOptionTest, StepScheduleOptionsNeedTheStepSchedule) {
                "--lr-step-epochs applies to --lr-schedule step only");
 }
 
+// Every named choice is parsed once, before any work, into its enumeration: one line naming
+// the option and what it got.
+TEST(CliOptionTest, UnknownChoicesNameTheirOption) {
+  expect_error(run_cli(train_args({"--progress", "loud"})),
+               "--progress must be auto, bar, lines or none, got 'loud'");
+  expect_error(run_cli(train_args({"--dataset", "cifar10", "--augment", "yes"})),
+               "--augment must be auto, on or off, got 'yes'");
+  expect_error(run_cli(train_args({"--optimizer", "rmsprop"})),
+               "unknown optimizer 'rmsprop' (expected sgd or adam)");
+  expect_error(run_cli({"graph", "--model", "mlp", "--optimizer", "lamb"}),
+               "unknown optimizer 'lamb' (expected sgd or adam)");
+  expect_error(run_cli({"plan", "--model", "mlp", "--optimizer", "lamb"}),
+               "unknown optimizer 'lamb' (expected sgd or adam)");
+}
+
 TEST(CliOptionTest, NegativePaddingIsAnError) {
   expect_error(run_cli(train_args({"--dataset", "cifar10", "--padding", "-4"})),
                "--padding must be zero or positive, got -4");
