@@ -675,16 +675,13 @@ void validate_gan(const TrainOptions& o) {
   if (!o.samples_dir.empty()) require_output_directory(o.samples_dir, "--samples-dir");
 }
 
-GanResult train_gan(const TrainOptions& o, std::ostream& log, bool log_is_terminal) {
-  validate(o);
+GanResult train_gan(const TrainOptions& o, std::ostream& all_log, bool log_is_terminal) {
   CAMPO_CHECK(is_gan_model(o.model), "internal: train_gan of --model ", o.model);
-  // Every step, profile, sample and checkpoint of the run is on this backend; made before any
-  // work, so a device this build or machine lacks is its one error line.
-  const std::shared_ptr<Backend> backend = backend_for(o.device, o.cuda_graph);
-  if (o.threads > 0) omp_set_num_threads(o.threads);
   Timer wall;
-  const ArrayHyperparameters h =
-      array_hyperparameters(o.array, {{o.lr}, {o.momentum}, {o.weight_decay}, {0.0f}, {o.seed}});
+  const RunStart start = start_run(o, all_log);  // DCGAN: one process (validate)
+  const std::shared_ptr<Backend>& backend = start.backend;
+  std::ostream& log = *start.log;
+  const ArrayHyperparameters& h = start.h;
   const int n = h.size();
   const bool is_array = n > 1;
   // shared: the first seed's data and order for every model; independent: each model's own.
@@ -703,7 +700,8 @@ GanResult train_gan(const TrainOptions& o, std::ostream& log, bool log_is_termin
   dopts.mean = 0.5f;  // [0, 1] pixels -> [-1, 1]
   dopts.stddev = 0.5f;
   if (o.dataset == "synthetic" && o.train_limit > 0) dopts.synthetic_size = o.train_limit;
-  TrainingLoopOptions loop = loop_options(o, log_is_terminal);
+  PrecisionConfig precision = precision_config(o);
+  TrainingLoopOptions loop = loop_options(o, start, precision, log_is_terminal);
   // Model i's data: a single run of seed_i opens the data set with its seed (the synthetic
   // data set's pixels depend on it) and shuffles with it.
   for (int i = 0; i < (independent ? n : 1); ++i) {
@@ -725,7 +723,6 @@ GanResult train_gan(const TrainOptions& o, std::ostream& log, bool log_is_termin
 
   OptimizerConfig optimizer = optimizer_config(o);
   optimizer.beta1 = kDcganAdamBeta1;
-  PrecisionConfig precision = precision_config(o);
   attach_calibration(precision, o.calibration, *backend, log);
   const DeviceReport device_report(backend);
   GanSession session = build_with_batch_advice(o.batch, [&] {
@@ -743,22 +740,12 @@ GanResult train_gan(const TrainOptions& o, std::ostream& log, bool log_is_termin
   r.parameters_g = session.generator_parameters();
   r.parameters_d = session.discriminator_parameters();
   r.models.assign(size_t(n), {});
-  // Model i's checkpoint and sample file names: one model's as given, an array's with
-  // "-<i>" before the extension (train/model_array.h).
-  auto model_path = [is_array](const std::string& path, int i) {
-    return is_array ? array_checkpoint_path(path, i) : path;
-  };
-  loop.lr = h.lr;
-  loop.checkpoint_path = [&](int i) { return model_path(o.checkpoint.save_path, i); };
   loop.display_window = 10;
   const std::string size = std::to_string(mopts.image_size);
   loop.what = std::string(is_array ? "an array of " + std::to_string(n) + " " : "") + "dcgan " +
               size + "x" + size + "x" + std::to_string(mopts.channels) + " (G " +
               std::to_string(r.parameters_g) + ", D " + std::to_string(r.parameters_d) +
               " parameters" + (is_array ? " each" : "") + ")";
-  loop.precision_config = precision;
-  loop.per_model_batch = is_array;
-  if (is_array) loop.array_shuffle = o.array.shuffle;
   loop.end_of_epoch = [&](int epoch) {  // each model's sample grid of its fixed noise
     if (o.samples_dir.empty()) return;
     char name[32];
@@ -766,7 +753,7 @@ GanResult train_gan(const TrainOptions& o, std::ostream& log, bool log_is_termin
     const std::string path = (std::filesystem::path(o.samples_dir) / name).string();
     const std::vector<Tensor> samples = session.generate_model_samples();
     for (int i = 0; i < n; ++i) {
-      const std::string file = model_path(path, i);
+      const std::string file = is_array ? array_checkpoint_path(path, i) : path;
       write_png_grid(file, samples[size_t(i)], 8, 2);
       r.models[size_t(i)].sample_files.push_back(file);
       if (o.report.progress != Progress::none) log << "wrote " << file << "\n";
@@ -790,7 +777,6 @@ GanResult train_gan(const TrainOptions& o, std::ostream& log, bool log_is_termin
     m["samples"] = files.empty() ? "" : files.back();
     return m;
   };
-  loop.model_line_fields = {"lr", "momentum", "weight_decay", "seed"};
   if (const std::string& path = o.checkpoint.resume_path; !path.empty()) {  // one model only
     const GanSession::Position pos = session.restore(path, optimizer_name(o.optimizer));
     loop.resumed = Resumed{.path = path,

@@ -744,21 +744,27 @@ std::string run_fingerprint(const TrainOptions& o, const TrainingData& data) {
 
 }  // namespace
 
-TrainResult train(const TrainOptions& o, std::ostream& all_log, bool log_is_terminal) {
+RunStart start_run(const TrainOptions& o, std::ostream& log) {
   validate(o);
-  // Every step, evaluation, checkpoint and profile of the run is on this backend; made
-  // before any work, so a device this build or machine lacks is its one error line.
-  const std::shared_ptr<Backend> backend =
-      backend_for(rank_device(o.device, o.data_parallel), o.cuda_graph);
-  // --data-parallel: the ranks; only rank 0 shows and writes anything.
-  const std::shared_ptr<Communicator> ranks =
-      o.data_parallel.enabled ? join_ranks(o.data_parallel, o.device.type) : nullptr;
-  std::ostream nowhere(nullptr);
-  std::ostream& log = !ranks || ranks->rank() == 0 ? all_log : nowhere;
+  RunStart r;
+  // Every step, evaluation, checkpoint, sample and profile of the run is on this backend.
+  r.backend = backend_for(rank_device(o.device, o.data_parallel), o.cuda_graph);
+  r.ranks = o.data_parallel.enabled ? join_ranks(o.data_parallel, o.device.type) : nullptr;
+  static std::ostream nowhere(nullptr);
+  r.log = !r.ranks || r.ranks->rank() == 0 ? &log : &nowhere;
   if (o.threads > 0) omp_set_num_threads(o.threads);
+  r.h = array_hyperparameters(o.array,
+                              {{o.lr}, {o.momentum}, {o.weight_decay}, {o.dropout}, {o.seed}});
+  return r;
+}
+
+TrainResult train(const TrainOptions& o, std::ostream& all_log, bool log_is_terminal) {
   Timer wall;
-  const ArrayHyperparameters h = array_hyperparameters(
-      o.array, {{o.lr}, {o.momentum}, {o.weight_decay}, {o.dropout}, {o.seed}});
+  const RunStart start = start_run(o, all_log);
+  const std::shared_ptr<Backend>& backend = start.backend;
+  const std::shared_ptr<Communicator>& ranks = start.ranks;
+  std::ostream& log = *start.log;
+  const ArrayHyperparameters& h = start.h;
   const int n = h.size();
   const bool is_array = n > 1;
   TrainingData data = open_training_data(o, log);
@@ -777,29 +783,18 @@ TrainResult train(const TrainOptions& o, std::ostream& all_log, bool log_is_term
     session.set_checkpoint_extra("vocab", data.options.tokenizer->to_json());
     session.set_checkpoint_extra("bert_config", o.bert_config);
   }
-  TrainingLoopOptions loop = loop_options(o, log_is_terminal);
+  TrainingLoopOptions loop = loop_options(o, start, pcfg, log_is_terminal);
   // shared: one order (the first seed's) for every model; independent: model i's own.
   for (int i = 0; i < (o.array.shuffle == ArrayShuffle::independent ? n : 1); ++i) {
     loop.train.push_back(data.train);
     loop.shuffle_seeds.push_back(h.seed[size_t(i)]);
   }
   loop.test = data.test;
-  loop.lr = h.lr;
-  loop.ranks = ranks;
-  loop.checkpoint_path = [&](int i) {
-    return is_array ? array_checkpoint_path(o.checkpoint.save_path, i) : o.checkpoint.save_path;
-  };
   const std::string parameters = std::to_string(session.parameter_count()) + " parameters";
   loop.what = is_array ? "an array of " + std::to_string(n) + " " + o.model + " models (" +
                              parameters + " each) as one fused step"
                        : o.model + " (" + parameters + ")";
-  loop.precision_config = pcfg;
-  if (is_array) {
-    loop.per_model_batch = true;
-    loop.array_shuffle = o.array.shuffle;
-    loop.model_fields = [&](int i) { return h.of_model(i); };
-    loop.model_line_fields = {"lr", "momentum", "weight_decay", "seed"};
-  }
+  if (is_array) loop.model_fields = [&](int i) { return h.of_model(i); };
   if (text) {
     loop.accuracy_label = "masked-token accuracy";
     loop.eval_unit = "sequences of";
@@ -856,16 +851,31 @@ OptimizerConfig optimizer_config(const TrainOptions& o) {
   return c;
 }
 
-TrainingLoopOptions loop_options(const TrainOptions& o, bool log_is_terminal) {
-  return {.eval_batch = o.eval_batch,
-          .batch = o.batch,
-          .epochs = o.epochs,
-          .max_steps = o.max_steps,
-          .schedule = o.schedule,
-          .optimizer = optimizer_name(o.optimizer),
-          .checkpoint = o.checkpoint,
-          .report = o.report,
-          .log_is_terminal = log_is_terminal};
+TrainingLoopOptions loop_options(const TrainOptions& o, const RunStart& run,
+                                 const PrecisionConfig& precision, bool log_is_terminal) {
+  const bool is_array = run.h.size() > 1;
+  TrainingLoopOptions loop{.eval_batch = o.eval_batch,
+                           .batch = o.batch,
+                           .epochs = o.epochs,
+                           .max_steps = o.max_steps,
+                           .lr = run.h.lr,
+                           .schedule = o.schedule,
+                           .optimizer = optimizer_name(o.optimizer),
+                           .checkpoint = o.checkpoint,
+                           .report = o.report,
+                           .log_is_terminal = log_is_terminal,
+                           .precision_config = precision,
+                           .per_model_batch = is_array,
+                           .ranks = run.ranks};
+  // Model i's checkpoint: one model's as given, an array's with "-<i>" before the extension.
+  loop.checkpoint_path = [path = o.checkpoint.save_path, is_array](int i) {
+    return is_array ? array_checkpoint_path(path, i) : path;
+  };
+  if (is_array) {
+    loop.array_shuffle = o.array.shuffle;
+    loop.model_line_fields = {"lr", "momentum", "weight_decay", "seed"};
+  }
+  return loop;
 }
 
 }  // namespace campo

@@ -101,9 +101,23 @@ TrainOptions training_options_for(const std::string& model);
 PrecisionConfig precision_config(const TrainOptions& o);
 // The optimizer of the options: sgd or adam, momentum, nesterov, weight decay.
 OptimizerConfig optimizer_config(const TrainOptions& o);
-// What the training loop (train/loop.h) takes straight from the options: batch sizes,
-// epochs, steps, schedule, checkpoints, progress, --metrics, --tensorboard, --profile.
-TrainingLoopOptions loop_options(const TrainOptions& o, bool log_is_terminal);
+// What every campo train run (a classifier, BERT, a model array, DCGAN) sets up alike
+// before its data and session, in this order: the options checked; the backend of --device,
+// made before any work so a device this build or machine lacks is its one error line; with
+// --data-parallel the ranks (only rank 0's log shows anything); --threads; each model's
+// hyperparameters (--array's lists).
+struct RunStart {
+  std::shared_ptr<Backend> backend;
+  std::shared_ptr<Communicator> ranks;  // null: one process
+  std::ostream* log = nullptr;          // the run's log on rank 0, nowhere on the others
+  ArrayHyperparameters h;
+};
+RunStart start_run(const TrainOptions& o, std::ostream& log);
+// What the training loop (train/loop.h) takes straight from the options and the start:
+// batch sizes, epochs, steps, schedule, checkpoints (one per model), progress, --metrics,
+// --tensorboard, --profile, each model's rate, the ranks and an array's batches and fields.
+TrainingLoopOptions loop_options(const TrainOptions& o, const RunStart& run,
+                                 const PrecisionConfig& precision, bool log_is_terminal);
 // Of model 0 (an array's other models: the JSON line).
 struct TrainResult {
   double test_accuracy = 0;
