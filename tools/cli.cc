@@ -157,7 +157,7 @@ bool given(const CLI::App* cmd, const std::string& option) { return cmd->count(o
 struct TrainAsTyped {
   std::string lr, momentum, weight_decay, dropout, seed;
   std::string schedule = "cosine", optimizer = "sgd", array_shuffle = "shared", progress = "auto",
-              augment = "auto";
+              augment = "auto", precision = "cost-aware";
 };
 
 // The values of a list option ("0.1,0.05,0.01"); one error line naming the option otherwise.
@@ -293,7 +293,7 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, Trai
                   "Write the same scalars as a TensorBoard event file into this directory");
   cmd->add_option("--image-size", o.image_size, "Resize images to this square size (0: native)");
   cmd->add_option("--channels", o.channels, "Image channels, 1 or 3 (0: the data set's own)");
-  cmd->add_option("--precision", o.precision,
+  cmd->add_option("--precision", lists.precision,
                   "cost-aware (Campo), amp (TensorFlow's list-based rewrite) or fp32")
       ->capture_default_str();
   cmd->add_option("--calibration", o.calibration,
@@ -532,7 +532,7 @@ void check_train_options_apply(const CLI::App* cmd, const TrainOptions& o) {
   check_data_parallel_options_apply(cmd, o.data_parallel);
   CAMPO_CHECK(!given(cmd, "--vocab") || !given(cmd, "--vocab-size"),
               "--vocab-size trains a vocabulary; --vocab loads one: give one of them");
-  const Precision policy = parse_precision(o.precision);
+  const Precision policy = o.precision;
   if (policy == Precision::fp32)
     for (const char* option :
          {"--low-precision", "--loss-scale", "--loss-scale-init", "--loss-scale-growth-interval",
@@ -697,7 +697,8 @@ int run(const std::vector<std::string>& args) {
   CLI::App* plan_cmd = app.add_subcommand(
       "plan", "Show, per node of the training step, the precision a policy chooses");
   add_model_run_options(plan_cmd, plan_options.run, plan_device, plan_optimizer);
-  plan_cmd->add_option("--precision", plan_options.precision, "cost-aware, amp or fp32")
+  std::string plan_precision = "cost-aware";  // parse_precision reads it once, below
+  plan_cmd->add_option("--precision", plan_precision, "cost-aware, amp or fp32")
       ->capture_default_str();
   plan_cmd->add_option("--dot", plan_options.dot_path,
                        "Write a Graphviz DOT file, nodes coloured by precision, casts in red");
@@ -799,6 +800,7 @@ int run(const std::vector<std::string>& args) {
       train_options.conv_layout = parse_conv_layout(train_conv_layout);
       apply_per_model_lists(train_cmd, train_lists, train_options);
       train_options.schedule.kind = parse_lr_schedule(train_lists.schedule);
+      train_options.precision = parse_precision(train_lists.precision);
       train_options.optimizer = parse_optimizer(train_lists.optimizer);
       train_options.array.shuffle = parse_array_shuffle(train_lists.array_shuffle);
       train_options.report.progress = parse_progress(train_lists.progress);
@@ -842,11 +844,12 @@ int run(const std::vector<std::string>& args) {
       plan_options.run.device = parse_device_spec(plan_device);
       default_low_precision_of(plan_cmd, plan_options.run.device, plan_options.run.model,
                                plan_options.run.mixed.low_precision);
-      check_run_options_apply(plan_cmd, plan_options.run, plan_optimizer, {plan_options.precision});
+      plan_options.precision = parse_precision(plan_precision);
+      check_run_options_apply(plan_cmd, plan_options.run, plan_optimizer, {plan_precision});
       check_plan_options(plan_options);
-      check_calibration_device(plan_options.run.calibration,
-                               parse_precision(plan_options.precision), plan_options.run.device);
-      resolve_calibration(plan_options.run, plan_options.precision == "cost-aware");
+      check_calibration_device(plan_options.run.calibration, plan_options.precision,
+                               plan_options.run.device);
+      resolve_calibration(plan_options.run, plan_options.precision == Precision::cost_aware);
       attach_predicted_costs(plan_options.run);
       print_plan(plan_options, std::cout);
       return 0;

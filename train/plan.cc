@@ -291,14 +291,14 @@ void check_model_run_numbers(const ModelRunOptions& o) {
 }  // namespace
 
 void check_plan_options(const PlanOptions& o) {
-  const Precision policy = parse_precision(o.precision);
+  const Precision policy = o.precision;
   check_model_run_numbers(o.run);
   // cost-aware on a GPU profiles there and uses a calibration made on that GPU (campo
   // calibrate --device cuda), as on the CPU: nothing to refuse here.
   check_plan_for_options(o.run.plan_for);
   CAMPO_CHECK(!o.run.plan_for.active() || policy == Precision::cost_aware,
-              "--for plans the cost-aware policy from predicted costs; --precision ", o.precision,
-              " needs no costs");
+              "--for plans the cost-aware policy from predicted costs; --precision ",
+              precision_name(o.precision), " needs no costs");
   CAMPO_CHECK(!is_gan_model(o.run.model) || o.run.array == 1,
               "campo plan --array does not support --model dcgan (plan a single DCGAN; "
               "campo bench --model dcgan --array N measures its array)");
@@ -357,8 +357,8 @@ std::string alloc_trace_file(const PlanOptions& o, const Graph& g, const Variabl
   std::ostringstream head;
   head << "# campo allocation trace: one training step of " << o.run.model << ", batch "
        << o.run.batch << ", " << o.run.image_size << "x" << o.run.image_size << "x"
-       << o.run.channels << ", precision " << o.precision << " (" << o.run.mixed.low_precision
-       << "),\n"
+       << o.run.channels << ", precision " << precision_name(o.precision) << " ("
+       << o.run.mixed.low_precision << "),\n"
        << "# as a runtime with one buffer per value would allocate it: " << vars.names().size()
        << " variables and " << step.outside.size() << " inputs and weight copies\n"
        << "# (never freed), then the " << step.requests.size()
@@ -367,8 +367,9 @@ std::string alloc_trace_file(const PlanOptions& o, const Graph& g, const Variabl
        << " bytes). Events: 'a ID BYTES', 'f ID'.\n"
        << "# written by: campo plan --model " << o.run.model << " --batch " << o.run.batch
        << " --image-size " << o.run.image_size << " --channels " << o.run.channels
-       << " --precision " << o.precision << " --low-precision " << o.run.mixed.low_precision
-       << " --device " << o.run.device.str() << " --alloc-trace FILE\n";
+       << " --precision " << precision_name(o.precision) << " --low-precision "
+       << o.run.mixed.low_precision << " --device " << o.run.device.str()
+       << " --alloc-trace FILE\n";
   return head.str() + allocation_trace(persistent, step.requests);
 }
 
@@ -376,7 +377,7 @@ std::string alloc_trace_file(const PlanOptions& o, const Graph& g, const Variabl
 
 void print_plan(const PlanOptions& o, std::ostream& out) {
   check_plan_options(o);
-  const Precision policy = parse_precision(o.precision);
+  const Precision policy = o.precision;
   std::ostringstream header;
   header << "plan: " << o.run.model << ", precision " << precision_name(policy) << ", device "
          << o.run.device.str();

@@ -57,7 +57,7 @@ struct ModelRunOptions {
 
 struct PlanOptions {
   ModelRunOptions run;
-  std::string precision = "cost-aware";
+  Precision precision = Precision::cost_aware;  // --precision (parse_precision)
   std::string dot_path;    // write Graphviz DOT here when set
   std::string json_path;   // write the per-node plan as JSON here when set
   bool all_nodes = false;  // also list variables, placeholders and optimizer updates

@@ -290,7 +290,7 @@ TrainingSession::TrainingSession(const std::string& model, const ModelOptions& m
 }
 
 PrecisionConfig precision_config(const TrainOptions& o) {
-  return precision_config(parse_precision(o.precision), o.mixed, o.device.type);
+  return precision_config(o.precision, o.mixed, o.device.type);
 }
 
 TrainingSession::~TrainingSession() = default;
@@ -619,7 +619,7 @@ void validate(const TrainOptions& o) {
   std::string why;
   CAMPO_CHECK(o.array.size < 2 || supports_model_array(o.model, &why), why);
   (void)precision_config(o);  // checks --precision, --low-precision, --loss-scale, lists
-  check_calibration_device(o.calibration, parse_precision(o.precision), o.device);
+  check_calibration_device(o.calibration, o.precision, o.device);
   // The run's backend is made by train(), once, right after this.
   // Outputs and inputs before any work is spent (a calibration or a training run).
   validate(o.checkpoint);
@@ -735,9 +735,9 @@ std::string run_fingerprint(const TrainOptions& o, const TrainingData& data) {
     << lr_schedule_name(o.schedule.kind) << ' ' << o.schedule.step_epochs << ' ' << o.schedule.gamma
     << ' ' << o.schedule.warmup_steps << ' ' << optimizer_name(o.optimizer) << ' ' << o.momentum
     << ' ' << o.nesterov << ' ' << o.weight_decay << ' ' << o.dropout << ' ' << o.seed << ' '
-    << o.precision << ' ' << o.mixed.low_precision << ' ' << o.mixed.loss_scale << ' '
-    << o.mixed.loss_scale_init << ' ' << o.data_parallel.bucket_mb << ' ' << o.array.size << ' '
-    << o.checkpoint.resume_path;
+    << precision_name(o.precision) << ' ' << o.mixed.low_precision << ' ' << o.mixed.loss_scale
+    << ' ' << o.mixed.loss_scale_init << ' ' << o.data_parallel.bucket_mb << ' ' << o.array.size
+    << ' ' << o.checkpoint.resume_path;
   for (float x : o.array.lr) s << ' ' << x;
   return s.str();
 }

@@ -54,7 +54,7 @@ struct TrainOptions {
   int64_t train_limit = 0;               // use only the first N training samples (0: all)
   int64_t test_limit = 0;                // evaluate on the first N test samples (0: all)
   int threads = 0;                       // 0: OpenMP default
-  std::string precision = "cost-aware";  // fp32 | amp | cost-aware
+  Precision precision = Precision::cost_aware;  // --precision fp32 | amp | cost-aware
   // cost-aware: the calibration file; "" = this machine's (train/calibrate.h
   // default_calibration: found, or a quick automatic calibration first); "none" = no
   // calibration, the profiling step times both precisions instead.

@@ -16,7 +16,7 @@ TEST(EndToEndTest, LenetLearnsFashionMnistSubsample) {
     GTEST_SKIP() << "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)";
   TrainOptions o;
   o.model = "lenet";
-  o.precision = "fp32";
+  o.precision = Precision::fp32;
   o.dataset = "fashion-mnist";
   o.epochs = 1;
   o.batch = 64;
@@ -34,7 +34,7 @@ TEST(EndToEndTest, LenetLearnsFashionMnistSubsample) {
 TEST(EndToEndTest, MlpLearnsSynthetic) {
   TrainOptions o;
   o.model = "mlp";
-  o.precision = "fp32";
+  o.precision = Precision::fp32;
   o.dataset = "synthetic";
   o.epochs = 1;
   o.batch = 32;

@@ -260,7 +260,7 @@ TEST(GanTrainerTest, ShortRunLowersDiscriminatorLossAndWritesSamples) {
   o.train_limit = 640;
   o.samples_dir = dir;
   o.report.progress = Progress::none;
-  o.precision = "fp32";
+  o.precision = Precision::fp32;
   std::ostringstream log;
   const GanResult r = train_gan(o, log, false);
   ASSERT_EQ(r.steps, 40);

@@ -81,6 +81,10 @@ TEST(CliTest, UnknownDevice) { expect_error(run_cli(train_args({"--device", "tpu
 
 TEST(CliTest, UnknownPrecision) {
   expect_error(run_cli(train_args({"--precision", "fp8"})), "unknown precision policy 'fp8'");
+  expect_error(run_cli({"plan", "--model", "mlp", "--precision", "fp8"}),
+               "unknown precision policy 'fp8'");
+  expect_error(run_cli({"bench", "--model", "mlp", "--precision", "fp32,fp8"}),
+               "unknown precision policy 'fp8'");
 }
 
 TEST(CliTest, UnknownConvLayout) {

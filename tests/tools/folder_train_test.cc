@@ -57,7 +57,7 @@ TEST(FolderTrainTest, MlpLearnsTwoColourClassesFromAFolder) {
   }
   TrainOptions o;
   o.model = "mlp";
-  o.precision = "fp32";
+  o.precision = Precision::fp32;
   o.dataset = "folder:" + root.string();
   o.image_size = 16;
   o.holdout = 0.25;

@@ -193,7 +193,7 @@ TEST(CalibrateTest, PlanTakesACalibrationFile) {
   o.run.model = "lenet";
   o.run.batch = 4;
   o.run.calibration = path;
-  o.precision = "cost-aware";
+  o.precision = Precision::cost_aware;
   std::ostringstream out;
   print_plan(o, out);
   EXPECT_NE(out.str().find("predicted step: cost-aware"), std::string::npos) << out.str();

@@ -41,7 +41,7 @@ TrainOptions small_gan(const std::string& optimizer) {
   o.nz = 16;
   o.samples_dir = "";
   o.report.progress = Progress::none;
-  o.precision = "fp32";
+  o.precision = Precision::fp32;
   o.optimizer = parse_optimizer(optimizer);
   // The rate halves each epoch (cosine would decay over --steps, which the first half of
   // a resumed run sets differently).
@@ -166,7 +166,7 @@ TEST(GanResumeTest, WrongCheckpointsAreRefused) {
   TrainOptions t;
   t.model = "mlp";
   t.dataset = "synthetic";
-  t.precision = "fp32";
+  t.precision = Precision::fp32;
   t.train_limit = 64;
   t.test_limit = 16;
   t.batch = 32;

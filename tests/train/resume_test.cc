@@ -26,7 +26,7 @@ namespace {
 TrainOptions small_run(const std::string& optimizer) {
   TrainOptions o;
   o.model = "mlp";
-  o.precision = "fp32";
+  o.precision = Precision::fp32;
   o.dataset = "synthetic";
   o.dropout = 0.2f;  // exercises the dropout RNG state
   o.epochs = 2;
@@ -75,7 +75,7 @@ TEST(ResumeTest, AdamReproducesTheUninterruptedRun) { check_resume("adam"); }
 TEST(ResumeTest, SkippedLossScaleStepsCountAsConsumedBatches) {
   auto run = [] {
     TrainOptions o = small_run("sgd");
-    o.precision = "amp";
+    o.precision = Precision::amp;
     o.mixed.low_precision = "fp16";
     o.mixed.loss_scale = "dynamic";
     o.mixed.loss_scale_init = 0x1p40f;         // overflows fp16 gradients: about 25 skipped steps
