@@ -127,12 +127,12 @@ struct CheckpointOptions {
 // --save-every needs --save; the checkpoint can be written, the one to resume read.
 void validate(const CheckpointOptions& c);
 
-// What a run shows and records as it goes.
 // --progress: a bar on a terminal and log lines otherwise (automatic), either, or nothing.
 enum class Progress { automatic, bar, lines, none };
 // "auto", "bar", "lines" or "none"; one error line naming --progress otherwise.
 Progress parse_progress(const std::string& text);
 
+// What a run shows and records as it goes.
 struct ReportOptions {
   Progress progress = Progress::automatic;
   bool profile = false;           // time every node; print the time per op at the end
@@ -194,7 +194,6 @@ struct TrainingLoopOptions {
   int display_window = 50;
   // The banner: "campo: training <what> on <data>, ..., precision <precision>[, <shuffle>]".
   std::string what;
-  std::string precision;
   PrecisionConfig precision_config;
   bool per_model_batch = false;  // "batch B per model"
   std::optional<ArrayShuffle> array_shuffle;  // arrays

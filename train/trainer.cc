@@ -510,11 +510,8 @@ std::string dump_training_graph(const TrainOptions& o, const std::string& format
   if (is_text_dataset(o.dataset)) set_text_options(dopts, o, std::cerr);
   std::shared_ptr<const Dataset> data = open_dataset(o.dataset, "test", dopts);
   const ModelOptions mopts = model_options_for(*data, o.dropout, o.bert_config);
-  OptimizerConfig ocfg;
-  ocfg.kind = o.optimizer;
-  ocfg.multi_tensor = o.multi_tensor_updates;
   // The graph as built for the CPU (its text does not depend on where it would run).
-  TrainingSession session(o.model, mopts, data->image_shape(), o.batch, ocfg, o.seed,
+  TrainingSession session(o.model, mopts, data->image_shape(), o.batch, optimizer_config(o), o.seed,
                           default_cpu_backend());
   return format == "dot" ? session.train_graph().to_dot() : session.train_graph().to_text();
 }
