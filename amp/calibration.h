@@ -56,6 +56,12 @@ enum class Feature : uint8_t {
 constexpr int kNumFeatures = int(Feature::kCount);
 constexpr int kFirstCounterFeature = int(Feature::dram_bytes);
 static_assert(kNumFeatures - kFirstCounterFeature == kNumCounters);
+// Feature repeats Counter's members in Counter's order (feature_name reads counter_name).
+static_assert(int(Feature::achieved_occupancy) - kFirstCounterFeature ==
+              int(Counter::achieved_occupancy));
+static_assert(int(Feature::tensor_pipe) - kFirstCounterFeature == int(Counter::tensor_pipe));
+static_assert(int(Feature::l2_hit_rate) - kFirstCounterFeature == int(Counter::l2_hit_rate));
+static_assert(int(Feature::instructions) - kFirstCounterFeature == int(Counter::instructions));
 // "flops", "bytes", "intensity", "elements", "aligned", then the counters' names.
 const char* feature_name(Feature f);
 Feature parse_feature(const std::string& name);  // throws on an unknown name
