@@ -6,7 +6,7 @@
 
 #include "fuzz/fuzz_util.h"
 #include "fuzz/targets.h"
-#include "train/predict.h"
+#include "perf/predict.h"
 
 namespace campo::fuzz {
 

@@ -24,10 +24,9 @@
 #include "runtime/file_check.h"
 #include "runtime/memory_info.h"
 #include "runtime/timer.h"
-#include "train/calibrate.h"
 #include "train/device_report.h"
+#include "train/options.h"
 #include "train/profiling.h"
-#include "train/trainer.h"
 
 namespace campo {
 
@@ -44,17 +43,6 @@ ValueId variable_value(const Graph& g, const std::string& name) {
 // ---- GanSession ----
 
 namespace {
-
-// What a GAN session cannot do yet, checked by the session and, before any work, by
-// validate_gan.
-void check_gan_precision(const PrecisionConfig& p) {
-  CAMPO_CHECK(!(p.automatic() && p.policy == Precision::cost_aware),
-              "--low-precision auto does not support dcgan yet (its D and G step graphs are "
-              "planned apart): use --low-precision bf16 or fp16");
-  CAMPO_CHECK(!p.scaler.enabled,
-              "dynamic loss scaling is not supported for dcgan yet: use --low-precision bf16 or "
-              "--loss-scale none");
-}
 
 // A host f32 tensor of `shape` holding `value` everywhere.
 Tensor filled(const Shape& shape, float value) {
@@ -664,18 +652,8 @@ std::vector<Tensor> GanSession::generate_model_samples() {
 
 // ---- the training loop ----
 
-void validate_gan(const TrainOptions& o) {
-  CAMPO_CHECK(o.dataset == "fashion-mnist" || o.dataset == "mnist" || o.dataset == "synthetic",
-              "unknown GAN dataset '", o.dataset, "' (expected fashion-mnist, mnist or synthetic)");
-  CAMPO_CHECK(o.image_size == 0 || o.image_size == 32 || o.image_size == 64,
-              "--image-size must be 32 or 64 for dcgan, got ", o.image_size);
-  CAMPO_CHECK(o.nz > 0 && o.ngf > 0 && o.ndf > 0, "--nz, --ngf and --ndf must be positive, got ",
-              o.nz, ", ", o.ngf, ", ", o.ndf);
-  check_gan_precision(precision_config(o));
-  if (!o.samples_dir.empty()) require_output_directory(o.samples_dir, "--samples-dir");
-}
-
-GanResult train_gan(const TrainOptions& o, std::ostream& all_log, bool log_is_terminal) {
+GanResult train_gan(const TrainOptions& o, std::ostream& all_log, bool log_is_terminal,
+                    const CalibrationSource& calibration) {
   CAMPO_CHECK(is_gan_model(o.model), "internal: train_gan of --model ", o.model);
   Timer wall;
   const RunStart start = start_run(o, all_log);  // DCGAN: one process (validate)
@@ -723,7 +701,7 @@ GanResult train_gan(const TrainOptions& o, std::ostream& all_log, bool log_is_te
 
   OptimizerConfig optimizer = optimizer_config(o);
   optimizer.beta1 = kDcganAdamBeta1;
-  attach_calibration(precision, o.calibration, *backend, log);
+  attach_calibration(precision, calibration, *backend, log);
   const DeviceReport device_report(backend);
   GanSession session = build_with_batch_advice(o.batch, [&] {
     return GanSession(mopts, o.batch, optimizer, h, backend, 64, precision, o.conv_layout);
@@ -786,6 +764,7 @@ GanResult train_gan(const TrainOptions& o, std::ostream& all_log, bool log_is_te
   }
   const TrainingLoopResult run = run_training(session, loop, device_report, wall, log);
   r.steps = run.steps;
+  r.profile = run.profile;
   for (int i = 0; i < n; ++i) {
     GanModelResult& m = r.models[size_t(i)];
     const std::vector<double>& f = run.final_values[size_t(i)];

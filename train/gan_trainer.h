@@ -85,9 +85,9 @@
 #include "runtime/rng.h"
 #include "train/loop.h"
 #include "train/model_array.h"
+#include "train/options.h"
 #include "train/prefetch.h"
 #include "train/profiling.h"
-#include "train/trainer.h"
 #include "train/training_graph.h"
 
 namespace campo {
@@ -111,10 +111,8 @@ struct GanResult {
   std::vector<std::string> sample_files;              // PNGs written, in order
   // Every model's (one for a single run); the fields above are model 0's.
   std::vector<GanModelResult> models;
+  std::optional<StepProfile> profile;  // --profile-out's (perf/profile_file.h writes it)
 };
-
-// The checks of validate(TrainOptions) (train/trainer.h) that only a GAN's options have.
-void validate_gan(const TrainOptions& o);
 
 // Trains o.model dcgan: on fashion-mnist, mnist or synthetic data, o.image_size 32 or 64
 // (0: 64) pixels, o.channels 1 or 3 (0: 1), o.nz / ngf / ndf wide, Adam with the DCGAN
@@ -125,8 +123,10 @@ void validate_gan(const TrainOptions& o);
 // o.checkpoint.save_every steps, on Ctrl-C and at the end; o.checkpoint.resume_path
 // continues a run from one bit for bit. Progress goes to `log`, the final JSON line too.
 // SIGINT or SIGTERM ends the run after the current step with Interrupted
-// (train/interrupt.h), the checkpoint written first.
-GanResult train_gan(const TrainOptions& o, std::ostream& log, bool log_is_terminal);
+// (train/interrupt.h), the checkpoint written first. A cost-aware run's calibration comes
+// from `calibration`, as train()'s (train/trainer.h).
+GanResult train_gan(const TrainOptions& o, std::ostream& log, bool log_is_terminal,
+                    const CalibrationSource& calibration = {});
 
 // The compiled graphs of one DCGAN run (see the file comment).
 class GanSession final : public Session {

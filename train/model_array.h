@@ -26,7 +26,7 @@
 #include "graph/checkpoint.h"
 #include "graph/optimizer.h"
 #include "graph/variables.h"
-#include "train/loop.h"
+#include "train/loop_options.h"
 
 namespace campo {
 

@@ -24,9 +24,7 @@
 #include "runtime/file_check.h"
 #include "runtime/memory_info.h"
 #include "runtime/timer.h"
-#include "train/calibrate.h"
 #include "train/device_report.h"
-#include "train/gan_trainer.h"
 #include "train/interrupt.h"
 #include "train/model_array.h"
 #include "train/profiling.h"
@@ -83,14 +81,6 @@ ModelOptions model_options_for(const Dataset& data, float dropout, const std::st
     m.image_size = int(s[1]);
   }
   return m;
-}
-
-// A token model trains on a text data set and only there.
-void check_model_fits_data(const std::string& model, const std::string& dataset) {
-  const bool tokens = model_input(model) == ModelInput::tokens;
-  CAMPO_CHECK(tokens == is_text_dataset(dataset), "--model ", model,
-              tokens ? " trains on text: give --dataset text:PATH (a UTF-8 text file)"
-                     : " trains on images; a text data set ('" + dataset + "') needs --model bert");
 }
 
 // --dataset text:PATH: the sequence options and the vocabulary: --vocab's file, the one a
@@ -287,10 +277,6 @@ TrainingSession::TrainingSession(const std::string& model, const ModelOptions& m
   co.communicator = data_parallel_.comm;
   train_exe_ = std::make_unique<Executable>(train_graph_, vars_, co);
   train_exe_->feed_scalar("loss_scale", 1.0f);
-}
-
-PrecisionConfig precision_config(const TrainOptions& o) {
-  return precision_config(o.precision, o.mixed, o.device.type);
 }
 
 TrainingSession::~TrainingSession() = default;
@@ -582,109 +568,6 @@ double evaluate_checkpoint(const EvalOptions& o, std::ostream& log) {
   return accuracy;
 }
 
-void validate(const TrainOptions& o) {
-  CAMPO_CHECK(
-      is_known_model(o.model), "unknown model '", o.model, "' (known models: ",
-      [] {
-        std::string s;
-        for (auto& n : model_names()) s += (s.empty() ? "" : ", ") + n;
-        return s;
-      }(),
-      ")");
-  CAMPO_CHECK(o.batch > 0, "--batch must be a positive number of samples, got ", o.batch);
-  CAMPO_CHECK(o.epochs > 0, "--epochs must be positive, got ", o.epochs);
-  CAMPO_CHECK(o.max_steps >= 0, "--steps must be zero (full epochs) or positive, got ",
-              o.max_steps);
-  CAMPO_CHECK(std::isfinite(o.lr) && o.lr > 0, "--lr must be a positive learning rate, got ", o.lr);
-  validate(o.schedule);
-  CAMPO_CHECK(o.momentum >= 0 && o.momentum < 1, "--momentum must be in [0, 1), got ", o.momentum);
-  CAMPO_CHECK(o.weight_decay >= 0 && std::isfinite(o.weight_decay),
-              "--weight-decay must be non-negative, got ", o.weight_decay);
-  CAMPO_CHECK(o.dropout >= 0 && o.dropout < 1, "--dropout must be in [0, 1), got ", o.dropout);
-  CAMPO_CHECK(!o.nesterov || o.optimizer == OptimizerConfig::Kind::sgd,
-              "--nesterov applies to --optimizer sgd only, not ", optimizer_name(o.optimizer));
-  CAMPO_CHECK(o.train_limit >= 0 && o.test_limit >= 0, "--limit-train/--limit-test must be >= 0");
-  check_threads(o.threads);
-  CAMPO_CHECK(o.dropout == 0 || has_dropout(o.model),
-              "--dropout applies to --model mlp and bert only (", o.model,
-              " has no configurable dropout)");
-  CAMPO_CHECK(o.image_size >= 0, "--image-size must be positive (or 0: native), got ",
-              o.image_size);
-  CAMPO_CHECK(o.channels == 0 || o.channels == 1 || o.channels == 3,
-              "--channels must be 1 or 3 (or 0: the data set's own), got ", o.channels);
-  validate(o.array, o.model, o.optimizer, !o.checkpoint.resume_path.empty());
-  std::string why;
-  CAMPO_CHECK(o.array.size < 2 || supports_model_array(o.model, &why), why);
-  (void)precision_config(o);  // checks --precision, --low-precision, --loss-scale, lists
-  check_calibration_device(o.calibration, o.precision, o.device);
-  // The run's backend is made by train(), once, right after this.
-  // Outputs and inputs before any work is spent (a calibration or a training run).
-  validate(o.checkpoint);
-  validate(o.report);
-  validate(o.data_parallel);
-  check_data_parallel_model(o.data_parallel, o.model);
-  if (is_gan_model(o.model)) {
-    validate_gan(o);
-    return;
-  }
-  CAMPO_CHECK(o.eval_batch > 0, "--eval-batch must be positive, got ", o.eval_batch);
-  check_model_fits_data(o.model, o.dataset);
-  if (is_text_dataset(o.dataset)) {
-    (void)bert_config(o.bert_config);  // names the sizes when unknown
-    CAMPO_CHECK(o.seq_len >= 8 && o.seq_len <= 512,
-                "--seq-len must be in 8..512 (BERT's 512 positions), got ", o.seq_len);
-    CAMPO_CHECK(o.vocab_size >= 64 && o.vocab_size <= 1000000,
-                "--vocab-size must be in 64..1000000, got ", o.vocab_size);
-    CAMPO_CHECK(o.mask_prob > 0 && o.mask_prob < 1, "--mask-prob must be in (0, 1), got ",
-                o.mask_prob);
-    if (!o.vocab_path.empty()) require_input_file(o.vocab_path, "--vocab vocabulary");
-    if (!o.save_vocab_path.empty()) require_output_file(o.save_vocab_path, "--save-vocab file");
-  }
-  CAMPO_CHECK(o.resize >= 0, "--resize must be positive (or 0: --image-size), got ", o.resize);
-  CAMPO_CHECK(o.padding >= -1, "--padding must be zero or positive, got ", o.padding);
-}
-
-void print_profile(const std::vector<std::pair<std::string, double>>& ms_by_op, int64_t steps,
-                   std::ostream& log) {
-  double total = 0;
-  for (auto& [name, ms] : ms_by_op) total += ms;
-  log << "time per op over " << steps << " steps (total " << std::fixed << std::setprecision(1)
-      << total << " ms):\n";
-  for (auto& [name, ms] : ms_by_op)
-    log << "  " << std::left << std::setw(40) << name << std::right << std::setw(10)
-        << std::setprecision(1) << ms << " ms " << std::setw(6) << 100.0 * ms / total << "%\n";
-}
-
-void check_threads(int threads) {
-  CAMPO_CHECK(threads >= 0, "--threads must be >= 0, got ", threads);
-  // Far more threads than cores only slows a step down, and tens of thousands crash the
-  // OpenMP runtime (out of thread stacks).
-  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-  const int most = std::max(64, 4 * cores);
-  CAMPO_CHECK(threads <= most, "--threads ", threads, " is more than ", most,
-              " (4x this machine's ", cores, " logical cores); 0 uses all cores");
-}
-
-void fail_with_batch_advice(const MemoryShortfall& e, int64_t batch) {
-  // The plan holds the activations of every sample of the batch: it shrinks about in
-  // proportion (10% kept free for what the plan does not hold: weights, kernel scratch).
-  const int64_t fits = int64_t(double(batch) * 0.9 * double(e.available()) /
-                               double(std::max<size_t>(e.needed(), 1)));
-  CAMPO_FAIL(e.what(), " at --batch ", batch,
-             fits >= 1
-                 ? "; about --batch " + std::to_string(fits) + " would fit"
-                 : std::string("; not even one sample fits: a smaller model or --image-size"));
-}
-
-std::shared_ptr<Backend> backend_for(const DeviceSpec& device, CudaGraphMode cuda_graph) {
-  // make_backend is the one place that knows which devices this build and machine have; it
-  // throws one line for any other.
-  std::shared_ptr<Backend> backend =
-      device == DeviceSpec{Device::cpu, 0} ? default_cpu_backend() : make_backend(device);
-  backend->set_cuda_graph(cuda_graph);
-  return backend;
-}
-
 TrainingData open_training_data(const TrainOptions& o, std::ostream& log) {
   TrainingData d;
   DatasetOptions& dopts = d.options;
@@ -741,21 +624,8 @@ std::string run_fingerprint(const TrainOptions& o, const TrainingData& data) {
 
 }  // namespace
 
-RunStart start_run(const TrainOptions& o, std::ostream& log) {
-  validate(o);
-  RunStart r;
-  // Every step, evaluation, checkpoint, sample and profile of the run is on this backend.
-  r.backend = backend_for(rank_device(o.device, o.data_parallel), o.cuda_graph);
-  r.ranks = o.data_parallel.enabled ? join_ranks(o.data_parallel, o.device.type) : nullptr;
-  static std::ostream nowhere(nullptr);
-  r.log = !r.ranks || r.ranks->rank() == 0 ? &log : &nowhere;
-  if (o.threads > 0) omp_set_num_threads(o.threads);
-  r.h = array_hyperparameters(o.array,
-                              {{o.lr}, {o.momentum}, {o.weight_decay}, {o.dropout}, {o.seed}});
-  return r;
-}
-
-TrainResult train(const TrainOptions& o, std::ostream& all_log, bool log_is_terminal) {
+TrainResult train(const TrainOptions& o, std::ostream& all_log, bool log_is_terminal,
+                  const CalibrationSource& calibration) {
   Timer wall;
   const RunStart start = start_run(o, all_log);
   const std::shared_ptr<Backend>& backend = start.backend;
@@ -766,7 +636,7 @@ TrainResult train(const TrainOptions& o, std::ostream& all_log, bool log_is_term
   const bool is_array = n > 1;
   TrainingData data = open_training_data(o, log);
   PrecisionConfig pcfg = precision_config(o);
-  attach_calibration(pcfg, o.calibration, *backend, log);
+  attach_calibration(pcfg, calibration, *backend, log);
   const DeviceReport device_report(backend);
   if (ranks) check_ranks_agree(*ranks, run_fingerprint(o, data));
   const DataParallelRun data_parallel = data_parallel_run(ranks, o.data_parallel);
@@ -816,63 +686,8 @@ TrainResult train(const TrainOptions& o, std::ostream& all_log, bool log_is_term
   r.steps = run.steps;
   r.parameters = session.parameter_count();
   r.losses = run.values[0][0];
+  r.profile = run.profile;
   return r;
-}
-
-std::optional<bool> parse_augment(const std::string& text) {
-  CAMPO_CHECK(text == "auto" || text == "on" || text == "off",
-              "--augment must be auto, on or off, got '", text, "'");
-  return text == "auto" ? std::nullopt : std::optional<bool>(text == "on");
-}
-
-TrainOptions training_options_for(const std::string& model) {
-  TrainOptions o;
-  o.model = model;
-  const TrainingDefaults d = training_defaults(model);
-  if (d.lr) o.lr = *d.lr;
-  if (d.optimizer) o.optimizer = *d.optimizer;
-  if (d.warmup_steps) o.schedule.warmup_steps = *d.warmup_steps;
-  if (d.dropout) o.dropout = *d.dropout;
-  if (d.lr_schedule) o.schedule.kind = parse_lr_schedule(*d.lr_schedule);
-  if (d.low_precision) o.mixed.low_precision = *d.low_precision;
-  return o;
-}
-
-OptimizerConfig optimizer_config(const TrainOptions& o) {
-  OptimizerConfig c;
-  c.kind = o.optimizer;
-  c.momentum = o.momentum;
-  c.nesterov = o.nesterov;
-  c.weight_decay = o.weight_decay;
-  c.multi_tensor = o.multi_tensor_updates;
-  return c;
-}
-
-TrainingLoopOptions loop_options(const TrainOptions& o, const RunStart& run,
-                                 const PrecisionConfig& precision, bool log_is_terminal) {
-  const bool is_array = run.h.size() > 1;
-  TrainingLoopOptions loop{.eval_batch = o.eval_batch,
-                           .batch = o.batch,
-                           .epochs = o.epochs,
-                           .max_steps = o.max_steps,
-                           .lr = run.h.lr,
-                           .schedule = o.schedule,
-                           .optimizer = optimizer_name(o.optimizer),
-                           .checkpoint = o.checkpoint,
-                           .report = o.report,
-                           .log_is_terminal = log_is_terminal,
-                           .precision_config = precision,
-                           .per_model_batch = is_array,
-                           .ranks = run.ranks};
-  // Model i's checkpoint: one model's as given, an array's with "-<i>" before the extension.
-  loop.checkpoint_path = [path = o.checkpoint.save_path, is_array](int i) {
-    return is_array ? array_checkpoint_path(path, i) : path;
-  };
-  if (is_array) {
-    loop.array_shuffle = o.array.shuffle;
-    loop.model_line_fields = {"lr", "momentum", "weight_decay", "seed"};
-  }
-  return loop;
 }
 
 }  // namespace campo

@@ -26,98 +26,13 @@
 #include "train/data_parallel.h"
 #include "train/loop.h"
 #include "train/model_array.h"
+#include "train/options.h"
 #include "train/prefetch.h"
 #include "train/profiling.h"
 #include "train/training_graph.h"
 
 namespace campo {
 
-struct TrainOptions {
-  std::string model = "lenet";
-  std::string dataset = "fashion-mnist";
-  std::string data_dir;
-  int epochs = 1;
-  int64_t max_steps = 0;  // 0: full epochs; else stop after this many steps
-  int64_t batch = 64;
-  int64_t eval_batch = 500;
-  float lr = 0.05f;
-  LrSchedule schedule;            // --lr-schedule (cosine: decay to 0 over the run) and its shape
-  OptimizerConfig::Kind optimizer = OptimizerConfig::Kind::sgd;  // --optimizer sgd | adam
-  float momentum = 0.9f;
-  bool nesterov = false;
-  float weight_decay = 0.0f;
-  // One optimizer update node for all parameters (OptimizerConfig::multi_tensor);
-  // --no-multi-tensor-updates: one per parameter, as before (the same bits).
-  bool multi_tensor_updates = true;
-  float dropout = 0.0f;
-  uint64_t seed = 42;
-  int64_t train_limit = 0;               // use only the first N training samples (0: all)
-  int64_t test_limit = 0;                // evaluate on the first N test samples (0: all)
-  int threads = 0;                       // 0: OpenMP default
-  Precision precision = Precision::cost_aware;  // --precision fp32 | amp | cost-aware
-  // cost-aware: the calibration file; "" = this machine's (train/calibrate.h
-  // default_calibration: found, or a quick automatic calibration first); "none" = no
-  // calibration, the profiling step times both precisions instead.
-  std::string calibration;
-  PrecisionOptions mixed;        // --low-precision, --loss-scale*, --amp-lists*, --search, ...
-  CheckpointOptions checkpoint;  // --save, --save-every, --resume (safetensors)
-  ReportOptions report;          // --progress, --profile, --metrics, --tensorboard
-  int image_size = 0;            // resize images to this square size (0: native)
-  int channels = 0;              // 1 or 3 (0: the data set's own)
-  DeviceSpec device;             // --device cpu | cuda[:N] | cpu:strict, parsed by the CLI
-  CudaGraphMode cuda_graph = CudaGraphMode::automatic;  // --cuda-graph auto | on | off
-  // Image folders and CIFAR-10 (see datasets/registry.h).
-  std::optional<bool> augment;   // --augment: auto (unset: the train split only) | on | off
-  int resize = 0;                // shorter side before cropping (0: --image-size)
-  int padding = -1;              // random-crop border (-1: the data set's default)
-  bool skip_bad = false;         // leave out images whose header cannot be read
-  double holdout = 0;            // folder without a test folder: fraction held out for test
-  // bert on text data sets (see datasets/registry.h's text:PATH).
-  std::string bert_config = "mini";  // tiny | mini | small | medium | base
-  int seq_len = 128;                 // tokens per sequence, [CLS] and [SEP] included
-  int vocab_size = 8000;             // of the vocabulary trained on the text
-  std::string vocab_path;            // a saved vocabulary instead of training one
-  std::string save_vocab_path;       // write the vocabulary used
-  float mask_prob = 0.15f;           // tokens chosen for prediction (BERT's 80/10/10)
-  // --conv-layout: blocked activations between convolutions (graph/layout.h) or plain.
-  ConvLayout conv_layout = ConvLayout::blocked;
-  ArrayOptions array;  // --array N and the per-model lists of --lr, ..., --seed
-  // dcgan (train/gan_trainer.h): its widths (the noise, G's and D's feature maps: the DCGAN
-  // paper's 100, 64, 64) and where its sample grids go ("": none). Its images are 64 px
-  // unless image_size says 32, grey unless channels says 3.
-  int nz = 100, ngf = 64, ndf = 64;
-  std::string samples_dir = "samples";
-  // --data-parallel under mpirun (train/data_parallel.h): --batch is each rank's.
-  DataParallelOptions data_parallel;
-};
-
-// --augment's names: auto (nullopt), on, off; one error line for any other.
-std::optional<bool> parse_augment(const std::string& text);
-
-// The options campo train uses for `model` when the command line gives nothing else: the
-// defaults above with the model's recipe (models.h's training_defaults) applied.
-TrainOptions training_options_for(const std::string& model);
-// The run's precision configuration (checks the options). Leaves the calibration out.
-PrecisionConfig precision_config(const TrainOptions& o);
-// The optimizer of the options: sgd or adam, momentum, nesterov, weight decay.
-OptimizerConfig optimizer_config(const TrainOptions& o);
-// What every campo train run (a classifier, BERT, a model array, DCGAN) sets up alike
-// before its data and session, in this order: the options checked; the backend of --device,
-// made before any work so a device this build or machine lacks is its one error line; with
-// --data-parallel the ranks (only rank 0's log shows anything); --threads; each model's
-// hyperparameters (--array's lists).
-struct RunStart {
-  std::shared_ptr<Backend> backend;
-  std::shared_ptr<Communicator> ranks;  // null: one process
-  std::ostream* log = nullptr;          // the run's log on rank 0, nowhere on the others
-  ArrayHyperparameters h;
-};
-RunStart start_run(const TrainOptions& o, std::ostream& log);
-// What the training loop (train/loop.h) takes straight from the options and the start:
-// batch sizes, epochs, steps, schedule, checkpoints (one per model), progress, --metrics,
-// --tensorboard, --profile, each model's rate, the ranks and an array's batches and fields.
-TrainingLoopOptions loop_options(const TrainOptions& o, const RunStart& run,
-                                 const PrecisionConfig& precision, bool log_is_terminal);
 // Of model 0 (an array's other models: the JSON line).
 struct TrainResult {
   double test_accuracy = 0;
@@ -126,7 +41,8 @@ struct TrainResult {
   double wall_seconds = 0;
   int64_t steps = 0;
   int64_t parameters = 0;
-  std::vector<float> losses;  // every step's training loss, in order (this run only)
+  std::vector<float> losses;           // every step's training loss, in order (this run only)
+  std::optional<StepProfile> profile;  // --profile-out's (perf/profile_file.h writes it)
 };
 
 // Evaluates the model stored in a checkpoint on a data set's test split; returns the
@@ -152,33 +68,6 @@ double evaluate_checkpoint(const EvalOptions& o, std::ostream& log);
 // text (format "text") or Graphviz DOT ("dot").
 std::string dump_training_graph(const TrainOptions& o, const std::string& format);
 
-// Checks the options (one clear campo::Error per problem) before anything is loaded,
-// including that --save can be written and --resume read.
-void validate(const TrainOptions& o);
-// The table of --profile: time per op kind (name -> ms, largest first) over `steps`.
-void print_profile(const std::vector<std::pair<std::string, double>>& ms_by_op, int64_t steps,
-                   std::ostream& log);
-// The executor's MemoryShortfall (runtime/memory_info.h) of a run at --batch `batch` as one
-// error line that also says about which batch would fit.
-[[noreturn]] void fail_with_batch_advice(const MemoryShortfall& e, int64_t batch);
-// What `build` returns (a run's session, built in place), its MemoryShortfall turned into
-// fail_with_batch_advice's line.
-template <typename Build>
-decltype(auto) build_with_batch_advice(int64_t batch, Build&& build) {
-  try {
-    return build();
-  } catch (const MemoryShortfall& e) {
-    fail_with_batch_advice(e, batch);
-  }
-}
-// --threads: 0 (all cores) up to a few times this machine's logical cores.
-void check_threads(int threads);
-// The backend of --device, made once per run: the default CPU backend for cpu (so a run
-// shares its oneDNN engine with everything else on the CPU), else make_backend's (its one
-// error line where this build or machine lacks the device), set to --cuda-graph (one error
-// line for `on` where the device cannot capture a step).
-std::shared_ptr<Backend> backend_for(const DeviceSpec& device, CudaGraphMode cuda_graph);
-
 // The data sets of a run (its options checked; --limit-train / --limit-test applied) and the
 // model options they imply (channels, image size, classes).
 struct TrainingData {
@@ -192,8 +81,11 @@ TrainingData open_training_data(const TrainOptions& o, std::ostream& log);
 // checkpoint per model with --save: array_checkpoint_path); progress goes to `log`, the
 // final JSON line too (one entry per model). SIGINT or SIGTERM
 // during training or evaluation ends the run after the current step with Interrupted
-// (train/interrupt.h), the checkpoint written first when --save was given.
-TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal);
+// (train/interrupt.h), the checkpoint written first when --save was given. A cost-aware
+// run's calibration comes from `calibration` (train/options.h; none: the profiling step
+// times both precisions).
+TrainResult train(const TrainOptions& o, std::ostream& log, bool log_is_terminal,
+                  const CalibrationSource& calibration = {});
 
 // The graphs of one model, or of a model array (train/model_array.h) of N models trained as
 // one fused step: a training step and an evaluation pass over shared variables. One model

@@ -21,7 +21,7 @@
 #include "graph/checkpoint.h"
 #include "runtime/hardware_counters.h"
 #include "runtime/kernel_activity.h"
-#include "train/predict.h"
+#include "perf/predict.h"
 
 namespace campo {
 namespace {

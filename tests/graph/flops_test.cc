@@ -5,7 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "graph/builder.h"
-#include "train/plan.h"
+#include "perf/bench.h"
+#include "perf/plan.h"
 
 namespace campo {
 namespace {

@@ -10,9 +10,10 @@
 #include <optional>
 #include <sstream>
 
+#include "perf/calibrate.h"
+#include "perf/calibration_store.h"
 #include "tests/amp/calibration_test_util.h"
 #include "tests/test_util.h"
-#include "train/calibrate.h"
 
 namespace campo {
 namespace {

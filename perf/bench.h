@@ -1,4 +1,7 @@
-// `campo plan` and `campo bench`: inspect and measure precision policies.
+// `campo bench`: training throughput of precision policies side by side, interleaved
+// repetitions on one backend, with their statistics (paired ratios), roofline, energy and
+// memory, printed as a table and written as JSON; and the same run driven step by step
+// from outside (--lockstep).
 #pragma once
 
 #include <iosfwd>
@@ -11,71 +14,14 @@
 #include "graph/flops.h"
 #include "graph/layout.h"
 #include "graph/memory_report.h"
+#include "perf/model_run.h"
+#include "perf/roofline.h"
 #include "runtime/energy.h"
 #include "runtime/nvml_energy.h"
 #include "train/data_parallel.h"
-#include "train/predict.h"
-#include "train/roofline.h"
 #include "train/training_graph.h"
 
 namespace campo {
-
-// Shapes and sizes of a model run, shared by plan and bench.
-struct ModelRunOptions {
-  std::string model = "lenet";
-  int64_t batch = 64;
-  int image_size = 28;
-  int channels = 1;
-  int classes = 10;  // bert: the vocabulary size
-  // bert: its size and the tokens per sequence (the input is [batch, seq_len] token ids).
-  std::string bert_config = "mini";
-  int seq_len = 128;
-  // plan: whose mixed-precision lists (and costs) the plan uses; planning runs nothing on
-  // it, so a CUDA plan needs no GPU. bench: where the steps run.
-  DeviceSpec device;
-  // bench: --cuda-graph, whether each policy's step is captured once and replayed.
-  CudaGraphMode cuda_graph = CudaGraphMode::automatic;
-  // --low-precision (the CLI's default: the device's, default_low_precision), --loss-scale,
-  // --amp-lists, --amp-lists-file, --search, --no-fold-casts.
-  PrecisionOptions mixed;
-  // dcgan and bert: adam unless given (tools/cli.cc).
-  OptimizerConfig::Kind optimizer = OptimizerConfig::Kind::sgd;
-  uint64_t seed = 42;
-  // cost-aware only: use these costs instead of profiling (tests, --for's predicted costs).
-  std::shared_ptr<const CostTable> costs;
-  // --for DEVICE --profile FILE: cost-aware's costs predicted for DEVICE from a profile
-  // (attach_predicted_costs fills `costs`), and the line that says so in plans and benches.
-  PlanForOptions plan_for;
-  std::string costs_note;
-  // cost-aware only: a calibration file (amp/calibration.h); the profiling step then times
-  // the f32 step only and predicts the low-precision times. Empty: both are timed.
-  std::string calibration;
-  // bench: --conv-layout, blocked activations between convolutions or plain (graph/layout.h).
-  ConvLayout conv_layout = ConvLayout::blocked;
-  int array = 1;  // --array: models trained as one fused step (train/model_array.h)
-};
-
-struct PlanOptions {
-  ModelRunOptions run;
-  Precision precision = Precision::cost_aware;  // --precision (parse_precision)
-  std::string dot_path;    // write Graphviz DOT here when set
-  std::string json_path;   // write the per-node plan as JSON here when set
-  bool all_nodes = false;  // also list variables, placeholders and optimizer updates
-  // Write the step's allocation trace here when set (graph/memory_plan.h, allocation_trace):
-  // the variables, inputs and weight copies, then one buffer per planned value.
-  std::string alloc_trace_path;
-};
-
-// The options that need no graph (numbers, the policy names, that the output files can be
-// written; plan: that cost-aware has costs of --device's kind), checked before a calibration
-// or a graph is built; print_plan and run_bench check them too. (Bench's backend is made by
-// its caller, once, and given to run_bench.)
-void check_plan_options(const PlanOptions& o);
-struct BenchOptions;
-void check_bench_options(const BenchOptions& o);
-
-// Builds the training graph, applies the policy and prints the plan table and totals.
-void print_plan(const PlanOptions& o, std::ostream& out);
 
 struct BenchOptions {
   ModelRunOptions run;
@@ -85,7 +31,7 @@ struct BenchOptions {
   int repeats = 3;   // interleaved repetitions (policy A, B, ..., A, B, ...)
   float lr = 1e-3f;  // small, so that weights stay sane over the benchmark
   std::string json_path;
-  // The roofline's GEMM peak (train/roofline.h), measured once before the policies are
+  // The roofline's GEMM peak (perf/roofline.h), measured once before the policies are
   // built; false (--no-peak): not measured, no percentages.
   bool measure_peak = true;
   // Where the energy counters are read (runtime/energy.h): the CPU's RAPL tree (tests fake
@@ -206,16 +152,10 @@ inline constexpr double kReliableEnergyRefreshes = 10;
 std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchResult>& results,
                                       const BenchMachine& machine, std::ostream& out);
 
-TrainingGraphSpec model_run_spec(const ModelRunOptions& o, Precision policy);
-// --for's target device kind (cuda for a GPU of the table, else cpu).
-Device plan_for_device(const PlanForOptions& f);
-// --for: o.costs = the costs of the model's training graph (before casts) on the target,
-// predicted from the profile (predict_cost_table); o.costs_note says so. Nothing without
-// --for. One error line for a profile of another model, batch or input size, or for DCGAN.
-void attach_predicted_costs(ModelRunOptions& o);
-// dcgan's optimizer for o.optimizer: Adam with beta1 0.5 (the DCGAN paper's) or SGD.
-OptimizerConfig gan_optimizer(const ModelRunOptions& o);
-// The precision settings of a run (checks them), for graphs other than the classifier's.
-PrecisionConfig model_run_precision(const ModelRunOptions& o, Precision policy);
+// The options that need no graph (numbers, the policy names, that the JSON file can be
+// written, --for's agreement with --device), checked before a calibration or a graph is
+// built; run_bench checks them too. (Bench's backend is made by its caller, once, and given
+// to run_bench.)
+void check_bench_options(const BenchOptions& o);
 
 }  // namespace campo

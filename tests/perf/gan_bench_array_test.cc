@@ -1,4 +1,4 @@
-// `campo bench --model dcgan --array N` (train/plan.h, ModelRunOptions::array): one bench
+// `campo bench --model dcgan --array N` (perf/plan.h, ModelRunOptions::array): one bench
 // step is every model's iteration as one fused step, so it counts N x batch samples and N
 // times the FLOPs and parameters of one model.
 #include <gtest/gtest.h>
@@ -6,8 +6,9 @@
 #include <sstream>
 #include <string>
 
+#include "perf/bench.h"
+#include "perf/plan.h"
 #include "runtime/check.h"
-#include "train/plan.h"
 
 namespace campo {
 namespace {

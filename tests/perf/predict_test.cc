@@ -1,8 +1,8 @@
-// campo predict (train/predict.h): Habitat's gamma and the scaling against hand-computed
+// campo predict (perf/predict.h): Habitat's gamma and the scaling against hand-computed
 // cases, the device table's checks, a recorded profile predicting a fixed table, and the
 // command a user runs: train --profile-out, then predict, with one error line for bad input;
 // and campo plan|bench --for, the cost-aware plan from costs predicted from a profile.
-#include "train/predict.h"
+#include "perf/predict.h"
 
 #include <gtest/gtest.h>
 
@@ -97,9 +97,7 @@ TEST(PredictTest, TheBuiltInTableHasTheIssuesDevicesWithSources) {
   EXPECT_EQ(find_device(builtin_devices(), "h200").memory_gbs, 4800);
 }
 
-void write(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
-}
+void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 TEST(PredictTest, BadTablesAndNamesAreOneLine) {
   TempDir dir;
@@ -167,8 +165,7 @@ TEST(PredictTest, ANodeChangingPrecisionScalesByItsTrafficAndItsPrecisionsPeak) 
   // A precision the target does not compute in: one line.
   const DeviceModel f32_only = device("c", 400, 0, 40);
   EXPECT_THROW(
-      scale_node_time(8.0, 6.4e8, f32, DType::f32, bf16, DType::bf16, true, from, f32_only),
-      Error);
+      scale_node_time(8.0, 6.4e8, f32, DType::f32, bf16, DType::bf16, true, from, f32_only), Error);
 }
 
 TEST(PredictTest, EachDtypesBytesStreamAtTheirOwnRate) {
@@ -193,8 +190,8 @@ TEST(PredictTest, ARecordedProfilePredictsAFixedTable) {
   TempDir dir;
   write(dir.file("p.json"), kProfile);
   write(dir.file("d.json"), kTable);
-  const auto r = run_cli({"predict", "--profile", dir.file("p.json"), "--device", "b",
-                          "--devices", dir.file("d.json"), "--json", dir.file("out.json")});
+  const auto r = run_cli({"predict", "--profile", dir.file("p.json"), "--device", "b", "--devices",
+                          dir.file("d.json"), "--json", dir.file("out.json")});
   ASSERT_EQ(r.code, 0) << r.err;
   // Ridge of b: 10. mm: I = 1000, gamma 0.005: 4 x (1/4)^0.005 x (1/4)^0.995 = 1.
   // relu: memory, 1 x 1/4. mid: I = 10, gamma 1/2: 2 x 1/4. Total 1 + 0.25 + 0.5.
@@ -281,8 +278,8 @@ TEST(PredictTest, TrainWritesAProfileThatPredictReads) {
   }
   EXPECT_TRUE(conv);
   EXPECT_NEAR(p["total_ms_per_step"].get<double>(), sum, 1e-9);
-  const auto r = run_cli({"predict", "--profile", dir.file("p.json"), "--device", "h100",
-                          "--json", dir.file("out.json")});
+  const auto r = run_cli({"predict", "--profile", dir.file("p.json"), "--device", "h100", "--json",
+                          dir.file("out.json")});
   ASSERT_EQ(r.code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(std::ifstream(dir.file("out.json")));
   EXPECT_EQ(j["nodes"].size(), p["nodes"].size());
@@ -300,8 +297,8 @@ struct RecordedLenet {
   std::string profile = dir.file("p.json"), table = dir.file("t.json");
   nlohmann::json p;
   RecordedLenet() {
-    const auto t = run_cli({"train", "--model", "lenet", "--dataset", "synthetic", "--steps",
-                            "3", "--batch", "16", "--limit-test", "16", "--precision", "fp32",
+    const auto t = run_cli({"train", "--model", "lenet", "--dataset", "synthetic", "--steps", "3",
+                            "--batch", "16", "--limit-test", "16", "--precision", "fp32",
                             "--progress", "none", "--profile-out", profile});
     EXPECT_EQ(t.code, 0) << t.err;
     p = nlohmann::json::parse(std::ifstream(profile));
@@ -349,8 +346,8 @@ TEST(PredictTest, PlanForTheProfilesOwnDeviceTakesTheMeasuredTimes) {
 
 TEST(PredictTest, PlanForAGpuPlansWithItsListsWithoutOne) {
   RecordedLenet rec;
-  const auto r = run_cli({"plan", "--model", "lenet", "--batch", "16", "--for", "h100",
-                          "--profile", rec.profile});
+  const auto r = run_cli(
+      {"plan", "--model", "lenet", "--batch", "16", "--for", "h100", "--profile", rec.profile});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("precision cost-aware, device cuda"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("predicted for h100 (NVIDIA H100"), std::string::npos) << r.out;
@@ -368,8 +365,8 @@ TEST(PredictTest, PlanForBadInputIsOneLine) {
     std::string needle;
   };
   const std::vector<std::string> plan = {"plan", "--model", "lenet", "--batch", "16"};
-  const std::vector<std::string> bench = {"bench", "--model", "lenet", "--batch", "16",
-                                          "--steps", "1", "--repeats", "1", "--no-peak"};
+  const std::vector<std::string> bench = {
+      "bench", "--model", "lenet", "--batch", "16", "--steps", "1", "--repeats", "1", "--no-peak"};
   auto with = [](std::vector<std::string> base, std::vector<std::string> more) {
     base.insert(base.end(), more.begin(), more.end());
     return base;
@@ -407,10 +404,11 @@ TEST(PredictTest, PlanForBadInputIsOneLine) {
 TEST(PredictTest, BenchForRunsThePredictedPlanHere) {
   RecordedLenet rec;
   const std::string out = rec.dir.file("bench.json");
-  const auto r = run_cli({"bench", "--model", "lenet", "--batch", "16", "--steps", "2",
-                          "--repeats", "1", "--warmup", "0", "--no-peak", "--precision",
-                          "cost-aware", "--for", "same", "--devices", rec.table, "--profile",
-                          rec.profile, "--json", out});
+  const auto r =
+      run_cli({"bench",       "--model",    "lenet",  "--batch",  "16",        "--steps",
+               "2",           "--repeats",  "1",      "--warmup", "0",         "--no-peak",
+               "--precision", "cost-aware", "--for",  "same",     "--devices", rec.table,
+               "--profile",   rec.profile,  "--json", out});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("costs: cost-aware's costs predicted for same"), std::string::npos) << r.out;
   EXPECT_EQ(r.err.find("calibration"), std::string::npos) << r.err;

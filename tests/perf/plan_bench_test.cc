@@ -9,8 +9,9 @@
 #include <sstream>
 
 #include "amp/padding.h"
+#include "perf/bench.h"
+#include "perf/plan.h"
 #include "tests/test_util.h"
-#include "train/plan.h"
 
 namespace campo {
 namespace {

@@ -53,37 +53,4 @@ Calibration run_calibration(const CalibrateOptions& opts, std::ostream& log);
 // file per device kind and machine. Empty when neither XDG_CACHE_HOME nor HOME is set.
 std::string default_calibration_path(const Backend& backend, DType low);
 
-// The calibration of `backend`'s machine for `low`, or null, saying on `log` what it did:
-//  1. $CAMPO_CALIBRATION when set: used, or an error if it cannot be (any problem);
-//  2. the cache file default_calibration_path(backend, low);
-//  3. the *.json files of the repository's calibration/ folder (CAMPO_SOURCE_DIR when the
-//     build defines it, else ../../calibration from this executable).
-// In 2 and 3 a file made on another machine or device (or for another low precision) is
-// skipped with a note; a corrupt or stale one is an error. `path` (when given) gets the
-// file used.
-std::shared_ptr<const Calibration> find_default_calibration(const Backend& backend, DType low,
-                                                            std::ostream& log,
-                                                            std::string* path = nullptr);
-
-// The calibration a cost-aware run on `backend` uses when none is named:
-// find_default_calibration; else on the CPU a quick automatic calibration (budget 1 minute,
-// said on `log`) written to the cache, and elsewhere (a GPU) none, said on `log`: there the
-// profiling step times both precisions of the run's own graph, which takes milliseconds,
-// where an automatic calibration would take a minute. `path` (when given) gets the file.
-std::shared_ptr<const Calibration> default_calibration(const Backend& backend, DType low,
-                                                       std::ostream& log,
-                                                       std::string* path = nullptr);
-
-// Sets p.calibration for a cost-aware policy run on `backend` as `calibration` says (a
-// file, checked against the backend's identity; "" = default_calibration; "none" = none, the
-// profiling step times both precisions); what it looked for or ran goes to `log`. Other
-// policies: unchanged.
-void attach_calibration(PrecisionConfig& p, const std::string& calibration, const Backend& backend,
-                        std::ostream& log);
-// The option check of the above, before any backend or work: a calibration file named for a
-// cost-aware run must be readable and made for the kind of `device` (a CPU's costs on
-// --device cuda are one error line, as a GPU's on the CPU).
-void check_calibration_device(const std::string& calibration, Precision policy,
-                              const DeviceSpec& device);
-
 }  // namespace campo

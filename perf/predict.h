@@ -13,7 +13,7 @@
 // I = FLOPs / bytes (graph/flops.h; bytes: every input and output once) against the
 // target's ridge point R = P_t / B_t, as Habitat interpolates it: gamma = 1 - I / (2R) for
 // I <= R, R / (2I) above, 1 for a node without FLOPs. Devices come from a table of published
-// specifications (train/devices.json, built in; --devices FILE for one's own) or, for the CPU
+// specifications (perf/devices.json, built in; --devices FILE for one's own) or, for the CPU
 // a profile was measured on, from measuring it (measure_this_cpu) when the profile is written.
 #pragma once
 
@@ -30,17 +30,18 @@
 #include "runtime/backend.h"
 #include "runtime/dtype.h"
 #include "runtime/tensor.h"
+#include "train/loop_options.h"
 
 namespace campo {
 
 // One device of the table.
 struct DeviceModel {
-  std::string name;       // what --device names it by
-  std::string kind;       // "gpu" or "cpu"
-  std::string full_name;  // for people
-  std::string source;     // where the figures come from
-  int units = 0;          // SMs or cores
-  double clock_mhz = 0;   // informative
+  std::string name;                     // what --device names it by
+  std::string kind;                     // "gpu" or "cpu"
+  std::string full_name;                // for people
+  std::string source;                   // where the figures come from
+  int units = 0;                        // SMs or cores
+  double clock_mhz = 0;                 // informative
   std::map<DType, double> peak_gflops;  // f32, and the low precisions it computes natively
   double memory_gbs = 0;
   // The rate element-wise work streams at, per dtype, where it differs from memory_gbs: a
@@ -53,13 +54,13 @@ struct DeviceModel {
   nlohmann::json to_json() const;
 };
 
-// A device table's devices (the format of train/devices.json); `origin` names the text in
+// A device table's devices (the format of perf/devices.json); `origin` names the text in
 // error lines. Each entry is checked: a name, a kind, positive f32 peak and bandwidth.
 std::vector<DeviceModel> parse_device_table(const std::string& text, const std::string& origin);
 DeviceModel parse_device(const nlohmann::json& j, const std::string& origin);
 // A device table file (--devices), read and parsed.
 std::vector<DeviceModel> parse_device_table_file(const std::string& path);
-// The table built into campo (train/devices.json).
+// The table built into campo (perf/devices.json).
 const std::vector<DeviceModel>& builtin_devices();
 // The device called `name`; one error line naming the known ones otherwise.
 const DeviceModel& find_device(const std::vector<DeviceModel>& table, const std::string& name);
@@ -113,7 +114,7 @@ struct ProfiledNode {
   Traffic traffic_computing_in(DType compute) const;
 };
 struct RecordedProfile {
-  std::string where;  // "--profile PATH", for error lines
+  std::string where;      // "--profile PATH", for error lines
   nlohmann::json header;  // every field but the nodes
   std::vector<ProfiledNode> nodes;
   // A header field as text, "?" where the profile does not say.
@@ -124,6 +125,11 @@ struct RecordedProfile {
   DeviceModel origin(const std::vector<DeviceModel>& table, const std::string& from) const;
 };
 RecordedProfile read_profile(const std::string& path);
+// Writes a run's --profile-out (the format read_profile reads: version 1): what ran where
+// (the run's fields, the device report's, the machine, the threads, oneDNN's ISA; on the
+// CPU this CPU measured now, measure_this_cpu, as the origin predict scales from) and every
+// node's time over the profiled steps.
+void write_profile(const std::string& path, const StepProfile& profile);
 
 // `campo plan|bench --for DEVICE --profile FILE [--from NAME] [--devices FILE]`: the
 // cost-aware plan for DEVICE from per-node costs predicted from a profile, instead of costs

@@ -1,4 +1,4 @@
-#include "train/predict.h"
+#include "perf/predict.h"
 
 #include <omp.h>
 
@@ -14,11 +14,11 @@
 #include "datasets/text.h"
 #include "graph/flops.h"
 #include "ops/op.h"
+#include "perf/roofline.h"
 #include "runtime/atomic_file.h"
 #include "runtime/check.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/file_check.h"
-#include "train/roofline.h"
 
 namespace campo {
 
@@ -26,7 +26,7 @@ namespace {
 
 using json = nlohmann::json;
 
-// train/devices.json, as CMake wrote it into a raw string literal.
+// perf/devices.json, as CMake wrote it into a raw string literal.
 const char kBuiltinDevices[] =
 #include "devices_json.inc"
     ;
@@ -52,9 +52,9 @@ double number(const json& j, const char* key, const std::string& where, bool zer
 }
 
 std::string text(const json& j, const char* key, const std::string& where) {
-  CAMPO_CHECK(j.is_object() && j.contains(key) && j[key].is_string() &&
-                  !j[key].get<std::string>().empty(),
-              where, ": '", key, "' is missing or not a string");
+  CAMPO_CHECK(
+      j.is_object() && j.contains(key) && j[key].is_string() && !j[key].get<std::string>().empty(),
+      where, ": '", key, "' is missing or not a string");
   return j[key].get<std::string>();
 }
 
@@ -90,9 +90,14 @@ json DeviceModel::to_json() const {
   json peaks = json::object(), streams = json::object();
   for (const auto& [d, g] : peak_gflops) peaks[dtype_name(d)] = g;
   for (const auto& [d, g] : stream_gbs) streams[dtype_name(d)] = g;
-  json j = {{"name", name},   {"kind", kind},         {"full_name", full_name},
-            {"units", units}, {"clock_mhz", clock_mhz}, {"peak_gflops", peaks},
-            {"memory_gbs", memory_gbs}, {"source", source}};
+  json j = {{"name", name},
+            {"kind", kind},
+            {"full_name", full_name},
+            {"units", units},
+            {"clock_mhz", clock_mhz},
+            {"peak_gflops", peaks},
+            {"memory_gbs", memory_gbs},
+            {"source", source}};
   if (!stream_gbs.empty()) j["stream_gbs"] = streams;
   return j;
 }
@@ -102,9 +107,11 @@ DeviceModel parse_device(const json& j, const std::string& origin) {
   d.name = text(j, "name", origin + ": a device");
   const std::string where = origin + ": device " + d.name;
   d.kind = text(j, "kind", where);
-  CAMPO_CHECK(d.kind == "gpu" || d.kind == "cpu", where, ": kind must be gpu or cpu, got '",
-              d.kind, "'");
-  d.full_name = j.contains("full_name") && j["full_name"].is_string() ? j["full_name"].get<std::string>() : d.name;
+  CAMPO_CHECK(d.kind == "gpu" || d.kind == "cpu", where, ": kind must be gpu or cpu, got '", d.kind,
+              "'");
+  d.full_name = j.contains("full_name") && j["full_name"].is_string()
+                    ? j["full_name"].get<std::string>()
+                    : d.name;
   d.source = text(j, "source", where);
   const double units = number(j, "units", where);
   CAMPO_CHECK(units <= 1e6, where, ": 'units' is ", units, ", more SMs or cores than any device");
@@ -133,9 +140,9 @@ DeviceModel parse_device(const json& j, const std::string& origin) {
 std::vector<DeviceModel> parse_device_table(const std::string& table_text,
                                             const std::string& origin) {
   const json j = parse_json(table_text, origin);
-  CAMPO_CHECK(j.is_object() && j.contains("devices") && j["devices"].is_array() &&
-                  !j["devices"].empty(),
-              origin, ": not a device table (an object whose 'devices' is a list of devices)");
+  CAMPO_CHECK(
+      j.is_object() && j.contains("devices") && j["devices"].is_array() && !j["devices"].empty(),
+      origin, ": not a device table (an object whose 'devices' is a list of devices)");
   std::vector<DeviceModel> table;
   for (const json& e : j["devices"]) {
     table.push_back(parse_device(e, origin));
@@ -204,10 +211,10 @@ double scale_node_time(double ms, double flops, const Traffic& from_traffic, DTy
   const double memory_from = traffic_ms(from_traffic, from, gemm);
   const double memory_to = traffic_ms(to_traffic, to, gemm);
   // A node that moves no bytes (as recorded) scales by the bandwidths alone.
-  const double memory = memory_from > 0 && memory_to > 0
-                            ? memory_to / memory_from
-                            : traffic_ms({{from_dtype, 1.0}}, from, gemm) /
-                                  traffic_ms({{to_dtype, 1.0}}, to, gemm);
+  const double memory =
+      memory_from > 0 && memory_to > 0
+          ? memory_to / memory_from
+          : traffic_ms({{from_dtype, 1.0}}, from, gemm) / traffic_ms({{to_dtype, 1.0}}, to, gemm);
   const double compute = from.peak_for(from_dtype, gemm) / to.peak_for(to_dtype, gemm);
   return ms * std::pow(memory, gamma) * std::pow(compute, 1.0 - gamma);
 }
@@ -237,9 +244,10 @@ DeviceModel measure_this_cpu(std::shared_ptr<Backend> backend) {
   constexpr int64_t kStream = int64_t(16) << 20;
   d.memory_gbs = measure_stream_gbs(backend, DType::f32, kStream, 5);
   d.stream_gbs[DType::bf16] = measure_stream_gbs(backend, DType::bf16, kStream, 5);
-  d.source = "measured by campo when the profile was written: the peaks of a 1024^3 GEMM "
-             "through campo's MatMul kernel (f32 and bf16, best of 5) and the rates of its "
-             "Add kernel over 16 Mi elements (f32: the memory bandwidth; bf16), best of 5";
+  d.source =
+      "measured by campo when the profile was written: the peaks of a 1024^3 GEMM "
+      "through campo's MatMul kernel (f32 and bf16, best of 5) and the rates of its "
+      "Add kernel over 16 Mi elements (f32: the memory bandwidth; bf16), best of 5";
   return d;
 }
 
@@ -293,8 +301,7 @@ std::vector<ProfiledNode> profile_nodes(const json& p, const std::string& where)
     const json& e = p["nodes"][i];
     const std::string at = where + ": node " + std::to_string(i);
     ProfiledNode n;
-    if (e.is_object() && e.contains("graph"))
-      n.graph = int(number(e, "graph", at, true));
+    if (e.is_object() && e.contains("graph")) n.graph = int(number(e, "graph", at, true));
     n.name = text(e, "name", at);
     n.op = text(e, "op", at);
     const std::optional<OpKind> kind = parse_op_kind(n.op);
@@ -355,6 +362,29 @@ DeviceModel RecordedProfile::origin(const std::vector<DeviceModel>& table,
   return parse_device(header["device_model"], where);
 }
 
+void write_profile(const std::string& path, const StepProfile& p) {
+  json j = p.run;
+  j["format"] = "campo-profile";
+  j["version"] = 1;
+  j["campo_version"] = CAMPO_VERSION;
+  j["precision"] = precision_name(p.precision);
+  j["batch"] = p.batch;
+  j["steps"] = p.steps;
+  j.update(p.device);
+  j["machine"] = p.backend->describe();
+  j["threads"] = omp_get_max_threads();
+  j["onednn_isa"] = onednn_isa_name();
+  // The origin campo predict scales from: this CPU as the run used it, measured now; a GPU
+  // is named with predict --from.
+  if (p.backend->device().type == Device::cpu)
+    j["device_model"] = measure_this_cpu(p.backend).to_json();
+  j["nodes"] = p.nodes;
+  double total = 0;
+  for (const json& node : j["nodes"]) total += node["ms_per_step"].get<double>();
+  j["total_ms_per_step"] = total;  // of the nodes' medians
+  write_file_atomically(path, j.dump(1) + "\n");
+}
+
 RecordedProfile read_profile(const std::string& path) {
   RecordedProfile r;
   r.where = "--profile " + path;
@@ -400,13 +430,12 @@ double run_predict(const PredictOptions& o, std::ostream& out) {
     ++total.nodes;
     total.origin += n.ms;
     total.predicted += predicted;
-    per_node.push_back(
-        {{"name", n.name},
-         {"op", n.op},
-         {"dtype", dtype_name(n.dtype)},
-         {"gamma", node_gamma(n.flops, traffic, n.dtype, gemm, to)},
-         {"ms_origin", n.ms},
-         {"ms_predicted", predicted}});
+    per_node.push_back({{"name", n.name},
+                        {"op", n.op},
+                        {"dtype", dtype_name(n.dtype)},
+                        {"gamma", node_gamma(n.flops, traffic, n.dtype, gemm, to)},
+                        {"ms_origin", n.ms},
+                        {"ms_predicted", predicted}});
   }
   const std::string model = profile.said("model");
   out << "predict: " << model << " (" << profile.said("precision") << ", batch "
@@ -478,8 +507,8 @@ CostTable predict_cost_table(const Graph& g, const std::vector<ValueId>& fetches
   CAMPO_CHECK(to.peak_gflops.count(low), "device ", to.name, " has no ", dtype_name(low),
               " in its table entry (it does not compute in it): plan for it with the other "
               "--low-precision");
-  const std::string of = "(the profile: model " + profile.said("model") + ", batch " +
-                         profile.said("batch") + ")";
+  const std::string of =
+      "(the profile: model " + profile.said("model") + ", batch " + profile.said("batch") + ")";
   std::map<std::string, const ProfiledNode*> by_name;
   double fixed_ms = std::numeric_limits<double>::infinity();
   for (const ProfiledNode& n : profile.nodes) {
@@ -505,14 +534,14 @@ CostTable predict_cost_table(const Graph& g, const std::vector<ValueId>& fetches
     std::vector<Shape> here, there;
     for (ValueId v : n.inputs) here.push_back(g.value(v).shape);
     for (const ProfiledValue& v : p.inputs) there.push_back(v.shape);
-    CAMPO_CHECK(p.inputs.empty() || here == there, profile.where, ": node '", n.name,
-                "' reads ", shapes_text(there), " there but ", shapes_text(here),
+    CAMPO_CHECK(p.inputs.empty() || here == there, profile.where, ": node '", n.name, "' reads ",
+                shapes_text(there), " there but ", shapes_text(here),
                 " here: the profile was recorded with another batch or input size ", of);
     const bool gemm = is_gemm_op(n.kind);
     auto on_target = [&](DType compute) {
       if (!is_floating(p.dtype)) compute = p.dtype;  // indices, labels: as measured
-      return scale_node_time(p.ms, p.flops, p.traffic(), p.dtype,
-                             p.traffic_computing_in(compute), compute, gemm, from, to);
+      return scale_node_time(p.ms, p.flops, p.traffic(), p.dtype, p.traffic_computing_in(compute),
+                             compute, gemm, from, to);
     };
     t.nodes[size_t(id)] = {on_target(DType::f32), on_target(low)};
   }

@@ -1,4 +1,4 @@
-#include "train/roofline.h"
+#include "perf/roofline.h"
 
 #include <algorithm>
 
@@ -38,9 +38,9 @@ GemmPeak measure_gemm_peak(std::shared_ptr<Backend> backend_ptr, DType dtype, in
   Backend& backend = ctx.backend();
   KernelSpec spec{OpKind::MatMul,    MatMulAttrs{}, dtype, {{{m, k}, dtype}, {{k, n}, dtype}},
                   {{{m, n}, dtype}}, "gemm_peak"};
-  const double best = best_run_seconds(
-      ctx, spec, {backend.zeros({m, k}, dtype), backend.zeros({k, n}, dtype)},
-      {backend.zeros({m, n}, dtype)}, reps);
+  const double best =
+      best_run_seconds(ctx, spec, {backend.zeros({m, k}, dtype), backend.zeros({k, n}, dtype)},
+                       {backend.zeros({m, n}, dtype)}, reps);
   GemmPeak p;
   p.dtype = dtype;
   p.m = m;
@@ -56,11 +56,11 @@ double measure_stream_gbs(std::shared_ptr<Backend> backend_ptr, DType dtype, int
               " repetitions");
   ExecContext ctx(required_backend(std::move(backend_ptr)));
   Backend& backend = ctx.backend();
-  KernelSpec spec{OpKind::Add, NoAttrs{}, dtype, {{{n}, dtype}, {{n}, dtype}}, {{{n}, dtype}},
-                  "stream_rate"};
-  const double best = best_run_seconds(
-      ctx, spec, {backend.zeros({n}, dtype), backend.zeros({n}, dtype)}, {backend.zeros({n}, dtype)},
-      reps);
+  KernelSpec spec{OpKind::Add,    NoAttrs{},    dtype, {{{n}, dtype}, {{n}, dtype}},
+                  {{{n}, dtype}}, "stream_rate"};
+  const double best =
+      best_run_seconds(ctx, spec, {backend.zeros({n}, dtype), backend.zeros({n}, dtype)},
+                       {backend.zeros({n}, dtype)}, reps);
   return 3.0 * double(n) * double(dtype_size(dtype)) / best * 1e-9;
 }
 

@@ -2,7 +2,7 @@
 // that loads and covers the GEMM ops; the profiling step with a calibration times f32 only
 // and takes its low-precision times from the models; plan accepts --calibration; a CUDA
 // calibration without CUDA is one clear error. No test looks at a timing.
-#include "train/calibrate.h"
+#include "perf/calibrate.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -13,10 +13,12 @@
 #include <sstream>
 
 #include "graph/builder.h"
+#include "perf/bench.h"
+#include "perf/calibration_store.h"
+#include "perf/plan.h"
 #include "runtime/cpu_backend.h"
 #include "tests/test_util.h"
 #include "tools/cli.h"
-#include "train/plan.h"
 #include "train/profiling.h"
 
 namespace campo {
@@ -192,16 +194,15 @@ TEST(CalibrateTest, PlanTakesACalibrationFile) {
   PlanOptions o;
   o.run.model = "lenet";
   o.run.batch = 4;
-  o.run.calibration = path;
+  o.run.calibration = resolve_calibration(path, *default_cpu_backend(), DType::bf16, std::cerr);
   o.precision = Precision::cost_aware;
   std::ostringstream out;
   print_plan(o, out);
   EXPECT_NE(out.str().find("predicted step: cost-aware"), std::string::npos) << out.str();
   fs::remove(path);
 
-  o.run.calibration = path + ".absent";
   try {
-    print_plan(o, out);
+    (void)resolve_calibration(path + ".absent", *default_cpu_backend(), DType::bf16, std::cerr);
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("recalibrate"), std::string::npos) << e.what();

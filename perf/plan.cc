@@ -1,0 +1,429 @@
+#include "perf/plan.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iomanip>
+#include <istream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <sstream>
+
+#include "amp/calibration.h"
+#include "amp/padding.h"
+#include "models/dcgan.h"
+#include "perf/model_run.h"
+#include "perf/roofline.h"
+#include "runtime/atomic_file.h"
+#include "runtime/energy.h"
+#include "runtime/file_check.h"
+#include "runtime/memory_info.h"
+#include "runtime/timer.h"
+#include "train/device_report.h"
+#include "train/gan_trainer.h"
+#include "train/model_array.h"
+#include "train/profiling.h"
+#include "train/trainer.h"
+
+namespace campo {
+
+namespace {
+
+const char* phase_name(Phase p) {
+  switch (p) {
+    case Phase::forward:
+      return "fwd";
+    case Phase::backward:
+      return "bwd";
+    case Phase::update:
+      return "upd";
+  }
+  return "?";
+}
+
+std::string with_commas(int64_t v) {
+  std::string s = std::to_string(v), out;
+  int n = 0;
+  for (auto it = s.rbegin(); it != s.rend(); ++it) {
+    if (n && n % 3 == 0 && *it != '-') out.push_back(',');
+    out.push_back(*it);
+    ++n;
+  }
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+namespace {
+
+// Prints one graph's plan table and totals; returns its JSON description. Writes the DOT
+// file when `dot_path` is set.
+nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
+                                const PrecisionConfig& precision, const PlanOptions& o,
+                                const std::string& dot_path, std::ostream& out,
+                                const std::vector<ValueId>& fetches,
+                                const TrainingGraphInfo* info = nullptr) {
+  const bool costed = info && info->cost_plan && info->costs;
+  // --low-precision auto: an f16 column beside bf16's, and each cast priced by its types.
+  const CostTable* f16 = costed && info->f16_costs ? info->f16_costs.get() : nullptr;
+  const ThreeWayCostTable three = f16 ? three_way_costs(*info->costs, *f16) : ThreeWayCostTable{};
+  out << title << "\n";
+  out << std::left << std::setw(44) << "node" << std::setw(22) << "op" << std::setw(5) << "step"
+      << std::setw(7) << "list" << std::setw(6) << "dtype";
+  if (costed)
+    out << std::right << std::setw(9) << "f32 ms" << std::setw(9) << (f16 ? "bf16 ms" : "low ms")
+        << (f16 ? "  f16 ms" : "") << "  " << std::left << std::setw(14) << "decided by";
+  out << "shapes\n";
+  nlohmann::json nodes = nlohmann::json::array();
+  for (NodeId id : g.topological_order()) {
+    const Node& n = g.node(id);
+    const bool leaf = n.kind == OpKind::Variable || n.kind == OpKind::Placeholder;
+    const bool update = n.kind == OpKind::ApplyMomentum || n.kind == OpKind::ApplyAdam;
+    std::string shapes;
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      shapes += (i ? " x " : "") + compact_shape(g.value(n.inputs[i]).shape);
+    if (!n.outputs.empty()) shapes += " -> " + compact_shape(g.value(n.outputs[0]).shape);
+    const char* list = n.weight_copy            ? "copy"
+                       : n.kind == OpKind::Cast ? "cast"
+                                                : amp_list_name(precision.lists.classify(n.kind));
+    nlohmann::json node = {{"name", n.name},
+                           {"op", op_name(n.kind)},
+                           {"phase", phase_name(n.phase)},
+                           {"list", list},
+                           {"dtype", dtype_name(n.dtype)},
+                           {"pad_to", n.pad_to},
+                           {"f32_output", n.f32_output},
+                           {"weight_copy", n.weight_copy},
+                           {"shapes", shapes}};
+    const bool has_cost = costed && size_t(id) < info->costs->nodes.size() &&
+                          size_t(id) < info->cost_plan->decided_by.size();
+    const bool costed_cast = costed && n.kind == OpKind::Cast && !n.weight_copy;
+    const int64_t cast_elements = costed_cast ? shape_numel(g.value(n.inputs[0]).shape) : 0;
+    const double cast_ms =
+        !costed_cast ? 0.0
+        : f16        ? three.casts.cost_ms(g.value(n.inputs[0]).dtype, g.value(n.outputs[0]).dtype,
+                                           cast_elements)
+              : info->costs->cast_ms(is_low_precision(g.value(n.outputs[0]).dtype), cast_elements);
+    const bool measured = costed && size_t(id) < info->costs->low_measured.size() &&
+                          info->costs->low_measured[size_t(id)];
+    if (has_cost) {
+      node["fp32_ms"] = info->costs->nodes[size_t(id)].fp32_ms;
+      node["low_ms"] = info->costs->nodes[size_t(id)].low_ms;
+      if (f16) {  // auto: fp32_ms and low_ms (bf16) as above, and f16's
+        node["fp32_ms"] = three.nodes[size_t(id)].f32_ms;
+        node["f16_ms"] = three.nodes[size_t(id)].f16_ms;
+      }
+      node["low_measured"] = measured;
+      node["decided_by"] = traversal_name(info->cost_plan->decided_by[size_t(id)]);
+    } else if (costed && n.kind == OpKind::Cast) {
+      node["cast_ms"] = cast_ms;
+    }
+    nodes.push_back(node);
+    if ((leaf || update) && !o.all_nodes) continue;
+    std::string name = n.name.size() > 43 ? "..." + n.name.substr(n.name.size() - 40) : n.name;
+    out << std::left << std::setw(44) << name << std::setw(22) << op_name(n.kind) << std::setw(5)
+        << phase_name(n.phase) << std::setw(7) << list << std::setw(6)
+        << (std::string(dtype_name(n.dtype)) + (n.pad_to > 0 ? "+p" : "") +
+            (n.f32_output ? "*" : ""));
+    if (costed) {
+      char buf[64];
+      const char* decided = has_cost ? traversal_name(info->cost_plan->decided_by[size_t(id)]) : "";
+      if (has_cost && f16)
+        std::snprintf(buf, sizeof buf, "%9.3f%9.3f%8.3f  %-14s", three.nodes[size_t(id)].f32_ms,
+                      three.nodes[size_t(id)].bf16_ms, three.nodes[size_t(id)].f16_ms, decided);
+      else if (has_cost)
+        std::snprintf(buf, sizeof buf, "%9.3f%8.3f%c  %-14s",
+                      info->costs->nodes[size_t(id)].fp32_ms, info->costs->nodes[size_t(id)].low_ms,
+                      measured ? 'm' : ' ', decided);
+      else if (n.kind == OpKind::Cast)
+        std::snprintf(buf, sizeof buf, "%9s%9.3f%s  %-14s", "", cast_ms, f16 ? "        " : "",
+                      n.weight_copy ? "(weight copy)" : "(cast)");
+      else
+        std::snprintf(buf, sizeof buf, "%9s%9s%s  %-14s", "", "", f16 ? "        " : "", "");
+      out << buf;
+    }
+    out << shapes << "\n";
+  }
+  const PrecisionSummary s = summarize_precision(g, fetches);
+  out << "totals: ";
+  if (f16)
+    out << s.low_nodes - s.f16_nodes << " nodes in bf16, " << s.f16_nodes << " in f16, ";
+  else
+    out << s.low_nodes << " nodes in " << dtype_name(precision.low) << ", ";
+  out << s.f32_nodes << " in f32; " << s.casts.casts << " casts, "
+      << with_commas(s.casts.cast_elements) << " elements cast per step\n";
+  if (f16)
+    out << "auto: each node in the type of least predicted step time among f32, f16 and bf16 "
+           "(casts between f16 and bf16 go through f32; ops that need range never f16)"
+        << (precision.scaler.enabled ? "; dynamic loss scaling on, as f16 may be chosen" : "")
+        << "\n";
+  const int into_producers = s.casts.folded - s.casts.weight_copies;
+  if (into_producers > 0)
+    out << "folded: " << into_producers << " casts to f32 done by their producers' kernels "
+        << "instead (marked *: computes in " << dtype_name(precision.low)
+        << ", writes f32 for the f32 optimizer update)\n";
+  if (s.casts.weight_copies > 0)
+    out << "folded: " << s.casts.weight_copies << " casts of weights to "
+        << dtype_name(precision.low) << " (list 'copy'): " << dtype_name(precision.low)
+        << " weight copies that the optimizer updates write, instead of a Cast per step\n";
+  if (!dot_path.empty()) {
+    write_file_atomically(dot_path, g.to_dot());
+    out << "wrote " << dot_path << "\n";
+  }
+  return {{"title", title},
+          {"low_nodes", s.low_nodes},
+          {"f16_nodes", s.f16_nodes},
+          {"f32_nodes", s.f32_nodes},
+          {"casts", s.casts.casts},
+          {"cast_elements", s.casts.cast_elements},
+          {"folded_casts", s.casts.folded},
+          {"weight_copies", s.casts.weight_copies},
+          {"nodes", nodes}};
+}
+
+std::string with_suffix(const std::string& path, const std::string& suffix) {
+  if (path.empty()) return path;
+  size_t dot = path.rfind('.');
+  return dot == std::string::npos ? path + suffix : path.substr(0, dot) + suffix + path.substr(dot);
+}
+
+}  // namespace
+
+void check_plan_options(const PlanOptions& o) {
+  const Precision policy = o.precision;
+  check_model_run_numbers(o.run);
+  // cost-aware on a GPU profiles there and uses a calibration made on that GPU (campo
+  // calibrate --device cuda), as on the CPU: nothing to refuse here.
+  check_plan_for_options(o.run.plan_for);
+  CAMPO_CHECK(!o.run.plan_for.active() || policy == Precision::cost_aware,
+              "--for plans the cost-aware policy from predicted costs; --precision ",
+              precision_name(o.precision), " needs no costs");
+  CAMPO_CHECK(!is_gan_model(o.run.model) || o.run.array == 1,
+              "campo plan --array does not support --model dcgan (plan a single DCGAN; "
+              "campo bench --model dcgan --array N measures its array)");
+  if (is_gan_model(o.run.model)) {  // one file per step graph
+    for (const char* suffix : {"_d", "_g"})
+      if (!o.dot_path.empty()) require_output_file(with_suffix(o.dot_path, suffix), "--dot file");
+  } else if (!o.dot_path.empty()) {
+    require_output_file(o.dot_path, "--dot file");
+  }
+  if (!o.json_path.empty()) require_output_file(o.json_path, "--json file");
+  if (!o.alloc_trace_path.empty()) {
+    CAMPO_CHECK(!is_gan_model(o.run.model),
+                "campo plan --alloc-trace does not support --model dcgan (its two step graphs "
+                "would interleave); trace a classifier");
+    require_output_file(o.alloc_trace_path, "--alloc-trace file");
+  }
+}
+
+namespace {
+
+// The allocation trace of one step (--alloc-trace), with a header saying what it traces and
+// the command that writes it again.
+std::string alloc_trace_file(const PlanOptions& o, const Graph& g, const VariableStore& vars,
+                             const StepPlan& step) {
+  std::vector<size_t> persistent;
+  for (const std::string& name : vars.names()) persistent.push_back(vars.at(name).nbytes());
+  for (int pos : step.outside) {
+    const Value& v = g.value(g.node(step.schedule[size_t(pos)]).outputs[0]);
+    persistent.push_back(size_t(shape_numel(v.shape)) * dtype_size(v.dtype));
+  }
+  std::ostringstream head;
+  head << "# campo allocation trace: one training step of " << o.run.model << ", batch "
+       << o.run.batch << ", " << o.run.image_size << "x" << o.run.image_size << "x"
+       << o.run.channels << ", precision " << precision_name(o.precision) << " ("
+       << o.run.mixed.low_precision << "),\n"
+       << "# as a runtime with one buffer per value would allocate it: " << vars.names().size()
+       << " variables and " << step.outside.size() << " inputs and weight copies\n"
+       << "# (never freed), then the " << step.requests.size()
+       << " values of the memory plan (their live peak " << step.memory.live_peak_bytes
+       << " bytes,\n# the plan's arena " << step.memory.arena_bytes
+       << " bytes). Events: 'a ID BYTES', 'f ID'.\n"
+       << "# written by: campo plan --model " << o.run.model << " --batch " << o.run.batch
+       << " --image-size " << o.run.image_size << " --channels " << o.run.channels
+       << " --precision " << precision_name(o.precision) << " --low-precision "
+       << o.run.mixed.low_precision << " --device " << o.run.device.str()
+       << " --alloc-trace FILE\n";
+  return head.str() + allocation_trace(persistent, step.requests);
+}
+
+}  // namespace
+
+void print_plan(const PlanOptions& o, std::ostream& out) {
+  check_plan_options(o);
+  const Precision policy = o.precision;
+  std::ostringstream header;
+  header << "plan: " << o.run.model << ", precision " << precision_name(policy) << ", device "
+         << o.run.device.str();
+  nlohmann::json j = {{"model", o.run.model},
+                      {"precision", precision_name(policy)},
+                      {"device", o.run.device.str()},
+                      {"low_precision", o.run.mixed.low_precision},
+                      {"batch", o.run.batch}};
+  // The plan runs steps only in cost-aware's profiling step (without given costs), and those
+  // run on --device's backend; otherwise it only builds the graphs, which needs no device
+  // (planning for a GPU on a machine without one), so the variables stay on the host.
+  const bool profiles = policy == Precision::cost_aware && !o.run.costs;
+  const std::shared_ptr<Backend> backend =
+      profiles ? backend_for(o.run.device, o.run.cuda_graph) : default_cpu_backend();
+  const DeviceReport device_report(backend);
+  if (is_gan_model(o.run.model)) {
+    // Two step graphs: the discriminator's and the generator's.
+    const PrecisionConfig precision = model_run_precision(o.run, policy);
+    DcganOptions m;
+    m.image_size = o.run.image_size;
+    m.channels = o.run.channels;
+    GanSession session(m, o.run.batch, gan_optimizer(o.run), o.run.seed, backend, 1, precision);
+    header << ", batch " << o.run.batch << ", " << m.image_size << "x" << m.image_size << "x"
+           << m.channels;
+    out << header.str() << "\n";
+    TrainingGraphInfo d_info, g_info;  // cost-aware: the costs and decisions to show
+    d_info.costs = session.d_costs();
+    d_info.cost_plan = session.d_plan();
+    g_info.costs = session.g_costs();
+    g_info.cost_plan = session.g_plan();
+    j["graphs"] = nlohmann::json::array(
+        {print_graph_plan(session.d_graph(), "discriminator step", precision, o,
+                          with_suffix(o.dot_path, "_d"), out, session.d_fetches(), &d_info),
+         print_graph_plan(session.g_graph(), "generator step", precision, o,
+                          with_suffix(o.dot_path, "_g"), out, session.g_fetches(), &g_info)});
+    // The session is compiled (not run): its own report, kernel workspace included.
+    const MemoryReport memory = session.memory();
+    out << "memory: " << memory_line(memory) << "\n";
+    j["memory"] = memory_json(memory);
+    PrecisionSummary s = session.precision_summary();
+    j["low_nodes"] = s.low_nodes;
+    j["f32_nodes"] = s.f32_nodes;
+    j["casts"] = s.casts.casts;
+    j["cast_elements"] = s.casts.cast_elements;
+  } else {
+    TrainingGraphSpec spec = model_run_spec(o.run, policy);
+    // Padding is decided by timing each GEMM both ways on the device itself: not for one
+    // predicted from afar.
+    if (o.run.plan_for.active()) spec.precision.padding = false;
+    Graph g;
+    VariableStore vars(o.run.seed, backend);
+    TrainingGraphInfo info =
+        build_training_graph(g, vars, with_profiled_costs(spec, vars.backend_ptr()));
+    header << ", batch " << o.run.batch << ", input " << compact_shape(spec.image_shape);
+    if (o.run.array > 1) header << ", array of " << o.run.array << " models";
+    // json::array: a braced list of one json is a copy of it, not an array, under clang.
+    j["graphs"] = nlohmann::json::array({print_graph_plan(g, header.str(), spec.precision, o,
+                                                          o.dot_path, out, info.fetches(), &info)});
+    if (info.cost_plan) {
+      // Compare with amp under the same costs: same graph before casts, amp's painting.
+      TrainingGraphSpec fp32 = spec;
+      fp32.precision.policy = Precision::fp32;
+      Graph ga;
+      VariableStore va(o.run.seed, backend);
+      const TrainingGraphInfo ia = build_training_graph(ga, va, fp32);
+      std::vector<char> amp_low = paint_amp(ga, spec.precision.lists);
+      const double amp_ms = predict_step_ms(ga, *info.costs, amp_low);
+      std::vector<char> none(size_t(ga.num_nodes()), 0);
+      const double fp32_ms = predict_step_ms(ga, *info.costs, none);
+      apply_precision(ga, amp_low, spec.precision.low);
+      const CastStats amp_casts = summarize_precision(ga, ia.fetches()).casts;
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "predicted step: cost-aware %.2f ms, amp %.2f ms, fp32 %.2f ms; casts: "
+                    "cost-aware %d, amp %d (cast model %.4f ms + %.3g ms/element)\n",
+                    info.cost_plan->predicted_ms, amp_ms, fp32_ms, info.summary.casts.casts,
+                    amp_casts.casts, info.costs->cast.fixed_ms, info.costs->cast.per_element_ms);
+      if (!o.run.costs_note.empty()) out << "costs: " << o.run.costs_note << "\n";
+      out << line;
+      if (info.costs->cast_to_f32 && !spec.precision.automatic())
+        out << "cast model low -> f32: " << info.costs->cast_to_f32->fixed_ms << " ms + "
+            << info.costs->cast_to_f32->per_element_ms
+            << " ms/element (the line above: f32 -> low)\n";
+      if (spec.precision.automatic()) {
+        // Why this mix: the exact plans over one low type, under the same costs.
+        const AutoChoice& a = info.auto_choice;
+        const ThreeWayCostTable three = three_way_costs(*info.costs, *info.f16_costs);
+        std::snprintf(line, sizeof line,
+                      "search: exact over f32, f16 and bf16 per node (ops that need range never "
+                      "f16); bf16 only %.2f ms, f16 only %.2f ms; chosen: %s\n",
+                      a.bf16_only_ms, a.f16_only_ms, a.chosen);
+        out << line;
+        const CastCosts& c = three.casts;
+        std::snprintf(line, sizeof line,
+                      "cast models (ms + ms/element): f32->f16 %.4f + %.3g, f16->f32 %.4f + %.3g, "
+                      "f32->bf16 %.4f + %.3g, bf16->f32 %.4f + %.3g\n",
+                      c.f32_to_f16.fixed_ms, c.f32_to_f16.per_element_ms, c.f16_to_f32.fixed_ms,
+                      c.f16_to_f32.per_element_ms, c.f32_to_bf16.fixed_ms,
+                      c.f32_to_bf16.per_element_ms, c.bf16_to_f32.fixed_ms,
+                      c.bf16_to_f32.per_element_ms);
+        out << line;
+        j["bf16_only_predicted_ms"] = a.bf16_only_ms;
+        j["f16_only_predicted_ms"] = a.f16_only_ms;
+        j["auto_chosen"] = a.chosen;
+      } else if (spec.precision.search == CostAwareSearch::exact) {
+        std::snprintf(line, sizeof line,
+                      "search: exact; the four traversals alone predicted %.2f ms, the exact "
+                      "search changed %d nodes (decided by 5:exact)\n",
+                      info.cost_plan->traversals_ms, info.cost_plan->exact_changes);
+        out << line;
+      }
+      const int measured =
+          int(std::count(info.costs->low_measured.begin(), info.costs->low_measured.end(), 1));
+      if (measured > 0)
+        out << "measured: " << measured << " low-precision times marked m were timed in the "
+            << "profiling step: the calibration does not trust its model of those ops (held-out "
+            << "MAPE over " << kUntrustedMapePercent << "%, or none); the others are predicted\n";
+      j["low_measured"] = measured;
+      if (!info.costs->hardware_counters.empty())
+        out << "hardware counters: " << info.costs->hardware_counters << "\n";
+      j["hardware_counters"] = info.costs->hardware_counters.empty()
+                                   ? nlohmann::json(nullptr)
+                                   : nlohmann::json(info.costs->hardware_counters);
+      if (o.run.plan_for.active())
+        out << "padding: not decided for " << o.run.plan_for.device << " ("
+            << info.padding_candidates << " candidates): it is timed on the device itself\n";
+      else
+        out << "padding: " << info.padded << " of " << info.padding_candidates
+            << " low-precision GEMMs (unaligned K/N) and convolutions (unaligned channels) "
+            << "padded to multiples of " << info.pad_to
+            << " (where timing the node both ways showed a gain)\n";
+      j["padding_candidates"] = info.padding_candidates;
+      j["padded"] = info.padded;
+      j["pad_to"] = info.pad_to;
+      if (o.run.plan_for.active()) {
+        j["for"] = o.run.plan_for.device;
+        j["costs"] = o.run.costs_note;
+      }
+      j["predicted_ms"] = info.cost_plan->predicted_ms;
+      j["amp_predicted_ms"] = amp_ms;
+      j["fp32_predicted_ms"] = fp32_ms;
+      j["amp_casts"] = amp_casts.casts;
+      j["search"] = search_name(spec.precision.search);
+      j["traversals_predicted_ms"] = info.cost_plan->traversals_ms;
+      j["exact_changes"] = info.cost_plan->exact_changes;
+    }
+    j["low_nodes"] = info.summary.low_nodes;
+    j["f16_nodes"] = info.summary.f16_nodes;
+    j["f32_nodes"] = info.summary.f32_nodes;
+    j["casts"] = info.summary.casts.casts;
+    j["cast_elements"] = info.summary.casts.cast_elements;
+    // Nothing compiled: the executor's plan of the step, without what kernels add.
+    MemoryReport memory = memory_report(vars, {});
+    const StepPlan step = plan_step(g, info.fetches(), o.run.conv_layout, o.run.device.type);
+    memory.graphs = step.estimate();
+    out << "predicted memory: " << memory_line(memory)
+        << " (kernel workspace: known once the kernels are made)\n";
+    j["memory"] = memory_json(memory);
+    if (!o.alloc_trace_path.empty()) {
+      write_file_atomically(o.alloc_trace_path, alloc_trace_file(o, g, vars, step));
+      out << "wrote " << o.alloc_trace_path << "\n";
+    }
+  }
+  if (profiles) device_report.add_to(j);  // where the profiling step ran
+  if (!o.json_path.empty()) {
+    write_file_atomically(o.json_path, j.dump(1) + "\n");
+    out << "wrote " << o.json_path << "\n";
+  }
+}
+
+}  // namespace campo

@@ -1,0 +1,30 @@
+// `campo plan`: the precision a policy chooses for every node of a model's training step,
+// with its costs, casts and totals (a table, JSON, Graphviz DOT, the allocation trace).
+#pragma once
+
+#include <iosfwd>
+#include <string>
+
+#include "amp/policy.h"
+#include "perf/model_run.h"
+
+namespace campo {
+
+struct PlanOptions {
+  ModelRunOptions run;
+  Precision precision = Precision::cost_aware;  // --precision (parse_precision)
+  std::string dot_path;                         // write Graphviz DOT here when set
+  std::string json_path;                        // write the per-node plan as JSON here when set
+  bool all_nodes = false;  // also list variables, placeholders and optimizer updates
+  // Write the step's allocation trace here when set (graph/memory_plan.h, allocation_trace):
+  // the variables, inputs and weight copies, then one buffer per planned value.
+  std::string alloc_trace_path;
+};
+
+// The options that need no graph (numbers, the policy names, that the output files can be
+// written), checked before a calibration or a graph is built; print_plan checks them too.
+void check_plan_options(const PlanOptions& o);
+
+// Builds the training graph, applies the policy and prints the plan table and totals.
+void print_plan(const PlanOptions& o, std::ostream& out);
+}  // namespace campo

@@ -1,0 +1,61 @@
+// `campo plan`: show, per node of a model's training step, the precision a policy chooses.
+#include <iostream>
+
+#include "perf/calibration_store.h"
+#include "perf/model_run.h"
+#include "perf/plan.h"
+#include "tools/commands.h"
+#include "tools/model_run_options.h"
+#include "tools/options.h"
+
+namespace campo::cli {
+
+namespace {
+
+class PlanCommand final : public Command {
+ public:
+  explicit PlanCommand(CLI::App& app) {
+    app_ = app.add_subcommand(
+        "plan", "Show, per node of the training step, the precision a policy chooses");
+    PlanOptions& o = options_;
+    add_model_run_options(app_, o.run, device_, optimizer_, calibration_);
+    app_->add_option("--precision", precision_, "cost-aware, amp or fp32")->capture_default_str();
+    app_->add_option("--dot", o.dot_path,
+                     "Write a Graphviz DOT file, nodes coloured by precision, casts in red");
+    app_->add_option("--json", o.json_path, "Write the plan as JSON");
+    app_->add_flag("--all-nodes", o.all_nodes,
+                   "Also list variables, placeholders and optimizer updates");
+    add_plan_for_options(app_, o.run.plan_for);
+    app_->add_option("--alloc-trace", o.alloc_trace_path,
+                     "Write the step's allocations, one buffer per value, as a trace for "
+                     "allocator tests");
+  }
+
+  int run() override {
+    PlanOptions& o = options_;
+    resolve_plan_for_device(app_, o.run.plan_for, device_);
+    o.run.device = parse_device_spec(device_);
+    default_low_precision_of(app_, o.run.device, o.run.model, o.run.mixed.low_precision);
+    o.precision = parse_precision(precision_);
+    check_run_options_apply(app_, o.run, optimizer_, {precision_});
+    check_plan_options(o);
+    check_calibration_device(calibration_, o.precision, o.run.device);
+    resolve_run_calibration(o.run, calibration_, o.precision == Precision::cost_aware);
+    attach_predicted_costs(o.run);
+    print_plan(o, std::cout);
+    return 0;
+  }
+
+ private:
+  PlanOptions options_;
+  // As given; parsed once the command line is read.
+  std::string device_ = "cpu", optimizer_, calibration_, precision_ = "cost-aware";
+};
+
+}  // namespace
+
+std::unique_ptr<Command> add_plan_command(CLI::App& app) {
+  return std::make_unique<PlanCommand>(app);
+}
+
+}  // namespace campo::cli
