@@ -8,6 +8,7 @@
 // and keep NaN semantics explicit: Relu and LeakyRelu propagate NaN (so loss scaling sees it);
 // gradients select, as TF. f16 is emulated (ops/cpu/low_precision.h).
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <type_traits>
@@ -128,53 +129,87 @@ class LeakyReluGradKernel : public Kernel {
   float alpha_;
 };
 
-// y = tanh(x) or y = 1 / (1 + exp(-x)) through oneDNN's eltwise forward, the tensor seen
-// as one flat vector of the node's dtype (f32 or bf16: oneDNN computes in f32 and rounds
-// once). The primitive is built once here; run() only binds the buffers.
+// The two passes of DnnlEltwiseKernel: what it builds, and the primitive's arguments in
+// the node's order (its inputs, then its output), so run() binds in[0], in[1], ..., out[0].
+
+// y = f(x): inputs {x}, output y.
+struct EltwiseForward {
+  static constexpr const char* kWhat = "an eltwise kernel";
+  static constexpr std::array kArgs = {DNNL_ARG_SRC, DNNL_ARG_DST};
+  static dnnl::primitive build(dnnl::algorithm algorithm, const dnnl::memory::desc& md,
+                               const dnnl::engine& engine) {
+    return dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(
+        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, algorithm, md, 0.0f, 0.0f),
+        engine));
+  }
+};
+
+// dX = dY * f'(X), from the source, not the destination: inputs {dY, X}, output dX.
+struct EltwiseBackward {
+  static constexpr const char* kWhat = "an eltwise backward kernel";
+  static constexpr std::array kArgs = {DNNL_ARG_DIFF_DST, DNNL_ARG_SRC, DNNL_ARG_DIFF_SRC};
+  static dnnl::primitive build(dnnl::algorithm algorithm, const dnnl::memory::desc& md,
+                               const dnnl::engine& engine) {
+    // oneDNN builds a backward primitive from the forward one's descriptor (the hint).
+    dnnl::eltwise_forward::primitive_desc hint(
+        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, algorithm, md, 0.0f, 0.0f),
+        engine);
+    return dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(
+        dnnl::eltwise_backward::desc(algorithm, md, md, 0.0f, 0.0f), engine, hint));
+  }
+};
+
+// One oneDNN eltwise pass (EltwiseForward or EltwiseBackward) over the node's tensors seen
+// as flat vectors of its dtype (f32 or bf16: oneDNN computes in f32 and rounds once; every
+// tensor of the node has the output's shape). The primitive is built once here; run() only
+// binds the buffers.
+template <typename Pass>
 class DnnlEltwiseKernel : public Kernel {
  public:
   DnnlEltwiseKernel(const KernelSpec& spec, ExecContext& ctx, dnnl::algorithm algorithm)
-      : numel_(shape_numel(spec.inputs[0].shape)) {
+      : numel_(shape_numel(spec.outputs[0].shape)) {
     if (numel_ == 0) return;
     using dnnl::memory;
     const memory::data_type type =
         spec.dtype == DType::bf16 ? memory::data_type::bf16 : memory::data_type::f32;
     const memory::desc md({numel_}, type, memory::format_tag::a);
     try {
-      dnnl::eltwise_forward::primitive_desc pd(
-          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, algorithm, md, 0.0f,
-                                      0.0f),
-          cpu_engine(ctx));
-      primitive_ = dnnl::eltwise_forward(pd);
-      src_ = memory(md, cpu_engine(ctx), DNNL_MEMORY_NONE);
-      dst_ = memory(md, cpu_engine(ctx), DNNL_MEMORY_NONE);
-      args_ = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}};
+      primitive_ = Pass::build(algorithm, md, cpu_engine(ctx));
+      for (size_t i = 0; i < kTensors; ++i) {
+        tensors_[i] = memory(md, cpu_engine(ctx), DNNL_MEMORY_NONE);
+        args_[Pass::kArgs[i]] = tensors_[i];
+      }
     } catch (const dnnl::error& e) {
-      CAMPO_FAIL(op_name(spec.kind), " '", spec.node_name,
-                 "': oneDNN could not build an eltwise kernel: ", e.what());
+      CAMPO_FAIL(op_name(spec.kind), " '", spec.node_name, "': oneDNN could not build ",
+                 Pass::kWhat, ": ", e.what());
     }
   }
   void run(ExecContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
     if (numel_ == 0) return;
-    src_.set_data_handle(in[0].device_data());
-    dst_.set_data_handle(out[0].device_data());
+    for (size_t i = 0; i + 1 < kTensors; ++i) tensors_[i].set_data_handle(in[i].device_data());
+    tensors_[kTensors - 1].set_data_handle(out[0].device_data());
     primitive_.execute(cpu_stream(ctx), args_);
     cpu_stream(ctx).wait();
   }
 
  private:
+  static constexpr size_t kTensors = Pass::kArgs.size();  // the inputs, then the output
+
   int64_t numel_;
-  dnnl::eltwise_forward primitive_;
-  dnnl::memory src_, dst_;
+  dnnl::primitive primitive_;
+  std::array<dnnl::memory, kTensors> tensors_;  // the handles args_ holds, in kArgs' order
   std::unordered_map<int, dnnl::memory> args_;  // built once; run() only rebinds handles
 };
 
+// y = tanh(x) or y = 1 / (1 + exp(-x)).
 std::unique_ptr<Kernel> make_tanh(const KernelSpec& spec, ExecContext& ctx) {
-  return std::make_unique<DnnlEltwiseKernel>(spec, ctx, dnnl::algorithm::eltwise_tanh);
+  return std::make_unique<DnnlEltwiseKernel<EltwiseForward>>(spec, ctx,
+                                                             dnnl::algorithm::eltwise_tanh);
 }
 std::unique_ptr<Kernel> make_sigmoid(const KernelSpec& spec, ExecContext& ctx) {
-  return std::make_unique<DnnlEltwiseKernel>(spec, ctx, dnnl::algorithm::eltwise_logistic);
+  return std::make_unique<DnnlEltwiseKernel<EltwiseForward>>(spec, ctx,
+                                                             dnnl::algorithm::eltwise_logistic);
 }
 
 // Exact: y = x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2))) (oneDNN eltwise_gelu_erf);
@@ -184,59 +219,15 @@ dnnl::algorithm gelu_algorithm(const KernelSpec& spec) {
                                                      : dnnl::algorithm::eltwise_gelu_erf;
 }
 std::unique_ptr<Kernel> make_gelu(const KernelSpec& spec, ExecContext& ctx) {
-  return std::make_unique<DnnlEltwiseKernel>(spec, ctx, gelu_algorithm(spec));
+  return std::make_unique<DnnlEltwiseKernel<EltwiseForward>>(spec, ctx, gelu_algorithm(spec));
 }
 
-// inputs {dY, X}: dX = dY * f'(X) through oneDNN's eltwise backward (from the source, not
-// the destination), the tensors seen as flat vectors as in DnnlEltwiseKernel. For Gelu:
+// inputs {dY, X}: dX = dY * f'(X). For Gelu:
 //   exact:       f'(x) = Phi(x) + x phi(x),  phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
 //   approximate: with u = sqrt(2/pi) (x + 0.044715 x^3), t = tanh(u),
 //                f'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
-class DnnlEltwiseGradKernel : public Kernel {
- public:
-  DnnlEltwiseGradKernel(const KernelSpec& spec, ExecContext& ctx, dnnl::algorithm algorithm)
-      : numel_(shape_numel(spec.inputs[1].shape)) {
-    if (numel_ == 0) return;
-    using dnnl::memory;
-    const memory::data_type type =
-        spec.dtype == DType::bf16 ? memory::data_type::bf16 : memory::data_type::f32;
-    const memory::desc md({numel_}, type, memory::format_tag::a);
-    try {
-      dnnl::eltwise_forward::primitive_desc hint(
-          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, algorithm, md, 0.0f, 0.0f),
-          cpu_engine(ctx));
-      dnnl::eltwise_backward::primitive_desc pd(
-          dnnl::eltwise_backward::desc(algorithm, md, md, 0.0f, 0.0f), cpu_engine(ctx), hint);
-      primitive_ = dnnl::eltwise_backward(pd);
-      diff_dst_ = memory(md, cpu_engine(ctx), DNNL_MEMORY_NONE);
-      src_ = memory(md, cpu_engine(ctx), DNNL_MEMORY_NONE);
-      diff_src_ = memory(md, cpu_engine(ctx), DNNL_MEMORY_NONE);
-      args_ = {
-          {DNNL_ARG_DIFF_DST, diff_dst_}, {DNNL_ARG_SRC, src_}, {DNNL_ARG_DIFF_SRC, diff_src_}};
-    } catch (const dnnl::error& e) {
-      CAMPO_FAIL(op_name(spec.kind), " '", spec.node_name,
-                 "': oneDNN could not build an eltwise backward kernel: ", e.what());
-    }
-  }
-  void run(ExecContext& ctx, const std::vector<Tensor>& in,
-           const std::vector<Tensor>& out) override {
-    if (numel_ == 0) return;
-    diff_dst_.set_data_handle(in[0].device_data());
-    src_.set_data_handle(in[1].device_data());
-    diff_src_.set_data_handle(out[0].device_data());
-    primitive_.execute(cpu_stream(ctx), args_);
-    cpu_stream(ctx).wait();
-  }
-
- private:
-  int64_t numel_;
-  dnnl::eltwise_backward primitive_;
-  dnnl::memory diff_dst_, src_, diff_src_;
-  std::unordered_map<int, dnnl::memory> args_;
-};
-
 std::unique_ptr<Kernel> make_gelu_grad(const KernelSpec& spec, ExecContext& ctx) {
-  return std::make_unique<DnnlEltwiseGradKernel>(spec, ctx, gelu_algorithm(spec));
+  return std::make_unique<DnnlEltwiseKernel<EltwiseBackward>>(spec, ctx, gelu_algorithm(spec));
 }
 
 // inputs {dY, Y}: dX = dY * (1 - Y^2).

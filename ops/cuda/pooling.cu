@@ -190,80 +190,57 @@ __global__ void avg_pool_grad(const T* dy, T* dx, PoolGeometry g) {
   }
 }
 
-// Shared by the four kernels: the geometry and the launch over `n` items.
-class PoolingKernel : public Kernel {
- protected:
-  PoolingKernel(const KernelSpec& spec, const TensorDesc& x, const TensorDesc& y)
-      : geo_(pool_geometry(spec, x, y)) {}
-  unsigned grid(ExecContext& ctx, int64_t n) const {
-    return cuda::grid_for(n, cuda_backend(ctx).multiprocessors());
+// The kernel of pooling op kKind (MaxPool, MaxPoolGrad, AvgPool or AvgPoolGrad) at storage
+// type T; the four differ only in the CUDA kernel launched.
+// A forward kernel (MaxPool: inputs {x}, outputs {y, argmax}; AvgPool: inputs {x}, output y)
+// runs one thread per y element; a backward one (MaxPoolGrad: inputs {dy, argmax}, output dx;
+// AvgPoolGrad: inputs {dy}, output dx) one thread per dx element.
+template <typename T, OpKind kKind>
+class PoolingKernel final : public Kernel {
+ public:
+  PoolingKernel(const KernelSpec& spec, ExecContext&)
+      : geo_(kIsBackward ? pool_geometry(spec, spec.outputs[0], spec.inputs[0])
+                         : pool_geometry(spec, spec.inputs[0], spec.outputs[0])),
+        items_(geo_.planes * (kIsBackward ? geo_.h * geo_.w : geo_.oh * geo_.ow)) {}
+  void run(ExecContext& ctx, const std::vector<Tensor>& in,
+           const std::vector<Tensor>& out) override {
+    if (items_ == 0) return;
+    const unsigned grid = cuda::grid_for(items_, cuda_backend(ctx).multiprocessors());
+    const cudaStream_t stream = cuda_stream(ctx);
+    const T* in0 = static_cast<const T*>(in[0].device_data());  // x or dy
+    T* out0 = static_cast<T*>(out[0].device_data());            // y or dx
+    if constexpr (kKind == OpKind::MaxPool) {
+      max_pool<T><<<grid, kThreads, 0, stream>>>(in0, out0, out[1].device_data<int32_t>(), geo_);
+      cuda::check_launch("max_pool");
+    } else if constexpr (kKind == OpKind::MaxPoolGrad) {
+      max_pool_grad<T>
+          <<<grid, kThreads, 0, stream>>>(in0, in[1].device_data<int32_t>(), out0, geo_);
+      cuda::check_launch("max_pool_grad");
+    } else if constexpr (kKind == OpKind::AvgPool) {
+      avg_pool<T><<<grid, kThreads, 0, stream>>>(in0, out0, geo_);
+      cuda::check_launch("avg_pool");
+    } else {
+      static_assert(kKind == OpKind::AvgPoolGrad);
+      avg_pool_grad<T><<<grid, kThreads, 0, stream>>>(in0, out0, geo_);
+      cuda::check_launch("avg_pool_grad");
+    }
   }
-  int64_t outputs() const { return geo_.planes * geo_.oh * geo_.ow; }
-  int64_t inputs() const { return geo_.planes * geo_.h * geo_.w; }
+
+ private:
+  static constexpr bool kIsBackward = kKind == OpKind::MaxPoolGrad || kKind == OpKind::AvgPoolGrad;
+
   PoolGeometry geo_;
+  int64_t items_;  // threads' work items: y elements (forward) or dx elements (backward)
 };
 
-// inputs {x}, outputs {y, argmax}.
 template <typename T>
-class MaxPoolKernel final : public PoolingKernel {
- public:
-  MaxPoolKernel(const KernelSpec& spec, ExecContext&)
-      : PoolingKernel(spec, spec.inputs[0], spec.outputs[0]) {}
-  void run(ExecContext& ctx, const std::vector<Tensor>& in,
-           const std::vector<Tensor>& out) override {
-    if (outputs() == 0) return;
-    max_pool<T><<<grid(ctx, outputs()), kThreads, 0, cuda_stream(ctx)>>>(
-        static_cast<const T*>(in[0].device_data()), static_cast<T*>(out[0].device_data()),
-        out[1].device_data<int32_t>(), geo_);
-    cuda::check_launch("max_pool");
-  }
-};
-
-// inputs {dy, argmax}, output dx.
+using MaxPoolKernel = PoolingKernel<T, OpKind::MaxPool>;
 template <typename T>
-class MaxPoolGradKernel final : public PoolingKernel {
- public:
-  MaxPoolGradKernel(const KernelSpec& spec, ExecContext&)
-      : PoolingKernel(spec, spec.outputs[0], spec.inputs[0]) {}
-  void run(ExecContext& ctx, const std::vector<Tensor>& in,
-           const std::vector<Tensor>& out) override {
-    if (inputs() == 0) return;
-    max_pool_grad<T><<<grid(ctx, inputs()), kThreads, 0, cuda_stream(ctx)>>>(
-        static_cast<const T*>(in[0].device_data()), in[1].device_data<int32_t>(),
-        static_cast<T*>(out[0].device_data()), geo_);
-    cuda::check_launch("max_pool_grad");
-  }
-};
-
-// inputs {x}, output y.
+using MaxPoolGradKernel = PoolingKernel<T, OpKind::MaxPoolGrad>;
 template <typename T>
-class AvgPoolKernel final : public PoolingKernel {
- public:
-  AvgPoolKernel(const KernelSpec& spec, ExecContext&)
-      : PoolingKernel(spec, spec.inputs[0], spec.outputs[0]) {}
-  void run(ExecContext& ctx, const std::vector<Tensor>& in,
-           const std::vector<Tensor>& out) override {
-    if (outputs() == 0) return;
-    avg_pool<T><<<grid(ctx, outputs()), kThreads, 0, cuda_stream(ctx)>>>(
-        static_cast<const T*>(in[0].device_data()), static_cast<T*>(out[0].device_data()), geo_);
-    cuda::check_launch("avg_pool");
-  }
-};
-
-// inputs {dy}, output dx.
+using AvgPoolKernel = PoolingKernel<T, OpKind::AvgPool>;
 template <typename T>
-class AvgPoolGradKernel final : public PoolingKernel {
- public:
-  AvgPoolGradKernel(const KernelSpec& spec, ExecContext&)
-      : PoolingKernel(spec, spec.outputs[0], spec.inputs[0]) {}
-  void run(ExecContext& ctx, const std::vector<Tensor>& in,
-           const std::vector<Tensor>& out) override {
-    if (inputs() == 0) return;
-    avg_pool_grad<T><<<grid(ctx, inputs()), kThreads, 0, cuda_stream(ctx)>>>(
-        static_cast<const T*>(in[0].device_data()), static_cast<T*>(out[0].device_data()), geo_);
-    cuda::check_launch("avg_pool_grad");
-  }
-};
+using AvgPoolGradKernel = PoolingKernel<T, OpKind::AvgPoolGrad>;
 
 cuda::FloatKernelRegistrar<MaxPoolKernel> max_pool_kernels(OpKind::MaxPool);
 cuda::FloatKernelRegistrar<MaxPoolGradKernel> max_pool_grad_kernels(OpKind::MaxPoolGrad);
