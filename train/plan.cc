@@ -16,6 +16,7 @@
 #include "amp/padding.h"
 #include "models/dcgan.h"
 #include "runtime/atomic_file.h"
+#include "runtime/device_energy.h"
 #include "runtime/energy.h"
 #include "runtime/file_check.h"
 #include "runtime/memory_info.h"
