@@ -8,6 +8,7 @@
 #include "datasets/image_folder.h"
 #include "datasets/synthetic.h"
 #include "datasets/text.h"
+#include "datasets/text_file.h"
 
 namespace campo {
 namespace {

@@ -1,5 +1,6 @@
-// Text for masked-language-model (MLM) training: reading a UTF-8 corpus, the corpus that
-// Debian's fortunes packages ship, and MlmDataset, BERT's masked sequences over a token stream.
+// Text for masked-language-model (MLM) training: the corpus that Debian's fortunes packages
+// ship, and MlmDataset, BERT's masked sequences over a token stream. Reading a UTF-8 text
+// file is datasets/text_file.h's (read_text_file), which the tokenizer's files share.
 //
 // The corpus: the quotation files of Debian's `fortunes` and `fortunes-min` packages
 // (1:1.99.1, BSD licence; /usr/share/games/fortunes), chosen because they are the largest
@@ -25,15 +26,6 @@
 #include "datasets/tokenizer.h"
 
 namespace campo {
-
-// The largest text file read_text_file accepts.
-inline constexpr int64_t kMaxTextFileBytes = int64_t(256) << 20;
-
-// The whole of a UTF-8 text file (a leading byte-order mark removed). Throws, naming `kind`
-// and path, when the path is not a readable regular file (require_input_file), the file is
-// empty, larger than kMaxTextFileBytes, holds a NUL byte, or is not valid UTF-8 (with the
-// byte offset of the first bad sequence).
-std::string read_text_file(const std::string& path, const std::string& kind = "text file");
 
 inline constexpr const char* kFortunesDir = "/usr/share/games/fortunes";
 // The fortunes corpus: the 42 text files of Debian's fortunes and fortunes-min packages

@@ -5,7 +5,7 @@
 #include <queue>
 #include <set>
 
-#include "datasets/text.h"
+#include "datasets/text_file.h"
 #include "datasets/utf8.h"
 #include "runtime/atomic_file.h"
 #include "runtime/check.h"

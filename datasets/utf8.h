@@ -1,4 +1,4 @@
-// Strict UTF-8 decoding, shared by the text reader (datasets/text.h) and the tokenizer
+// Strict UTF-8 decoding, shared by the text reader (datasets/text_file.h) and the tokenizer
 // (datasets/tokenizer.h). Strict: no overlong forms, no surrogates (U+D800..U+DFFF), nothing
 // above U+10FFFF, no truncated sequence; a decoder that guessed would tokenise a Latin-1
 // file into nonsense without saying so.

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "datasets/text.h"
+#include "datasets/text_file.h"
 #include "datasets/tokenizer.h"
 #include "fuzz/fuzz_util.h"
 #include "fuzz/targets.h"

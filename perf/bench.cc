@@ -17,6 +17,7 @@
 #include "models/dcgan.h"
 #include "perf/roofline.h"
 #include "runtime/atomic_file.h"
+#include "runtime/device_energy.h"
 #include "runtime/energy.h"
 #include "runtime/file_check.h"
 #include "runtime/memory_info.h"

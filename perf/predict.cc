@@ -11,7 +11,7 @@
 #include <ostream>
 
 #include "amp/calibration.h"
-#include "datasets/text.h"
+#include "datasets/text_file.h"
 #include "graph/flops.h"
 #include "ops/op.h"
 #include "perf/roofline.h"

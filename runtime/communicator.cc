@@ -1,15 +1,15 @@
-// The single communicator (one process, rank 0 of 1), the launcher check and what every
-// communicator shares. Whether this build has MPI and NCCL, and the communicators built on
-// them, are runtime/mpi_communicator.cc's: the one file that asks CAMPO_HAVE_MPI.
+// The single communicator (one process, rank 0 of 1) and the launcher check. What every
+// communicator shares is runtime/collective_errors.cc's; whether this build has MPI and
+// NCCL, and the communicators built on them, are runtime/mpi_communicator.cc's: the one file
+// that asks CAMPO_HAVE_MPI.
 #include "runtime/communicator.h"
 
 #include <atomic>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "runtime/check.h"
-#include "runtime/mpi_communicator.h"
+#include "runtime/collective_errors.h"
 
 namespace campo {
 namespace {
@@ -65,27 +65,4 @@ bool launched_by_mpi() {
   return false;
 }
 
-namespace detail {
-
-void check_host_all_reduce(const void* data, int64_t count, DType dtype) {
-  CAMPO_CHECK(count >= 0, "all-reduce of ", count, " elements");
-  CAMPO_CHECK(count == 0 || data, "all-reduce of ", count, " elements at a null pointer");
-  CAMPO_CHECK(dtype == DType::f32 || dtype == DType::i32 || dtype == DType::i64, "all-reduce over ",
-              dtype_name(dtype), ": the host collectives reduce f32, i32 and i64 only");
-}
-
-std::string timeout_line(int rank, int size, const std::string& what,
-                         std::chrono::milliseconds timeout) {
-  // Whole seconds as "5 s", anything else to the millisecond ("0.25 s").
-  char seconds[32];
-  if (timeout.count() % 1000 == 0)
-    std::snprintf(seconds, sizeof seconds, "%lld", static_cast<long long>(timeout.count() / 1000));
-  else
-    std::snprintf(seconds, sizeof seconds, "%g", double(timeout.count()) / 1000.0);
-  return "campo: rank " + std::to_string(rank) + " of " + std::to_string(size) + ": the " + what +
-         " waited more than " + seconds +
-         " s for the other ranks (one of them died or hangs); ending the job";
-}
-
-}  // namespace detail
 }  // namespace campo

@@ -1,6 +1,6 @@
-// Energy counters read around a window of work, behind one interface (EnergyMeter), and the
-// counter that measures a backend's device (open_device_energy): the CPU's RAPL counters
-// here, a GPU's NVML counter in runtime/nvml_energy.h.
+// Energy counters read around a window of work, behind one interface (EnergyMeter): the CPU's
+// RAPL counters here, a GPU's NVML counter in runtime/nvml_energy.h; the one that measures a
+// backend's device is runtime/device_energy.h's (open_device_energy).
 //
 // RAPL (Running Average Power Limit): the CPU packages' counters, read through Linux's
 // powercap interface: <root>/intel-rapl:<n>/energy_uj, one package zone per socket
@@ -16,14 +16,11 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace campo {
-
-class Backend;
 
 inline constexpr const char* kPowercapRoot = "/sys/class/powercap";
 
@@ -67,16 +64,5 @@ class RaplEnergy final : public EnergyMeter {
 
 // The line a report prints when open() found nothing.
 std::string rapl_unavailable_reason(const std::string& root = kPowercapRoot);
-
-// The counter that measures `backend`'s device, opened: RAPL under `powercap_root` for the
-// CPU's kernels (cpu, cpu:strict); for a GPU, NVML loaded from `nvml_library`
-// (nvml_library_path()) and matched to the backend's GPU by its PCI bus id (a PciDevice,
-// runtime/pci_device.h). No meter: the one line why in `unavailable`.
-struct DeviceEnergy {
-  std::unique_ptr<EnergyMeter> meter;
-  std::string unavailable;
-};
-DeviceEnergy open_device_energy(const Backend& backend, const std::string& powercap_root,
-                                const std::string& nvml_library);
 
 }  // namespace campo

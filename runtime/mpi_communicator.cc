@@ -15,6 +15,7 @@
 #include "runtime/mpi_communicator.h"
 
 #include "runtime/check.h"
+#include "runtime/collective_errors.h"
 
 #if CAMPO_HAVE_MPI
 #include <mpi.h>

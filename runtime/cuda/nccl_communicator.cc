@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "runtime/check.h"
+#include "runtime/collective_errors.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/device_info.h"
 

@@ -16,6 +16,7 @@
 
 #include "runtime/backend.h"
 #include "runtime/caching_allocator.h"
+#include "runtime/device_energy.h"
 #include "runtime/energy.h"
 #include "runtime/kernel_activity.h"
 #include "runtime/nvml_energy.h"

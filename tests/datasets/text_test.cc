@@ -1,5 +1,6 @@
-// read_text_file, MlmDataset (BERT's windows and dynamic masking), and the fortunes corpus
-// (Debian package fortunes; its test is skipped, saying why, when it is not installed).
+// read_text_file (datasets/text_file.h), MlmDataset (BERT's windows and dynamic masking), and the
+// fortunes corpus (Debian package fortunes; its test is skipped, saying why, when it is not
+// installed).
 #include "datasets/text.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <functional>
 #include <thread>
 
+#include "datasets/text_file.h"
 #include "datasets/tokenizer.h"
 #include "runtime/check.h"
 #include "runtime/rng.h"

@@ -15,7 +15,7 @@
 #include "datasets/cifar10.h"
 #include "datasets/idx.h"
 #include "datasets/image_file.h"
-#include "datasets/text.h"
+#include "datasets/text_file.h"
 #include "datasets/tokenizer.h"
 #include "fuzz/targets.h"
 #include "graph/checkpoint.h"

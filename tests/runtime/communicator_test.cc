@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/mpi_communicator.h"
+#include "runtime/collective_errors.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/test_util.h"
 

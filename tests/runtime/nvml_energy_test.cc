@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "runtime/cpu_backend.h"
+#include "runtime/device_energy.h"
 #include "runtime/pci_device.h"
 #include "tests/test_util.h"
 

@@ -1,0 +1,3 @@
+#include "high/group/y.h"
+#include "high/group/x.h"
+#include "high/group/z.h"

@@ -1,0 +1,2 @@
+#include "high/q.h"
+#include "high/r.h"

@@ -1,0 +1,2 @@
+#include "low/b.h"
+#include "low/a.h"
