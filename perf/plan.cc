@@ -193,6 +193,12 @@ std::string with_suffix(const std::string& path, const std::string& suffix) {
 
 }  // namespace
 
+std::vector<std::string> plan_dot_files(const PlanOptions& o) {
+  if (o.dot_path.empty()) return {};
+  if (!is_gan_model(o.run.model)) return {o.dot_path};
+  return {with_suffix(o.dot_path, "_d"), with_suffix(o.dot_path, "_g")};
+}
+
 void check_plan_options(const PlanOptions& o) {
   const Precision policy = o.precision;
   check_model_run_numbers(o.run);
@@ -205,12 +211,7 @@ void check_plan_options(const PlanOptions& o) {
   CAMPO_CHECK(!is_gan_model(o.run.model) || o.run.array == 1,
               "campo plan --array does not support --model dcgan (plan a single DCGAN; "
               "campo bench --model dcgan --array N measures its array)");
-  if (is_gan_model(o.run.model)) {  // one file per step graph
-    for (const char* suffix : {"_d", "_g"})
-      if (!o.dot_path.empty()) require_output_file(with_suffix(o.dot_path, suffix), "--dot file");
-  } else if (!o.dot_path.empty()) {
-    require_output_file(o.dot_path, "--dot file");
-  }
+  for (const std::string& dot : plan_dot_files(o)) require_output_file(dot, "--dot file");
   if (!o.json_path.empty()) require_output_file(o.json_path, "--json file");
   if (!o.alloc_trace_path.empty()) {
     CAMPO_CHECK(!is_gan_model(o.run.model),

@@ -4,6 +4,7 @@
 
 #include <iosfwd>
 #include <string>
+#include <vector>
 
 #include "amp/policy.h"
 #include "perf/model_run.h"
@@ -24,6 +25,9 @@ struct PlanOptions {
 // The options that need no graph (numbers, the policy names, that the output files can be
 // written), checked before a calibration or a graph is built; print_plan checks them too.
 void check_plan_options(const PlanOptions& o);
+// The files --dot writes: its path, or for dcgan one per step graph ("_d" and "_g" before
+// the extension); none without --dot.
+std::vector<std::string> plan_dot_files(const PlanOptions& o);
 
 // Builds the training graph, applies the policy and prints the plan table and totals.
 void print_plan(const PlanOptions& o, std::ostream& out);

@@ -8,6 +8,7 @@
 #include "perf/calibration_store.h"
 #include "perf/model_run.h"
 #include "runtime/check.h"
+#include "runtime/path_check.h"
 #include "tools/commands.h"
 #include "tools/model_run_options.h"
 #include "tools/options.h"
@@ -45,6 +46,10 @@ class BenchCommand final : public Command {
 
   int run() override {
     BenchOptions& o = options_;
+    // Before any file is read.
+    std::vector<PathUse> paths = model_run_inputs(o.run, calibration_);
+    paths.push_back({"--json", o.json_path, PathUse::Kind::output_file});
+    check_distinct_paths(paths);
     o.run.device = parse_device_spec(device_);
     o.run.cuda_graph = parse_cuda_graph_mode(cuda_graph_);
     o.run.conv_layout = parse_conv_layout(conv_layout_);

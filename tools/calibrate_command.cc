@@ -4,6 +4,7 @@
 
 #include "perf/calibrate.h"
 #include "runtime/check.h"
+#include "runtime/path_check.h"
 #include "tools/commands.h"
 #include "tools/options.h"
 
@@ -53,6 +54,9 @@ class CalibrateCommand final : public Command {
       if (!m.empty()) o.models.push_back(m);
     CAMPO_CHECK(!app_->count("--models") || !o.models.empty(),
                 "--models needs at least one model name");
+    check_distinct_paths({{"--out", o.out, PathUse::Kind::output_file},
+                          {"--samples", o.samples_out, PathUse::Kind::output_file},
+                          {"--counters", o.counters_out, PathUse::Kind::output_file}});
     run_calibration(o, std::cout);
     return 0;
   }

@@ -125,4 +125,13 @@ void check_run_options_apply(const CLI::App* cmd, ModelRunOptions& run,
       CAMPO_CHECK(!given(cmd, option), option, " applies to --precision cost-aware only");
 }
 
+std::vector<PathUse> model_run_inputs(const ModelRunOptions& run, const std::string& calibration) {
+  using K = PathUse::Kind;
+  std::vector<PathUse> p = {{"--amp-lists-file", run.mixed.amp_lists_file, K::input_file},
+                            {"--profile", run.plan_for.profile_path, K::input_file},
+                            {"--devices", run.plan_for.devices_path, K::input_file}};
+  if (calibration != "none") p.push_back({"--calibration", calibration, K::input_file});
+  return p;
+}
+
 }  // namespace campo::cli

@@ -10,6 +10,7 @@
 
 #include "perf/model_run.h"
 #include "runtime/backend.h"
+#include "runtime/path_check.h"
 
 namespace campo::cli {
 
@@ -35,5 +36,8 @@ void resolve_run_calibration(ModelRunOptions& run, const std::string& calibratio
 void check_run_options_apply(const CLI::App* cmd, ModelRunOptions& run,
                              const std::string& optimizer,
                              const std::vector<std::string>& policies);
+// The files a plan or bench run reads (--calibration unless "none", --amp-lists-file, --for's
+// --profile and --devices), for check_distinct_paths with the command's outputs.
+std::vector<PathUse> model_run_inputs(const ModelRunOptions& run, const std::string& calibration);
 
 }  // namespace campo::cli

@@ -4,6 +4,7 @@
 #include "perf/calibration_store.h"
 #include "perf/model_run.h"
 #include "perf/plan.h"
+#include "runtime/path_check.h"
 #include "tools/commands.h"
 #include "tools/model_run_options.h"
 #include "tools/options.h"
@@ -33,6 +34,13 @@ class PlanCommand final : public Command {
 
   int run() override {
     PlanOptions& o = options_;
+    // Before any file is read.
+    std::vector<PathUse> paths = model_run_inputs(o.run, calibration_);
+    for (const std::string& dot : plan_dot_files(o))
+      paths.push_back({"--dot", dot, PathUse::Kind::output_file});
+    paths.push_back({"--json", o.json_path, PathUse::Kind::output_file});
+    paths.push_back({"--alloc-trace", o.alloc_trace_path, PathUse::Kind::output_file});
+    check_distinct_paths(paths);
     resolve_plan_for_device(app_, o.run.plan_for, device_);
     o.run.device = parse_device_spec(device_);
     default_low_precision_of(app_, o.run.device, o.run.model, o.run.mixed.low_precision);

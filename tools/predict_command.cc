@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "perf/predict.h"
+#include "runtime/path_check.h"
 #include "tools/commands.h"
 
 namespace campo::cli {
@@ -30,6 +31,9 @@ class PredictCommand final : public Command {
 
   int run() override {
     if (!list_devices_) {
+      check_distinct_paths({{"--profile", options_.profile_path, PathUse::Kind::input_file},
+                            {"--devices", options_.devices_path, PathUse::Kind::input_file},
+                            {"--json", options_.json_path, PathUse::Kind::output_file}});
       run_predict(options_, std::cout);
       return 0;
     }

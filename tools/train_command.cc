@@ -2,6 +2,7 @@
 // it and print its JSON result; --profile-out's profile is written here (perf/predict.h).
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <iostream>
 #include <optional>
@@ -13,10 +14,12 @@
 #include "perf/calibration_store.h"
 #include "perf/predict.h"
 #include "runtime/check.h"
+#include "runtime/path_check.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/options.h"
 #include "train/gan_trainer.h"
+#include "train/model_array.h"
 #include "train/options.h"
 #include "train/trainer.h"
 
@@ -228,6 +231,34 @@ CalibrationSource train_calibration(const std::string& calibration) {
   };
 }
 
+// Every path campo train reads and writes, for the one check that no output lands on an
+// input or on another output (runtime/path_check.h). --save may replace the --resume
+// checkpoint: a run continued in place.
+std::vector<PathUse> train_paths(const TrainOptions& o) {
+  using K = PathUse::Kind;
+  std::vector<PathUse> p = {
+      {"--resume", o.checkpoint.resume_path, K::input_file},
+      {"--vocab", o.vocab_path, K::input_file},
+      {"--amp-lists-file", o.mixed.amp_lists_file, K::input_file},
+      {"--data-dir", o.data_dir, o.dataset == "text" ? K::input_file : K::input_directory}};
+  if (o.calibration != "none") p.push_back({"--calibration", o.calibration, K::input_file});
+  if (o.dataset.rfind("text:", 0) == 0)
+    p.push_back({"--dataset", o.dataset.substr(5), K::input_file});
+  if (o.dataset.rfind("folder:", 0) == 0)
+    p.push_back({"--dataset", o.dataset.substr(7), K::input_directory});
+  const std::string& save = o.checkpoint.save_path;
+  if (!save.empty())
+    for (int i = 0; i < std::max(1, o.array.size); ++i)
+      p.push_back({"--save", o.array.size > 1 ? array_checkpoint_path(save, i) : save,
+                   K::output_file, "--resume"});
+  p.push_back({"--profile-out", o.report.profile_out, K::output_file});
+  p.push_back({"--metrics", o.report.metrics_path, K::output_file});
+  p.push_back({"--save-vocab", o.save_vocab_path, K::output_file});
+  p.push_back({"--tensorboard", o.report.tensorboard_dir, K::output_directory});
+  if (is_gan_model(o.model)) p.push_back({"--samples-dir", o.samples_dir, K::output_directory});
+  return p;
+}
+
 }  // namespace
 
 const std::vector<OptionScope>& train_option_scopes() {
@@ -361,6 +392,7 @@ class TrainCommand final : public Command {
     o.augment = parse_augment(lists_.augment);
     apply_training_defaults(app_, o);
     default_low_precision_of(app_, o.device, o.model, o.mixed.low_precision);
+    check_distinct_paths(train_paths(o));  // before any file is read
     check_train_options_apply(app_, o);
     // Before any backend or work: the options, then that a named calibration fits --device.
     validate(o);
