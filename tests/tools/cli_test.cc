@@ -398,9 +398,9 @@ TEST_F(CliOutputTest, DcganSamplesDirUnderAFileFailsBeforeTraining) {
 // ---- dcgan: every train option is honoured or refused ----
 
 const std::vector<std::string> kDcgan = {
-    "--model",     "dcgan", "--dataset",     "synthetic", "--image-size",  "32",
-    "--precision", "fp32",  "--limit-train", "16",        "--batch",       "8",
-    "--steps",     "1",     "--progress",    "none",      "--samples-dir", ""};
+    "--model",     "dcgan", "--dataset",     "synthetic", "--image-size", "32",
+    "--precision", "fp32",  "--limit-train", "16",        "--batch",      "8",
+    "--steps",     "1",     "--progress",    "none",      "--no-samples"};
 
 std::vector<std::string> dcgan_args(std::vector<std::string> extra) {
   std::vector<std::string> a = train_args(kDcgan);
@@ -631,7 +631,7 @@ TEST(CliOptionTest, UnknownLowPrecisionNamesTheOption) {
 TEST(CliOptionTest, AbsurdSizesSayOutOfMemory) {
   auto r = run_cli(train_args({"--model", "dcgan", "--dataset", "synthetic", "--image-size", "32",
                                "--precision", "fp32", "--limit-train", "2000000000000000000",
-                               "--steps", "1", "--progress", "none", "--samples-dir", ""}));
+                               "--steps", "1", "--progress", "none", "--no-samples"}));
   expect_error(r, "out of memory: a buffer sized by the options");
 }
 
