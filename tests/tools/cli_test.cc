@@ -608,6 +608,46 @@ TEST(CliOptionTest, LossScaleNumbersNameTheirOption) {
                "--loss-scale-growth-interval must be positive");
 }
 
+// A scale the dynamic scaling cannot recover from is refused: 1e-45 used to halve to 0, after
+// which every step was skipped (1/0 makes every gradient inf) and the run still exited 0.
+TEST(CliOptionTest, LossScaleInitOutsideItsRangeIsRefused) {
+  for (const char* init : {"1e-45", "1e-5", "1e20", "3e38"}) {
+    SCOPED_TRACE(init);
+    expect_error(run_cli(train_args(
+                     {"--precision", "amp", "--loss-scale", "dynamic", "--loss-scale-init", init})),
+                 "--loss-scale-init must be in [2^-14, 2^64]");
+  }
+}
+
+// A run whose every step of 100 in a row is skipped (inf or NaN gradients at every scale)
+// fails with one line instead of exiting 0 with weights that no longer change. Made here by
+// a checkpoint whose scale (2^126, the most a checkpoint may hold) overflows fp16 for more
+// than 100 halvings.
+TEST(CliOptionTest, HundredSkippedStepsInARowFailTheRun) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("campo_cli_skipped_" + std::to_string(::getpid()) + ".safetensors"))
+                               .string();
+  std::vector<std::string> args = {
+      "train", "--model",         "mlp",  "--dataset", "synthetic", "--precision",
+      "amp",   "--low-precision", "fp16", "--batch",   "8",         "--limit-train",
+      "2000",  "--limit-test",    "64",   "--threads", "1",         "--progress",
+      "none",  "--steps",         "1",    "--save",    path};
+  auto r = run_cli(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::map<std::string, std::string> metadata = read_safetensors_metadata(path);
+  ASSERT_TRUE(metadata.count("loss_scale"));
+  metadata["loss_scale"] = "8.5e37";
+  const std::map<std::string, Tensor> tensors = read_safetensors(path);
+  write_safetensors(path, {tensors.begin(), tensors.end()}, metadata);
+  args.back() = path + ".next";
+  args.insert(args.end(), {"--resume", path});
+  for (size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == "--steps") args[i + 1] = "120";
+  expect_error(run_cli(args), "the last 100 steps (to step 101) were all skipped");
+  std::filesystem::remove(path);
+  std::filesystem::remove(path + ".next");
+}
+
 TEST(CliOptionTest, Int64OptionsDoNotSaturate) {
   expect_error(run_cli(train_args({"--batch", "99999999999999999999"})),
                "--batch: expects a whole number (in its 64-bit range), got '99999999999999999999'");
