@@ -435,6 +435,26 @@ TEST(CliDcganTest, CheckpointOptionsAreHonoured) {
   expect_error(run_cli(dcgan_args({"--save-every", "10"})), "--save-every needs --save");
 }
 
+// A dcgan checkpoint's position counts steps of its batch: resumed at another --batch it would
+// name other samples, so it is refused, as a classifier's checkpoint is.
+TEST(CliDcganTest, ResumeAtAnotherBatchIsRefused) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("campo_cli_gan_batch_" + std::to_string(::getpid()) + ".safetensors"))
+                               .string();
+  auto r = run_cli(dcgan_args({"--save", path}));  // --batch 8
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(read_safetensors_metadata(path).at("global_batch"), "8");
+  std::vector<std::string> resume = dcgan_args({"--resume", path});
+  for (size_t i = 0; i + 1 < resume.size(); ++i) {
+    if (resume[i] == "--steps") resume[i + 1] = "2";
+    if (resume[i] == "--batch") resume[i + 1] = "4";
+  }
+  expect_error(run_cli(resume),
+               "was written by steps of 8 samples (--batch); this run's take 4: resume it with "
+               "--batch 8");
+  std::filesystem::remove(path);
+}
+
 TEST(CliDcganTest, OptimizerOptionsAreHonoured) {
   auto r = run_cli(dcgan_args({"--optimizer", "sgd", "--momentum", "0.5", "--nesterov"}));
   EXPECT_EQ(r.code, 0) << r.err;
