@@ -30,7 +30,7 @@ class BenchCommand final : public Command {
     app_->add_option("--steps", o.steps, "Timed steps per repetition")->capture_default_str();
     app_->add_option("--warmup", o.warmup, "Untimed steps first")->capture_default_str();
     app_->add_option("--repeats", o.repeats, "Interleaved repetitions")->capture_default_str();
-    app_->add_option("--json", o.json_path, "Write the results as JSON");
+    app_->add_option("--json", o.json_path, "Write the results as JSON")->check(kPath);
     app_->add_flag("--no-peak{false}", o.measure_peak,
                    "Skip measuring the GEMM peak (the roofline's percentages)");
     app_->add_flag("--lockstep", lockstep_,
@@ -53,7 +53,7 @@ class BenchCommand final : public Command {
     o.run.device = parse_device_spec(device_);
     o.run.cuda_graph = parse_cuda_graph_mode(cuda_graph_);
     o.run.conv_layout = parse_conv_layout(conv_layout_);
-    check_conv_layout_applies(app_, o.run.device);
+    check_conv_layout_applies(app_, o.run.device, o.run.model);
     default_low_precision_of(app_, o.run.device, o.run.model, o.run.mixed.low_precision);
     o.precisions.clear();
     std::stringstream ss(precisions_);

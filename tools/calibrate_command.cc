@@ -23,7 +23,8 @@ class CalibrateCommand final : public Command {
     add_device_option(app_, device_);
     app_->add_option("--out", o.out,
                      "Calibration file to write (default: this machine's and device's, in "
-                     "$XDG_CACHE_HOME/campo or ~/.cache/campo)");
+                     "$XDG_CACHE_HOME/campo or ~/.cache/campo)")
+        ->check(kPath);
     app_->add_option("--budget-minutes", o.budget_minutes,
                      "Time budget: no configuration starts that would overrun it "
                      "(default 10, 1 with --quick)");
@@ -33,10 +34,12 @@ class CalibrateCommand final : public Command {
                    "About a minute: LeNet, ResNet-18, DCGAN and BERT's attention "
                    "products at small batches");
     app_->add_option("--samples", o.samples_out,
-                     "Also write the raw measurements (every node sample and cast) as JSON");
+                     "Also write the raw measurements (every node sample and cast) as JSON")
+        ->check(kPath);
     app_->add_option("--counters", o.counters_out,
                      "Also write every sample's hardware counters and times as a recorded "
-                     "counter table (JSON lines; devices that read counters: cuda)");
+                     "counter table (JSON lines; devices that read counters: cuda)")
+        ->check(kPath);
     app_->add_option("--models", models_,
                      "Only these models (comma-separated: lenet, resnet18, resnet50, "
                      "vgg16, dcgan, attention: BERT's batched attention products)");

@@ -18,6 +18,7 @@
 #include "runtime/cpu_backend.h"
 #include "runtime/cpu_features.h"
 #include "tools/commands.h"
+#include "tools/paths.h"
 #include "train/interrupt.h"
 #ifdef CAMPO_HAVE_CUDA
 #include "runtime/cuda/device_info.h"
@@ -84,17 +85,33 @@ std::string version_text() {
   return os.str();
 }
 
+// The subcommands, added to `app` in the order `campo --help` lists them.
+std::vector<std::unique_ptr<Command>> add_commands(CLI::App& app) {
+  std::vector<std::unique_ptr<Command>> commands;
+  for (auto add : {add_train_command, add_graph_command, add_predict_command, add_eval_command,
+                   add_plan_command, add_bench_command, add_calibrate_command})
+    commands.push_back(add(app));
+  return commands;
+}
+
 }  // namespace
+
+std::vector<std::pair<std::string, std::string>> path_options() {
+  CLI::App app;
+  const std::vector<std::unique_ptr<Command>> commands = add_commands(app);
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::unique_ptr<Command>& command : commands)
+    for (CLI::Option* option : command->app()->get_options())
+      if (is_path_option(option)) out.emplace_back(command->app()->get_name(), option->get_name());
+  return out;
+}
 
 int run(const std::vector<std::string>& args) {
   CLI::App app{"campo: a cost-aware mixed-precision training runtime", "campo"};
   app.require_subcommand(0, 1);
   bool show_version = false;
   app.add_flag("--version", show_version, "Print the version and what this build supports");
-  std::unique_ptr<Command> commands[] = {add_train_command(app),    add_graph_command(app),
-                                         add_predict_command(app),  add_eval_command(app),
-                                         add_plan_command(app),     add_bench_command(app),
-                                         add_calibrate_command(app)};
+  const std::vector<std::unique_ptr<Command>> commands = add_commands(app);
 
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend());
@@ -125,7 +142,10 @@ int run(const std::vector<std::string>& args) {
       return 0;
     }
     for (const std::unique_ptr<Command>& command : commands)
-      if (command->parsed()) return command->run();
+      if (command->parsed()) {
+        check_paths_given(command->app());
+        return command->run();
+      }
     std::cout << app.help();
     return 0;
   } catch (const Interrupted& e) {

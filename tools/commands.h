@@ -5,6 +5,9 @@
 
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace campo::cli {
 
@@ -13,6 +16,8 @@ class Command {
   virtual ~Command() = default;
   // Whether the command line named this subcommand.
   bool parsed() const { return app_->parsed(); }
+  // The subcommand's own options (tools/cli.cc checks their paths before run).
+  CLI::App* app() const { return app_; }
   // Runs it (after the command line is parsed); returns the exit code. Errors throw.
   virtual int run() = 0;
 
@@ -28,5 +33,9 @@ std::unique_ptr<Command> add_eval_command(CLI::App& app);
 std::unique_ptr<Command> add_plan_command(CLI::App& app);
 std::unique_ptr<Command> add_bench_command(CLI::App& app);
 std::unique_ptr<Command> add_calibrate_command(CLI::App& app);
+
+// Every option of every subcommand whose value is a path (tools/options.h's kPath), as
+// (subcommand, option): each is refused when given empty, with one line (tests walk it).
+std::vector<std::pair<std::string, std::string>> path_options();
 
 }  // namespace campo::cli

@@ -1,6 +1,7 @@
 // `campo eval`: evaluate a checkpoint on a data set's test split.
 #include <iostream>
 
+#include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/options.h"
 #include "train/trainer.h"
@@ -14,10 +15,12 @@ class EvalCommand final : public Command {
   explicit EvalCommand(CLI::App& app) {
     app_ = app.add_subcommand("eval", "Evaluate a checkpoint on a test split");
     EvalOptions& o = options_;
-    app_->add_option("--checkpoint", o.checkpoint, "safetensors checkpoint")->required();
+    app_->add_option("--checkpoint", o.checkpoint, "safetensors checkpoint")
+        ->required()
+        ->check(kPath);
     app_->add_option("--model", o.model, "Model (default: from the checkpoint)");
     app_->add_option("--dataset", o.dataset, "Data set")->capture_default_str();
-    app_->add_option("--data-dir", o.data_dir, "Directory of the data set's files");
+    app_->add_option("--data-dir", o.data_dir, "Directory of the data set's files")->check(kPath);
     app_->add_option("--batch", o.batch, "Batch size")->capture_default_str();
     app_->add_option("--limit", o.limit, "Evaluate on the first N samples");
     check_int64(app_, {"--batch", "--limit"});
@@ -34,6 +37,10 @@ class EvalCommand final : public Command {
   }
 
   int run() override {
+    // Without --model the model is the checkpoint's, read later: the data set's kind decides
+    // (a model and a data set of different kinds are refused then).
+    check_option_scopes(app_, given(app_, "--model") ? model_kind(options_.model) : kAllModels,
+                        data_kind(options_.dataset));
     options_.device = parse_device_spec(device_);
     options_.cuda_graph = parse_cuda_graph_mode(cuda_graph_);
     evaluate_checkpoint(options_, std::cout);

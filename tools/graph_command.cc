@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "models/models.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/options.h"
 #include "train/options.h"
@@ -20,7 +21,8 @@ class GraphCommand final : public Command {
         ->capture_default_str();
     app_->add_option("--dataset", options_.dataset, "Data set (gives the input shape)")
         ->capture_default_str();
-    app_->add_option("--data-dir", options_.data_dir, "Directory of the data set's files");
+    app_->add_option("--data-dir", options_.data_dir, "Directory of the data set's files")
+        ->check(kPath);
     app_->add_option("--batch", options_.batch, "Batch size")->capture_default_str();
     app_->add_option("--optimizer", optimizer_, "sgd or adam")->capture_default_str();
     app_->add_option("--format", format_, "text or dot")->capture_default_str();
@@ -29,6 +31,7 @@ class GraphCommand final : public Command {
   }
 
   int run() override {
+    check_option_scopes(app_, model_kind(options_.model), data_kind(options_.dataset));
     options_.optimizer = parse_optimizer(optimizer_);
     std::cout << dump_training_graph(options_, format_);
     return 0;

@@ -28,13 +28,15 @@ void add_model_run_options(CLI::App* cmd, ModelRunOptions& o, std::string& devic
   cmd->add_option("--loss-scale", o.mixed.loss_scale, "auto, dynamic or none")
       ->capture_default_str();
   cmd->add_option("--amp-lists", o.mixed.amp_lists_edit, "List edits: 'allow+=Tanh;clear-=Relu'");
-  cmd->add_option("--amp-lists-file", o.mixed.amp_lists_file, "JSON file of list edits");
+  cmd->add_option("--amp-lists-file", o.mixed.amp_lists_file, "JSON file of list edits")
+      ->check(kPath);
   optimizer = "sgd";
   cmd->add_option("--optimizer", optimizer, "sgd or adam")->capture_default_str();
   cmd->add_option("--seed", o.seed, "Random seed")->check(kSeed)->capture_default_str();
   cmd->add_option("--calibration", calibration,
                   "cost-aware: calibration file (default: this machine's, found or made by a "
-                  "quick calibration; 'none': time both precisions instead)");
+                  "quick calibration; 'none': time both precisions instead)")
+      ->check(kPath);
   cmd->add_option("--search", o.mixed.search, "cost-aware: exact or traversals")
       ->capture_default_str();
   cmd->add_flag("--no-fold-casts{false}", o.mixed.fold_casts,
@@ -52,11 +54,13 @@ void add_plan_for_options(CLI::App* cmd, PlanForOptions& o) {
                   "cost-aware: plan for this device (campo predict --list-devices) from costs "
                   "predicted from --profile");
   cmd->add_option("--profile", o.profile_path,
-                  "with --for: a campo train --profile-out file of this model");
+                  "with --for: a campo train --profile-out file of this model")
+      ->check(kPath);
   cmd->add_option("--from", o.from,
                   "with --for: the device the profile was measured on (default: its own)");
   cmd->add_option("--devices", o.devices_path,
-                  "with --for: a device table to use instead of the built-in one");
+                  "with --for: a device table to use instead of the built-in one")
+      ->check(kPath);
 }
 
 // plan --for: the plan's device (its lists and default low precision) is the target's kind;
@@ -123,6 +127,10 @@ void check_run_options_apply(const CLI::App* cmd, ModelRunOptions& run,
   if (!cost_aware)
     for (const char* option : {"--calibration", "--search", "--no-fold-casts"})
       CAMPO_CHECK(!given(cmd, option), option, " applies to --precision cost-aware only");
+  // --for plans from costs predicted from --profile; no calibration is read
+  // (resolve_run_calibration).
+  CAMPO_CHECK(!given(cmd, "--calibration") || !run.plan_for.active(),
+              "--calibration has no effect with --for (its costs are predicted from --profile)");
 }
 
 std::vector<PathUse> model_run_inputs(const ModelRunOptions& run, const std::string& calibration) {

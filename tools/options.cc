@@ -6,6 +6,7 @@
 #include "amp/policy.h"
 #include "models/models.h"
 #include "runtime/check.h"
+#include "tools/cli.h"
 
 namespace campo::cli {
 
@@ -66,6 +67,14 @@ void add_cuda_graph_option(CLI::App* cmd, std::string& mode) {
 // Whether the user gave `option` on the command line (a default does not count).
 bool given(const CLI::App* cmd, const std::string& option) { return cmd->count(option) > 0; }
 
+void check_option_scopes(const CLI::App* cmd, unsigned model, unsigned data) {
+  if (!model || !data) return;
+  for (const OptionScope& scope : train_option_scopes())
+    if (cmd->get_option_no_throw(scope.option))
+      CAMPO_CHECK(!given(cmd, scope.option) || ((scope.models & model) && (scope.data & data)),
+                  scope.option, " ", scope.why);
+}
+
 // --low-precision when not given: the device's (bf16 on cpu, fp16 on cuda); bf16 for dcgan,
 // whose sessions have no dynamic loss scaling yet (fp16 needs it).
 void default_low_precision_of(const CLI::App* cmd, const DeviceSpec& device,
@@ -79,12 +88,16 @@ void default_low_precision_of(const CLI::App* cmd, const DeviceSpec& device,
 
 // Options a user gave that the run would ignore are errors, each naming the option and why.
 // --conv-layout picks oneDNN's layouts: on a GPU every activation is NCHW (graph/executor.cc).
-void check_conv_layout_applies(const CLI::App* cmd, const DeviceSpec& device) {
+void check_conv_layout_applies(const CLI::App* cmd, const DeviceSpec& device,
+                               const std::string& model) {
+  if (!given(cmd, "--conv-layout")) return;
   // cpu:strict runs the CPU's kernels, so their layouts too.
-  CAMPO_CHECK(!given(cmd, "--conv-layout") || device.type == Device::cpu ||
-                  device.type == Device::cpu_strict,
+  CAMPO_CHECK(device.type == Device::cpu || device.type == Device::cpu_strict,
               "--conv-layout applies to --device cpu only (on ", device.str(),
               " activations are always NCHW)");
+  // Unknown names fail later, with their own line.
+  CAMPO_CHECK(!is_known_model(model) || has_convolutions(model),
+              "--conv-layout applies to models with convolutions; ", model, " has none");
 }
 
 // --data-parallel (its help: `what`), --bucket-mb, --comm-timeout of train and bench.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/backend.h"
+#include "tools/paths.h"
 #include "train/data_parallel.h"
 
 namespace campo::cli {
@@ -32,13 +33,20 @@ void add_device_option(CLI::App* cmd, std::string& device);
 void add_cuda_graph_option(CLI::App* cmd, std::string& mode);
 // Whether the user gave `option` on the command line (a default does not count).
 bool given(const CLI::App* cmd, const std::string& option);
+// The option-applicability table (tools/cli.h's train_option_scopes) for a subcommand other
+// than train: each scoped option that `cmd` has and the user gave must apply to a model of
+// kind `model` and a data set of kind `data` (bit sets; kAllModels where the model is not
+// known yet, as eval's model from its checkpoint). Unknown names (0) are left to later checks.
+void check_option_scopes(const CLI::App* cmd, unsigned model, unsigned data);
 // --low-precision when not given: the device's (bf16 on cpu, fp16 on cuda); bf16 for dcgan,
 // whose sessions have no dynamic loss scaling yet (fp16 needs it).
 void default_low_precision_of(const CLI::App* cmd, const DeviceSpec& device,
                               const std::string& model, std::string& low);
 // Options a user gave that the run would ignore are errors, each naming the option and why.
-// --conv-layout picks oneDNN's layouts: on a GPU every activation is NCHW (graph/executor.cc).
-void check_conv_layout_applies(const CLI::App* cmd, const DeviceSpec& device);
+// --conv-layout picks oneDNN's layouts of convolution activations: on a GPU every activation
+// is NCHW (graph/executor.cc), and a model without convolutions has none (train and bench).
+void check_conv_layout_applies(const CLI::App* cmd, const DeviceSpec& device,
+                               const std::string& model);
 // --data-parallel (its help: `what`), --bucket-mb, --comm-timeout of train and bench.
 void add_data_parallel_options(CLI::App* cmd, DataParallelOptions& dp, const std::string& what);
 void check_data_parallel_options_apply(const CLI::App* cmd, const DataParallelOptions& dp);

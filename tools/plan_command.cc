@@ -22,14 +22,16 @@ class PlanCommand final : public Command {
     add_model_run_options(app_, o.run, device_, optimizer_, calibration_);
     app_->add_option("--precision", precision_, "cost-aware, amp or fp32")->capture_default_str();
     app_->add_option("--dot", o.dot_path,
-                     "Write a Graphviz DOT file, nodes coloured by precision, casts in red");
-    app_->add_option("--json", o.json_path, "Write the plan as JSON");
+                     "Write a Graphviz DOT file, nodes coloured by precision, casts in red")
+        ->check(kPath);
+    app_->add_option("--json", o.json_path, "Write the plan as JSON")->check(kPath);
     app_->add_flag("--all-nodes", o.all_nodes,
                    "Also list variables, placeholders and optimizer updates");
     add_plan_for_options(app_, o.run.plan_for);
     app_->add_option("--alloc-trace", o.alloc_trace_path,
                      "Write the step's allocations, one buffer per value, as a trace for "
-                     "allocator tests");
+                     "allocator tests")
+        ->check(kPath);
   }
 
   int run() override {

@@ -5,6 +5,7 @@
 #include "perf/predict.h"
 #include "runtime/path_check.h"
 #include "tools/commands.h"
+#include "tools/paths.h"
 
 namespace campo::cli {
 
@@ -17,15 +18,17 @@ class PredictCommand final : public Command {
         "predict", "Predict a profiled training step's time on another device (Habitat's scaling)");
     PredictOptions& o = options_;
     app_->add_option("--profile", o.profile_path,
-                     "A per-node profile: campo train ... --profile-out FILE");
+                     "A per-node profile: campo train ... --profile-out FILE")
+        ->check(kPath);
     app_->add_option("--device", o.device,
                      "The device to predict for, by its name in the device table");
     app_->add_option("--from", o.from,
                      "The device the profile was measured on (default: the profile's "
                      "own measurement of its CPU)");
     app_->add_option("--devices", o.devices_path,
-                     "A device table to use instead of the built-in one (perf/devices.json)");
-    app_->add_option("--json", o.json_path, "Write the prediction per node");
+                     "A device table to use instead of the built-in one (perf/devices.json)")
+        ->check(kPath);
+    app_->add_option("--json", o.json_path, "Write the prediction per node")->check(kPath);
     app_->add_flag("--list-devices", list_devices_, "List the device table and exit");
   }
 

@@ -79,7 +79,7 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, Trai
   cmd->add_option("--model", o.model, "Model: " + join(model_names()))->capture_default_str();
   cmd->add_option("--dataset", o.dataset, "Data set: " + join(dataset_names()))
       ->capture_default_str();
-  cmd->add_option("--data-dir", o.data_dir, "Directory of the data set's files");
+  cmd->add_option("--data-dir", o.data_dir, "Directory of the data set's files")->check(kPath);
   cmd->add_option("--epochs", o.epochs, "Passes over the training set")->capture_default_str();
   cmd->add_option("--steps", o.max_steps, "Stop after this many steps (0: full epochs)")
       ->capture_default_str();
@@ -138,7 +138,8 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, Trai
   cmd->add_flag("--profile", o.report.profile, "Time every node; print the time per op at the end");
   cmd->add_option("--profile-out", o.report.profile_out,
                   "Time every node; write each node's op, shapes, FLOPs, bytes and time per "
-                  "step to this JSON file at the end (campo predict reads it)");
+                  "step to this JSON file at the end (campo predict reads it)")
+      ->check(kPath);
   add_device_option(cmd, device);
   cmd->add_option("--augment", lists.augment,
                   "cifar10/folders: random crop + flip: auto (training split), on, off")
@@ -155,19 +156,25 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, Trai
       ->capture_default_str();
   cmd->add_option("--vocab-size", o.vocab_size, "text: size of the vocabulary trained on the text")
       ->capture_default_str();
-  cmd->add_option("--vocab", o.vocab_path, "text: a saved vocabulary (--save-vocab) to use");
-  cmd->add_option("--save-vocab", o.save_vocab_path, "text: write the vocabulary used here");
+  cmd->add_option("--vocab", o.vocab_path, "text: a saved vocabulary (--save-vocab) to use")
+      ->check(kPath);
+  cmd->add_option("--save-vocab", o.save_vocab_path, "text: write the vocabulary used here")
+      ->check(kPath);
   cmd->add_option("--mask-prob", o.mask_prob, "text: fraction of tokens to predict (80/10/10)")
       ->capture_default_str();
   cmd->add_option("--save", o.checkpoint.save_path,
-                  "Write a safetensors checkpoint at each epoch end and at the end");
+                  "Write a safetensors checkpoint at each epoch end and at the end")
+      ->check(kPath);
   cmd->add_option("--save-every", o.checkpoint.save_every, "Also checkpoint every N steps");
-  cmd->add_option("--resume", o.checkpoint.resume_path, "Continue training from a checkpoint");
+  cmd->add_option("--resume", o.checkpoint.resume_path, "Continue training from a checkpoint")
+      ->check(kPath);
   cmd->add_option("--metrics", o.report.metrics_path,
                   "Write the training curve as JSON lines (loss, lr, loss scale, samples/s at "
-                  "the progress lines' steps; the test accuracy), flushed as the run goes");
+                  "the progress lines' steps; the test accuracy), flushed as the run goes")
+      ->check(kPath);
   cmd->add_option("--tensorboard", o.report.tensorboard_dir,
-                  "Write the same scalars as a TensorBoard event file into this directory");
+                  "Write the same scalars as a TensorBoard event file into this directory")
+      ->check(kPath);
   cmd->add_option("--image-size", o.image_size, "Resize images to this square size (0: native)");
   cmd->add_option("--channels", o.channels, "Image channels, 1 or 3 (0: the data set's own)");
   cmd->add_option("--precision", lists.precision,
@@ -175,7 +182,8 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, Trai
       ->capture_default_str();
   cmd->add_option("--calibration", o.calibration,
                   "cost-aware: calibration file (default: this machine's, or a quick automatic "
-                  "calibration first; none: time both precisions in the profiling step)");
+                  "calibration first; none: time both precisions in the profiling step)")
+      ->check(kPath);
   cmd->add_option("--search", o.mixed.search,
                   "cost-aware: exact (the four traversals, then the least predicted step time "
                   "found exactly by a minimum cut) or traversals (the paper's four alone)")
@@ -200,7 +208,8 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, Trai
   cmd->add_option("--amp-lists", o.mixed.amp_lists_edit,
                   "Edit the mixed-precision lists: 'allow+=Tanh;clear-=Relu'");
   cmd->add_option("--amp-lists-file", o.mixed.amp_lists_file,
-                  "JSON file of list edits: {\"allow\": {\"add\": [...], \"remove\": [...]}}");
+                  "JSON file of list edits: {\"allow\": {\"add\": [...], \"remove\": [...]}}")
+      ->check(kPath);
   check_int64(cmd, {"--steps", "--batch", "--eval-batch", "--warmup-steps", "--limit-train",
                     "--limit-test", "--save-every"});
 }
@@ -294,6 +303,7 @@ const std::vector<OptionScope>& train_option_scopes() {
        "applies to text data sets only (--dataset fortunes or text:PATH)"},
       {"--bert-config", kMaskedLm, kText, "applies to --model bert only"},
       {"--samples-dir", kGan, kAllData, "applies to --model dcgan only"},
+      {"--no-samples", kGan, kAllData, "applies to --model dcgan only"},
   };
   return table;
 }
@@ -315,16 +325,10 @@ unsigned data_kind(const std::string& dataset) {
 namespace {
 
 void check_train_options_apply(const CLI::App* cmd, const TrainOptions& o) {
-  check_conv_layout_applies(cmd, o.device);
-  CAMPO_CHECK(!given(cmd, "--conv-layout") || !is_known_model(o.model) || has_convolutions(o.model),
-              "--conv-layout applies to models with convolutions; ", o.model, " has none");
+  check_conv_layout_applies(cmd, o.device, o.model);
   // The table, for the kinds of this model and data set (unknown names fail later, each
   // with its own line).
-  const unsigned model = model_kind(o.model), data = data_kind(o.dataset);
-  if (model && data)
-    for (const OptionScope& scope : train_option_scopes())
-      CAMPO_CHECK(!given(cmd, scope.option) || ((scope.models & model) && (scope.data & data)),
-                  scope.option, " ", scope.why);
+  check_option_scopes(cmd, model_kind(o.model), data_kind(o.dataset));
   check_data_parallel_options_apply(cmd, o.data_parallel);
   CAMPO_CHECK(!given(cmd, "--vocab") || !given(cmd, "--vocab-size"),
               "--vocab-size trains a vocabulary; --vocab loads one: give one of them");
@@ -345,9 +349,6 @@ void check_train_options_apply(const CLI::App* cmd, const TrainOptions& o) {
                   " has no effect without dynamic loss scaling (--loss-scale dynamic, or "
                   "--low-precision fp16)");
   }
-  for (const char* option : {"--save", "--resume", "--data-dir", "--metrics", "--tensorboard"})
-    CAMPO_CHECK(!given(cmd, option) || !cmd->get_option(option)->as<std::string>().empty(), option,
-                " needs a path, got an empty one");
   CAMPO_CHECK(!given(cmd, "--save-every") || given(cmd, "--save"),
               "--save-every needs --save (the checkpoint path to write)");
   CAMPO_CHECK(!given(cmd, "--padding") || o.padding >= 0,
@@ -375,7 +376,11 @@ class TrainCommand final : public Command {
     app_->add_option("--samples-dir", options_.samples_dir,
                      "dcgan: where the sample grid of each epoch is written (epoch_NNN.png; "
                      "with --array, epoch_NNN-<i>.png per model)")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(kPath);
+    app_->add_flag("--no-samples", no_samples_,
+                   "dcgan: write no sample grids (an empty --samples-dir is refused, as every "
+                   "empty path is)");
   }
 
   int run() override {
@@ -394,6 +399,10 @@ class TrainCommand final : public Command {
     default_low_precision_of(app_, o.device, o.model, o.mixed.low_precision);
     check_distinct_paths(train_paths(o));  // before any file is read
     check_train_options_apply(app_, o);
+    CAMPO_CHECK(!no_samples_ || !given(app_, "--samples-dir"),
+                "--no-samples writes no sample grids; --samples-dir names their folder: give one "
+                "of them");
+    if (no_samples_) o.samples_dir.clear();  // TrainOptions: empty writes none
     // Before any backend or work: the options, then that a named calibration fits --device.
     validate(o);
     check_calibration_device(o.calibration, o.precision, o.device);
@@ -411,6 +420,7 @@ class TrainCommand final : public Command {
  private:
   TrainOptions options_;
   TrainAsTyped lists_;  // --lr, ... as typed, and the choices' names
+  bool no_samples_ = false;
   // As given; parsed once the command line is read.
   std::string device_ = "cpu", cuda_graph_ = "auto", conv_layout_ = "blocked";
 };

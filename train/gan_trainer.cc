@@ -454,6 +454,9 @@ void GanSession::save_model(int i, const std::string& path, int64_t epoch,
   meta.rng_states["g_step"] = rng_state_to_string(g_exe_->context().rng.state());
   meta.extra["d_executor_step"] = std::to_string(d_exe_->context().step);
   meta.extra["g_executor_step"] = std::to_string(g_exe_->context().step);
+  // The samples of a step (dcgan runs on one process: --batch): the position above counts
+  // steps, so it means these samples only at this batch (restore refuses another).
+  meta.extra["global_batch"] = std::to_string(batch_);
   if (n_ == 1) {
     save_checkpoint(path, vars_, meta);
     return;
@@ -491,12 +494,22 @@ GanSession::Position GanSession::restore(const std::string& path, const std::str
   const Rng::State noise = rng_state_from_string(header.at("campo.rng.noise"));
   const Rng::State d_rng = rng_state_from_string(header.at("campo.rng.d_step"));
   const Rng::State g_rng = rng_state_from_string(header.at("campo.rng.g_step"));
-  CheckpointMeta counters;  // the executor steps, read as load_checkpoint's extra fields
-  for (const char* key : {"d_executor_step", "g_executor_step"})
+  CheckpointMeta counters;  // the executor steps and the batch, as load_checkpoint's extras
+  for (const char* key : {"d_executor_step", "g_executor_step", "global_batch"})
     if (auto it = header.find(key); it != header.end()) counters.extra[key] = it->second;
   const int64_t most = int64_t(1) << 53;
   const int64_t d_step = checkpoint_extra_int(path, counters, "d_executor_step", 0, most, 0);
   const int64_t g_step = checkpoint_extra_int(path, counters, "g_executor_step", 0, most, 0);
+  // The position is in steps of the saved batch: at another --batch it would name other
+  // samples, so another batch is refused, as a classifier's checkpoint does (train/trainer.cc).
+  // A checkpoint written before dcgan recorded its batch is taken as of this run's batch, as
+  // a classifier's from before its field is: refusing would strand every such run's
+  // checkpoint, and resuming one at the batch it was written with (the usual case) is right.
+  const int64_t saved_batch =
+      checkpoint_extra_int(path, counters, "global_batch", 1, int64_t(1) << 40, batch_);
+  CAMPO_CHECK(saved_batch == batch_, "checkpoint ", path, " was written by steps of ", saved_batch,
+              " samples (--batch); this run's take ", batch_, ": resume it with --batch ",
+              saved_batch);
   // Validates the whole file and changes the variables only when all of it loads.
   const CheckpointMeta meta = load_checkpoint(path, vars_);
   iterations_ = meta.step;

@@ -9,17 +9,35 @@
 #include "runtime/check.h"
 #include "runtime/communicator.h"
 #include "runtime/timer.h"
-#include "train/loop_options.h"
-#include "train/session.h"
 #include "train/device_report.h"
 #include "train/interrupt.h"
+#include "train/loop_options.h"
 #include "train/profiling.h"
 #include "train/run_report.h"
-
+#include "train/session.h"
 
 namespace campo {
 
 namespace {
+
+// A run whose loss scaler skipped this many steps in a row fails: the scale has then been
+// halved 100 times, from any --loss-scale-init (at most 2^64) to below 2^-36, where no finite
+// loss's gradients overflow; the inf or NaN comes from the forward (weights, data) and no
+// scale fixes it. The weights no longer change, so finishing with exit code 0 would report a
+// run that trained nothing. Counted per step from the scaler's skipped_steps (cheap).
+constexpr int64_t kMaxSkippedStepsInARow = 100;
+
+void check_not_all_skipped(const LossScaler& scaler, int64_t& skipped_before,
+                           int64_t& skipped_in_a_row, int64_t step) {
+  const int64_t skipped = scaler.skipped_steps();
+  skipped_in_a_row = skipped > skipped_before ? skipped_in_a_row + 1 : 0;
+  skipped_before = skipped;
+  CAMPO_CHECK(skipped_in_a_row < kMaxSkippedStepsInARow, "the last ", skipped_in_a_row,
+              " steps (to step ", step,
+              ") were all skipped: their gradients held inf or NaN at every loss scale down to ",
+              scaler.scale(),
+              ", so the weights no longer change (a lower --lr, or --precision fp32, may help)");
+}
 
 // Appends a step's values (out[model][value]) to `values` [model][value][step]; a value
 // that is not finite stops the run with a line naming the model, the value and the step.
@@ -131,6 +149,8 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
     return b;
   };
   std::vector<float> lr(static_cast<size_t>(n));
+  const LossScaler* scaler = session.loss_scaler();
+  int64_t skipped_before = scaler ? scaler->skipped_steps() : 0, skipped_in_a_row = 0;
   for (int epoch = start_epoch; epoch < o.epochs && step < total_steps; ++epoch) {
     int64_t in_epoch = epoch == start_epoch ? start_batch : 0;
     for (auto& l : loaders) l->start_epoch(epoch, in_epoch);
@@ -155,6 +175,7 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
       const std::vector<std::vector<float>> out = session.step_models(per_model, lr, next);
       record_step_values(out, step, o.lr, step_values, r.values);
       ++step;
+      if (scaler) check_not_all_skipped(*scaler, skipped_before, skipped_in_a_row, step);
       ++in_epoch;
       if (o.checkpoint.save_every > 0 && step % o.checkpoint.save_every == 0)
         save_all(epoch, in_epoch);

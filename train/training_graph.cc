@@ -22,7 +22,7 @@ ThreeWayCostTable three_way_costs(const CostTable& bf16, const CostTable& f16) {
     // Both tables time the f32 step (interleaved with their own low one): each node's
     // fastest, as every profiling time is.
     const double f32 = b.fp32_ms > 0 && h.fp32_ms > 0 ? std::min(b.fp32_ms, h.fp32_ms)
-                                                       : std::max(b.fp32_ms, h.fp32_ms);
+                                                      : std::max(b.fp32_ms, h.fp32_ms);
     t.nodes[i] = {f32, h.low_ms, b.low_ms};
   }
   t.casts.f32_to_f16 = f16.cast;
@@ -125,7 +125,7 @@ namespace {
 // buckets of about d.bucket_bytes in the order the schedule computes the gradients, each an
 // AllReduceStart / AllReduceWait pair. Returns the buckets' bytes, in the order they start.
 std::vector<int64_t> append_gradient_reduction(Builder& b, std::vector<ValueId>& grads,
-                              const TrainingGraphSpec::DataParallel& d) {
+                                               const TrainingGraphSpec::DataParallel& d) {
   CAMPO_CHECK(d.bucket_bytes > 0, "--bucket-mb must be positive");
   const Graph& g = b.graph();
   std::vector<int> position(size_t(g.num_nodes()), 0);
@@ -171,10 +171,11 @@ const char* input_placeholder(const std::string& model) {
 TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
                                        const TrainingGraphSpec& spec) {
   TrainingGraphInfo info;
-  CAMPO_CHECK(spec.precision.policy != Precision::cost_aware ||
-                  (spec.precision.costs && (!spec.precision.automatic() || spec.precision.f16_costs)),
-              "internal: build_training_graph: cost-aware without costs (fill them with "
-              "with_profiled_costs, train/profiling.h)");
+  CAMPO_CHECK(
+      spec.precision.policy != Precision::cost_aware ||
+          (spec.precision.costs && (!spec.precision.automatic() || spec.precision.f16_costs)),
+      "internal: build_training_graph: cost-aware without costs (fill them with "
+      "with_profiled_costs, train/profiling.h)");
   Builder b(g, vars);
   b.set_training(true);
   Shape input_shape = {spec.batch};
@@ -272,14 +273,26 @@ PrecisionConfig precision_config(Precision policy, const PrecisionOptions& o, De
       p.low == DType::f16 || (p.automatic() && p.policy == Precision::cost_aware);
   p.scaler.enabled =
       mixed && (o.loss_scale == "dynamic" || (o.loss_scale == "auto" && may_run_f16));
+  // --loss-scale-init in [2^-14, 2^64] (docs/mixed-precision.md), a start the scaler can
+  // recover from. 2^-14, fp16's smallest normal number: a smaller scale puts a loss of 1 among
+  // fp16's subnormals, the underflow loss scaling is there to avoid, and growing back to the
+  // default 2^16 would take 30 growth intervals (60000 steps by default). 2^64: a scale that
+  // overflows every step is halved into fp16's range (2^16) in 48 skipped steps, well within
+  // the 100 skipped steps in a row that end a run (train/loop.cc); its reciprocal is a normal
+  // f32 number.
   CAMPO_CHECK(std::isfinite(o.loss_scale_init) && o.loss_scale_init > 0,
               "--loss-scale-init must be positive, got ", o.loss_scale_init);
+  CAMPO_CHECK(o.loss_scale_init >= 0x1p-14f && o.loss_scale_init <= 0x1p64f,
+              "--loss-scale-init must be in [2^-14, 2^64] (6.1e-05 to 1.8e+19), a scale the "
+              "dynamic scaling can grow or back off from, got ",
+              o.loss_scale_init);
   CAMPO_CHECK(o.loss_scale_growth_interval > 0,
               "--loss-scale-growth-interval must be positive, got ", o.loss_scale_growth_interval);
   p.scaler.init_scale = o.loss_scale_init;
   p.scaler.growth_interval = o.loss_scale_growth_interval;
   // The edits apply to both types' lists (auto plans with both).
-  if (!o.amp_lists_file.empty()) AmpLists::edit_from_file(o.amp_lists_file, {&p.lists, &p.f16_lists});
+  if (!o.amp_lists_file.empty())
+    AmpLists::edit_from_file(o.amp_lists_file, {&p.lists, &p.f16_lists});
   if (!o.amp_lists_edit.empty())
     for (AmpLists* lists : {&p.lists, &p.f16_lists}) lists->edit(o.amp_lists_edit);
   LossScaler check(p.scaler);  // validates the scaler options

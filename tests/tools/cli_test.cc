@@ -398,9 +398,9 @@ TEST_F(CliOutputTest, DcganSamplesDirUnderAFileFailsBeforeTraining) {
 // ---- dcgan: every train option is honoured or refused ----
 
 const std::vector<std::string> kDcgan = {
-    "--model",     "dcgan", "--dataset",     "synthetic", "--image-size",  "32",
-    "--precision", "fp32",  "--limit-train", "16",        "--batch",       "8",
-    "--steps",     "1",     "--progress",    "none",      "--samples-dir", ""};
+    "--model",     "dcgan", "--dataset",     "synthetic", "--image-size", "32",
+    "--precision", "fp32",  "--limit-train", "16",        "--batch",      "8",
+    "--steps",     "1",     "--progress",    "none",      "--no-samples"};
 
 std::vector<std::string> dcgan_args(std::vector<std::string> extra) {
   std::vector<std::string> a = train_args(kDcgan);
@@ -433,6 +433,26 @@ TEST(CliDcganTest, CheckpointOptionsAreHonoured) {
   expect_error(run_cli(dcgan_args({"--resume", "/no/such/file.safetensors"})),
                "--resume checkpoint");
   expect_error(run_cli(dcgan_args({"--save-every", "10"})), "--save-every needs --save");
+}
+
+// A dcgan checkpoint's position counts steps of its batch: resumed at another --batch it would
+// name other samples, so it is refused, as a classifier's checkpoint is.
+TEST(CliDcganTest, ResumeAtAnotherBatchIsRefused) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("campo_cli_gan_batch_" + std::to_string(::getpid()) + ".safetensors"))
+                               .string();
+  auto r = run_cli(dcgan_args({"--save", path}));  // --batch 8
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(read_safetensors_metadata(path).at("global_batch"), "8");
+  std::vector<std::string> resume = dcgan_args({"--resume", path});
+  for (size_t i = 0; i + 1 < resume.size(); ++i) {
+    if (resume[i] == "--steps") resume[i + 1] = "2";
+    if (resume[i] == "--batch") resume[i + 1] = "4";
+  }
+  expect_error(run_cli(resume),
+               "was written by steps of 8 samples (--batch); this run's take 4: resume it with "
+               "--batch 8");
+  std::filesystem::remove(path);
 }
 
 TEST(CliDcganTest, OptimizerOptionsAreHonoured) {
@@ -608,6 +628,46 @@ TEST(CliOptionTest, LossScaleNumbersNameTheirOption) {
                "--loss-scale-growth-interval must be positive");
 }
 
+// A scale the dynamic scaling cannot recover from is refused: 1e-45 used to halve to 0, after
+// which every step was skipped (1/0 makes every gradient inf) and the run still exited 0.
+TEST(CliOptionTest, LossScaleInitOutsideItsRangeIsRefused) {
+  for (const char* init : {"1e-45", "1e-5", "1e20", "3e38"}) {
+    SCOPED_TRACE(init);
+    expect_error(run_cli(train_args(
+                     {"--precision", "amp", "--loss-scale", "dynamic", "--loss-scale-init", init})),
+                 "--loss-scale-init must be in [2^-14, 2^64]");
+  }
+}
+
+// A run whose every step of 100 in a row is skipped (inf or NaN gradients at every scale)
+// fails with one line instead of exiting 0 with weights that no longer change. Made here by
+// a checkpoint whose scale (2^126, the most a checkpoint may hold) overflows fp16 for more
+// than 100 halvings.
+TEST(CliOptionTest, HundredSkippedStepsInARowFailTheRun) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("campo_cli_skipped_" + std::to_string(::getpid()) + ".safetensors"))
+                               .string();
+  std::vector<std::string> args = {
+      "train", "--model",         "mlp",  "--dataset", "synthetic", "--precision",
+      "amp",   "--low-precision", "fp16", "--batch",   "8",         "--limit-train",
+      "2000",  "--limit-test",    "64",   "--threads", "1",         "--progress",
+      "none",  "--steps",         "1",    "--save",    path};
+  auto r = run_cli(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::map<std::string, std::string> metadata = read_safetensors_metadata(path);
+  ASSERT_TRUE(metadata.count("loss_scale"));
+  metadata["loss_scale"] = "8.5e37";
+  const std::map<std::string, Tensor> tensors = read_safetensors(path);
+  write_safetensors(path, {tensors.begin(), tensors.end()}, metadata);
+  args.back() = path + ".next";
+  args.insert(args.end(), {"--resume", path});
+  for (size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == "--steps") args[i + 1] = "120";
+  expect_error(run_cli(args), "the last 100 steps (to step 101) were all skipped");
+  std::filesystem::remove(path);
+  std::filesystem::remove(path + ".next");
+}
+
 TEST(CliOptionTest, Int64OptionsDoNotSaturate) {
   expect_error(run_cli(train_args({"--batch", "99999999999999999999"})),
                "--batch: expects a whole number (in its 64-bit range), got '99999999999999999999'");
@@ -631,7 +691,7 @@ TEST(CliOptionTest, UnknownLowPrecisionNamesTheOption) {
 TEST(CliOptionTest, AbsurdSizesSayOutOfMemory) {
   auto r = run_cli(train_args({"--model", "dcgan", "--dataset", "synthetic", "--image-size", "32",
                                "--precision", "fp32", "--limit-train", "2000000000000000000",
-                               "--steps", "1", "--progress", "none", "--samples-dir", ""}));
+                               "--steps", "1", "--progress", "none", "--no-samples"}));
   expect_error(r, "out of memory: a buffer sized by the options");
 }
 

@@ -20,11 +20,11 @@ using testing::json_event;
 using testing::run_cli;
 
 std::vector<std::string> gan_args(std::vector<std::string> extra) {
-  std::vector<std::string> a = {
-      "train", "--model",    "dcgan", "--dataset",   "synthetic", "--image-size",
-      "32",    "--channels", "3",     "--precision", "fp32",      "--limit-train",
-      "16",    "--batch",    "8",     "--progress",  "none",      "--samples-dir",
-      "",      "--epochs",   "2"};
+  std::vector<std::string> a = {"train",     "--model",      "dcgan",    "--dataset",
+                                "synthetic", "--image-size", "32",       "--channels",
+                                "3",         "--precision",  "fp32",     "--limit-train",
+                                "16",        "--batch",      "8",        "--progress",
+                                "none",      "--no-samples", "--epochs", "2"};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }
@@ -69,7 +69,10 @@ TEST(GanArrayCliTest, TrainsEveryModelAndSavesEachAlone) {
       gan_args({"--array", "2", "--lr", "2e-4,1e-4", "--weight-decay", "0,1e-3", "--seed", "5,6",
                 "--steps", "2", "--save", save, "--array-shuffle", "independent"});
   for (size_t i = 0; i + 1 < args.size(); ++i) {
-    if (args[i] == "--samples-dir") args[i + 1] = (dir / "samples").string();
+    if (args[i] == "--no-samples") {
+      args[i] = "--samples-dir";
+      args.insert(args.begin() + std::ptrdiff_t(i) + 1, (dir / "samples").string());
+    }
     if (args[i] == "--progress") args[i + 1] = "lines";
   }
   auto r = run_cli(args);
