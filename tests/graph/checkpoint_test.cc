@@ -693,8 +693,8 @@ TEST_F(CheckpointTest, KilledMidWriteKeepsTheOldFile) {
   // The crashed writer's partial temp file is all it left behind.
   auto names = files_in_dir();
   ASSERT_EQ(names.size(), 2u);
-  EXPECT_TRUE(names[1].starts_with("ck.safetensors.tmp.")) << names[1];
-  EXPECT_EQ(fs::file_size(dir_ / names[1]), 64u * 1024);
+  EXPECT_TRUE(names[0].starts_with(".ck.safetensors.campo-tmp-")) << names[0];
+  EXPECT_EQ(fs::file_size(dir_ / names[0]), 64u * 1024);
   // Its writer is dead, so the next save of the same path removes it.
   save_checkpoint(path_, make_store(4), full_meta());
   EXPECT_EQ(files_in_dir(), std::vector<std::string>{"ck.safetensors"});
