@@ -158,6 +158,15 @@ TEST_F(AtomicFileTest, LinksPlantedAtTemporaryNamesAreNeverFollowed) {
     EXPECT_TRUE(fs::is_symlink(fs::symlink_status(dir_ / name))) << name;
 }
 
+// A name as long as a folder entry can be (255 bytes) is written: the temporary keeps only
+// the first 128 bytes of it, so that its own name fits too.
+TEST_F(AtomicFileTest, TheLongestFileNameIsWritten) {
+  const std::string name(255, 'n');
+  write_file_atomically(path(name), "new");
+  EXPECT_EQ(read(name), "new");
+  EXPECT_EQ(files(), std::vector<std::string>{name});
+}
+
 // A target that is itself a link is replaced by the new file; what it pointed to stays.
 TEST_F(AtomicFileTest, ALinkAtTheTargetIsReplacedNotFollowed) {
   touch("elsewhere", "precious");
