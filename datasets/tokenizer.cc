@@ -9,6 +9,7 @@
 #include "datasets/utf8.h"
 #include "runtime/atomic_file.h"
 #include "runtime/check.h"
+#include "runtime/escape.h"
 
 namespace campo {
 namespace {
@@ -102,23 +103,8 @@ std::vector<char32_t> code_points(std::string_view s) {
   return out;
 }
 
-// A piece as messages show it: quoted, bytes outside printable ASCII as \xNN, cut at 60.
-std::string quote(std::string_view s) {
-  static const char* hex = "0123456789abcdef";
-  std::string out = "\"";
-  for (size_t i = 0; i < s.size() && i < 60; ++i) {
-    const uint8_t b = uint8_t(s[i]);
-    if (b >= 0x20 && b < 0x7f && b != '"' && b != '\\') {
-      out.push_back(char(b));
-    } else {
-      out += "\\x";
-      out.push_back(hex[b >> 4]);
-      out.push_back(hex[b & 15]);
-    }
-  }
-  if (s.size() > 60) out += "...";
-  return out + "\"";
-}
+// A piece as messages show it: quoted, escaped and cut at 60 bytes (runtime/escape.h).
+std::string quote(std::string_view s) { return "\"" + escape_untrusted(s, 60) + "\""; }
 
 // Why a non-special piece could never come out of encode, or "" when it can.
 std::string piece_problem(std::string_view piece) {
@@ -408,7 +394,7 @@ WordPieceTokenizer WordPieceTokenizer::from_json(std::string_view json, const st
   try {
     j = Json::parse(json);
   } catch (const nlohmann::json::exception& e) {
-    CAMPO_FAIL(source, ": not valid JSON (", e.what(), ")");
+    CAMPO_FAIL(source, ": not valid JSON (", escape_untrusted(e.what(), 300), ")");
   }
   CAMPO_CHECK(j.is_object(), source,
               ": expected a JSON object with \"format\", \"version\", "

@@ -15,8 +15,10 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <unordered_map>
 
 #include "runtime/atomic_file.h"
+#include "runtime/escape.h"
 #include "runtime/file_check.h"
 
 namespace campo {
@@ -26,7 +28,12 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
-using Json = nlohmann::ordered_json;  // keeps the header's tensor order
+// Writing keeps the caller's tensor order in the header. Reading never builds the header as
+// one ordered object: nlohmann's ordered_map finds keys by a linear search, so parsing n
+// entries into it took O(n^2) (4 s at 40,000 entries, over a minute at 200,000). The header
+// is read entry by entry instead (read_header), in linear time.
+using Json = nlohmann::ordered_json;
+using ReadJson = nlohmann::json;  // objects are std::maps: O(log n) per key
 
 // The reference implementation refuses headers above 100 MB; so do we, before allocating.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
@@ -87,10 +94,13 @@ template <typename... Args>
 
 std::string errno_text(int err) { return std::strerror(err); }
 
+// Text from the file, made safe and short for an error line (runtime/escape.h).
+std::string shown(std::string_view text) { return escape_untrusted(text); }
+
 std::string quoted_list(const std::vector<std::string>& names, size_t max_shown = 5) {
   std::string s;
   for (size_t i = 0; i < names.size() && i < max_shown; ++i)
-    s += (i ? ", '" : "'") + names[i] + "'";
+    s += (i ? ", '" : "'") + shown(names[i]) + "'";
   if (names.size() > max_shown) s += " and " + std::to_string(names.size() - max_shown) + " more";
   return s;
 }
@@ -151,58 +161,135 @@ struct Entry {
 };
 
 struct Header {
-  std::vector<Entry> entries;  // header order
-  std::map<std::string, size_t> index;
+  std::vector<Entry> entries;                     // header order
+  std::unordered_map<std::string, size_t> index;  // name -> position in entries
   std::map<std::string, std::string> metadata;
   uint64_t data_start = 0;  // absolute file offset of the data section
 };
 
-bool read_u64(const Json& j, uint64_t* out) {
+bool read_u64(const ReadJson& j, uint64_t* out) {
   if (!j.is_number_unsigned()) return false;
   *out = j.get<uint64_t>();
   return true;
 }
 
-Entry parse_entry(const std::string& path, const std::string& name, const Json& j) {
+// The JSON text of a value from the file, for an error line.
+std::string shown_json(const ReadJson& j) {
+  return shown(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+Entry parse_entry(const std::string& path, const std::string& name, const ReadJson& j) {
   Entry e;
   e.name = name;
-  if (!j.is_object()) fail_file(path, "header entry '", name, "' is not an object");
+  const std::string who = "tensor '" + shown(name) + "'";
+  if (!j.is_object()) fail_file(path, "header entry '", shown(name), "' is not an object");
   auto dt = j.find("dtype");
-  if (dt == j.end() || !dt->is_string())
-    fail_file(path, "tensor '", name, "' has no string \"dtype\"");
+  if (dt == j.end() || !dt->is_string()) fail_file(path, who, " has no string \"dtype\"");
   e.dtype = dt->get<std::string>();
   const StDType* st = find_st_dtype(e.dtype);
-  if (!st) fail_file(path, "tensor '", name, "' has unknown dtype '", e.dtype, "'");
+  if (!st) fail_file(path, who, " has unknown dtype '", shown(e.dtype), "'");
   e.element_size = st->size;
 
   auto sh = j.find("shape");
-  if (sh == j.end() || !sh->is_array())
-    fail_file(path, "tensor '", name, "' has no \"shape\" array");
+  if (sh == j.end() || !sh->is_array()) fail_file(path, who, " has no \"shape\" array");
   uint64_t numel = 1;
   for (const auto& d : *sh) {
     uint64_t v;
     if (!read_u64(d, &v) || v > uint64_t(INT64_MAX))
-      fail_file(path, "tensor '", name, "': \"shape\" must hold non-negative integers, got ",
-                sh->dump());
+      fail_file(path, who, ": \"shape\" must hold non-negative integers, got ", shown_json(*sh));
     if (__builtin_mul_overflow(numel, v, &numel))
-      fail_file(path, "tensor '", name, "': shape ", sh->dump(), " overflows");
+      fail_file(path, who, ": shape ", shown_json(*sh), " overflows");
     e.shape.push_back(int64_t(v));
   }
   uint64_t nbytes;
   if (numel > uint64_t(INT64_MAX) || __builtin_mul_overflow(numel, uint64_t(st->size), &nbytes))
-    fail_file(path, "tensor '", name, "': shape ", sh->dump(), " overflows");
+    fail_file(path, who, ": shape ", shown_json(*sh), " overflows");
 
   auto off = j.find("data_offsets");
   if (off == j.end() || !off->is_array() || off->size() != 2 || !read_u64((*off)[0], &e.begin) ||
       !read_u64((*off)[1], &e.end) || e.begin > e.end)
-    fail_file(path, "tensor '", name,
-              "': \"data_offsets\" must be [begin, end] with 0 <= begin <= end, got ",
-              off == j.end() ? std::string("nothing") : off->dump());
+    fail_file(path, who, ": \"data_offsets\" must be [begin, end] with 0 <= begin <= end, got ",
+              off == j.end() ? std::string("nothing") : shown_json(*off));
   if (e.end - e.begin != nbytes)
-    fail_file(path, "tensor '", name, "': ", e.dtype, " ", shape_str(e.shape), " needs ", nbytes,
+    fail_file(path, who, ": ", e.dtype, " ", shown(shape_str(e.shape)), " needs ", nbytes,
               " bytes, but data_offsets [", e.begin, ", ", e.end, "] span ", e.end - e.begin);
   return e;
 }
+
+// Reads the header's top-level entries one at a time, as nlohmann's parser completes each:
+// a tensor entry (only its "dtype", "shape" and "data_offsets" are built) is validated
+// into an Entry and dropped from the parsed tree, and each "__metadata__" pair is copied out
+// and dropped, so the parsed tree never holds more than one entry and the work is linear in
+// the header's size. Duplicate tensor names and metadata keys are refused (which of two
+// values a reader takes is not defined). The callback's depth: 0 the header object, 1 its
+// keys and entries, 2 an entry's (or the metadata's) keys and values.
+class HeaderReader {
+ public:
+  HeaderReader(const std::string& path, Header& h) : path_(path), h_(h) {}
+
+  bool operator()(int depth, ReadJson::parse_event_t event, ReadJson& parsed) {
+    using Event = ReadJson::parse_event_t;
+    if (depth == 0) {
+      if (event == Event::object_start) is_object_ = true;
+      if (event == Event::array_start || (event == Event::value && !is_object_))
+        fail_file(path_, "header is not a JSON object");
+      return true;
+    }
+    if (depth == 1) {
+      switch (event) {
+        case Event::key:
+          key_ = parsed.get<std::string>();
+          in_metadata_ = key_ == "__metadata__";
+          if (in_metadata_ && has_metadata_)
+            fail_file(path_, "\"__metadata__\" appears twice in the header");
+          has_metadata_ |= in_metadata_;
+          return true;
+        case Event::object_start:
+          return true;
+        case Event::array_start:
+        case Event::value:
+          if (in_metadata_) fail_file(path_, "\"__metadata__\" is not an object");
+          fail_file(path_, "header entry '", shown(key_), "' is not an object");
+        case Event::object_end:
+          if (!in_metadata_) add_entry(parsed);
+          in_metadata_ = false;
+          return false;  // done with it: drop it from the tree
+        default:
+          return true;
+      }
+    }
+    if (depth == 2 && in_metadata_) {
+      if (event == Event::key) {
+        metadata_key_ = parsed.get<std::string>();
+        return false;  // the value comes to this callback all the same; none is stored
+      }
+      if (event == Event::value && parsed.is_string()) {
+        if (!h_.metadata.emplace(metadata_key_, parsed.get<std::string>()).second)
+          fail_file(path_, "metadata '", shown(metadata_key_), "' appears twice");
+        return false;
+      }
+      fail_file(path_, "metadata '", shown(metadata_key_),
+                "' is not a string (the format allows only string values)");
+    }
+    if (depth == 2 && event == Event::key) {  // a tensor entry's field: only these are read
+      const std::string& field = parsed.get_ref<const std::string&>();
+      return field == "dtype" || field == "shape" || field == "data_offsets";
+    }
+    return true;
+  }
+
+ private:
+  void add_entry(const ReadJson& j) {
+    if (!h_.index.emplace(key_, h_.entries.size()).second)
+      fail_file(path_, "tensor '", shown(key_), "' appears twice in the header");
+    h_.entries.push_back(parse_entry(path_, key_, j));
+  }
+
+  const std::string& path_;
+  Header& h_;
+  std::string key_, metadata_key_;
+  bool is_object_ = false, in_metadata_ = false, has_metadata_ = false;
+};
 
 // Reads and validates the header: its length against the file, the JSON, every entry, and
 // that the entries tile the data section exactly.
@@ -221,36 +308,21 @@ Header read_header(const std::string& path, const InputFile& f) {
 
   std::string text(size_t(n), '\0');
   f.read_at(8, text.data(), n);
-  Json j;
-  try {
-    j = Json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    fail_file(path, "header is not valid JSON: ", e.what());
-  }
-  if (!j.is_object()) fail_file(path, "header is not a JSON object");
-
   Header h;
   h.data_start = 8 + n;
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (it.key() == "__metadata__") {
-      if (!it->is_object()) fail_file(path, "\"__metadata__\" is not an object");
-      for (auto m = it->begin(); m != it->end(); ++m) {
-        if (!m->is_string())
-          fail_file(path, "metadata '", m.key(), "' is not a string (the format allows only ",
-                    "string values)");
-        h.metadata[m.key()] = m->get<std::string>();
-      }
-      continue;
-    }
-    h.index[it.key()] = h.entries.size();
-    h.entries.push_back(parse_entry(path, it.key(), *it));
+  try {
+    // What is left of the tree is the empty header object: every entry was taken out.
+    [[maybe_unused]] const ReadJson rest = ReadJson::parse(text, HeaderReader(path, h));
+  } catch (const nlohmann::json::exception& e) {
+    fail_file(path, "header is not valid JSON: ", escape_untrusted(e.what(), 400));
   }
 
   const uint64_t data_size = f.size() - h.data_start;
   for (const Entry& e : h.entries)
     if (e.end > data_size)
-      fail_file(path, "tensor '", e.name, "' ends at byte ", e.end, " of the data section, which ",
-                "holds only ", data_size, " bytes: the file is truncated");
+      fail_file(path, "tensor '", shown(e.name), "' ends at byte ", e.end,
+                " of the data section, which ", "holds only ", data_size,
+                " bytes: the file is truncated");
   std::vector<const Entry*> sorted;
   for (const Entry& e : h.entries) sorted.push_back(&e);
   std::sort(sorted.begin(), sorted.end(), [](const Entry* a, const Entry* b) {
@@ -260,8 +332,8 @@ Header read_header(const std::string& path, const InputFile& f) {
   const Entry* prev = nullptr;
   for (const Entry* e : sorted) {
     if (e->begin < covered)
-      fail_file(path, "tensors '", prev->name, "' [", prev->begin, ", ", prev->end, ") and '",
-                e->name, "' [", e->begin, ", ", e->end, ") overlap");
+      fail_file(path, "tensors '", shown(prev->name), "' [", prev->begin, ", ", prev->end,
+                ") and '", shown(e->name), "' [", e->begin, ", ", e->end, ") overlap");
     if (e->begin > covered)
       fail_file(path, "no tensor covers bytes [", covered, ", ", e->begin, ") of the data section");
     covered = e->end;
@@ -295,7 +367,7 @@ Tensor read_as_f32(const std::string& path, const InputFile& f, const Header& h,
     float* dst = out.data_as<float>();
     for (size_t i = 0; i < n; ++i) dst[i] = float(raw[i]);
   } else {
-    fail_file(path, "tensor '", e.name, "' has dtype ", e.dtype,
+    fail_file(path, "tensor '", shown(e.name), "' has dtype ", e.dtype,
               "; a variable loads only from F32, F16, BF16 or F64");
   }
   return out;
@@ -341,8 +413,8 @@ int64_t metadata_int_value(const std::string& path, const std::string& key,
                            const std::string& value, int64_t min, int64_t max) {
   int64_t v = 0;
   if (!parse_whole_int(value, &v) || v < min || v > max)
-    fail_file(path, "metadata '", key, "' is '", value, "', not an integer from ", min, " to ",
-              max);
+    fail_file(path, "metadata '", shown(key), "' is '", shown(value), "', not an integer from ",
+              min, " to ", max);
   return v;
 }
 
@@ -363,7 +435,7 @@ std::string plain_name(const std::string& path, const std::map<std::string, std:
   for (char c : v)
     ok &= std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
   if (!ok)
-    fail_file(path, "metadata '", key, "' is '", v,
+    fail_file(path, "metadata '", key, "' is '", shown(v),
               "', not a name (at most 64 letters, digits, '_', '-' or '.')");
   return v;
 }
@@ -387,7 +459,7 @@ void require_finite(const std::string& path, const std::string& name, const Tens
     inf += std::isinf(p[i]);
   }
   if (nan || inf)
-    fail_file(path, "tensor '", name, "' holds ",
+    fail_file(path, "tensor '", shown(name), "' holds ",
               nan ? std::to_string(nan) + " NaN" : std::string(), nan && inf ? " and " : "",
               inf ? std::to_string(inf) + " infinite" : std::string(), " value(s) of ", t.numel(),
               " (the run that wrote it diverged): it cannot be evaluated or resumed");
@@ -416,7 +488,7 @@ std::string rng_state_to_string(const Rng::State& st) {
 
 Rng::State rng_state_from_string(const std::string& text) {
   static const std::string tag = "xoshiro256**:";
-  auto bad = [&]() { CAMPO_FAIL("malformed RNG state '", text, "'"); };
+  auto bad = [&]() { CAMPO_FAIL("malformed RNG state '", escape_untrusted(text), "'"); };
   if (text.rfind(tag, 0) != 0) bad();
   const char* p = text.data() + tag.size();
   const char* end = text.data() + text.size();
@@ -450,10 +522,10 @@ void write_safetensors(const std::string& path,
   for (const auto& [name, t] : tensors) {
     CAMPO_CHECK(name != "__metadata__", "cannot write checkpoint ", path,
                 ": '__metadata__' is not a tensor name");
-    CAMPO_CHECK(seen.insert(name).second, "cannot write checkpoint ", path, ": tensor '", name,
-                "' appears twice");
+    CAMPO_CHECK(seen.insert(name).second, "cannot write checkpoint ", path, ": tensor '",
+                escape_untrusted(name), "' appears twice");
     CAMPO_CHECK(t.defined() && t.device() == Device::cpu, "cannot write checkpoint ", path,
-                ": tensor '", name, "' is not a host tensor");
+                ": tensor '", escape_untrusted(name), "' is not a host tensor");
   }
   // Data layout: 8-byte types first, then 4, 2, so every tensor is aligned to its element
   // size (as the reference writer does); the header keeps the caller's order.
@@ -469,20 +541,24 @@ void write_safetensors(const std::string& path,
     offset += tensors[i].second.nbytes();
   }
 
-  Json header = Json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const Tensor& t = tensors[i].second;
-    header[tensors[i].first] = {{"dtype", st_dtype_of(t.dtype())},
-                                {"shape", t.shape()},
-                                {"data_offsets", {begin[i], begin[i] + t.nbytes()}}};
-  }
-  std::string text;
+  // The header object is written entry by entry in the caller's order (an ordered_json
+  // object finds each new key by a linear search: quadratic in the number of tensors).
+  std::string text = "{";
   try {
-    text = header.dump();
+    if (!metadata.empty()) text += "\"__metadata__\":" + ReadJson(metadata).dump();
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const Tensor& t = tensors[i].second;
+      if (text.size() > 1) text += ',';
+      text += Json(tensors[i].first).dump() + ':' +
+              Json{{"dtype", st_dtype_of(t.dtype())},
+                   {"shape", t.shape()},
+                   {"data_offsets", {begin[i], begin[i] + t.nbytes()}}}
+                  .dump();
+    }
   } catch (const nlohmann::json::exception& e) {
     CAMPO_FAIL("cannot write checkpoint ", path, ": a name is not valid UTF-8 (", e.what(), ")");
   }
+  text += '}';
   text.resize((text.size() + 7) / 8 * 8, ' ');  // data starts 8-byte aligned
   uint8_t len_bytes[8];
   for (int i = 0; i < 8; ++i) len_bytes[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
@@ -515,8 +591,8 @@ void save_checkpoint(const std::string& path, const VariableStore& vars,
     md[kRngPrefix + name] = state;
   }
   for (const auto& [key, value] : meta.extra) {
-    CAMPO_CHECK(!is_reserved_key(key), "cannot write checkpoint ", path, ": metadata key '", key,
-                "' is reserved");
+    CAMPO_CHECK(!is_reserved_key(key), "cannot write checkpoint ", path, ": metadata key '",
+                escape_untrusted(key), "' is reserved");
     md[key] = value;
   }
 
@@ -563,7 +639,7 @@ CheckpointMeta load_checkpoint(const std::string& path, VariableStore& vars,
     auto it = md.find(kKeyVersion);
     int64_t version = 0;
     if (parse_whole_int(it->second, &version) && version > kCheckpointFormatVersion)
-      fail_file(path, "written by a newer campo (format version ", it->second,
+      fail_file(path, "written by a newer campo (format version ", shown(it->second),
                 "; this build reads up to ", kCheckpointFormatVersion, ")");
     meta.format_version =
         int(metadata_int_value(path, kKeyVersion, it->second, 1, kCheckpointFormatVersion));
@@ -576,7 +652,7 @@ CheckpointMeta load_checkpoint(const std::string& path, VariableStore& vars,
     meta.format_version = 0;  // not written by campo (e.g. exported from PyTorch)
     for (const auto& [key, value] : md)
       if (key.starts_with("campo."))
-        fail_file(path, "metadata has '", key, "' but no '", kKeyVersion,
+        fail_file(path, "metadata has '", shown(key), "' but no '", kKeyVersion,
                   "': written by an unknown tool, refusing to guess its meaning");
   }
   for (const auto& [key, value] : md) {
@@ -584,7 +660,7 @@ CheckpointMeta load_checkpoint(const std::string& path, VariableStore& vars,
       try {
         rng_state_from_string(value);
       } catch (const Error& e) {
-        fail_file(path, "metadata '", key, "': ", e.what());
+        fail_file(path, "metadata '", shown(key), "': ", e.what());
       }
       meta.rng_states[key.substr(kRngPrefix.size())] = value;
     } else if (!is_reserved_key(key)) {
@@ -614,10 +690,10 @@ CheckpointMeta load_checkpoint(const std::string& path, VariableStore& vars,
     const Entry& e = h.entries[it->second];
     const Shape& want = vars.at(name).shape();
     if (e.shape != want)
-      fail_file(path, "tensor '", stored, "' has shape ", shape_str(e.shape),
+      fail_file(path, "tensor '", shown(stored), "' has shape ", shown(shape_str(e.shape)),
                 ", the model expects ", shape_str(want));
     if (e.dtype != "F32" && e.dtype != "F16" && e.dtype != "BF16" && e.dtype != "F64")
-      fail_file(path, "tensor '", stored, "' has dtype ", e.dtype,
+      fail_file(path, "tensor '", shown(stored), "' has dtype ", e.dtype,
                 "; a variable loads only from F32, F16, BF16 or F64");
     found.emplace_back(name, &e);
   }
@@ -674,8 +750,8 @@ double checkpoint_extra_float(const std::string& path, const CheckpointMeta& met
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v) ||
       v < min || v > max)
-    fail_file(path, "metadata '", key, "' is '", s, "', not a finite number from ", min, " to ",
-              max);
+    fail_file(path, "metadata '", shown(key), "' is '", shown(s), "', not a finite number from ",
+              min, " to ", max);
   return v;
 }
 
@@ -694,7 +770,7 @@ std::map<std::string, Tensor> read_safetensors(const std::string& path) {
   for (const Entry& e : h.entries) {
     DType t;
     if (!campo_dtype_of(e.dtype, &t))
-      fail_file(path, "tensor '", e.name, "' has dtype ", e.dtype,
+      fail_file(path, "tensor '", shown(e.name), "' has dtype ", e.dtype,
                 ", which campo cannot represent (F32, F16, BF16, I32, I64)");
     out.emplace(e.name, read_tensor(f, h, e, t));
   }

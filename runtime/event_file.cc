@@ -99,7 +99,9 @@ std::FILE* create_event_file(const std::string& dir, const std::string& what, st
                            std::to_string(::getpid());
   for (int k = 0;; ++k) {
     path = base + ".campo" + (k ? "." + std::to_string(k) : "");
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    // O_EXCL: never an existing name, nor a link planted at it; 0666: the umask applies, as
+    // for any new file.
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd >= 0) {
       std::FILE* f = ::fdopen(fd, "wb");
       if (!f) {

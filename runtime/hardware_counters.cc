@@ -7,6 +7,7 @@
 
 #include "runtime/atomic_file.h"
 #include "runtime/check.h"
+#include "runtime/escape.h"
 #include "runtime/json_lines.h"
 
 namespace campo {
@@ -87,7 +88,8 @@ CounterTable read_counter_table(const std::string& path) {
     }
     NodeCounters n;
     n.node = string_field(j, "node", w);
-    CAMPO_CHECK(named.insert(n.node).second, w.str(), ": node '", n.node, "' is listed twice");
+    CAMPO_CHECK(named.insert(n.node).second, w.str(), ": node '", escape_untrusted(n.node),
+                "' is listed twice");
     for (int c = 0; c < kNumCounters; ++c) {
       const char* name = counter_name(Counter(c));
       if (!j.contains(name)) continue;

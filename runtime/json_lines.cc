@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "runtime/check.h"
+#include "runtime/escape.h"
 #include "runtime/file_check.h"
 
 namespace campo {
@@ -45,11 +46,11 @@ void for_each_json_line(
       // its line is always 1 here, so the column and the why.
       std::string why = e.what();
       if (size_t p = why.find(": "); p != std::string::npos) why = why.substr(p + 2);
-      CAMPO_FAIL(w.str(), ": not JSON at column ", e.byte, " (", why, ")");
+      CAMPO_FAIL(w.str(), ": not JSON at column ", e.byte, " (", escape_untrusted(why, 300), ")");
     } catch (const nlohmann::json::exception& e) {  // a number past a double's range
       std::string why = e.what();
       if (size_t p = why.find("] "); p != std::string::npos) why = why.substr(p + 2);
-      CAMPO_FAIL(w.str(), ": not JSON (", why, ")");
+      CAMPO_FAIL(w.str(), ": not JSON (", escape_untrusted(why, 300), ")");
     }
     CAMPO_CHECK(j.is_object(), w.str(), ": a JSON ", j.type_name(), ", not an object");
     record(j, w);

@@ -10,6 +10,7 @@
 
 #include "runtime/atomic_file.h"
 #include "runtime/check.h"
+#include "runtime/escape.h"
 #include "runtime/json_lines.h"
 
 namespace campo {
@@ -116,7 +117,8 @@ RecordedActivity read_activity_table(const std::string& path) {
                   " already has an external id (line ", it->second, ")");
       r.table.correlations.push_back(c);
     } else {
-      CAMPO_FAIL(w.str(), ": unknown kind '", kind, "' (kernel or external_correlation)");
+      CAMPO_FAIL(w.str(), ": unknown kind '", escape_untrusted(kind),
+                 "' (kernel or external_correlation)");
     }
   });
   const TableWhere w{kKind, path};

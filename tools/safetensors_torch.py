@@ -27,7 +27,9 @@ saves each network separately without the prefix:
 Debian ships no `safetensors` package, so the format is read and written here with json and
 struct: u64 little-endian header length N, N bytes of JSON header (space-padded to a multiple
 of 8), then the data section; each tensor's "data_offsets" [begin, end) is relative to the
-data section, and the tensors tile it exactly.
+data section, and the tensors tile it exactly. The header key "__metadata__" holds the
+metadata, so a tensor of that name cannot be stored: from-torch refuses it (rename the key,
+or give a --prefix).
 """
 
 import argparse
@@ -36,6 +38,7 @@ import inspect
 import json
 import os
 import pickle
+import stat
 import struct
 import sys
 import tempfile
@@ -65,6 +68,7 @@ OPTIMIZER_PREFIX = "optimizer."  # campo checkpoints from format version 2 on
 V1_OPTIMIZER_STATE_SUFFIXES = (".momentum_buffer", ".exp_avg", ".exp_avg_sq")
 RESAVE_HINT = 're-save it as a plain state_dict: torch.save(model.state_dict(), "model.pt")'
 MAX_HEADER = 100_000_000
+METADATA_KEY = "__metadata__"  # the header's metadata; no tensor may have this name
 
 
 def fail(msg):
@@ -132,12 +136,34 @@ def read_safetensors(path):
     return tensors, metadata
 
 
+def current_umask():
+    """The process umask, read without changing it where Linux says it (/proc)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # this script has one thread: set and restore at once
+    os.umask(mask)
+    return mask
+
+
 def write_atomically(dst, write):
     """write(f) fills a new file next to dst, which then replaces dst in one rename: a failed
-    conversion or a full disk leaves an existing dst as it was, and no half-written file."""
+    conversion or a full disk leaves an existing dst as it was, and no half-written file.
+    The file gets the mode a plain open() would give it: an existing dst's permission bits,
+    else 0666 less the umask (mkstemp creates 0600)."""
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(dst) + ".", suffix=".tmp",
                                dir=os.path.dirname(os.path.abspath(dst)))
     try:
+        try:
+            st = os.lstat(dst)
+            mode = st.st_mode & 0o777 if stat.S_ISREG(st.st_mode) else None
+        except FileNotFoundError:
+            mode = None
+        os.fchmod(fd, 0o666 & ~current_umask() if mode is None else mode)
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
@@ -163,6 +189,10 @@ def write_safetensors(path, tensors, metadata=None):
     first so every tensor is aligned to its element size (as campo and the reference do)."""
     items = list(tensors.items())
     for name, t in items:  # every tensor checked before anything is written
+        if name == METADATA_KEY:
+            fail(f"a tensor is named '{METADATA_KEY}', which the safetensors format reserves "
+                 f"for the header's metadata (the file could not be read); rename it in the "
+                 f"state_dict first")
         if getattr(t, "is_quantized", False):
             fail(f"tensor '{name}' is quantized ({t.dtype}); safetensors holds plain tensors: "
                  f"dequantize it first (t.dequantize())")
@@ -251,6 +281,10 @@ def from_torch(srcs, dst, prefixes=None):
             if (prefix + name).startswith(OPTIMIZER_PREFIX):
                 fail(f"{src}: tensor '{prefix + name}': campo checkpoints reserve the prefix "
                      f"'{OPTIMIZER_PREFIX}' for optimizer state; rename the module")
+            if prefix + name == METADATA_KEY:
+                fail(f"{src}: tensor '{METADATA_KEY}': the safetensors format reserves this "
+                     f"name for the header's metadata; rename the key in the state_dict, or "
+                     f"give a --prefix")
             if prefix + name in out:
                 fail(f"tensor '{prefix + name}' appears twice")
             out[prefix + name] = t

@@ -77,8 +77,14 @@ InterruptScope::InterruptScope() {
   // so that the step finishes and the run stops where the loop polls, not with a spurious
   // EINTR error.
   action.sa_flags = SA_RESTART;
-  for (size_t i = 0; i < std::size(kSignals); ++i)
-    sigaction(kSignals[i], &action, &g_saved.actions[i]);
+  for (size_t i = 0; i < std::size(kSignals); ++i) {
+    sigaction(kSignals[i], nullptr, &g_saved.actions[i]);
+    // Ignored when campo started (nohup, a script's background job): the caller asked for
+    // the run to survive this signal, so it stays ignored.
+    const bool is_ignored =
+        !(g_saved.actions[i].sa_flags & SA_SIGINFO) && g_saved.actions[i].sa_handler == SIG_IGN;
+    if (!is_ignored) sigaction(kSignals[i], &action, nullptr);
+  }
 }
 
 InterruptScope::~InterruptScope() {

@@ -2,14 +2,17 @@
 // current step, save, stop.
 //
 // An InterruptScope installs handlers for SIGINT, SIGTERM and SIGHUP for its lifetime (and
-// restores the previous ones after). A handler only records the first signal in an atomic
-// flag. The same request often arrives twice within milliseconds (GNU timeout signals the
-// child, then its process group), so another signal within kDuplicateWindowNs of the first
-// is ignored; one after that takes the default action, so a second Ctrl-C ends the process
-// at once. The training loops poll interrupt_signal() after every step (and evaluation after
-// every batch) and end the run by throwing Interrupted, which cli::run() turns into a message
-// and the exit code 128 + signal (129 SIGHUP, 130 SIGINT, 143 SIGTERM). Library code never
-// exits.
+// restores the previous ones after), except for a signal that is ignored (SIG_IGN) when the
+// scope begins: that one stays ignored, so `nohup campo train ...` survives a closed
+// session and a script's background job (whose SIGINT the shell ignores) survives Ctrl-C,
+// as every program started that way is expected to. A handler only records the first
+// signal in an atomic flag. The same request often arrives twice within milliseconds (GNU
+// timeout signals the child, then its process group), so another signal within
+// kDuplicateWindowNs of the first is ignored; one after that takes the default action, so a
+// second Ctrl-C ends the process at once. The training loops poll interrupt_signal() after
+// every step (and evaluation after every batch) and end the run by throwing Interrupted,
+// which cli::run() turns into a message and the exit code 128 + signal (129 SIGHUP, 130
+// SIGINT, 143 SIGTERM). Library code never exits.
 //
 // The flag is process-wide because a signal handler can reach nothing else.
 #pragma once

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -693,8 +694,8 @@ TEST_F(CheckpointTest, KilledMidWriteKeepsTheOldFile) {
   // The crashed writer's partial temp file is all it left behind.
   auto names = files_in_dir();
   ASSERT_EQ(names.size(), 2u);
-  EXPECT_TRUE(names[1].starts_with("ck.safetensors.tmp.")) << names[1];
-  EXPECT_EQ(fs::file_size(dir_ / names[1]), 64u * 1024);
+  EXPECT_TRUE(names[0].starts_with(".ck.safetensors.campo-tmp-")) << names[0];
+  EXPECT_EQ(fs::file_size(dir_ / names[0]), 64u * 1024);
   // Its writer is dead, so the next save of the same path removes it.
   save_checkpoint(path_, make_store(4), full_meta());
   EXPECT_EQ(files_in_dir(), std::vector<std::string>{"ck.safetensors"});
@@ -710,6 +711,115 @@ TEST_F(CheckpointTest, ReadOnlyDirectoryKeepsTheOldFile) {
   fs::permissions(dir_, fs::perms::owner_write, fs::perm_options::add);
   EXPECT_EQ(read_file(path_), old_bytes);
   EXPECT_EQ(files_in_dir(), std::vector<std::string>{"ck.safetensors"});
+}
+
+// The header is read in time linear in its entries. Before, each entry went into an
+// ordered JSON object that finds keys by a linear search: 40,000 entries took 4 s, 200,000
+// over a minute, before any check ran. Now 200,000 take about a second.
+TEST_F(CheckpointTest, ManyEntriesAreReadInLinearTime) {
+  constexpr int n = 200000;
+  std::string header = "{";
+  for (int i = 0; i < n; ++i)
+    header += (i ? ",\"t" : "\"t") + std::to_string(i) +
+              "\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[" + std::to_string(i) + "," +
+              std::to_string(i + 1) + "]}";
+  header += "}";
+  write_file(path_, safetensors_bytes(header, std::string(n, '\x01')));
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<std::string> names = checkpoint_tensor_names(path_);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(names.size(), size_t(n));
+  EXPECT_EQ(names.front(), "t0");  // header order
+  EXPECT_EQ(names.back(), "t" + std::to_string(n - 1));
+  EXPECT_LT(seconds, 20.0) << "quadratic again?";
+}
+
+// A name or key given twice leaves which value counts to the reader: refused.
+TEST_F(CheckpointTest, DuplicateNamesAndKeysAreRefused) {
+  VariableStore vars(0, default_cpu_backend());
+  vars.get_or_create("a.weight", {2}, Init::constant(7), VariableKind::parameter);
+  const std::string entry = R"({"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
+  const std::string entry_2 = R"({"dtype":"F32","shape":[2],"data_offsets":[8,16]})";
+  const std::string f32x4 = raw<float>({1, 2, 3, 4});
+  write_file(path_, safetensors_bytes(R"({"a.weight":)" + entry + R"(,"a.weight":)" + entry_2 + "}",
+                                      f32x4));
+  expect_refused(vars, "tensor 'a.weight' appears twice in the header");
+  write_file(path_, safetensors_bytes(R"({"__metadata__":{"format":"pt","format":"np"},)"
+                                      R"("a.weight":)" +
+                                          entry + "}",
+                                      raw<float>({1, 2})));
+  expect_refused(vars, "metadata 'format' appears twice");
+  write_file(path_, safetensors_bytes(
+                        R"({"__metadata__":{},"a.weight":)" + entry + R"(,"__metadata__":{}})",
+                        raw<float>({1, 2})));
+  expect_refused(vars, "\"__metadata__\" appears twice in the header");
+  write_file(path_, safetensors_bytes(R"({"__metadata__":{"k":["x"]},"a.weight":)" + entry + "}",
+                                      raw<float>({1, 2})));
+  expect_refused(vars, "metadata 'k' is not a string");
+  write_file(path_, safetensors_bytes(R"({"__metadata__":[],"a.weight":)" + entry + "}",
+                                      raw<float>({1, 2})));
+  expect_refused(vars, "\"__metadata__\" is not an object");
+  write_file(path_, safetensors_bytes(R"({"a.weight":[1,2]})", raw<float>({1, 2})));
+  expect_refused(vars, "header entry 'a.weight' is not an object");
+}
+
+// No C0 control byte (newline, ESC of an ANSI sequence, bell, ...) and no DEL.
+bool is_inert(const std::string& s) {
+  return std::none_of(s.begin(), s.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u < 0x20 || u == 0x7F;
+  });
+}
+
+// 1 MB of terminal escapes, carriage returns and newlines.
+std::string hostile_text() {
+  std::string s = "\x1b[2J\x1b[31m\n";
+  while (s.size() < (1u << 20)) s += "line\r\n\x1b[1A\x07";
+  return s;
+}
+
+// What a file says reaches an error line escaped and cut to 200 bytes (runtime/escape.h):
+// a metadata value of 1 MB full of escapes, a model name, a tensor name, a metadata key.
+// Before, they were echoed as they were: the error cleared the screen and ran to 1 MB.
+TEST_F(CheckpointTest, ValuesFromTheFileAreEscapedAndCutInErrors) {
+  VariableStore vars(0, default_cpu_backend());
+  vars.get_or_create("a.weight", {2}, Init::constant(7), VariableKind::parameter);
+  const std::string hostile = hostile_text();
+  const std::string shown = "\\x1b[2J\\x1b[31m\\x0aline\\x0d\\x0a\\x1b[1A\\x07line";
+  for (const char* key : {"campo.step", "campo.model", "campo.format_version"}) {
+    SCOPED_TRACE(key);
+    write_file(path_, file_with_metadata({{key, hostile}}));
+    try {
+      load_checkpoint(path_, vars);
+      ADD_FAILURE() << "loaded";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_TRUE(is_inert(msg)) << msg.substr(0, 300);
+      EXPECT_LT(msg.size(), 1500u) << msg.substr(0, 300);
+      EXPECT_NE(msg.find("metadata '" + std::string(key) + "' is '" + shown), std::string::npos)
+          << msg.substr(0, 300);
+      EXPECT_NE(msg.find(" more bytes)'"), std::string::npos) << msg.substr(0, 300);
+    }
+  }
+  write_file(path_, safetensors_bytes(
+                        R"({"w\u001b[0m\n":{"dtype":"F33","shape":[2],"data_offsets":[0,8]}})",
+                        raw<float>({1, 2})));
+  expect_refused(vars, "tensor 'w\\x1b[0m\\x0a' has unknown dtype 'F33'");
+  write_file(path_, safetensors_bytes(R"({"__metadata__":{"k\u0007\u009b":5}})", ""));
+  expect_refused(vars, "metadata 'k\\x07\\u{009b}' is not a string");
+  nlohmann::json evil_name = {{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", {0, 8}}};
+  write_file(path_,
+             safetensors_bytes(nlohmann::json{{hostile, evil_name}}.dump(), raw<float>({1})));
+  try {
+    load_checkpoint(path_, vars);
+    ADD_FAILURE() << "loaded";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_TRUE(is_inert(msg)) << msg.substr(0, 300);
+    EXPECT_LT(msg.size(), 1500u) << msg.substr(0, 300);
+    EXPECT_NE(msg.find("tensor '" + shown), std::string::npos) << msg.substr(0, 300);
+  }
 }
 
 }  // namespace

@@ -271,6 +271,27 @@ TEST_F(CliOutputTest, EvalOfWeightsWhoseOutputsAreNotFiniteIsOneLine) {
   EXPECT_EQ(r.out.find("accuracy"), std::string::npos) << r.out;
 }
 
+// A checkpoint whose metadata holds 1 MB of terminal escapes and newlines: campo eval's
+// error is one short line that shows them escaped (before: the whole megabyte, raw).
+TEST_F(CliOutputTest, EvalShowsHostileCheckpointMetadataEscapedAndCut) {
+  const std::string ckpt = (dir_ / "hostile.safetensors").string();
+  std::vector<std::string> a = train_args({"--save", ckpt, "--steps", "1"});
+  a.insert(a.end(), kQuickFp32.begin(), kQuickFp32.end());
+  ASSERT_EQ(run_cli(a).code, 0);
+  std::string hostile = "\x1b[2J\x1b[31m\n";
+  while (hostile.size() < (1u << 20)) hostile += "line\r\n\x1b[1A";
+  std::map<std::string, std::string> meta = read_safetensors_metadata(ckpt);
+  meta["campo.step"] = hostile;
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (auto& [name, t] : read_safetensors(ckpt)) tensors.emplace_back(name, t);
+  write_safetensors(ckpt, tensors, meta);
+  const CliResult r = run_cli({"eval", "--checkpoint", ckpt, "--dataset", "synthetic"});
+  expect_error(r, "metadata 'campo.step' is '\\x1b[2J\\x1b[31m\\x0aline\\x0d\\x0a\\x1b[1A");
+  EXPECT_NE(r.err.find(" more bytes)', not an integer"), std::string::npos) << r.err.substr(0, 400);
+  EXPECT_LT(r.err.size(), 1500u) << r.err.substr(0, 400);
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err.substr(0, 400);
+}
+
 // Resuming a checkpoint that is already at the run's last step trains nothing: one line
 // saying so, not a "checkpoint" line for a file never written and a final loss of 0.
 TEST_F(CliOutputTest, ResumeWithNothingLeftToTrainIsOneLine) {

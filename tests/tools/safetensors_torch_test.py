@@ -228,6 +228,53 @@ class ConverterTest(unittest.TestCase):
         msg = self.refused(module, ["from-torch", "in.pt", self.path("out.safetensors")])
         self.assertIn("reserve the prefix 'optimizer.'", msg)
 
+    def test_a_tensor_named_metadata_is_refused(self):
+        # "__metadata__" is the header's metadata key: written as a tensor, it made a file
+        # that neither campo nor the safetensors library can read.
+        module, torch = self.converter()
+        f32 = (torch.zeros([1], dtype=torch.float32) if torch is self.torch and torch is not None
+               else FakeTensor(torch.float32, [1], b"\0" * 4))
+        dst = self.path("out.safetensors")
+        module.load_torch = lambda path: collections.OrderedDict(
+            [("w", f32), ("__metadata__", f32)])
+        msg = self.refused(module, ["from-torch", "in.pt", dst])
+        self.assertIn("in.pt: tensor '__metadata__'", msg)
+        self.assertIn("reserves this name", msg)
+        self.assertEqual(os.listdir(self.dir.name), [])
+        # With a prefix it is an ordinary name, and it round-trips.
+        module.main(["from-torch", "in.pt", dst, "--prefix", "netG."])
+        tensors, metadata = module.read_safetensors(dst)
+        self.assertEqual(list(tensors), ["netG.w", "netG.__metadata__"])
+        self.assertEqual(metadata, {"format": "pt"})
+        # Any other writer of the module refuses it too.
+        msg = self.refused_call(lambda: module.write_safetensors(dst, {"__metadata__": f32}))
+        self.assertIn("reserves for the header's metadata", msg)
+
+    def test_written_file_has_the_mode_of_a_plain_open(self):
+        if self.torch is not None:
+            self.skipTest("stand-in tensors only (torch is installed: covered by the self-test)")
+        module, torch = self.converter()
+        module.load_torch = lambda path: {"w": FakeTensor(torch.float32, [1], b"\0" * 4)}
+        old = os.umask(0o027)
+        try:
+            new, kept = self.path("new.safetensors"), self.path("kept.safetensors")
+            module.main(["from-torch", "in.pt", new])
+            with open(kept, "wb"):
+                pass
+            os.chmod(kept, 0o604)
+            module.main(["from-torch", "in.pt", kept])
+        finally:
+            os.umask(old)
+        self.assertEqual(os.stat(new).st_mode & 0o777, 0o640)  # mkstemp alone gave 0600
+        self.assertEqual(os.stat(kept).st_mode & 0o777, 0o604)
+
+    def refused_call(self, call):
+        with self.assertRaises(SystemExit) as cm:
+            call()
+        self.assertIsInstance(cm.exception.code, str)
+        self.assertNotIn("\n", cm.exception.code)
+        return cm.exception.code
+
     def test_to_torch_drops_optimizer_state(self):
         if self.torch is not None:
             self.skipTest("stand-in tensors only (torch is installed: covered by the self-test)")

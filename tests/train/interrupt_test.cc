@@ -30,9 +30,11 @@ struct ChildResult {
 };
 
 // Runs the campo binary with `args`; once a stdout line starts with `trigger`, sends
-// `signal` (0: none) `times` times in a row and then reads to the end.
+// `signal` (0: none) `times` times in a row and then reads to the end. The child starts
+// with SIGINT, SIGTERM and SIGHUP at their default action (whatever this test process
+// inherited), except `ignored` (0: none), which it starts with ignored, as nohup does.
 ChildResult run_and_signal(const std::vector<std::string>& args, const std::string& trigger,
-                           int signal, const fs::path& err_file, int times = 1) {
+                           int signal, const fs::path& err_file, int times = 1, int ignored = 0) {
   // Everything the child needs is made before fork (the test process has threads, so the
   // child may only make async-signal-safe calls before exec).
   std::vector<char*> argv = {const_cast<char*>(CAMPO_BINARY)};
@@ -45,6 +47,7 @@ ChildResult run_and_signal(const std::vector<std::string>& args, const std::stri
   if (pid == 0) {
     dup2(out_pipe[1], STDOUT_FILENO);
     dup2(err, STDERR_FILENO);
+    for (int s : {SIGINT, SIGTERM, SIGHUP}) std::signal(s, s == ignored ? SIG_IGN : SIG_DFL);
     execv(CAMPO_BINARY, argv.data());
     _exit(127);
   }
@@ -155,6 +158,27 @@ TEST_F(InterruptTest, SighupSavesTheCheckpointAndExitsWith129) {
   EXPECT_TRUE(fs::exists(ckpt));
 }
 
+// `nohup campo train ...`, or a script's background job (the shell ignores its SIGINT):
+// a signal ignored when campo starts stays ignored, and the run completes as if it had not
+// come. Before, campo installed its handler over SIG_IGN and stopped the run at once.
+TEST_F(InterruptTest, SignalIgnoredAtStartStaysIgnored) {
+  for (int signal : {SIGHUP, SIGINT}) {
+    SCOPED_TRACE(signal_name(signal));
+    const std::string ckpt = (dir_ / "nohup.safetensors").string();
+    std::vector<std::string> args = long_run({"--save", ckpt});
+    for (size_t i = 0; i + 1 < args.size(); ++i)
+      if (args[i] == "--steps") args[i + 1] = "200";
+    ChildResult r = run_and_signal(args, "epoch ", signal, dir_ / "stderr.txt", /*times=*/3,
+                                   /*ignored=*/signal);
+    EXPECT_EQ(r.killed_by, 0) << "killed by signal " << r.killed_by;
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.err.find("interrupted"), std::string::npos) << r.err;
+    EXPECT_NE(r.out.find("\"steps\":200"), std::string::npos) << r.out;
+    EXPECT_TRUE(fs::exists(ckpt));
+    fs::remove(ckpt);
+  }
+}
+
 TEST_F(InterruptTest, SigtermExitsWith143) {
   const std::string ckpt = (dir_ / "run.safetensors").string();
   ChildResult r = run(long_run({"--save", ckpt}), SIGTERM);
@@ -213,7 +237,24 @@ TEST_F(InterruptTest, DcganWithoutSaveSaysSo) {
 // The handler records the first signal and stays installed: a duplicate within the window
 // is ignored (the process lives on, the first signal stays recorded); the scope's end
 // restores the previous handlers.
+// Sets SIGINT, SIGTERM and SIGHUP to their default action for its lifetime (the test
+// process may have inherited them ignored, e.g. as a script's background job).
+class DefaultSignals {
+ public:
+  DefaultSignals() {
+    for (size_t i = 0; i < 3; ++i) saved_[i] = std::signal(kSignals[i], SIG_DFL);
+  }
+  ~DefaultSignals() {
+    for (size_t i = 0; i < 3; ++i) std::signal(kSignals[i], saved_[i]);
+  }
+
+ private:
+  static constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
+  sighandler_t saved_[3];
+};
+
 TEST(InterruptScopeTest, FirstSignalIsRecordedAndADuplicateIsIgnored) {
+  DefaultSignals defaults;
   struct sigaction before = {};
   sigaction(SIGINT, nullptr, &before);
   {
@@ -244,6 +285,7 @@ TEST(InterruptScopeTest, FirstSignalIsRecordedAndADuplicateIsIgnored) {
 TEST(InterruptScopeTest, ASecondSignalAfterTheWindowEndsTheProcess) {
   const pid_t pid = fork();
   if (pid == 0) {
+    std::signal(SIGINT, SIG_DFL);
     InterruptScope scope;
     std::raise(SIGINT);
     const timespec wait = {1, 200000000};  // past kDuplicateWindowNs
@@ -255,6 +297,27 @@ TEST(InterruptScopeTest, ASecondSignalAfterTheWindowEndsTheProcess) {
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFSIGNALED(status)) << "exit status " << WEXITSTATUS(status);
   EXPECT_EQ(WTERMSIG(status), SIGINT);
+}
+
+// A signal ignored when the scope begins stays ignored in it (no handler), and after it;
+// the others get the handler.
+TEST(InterruptScopeTest, AnIgnoredSignalStaysIgnored) {
+  DefaultSignals defaults;
+  std::signal(SIGHUP, SIG_IGN);
+  {
+    InterruptScope scope;
+    struct sigaction hup = {}, term = {};
+    sigaction(SIGHUP, nullptr, &hup);
+    sigaction(SIGTERM, nullptr, &term);
+    EXPECT_EQ(hup.sa_handler, SIG_IGN);
+    EXPECT_NE(term.sa_handler, SIG_IGN);
+    EXPECT_NE(term.sa_handler, SIG_DFL);
+    std::raise(SIGHUP);
+    EXPECT_EQ(interrupt_signal(), 0);
+  }
+  struct sigaction after = {};
+  sigaction(SIGHUP, nullptr, &after);
+  EXPECT_EQ(after.sa_handler, SIG_IGN);
 }
 
 TEST(InterruptedTest, MessageAndExitCode) {

@@ -4,6 +4,7 @@
 #include "train/metrics_log.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -120,6 +121,20 @@ TEST(MetricsLogTest, EventFileDecodesToTheLoggedScalars) {
   EXPECT_EQ(events[3].step, 10);
   ASSERT_EQ(events[3].scalars.size(), 1u);
   EXPECT_EQ(scalar_of(events[3], "eval/accuracy"), 0.875f);
+}
+
+// The event file is a new file with the mode open(2) gives one (0666 less the umask; it
+// was 0644 whatever the umask).
+TEST(MetricsLogTest, EventFileHasTheModeOfAPlainOpen) {
+  TempDir dir;
+  const mode_t old_umask = ::umask(002);
+  { MetricsLog log({.tensorboard_dir = dir.str()}); }
+  ::umask(old_umask);
+  const std::vector<std::string> files = event_files(dir.str());
+  ASSERT_EQ(files.size(), 1u);
+  struct stat st {};
+  ASSERT_EQ(::stat(files[0].c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0664u);
 }
 
 TEST(MetricsLogTest, AFlippedByteFailsTheCrc) {
