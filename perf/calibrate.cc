@@ -492,15 +492,17 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
   CAMPO_CHECK(!out.empty(),
               "no --out given and no cache folder (neither XDG_CACHE_HOME nor HOME "
               "is set)");
-  // The outputs can be written: checked before minutes of measurement are spent. The
-  // calibration file's folder is created when missing (the cache folder on a new machine).
-  {
-    const std::string kind = o.out.empty() ? "calibration file" : "--out calibration file";
+  // The outputs can be written: checked before minutes of measurement are spent. Only the
+  // default cache folder is created when missing (on a new machine); --out's folder must
+  // exist, as every output's.
+  if (!o.out.empty()) {
+    require_output_file(out, "--out calibration file");
+  } else {
     const std::filesystem::path parent = std::filesystem::path(out).parent_path();
     if (parent.empty() || std::filesystem::exists(parent))
-      require_output_file(out, kind);
+      require_output_file(out, "calibration file");
     else
-      require_output_directory(parent.string(), kind + " " + out + ": its folder");
+      require_output_directory(parent.string(), "calibration file " + out + ": its folder");
   }
   if (!o.samples_out.empty()) require_output_file(o.samples_out, "--samples file");
   if (!o.counters_out.empty()) {
@@ -643,10 +645,12 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
   cal.seconds = wall.seconds();
   print_report(cal, m, log);
 
-  std::error_code ec;
-  const std::filesystem::path parent = std::filesystem::path(out).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  CAMPO_CHECK(!ec, "cannot create the folder of ", out, ": ", ec.message());
+  if (o.out.empty()) {  // the cache folder
+    std::error_code ec;
+    const std::filesystem::path parent = std::filesystem::path(out).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    CAMPO_CHECK(!ec, "cannot create the folder of ", out, ": ", ec.message());
+  }
   save_calibration(cal, out);
   log << "wrote " << out << " (" << std::lround(cal.seconds) << " s)\n";
   nlohmann::json j = {{"event", "calibrate"},

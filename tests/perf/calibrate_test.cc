@@ -255,5 +255,26 @@ TEST(CalibrateTest, CountersOnADeviceThatReadsNoneIsOneLine) {
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
+// --out into a folder that does not exist is one error line before anything is measured,
+// and the folder is not created (only the default cache folder is).
+TEST(CalibrateTest, OutIntoAMissingFolderIsOneLineAndCreatesNothing) {
+  const std::string folder = temp_path("no-such-folder"), out = folder + "/c.json";
+  std::filesystem::remove_all(folder);
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  const int code = cli::run({"calibrate", "--quick", "--models", "lenet", "--out", out});
+  const std::string printed = ::testing::internal::GetCapturedStdout();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(code, 0);
+  EXPECT_EQ(err.rfind("campo: error: --out calibration file " + out + ": directory " + folder +
+                          " does not exist",
+                      0),
+            0u)
+      << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_EQ(printed.find("calibrate:"), std::string::npos) << printed;  // nothing measured
+  EXPECT_FALSE(std::filesystem::exists(folder));
+}
+
 }  // namespace
 }  // namespace campo
