@@ -51,6 +51,20 @@ double number(const json& j, const char* key, const std::string& where, bool zer
   return v;
 }
 
+// The most a device table may say, far above any device of 2026 (H200: 4.8 TB/s, about 4
+// PFLOP/s dense FP8), so that a typo or a hostile file (1e300) is refused rather than
+// scaled into every prediction: 100 PFLOP/s, 1 PB/s, 100 GHz.
+constexpr double kMostGflops = 1e8, kMostGbs = 1e6, kMostMhz = 1e5;
+
+// number() of a rate that must also be at most `most`.
+double rate(const json& j, const char* key, const std::string& where, double most,
+            bool zero_ok = false) {
+  const double v = number(j, key, where, zero_ok);
+  CAMPO_CHECK(v <= most, where, ": '", key, "' is ", v, ", more than any device (at most ", most,
+              ")");
+  return v;
+}
+
 std::string text(const json& j, const char* key, const std::string& where) {
   CAMPO_CHECK(
       j.is_object() && j.contains(key) && j[key].is_string() && !j[key].get<std::string>().empty(),
@@ -116,14 +130,14 @@ DeviceModel parse_device(const json& j, const std::string& origin) {
   const double units = number(j, "units", where);
   CAMPO_CHECK(units <= 1e6, where, ": 'units' is ", units, ", more SMs or cores than any device");
   d.units = int(units);
-  d.clock_mhz = number(j, "clock_mhz", where, true);
-  d.memory_gbs = number(j, "memory_gbs", where);
+  d.clock_mhz = rate(j, "clock_mhz", where, kMostMhz, true);
+  d.memory_gbs = rate(j, "memory_gbs", where, kMostGbs);
   CAMPO_CHECK(j.contains("peak_gflops") && j["peak_gflops"].is_object(), where,
               ": 'peak_gflops' is missing or not an object");
   for (const auto& [key, value] : j["peak_gflops"].items()) {
     const std::optional<DType> dt = precision_named(key);
     CAMPO_CHECK(dt.has_value(), where, ": peak_gflops has an unknown precision '", key, "'");
-    d.peak_gflops[*dt] = number(j["peak_gflops"], key.c_str(), where + ": peak_gflops");
+    d.peak_gflops[*dt] = rate(j["peak_gflops"], key.c_str(), where + ": peak_gflops", kMostGflops);
   }
   CAMPO_CHECK(d.peak_gflops.count(DType::f32), where, ": peak_gflops has no f32");
   if (j.contains("stream_gbs")) {
@@ -131,7 +145,7 @@ DeviceModel parse_device(const json& j, const std::string& origin) {
     for (const auto& [key, value] : j["stream_gbs"].items()) {
       const std::optional<DType> dt = precision_named(key);
       CAMPO_CHECK(dt.has_value(), where, ": stream_gbs has an unknown precision '", key, "'");
-      d.stream_gbs[*dt] = number(j["stream_gbs"], key.c_str(), where + ": stream_gbs");
+      d.stream_gbs[*dt] = rate(j["stream_gbs"], key.c_str(), where + ": stream_gbs", kMostGbs);
     }
   }
   return d;

@@ -121,6 +121,12 @@ TEST(PredictTest, BadTablesAndNamesAreOneLine) {
       {R"({"devices": [{"name": "x", "kind": "gpu", "units": 1, "clock_mhz": 1,
           "memory_gbs": 10, "peak_gflops": {"f64": 100}, "source": "s"}]})",
        "unknown precision 'f64'"},
+      {R"({"devices": [{"name": "x", "kind": "gpu", "units": 1, "clock_mhz": 1,
+          "memory_gbs": 10, "peak_gflops": {"f32": 1e300}, "source": "s"}]})",
+       "'f32' is 1e+300, more than any device"},
+      {R"({"devices": [{"name": "x", "kind": "gpu", "units": 1, "clock_mhz": 1,
+          "memory_gbs": 1e300, "peak_gflops": {"f32": 100}, "source": "s"}]})",
+       "'memory_gbs' is 1e+300, more than any device"},
   };
   for (const Case& c : cases) {
     write(dir.file("t.json"), c.table);
