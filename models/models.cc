@@ -15,7 +15,7 @@ struct Entry {
   bool dropout = false;      // whether it takes a dropout rate (--dropout)
   // Why it cannot be built as a model array (train/model_array.h); null: it can.
   const char* no_array = nullptr;
-  bool gan = false;  // a GAN: no build function (see is_gan_model)
+  ModelFamily family = ModelFamily::classifier;
 };
 const TrainingDefaults kLr001 = {.lr = 0.01f};
 const Entry kModels[] = {
@@ -35,7 +35,8 @@ const Entry kModels[] = {
      {.lr = 5e-4f, .optimizer = OptimizerConfig::Kind::adam, .warmup_steps = 100, .dropout = 0.1f},
      false,
      true,
-     "layer normalisation and attention act across the stacked models"},
+     "layer normalisation and attention act across the stacked models",
+     ModelFamily::masked_lm},
     // PyTorch's examples/dcgan recipe: Adam at 2e-4, a constant rate; bf16, since its
     // session has no dynamic loss scaling for fp16.
     {"dcgan",
@@ -49,7 +50,7 @@ const Entry kModels[] = {
      true,
      false,
      nullptr,
-     true},
+     ModelFamily::gan},
 };
 
 const Entry& entry(const std::string& name) {
@@ -65,7 +66,17 @@ ModelInput model_input(const std::string& name) { return entry(name).input; }
 TrainingDefaults training_defaults(const std::string& name) { return entry(name).defaults; }
 bool has_convolutions(const std::string& name) { return entry(name).convolutions; }
 bool has_dropout(const std::string& name) { return entry(name).dropout; }
-bool is_gan_model(const std::string& name) { return is_known_model(name) && entry(name).gan; }
+ModelFamily model_family(const std::string& name) { return entry(name).family; }
+int step_graph_count(const std::string& name) {
+  return is_known_model(name) && entry(name).family == ModelFamily::gan ? 2 : 1;
+}
+bool has_accuracy(const std::string& name) {
+  return is_known_model(name) && entry(name).family != ModelFamily::gan;
+}
+float bench_lr(const std::string& name, float fallback) {
+  const Entry& e = entry(name);
+  return e.family == ModelFamily::gan && e.defaults.lr ? *e.defaults.lr : fallback;
+}
 std::string why_no_model_array(const std::string& name) {
   const char* why = entry(name).no_array;
   return why ? why : "";
@@ -102,7 +113,7 @@ bool uses_small_variant(const ModelOptions& o, const Shape& image_shape) {
 ModelOutputs build_model_outputs(const std::string& name, Builder& b, ValueId images,
                                  const ModelOptions& o) {
   const Entry& e = entry(name);
-  CAMPO_CHECK(!e.gan, name,
+  CAMPO_CHECK(e.family != ModelFamily::gan, name,
               " is a GAN: its generator and discriminator are built by its "
               "training session (train/gan_trainer.h), not as one classifier");
   if (e.build_outputs) return e.build_outputs(b, images, o);

@@ -65,10 +65,25 @@ TrainingDefaults training_defaults(const std::string& name);
 bool has_convolutions(const std::string& name);
 // Whether the model takes a dropout rate (--dropout): mlp and bert.
 bool has_dropout(const std::string& name);
-// Whether the model is a GAN (dcgan): a generator and a discriminator trained against each
-// other by its own session (train/gan_trainer.h, models/dcgan.h), with no evaluation; the
-// build functions below refuse it. False for unknown names.
-bool is_gan_model(const std::string& name);
+// What kind of session trains the model (train/make_session.h, the one place that reads it
+// to choose one): a classifier (TrainingSession), BERT's masked language model (the same
+// session over token ids) or a GAN (dcgan: a generator and a discriminator trained against
+// each other by GanSession, train/gan_trainer.h, with no evaluation; the build functions
+// below refuse it). Unknown names throw.
+enum class ModelFamily { classifier, masked_lm, gan };
+ModelFamily model_family(const std::string& name);
+// What the rest of the program asks of a model instead of its family (false or 1 for
+// unknown names, which the commands refuse with their own line):
+// the graphs of one training step: 1, or 2 for a GAN (its discriminator's and generator's
+// steps); campo graph, plan --for, --alloc-trace and --data-parallel take models of one.
+int step_graph_count(const std::string& name);
+// Whether the model predicts classes (or tokens) with an accuracy to evaluate, and so takes
+// --classes, --eval-batch and a test split; not a GAN.
+bool has_accuracy(const std::string& name);
+// The learning rate campo bench steps at: `fallback` (small, so that weights stay sane over
+// the benchmark), or a GAN's own recipe rate (dcgan's 2e-4: the pair is stepped as it
+// trains).
+float bench_lr(const std::string& name, float fallback);
 // Why the model cannot be built as a model array (train/model_array.h: every layer must act
 // per channel or through the layer helpers), or "" when it can; and the models that can.
 std::string why_no_model_array(const std::string& name);

@@ -23,15 +23,12 @@
 #include "runtime/memory_info.h"
 #include "runtime/timer.h"
 #include "train/device_report.h"
-#include "train/gan_trainer.h"
+#include "train/make_session.h"
 #include "train/model_array.h"
 #include "train/profiling.h"
 #include "train/trainer.h"
 
 namespace campo {
-
-// DCGAN's bench learning rate (the paper's).
-constexpr float kGanBenchLr = 2e-4f;
 
 void check_bench_options(const BenchOptions& o) {
   CAMPO_CHECK(!o.precisions.empty(), "--precision needs at least one policy");
@@ -104,43 +101,17 @@ std::unique_ptr<BenchPolicy> bench_policy(const BenchOptions& o, const std::stri
   p.precision = precision;
   const Precision policy = parse_precision(precision);
   const ModelRunOptions& run = o.run;
-  if (is_gan_model(run.model)) {
-    DcganOptions m;
-    m.image_size = run.image_size;
-    m.channels = run.channels;
-    const OptimizerConfig opt = gan_optimizer(run);
-    const ArrayHyperparameters h = bench_models(run, opt, kGanBenchLr);
-    p.session = std::make_unique<GanSession>(m, run.batch, opt, h, backend, 1,
-                                             model_run_precision(run, policy), run.conv_layout);
-    p.batch.images = Tensor::empty({run.batch, m.channels, m.image_size, m.image_size}, DType::f32);
-    for (int64_t i = 0; i < p.batch.images.numel(); ++i)
-      p.batch.images.data_as<float>()[i] = rng.uniform(-1, 1);
-    p.lr = h.lr;
-  } else {
-    const TrainingGraphSpec spec = model_run_spec(run, policy);
-    const ArrayHyperparameters h = bench_models(run, spec.optimizer, o.lr);
-    auto session = std::make_unique<TrainingSession>(
-        spec.model, spec.model_options, spec.image_shape, spec.batch, spec.optimizer, h, backend,
-        spec.precision, run.conv_layout, ranks);
-    if (ranks.on()) check_ranks_agree(*ranks.comm, session->train_graph().to_text());
-    // Random inputs (token models: ids) and labels; every token position is a target.
-    const bool tokens = model_input(run.model) == ModelInput::tokens;
-    Shape shape = {run.batch};
-    shape.insert(shape.end(), spec.image_shape.begin(), spec.image_shape.end());
-    p.batch.images = Tensor::empty(shape, tokens ? DType::i32 : DType::f32);
-    p.batch.labels = Tensor::empty(tokens ? shape : Shape{run.batch}, DType::i32);
-    for (int64_t i = 0; i < p.batch.images.numel(); ++i) {
-      if (tokens)
-        p.batch.images.data_as<int32_t>()[i] = int32_t(rng.below(uint64_t(run.classes)));
-      else
-        p.batch.images.data_as<float>()[i] = rng.normal();
-    }
-    for (int64_t i = 0; i < p.batch.labels.numel(); ++i)
-      p.batch.labels.data_as<int32_t>()[i] = int32_t(rng.below(uint64_t(run.classes)));
-    p.classifier = session.get();
-    p.session = std::move(session);
-    p.lr = h.lr;
-  }
+  SessionSpec spec;
+  spec.graph = model_run_spec(run, policy);
+  spec.models = bench_models(run, spec.graph.optimizer, bench_lr(run.model, o.lr));
+  spec.conv_layout = run.conv_layout;
+  spec.data_parallel = ranks;
+  spec.gan_samples = 1;
+  p.session = make_session(spec, std::move(backend));
+  if (ranks.on()) check_ranks_agree(*ranks.comm, p.session->step_graphs()[0].graph->to_text());
+  p.batch = p.session->random_batch(rng);
+  p.classifier = dynamic_cast<TrainingSession*>(p.session.get());
+  p.lr = spec.models.lr;
   p.batches.assign(size_t(run.array), &p.batch);
   if (p.classifier) p.classifier->feed(p.batches, p.lr);
   for (int i = 0; i < o.warmup; ++i) p.step();

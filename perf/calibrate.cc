@@ -23,7 +23,8 @@
 #include "runtime/hardware_counters.h"
 #include "runtime/timer.h"
 #include "train/device_report.h"
-#include "train/gan_trainer.h"
+#include "train/make_session.h"
+#include "train/model_array.h"
 #include "train/profiling.h"
 #include "train/trainer.h"
 
@@ -217,33 +218,27 @@ void measure_configuration(const Configuration& c, DType low, const Timing& timi
                   c.heldout, m);
     return;
   }
-  if (is_gan_model(c.shape.model)) {
-    DcganOptions d;
-    d.image_size = c.shape.image_size;
-    d.channels = c.shape.channels;
-    OptimizerConfig adam;
-    adam.kind = OptimizerConfig::Kind::adam;
-    adam.beta1 = 0.5f;
-    GanSession session(d, c.batch, adam, seed, backend, 1);
-    TimingInputs in;
-    in.constants = {{"lr", 0.0f},
-                    {"loss_scale", 1.0f},
-                    {"step", 1.0f},
-                    {"real_label", 1.0f},
-                    {"fake_label", 0.0f}};
-    for (Graph* g : {&session.d_graph(), &session.g_graph()}) {
-      // No fetches: the optimizer updates (side effects) keep the whole step alive.
-      measure_graph(c.describe() + (g == &session.d_graph() ? " D step" : " G step"), *g,
-                    session.variables(), {}, in, lists, low, timing, seed, c.heldout, m);
-    }
-    return;
-  }
   ModelRunOptions r;
   r.model = c.shape.model;
   r.batch = c.batch;
   r.image_size = c.shape.image_size;
   r.channels = c.shape.channels;
   r.seed = seed;
+  r.optimizer = training_defaults(r.model).optimizer.value_or(r.optimizer);  // dcgan: Adam
+  if (step_graph_count(r.model) > 1) {
+    // Several step graphs (DCGAN's): each timed alone, from the session that trains them.
+    SessionSpec spec;
+    spec.graph = model_run_spec(r, Precision::fp32);
+    spec.models = one_model(spec.graph.optimizer, seed);
+    spec.gan_samples = 1;
+    std::unique_ptr<Session> session = make_session(spec, backend);
+    for (const StepGraph& step : session->step_graphs()) {
+      // No fetches: the optimizer updates (side effects) keep the whole step alive.
+      measure_graph(c.describe() + " " + step.tag, *step.graph, session->variables(), {},
+                    step.timing_inputs, lists, low, timing, seed, c.heldout, m);
+    }
+    return;
+  }
   const TrainingGraphSpec spec = model_run_spec(r, Precision::fp32);
   Graph g;
   VariableStore vars(seed, backend);

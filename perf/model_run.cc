@@ -60,7 +60,7 @@ void attach_predicted_costs(ModelRunOptions& o) {
   const PlanForOptions& f = o.plan_for;
   check_plan_for_options(f);
   if (!f.active()) return;
-  CAMPO_CHECK(!is_gan_model(o.model),
+  CAMPO_CHECK(step_graph_count(o.model) == 1,
               "--for plans models of one step graph (classifiers and BERT), not ", o.model);
   const RecordedProfile profile = read_profile(f.profile_path);
   const std::string model = profile.said("model");

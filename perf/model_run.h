@@ -13,31 +13,30 @@
 #include "graph/optimizer.h"
 #include "perf/predict.h"
 #include "runtime/backend.h"
+#include "train/options.h"
 #include "train/training_graph.h"
 
 namespace campo {
 
 // Shapes and sizes of a model run, shared by plan and bench.
-struct ModelRunOptions {
-  std::string model = "lenet";
-  int64_t batch = 64;
-  int image_size = 28;
-  int channels = 1;
+// Of the common options (train/options.h), `device` is, for plan, whose mixed-precision
+// lists (and costs) the plan uses (planning runs nothing on it, so a CUDA plan needs no GPU)
+// and, for bench, where the steps run; `cuda_graph` is bench's (whether each policy's step
+// is captured once and replayed); bert: `seq_len` tokens per sequence (the input is
+// [batch, seq_len] token ids).
+struct ModelRunOptions : CommonOptions {
+  ModelRunOptions() {
+    image_size = 28;
+    channels = 1;
+  }
   int classes = 10;  // bert: the vocabulary size
-  // bert: its size and the tokens per sequence (the input is [batch, seq_len] token ids).
+  // bert: its size.
   std::string bert_config = "mini";
-  int seq_len = 128;
-  // plan: whose mixed-precision lists (and costs) the plan uses; planning runs nothing on
-  // it, so a CUDA plan needs no GPU. bench: where the steps run.
-  DeviceSpec device;
-  // bench: --cuda-graph, whether each policy's step is captured once and replayed.
-  CudaGraphMode cuda_graph = CudaGraphMode::automatic;
   // --low-precision (the CLI's default: the device's, default_low_precision), --loss-scale,
   // --amp-lists, --amp-lists-file, --search, --no-fold-casts.
   PrecisionOptions mixed;
   // dcgan and bert: adam unless given (tools/cli.cc).
   OptimizerConfig::Kind optimizer = OptimizerConfig::Kind::sgd;
-  uint64_t seed = 42;
   // cost-aware only: use these costs instead of profiling (tests, --for's predicted costs).
   std::shared_ptr<const CostTable> costs;
   // --for DEVICE --profile FILE: cost-aware's costs predicted for DEVICE from a profile

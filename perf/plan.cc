@@ -23,7 +23,7 @@
 #include "runtime/memory_info.h"
 #include "runtime/timer.h"
 #include "train/device_report.h"
-#include "train/gan_trainer.h"
+#include "train/make_session.h"
 #include "train/model_array.h"
 #include "train/profiling.h"
 #include "train/trainer.h"
@@ -195,7 +195,7 @@ std::string with_suffix(const std::string& path, const std::string& suffix) {
 
 std::vector<std::string> plan_dot_files(const PlanOptions& o) {
   if (o.dot_path.empty()) return {};
-  if (!is_gan_model(o.run.model)) return {o.dot_path};
+  if (step_graph_count(o.run.model) == 1) return {o.dot_path};
   return {with_suffix(o.dot_path, "_d"), with_suffix(o.dot_path, "_g")};
 }
 
@@ -208,13 +208,13 @@ void check_plan_options(const PlanOptions& o) {
   CAMPO_CHECK(!o.run.plan_for.active() || policy == Precision::cost_aware,
               "--for plans the cost-aware policy from predicted costs; --precision ",
               precision_name(o.precision), " needs no costs");
-  CAMPO_CHECK(!is_gan_model(o.run.model) || o.run.array == 1,
+  CAMPO_CHECK(step_graph_count(o.run.model) == 1 || o.run.array == 1,
               "campo plan --array does not support --model dcgan (plan a single DCGAN; "
               "campo bench --model dcgan --array N measures its array)");
   for (const std::string& dot : plan_dot_files(o)) require_output_file(dot, "--dot file");
   if (!o.json_path.empty()) require_output_file(o.json_path, "--json file");
   if (!o.alloc_trace_path.empty()) {
-    CAMPO_CHECK(!is_gan_model(o.run.model),
+    CAMPO_CHECK(step_graph_count(o.run.model) == 1,
                 "campo plan --alloc-trace does not support --model dcgan (its two step graphs "
                 "would interleave); trace a classifier");
     require_output_file(o.alloc_trace_path, "--alloc-trace file");
@@ -272,31 +272,35 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
   const std::shared_ptr<Backend> backend =
       profiles ? backend_for(o.run.device, o.run.cuda_graph) : default_cpu_backend();
   const DeviceReport device_report(backend);
-  if (is_gan_model(o.run.model)) {
-    // Two step graphs: the discriminator's and the generator's.
-    const PrecisionConfig precision = model_run_precision(o.run, policy);
-    DcganOptions m;
-    m.image_size = o.run.image_size;
-    m.channels = o.run.channels;
-    GanSession session(m, o.run.batch, gan_optimizer(o.run), o.run.seed, backend, 1, precision);
-    header << ", batch " << o.run.batch << ", " << m.image_size << "x" << m.image_size << "x"
-           << m.channels;
+  if (step_graph_count(o.run.model) > 1) {
+    // Several step graphs (DCGAN's discriminator and generator steps), each planned alone,
+    // from the session that trains them (compiled, not run).
+    SessionSpec spec;
+    spec.graph = model_run_spec(o.run, policy);
+    spec.models = one_model(spec.graph.optimizer, o.run.seed);
+    spec.gan_samples = 1;
+    std::unique_ptr<Session> session = make_session(spec, backend);
+    const PrecisionConfig& precision = spec.graph.precision;
+    const Shape& input = spec.graph.image_shape;
+    header << ", batch " << o.run.batch << ", " << input[1] << "x" << input[2] << "x" << input[0];
     out << header.str() << "\n";
-    TrainingGraphInfo d_info, g_info;  // cost-aware: the costs and decisions to show
-    d_info.costs = session.d_costs();
-    d_info.cost_plan = session.d_plan();
-    g_info.costs = session.g_costs();
-    g_info.cost_plan = session.g_plan();
-    j["graphs"] = nlohmann::json::array(
-        {print_graph_plan(session.d_graph(), "discriminator step", precision, o,
-                          with_suffix(o.dot_path, "_d"), out, session.d_fetches(), &d_info),
-         print_graph_plan(session.g_graph(), "generator step", precision, o,
-                          with_suffix(o.dot_path, "_g"), out, session.g_fetches(), &g_info)});
+    const std::vector<std::string> dots = plan_dot_files(o);
+    j["graphs"] = nlohmann::json::array();
+    const std::vector<StepGraph> graphs = session->step_graphs();
+    for (size_t i = 0; i < graphs.size(); ++i) {
+      const StepGraph& step = graphs[i];
+      TrainingGraphInfo info;  // cost-aware: the costs and decisions to show
+      info.costs = step.costs;
+      info.cost_plan = step.plan;
+      j["graphs"].push_back(print_graph_plan(*step.graph, step.name, precision, o,
+                                             dots.empty() ? "" : dots[i], out, step.fetches,
+                                             &info));
+    }
     // The session is compiled (not run): its own report, kernel workspace included.
-    const MemoryReport memory = session.memory();
+    const MemoryReport memory = session->memory();
     out << "memory: " << memory_line(memory) << "\n";
     j["memory"] = memory_json(memory);
-    PrecisionSummary s = session.precision_summary();
+    PrecisionSummary s = session->precision_summary();
     j["low_nodes"] = s.low_nodes;
     j["f32_nodes"] = s.f32_nodes;
     j["casts"] = s.casts.casts;

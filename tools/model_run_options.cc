@@ -99,7 +99,7 @@ void check_run_options_apply(const CLI::App* cmd, ModelRunOptions& run,
                              const std::string& optimizer,
                              const std::vector<std::string>& policies) {
   run.optimizer = parse_optimizer(optimizer);
-  CAMPO_CHECK(!given(cmd, "--classes") || !is_gan_model(run.model),
+  CAMPO_CHECK(!given(cmd, "--classes") || has_accuracy(run.model),
               "--classes does not apply to --model ", run.model);
   if (is_known_model(run.model) && !given(cmd, "--optimizer"))
     if (const TrainingDefaults d = training_defaults(run.model); d.optimizer)

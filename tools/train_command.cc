@@ -18,7 +18,7 @@
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/options.h"
-#include "train/gan_trainer.h"
+#include "train/make_session.h"
 #include "train/model_array.h"
 #include "train/options.h"
 #include "train/trainer.h"
@@ -264,7 +264,8 @@ std::vector<PathUse> train_paths(const TrainOptions& o) {
   p.push_back({"--metrics", o.report.metrics_path, K::output_file});
   p.push_back({"--save-vocab", o.save_vocab_path, K::output_file});
   p.push_back({"--tensorboard", o.report.tensorboard_dir, K::output_directory});
-  if (is_gan_model(o.model)) p.push_back({"--samples-dir", o.samples_dir, K::output_directory});
+  if (!has_accuracy(o.model))  // a GAN's sample grids
+    p.push_back({"--samples-dir", o.samples_dir, K::output_directory});
   return p;
 }
 
@@ -310,8 +311,12 @@ const std::vector<OptionScope>& train_option_scopes() {
 
 unsigned model_kind(const std::string& model) {
   if (!is_known_model(model)) return 0;
-  if (is_gan_model(model)) return kGan;
-  return model_input(model) == ModelInput::tokens ? kMaskedLm : kClassifier;
+  switch (model_family(model)) {
+    case ModelFamily::classifier: return kClassifier;
+    case ModelFamily::masked_lm: return kMaskedLm;
+    case ModelFamily::gan: return kGan;
+  }
+  return 0;
 }
 
 unsigned data_kind(const std::string& dataset) {
@@ -404,15 +409,11 @@ class TrainCommand final : public Command {
                 "of them");
     if (no_samples_) o.samples_dir.clear();  // TrainOptions: empty writes none
     // Before any backend or work: the options, then that a named calibration fits --device.
-    validate(o);
+    check_training_options(o);
     check_calibration_device(o.calibration, o.precision, o.device);
     const CalibrationSource calibration = train_calibration(o.calibration);
     const bool terminal = isatty(STDOUT_FILENO) != 0;
-    std::optional<StepProfile> profile;
-    if (is_gan_model(o.model))
-      profile = train_gan(o, std::cout, terminal, calibration).profile;
-    else
-      profile = train(o, std::cout, terminal, calibration).profile;
+    const std::optional<StepProfile> profile = train_model(o, std::cout, terminal, calibration);
     if (profile) write_profile(o.report.profile_out, *profile);
     return 0;
   }

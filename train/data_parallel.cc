@@ -31,7 +31,7 @@ DataParallelRun data_parallel_run(std::shared_ptr<Communicator> comm, const Data
 }
 
 void check_data_parallel_model(const DataParallelOptions& d, const std::string& model) {
-  CAMPO_CHECK(!d.enabled || !is_gan_model(model), "--data-parallel runs classifiers and BERT; ",
+  CAMPO_CHECK(!d.enabled || step_graph_count(model) == 1, "--data-parallel runs classifiers and BERT; ",
               model, " (two step graphs) is not data-parallel yet");
 }
 

@@ -535,6 +535,23 @@ int64_t GanSession::discriminator_parameters() const {
   return n / n_;
 }
 
+std::vector<StepGraph> GanSession::step_graphs() {
+  // Timed alone: a step at rate 0 with the usual labels.
+  TimingInputs in;
+  in.constants = {
+      {"lr", 0.0f}, {"loss_scale", 1.0f}, {"step", 1.0f}, {"real_label", 1.0f}, {"fake_label", 0.0f}};
+  return {{"discriminator step", "D step", &d_graph_, d_fetches(), d_costs(), d_plan(), in},
+          {"generator step", "G step", &g_graph_, g_fetches(), g_costs(), g_plan(), in}};
+}
+
+Batch GanSession::random_batch(Rng& rng) const {
+  Batch b;
+  b.images = Tensor::empty({batch_, model_.channels, model_.image_size, model_.image_size},
+                           DType::f32);
+  for (int64_t i = 0; i < b.images.numel(); ++i) b.images.data_as<float>()[i] = rng.uniform(-1, 1);
+  return b;
+}
+
 MemoryReport GanSession::memory() const {
   return memory_report(vars_, {d_exe_.get(), g_exe_.get(), sample_exe_.get()});
 }
@@ -663,11 +680,24 @@ std::vector<Tensor> GanSession::generate_model_samples() {
   return out;
 }
 
+void check_gan_training_options(const TrainOptions& o) {
+  validate(o);
+  CAMPO_CHECK(o.dataset == "fashion-mnist" || o.dataset == "mnist" || o.dataset == "synthetic",
+              "unknown GAN dataset '", o.dataset,
+              "' (expected fashion-mnist, mnist or synthetic)");
+  CAMPO_CHECK(o.image_size == 0 || o.image_size == 32 || o.image_size == 64,
+              "--image-size must be 32 or 64 for dcgan, got ", o.image_size);
+  CAMPO_CHECK(o.nz > 0 && o.ngf > 0 && o.ndf > 0, "--nz, --ngf and --ndf must be positive, got ",
+              o.nz, ", ", o.ngf, ", ", o.ndf);
+  check_gan_precision(precision_config(o));
+  if (!o.samples_dir.empty()) require_output_directory(o.samples_dir, "--samples-dir");
+}
+
 // ---- the training loop ----
 
 GanResult train_gan(const TrainOptions& o, std::ostream& all_log, bool log_is_terminal,
                     const CalibrationSource& calibration) {
-  CAMPO_CHECK(is_gan_model(o.model), "internal: train_gan of --model ", o.model);
+  check_gan_training_options(o);
   Timer wall;
   const RunStart start = start_run(o, all_log);  // DCGAN: one process (validate)
   const std::shared_ptr<Backend>& backend = start.backend;

@@ -114,6 +114,10 @@ struct GanResult {
   std::optional<StepProfile> profile;  // --profile-out's (perf/profile_file.h writes it)
 };
 
+// campo train's options of a GAN run (after validate's, which it calls): its data sets,
+// image sizes, widths, precision and sample folder.
+void check_gan_training_options(const TrainOptions& o);
+
 // Trains o.model dcgan: on fashion-mnist, mnist or synthetic data, o.image_size 32 or 64
 // (0: 64) pixels, o.channels 1 or 3 (0: 1), o.nz / ngf / ndf wide, Adam with the DCGAN
 // paper's betas (0.5, 0.999) or SGD on both networks, the precision of o.precision and
@@ -201,7 +205,11 @@ class GanSession final : public Session {
   std::vector<double> evaluate_models(DataLoader&) override { return {}; }
   const LossScaler* loss_scaler() const override { return nullptr; }
 
-  VariableStore& variables() { return vars_; }
+  VariableStore& variables() override { return vars_; }
+  // The discriminator's step, then the generator's.
+  std::vector<StepGraph> step_graphs() override;
+  // Real images in [-1, 1] (the noise is drawn per step).
+  Batch random_batch(Rng& rng) const override;
   Graph& d_graph() { return d_graph_; }
   // The G step as it runs: without G's forward pass, whose values it reads from placeholders
   // (saved_values) that the D step's values fill.

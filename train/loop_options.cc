@@ -97,7 +97,6 @@ void validate(const ArrayOptions& a, const std::string& model, OptimizerConfig::
               bool resume) {
   CAMPO_CHECK(a.size >= 0 && a.size <= 64, "--array must be a number of models in 1..64, got ",
               a.size);
-  const char* one = is_gan_model(model) ? model.c_str() : "model";
   const std::pair<const char*, size_t> lists[] = {{"--lr", a.lr.size()},
                                                   {"--momentum", a.momentum.size()},
                                                   {"--weight-decay", a.weight_decay.size()},
@@ -106,7 +105,7 @@ void validate(const ArrayOptions& a, const std::string& model, OptimizerConfig::
   for (const auto& [option, count] : lists) {
     if (count == 0) continue;
     CAMPO_CHECK(a.size >= 2, option, " lists ", count, " values; give --array ", count,
-                " to train one ", one, " per value");
+                " to train one ", model, " per value");
     CAMPO_CHECK(int(count) == a.size, option, " lists ", count, " values for --array ", a.size,
                 " (give one value per model, or a single value for all)");
   }
@@ -128,9 +127,7 @@ void validate(const ArrayOptions& a, const std::string& model, OptimizerConfig::
     CAMPO_CHECK(a.shuffle == ArrayShuffle::shared, "--array-shuffle needs --array N (N >= 2)");
     return;
   }
-  CAMPO_CHECK(!resume, "--resume does not continue a ",
-              is_gan_model(model) ? model.c_str() : "model",
-              " array; resume one of its models alone from its checkpoint (campo train --model ",
+  CAMPO_CHECK(!resume, "--resume does not continue a ", model, " array; resume one of its models alone from its checkpoint (campo train --model ",
               model, " --resume PATH-<i>.safetensors)");
 }
 

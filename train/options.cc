@@ -72,39 +72,11 @@ void validate(const TrainOptions& o) {
   std::string why;
   CAMPO_CHECK(o.array.size < 2 || supports_model_array(o.model, &why), why);
   (void)precision_config(o);  // checks --precision, --low-precision, --loss-scale, lists
-  // The run's backend is made by train(), once, right after this.
   // Outputs and inputs before any work is spent (a calibration or a training run).
   validate(o.checkpoint);
   validate(o.report);
   validate(o.data_parallel);
   check_data_parallel_model(o.data_parallel, o.model);
-  if (is_gan_model(o.model)) {  // DCGAN's own
-    CAMPO_CHECK(o.dataset == "fashion-mnist" || o.dataset == "mnist" || o.dataset == "synthetic",
-                "unknown GAN dataset '", o.dataset,
-                "' (expected fashion-mnist, mnist or synthetic)");
-    CAMPO_CHECK(o.image_size == 0 || o.image_size == 32 || o.image_size == 64,
-                "--image-size must be 32 or 64 for dcgan, got ", o.image_size);
-    CAMPO_CHECK(o.nz > 0 && o.ngf > 0 && o.ndf > 0, "--nz, --ngf and --ndf must be positive, got ",
-                o.nz, ", ", o.ngf, ", ", o.ndf);
-    check_gan_precision(precision_config(o));
-    if (!o.samples_dir.empty()) require_output_directory(o.samples_dir, "--samples-dir");
-    return;
-  }
-  CAMPO_CHECK(o.eval_batch > 0, "--eval-batch must be positive, got ", o.eval_batch);
-  check_model_fits_data(o.model, o.dataset);
-  if (is_text_dataset(o.dataset)) {
-    (void)bert_config(o.bert_config);  // names the sizes when unknown
-    CAMPO_CHECK(o.seq_len >= 8 && o.seq_len <= 512,
-                "--seq-len must be in 8..512 (BERT's 512 positions), got ", o.seq_len);
-    CAMPO_CHECK(o.vocab_size >= 64 && o.vocab_size <= 1000000,
-                "--vocab-size must be in 64..1000000, got ", o.vocab_size);
-    CAMPO_CHECK(o.mask_prob > 0 && o.mask_prob < 1, "--mask-prob must be in (0, 1), got ",
-                o.mask_prob);
-    if (!o.vocab_path.empty()) require_input_file(o.vocab_path, "--vocab vocabulary");
-    if (!o.save_vocab_path.empty()) require_output_file(o.save_vocab_path, "--save-vocab file");
-  }
-  CAMPO_CHECK(o.resize >= 0, "--resize must be positive (or 0: --image-size), got ", o.resize);
-  CAMPO_CHECK(o.padding >= -1, "--padding must be zero or positive, got ", o.padding);
 }
 
 void check_threads(int threads) {

@@ -25,13 +25,26 @@
 
 namespace campo {
 
-struct TrainOptions {
+// What every command that builds a model shares (campo train, eval, graph, plan, bench):
+// the model, the shape of its input, its seed and where it runs. TrainOptions, EvalOptions
+// (train/trainer.h) and ModelRunOptions (perf/model_run.h) are this and their own fields;
+// their constructors set the defaults that differ (eval's batch, plan's 28x28x1 input).
+struct CommonOptions {
   std::string model = "lenet";
+  int64_t batch = 64;
+  int image_size = 0;  // square input size (0: the data set's own)
+  int channels = 0;    // 1 or 3 (0: the data set's own)
+  uint64_t seed = 42;
+  int seq_len = 128;   // text: tokens per sequence, [CLS] and [SEP] included
+  DeviceSpec device;   // --device cpu | cuda[:N] | cpu:strict, parsed by the CLI
+  CudaGraphMode cuda_graph = CudaGraphMode::automatic;  // --cuda-graph auto | on | off
+};
+
+struct TrainOptions : CommonOptions {
   std::string dataset = "fashion-mnist";
   std::string data_dir;
   int epochs = 1;
   int64_t max_steps = 0;  // 0: full epochs; else stop after this many steps
-  int64_t batch = 64;
   int64_t eval_batch = 500;
   float lr = 0.05f;
   LrSchedule schedule;  // --lr-schedule (cosine: decay to 0 over the run) and its shape
@@ -43,7 +56,6 @@ struct TrainOptions {
   // --no-multi-tensor-updates: one per parameter, as before (the same bits).
   bool multi_tensor_updates = true;
   float dropout = 0.0f;
-  uint64_t seed = 42;
   int64_t train_limit = 0;                      // use only the first N training samples (0: all)
   int64_t test_limit = 0;                       // evaluate on the first N test samples (0: all)
   int threads = 0;                              // 0: OpenMP default
@@ -55,10 +67,6 @@ struct TrainOptions {
   PrecisionOptions mixed;        // --low-precision, --loss-scale*, --amp-lists*, --search, ...
   CheckpointOptions checkpoint;  // --save, --save-every, --resume (safetensors)
   ReportOptions report;          // --progress, --profile, --metrics, --tensorboard
-  int image_size = 0;            // resize images to this square size (0: native)
-  int channels = 0;              // 1 or 3 (0: the data set's own)
-  DeviceSpec device;             // --device cpu | cuda[:N] | cpu:strict, parsed by the CLI
-  CudaGraphMode cuda_graph = CudaGraphMode::automatic;  // --cuda-graph auto | on | off
   // Image folders and CIFAR-10 (see datasets/registry.h).
   std::optional<bool> augment;  // --augment: auto (unset: the train split only) | on | off
   int resize = 0;               // shorter side before cropping (0: --image-size)
@@ -67,7 +75,6 @@ struct TrainOptions {
   double holdout = 0;           // folder without a test folder: fraction held out for test
   // bert on text data sets (see datasets/registry.h's text:PATH).
   std::string bert_config = "mini";  // tiny | mini | small | medium | base
-  int seq_len = 128;                 // tokens per sequence, [CLS] and [SEP] included
   int vocab_size = 8000;             // of the vocabulary trained on the text
   std::string vocab_path;            // a saved vocabulary instead of training one
   std::string save_vocab_path;       // write the vocabulary used

@@ -11,9 +11,11 @@
 #include <vector>
 
 #include "amp/loss_scaler.h"
+#include "amp/cost_aware.h"
 #include "datasets/dataset.h"
 #include "graph/flops.h"
 #include "graph/memory_report.h"
+#include "runtime/rng.h"
 #include "train/profiling.h"
 #include "train/training_graph.h"
 
@@ -27,6 +29,19 @@ struct StepValue {
   std::string name;    // --metrics and TensorBoard: "loss" is the loss, others by name
   std::string label;   // on the progress line; "" prints it after the previous one, "a/b"
   std::string result;  // its field in the JSON result (the mean of the last 50 steps)
+};
+
+// One graph of a session's training step, as campo plan shows it and campo calibrate times
+// it alone.
+struct StepGraph {
+  std::string name;  // "training step"; DCGAN's "discriminator step" and "generator step"
+  std::string tag;   // its short name in labels: ""; DCGAN's "D step" and "G step"
+  Graph* graph = nullptr;
+  std::vector<ValueId> fetches;
+  // cost-aware: the costs its plan was decided from, and the plan (null otherwise).
+  std::shared_ptr<const CostTable> costs;
+  std::shared_ptr<const CostAwarePlan> plan;
+  TimingInputs timing_inputs;  // what its placeholders take when it is timed alone
 };
 
 // What run_training needs of a session, and bench times (see the file comment).
@@ -51,6 +66,12 @@ class Session {
   virtual PrecisionSummary precision_summary() const = 0;
   // Every model's variables (parameters, buffers, optimizer state), on the run's backend.
   virtual const VariableStore& variables() const = 0;
+  virtual VariableStore& variables() = 0;
+  // The graphs of one step, in the order a step runs them.
+  virtual std::vector<StepGraph> step_graphs() = 0;
+  // A batch of `batch` random samples the step takes (bench steps on one, the same each
+  // step): images (or token ids) and, where the model learns from them, labels.
+  virtual Batch random_batch(Rng& rng) const = 0;
   // The FLOPs of one step (graph/flops.h; every model's, every step graph's).
   virtual FlopCount step_flops() const = 0;
   // cost-aware: the plan's predicted time of one step in ms; 0 for the other policies.

@@ -485,10 +485,36 @@ double TrainingSession::evaluate(DataLoader& loader) {
   return evaluate_models(loader)[0];
 }
 
+std::vector<StepGraph> TrainingSession::step_graphs() {
+  return {{"training step", "", &train_graph_, info_.fetches(), info_.costs, info_.cost_plan,
+           training_timing_inputs(model_options_.num_classes)}};
+}
+
+Batch TrainingSession::random_batch(Rng& rng) const {
+  // Random inputs (token models: ids) and labels; every token position is a target.
+  const bool tokens = model_input(model_) == ModelInput::tokens;
+  const int64_t classes = model_options_.num_classes;
+  Shape shape = {batch_};
+  shape.insert(shape.end(), image_shape_.begin(), image_shape_.end());
+  Batch b;
+  b.images = Tensor::empty(shape, tokens ? DType::i32 : DType::f32);
+  b.labels = Tensor::empty(tokens ? shape : Shape{batch_}, DType::i32);
+  for (int64_t i = 0; i < b.images.numel(); ++i) {
+    if (tokens)
+      b.images.data_as<int32_t>()[i] = int32_t(rng.below(uint64_t(classes)));
+    else
+      b.images.data_as<float>()[i] = rng.normal();
+  }
+  for (int64_t i = 0; i < b.labels.numel(); ++i)
+    b.labels.data_as<int32_t>()[i] = int32_t(rng.below(uint64_t(classes)));
+  return b;
+}
+
 std::string dump_training_graph(const TrainOptions& o, const std::string& format) {
   validate(o);
-  CAMPO_CHECK(!is_gan_model(o.model), "campo graph shows one training graph; ", o.model,
+  CAMPO_CHECK(step_graph_count(o.model) == 1, "campo graph shows one training graph; ", o.model,
               " trains two step graphs: see them with campo plan --model ", o.model, " --dot FILE");
+  check_classifier_training_options(o);
   CAMPO_CHECK(format == "text" || format == "dot", "--format must be text or dot, got '", format,
               "'");
   DatasetOptions dopts;
@@ -518,7 +544,7 @@ double evaluate_checkpoint(const EvalOptions& o, std::ostream& log) {
   CAMPO_CHECK(!model.empty(), "checkpoint ", o.checkpoint,
               " does not name its model: pass --model");
   CAMPO_CHECK(is_known_model(model), "unknown model '", model, "'");
-  CAMPO_CHECK(!is_gan_model(model), model,
+  CAMPO_CHECK(has_accuracy(model), model,
               " is a GAN: it has no accuracy to evaluate (its sample grids are written as it "
               "trains, --samples-dir)");
   check_model_fits_data(model, o.dataset);
@@ -624,8 +650,28 @@ std::string run_fingerprint(const TrainOptions& o, const TrainingData& data) {
 
 }  // namespace
 
+void check_classifier_training_options(const TrainOptions& o) {
+  validate(o);
+  CAMPO_CHECK(o.eval_batch > 0, "--eval-batch must be positive, got ", o.eval_batch);
+  check_model_fits_data(o.model, o.dataset);
+  if (is_text_dataset(o.dataset)) {
+    (void)bert_config(o.bert_config);  // names the sizes when unknown
+    CAMPO_CHECK(o.seq_len >= 8 && o.seq_len <= 512,
+                "--seq-len must be in 8..512 (BERT's 512 positions), got ", o.seq_len);
+    CAMPO_CHECK(o.vocab_size >= 64 && o.vocab_size <= 1000000,
+                "--vocab-size must be in 64..1000000, got ", o.vocab_size);
+    CAMPO_CHECK(o.mask_prob > 0 && o.mask_prob < 1, "--mask-prob must be in (0, 1), got ",
+                o.mask_prob);
+    if (!o.vocab_path.empty()) require_input_file(o.vocab_path, "--vocab vocabulary");
+    if (!o.save_vocab_path.empty()) require_output_file(o.save_vocab_path, "--save-vocab file");
+  }
+  CAMPO_CHECK(o.resize >= 0, "--resize must be positive (or 0: --image-size), got ", o.resize);
+  CAMPO_CHECK(o.padding >= -1, "--padding must be zero or positive, got ", o.padding);
+}
+
 TrainResult train(const TrainOptions& o, std::ostream& all_log, bool log_is_terminal,
                   const CalibrationSource& calibration) {
+  check_classifier_training_options(o);
   Timer wall;
   const RunStart start = start_run(o, all_log);
   const std::shared_ptr<Backend>& backend = start.backend;

@@ -47,20 +47,16 @@ struct TrainResult {
 
 // Evaluates the model stored in a checkpoint on a data set's test split; returns the
 // accuracy and prints a line and a JSON line to `log`.
-struct EvalOptions {
+struct EvalOptions : CommonOptions {
+  EvalOptions() {
+    model.clear();  // default: the model named in the checkpoint
+    batch = 500;    // --seed: the synthetic data set's seed (as campo train's)
+  }
   std::string checkpoint;
-  std::string model;  // default: the model named in the checkpoint
   std::string dataset = "fashion-mnist";
   std::string data_dir;
-  int64_t batch = 500;
   int64_t limit = 0;
-  int image_size = 0;
-  int channels = 0;
-  uint64_t seed = 42;  // the synthetic data set's seed (as campo train's --seed)
-  int seq_len = 128;   // text data sets: as the model was trained
-  float mask_prob = 0.15f;
-  DeviceSpec device;                                    // --device: where the evaluation runs
-  CudaGraphMode cuda_graph = CudaGraphMode::automatic;  // --cuda-graph
+  float mask_prob = 0.15f;  // text data sets: as the model was trained (and --seq-len)
 };
 double evaluate_checkpoint(const EvalOptions& o, std::ostream& log);
 
@@ -76,6 +72,10 @@ struct TrainingData {
   ModelOptions model_options;
 };
 TrainingData open_training_data(const TrainOptions& o, std::ostream& log);
+
+// campo train's options of a classifier or BERT run (after validate's, which it calls): the
+// data set fits the model, the evaluation batch, BERT's text options, the image options.
+void check_classifier_training_options(const TrainOptions& o);
 
 // Trains and evaluates one model or, with --array N, N models as one fused step (one
 // checkpoint per model with --save: array_checkpoint_path); progress goes to `log`, the
@@ -164,7 +164,9 @@ class TrainingSession final : public Session {
   MemoryReport memory() const override;
   std::vector<const Executable*> step_executables() const override { return {train_exe_.get()}; }
 
-  VariableStore& variables() { return vars_; }
+  VariableStore& variables() override { return vars_; }
+  std::vector<StepGraph> step_graphs() override;
+  Batch random_batch(Rng& rng) const override;
   const LossScaler& scaler() const { return scaler_; }
   // One model's checkpoint: save_model(0, ...).
   void save(const std::string& path, int64_t epoch, int64_t position_in_epoch,

@@ -14,6 +14,7 @@
 #include "graph/executor.h"
 #include "tests/test_util.h"
 #include "train/gan_trainer.h"
+#include "train/make_session.h"
 
 #define STB_IMAGE_STATIC
 #define STB_IMAGE_IMPLEMENTATION
@@ -287,16 +288,16 @@ TEST(GanTrainerTest, ShortRunLowersDiscriminatorLossAndWritesSamples) {
 TEST(GanTrainerTest, BadOptionsAreClearErrors) {
   TrainOptions o = training_options_for("dcgan");
   o.image_size = 48;
-  EXPECT_THROW(validate(o), Error);
+  EXPECT_THROW(check_training_options(o), Error);
   o = training_options_for("dcgan");
   o.channels = 2;
-  EXPECT_THROW(validate(o), Error);
+  EXPECT_THROW(check_training_options(o), Error);
   o = training_options_for("dcgan");
   o.dataset = "cifar";
-  EXPECT_THROW(validate(o), Error);
+  EXPECT_THROW(check_training_options(o), Error);
   o = training_options_for("dcgan");
   o.lr = -1;
-  EXPECT_THROW(validate(o), Error);
+  EXPECT_THROW(check_training_options(o), Error);
 }
 
 }  // namespace

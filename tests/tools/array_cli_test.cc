@@ -26,7 +26,7 @@ std::vector<std::string> train_args(std::vector<std::string> extra) {
 
 TEST(ArrayCliTest, ListsNeedAnArrayOfTheirSize) {
   expect_error(run_cli(train_args({"--lr", "0.1,0.05"})),
-               "--lr lists 2 values; give --array 2 to train one model per value");
+               "--lr lists 2 values; give --array 2 to train one lenet per value");
   expect_error(run_cli(train_args({"--array", "3", "--seed", "1,2"})),
                "--seed lists 2 values for --array 3");
   expect_error(run_cli(train_args({"--array", "2", "--lr", "0.1,x"})),
@@ -48,7 +48,7 @@ TEST(ArrayCliTest, ModelsThatCannotBeArrayedSayWhy) {
   expect_error(run_cli(train_args({"--array", "2", "--model", "inception_v3"})),
                "--array does not support inception_v3");
   expect_error(run_cli(train_args({"--array", "2", "--resume", "x.safetensors"})),
-               "--resume does not continue a model array");
+               "--resume does not continue a lenet array");
 }
 
 TEST(ArrayCliTest, TrainsEveryModelAndSavesEachAlone) {
