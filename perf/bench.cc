@@ -24,6 +24,7 @@
 #include "runtime/timer.h"
 #include "train/device_report.h"
 #include "train/make_session.h"
+#include "train/policy_guard.h"
 #include "train/model_array.h"
 #include "train/profiling.h"
 #include "train/trainer.h"
@@ -68,6 +69,7 @@ struct BenchPolicy {
   Batch batch;
   std::vector<const Batch*> batches;  // every model's: &batch
   std::vector<float> lr;              // every model's
+  GuardVerdict guard;                 // cost-aware's
   void step() {
     if (classifier)
       classifier->run();
@@ -107,6 +109,15 @@ std::unique_ptr<BenchPolicy> bench_policy(const BenchOptions& o, const std::stri
   spec.conv_layout = run.conv_layout;
   spec.data_parallel = ranks;
   spec.gan_samples = 1;
+  if (policy == Precision::cost_aware) {
+    const SessionFactory make = [&](const SessionSpec& s) { return make_session(s, backend); };
+    std::ostringstream log;  // the verdict goes in the table
+    const bool enabled = o.guard && !run.plan_for.active();
+    p.guard = guard_run(spec, make, enabled, log);
+    if (run.plan_for.active())
+      p.guard.skipped = "--for: the plan predicted for " + run.plan_for.device + " is benched as it is";
+    apply_guard(spec, p.guard);
+  }
   p.session = make_session(spec, std::move(backend));
   if (ranks.on()) check_ranks_agree(*ranks.comm, p.session->step_graphs()[0].graph->to_text());
   p.batch = p.session->random_batch(rng);
@@ -131,6 +142,10 @@ void describe(BenchPolicy& p, BenchResult& res) {
   res.memory = p.session->memory();
   res.cuda_graph = cuda_graph_json(*p.session);  // before the profiled (launched) steps
   res.cuda_graph_line = cuda_graph_line(*p.session);
+  if (p.precision == "cost-aware") {
+    res.guard_line = p.guard.line();
+    res.guard = p.guard.json();
+  }
   const int profiled = 3;
   p.session->set_profiling(true);
   for (int i = 0; i < profiled; ++i) p.step();
@@ -533,6 +548,7 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
       out << line;
     }
     out << std::string(21, ' ') << "memory: " << memory_line(res.memory) << "\n";
+    if (!res.guard_line.empty()) out << std::string(21, ' ') << res.guard_line << "\n";
     if (machine.device_report && machine.device_report->backend()->capture_unsupported().empty())
       out << std::string(21, ' ') << res.cuda_graph_line << "\n";
     if (!res.joules.empty()) {
@@ -589,6 +605,7 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
     }
     e["memory"] = memory_json(res.memory);
     e["cuda_graph"] = res.cuda_graph;
+    if (!res.guard.is_null()) e["guard"] = res.guard;
     e["peak_rss_mib"] = double(peak_resident_memory_bytes()) / double(1 << 20);
     if (machine.device_report) machine.device_report->add_to(e);
     auto or_null = [](bool known, double v) {

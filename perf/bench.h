@@ -42,6 +42,9 @@ struct BenchOptions {
   // rank, --batch samples each, its gradients averaged; each repetition also times the same
   // policy in one process (rank 0 alone, the others waiting) for the scaling efficiency.
   DataParallelOptions data_parallel;
+  // cost-aware: the measured guard (train/policy_guard.h) before its timed steps, as campo
+  // train runs it; false (--no-guard): the plan as chosen.
+  bool guard = true;
 };
 
 // Throughput ratios b[r] / a[r] of paired repetitions: their median, a distribution-free
@@ -96,6 +99,9 @@ struct BenchResult {
   // the line saying so.
   nlohmann::json cuda_graph;
   std::string cuda_graph_line;
+  // cost-aware: the guard's verdict (its line and JSON); empty for the other policies.
+  std::string guard_line;
+  nlohmann::json guard;
   // --data-parallel: samples_per_sec above is every rank's samples together (the step time
   // the slowest rank took); these are the same steps in one process, rank 0 alone, timed
   // just before in each repetition, and the efficiency N ranks' samples/s / (N x one

@@ -33,6 +33,9 @@ class BenchCommand final : public Command {
     app_->add_option("--json", o.json_path, "Write the results as JSON")->check(kPath);
     app_->add_flag("--no-peak{false}", o.measure_peak,
                    "Skip measuring the GEMM peak (the roofline's percentages)");
+    app_->add_flag("--no-guard{false}", o.guard,
+                   "cost-aware: bench its plan as chosen; by default its step is first timed "
+                   "against fp32's and amp's and the fastest is benched as cost-aware (the guard)");
     app_->add_flag("--lockstep", lockstep_,
                    "Driven from stdin: a JSON 'ready' line, then one repetition per 'run' "
                    "line, one JSON result line each; the table goes to stderr");
@@ -71,6 +74,8 @@ class BenchCommand final : public Command {
     check_run_options_apply(app_, o.run, optimizer_, o.precisions);
     const bool cost_aware = std::count(o.precisions.begin(), o.precisions.end(), "cost-aware") > 0;
     if (cost_aware) check_calibration_device(calibration_, Precision::cost_aware, o.run.device);
+    CAMPO_CHECK(cost_aware || o.guard, "--no-guard applies to the cost-aware policy; add it to "
+                "--precision");
     // The run's backend, once, after the options and before any work (a calibration): one
     // line for a device this build or machine lacks.
     const std::shared_ptr<Backend> backend =

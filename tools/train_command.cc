@@ -188,6 +188,9 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, Trai
                   "cost-aware: exact (the four traversals, then the least predicted step time "
                   "found exactly by a minimum cut) or traversals (the paper's four alone)")
       ->capture_default_str();
+  cmd->add_flag("--no-guard{false}", o.guard,
+                "cost-aware: trust the plan; by default its step is first timed against fp32's "
+                "and amp's, interleaved, and the run takes the fastest (the guard)");
   cmd->add_flag("--no-fold-casts{false}", o.mixed.fold_casts,
                 "cost-aware: insert weight and weight-gradient casts as Cast nodes, as amp does "
                 "(by default bf16 Conv2DBackpropFilter writes its f32 result itself and the "
@@ -341,11 +344,12 @@ void check_train_options_apply(const CLI::App* cmd, const TrainOptions& o) {
   if (policy == Precision::fp32)
     for (const char* option :
          {"--low-precision", "--loss-scale", "--loss-scale-init", "--loss-scale-growth-interval",
-          "--amp-lists", "--amp-lists-file", "--calibration", "--search", "--no-fold-casts"})
+          "--amp-lists", "--amp-lists-file", "--calibration", "--search", "--no-fold-casts",
+          "--no-guard"})
       CAMPO_CHECK(!given(cmd, option), option,
                   " has no effect with --precision fp32 (it applies to amp and cost-aware)");
   if (policy == Precision::amp)
-    for (const char* option : {"--calibration", "--search", "--no-fold-casts"})
+    for (const char* option : {"--calibration", "--search", "--no-fold-casts", "--no-guard"})
       CAMPO_CHECK(!given(cmd, option), option, " applies to --precision cost-aware only, not amp");
   if (policy != Precision::fp32) {
     const PrecisionConfig p = precision_config(o);

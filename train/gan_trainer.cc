@@ -26,6 +26,7 @@
 #include "runtime/timer.h"
 #include "train/device_report.h"
 #include "train/options.h"
+#include "train/policy_guard.h"
 #include "train/profiling.h"
 
 namespace campo {
@@ -540,8 +541,8 @@ std::vector<StepGraph> GanSession::step_graphs() {
   TimingInputs in;
   in.constants = {
       {"lr", 0.0f}, {"loss_scale", 1.0f}, {"step", 1.0f}, {"real_label", 1.0f}, {"fake_label", 0.0f}};
-  return {{"discriminator step", "D step", &d_graph_, d_fetches(), d_costs(), d_plan(), in},
-          {"generator step", "G step", &g_graph_, g_fetches(), g_costs(), g_plan(), in}};
+  return {{"discriminator step", "D step", &d_graph_, d_fetches(), d_costs(), d_plan(), {}, in},
+          {"generator step", "G step", &g_graph_, g_fetches(), g_costs(), g_plan(), {}, in}};
 }
 
 Batch GanSession::random_batch(Rng& rng) const {
@@ -680,6 +681,16 @@ std::vector<Tensor> GanSession::generate_model_samples() {
   return out;
 }
 
+GanSession::StepCosts given_step_costs(std::vector<std::shared_ptr<const CostTable>> costs) {
+  if (costs.empty()) return nullptr;
+  auto next = std::make_shared<size_t>(0);
+  return [costs = std::move(costs), next](const Graph&) {
+    CAMPO_CHECK(*next < costs.size() && costs[*next], "internal: ", costs.size(),
+                " step graphs' costs given, step graph ", *next + 1, " asked for");
+    return *costs[(*next)++];
+  };
+}
+
 void check_gan_training_options(const TrainOptions& o) {
   validate(o);
   CAMPO_CHECK(o.dataset == "fashion-mnist" || o.dataset == "mnist" || o.dataset == "synthetic",
@@ -746,8 +757,29 @@ GanResult train_gan(const TrainOptions& o, std::ostream& all_log, bool log_is_te
   optimizer.beta1 = kDcganAdamBeta1;
   attach_calibration(precision, calibration, *backend, log);
   const DeviceReport device_report(backend);
+  // cost-aware: its plans against fp32's and amp's, measured; the run takes the faster one.
+  SessionSpec spec;
+  spec.graph.model = o.model;
+  spec.graph.image_shape = {mopts.channels, mopts.image_size, mopts.image_size};
+  spec.graph.batch = o.batch;
+  spec.graph.optimizer = optimizer;
+  spec.graph.precision = precision;
+  spec.graph.array = n;
+  spec.models = h;
+  spec.conv_layout = o.conv_layout;
+  const SessionFactory timing_session = [&](const SessionSpec& s) {
+    return std::make_unique<GanSession>(mopts, s.graph.batch, s.graph.optimizer, s.models,
+                                        backend, 1, s.graph.precision, s.conv_layout,
+                                        given_step_costs(s.step_costs));
+  };
+  const GuardVerdict guard = build_with_batch_advice(
+      o.batch, [&] { return guard_run(spec, timing_session, o.guard, log); });
+  apply_guard(spec, guard);
+  precision = spec.graph.precision;
+  loop.precision_config = precision;  // what the run trains with
   GanSession session = build_with_batch_advice(o.batch, [&] {
-    return GanSession(mopts, o.batch, optimizer, h, backend, 64, precision, o.conv_layout);
+    return GanSession(mopts, o.batch, optimizer, h, backend, 64, precision, o.conv_layout,
+                      given_step_costs(spec.step_costs));
   });
 
   if (!o.samples_dir.empty()) {
@@ -780,12 +812,14 @@ GanResult train_gan(const TrainOptions& o, std::ostream& all_log, bool log_is_te
       if (o.report.progress != Progress::none) log << "wrote " << file << "\n";
     }
   };
+  const bool guarded = guard.ran || precision.policy == Precision::cost_aware;
   loop.result = {{"model", o.model},
                  {"dataset", o.dataset},
                  {"image_size", mopts.image_size},
                  {"channels", mopts.channels},
                  {"parameters_g", r.parameters_g},
                  {"parameters_d", r.parameters_d}};
+  if (guarded) loop.result["guard"] = guard.json();
   loop.model_fields = [&](int i) {
     const std::vector<std::string>& files = r.models[size_t(i)].sample_files;
     nlohmann::ordered_json m;

@@ -292,4 +292,8 @@ class GanSession final : public Session {
   OpProfile profile_;
 };
 
+// Step costs that hand out `costs` in step order (the D step's, then the G step's): a plan
+// decided once, given again to another session. Empty: null (each step graph profiled).
+GanSession::StepCosts given_step_costs(std::vector<std::shared_ptr<const CostTable>> costs);
+
 }  // namespace campo

@@ -32,7 +32,8 @@ std::unique_ptr<Session> make_session(const SessionSpec& spec, std::shared_ptr<B
       optimizer.slices = OptimizerConfig{}.slices;  // the session stacks its models itself
       optimizer.beta1 = kDcganAdamBeta1;            // Adam only
       return std::make_unique<GanSession>(m, g.batch, optimizer, spec.models, std::move(backend),
-                                          spec.gan_samples, g.precision, spec.conv_layout);
+                                          spec.gan_samples, g.precision, spec.conv_layout,
+                                          given_step_costs(spec.step_costs));
     }
   }
   CAMPO_FAIL("internal: no session for model ", g.model);

@@ -20,18 +20,7 @@
 
 namespace campo {
 
-// A resolved model description: what make_session builds a session of.
-struct SessionSpec {
-  // The model, its options and input shape (images [C, H, W]: a GAN's generator makes
-  // those), the batch, the optimizer (DCGAN: Adam, whose beta1 its session sets), the
-  // precision plan or calibration, and --array's model count.
-  TrainingGraphSpec graph;
-  ArrayHyperparameters models;    // one entry per model (graph.array of them)
-  ConvLayout conv_layout = ConvLayout::blocked;
-  DataParallelRun data_parallel;  // classifiers and BERT: --data-parallel's ranks
-  int nz = 100, ngf = 64, ndf = 64;  // a GAN's widths (TrainOptions')
-  int64_t gan_samples = 64;          // a GAN's sample grid: images per grid
-};
+// The session of `spec` (SessionSpec, train/session.h).
 std::unique_ptr<Session> make_session(const SessionSpec& spec, std::shared_ptr<Backend> backend);
 
 // campo train's options checked before anything is read or made: the common checks

@@ -89,6 +89,9 @@ struct TrainOptions : CommonOptions {
   std::string samples_dir = "samples";
   // --data-parallel under mpirun (train/data_parallel.h): --batch is each rank's.
   DataParallelOptions data_parallel;
+  // cost-aware: time the chosen plan against fp32's and amp's before training and run the
+  // fastest (train/policy_guard.h); --no-guard trusts the plan.
+  bool guard = true;
 };
 
 // --augment's names: auto (nullopt), on, off; one error line for any other.

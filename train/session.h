@@ -16,6 +16,8 @@
 #include "graph/flops.h"
 #include "graph/memory_report.h"
 #include "runtime/rng.h"
+#include "train/data_parallel.h"
+#include "train/model_array.h"
 #include "train/profiling.h"
 #include "train/training_graph.h"
 
@@ -41,6 +43,7 @@ struct StepGraph {
   // cost-aware: the costs its plan was decided from, and the plan (null otherwise).
   std::shared_ptr<const CostTable> costs;
   std::shared_ptr<const CostAwarePlan> plan;
+  std::shared_ptr<const CostTable> f16_costs;  // --low-precision auto: f32 and f16 times
   TimingInputs timing_inputs;  // what its placeholders take when it is timed alone
 };
 
@@ -86,6 +89,22 @@ class Session {
   virtual std::vector<const Executable*> step_executables() const = 0;
 };
 
+// A resolved model description: what make_session (train/make_session.h) builds a session of.
+struct SessionSpec {
+  // The model, its options and input shape (images [C, H, W]: a GAN's generator makes
+  // those), the batch, the optimizer (DCGAN: Adam, whose beta1 its session sets), the
+  // precision plan or calibration, and --array's model count.
+  TrainingGraphSpec graph;
+  ArrayHyperparameters models;    // one entry per model (graph.array of them)
+  ConvLayout conv_layout = ConvLayout::blocked;
+  DataParallelRun data_parallel;  // classifiers and BERT: --data-parallel's ranks
+  int nz = 100, ngf = 64, ndf = 64;  // a GAN's widths (TrainOptions')
+  int64_t gan_samples = 64;          // a GAN's sample grid: images per grid
+  // cost-aware with several step graphs (a GAN's): each one's costs, in step order, instead
+  // of its profiling step (the measured guard's, train/policy_guard.h). Empty: profiled.
+  // One step graph takes its costs in graph.precision.costs.
+  std::vector<std::shared_ptr<const CostTable>> step_costs;
+};
 // Whether a session's steps were captured once and replayed (CUDA graphs,
 // Executable::replay_blocker): {"captures", "replays", "launched_because": why they were
 // launched kernel by kernel, or null}; the line `campo train` and `campo bench` print on a

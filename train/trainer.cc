@@ -27,6 +27,7 @@
 #include "train/device_report.h"
 #include "train/interrupt.h"
 #include "train/model_array.h"
+#include "train/policy_guard.h"
 #include "train/profiling.h"
 
 namespace campo {
@@ -487,7 +488,7 @@ double TrainingSession::evaluate(DataLoader& loader) {
 
 std::vector<StepGraph> TrainingSession::step_graphs() {
   return {{"training step", "", &train_graph_, info_.fetches(), info_.costs, info_.cost_plan,
-           training_timing_inputs(model_options_.num_classes)}};
+           info_.f16_costs, training_timing_inputs(model_options_.num_classes)}};
 }
 
 Batch TrainingSession::random_batch(Rng& rng) const {
@@ -686,9 +687,30 @@ TrainResult train(const TrainOptions& o, std::ostream& all_log, bool log_is_term
   const DeviceReport device_report(backend);
   if (ranks) check_ranks_agree(*ranks, run_fingerprint(o, data));
   const DataParallelRun data_parallel = data_parallel_run(ranks, o.data_parallel);
+  SessionSpec spec;
+  spec.graph.model = o.model;
+  spec.graph.model_options = data.model_options;
+  spec.graph.image_shape = data.train->image_shape();
+  spec.graph.batch = o.batch;
+  spec.graph.optimizer = optimizer_config(o);
+  spec.graph.precision = pcfg;
+  spec.graph.array = n;
+  spec.models = h;
+  spec.conv_layout = o.conv_layout;
+  spec.data_parallel = data_parallel;
+  // cost-aware: its plan against fp32's and amp's, measured; the run takes the faster one.
+  const SessionFactory timing_session = [&](const SessionSpec& s) {
+    return std::make_unique<TrainingSession>(
+        s.graph.model, s.graph.model_options, s.graph.image_shape, s.graph.batch,
+        s.graph.optimizer, s.models, backend, s.graph.precision, s.conv_layout, s.data_parallel);
+  };
+  const GuardVerdict guard = build_with_batch_advice(
+      o.batch, [&] { return guard_run(spec, timing_session, o.guard, log); });
+  apply_guard(spec, guard);
+  pcfg = spec.graph.precision;
   TrainingSession session = build_with_batch_advice(o.batch, [&] {
     return TrainingSession(o.model, data.model_options, data.train->image_shape(), o.batch,
-                           optimizer_config(o), h, backend, pcfg, o.conv_layout, data_parallel);
+                           spec.graph.optimizer, h, backend, pcfg, o.conv_layout, data_parallel);
   });
   if (ranks) check_ranks_agree(*ranks, session.train_graph().to_text());
   const bool text = data.options.tokenizer != nullptr;
@@ -715,6 +737,7 @@ TrainResult train(const TrainOptions& o, std::ostream& all_log, bool log_is_term
   loop.result = {
       {"model", o.model}, {"dataset", o.dataset}, {"parameters", session.parameter_count()}};
   if (ranks) loop.result["gradient_bucket_bytes"] = session.gradient_bucket_bytes();
+  if (guard.ran || pcfg.policy == Precision::cost_aware) loop.result["guard"] = guard.json();
   if (const std::string& path = o.checkpoint.resume_path; !path.empty()) {
     const TrainingSession::Position pos = session.restore(path, optimizer_name(o.optimizer));
     loop.resumed = Resumed{.path = path,
