@@ -93,7 +93,7 @@ def campo_node(op, dims):
 def read_data(data, families, known, devices, limit):
     """Kernels as (name, family, op, dims, {device: ms}) of the chosen families, measured on at
     least two of the chosen devices (or one, where --same-device is all there is to check);
-    the first `limit` shapes of each family in file order when limit is given."""
+    the first `limit` shapes of each NeuSight op in file order when limit is given."""
     kernels, taken = [], {}
     files = sorted({SOURCE[f] for f in families})
     for source in files:
@@ -108,14 +108,14 @@ def read_data(data, families, known, devices, limit):
                 family = FAMILY_OF[op]
                 if family not in families:
                     continue
-                if limit is not None and taken.get(family, 0) >= limit:
+                if limit is not None and taken.get(op, 0) >= limit:
                     continue
                 dims = [int(v) for v in row[1:first_device]]
                 ms = {d: float(v) for d, v in zip(columns, row[first_device:])
                       if v and d in devices}
                 if len(ms) < min(2, len(devices)):
                     continue
-                taken[family] = taken.get(family, 0) + 1
+                taken[op] = taken.get(op, 0) + 1
                 name = f"{family}/{op}/{'x'.join(map(str, dims))}"
                 kernels.append((name, family, op, dims, ms))
     return kernels
@@ -168,7 +168,7 @@ def main():
     ap.add_argument("--data", default=os.path.join(HERE, "data", "neusight"))
     ap.add_argument("--devices", help="comma-separated, of DATA/devices.json (default: all)")
     ap.add_argument("--families", default=",".join(FAMILIES))
-    ap.add_argument("--limit", type=int, help="the first N shapes of each family only")
+    ap.add_argument("--limit", type=int, help="the first N shapes of each op only")
     ap.add_argument("--same-device", action="store_true",
                     help="also origin == target, which must predict every kernel exactly")
     ap.add_argument("--json", help="write the errors per family and pair")
