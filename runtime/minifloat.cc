@@ -154,19 +154,10 @@ uint8_t encode_scaled(ElementFormat f, float x, int scale_exponent, Saturation s
   if (magnitude == 0) return uint8_t(sign);
 
   const int exponent_field = int(magnitude >> 23);
-  uint32_t sig;
-  int ulp_exponent, lead;
-  if (exponent_field == 0) {  // f32 subnormal
-    sig = magnitude;
-    ulp_exponent = -149;
-    lead = (31 - std::countl_zero(sig)) - 149;
-  } else {
-    sig = (magnitude & 0x7fffffu) | 0x800000u;
-    ulp_exponent = exponent_field - 150;
-    lead = exponent_field - 127;
-  }
-  ulp_exponent -= scale_exponent;
-  lead -= scale_exponent;
+  const bool is_subnormal = exponent_field == 0;
+  const uint32_t sig = is_subnormal ? magnitude : (magnitude & 0x7fffffu) | 0x800000u;
+  const int ulp_exponent = (is_subnormal ? -149 : exponent_field - 150) - scale_exponent;
+  const int lead = floor_log2_magnitude(magnitude) - scale_exponent;
 
   const int binade = std::max(lead, p.emin);
   const int shift = binade - p.mantissa_bits - ulp_exponent;

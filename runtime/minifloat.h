@@ -103,6 +103,13 @@ void decode(ElementFormat f, std::span<const uint8_t> src, std::span<float> dst)
 
 // ---- The core, shared with MX block quantization (runtime/mx.cc) --------------------------
 
+// floor(log2 |x|) of a finite non-zero f32 given its magnitude bits (subnormals included).
+inline int floor_log2_magnitude(uint32_t magnitude_bits) {
+  const int exponent_field = int(magnitude_bits >> 23);
+  if (exponent_field != 0) return exponent_field - 127;
+  return (31 - std::countl_zero(magnitude_bits)) - 149;
+}
+
 // Encodes x * 2^-scale_exponent exactly (the scaling never rounds, whatever the exponent),
 // with `rounding` (random_bits is used only for stochastic rounding).
 uint8_t encode_scaled(ElementFormat f, float x, int scale_exponent, Saturation saturation,

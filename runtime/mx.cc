@@ -14,13 +14,6 @@ namespace {
 
 constexpr int kE8M0Bias = 127;
 
-// floor(log2(x)) of a finite positive f32, exactly (subnormals included).
-int floor_log2(uint32_t magnitude_bits) {
-  const int exponent_field = int(magnitude_bits >> 23);
-  if (exponent_field != 0) return exponent_field - 127;
-  return (31 - std::countl_zero(magnitude_bits)) - 149;
-}
-
 void quantize_block(ElementFormat element, const float* src, size_t n, uint8_t* scale,
                     uint8_t* codes, const MxOptions& options, uint64_t first_index) {
   *scale = mx_shared_scale(element, {src, n});
@@ -64,7 +57,7 @@ uint8_t mx_shared_scale(ElementFormat element, std::span<const float> block) {
     amax = std::max(amax, magnitude);
   }
   if (amax == 0) return 0;  // floor(log2 0) = -inf, clamped to -127
-  const int shared = floor_log2(amax) - element_format_info(element).emax;
+  const int shared = floor_log2_magnitude(amax) - element_format_info(element).emax;
   // Finite f32 gives shared <= 127 - emax; the clamp at the top is the spec's NaN for
   // scales E8M0 cannot hold, kept for any future wider input.
   if (shared > kE8M0Bias) return kE8M0Nan;

@@ -5,14 +5,13 @@
 // Quantization (the spec's conversion, section 6.3):
 //   s   = floor(log2(max_i |V_i|)) - emax_elem      (emax_elem: element_format_info().emax)
 //   P_i = the element nearest V_i / X (ties to even, or stochastic), clamped to +-max normal
-// with these conventions where the spec leaves a choice (those of the microxcaling library
-// that accompanies it):
+// Elements always saturate, as the spec's clamp says (e4m3/e5m2 overflow would otherwise give
+// NaN/inf for values in (max normal, 2^(emax_elem+1))). Where the spec leaves a choice, the
+// scale follows the microxcaling library that accompanies it:
 // - s is clamped below to -127, the smallest E8M0 scale; an all-zero block (floor(log2 0) =
 //   -inf) gets s = -127 and zero elements. For f32 inputs s never exceeds 127.
-// - A block holding a NaN or an infinity gets the NaN scale (0xFF) and all element codes 0:
-//   by the spec, every element of a block whose scale is NaN decodes as NaN.
-// - Elements always saturate (MX element types have no infinities; e4m3/e5m2 overflow would
-//   otherwise give NaN/inf for values in (max normal, 2^(emax_elem+1))).
+// - A block holding a NaN or an infinity gets the NaN scale (0xFF); by the spec every element
+//   of such a block decodes as NaN, and campo writes its element codes as 0.
 // - V_i / X is never rounded in f32: the element encoder shifts exponents exactly.
 // The last block of an array may be partial (n not a multiple of 32): its scale is that of
 // the values it has.

@@ -6,7 +6,6 @@
 #include "runtime/minifloat.h"
 
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <bit>
@@ -20,12 +19,13 @@
 #include "runtime/check.h"
 #include "runtime/philox.h"
 #include "runtime/rng.h"
-#include "tests/runtime/minifloat_tables.h"
+#include "tests/runtime/minifloat_test_util.h"
 
 namespace campo {
 namespace {
 
 using testing::kEncodeColumns;
+using testing::ScopedOmpThreads;
 
 float from_bits(uint32_t u) { return std::bit_cast<float>(u); }
 uint32_t to_bits(float f) { return std::bit_cast<uint32_t>(f); }
@@ -33,16 +33,6 @@ uint32_t to_bits(float f) { return std::bit_cast<uint32_t>(f); }
 constexpr ElementFormat kAllFormats[] = {ElementFormat::e4m3, ElementFormat::e5m2,
                                          ElementFormat::e2m3, ElementFormat::e3m2,
                                          ElementFormat::e2m1};
-
-// Restores the OpenMP team size when a test changes it.
-class ScopedThreads {
- public:
-  explicit ScopedThreads(int n) : old_(omp_get_max_threads()) { omp_set_num_threads(n); }
-  ~ScopedThreads() { omp_set_num_threads(old_); }
-
- private:
-  int old_;
-};
 
 TEST(PhiloxTest, RandomOneTwoThreeKnownAnswers) {
   // Random123's kat_vectors for philox4x32_10.
@@ -177,7 +167,7 @@ TEST(MinifloatTest, ArrayEncodeGivesTheTableBitsOnAnyThreadCount) {
   for (size_t c = 0; c < kEncodeColumns.size(); ++c) {
     const auto [f, saturation] = kEncodeColumns[c];
     for (int threads : {1, 3}) {
-      ScopedThreads scoped(threads);
+      ScopedOmpThreads scoped(threads);
       std::vector<uint8_t> codes(x.size());
       encode(f, x, codes, {.saturation = saturation});
       size_t wrong = 0;
@@ -448,15 +438,15 @@ TEST(StochasticRoundingTest, SameBitsOnAnyThreadCountAndInPieces) {
     SCOPED_TRACE(element_format_name(f));
     std::vector<uint8_t> one(x.size()), two(x.size()), three(x.size()), pieces(x.size());
     {
-      ScopedThreads t(1);
+      ScopedOmpThreads t(1);
       encode(f, x, one, options);
     }
     {
-      ScopedThreads t(2);
+      ScopedOmpThreads t(2);
       encode(f, x, two, options);
     }
     {
-      ScopedThreads t(3);
+      ScopedOmpThreads t(3);
       encode(f, x, three, options);
     }
     EXPECT_EQ(one, two);

@@ -4,7 +4,6 @@
 #include "runtime/mx.h"
 
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <bit>
 #include <cmath>
@@ -13,7 +12,7 @@
 #include "runtime/check.h"
 #include "runtime/minifloat.h"
 #include "runtime/rng.h"
-#include "tests/runtime/minifloat_tables.h"
+#include "tests/runtime/minifloat_test_util.h"
 
 namespace campo {
 namespace {
@@ -120,11 +119,9 @@ TEST(MxTest, StochasticRoundingKeepsTheScaleAndIsReproducibleOnAnyThreadCount) {
     mx_quantize(f, v, rne_scales, rne_codes);
     std::vector<std::vector<uint8_t>> codes_by_threads;
     for (int threads : {1, 2, 3}) {
-      const int old = omp_get_max_threads();
-      omp_set_num_threads(threads);
+      testing::ScopedOmpThreads scoped(threads);
       std::vector<uint8_t> scales(blocks), codes(v.size());
       mx_quantize(f, v, scales, codes, options);
-      omp_set_num_threads(old);
       EXPECT_EQ(scales, rne_scales);  // the scale does not depend on the rounding
       codes_by_threads.push_back(codes);
     }

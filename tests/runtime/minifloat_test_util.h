@@ -1,8 +1,10 @@
-// Readers of the ml_dtypes reference tables in tests/runtime/data/minifloat/ (written by its
-// make_tables.py, whose docstring gives the layouts and how each reference was computed).
+// Helpers of the minifloat and MX tests: readers of the ml_dtypes reference tables in
+// tests/runtime/data/minifloat/ (written by its make_tables.py, whose docstring gives the
+// layouts and how each reference was computed), and a scoped OpenMP team size.
 #pragma once
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <array>
 #include <cstdint>
@@ -17,6 +19,18 @@
 #include "runtime/minifloat.h"
 
 namespace campo::testing {
+
+// Sets the OpenMP team size for one scope, restoring the one before.
+class ScopedOmpThreads {
+ public:
+  explicit ScopedOmpThreads(int n) : old_(omp_get_max_threads()) { omp_set_num_threads(n); }
+  ~ScopedOmpThreads() { omp_set_num_threads(old_); }
+  ScopedOmpThreads(const ScopedOmpThreads&) = delete;
+  ScopedOmpThreads& operator=(const ScopedOmpThreads&) = delete;
+
+ private:
+  int old_;
+};
 
 inline std::string minifloat_table_path(const std::string& name) {
   return std::string(CAMPO_SOURCE_DIR) + "/tests/runtime/data/minifloat/" + name;
