@@ -254,6 +254,171 @@ std::string alloc_trace_file(const PlanOptions& o, const Graph& g, const Variabl
 
 }  // namespace
 
+namespace {
+
+// A model of several step graphs (DCGAN's discriminator and generator steps): each planned
+// alone, from the session that trains them (compiled, not run).
+void plan_step_graphs(const PlanOptions& o, const std::shared_ptr<Backend>& backend,
+                      std::ostringstream& header, nlohmann::json& j, std::ostream& out) {
+  const Precision policy = o.precision;
+  SessionSpec spec;
+  spec.graph = model_run_spec(o.run, policy);
+  spec.models = one_model(spec.graph.optimizer, o.run.seed);
+  spec.gan_samples = 1;
+  std::unique_ptr<Session> session = make_session(spec, backend);
+  const PrecisionConfig& precision = spec.graph.precision;
+  const Shape& input = spec.graph.image_shape;
+  header << ", batch " << o.run.batch << ", " << input[1] << "x" << input[2] << "x" << input[0];
+  out << header.str() << "\n";
+  const std::vector<std::string> dots = plan_dot_files(o);
+  j["graphs"] = nlohmann::json::array();
+  const std::vector<StepGraph> graphs = session->step_graphs();
+  for (size_t i = 0; i < graphs.size(); ++i) {
+    const StepGraph& step = graphs[i];
+    TrainingGraphInfo info;  // cost-aware: the costs and decisions to show
+    info.costs = step.costs;
+    info.cost_plan = step.plan;
+    j["graphs"].push_back(print_graph_plan(*step.graph, step.name, precision, o,
+                                           dots.empty() ? "" : dots[i], out, step.fetches,
+                                           &info));
+  }
+  // The session is compiled (not run): its own report, kernel workspace included.
+  const MemoryReport memory = session->memory();
+  out << "memory: " << memory_line(memory) << "\n";
+  j["memory"] = memory_json(memory);
+  PrecisionSummary s = session->precision_summary();
+  j["low_nodes"] = s.low_nodes;
+  j["f32_nodes"] = s.f32_nodes;
+  j["casts"] = s.casts.casts;
+  j["cast_elements"] = s.casts.cast_elements;
+}
+
+// A model of one training graph: its plan (built, not compiled), beside amp's under the same
+// costs (cost-aware), and the executor's predicted memory.
+void plan_training_graph(const PlanOptions& o, const std::shared_ptr<Backend>& backend,
+                         std::ostringstream& header, nlohmann::json& j, std::ostream& out) {
+  const Precision policy = o.precision;
+  TrainingGraphSpec spec = model_run_spec(o.run, policy);
+  // Padding is decided by timing each GEMM both ways on the device itself: not for one
+  // predicted from afar.
+  if (o.run.plan_for.active()) spec.precision.padding = false;
+  Graph g;
+  VariableStore vars(o.run.seed, backend);
+  TrainingGraphInfo info =
+      build_training_graph(g, vars, with_profiled_costs(spec, vars.backend_ptr()));
+  header << ", batch " << o.run.batch << ", input " << compact_shape(spec.image_shape);
+  if (o.run.array > 1) header << ", array of " << o.run.array << " models";
+  // json::array: a braced list of one json is a copy of it, not an array, under clang.
+  j["graphs"] = nlohmann::json::array({print_graph_plan(g, header.str(), spec.precision, o,
+                                                        o.dot_path, out, info.fetches(), &info)});
+  if (info.cost_plan) {
+    // Compare with amp under the same costs: same graph before casts, amp's painting.
+    TrainingGraphSpec fp32 = spec;
+    fp32.precision.policy = Precision::fp32;
+    Graph ga;
+    VariableStore va(o.run.seed, backend);
+    const TrainingGraphInfo ia = build_training_graph(ga, va, fp32);
+    std::vector<char> amp_low = paint_amp(ga, spec.precision.lists);
+    const double amp_ms = predict_step_ms(ga, *info.costs, amp_low);
+    std::vector<char> none(size_t(ga.num_nodes()), 0);
+    const double fp32_ms = predict_step_ms(ga, *info.costs, none);
+    apply_precision(ga, amp_low, spec.precision.low);
+    const CastStats amp_casts = summarize_precision(ga, ia.fetches()).casts;
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "predicted step: cost-aware %.2f ms, amp %.2f ms, fp32 %.2f ms; casts: "
+                  "cost-aware %d, amp %d (cast model %.4f ms + %.3g ms/element)\n",
+                  info.cost_plan->predicted_ms, amp_ms, fp32_ms, info.summary.casts.casts,
+                  amp_casts.casts, info.costs->cast.fixed_ms, info.costs->cast.per_element_ms);
+    if (!o.run.costs_note.empty()) out << "costs: " << o.run.costs_note << "\n";
+    out << line;
+    if (info.costs->cast_to_f32 && !spec.precision.automatic())
+      out << "cast model low -> f32: " << info.costs->cast_to_f32->fixed_ms << " ms + "
+          << info.costs->cast_to_f32->per_element_ms
+          << " ms/element (the line above: f32 -> low)\n";
+    if (spec.precision.automatic()) {
+      // Why this mix: the exact plans over one low type, under the same costs.
+      const AutoChoice& a = info.auto_choice;
+      const ThreeWayCostTable three = three_way_costs(*info.costs, *info.f16_costs);
+      std::snprintf(line, sizeof line,
+                    "search: exact over f32, f16 and bf16 per node (ops that need range never "
+                    "f16); bf16 only %.2f ms, f16 only %.2f ms; chosen: %s\n",
+                    a.bf16_only_ms, a.f16_only_ms, a.chosen);
+      out << line;
+      const CastCosts& c = three.casts;
+      std::snprintf(line, sizeof line,
+                    "cast models (ms + ms/element): f32->f16 %.4f + %.3g, f16->f32 %.4f + %.3g, "
+                    "f32->bf16 %.4f + %.3g, bf16->f32 %.4f + %.3g\n",
+                    c.f32_to_f16.fixed_ms, c.f32_to_f16.per_element_ms, c.f16_to_f32.fixed_ms,
+                    c.f16_to_f32.per_element_ms, c.f32_to_bf16.fixed_ms,
+                    c.f32_to_bf16.per_element_ms, c.bf16_to_f32.fixed_ms,
+                    c.bf16_to_f32.per_element_ms);
+      out << line;
+      j["bf16_only_predicted_ms"] = a.bf16_only_ms;
+      j["f16_only_predicted_ms"] = a.f16_only_ms;
+      j["auto_chosen"] = a.chosen;
+    } else if (spec.precision.search == CostAwareSearch::exact) {
+      std::snprintf(line, sizeof line,
+                    "search: exact; the four traversals alone predicted %.2f ms, the exact "
+                    "search changed %d nodes (decided by 5:exact)\n",
+                    info.cost_plan->traversals_ms, info.cost_plan->exact_changes);
+      out << line;
+    }
+    const int measured =
+        int(std::count(info.costs->low_measured.begin(), info.costs->low_measured.end(), 1));
+    if (measured > 0)
+      out << "measured: " << measured << " low-precision times marked m were timed in the "
+          << "profiling step: the calibration does not trust its model of those ops (held-out "
+          << "MAPE over " << kUntrustedMapePercent << "%, or none); the others are predicted\n";
+    j["low_measured"] = measured;
+    if (!info.costs->hardware_counters.empty())
+      out << "hardware counters: " << info.costs->hardware_counters << "\n";
+    j["hardware_counters"] = info.costs->hardware_counters.empty()
+                                 ? nlohmann::json(nullptr)
+                                 : nlohmann::json(info.costs->hardware_counters);
+    if (o.run.plan_for.active())
+      out << "padding: not decided for " << o.run.plan_for.device << " ("
+          << info.padding_candidates << " candidates): it is timed on the device itself\n";
+    else
+      out << "padding: " << info.padded << " of " << info.padding_candidates
+          << " low-precision GEMMs (unaligned K/N) and convolutions (unaligned channels) "
+          << "padded to multiples of " << info.pad_to
+          << " (where timing the node both ways showed a gain)\n";
+    j["padding_candidates"] = info.padding_candidates;
+    j["padded"] = info.padded;
+    j["pad_to"] = info.pad_to;
+    if (o.run.plan_for.active()) {
+      j["for"] = o.run.plan_for.device;
+      j["costs"] = o.run.costs_note;
+    }
+    j["predicted_ms"] = info.cost_plan->predicted_ms;
+    j["amp_predicted_ms"] = amp_ms;
+    j["fp32_predicted_ms"] = fp32_ms;
+    j["amp_casts"] = amp_casts.casts;
+    j["search"] = search_name(spec.precision.search);
+    j["traversals_predicted_ms"] = info.cost_plan->traversals_ms;
+    j["exact_changes"] = info.cost_plan->exact_changes;
+  }
+  j["low_nodes"] = info.summary.low_nodes;
+  j["f16_nodes"] = info.summary.f16_nodes;
+  j["f32_nodes"] = info.summary.f32_nodes;
+  j["casts"] = info.summary.casts.casts;
+  j["cast_elements"] = info.summary.casts.cast_elements;
+  // Nothing compiled: the executor's plan of the step, without what kernels add.
+  MemoryReport memory = memory_report(vars, {});
+  const StepPlan step = plan_step(g, info.fetches(), o.run.conv_layout, o.run.device.type);
+  memory.graphs = step.estimate();
+  out << "predicted memory: " << memory_line(memory)
+      << " (kernel workspace: known once the kernels are made)\n";
+  j["memory"] = memory_json(memory);
+  if (!o.alloc_trace_path.empty()) {
+    write_file_atomically(o.alloc_trace_path, alloc_trace_file(o, g, vars, step));
+    out << "wrote " << o.alloc_trace_path << "\n";
+  }
+}
+
+}  // namespace
+
 void print_plan(const PlanOptions& o, std::ostream& out) {
   check_plan_options(o);
   const Precision policy = o.precision;
@@ -272,158 +437,10 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
   const std::shared_ptr<Backend> backend =
       profiles ? backend_for(o.run.device, o.run.cuda_graph) : default_cpu_backend();
   const DeviceReport device_report(backend);
-  if (step_graph_count(o.run.model) > 1) {
-    // Several step graphs (DCGAN's discriminator and generator steps), each planned alone,
-    // from the session that trains them (compiled, not run).
-    SessionSpec spec;
-    spec.graph = model_run_spec(o.run, policy);
-    spec.models = one_model(spec.graph.optimizer, o.run.seed);
-    spec.gan_samples = 1;
-    std::unique_ptr<Session> session = make_session(spec, backend);
-    const PrecisionConfig& precision = spec.graph.precision;
-    const Shape& input = spec.graph.image_shape;
-    header << ", batch " << o.run.batch << ", " << input[1] << "x" << input[2] << "x" << input[0];
-    out << header.str() << "\n";
-    const std::vector<std::string> dots = plan_dot_files(o);
-    j["graphs"] = nlohmann::json::array();
-    const std::vector<StepGraph> graphs = session->step_graphs();
-    for (size_t i = 0; i < graphs.size(); ++i) {
-      const StepGraph& step = graphs[i];
-      TrainingGraphInfo info;  // cost-aware: the costs and decisions to show
-      info.costs = step.costs;
-      info.cost_plan = step.plan;
-      j["graphs"].push_back(print_graph_plan(*step.graph, step.name, precision, o,
-                                             dots.empty() ? "" : dots[i], out, step.fetches,
-                                             &info));
-    }
-    // The session is compiled (not run): its own report, kernel workspace included.
-    const MemoryReport memory = session->memory();
-    out << "memory: " << memory_line(memory) << "\n";
-    j["memory"] = memory_json(memory);
-    PrecisionSummary s = session->precision_summary();
-    j["low_nodes"] = s.low_nodes;
-    j["f32_nodes"] = s.f32_nodes;
-    j["casts"] = s.casts.casts;
-    j["cast_elements"] = s.casts.cast_elements;
-  } else {
-    TrainingGraphSpec spec = model_run_spec(o.run, policy);
-    // Padding is decided by timing each GEMM both ways on the device itself: not for one
-    // predicted from afar.
-    if (o.run.plan_for.active()) spec.precision.padding = false;
-    Graph g;
-    VariableStore vars(o.run.seed, backend);
-    TrainingGraphInfo info =
-        build_training_graph(g, vars, with_profiled_costs(spec, vars.backend_ptr()));
-    header << ", batch " << o.run.batch << ", input " << compact_shape(spec.image_shape);
-    if (o.run.array > 1) header << ", array of " << o.run.array << " models";
-    // json::array: a braced list of one json is a copy of it, not an array, under clang.
-    j["graphs"] = nlohmann::json::array({print_graph_plan(g, header.str(), spec.precision, o,
-                                                          o.dot_path, out, info.fetches(), &info)});
-    if (info.cost_plan) {
-      // Compare with amp under the same costs: same graph before casts, amp's painting.
-      TrainingGraphSpec fp32 = spec;
-      fp32.precision.policy = Precision::fp32;
-      Graph ga;
-      VariableStore va(o.run.seed, backend);
-      const TrainingGraphInfo ia = build_training_graph(ga, va, fp32);
-      std::vector<char> amp_low = paint_amp(ga, spec.precision.lists);
-      const double amp_ms = predict_step_ms(ga, *info.costs, amp_low);
-      std::vector<char> none(size_t(ga.num_nodes()), 0);
-      const double fp32_ms = predict_step_ms(ga, *info.costs, none);
-      apply_precision(ga, amp_low, spec.precision.low);
-      const CastStats amp_casts = summarize_precision(ga, ia.fetches()).casts;
-      char line[256];
-      std::snprintf(line, sizeof line,
-                    "predicted step: cost-aware %.2f ms, amp %.2f ms, fp32 %.2f ms; casts: "
-                    "cost-aware %d, amp %d (cast model %.4f ms + %.3g ms/element)\n",
-                    info.cost_plan->predicted_ms, amp_ms, fp32_ms, info.summary.casts.casts,
-                    amp_casts.casts, info.costs->cast.fixed_ms, info.costs->cast.per_element_ms);
-      if (!o.run.costs_note.empty()) out << "costs: " << o.run.costs_note << "\n";
-      out << line;
-      if (info.costs->cast_to_f32 && !spec.precision.automatic())
-        out << "cast model low -> f32: " << info.costs->cast_to_f32->fixed_ms << " ms + "
-            << info.costs->cast_to_f32->per_element_ms
-            << " ms/element (the line above: f32 -> low)\n";
-      if (spec.precision.automatic()) {
-        // Why this mix: the exact plans over one low type, under the same costs.
-        const AutoChoice& a = info.auto_choice;
-        const ThreeWayCostTable three = three_way_costs(*info.costs, *info.f16_costs);
-        std::snprintf(line, sizeof line,
-                      "search: exact over f32, f16 and bf16 per node (ops that need range never "
-                      "f16); bf16 only %.2f ms, f16 only %.2f ms; chosen: %s\n",
-                      a.bf16_only_ms, a.f16_only_ms, a.chosen);
-        out << line;
-        const CastCosts& c = three.casts;
-        std::snprintf(line, sizeof line,
-                      "cast models (ms + ms/element): f32->f16 %.4f + %.3g, f16->f32 %.4f + %.3g, "
-                      "f32->bf16 %.4f + %.3g, bf16->f32 %.4f + %.3g\n",
-                      c.f32_to_f16.fixed_ms, c.f32_to_f16.per_element_ms, c.f16_to_f32.fixed_ms,
-                      c.f16_to_f32.per_element_ms, c.f32_to_bf16.fixed_ms,
-                      c.f32_to_bf16.per_element_ms, c.bf16_to_f32.fixed_ms,
-                      c.bf16_to_f32.per_element_ms);
-        out << line;
-        j["bf16_only_predicted_ms"] = a.bf16_only_ms;
-        j["f16_only_predicted_ms"] = a.f16_only_ms;
-        j["auto_chosen"] = a.chosen;
-      } else if (spec.precision.search == CostAwareSearch::exact) {
-        std::snprintf(line, sizeof line,
-                      "search: exact; the four traversals alone predicted %.2f ms, the exact "
-                      "search changed %d nodes (decided by 5:exact)\n",
-                      info.cost_plan->traversals_ms, info.cost_plan->exact_changes);
-        out << line;
-      }
-      const int measured =
-          int(std::count(info.costs->low_measured.begin(), info.costs->low_measured.end(), 1));
-      if (measured > 0)
-        out << "measured: " << measured << " low-precision times marked m were timed in the "
-            << "profiling step: the calibration does not trust its model of those ops (held-out "
-            << "MAPE over " << kUntrustedMapePercent << "%, or none); the others are predicted\n";
-      j["low_measured"] = measured;
-      if (!info.costs->hardware_counters.empty())
-        out << "hardware counters: " << info.costs->hardware_counters << "\n";
-      j["hardware_counters"] = info.costs->hardware_counters.empty()
-                                   ? nlohmann::json(nullptr)
-                                   : nlohmann::json(info.costs->hardware_counters);
-      if (o.run.plan_for.active())
-        out << "padding: not decided for " << o.run.plan_for.device << " ("
-            << info.padding_candidates << " candidates): it is timed on the device itself\n";
-      else
-        out << "padding: " << info.padded << " of " << info.padding_candidates
-            << " low-precision GEMMs (unaligned K/N) and convolutions (unaligned channels) "
-            << "padded to multiples of " << info.pad_to
-            << " (where timing the node both ways showed a gain)\n";
-      j["padding_candidates"] = info.padding_candidates;
-      j["padded"] = info.padded;
-      j["pad_to"] = info.pad_to;
-      if (o.run.plan_for.active()) {
-        j["for"] = o.run.plan_for.device;
-        j["costs"] = o.run.costs_note;
-      }
-      j["predicted_ms"] = info.cost_plan->predicted_ms;
-      j["amp_predicted_ms"] = amp_ms;
-      j["fp32_predicted_ms"] = fp32_ms;
-      j["amp_casts"] = amp_casts.casts;
-      j["search"] = search_name(spec.precision.search);
-      j["traversals_predicted_ms"] = info.cost_plan->traversals_ms;
-      j["exact_changes"] = info.cost_plan->exact_changes;
-    }
-    j["low_nodes"] = info.summary.low_nodes;
-    j["f16_nodes"] = info.summary.f16_nodes;
-    j["f32_nodes"] = info.summary.f32_nodes;
-    j["casts"] = info.summary.casts.casts;
-    j["cast_elements"] = info.summary.casts.cast_elements;
-    // Nothing compiled: the executor's plan of the step, without what kernels add.
-    MemoryReport memory = memory_report(vars, {});
-    const StepPlan step = plan_step(g, info.fetches(), o.run.conv_layout, o.run.device.type);
-    memory.graphs = step.estimate();
-    out << "predicted memory: " << memory_line(memory)
-        << " (kernel workspace: known once the kernels are made)\n";
-    j["memory"] = memory_json(memory);
-    if (!o.alloc_trace_path.empty()) {
-      write_file_atomically(o.alloc_trace_path, alloc_trace_file(o, g, vars, step));
-      out << "wrote " << o.alloc_trace_path << "\n";
-    }
-  }
+  if (step_graph_count(o.run.model) > 1)
+    plan_step_graphs(o, backend, header, j, out);
+  else
+    plan_training_graph(o, backend, header, j, out);
   if (profiles) device_report.add_to(j);  // where the profiling step ran
   if (!o.json_path.empty()) {
     write_file_atomically(o.json_path, j.dump(1) + "\n");
