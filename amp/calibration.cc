@@ -510,30 +510,33 @@ F32Model fit_f32_model(const std::string& key, const std::vector<OpSample>& trai
     }
     return mape_percent(p, t);
   };
-  // Every subset of {flops, bytes} with the constant; kept where the rates are not negative
-  // (a larger op is not faster) and the intercept is plausible; the best on the training
-  // samples wins. The constant alone qualifies whenever it is positive.
+  // Every non-empty subset of {constant, flops, bytes}; kept where no coefficient is negative
+  // (a larger op is not faster, and a negative intercept would predict nothing, or 0 ms, for
+  // small nodes); the best on the training samples wins. The constant alone, the median
+  // time, is the fallback.
   F32Model best{.key = key};
   best.fixed_ms = median_of(y);
   double best_mape = std::numeric_limits<double>::infinity();
-  const std::pair<bool, bool> forms[] = {{true, true}, {true, false}, {false, true}, {false, false}};
-  for (const auto& [use_flops, use_bytes] : forms) {
-    const size_t unknowns = 1 + size_t(use_flops) + size_t(use_bytes);
+  for (int form = 1; form < 8; ++form) {
+    const bool use_constant = form & 1, use_flops = form & 2, use_bytes = form & 4;
+    const size_t unknowns = size_t(use_constant) + size_t(use_flops) + size_t(use_bytes);
     if (train.size() < unknowns) continue;
     std::vector<std::vector<double>> rows;
     for (const OpSample& s : train) {
-      std::vector<double> r = {1.0};
+      std::vector<double> r;
+      if (use_constant) r.push_back(1.0);
       if (use_flops) r.push_back(s.features[size_t(Feature::flops)]);
       if (use_bytes) r.push_back(s.features[size_t(Feature::bytes)]);
       rows.push_back(r);
     }
     const std::vector<double> x = least_squares(rows, y, w);
     F32Model m{.key = key};
-    m.fixed_ms = x[0];
-    if (use_flops) m.per_flop_ms = x[1];
-    if (use_bytes) m.per_byte_ms = x[use_flops ? 2 : 1];
-    if (!(m.per_flop_ms >= 0 && m.per_byte_ms >= 0 && m.fixed_ms >= kMinOpModelBiasMs)) continue;
-    if (!use_flops && !use_bytes && !(m.fixed_ms > 0)) continue;
+    size_t i = 0;
+    if (use_constant) m.fixed_ms = x[i++];
+    if (use_flops) m.per_flop_ms = x[i++];
+    if (use_bytes) m.per_byte_ms = x[i++];
+    if (!(m.per_flop_ms >= 0 && m.per_byte_ms >= 0 && m.fixed_ms >= 0)) continue;
+    if (!(m.per_flop_ms > 0 || m.per_byte_ms > 0 || m.fixed_ms > 0)) continue;
     const double mape = score(m, train);
     if (mape < best_mape) {
       best_mape = mape;
@@ -799,8 +802,7 @@ void check_plausible(const Calibration& cal) {
     if (!parse_op_kind(key)) throw Corrupt{"unknown op '" + key + "' in f32_ops"};
     require_in(m.per_flop_ms, 0, 1, where + ".per_flop_ms", "a larger op is not faster");
     require_in(m.per_byte_ms, 0, 1, where + ".per_byte_ms", "a larger op is not faster");
-    require_in(m.fixed_ms, kMinBiasMs, kMaxMs, where + ".fixed_ms",
-               "it would predict 0 ms for every op under " + show(-m.fixed_ms) + " ms");
+    require_in(m.fixed_ms, 0, kMaxMs, where + ".fixed_ms", "an op takes time");
     if (m.train_samples < 0 || m.heldout_samples < 0)
       throw Corrupt{"implausible sample counts in " + where};
     require_mape(m.heldout_mape, where + ".heldout_mape");

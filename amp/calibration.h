@@ -157,7 +157,7 @@ OpModel fit_op_model(const std::string& key, const std::vector<OpSample>& train,
 
 // ---- f32 models: what the profiling step checks a calibration with ----
 
-// An op's f32 time from its analytic features, T_f32 = a * flops + b * bytes + c (a, b >= 0),
+// An op's f32 time from its analytic features, T_f32 = a * flops + b * bytes + c (a, b, c >= 0),
 // fitted on the calibration's samples of that op (weights 1/T_f32^2, as the op models). Not
 // used to decide anything: the profiling step and `campo calibrate --check` compare measured
 // f32 times with it to see whether the calibration still describes this machine
