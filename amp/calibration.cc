@@ -486,8 +486,8 @@ CastFit fit_cast_relative(const std::vector<std::pair<int64_t, double>>& samples
 // ---- f32 models ----
 
 double F32Model::predict_ms(const NodeFeatures& f) const {
-  const double t = per_flop_ms * f[size_t(Feature::flops)] +
-                   per_byte_ms * f[size_t(Feature::bytes)] + fixed_ms;
+  const double t =
+      per_flop_ms * f[size_t(Feature::flops)] + per_byte_ms * f[size_t(Feature::bytes)] + fixed_ms;
   return std::max(t, 1e-6);  // a negative intercept must not make a node free
 }
 
@@ -592,8 +592,8 @@ std::string describe_record(const CalibrationRecord& r) {
   std::snprintf(line, sizeof line,
                 "%d repeats, %s, spread %.1f%% (max %.1f%%), identical shapes %s, %d of %d "
                 "measurements redone",
-                r.repeats, load, 100 * r.repeat_spread, 100 * r.max_repeat_spread, shapes,
-                r.redone, r.measurements);
+                r.repeats, load, 100 * r.repeat_spread, 100 * r.max_repeat_spread, shapes, r.redone,
+                r.measurements);
   return line;
 }
 
@@ -819,9 +819,9 @@ void check_plausible(const Calibration& cal) {
     require_in(r.max_repeat_spread, 0, 1e6, "made.max_repeat_spread", "a spread is not negative");
     if (r.shape_spread != -1)
       require_in(r.shape_spread, 0, 1e6, "made.shape_spread", "a spread is not negative");
-    for (const auto& [v, name] : {std::pair{r.max_load_fraction, "max_load_fraction"},
-                                  std::pair{r.max_spread, "max_spread"},
-                                  std::pair{r.max_shape_spread, "max_shape_spread"}})
+    for (const auto& [v, name] :
+         {std::pair{r.max_load_fraction, "max_load_fraction"},
+          std::pair{r.max_spread, "max_spread"}, std::pair{r.max_shape_spread, "max_shape_spread"}})
       require_in(v, 0, 1e6, std::string("made.limits.") + name, "a limit is not negative");
   }
 }
@@ -1192,11 +1192,12 @@ CalibrationFit calibration_fit(const Agreement& a, const Calibration& cal) {
                a.describe() + " (" + rule + ")";
   } else {
     fit.verdict = CalibrationFit::Verdict::misfit;
-    fit.line = "cost-aware: calibration not trusted for this run: measured f32 node times / "
-               "predicted " +
-               a.describe() + ", not " + rule +
-               "; the profiling step times both precisions instead (`campo calibrate --check` "
-               "says whether to recalibrate)";
+    fit.line =
+        "cost-aware: calibration not trusted for this run: measured f32 node times / "
+        "predicted " +
+        a.describe() + ", not " + rule +
+        "; the profiling step times both precisions instead (`campo calibrate --check` "
+        "says whether to recalibrate)";
   }
   return fit;
 }

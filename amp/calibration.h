@@ -166,7 +166,7 @@ struct F32Model {
   std::string key;  // OpKind name (both GEMM paths together)
   double per_flop_ms = 0, per_byte_ms = 0, fixed_ms = 0;
   int train_samples = 0, heldout_samples = 0;
-  double heldout_mape = -1;  // percent; -1 when nothing was held out
+  double heldout_mape = -1;                        // percent; -1 when nothing was held out
   double predict_ms(const NodeFeatures& f) const;  // > 0
 };
 // Needs a non-empty `train` with positive f32 times.
@@ -255,7 +255,7 @@ struct Calibration {
   int alignment = 16;
   CastCostModel cast;  // both directions together (what the policy uses)
   CastFit cast_all, cast_to_low, cast_to_f32;
-  std::map<std::string, OpModel> ops;  // by OpModel::key
+  std::map<std::string, OpModel> ops;       // by OpModel::key
   std::map<std::string, F32Model> f32_ops;  // by op name; empty in older files
   CalibrationRecord record;
   // What was measured (for the report; not checked on load).
@@ -326,8 +326,7 @@ CostTable predict_costs(const Graph& g, const std::vector<double>& fp32_ms, cons
                         const AmpLists& lists, const std::vector<CounterValues>& counters = {});
 // The profiling step's check of a calibration: the measured f32 times of g's nodes (by node
 // id; 0: not run) against the calibration's f32 models, over the nodes whose op has one.
-Agreement f32_agreement(const Graph& g, const std::vector<double>& fp32_ms,
-                        const Calibration& cal);
+Agreement f32_agreement(const Graph& g, const std::vector<double>& fp32_ms, const Calibration& cal);
 // The verdict and line of `a` for a run (CostTable::calibration): fits, misfit (the run then
 // times both precisions), or unchecked (too few nodes, or a file without f32 models).
 CalibrationFit calibration_fit(const Agreement& a, const Calibration& cal);

@@ -40,9 +40,9 @@ struct NodeCost {
 struct CalibrationFit {
   enum class Verdict : uint8_t { none, fits, misfit, unchecked };
   Verdict verdict = Verdict::none;
-  int nodes = 0;                           // nodes compared
+  int nodes = 0;                             // nodes compared
   double median_ratio = 0, total_ratio = 0;  // measured / predicted
-  std::string line;                        // one line for the run's log; empty for `none`
+  std::string line;                          // one line for the run's log; empty for `none`
 };
 const char* verdict_name(CalibrationFit::Verdict v);  // "none", "fits", "misfit", "unchecked"
 

@@ -1,6 +1,7 @@
 #include "perf/calibrate.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -12,7 +13,6 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <set>
-#include <chrono>
 #include <sstream>
 #include <thread>
 
@@ -614,7 +614,8 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
   const double budget_s = 60.0 * budget_minutes;
   const NoiseLimits& limits = o.noise;
   CAMPO_CHECK(limits.max_load_fraction > 0 && std::isfinite(limits.max_load_fraction),
-              "--max-load must be a positive fraction of the cores, got ", limits.max_load_fraction);
+              "--max-load must be a positive fraction of the cores, got ",
+              limits.max_load_fraction);
   CAMPO_CHECK(limits.max_spread > 0 && std::isfinite(limits.max_spread),
               "--max-spread must be a positive percentage, got ", 100 * limits.max_spread);
   CAMPO_CHECK(limits.max_shape_spread > 0 && std::isfinite(limits.max_shape_spread),
@@ -696,8 +697,8 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
     }
     const double seconds = measure_quietly(
         c.describe(), limits,
-        [&](Measurements& one) { measure_configuration(c, low, timing, o.seed, backend, one); },
-        m, tally, log);
+        [&](Measurements& one) { measure_configuration(c, low, timing, o.seed, backend, one); }, m,
+        tally, log);
     seconds_per_sample[shape] = seconds / double(c.batch);
     ++cal.configurations;
     cal.heldout_configurations += c.heldout;

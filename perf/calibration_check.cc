@@ -120,8 +120,8 @@ CalibrationCheckResult check_calibration_fit(const CalibrationCheckOptions& o, s
         << load << "); check again when it is quiet (" << rule << ")\n";
   } else {
     r.verdict = FitVerdict::misfit;
-    out << "calibration does NOT fit this machine (" << rule
-        << "); run `campo calibrate --device " << o.device.str()
+    out << "calibration does NOT fit this machine (" << rule << "); run `campo calibrate --device "
+        << o.device.str()
         << "` to recalibrate (meanwhile cost-aware runs see it in their profiling step and "
            "time both precisions)\n";
   }

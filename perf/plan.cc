@@ -381,8 +381,7 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
                                    ? nlohmann::json(nullptr)
                                    : nlohmann::json(info.costs->hardware_counters);
       if (spec.precision.calibration)  // how it was made, and whether this graph fits it
-        out << "calibration noise: " << describe_record(spec.precision.calibration->record)
-            << "\n";
+        out << "calibration noise: " << describe_record(spec.precision.calibration->record) << "\n";
       if (const CalibrationFit& fit = info.costs->calibration;
           fit.verdict != CalibrationFit::Verdict::none) {
         out << fit.line << "\n";

@@ -96,8 +96,8 @@ class CalibrateCommand final : public Command {
       } catch (const std::exception&) {
         used = 0;
       }
-      CAMPO_CHECK(used == m.size() && b > 0, "--batches expects positive whole numbers, got '",
-                  m, "'");
+      CAMPO_CHECK(used == m.size() && b > 0, "--batches expects positive whole numbers, got '", m,
+                  "'");
       o.batches.push_back(b);
     }
     CAMPO_CHECK(!app_->count("--batches") || !o.batches.empty(),
@@ -121,8 +121,7 @@ class CalibrateCommand final : public Command {
                                "--samples", "--counters", "--max-shape-spread"})
       CAMPO_CHECK(!given(app_, option), option,
                   " does not apply to --check (it re-times, fits nothing and writes nothing)");
-    CAMPO_CHECK(o.batches.size() <= 1, "--check re-times one batch size, got ",
-                o.batches.size());
+    CAMPO_CHECK(o.batches.size() <= 1, "--check re-times one batch size, got ", o.batches.size());
     CalibrationCheckOptions c;
     c.device = o.device;
     c.calibration = calibration_;
