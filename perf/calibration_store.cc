@@ -123,7 +123,9 @@ std::shared_ptr<const Calibration> automatic_calibration(const Backend& backend,
   o.device = backend.device();
   o.quick = true;  // budget 1 minute
   o.low_precision = low_name(low);
-  if (o.out.empty()) o.out = default_calibration_path(backend, low);
+  // Empty out: run_calibration writes the cache file, creating its folder on a new machine
+  // (a named --out must be in a folder that exists).
+  const std::string out = o.out.empty() ? default_calibration_path(backend, low) : o.out;
   const NoiseLimits& limits = o.noise;
   const CpuSnapshot now = cpu_snapshot();
   const int cores = now.known ? now.cores : 1;
@@ -146,7 +148,7 @@ std::shared_ptr<const Calibration> automatic_calibration(const Backend& backend,
                 "calibration now, about 1 min (up to ~%d if the machine gets busy and "
                 "measurements are redone), cached in %s; `campo calibrate --device %s` makes a "
                 "fuller one",
-                dtype_name(low), worst_minutes, o.out.c_str(), device.c_str());
+                dtype_name(low), worst_minutes, out.c_str(), device.c_str());
   say(line);
   std::ostringstream report;  // the file holds the numbers; one line here
   std::shared_ptr<const Calibration> cal;
@@ -162,7 +164,7 @@ std::shared_ptr<const Calibration> automatic_calibration(const Backend& backend,
                 cal->ops.size(), cal->configurations, std::lround(cal->seconds),
                 describe_record(cal->record).c_str());
   say(line);
-  if (path) *path = o.out;
+  if (path) *path = out;
   return cal;
 }
 

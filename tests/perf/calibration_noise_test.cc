@@ -27,6 +27,7 @@
 #include "perf/calibrate.h"
 #include "perf/calibration_store.h"
 #include "tests/amp/calibration_test_util.h"
+#include "tests/test_util.h"
 #include "tests/tools/cli_test_util.h"
 
 namespace campo {
@@ -216,6 +217,42 @@ TEST(CalibrationNoiseTest, AutomaticCalibrationOnABusyMachineSaysWhatItCostsAndC
   EXPECT_NE(log.str().find("profiling step times both precisions instead"), std::string::npos)
       << log.str();
   EXPECT_NE(err.find("cost-aware: machine busy"), std::string::npos) << err;  // the terminal
+}
+
+// Quiet (here: the limits raised, as another suite may share the machine), it says on the
+// terminal that it runs and for about how long, and caches the file in the cache folder,
+// created on a machine that has none yet.
+TEST(CalibrationNoiseTest, AutomaticCalibrationSaysItRunsAndCachesInANewFolder) {
+  const fs::path cache = temp_path("cache");
+  fs::remove_all(cache);
+  testing::ScopedEnv env("XDG_CACHE_HOME", cache.string());
+  CalibrateOptions base;
+  base.models = {"lenet"};
+  base.batches = {4};
+  base.noise.max_load_fraction = 100;
+  base.noise.max_spread = 1000;
+  base.noise.max_shape_spread = 1000;
+  std::ostringstream log;
+  std::string path;
+  ::testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStdout();
+  const std::shared_ptr<const Calibration> cal =
+      automatic_calibration(*default_cpu_backend(), DType::bf16, log, &path, base);
+  ::testing::internal::GetCapturedStdout();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_NE(cal, nullptr) << log.str();
+  EXPECT_EQ(path, default_calibration_path(*default_cpu_backend(), DType::bf16));
+  EXPECT_TRUE(fs::exists(path));
+  EXPECT_TRUE(cal->record.recorded);
+  const std::string running =
+      "cost-aware: no bf16 calibration of this machine: running a quick "
+      "automatic calibration now, about 1 min (up to ~3 if the machine "
+      "gets busy and measurements are redone), cached in " +
+      path;
+  EXPECT_NE(log.str().find(running), std::string::npos) << log.str();
+  EXPECT_NE(err.find(running), std::string::npos) << err;  // the terminal, not only the log
+  EXPECT_NE(log.str().find("cost-aware: calibrated "), std::string::npos) << log.str();
+  fs::remove_all(cache);
 }
 
 // A calibration made here (limits raised: another suite may be running beside this one),
