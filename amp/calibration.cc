@@ -483,6 +483,120 @@ CastFit fit_cast_relative(const std::vector<std::pair<int64_t, double>>& samples
   return f;
 }
 
+// ---- f32 models ----
+
+double F32Model::predict_ms(const NodeFeatures& f) const {
+  const double t =
+      per_flop_ms * f[size_t(Feature::flops)] + per_byte_ms * f[size_t(Feature::bytes)] + fixed_ms;
+  return std::max(t, 1e-6);  // a negative intercept must not make a node free
+}
+
+F32Model fit_f32_model(const std::string& key, const std::vector<OpSample>& train,
+                       const std::vector<OpSample>& heldout) {
+  CAMPO_CHECK(!train.empty(), "no calibration samples for ", key);
+  for (const OpSample& s : train)
+    CAMPO_CHECK(s.fp32_ms > 0, "calibration sample of ", key, " with a non-positive f32 time");
+  std::vector<double> y, w;
+  for (const OpSample& s : train) {
+    y.push_back(s.fp32_ms);
+    w.push_back(1.0 / (s.fp32_ms * s.fp32_ms));  // relative error
+  }
+  auto score = [](const F32Model& m, const std::vector<OpSample>& samples) {
+    if (samples.empty()) return -1.0;
+    std::vector<double> p, t;
+    for (const OpSample& s : samples) {
+      p.push_back(m.predict_ms(s.features));
+      t.push_back(s.fp32_ms);
+    }
+    return mape_percent(p, t);
+  };
+  // Every non-empty subset of {constant, flops, bytes}; kept where no coefficient is negative
+  // (a larger op is not faster, and a negative intercept would predict nothing, or 0 ms, for
+  // small nodes); the best on the training samples wins. The constant alone, the median
+  // time, is the fallback.
+  F32Model best{.key = key};
+  best.fixed_ms = median_of(y);
+  double best_mape = std::numeric_limits<double>::infinity();
+  for (int form = 1; form < 8; ++form) {
+    const bool use_constant = form & 1, use_flops = form & 2, use_bytes = form & 4;
+    const size_t unknowns = size_t(use_constant) + size_t(use_flops) + size_t(use_bytes);
+    if (train.size() < unknowns) continue;
+    std::vector<std::vector<double>> rows;
+    for (const OpSample& s : train) {
+      std::vector<double> r;
+      if (use_constant) r.push_back(1.0);
+      if (use_flops) r.push_back(s.features[size_t(Feature::flops)]);
+      if (use_bytes) r.push_back(s.features[size_t(Feature::bytes)]);
+      rows.push_back(r);
+    }
+    const std::vector<double> x = least_squares(rows, y, w);
+    F32Model m{.key = key};
+    size_t i = 0;
+    if (use_constant) m.fixed_ms = x[i++];
+    if (use_flops) m.per_flop_ms = x[i++];
+    if (use_bytes) m.per_byte_ms = x[i++];
+    if (!(m.per_flop_ms >= 0 && m.per_byte_ms >= 0 && m.fixed_ms >= 0)) continue;
+    if (!(m.per_flop_ms > 0 || m.per_byte_ms > 0 || m.fixed_ms > 0)) continue;
+    const double mape = score(m, train);
+    if (mape < best_mape) {
+      best_mape = mape;
+      best = m;
+    }
+  }
+  best.train_samples = int(train.size());
+  best.heldout_samples = int(heldout.size());
+  best.heldout_mape = score(best, heldout);
+  return best;
+}
+
+bool Agreement::fits() const {
+  auto within = [](double r) { return r >= kMinFitRatio && r <= kMaxFitRatio; };
+  return checked() && within(median_ratio) && within(total_ratio);
+}
+
+std::string Agreement::describe() const {
+  char line[128];
+  std::snprintf(line, sizeof line, "median %.2fx, total %.2fx over %d nodes", median_ratio,
+                total_ratio, nodes);
+  return line;
+}
+
+Agreement agreement_of(const std::vector<double>& measured, const std::vector<double>& predicted) {
+  CAMPO_CHECK(measured.size() == predicted.size(), "internal: ", measured.size(),
+              " measured times against ", predicted.size(), " predicted");
+  Agreement a;
+  std::vector<double> ratios;
+  double sum_measured = 0, sum_predicted = 0;
+  for (size_t i = 0; i < measured.size(); ++i) {
+    if (!(measured[i] >= kMinAgreementMs) || !(predicted[i] > 0)) continue;
+    ratios.push_back(measured[i] / predicted[i]);
+    sum_measured += measured[i];
+    sum_predicted += predicted[i];
+  }
+  a.nodes = int(ratios.size());
+  if (ratios.empty()) return a;
+  a.median_ratio = median_of(ratios);
+  a.total_ratio = sum_measured / sum_predicted;
+  return a;
+}
+
+std::string describe_record(const CalibrationRecord& r) {
+  if (!r.recorded) return "no noise record (made before campo recorded load and spread)";
+  char load[96] = "load unknown";
+  if (r.load >= 0)
+    std::snprintf(load, sizeof load, "load %.2f of %d cores (max %.2f)", r.load, r.cores,
+                  r.max_load);
+  char shapes[32] = "-";
+  if (r.shape_spread >= 0) std::snprintf(shapes, sizeof shapes, "%.1f%%", 100 * r.shape_spread);
+  char line[320];
+  std::snprintf(line, sizeof line,
+                "%d repeats, %s, spread %.1f%% (max %.1f%%), identical shapes %s, %d of %d "
+                "measurements redone",
+                r.repeats, load, 100 * r.repeat_spread, 100 * r.max_repeat_spread, shapes, r.redone,
+                r.measurements);
+  return line;
+}
+
 // ---- the calibration file ----
 
 const OpModel* Calibration::model_for(OpKind kind, const NodeFeatures& f) const {
@@ -493,6 +607,11 @@ const OpModel* Calibration::model_for(OpKind kind, const NodeFeatures& f) const 
   }
   auto it = ops.find(name);
   return it == ops.end() ? nullptr : &it->second;
+}
+
+const F32Model* Calibration::f32_model_for(OpKind kind) const {
+  auto it = f32_ops.find(op_name(kind));
+  return it == f32_ops.end() ? nullptr : &it->second;
 }
 
 namespace {
@@ -678,6 +797,33 @@ void check_plausible(const Calibration& cal) {
   if (cal.configurations < 0 || cal.heldout_configurations < 0)
     throw Corrupt{"implausible configuration counts (negative)"};
   require_in(cal.seconds, 0, 1e9, "seconds", "a calibration takes a non-negative time");
+  for (const auto& [key, m] : cal.f32_ops) {
+    const std::string where = "f32_ops[" + key + "]";
+    if (!parse_op_kind(key)) throw Corrupt{"unknown op '" + key + "' in f32_ops"};
+    require_in(m.per_flop_ms, 0, 1, where + ".per_flop_ms", "a larger op is not faster");
+    require_in(m.per_byte_ms, 0, 1, where + ".per_byte_ms", "a larger op is not faster");
+    require_in(m.fixed_ms, 0, kMaxMs, where + ".fixed_ms", "an op takes time");
+    if (m.train_samples < 0 || m.heldout_samples < 0)
+      throw Corrupt{"implausible sample counts in " + where};
+    require_mape(m.heldout_mape, where + ".heldout_mape");
+  }
+  const CalibrationRecord& r = cal.record;
+  if (r.recorded) {
+    require_in(r.repeats, 1, 1e6, "made.repeats", "a measurement is timed at least once");
+    require_in(r.cores, 1, 1e6, "made.cores", "a calibration ran on at least one core");
+    require_in(r.measurements, 0, 1e9, "made.measurements", "a count is not negative");
+    require_in(r.redone, 0, 1e9, "made.redone", "a count is not negative");
+    if (r.load != -1) require_in(r.load, 0, 1e6, "made.load", "a load is not negative");
+    if (r.max_load != -1) require_in(r.max_load, 0, 1e6, "made.max_load", "a load is not negative");
+    require_in(r.repeat_spread, 0, 1e6, "made.repeat_spread", "a spread is not negative");
+    require_in(r.max_repeat_spread, 0, 1e6, "made.max_repeat_spread", "a spread is not negative");
+    if (r.shape_spread != -1)
+      require_in(r.shape_spread, 0, 1e6, "made.shape_spread", "a spread is not negative");
+    for (const auto& [v, name] :
+         {std::pair{r.max_load_fraction, "max_load_fraction"},
+          std::pair{r.max_spread, "max_spread"}, std::pair{r.max_shape_spread, "max_shape_spread"}})
+      require_in(v, 0, 1e6, std::string("made.limits.") + name, "a limit is not negative");
+  }
 }
 
 // nlohmann's message without its "[json.exception.type_error.302] " prefix.
@@ -758,6 +904,15 @@ json op_model_json(const OpModel& m) {
 void save_calibration(const Calibration& cal, const std::string& path) {
   json ops = json::array();
   for (const auto& [key, m] : cal.ops) ops.push_back(op_model_json(m));
+  json f32_ops = json::array();
+  for (const auto& [key, m] : cal.f32_ops)
+    f32_ops.push_back({{"key", key},
+                       {"per_flop_ms", m.per_flop_ms},
+                       {"per_byte_ms", m.per_byte_ms},
+                       {"fixed_ms", m.fixed_ms},
+                       {"train_samples", m.train_samples},
+                       {"heldout_samples", m.heldout_samples},
+                       {"heldout_mape", m.heldout_mape}});
   // The identity's fields, and the hash that names the default file (not read back).
   json machine = json::object();
   for (const BackendIdentity::Field& f : cal.machine.fields) machine[f.name] = f.value;
@@ -778,9 +933,28 @@ void save_calibration(const Calibration& cal, const std::string& path) {
         {"to_low", cast_json(cal.cast_to_low)},
         {"to_f32", cast_json(cal.cast_to_f32)}}},
       {"ops", ops},
+      {"f32_ops", f32_ops},
       {"configurations", cal.configurations},
       {"heldout_configurations", cal.heldout_configurations},
       {"seconds", cal.seconds}};
+  if (const CalibrationRecord& r = cal.record; r.recorded)  // how it was made
+    j["made"] = {{"repeats", r.repeats},
+                 {"cores", r.cores},
+                 {"measurements", r.measurements},
+                 {"redone", r.redone},
+                 {"load", r.load},
+                 {"max_load", r.max_load},
+                 {"repeat_spread", r.repeat_spread},
+                 {"max_repeat_spread", r.max_repeat_spread},
+                 {"shape_spread", r.shape_spread},
+                 {"limits",
+                  {{"max_load_fraction", r.max_load_fraction},
+                   {"max_spread", r.max_spread},
+                   {"max_shape_spread", r.max_shape_spread}}},
+                 {"cpu", cal.machine.find("cpu_model") ? cal.machine.find("cpu_model")->value
+                                                       : cal.machine.kind},
+                 {"date", cal.created},
+                 {"seconds", cal.seconds}};
   CAMPO_CHECK(all_finite(j), "internal: calibration for ", path, " holds a non-finite number");
   try {
     check_plausible(cal);  // what is written must load
@@ -864,6 +1038,42 @@ CalibrationCheck read_calibration_file(const std::string& path, const std::strin
     cal.configurations = integer(j, "configurations", "file");
     cal.heldout_configurations = integer(j, "heldout_configurations", "file");
     cal.seconds = number(j, "seconds", "file");
+    // Files made before f32 models and noise records have neither: they load, unchecked.
+    if (j.contains("f32_ops")) {
+      const json& f32 = j["f32_ops"];
+      if (!f32.is_array()) throw Corrupt{"'f32_ops' is not a list"};
+      for (const json& o : f32) {
+        F32Model m;
+        m.key = text(o, "key", "f32_ops[]");
+        const std::string where = "f32_ops[" + m.key + "]";
+        m.per_flop_ms = number(o, "per_flop_ms", where);
+        m.per_byte_ms = number(o, "per_byte_ms", where);
+        m.fixed_ms = number(o, "fixed_ms", where);
+        m.train_samples = integer(o, "train_samples", where);
+        m.heldout_samples = integer(o, "heldout_samples", where);
+        m.heldout_mape = number(o, "heldout_mape", where);
+        if (!cal.f32_ops.emplace(m.key, m).second)
+          throw Corrupt{"two models for '" + m.key + "' in 'f32_ops'"};
+      }
+    }
+    if (j.contains("made")) {
+      const json& made = j["made"];
+      CalibrationRecord& r = cal.record;
+      r.recorded = true;
+      r.repeats = integer(made, "repeats", "made");
+      r.cores = integer(made, "cores", "made");
+      r.measurements = integer(made, "measurements", "made");
+      r.redone = integer(made, "redone", "made");
+      r.load = number(made, "load", "made");
+      r.max_load = number(made, "max_load", "made");
+      r.repeat_spread = number(made, "repeat_spread", "made");
+      r.max_repeat_spread = number(made, "max_repeat_spread", "made");
+      r.shape_spread = number(made, "shape_spread", "made");
+      const json& limits = field(made, "limits", "made");
+      r.max_load_fraction = number(limits, "max_load_fraction", "made.limits");
+      r.max_spread = number(limits, "max_spread", "made.limits");
+      r.max_shape_spread = number(limits, "max_shape_spread", "made.limits");
+    }
     check_plausible(cal);
   } catch (const Corrupt& c) {
     return problem(CalibrationProblem::corrupt, "is corrupt (" + c.what + ")");
@@ -943,6 +1153,54 @@ NodeFeatures features_with_counters(const Graph& g, NodeId id, const Calibration
 }
 
 }  // namespace
+
+Agreement f32_agreement(const Graph& g, const std::vector<double>& fp32_ms,
+                        const Calibration& cal) {
+  std::vector<double> measured, predicted;
+  for (NodeId id = 0; id < g.num_nodes() && size_t(id) < fp32_ms.size(); ++id) {
+    const F32Model* m = cal.f32_model_for(g.node(id).kind);
+    if (!m || fp32_ms[size_t(id)] <= 0) continue;
+    measured.push_back(fp32_ms[size_t(id)]);
+    predicted.push_back(m->predict_ms(node_features(g, id, cal.alignment)));
+  }
+  return agreement_of(measured, predicted);
+}
+
+CalibrationFit calibration_fit(const Agreement& a, const Calibration& cal) {
+  CalibrationFit fit;
+  fit.nodes = a.nodes;
+  fit.median_ratio = a.median_ratio;
+  fit.total_ratio = a.total_ratio;
+  char rule[64];
+  std::snprintf(rule, sizeof rule, "within %gx..%gx", kMinFitRatio, kMaxFitRatio);
+  if (cal.f32_ops.empty()) {
+    fit.verdict = CalibrationFit::Verdict::unchecked;
+    fit.line = "cost-aware: the calibration (made " + cal.created +
+               ") has no f32 models, so this run cannot check it against its measured times; "
+               "`campo calibrate` makes one that can be checked";
+  } else if (!a.checked()) {
+    fit.verdict = CalibrationFit::Verdict::unchecked;
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "cost-aware: calibration not checked: %d nodes of this graph have an f32 model "
+                  "and take %g ms or more (the check needs %d)",
+                  a.nodes, kMinAgreementMs, kMinAgreementNodes);
+    fit.line = line;
+  } else if (a.fits()) {
+    fit.verdict = CalibrationFit::Verdict::fits;
+    fit.line = "cost-aware: calibration fits this run: measured f32 node times / predicted " +
+               a.describe() + " (" + rule + ")";
+  } else {
+    fit.verdict = CalibrationFit::Verdict::misfit;
+    fit.line =
+        "cost-aware: calibration not trusted for this run: measured f32 node times / "
+        "predicted " +
+        a.describe() + ", not " + rule +
+        "; the profiling step times both precisions instead (`campo calibrate --check` "
+        "says whether to recalibrate)";
+  }
+  return fit;
+}
 
 bool uses_counters(const Calibration& cal) {
   return std::any_of(cal.ops.begin(), cal.ops.end(),

@@ -155,6 +155,44 @@ inline constexpr double kMinOpModelBiasMs = -1.0;
 OpModel fit_op_model(const std::string& key, const std::vector<OpSample>& train,
                      const std::vector<OpSample>& heldout);
 
+// ---- f32 models: what the profiling step checks a calibration with ----
+
+// An op's f32 time from its analytic features, T_f32 = a * flops + b * bytes + c (a, b, c >= 0),
+// fitted on the calibration's samples of that op (weights 1/T_f32^2, as the op models). Not
+// used to decide anything: the profiling step and `campo calibrate --check` compare measured
+// f32 times with it to see whether the calibration still describes this machine
+// (f32_agreement). Files made before these models have none (then nothing is checked).
+struct F32Model {
+  std::string key;  // OpKind name (both GEMM paths together)
+  double per_flop_ms = 0, per_byte_ms = 0, fixed_ms = 0;
+  int train_samples = 0, heldout_samples = 0;
+  double heldout_mape = -1;                        // percent; -1 when nothing was held out
+  double predict_ms(const NodeFeatures& f) const;  // > 0
+};
+// Needs a non-empty `train` with positive f32 times.
+F32Model fit_f32_model(const std::string& key, const std::vector<OpSample>& train,
+                       const std::vector<OpSample>& heldout);
+
+// Measured against predicted times of many nodes. The rule that a calibration fits: at least
+// kMinAgreementNodes nodes of kMinAgreementMs or more, and both the median of the per-node
+// ratios measured / predicted and the ratio of the totals within [kMinFitRatio,
+// kMaxFitRatio]. Why 2x: the models' held-out error is ~17% (docs/mixed-precision.md) and a
+// calibration refused above 10% spread; a factor of 2 on the median of many nodes is beyond
+// what either explains, and is what a machine twice as busy or a different CPU gives.
+inline constexpr double kMinFitRatio = 0.5, kMaxFitRatio = 2.0;
+inline constexpr int kMinAgreementNodes = 5;
+inline constexpr double kMinAgreementMs = 0.005;  // below: timer resolution
+struct Agreement {
+  int nodes = 0;
+  double median_ratio = 0, total_ratio = 0;  // measured / predicted
+  bool checked() const { return nodes >= kMinAgreementNodes; }
+  bool fits() const;  // checked and both ratios within the rule
+  // "median 1.04x, total 0.97x over 41 nodes"
+  std::string describe() const;
+};
+// Pairs with measured < kMinAgreementMs are left out.
+Agreement agreement_of(const std::vector<double>& measured, const std::vector<double>& predicted);
+
 // ---- the calibration file ----
 
 // A cast fit with how well it fits its own samples.
@@ -170,6 +208,33 @@ struct CastFit {
 // A line with a negative slope or an intercept below kMinOpModelBiasMs (noise) becomes
 // the proportional fit r * n.
 CastFit fit_cast_relative(const std::vector<std::pair<int64_t, double>>& samples);
+
+// How a calibration was made (issue 50): how noisy its measurements were and the limits it
+// passed; the date, the duration and the CPU are the file's `created`, `seconds` and
+// machine's. `recorded` is false for a file written before campo recorded this (it loads;
+// plan and `calibrate --check` say it carries no noise record).
+struct CalibrationRecord {
+  bool recorded = false;
+  int repeats = 0;       // timed steps of each measurement (a node's time: its fastest)
+  int cores = 0;         // logical cores this process could run on
+  int measurements = 0;  // configurations and cast sizes kept
+  int redone = 0;        // measurements redone because they were too noisy
+  // Cores' worth of CPU that other processes used while it measured: the mean over the
+  // measurements kept and the worst one's; -1: unknown (no /proc/stat).
+  double load = -1, max_load = -1;
+  // Disagreement between repeats: (median - fastest) / fastest of a measurement's step times;
+  // the median over the measurements kept and the worst one's.
+  double repeat_spread = 0, max_repeat_spread = 0;
+  // Identical shapes: mean |t - median| / median of the low times of GEMM nodes (convolutions,
+  // matmuls) with identical features (groups of 3 or more); -1: no such group.
+  double shape_spread = -1;
+  // The limits it passed: load as a fraction of `cores`, spreads as fractions.
+  double max_load_fraction = 0, max_spread = 0, max_shape_spread = 0;
+};
+// One line: "5 repeats, load 0.12 of 2 cores (max 0.30), spread 2.1% (max 4.0%), shapes
+// 6.3%, 1 of 12 measurements redone" or "no noise record (made before campo recorded load
+// and spread)".
+std::string describe_record(const CalibrationRecord& r);
 
 struct Calibration {
   int version = kCalibrationVersion;
@@ -190,7 +255,9 @@ struct Calibration {
   int alignment = 16;
   CastCostModel cast;  // both directions together (what the policy uses)
   CastFit cast_all, cast_to_low, cast_to_f32;
-  std::map<std::string, OpModel> ops;  // by OpModel::key
+  std::map<std::string, OpModel> ops;       // by OpModel::key
+  std::map<std::string, F32Model> f32_ops;  // by op name; empty in older files
+  CalibrationRecord record;
   // What was measured (for the report; not checked on load).
   int configurations = 0, heldout_configurations = 0;
   double seconds = 0;
@@ -198,6 +265,8 @@ struct Calibration {
   // The model for a node: "<op>:unaligned" for an unaligned node when that model exists,
   // else "<op>"; null when the op has none.
   const OpModel* model_for(OpKind kind, const NodeFeatures& f) const;
+  // The f32 model of `kind`, or null.
+  const F32Model* f32_model_for(OpKind kind) const;
 };
 
 // Writes versioned JSON through write_file_atomically (checks every number is finite, and
@@ -255,6 +324,13 @@ std::vector<char> untrusted_nodes(const Graph& g, const Calibration& cal, const 
 // that has a model, = fp32_ms otherwise; the cast model from the calibration.
 CostTable predict_costs(const Graph& g, const std::vector<double>& fp32_ms, const Calibration& cal,
                         const AmpLists& lists, const std::vector<CounterValues>& counters = {});
+// The profiling step's check of a calibration: the measured f32 times of g's nodes (by node
+// id; 0: not run) against the calibration's f32 models, over the nodes whose op has one.
+Agreement f32_agreement(const Graph& g, const std::vector<double>& fp32_ms, const Calibration& cal);
+// The verdict and line of `a` for a run (CostTable::calibration): fits, misfit (the run then
+// times both precisions), or unchecked (too few nodes, or a file without f32 models).
+CalibrationFit calibration_fit(const Agreement& a, const Calibration& cal);
+
 // Whether any op model of `cal` uses hardware counters (then the profiling step reads them
 // where the device can, train/profiling.cc).
 bool uses_counters(const Calibration& cal);

@@ -21,6 +21,16 @@ const char* traversal_name(Traversal t) {
   return "?";
 }
 
+const char* verdict_name(CalibrationFit::Verdict v) {
+  switch (v) {
+    case CalibrationFit::Verdict::none: return "none";
+    case CalibrationFit::Verdict::fits: return "fits";
+    case CalibrationFit::Verdict::misfit: return "misfit";
+    case CalibrationFit::Verdict::unchecked: return "unchecked";
+  }
+  return "?";
+}
+
 const char* search_name(CostAwareSearch s) {
   return s == CostAwareSearch::exact ? "exact" : "traversals";
 }

@@ -33,6 +33,19 @@ struct NodeCost {
   double low_ms = 0.0;
 };
 
+// What the profiling step found when it compared its measured f32 node times with the f32
+// times the calibration predicts for them (amp/calibration.h's f32_agreement): the run's
+// banner says `line` when the calibration was not used or not checked, and its result JSON
+// records the numbers. `none`: no calibration was given to check.
+struct CalibrationFit {
+  enum class Verdict : uint8_t { none, fits, misfit, unchecked };
+  Verdict verdict = Verdict::none;
+  int nodes = 0;                             // nodes compared
+  double median_ratio = 0, total_ratio = 0;  // measured / predicted
+  std::string line;                          // one line for the run's log; empty for `none`
+};
+const char* verdict_name(CalibrationFit::Verdict v);  // "none", "fits", "misfit", "unchecked"
+
 struct CostTable {
   std::vector<NodeCost> nodes;  // by NodeId; nodes beyond the table cost nothing
   // By NodeId (may be empty): low_ms was timed in the profiling step rather than predicted
@@ -46,6 +59,9 @@ struct CostTable {
   // them ("read (CUPTI range profiler, 2 passes)") or not ("unavailable (<why>): predicted
   // from the analytic features"); empty otherwise. For plans and the run's banner.
   std::string hardware_counters;
+  // With a calibration: whether it agreed with this graph's measured f32 times, and so was
+  // used (fits, unchecked) or replaced by timing both precisions (misfit).
+  CalibrationFit calibration;
   double cast_ms(bool to_low, int64_t elements) const {
     return (!to_low && cast_to_f32 ? *cast_to_f32 : cast).cost_ms(elements);
   }

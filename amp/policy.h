@@ -105,6 +105,8 @@ struct PrecisionSummary {
   int low_nodes = 0, f32_nodes = 0;  // nodes with kernels (no leaves, no casts)
   int f16_nodes = 0;                 // of the low nodes, those in f16 (the rest are bf16)
   CastStats casts;
+  // cost-aware with a calibration: whether the profiling step found it fits (CostTable's).
+  CalibrationFit calibration;
 };
 // The `amp` policy: paint_amp + apply_precision.
 PrecisionSummary apply_amp_policy(Graph& g, const AmpLists& lists, DType low_type);

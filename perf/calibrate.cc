@@ -1,6 +1,7 @@
 #include "perf/calibrate.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,8 @@
 #include <thread>
 
 #include "graph/builder.h"
+#include "graph/flops.h"
+#include "perf/calibration_noise.h"
 #include "perf/model_run.h"
 #include "runtime/atomic_file.h"
 #include "runtime/device.h"
@@ -80,6 +83,23 @@ struct Measurements {
   // all measured; what read them, or why they were not.
   int graphs = 0, counter_graphs = 0, counter_passes = 0;
   std::string counter_source, counters_unavailable;
+  // Each timed graph's repeat spread (the larger of its two precisions'), in order.
+  std::vector<double> spreads;
+
+  // Adds `other`'s measurements (one accepted measurement's) to these.
+  void add(Measurements&& other) {
+    ops.insert(ops.end(), other.ops.begin(), other.ops.end());
+    casts.insert(casts.end(), other.casts.begin(), other.casts.end());
+    dropped_fast += other.dropped_fast;
+    graphs += other.graphs;
+    counter_graphs += other.counter_graphs;
+    if (other.counter_graphs > 0) {
+      counter_source = other.counter_source;
+      counter_passes = other.counter_passes;
+    }
+    if (!other.counters_unavailable.empty()) counters_unavailable = other.counters_unavailable;
+    spreads.insert(spreads.end(), other.spreads.begin(), other.spreads.end());
+  }
 };
 
 DType parse_low(const std::string& s) {
@@ -154,6 +174,7 @@ void measure_graph(const std::string& label, const Graph& g, VariableStore& vars
   const BothPrecisionTimes t = measure_both_precisions(g, vars, fetches, inputs, lists, low,
                                                        timing.warmup, timing.steps, seed);
   const NodeCounterRead counters = read_node_counters(g, vars, fetches, inputs, seed);
+  m.spreads.push_back(std::max(repeat_spread(t.fp32_steps_ms), repeat_spread(t.low_steps_ms)));
   ++m.graphs;
   if (counters.by_node.empty()) {
     m.counters_unavailable = counters.unavailable;
@@ -260,8 +281,12 @@ void measure_standalone_casts(DType low, int max_log2, int log2_step, const Timi
     ValueId y = g.node(to_low).outputs[0];
     NodeId to_f32 = g.add_node(OpKind::Cast, {y}, CastAttrs{DType::f32}, "to_f32", low);
     ValueId z = g.node(to_f32).outputs[0];
+    std::vector<double> steps_ms;
     const std::vector<double> t =
-        measure_node_times(g, vars, {z}, TimingInputs{}, timing.warmup, timing.steps);
+        measure_node_times(g, vars, {z}, TimingInputs{}, timing.warmup, timing.steps, 7, &steps_ms);
+    // Below 0.1 ms a step is a few microseconds of two casts: its spread is the timer's.
+    if (!steps_ms.empty() && *std::min_element(steps_ms.begin(), steps_ms.end()) >= 0.1)
+      m.spreads.push_back(repeat_spread(steps_ms));
     m.casts.push_back({n, DType::f32, low, t[size_t(to_low)]});
     m.casts.push_back({n, low, DType::f32, t[size_t(to_f32)]});
   }
@@ -275,13 +300,6 @@ CastFit fit_casts(const std::vector<CastTiming>& casts,
   return fit_cast_relative(samples);
 }
 
-// The 1-minute load average (0 when unknown).
-double load_average() {
-  std::ifstream in("/proc/loadavg");
-  double load = 0;
-  return in >> load ? load : 0.0;
-}
-
 std::string utc_now() {
   std::time_t now = std::time(nullptr);
   std::tm tm{};
@@ -289,6 +307,77 @@ std::string utc_now() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
+}
+
+// What the measurements kept so far said of the machine's noise (CalibrationRecord).
+struct NoiseTally {
+  std::vector<double> loads;    // known loads of the measurements kept
+  std::vector<double> spreads;  // their repeat spreads
+  int measurements = 0, redone = 0;
+};
+
+// One measurement judged for noise: `measure` runs into a fresh Measurements with the load of
+// other processes read around it; while its load or repeat spread passes `limits` it is
+// redone after a pause, at most limits.retries times; the kept one is added to `m`. Throws
+// CalibrationRefused, naming `what` and why, when every attempt was too noisy. Returns the
+// seconds the kept attempt took.
+double measure_quietly(const std::string& what, const NoiseLimits& limits,
+                       const std::function<void(Measurements&)>& measure, Measurements& m,
+                       NoiseTally& tally, std::ostream& log) {
+  for (int attempt = 1;; ++attempt) {
+    Measurements one;
+    const CpuSnapshot before = cpu_snapshot();
+    const Timer t;
+    measure(one);
+    const double seconds = t.seconds();
+    const CpuSnapshot after = cpu_snapshot();
+    const double load = foreign_load(before, after);
+    const double spread =
+        one.spreads.empty() ? 0.0 : *std::max_element(one.spreads.begin(), one.spreads.end());
+    const int cores = after.known ? after.cores : int(std::thread::hardware_concurrency());
+    const std::string problem = noise_problem(load, cores, spread, limits);
+    if (problem.empty()) {
+      m.add(std::move(one));
+      if (load >= 0) tally.loads.push_back(load);
+      tally.spreads.push_back(spread);
+      ++tally.measurements;
+      return seconds;
+    }
+    const int attempts = 1 + limits.retries;
+    if (attempt >= attempts)
+      throw CalibrationRefused(
+          "calibration refused, nothing written: " + what + " stayed too noisy in " +
+          std::to_string(attempts) + (attempts == 1 ? " attempt" : " attempts") + " (" + problem +
+          "); calibrate when the machine is quiet, or allow more noise with --max-load / "
+          "--max-spread");
+    log << "  " << what << ": too noisy (" << problem << "), redoing it (attempt " << attempt + 1
+        << " of " << attempts << ")\n"
+        << std::flush;
+    ++tally.redone;
+    // A burst of other work (a compile, a test) often passes within a second or two.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000 * attempt));
+  }
+}
+
+// Identical shapes: the mean |t - median| / median of the low-precision times of GEMM-like
+// samples (graph/flops.h's is_gemm_op: convolutions, matmuls) of one op with identical
+// features, over the groups of 3 or more; -1 without such a group. Only the GEMMs: they run
+// long enough that what the cache holds when they start matters little, so on a quiet machine
+// identical ones agree within ~10% (docs/mixed-precision.md), where memory-bound ops at
+// different places of a step differ by 20-55% for that reason alone, noise or not.
+double shape_spread(const Measurements& m) {
+  std::map<std::pair<std::string, NodeFeatures>, std::vector<double>> groups;
+  for (const Sample& s : m.ops)
+    if (is_gemm_op(*parse_op_kind(s.op))) groups[{s.op, s.s.features}].push_back(s.s.low_ms);
+  double sum = 0;
+  int count = 0;
+  for (auto& [key, times] : groups) {
+    if (times.size() < 3) continue;
+    const double median = median_of(times);
+    for (double t : times) sum += std::fabs(t - median) / median;
+    count += int(times.size());
+  }
+  return count > 0 ? sum / count : -1.0;
 }
 
 // Fits every op model; GEMM ops get an unaligned model of their own when both paths have
@@ -324,6 +413,16 @@ std::map<std::string, OpModel> fit_models(const Measurements& m, std::ostream& l
       fit(op, samples);
     }
   }
+  return models;
+}
+
+// Every op's f32 model (amp/calibration.h's F32Model), both GEMM paths together.
+std::map<std::string, F32Model> fit_f32_models(const Measurements& m) {
+  std::map<std::string, std::pair<std::vector<OpSample>, std::vector<OpSample>>> by_op;
+  for (const Sample& s : m.ops) (s.heldout ? by_op[s.op].second : by_op[s.op].first).push_back(s.s);
+  std::map<std::string, F32Model> models;
+  for (const auto& [op, sets] : by_op)
+    if (!sets.first.empty()) models[op] = fit_f32_model(op, sets.first, sets.second);
   return models;
 }
 
@@ -508,7 +607,22 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
   const DeviceReport device_report(backend);
   const Timer wall;
   const double budget_s = 60.0 * budget_minutes;
-  const Timing timing = o.quick ? Timing{1, 3} : Timing{1, 5};
+  const NoiseLimits& limits = o.noise;
+  CAMPO_CHECK(limits.max_load_fraction > 0 && std::isfinite(limits.max_load_fraction),
+              "--max-load must be a positive fraction of the cores, got ",
+              limits.max_load_fraction);
+  CAMPO_CHECK(limits.max_spread > 0 && std::isfinite(limits.max_spread),
+              "--max-spread must be a positive percentage, got ", 100 * limits.max_spread);
+  CAMPO_CHECK(limits.max_shape_spread > 0 && std::isfinite(limits.max_shape_spread),
+              "the identical-shape spread limit must be positive, got ",
+              100 * limits.max_shape_spread);
+  CAMPO_CHECK(limits.retries >= 0 && limits.retries <= 10, "--retries must be 0 to 10, got ",
+              limits.retries);
+  CAMPO_CHECK(limits.repeats >= 3 && limits.repeats <= 1000,
+              "--repeats must be 3 to 1000 (a spread needs a median and a fastest), got ",
+              limits.repeats);
+  // Each measurement's steps are repeated so that their spread is known (NoiseLimits).
+  const Timing timing{1, limits.repeats};
 
   Calibration cal;
   cal.machine = backend->identity();
@@ -522,16 +636,34 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
   for (const BackendIdentity::Field& f : cal.machine.fields)
     log << ", " << f.name << " " << f.value;
   log << "\n";
-  // The host runs the steps on any device: a busy one delays kernel launches too.
-  const unsigned cores = std::thread::hardware_concurrency();
-  if (const double load = load_average(); load > 0.5 * cores)
-    log << "warning: the machine is busy (load average " << load << " on " << cores
-        << " logical cores): timings will be noisy; calibrate on a quiet machine\n";
+  // The host runs the steps on any device: a busy one delays kernel launches too. Each
+  // measurement is judged on its own (measure_quietly); this says what to expect.
+  {
+    const CpuSnapshot now = cpu_snapshot();
+    const double load = sample_foreign_load(0.3);
+    const int cores = now.known ? now.cores : int(std::thread::hardware_concurrency());
+    if (load > limits.max_load_fraction * cores) {
+      char line[320];
+      std::snprintf(line, sizeof line,
+                    "machine busy: other processes use %.2f of %d cores (limit %.2f): a "
+                    "measurement that stays this noisy is redone up to %d times, and the "
+                    "calibration refused if it does not calm down\n",
+                    load, cores, limits.max_load_fraction * cores, limits.retries);
+      log << line << std::flush;
+    }
+  }
+  NoiseTally tally;
 
   const std::vector<Configuration> set = calibration_set(o);  // checks the models first
   Measurements m;
   // Casts are cheap: more timed steps, whose minimum rides out scheduling hiccups.
-  measure_standalone_casts(low, o.quick ? 22 : 24, o.quick ? 2 : 1, Timing{2, 10}, backend, m);
+  measure_quietly(
+      "the standalone casts", limits,
+      [&](Measurements& one) {
+        measure_standalone_casts(low, o.quick ? 22 : 24, o.quick ? 2 : 1,
+                                 Timing{2, std::max(10, limits.repeats)}, backend, one);
+      },
+      m, tally, log);
   log << "standalone casts (ms, f32->" << dtype_name(low) << " / " << dtype_name(low) << "->f32):";
   for (size_t i = 0; i + 1 < m.casts.size(); i += 2) {
     char c[80];
@@ -558,9 +690,10 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
         continue;
       }
     }
-    const Timer t;
-    measure_configuration(c, low, timing, o.seed, backend, m);
-    const double seconds = t.seconds();
+    const double seconds = measure_quietly(
+        c.describe(), limits,
+        [&](Measurements& one) { measure_configuration(c, low, timing, o.seed, backend, one); }, m,
+        tally, log);
     seconds_per_sample[shape] = seconds / double(c.batch);
     ++cal.configurations;
     cal.heldout_configurations += c.heldout;
@@ -637,8 +770,43 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
   // says the smallest casts were faster than the line, not that casts pay back).
   cal.cast.fixed_ms = std::max(0.0, cal.cast_all.model.fixed_ms);
   cal.cast.per_element_ms = std::max(0.0, cal.cast_all.model.per_element_ms);
+  cal.f32_ops = fit_f32_models(m);
   cal.seconds = wall.seconds();
   print_report(cal, m, log);
+
+  // How it was made, and the last judgement: identical shapes must agree.
+  CalibrationRecord& r = cal.record;
+  r.recorded = true;
+  r.repeats = timing.steps;
+  const CpuSnapshot end = cpu_snapshot();
+  r.cores = end.known ? end.cores : int(std::max(1u, std::thread::hardware_concurrency()));
+  r.measurements = tally.measurements;
+  r.redone = tally.redone;
+  if (!tally.loads.empty()) {
+    double sum = 0;
+    for (double l : tally.loads) sum += l;
+    r.load = sum / double(tally.loads.size());
+    r.max_load = *std::max_element(tally.loads.begin(), tally.loads.end());
+  }
+  if (!tally.spreads.empty()) {
+    r.repeat_spread = median_of(tally.spreads);
+    r.max_repeat_spread = *std::max_element(tally.spreads.begin(), tally.spreads.end());
+  }
+  r.shape_spread = shape_spread(m);
+  r.max_load_fraction = limits.max_load_fraction;
+  r.max_spread = limits.max_spread;
+  r.max_shape_spread = limits.max_shape_spread;
+  log << "noise: " << describe_record(r) << "\n";
+  if (r.shape_spread > limits.max_shape_spread) {
+    char why[200];
+    std::snprintf(why, sizeof why,
+                  "calibration refused, nothing written: the low-precision times of identical "
+                  "shapes spread %.0f%% (limit %.0f%%)",
+                  100 * r.shape_spread, 100 * limits.max_shape_spread);
+    throw CalibrationRefused(std::string(why) +
+                             "; calibrate when the machine is quiet, or allow more noise with "
+                             "--max-shape-spread");
+  }
 
   if (o.out.empty()) {  // the cache folder
     std::error_code ec;
@@ -655,6 +823,34 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
   device_report.add_to(j);
   log << j.dump() << "\n";
   return cal;
+}
+
+TimedSample time_calibration_sample(const std::shared_ptr<Backend>& backend, DType low,
+                                    const std::vector<std::string>& models, int64_t batch,
+                                    int repeats, uint64_t seed) {
+  CAMPO_CHECK(batch > 0, "the batch size to re-time must be positive, got ", batch);
+  CAMPO_CHECK(repeats >= 3, "re-timing needs 3 or more repeats, got ", repeats);
+  CalibrateOptions o;
+  o.quick = true;  // its shapes: LeNet, ResNet-18, DCGAN, the attention products
+  o.models = models;
+  o.batches = {batch};
+  const std::vector<Configuration> set = calibration_set(o);  // checks the names
+  TimedSample sample;
+  Measurements m;
+  const Timer t;
+  const CpuSnapshot before = cpu_snapshot();
+  for (const Configuration& c : set) {
+    measure_configuration(c, low, Timing{1, repeats}, seed, backend, m);
+    sample.configurations.push_back(c.describe());
+  }
+  const CpuSnapshot after = cpu_snapshot();
+  sample.seconds = t.seconds();
+  sample.load = foreign_load(before, after);
+  sample.cores = after.known ? after.cores : int(std::thread::hardware_concurrency());
+  for (double s : m.spreads) sample.spread = std::max(sample.spread, s);
+  for (const Sample& s : m.ops)
+    sample.nodes.push_back({*parse_op_kind(s.op), s.s.features, s.s.fp32_ms, s.s.low_ms});
+  return sample;
 }
 
 // ---- where `campo calibrate` writes by default ----

@@ -14,7 +14,9 @@
 
 #include "amp/calibration.h"
 #include "amp/policy.h"
+#include "perf/calibration_noise.h"
 #include "runtime/backend.h"
+#include "runtime/check.h"
 
 namespace campo {
 
@@ -41,11 +43,46 @@ struct CalibrateOptions {
   // recorded counter table (runtime/hardware_counters.h), the format the counter tests read.
   // One error line, before any measurement, on a device that reads no counters.
   std::string counters_out;
+  // The noise a calibration may have (perf/calibration_noise.h): a measurement past them is
+  // redone, and the calibration refused (nothing written) when it stays past them.
+  NoiseLimits noise;
+};
+
+// A calibration refused for noise: nothing was written. Its message is the one line to show.
+class CalibrationRefused : public Error {
+ public:
+  explicit CalibrationRefused(const std::string& message) : Error(message, "calibration noise") {}
 };
 
 // Runs the calibration, prints the report to `log`, writes opts.out (or the default path)
-// and returns what it wrote.
+// and returns what it wrote. Each measurement (the standalone casts, each configuration) is
+// timed opts.noise.repeats times and judged for noise as it is made; one too noisy is redone,
+// and when it stays too noisy (or identical shapes disagree beyond the limit at the end) the
+// calibration throws CalibrationRefused and writes nothing. The file records how it was made
+// (Calibration::record).
 Calibration run_calibration(const CalibrateOptions& opts, std::ostream& log);
+
+// One node timed in both precisions, as the calibration times them.
+struct TimedNode {
+  OpKind kind{};
+  NodeFeatures features{};
+  double fp32_ms = 0, low_ms = 0;
+};
+// A few of the calibration's configurations timed again (for `campo calibrate --check`):
+// `models` (names as CalibrateOptions::models) at batch `batch`, `repeats` timed steps each,
+// both precisions interleaved, with the load of other processes and the repeat spread read
+// around them.
+struct TimedSample {
+  std::vector<TimedNode> nodes;
+  std::vector<std::string> configurations;  // as the calibration names them
+  double load = -1;                         // cores' worth, -1 unknown
+  int cores = 0;
+  double spread = 0;  // the largest repeat spread of a graph
+  double seconds = 0;
+};
+TimedSample time_calibration_sample(const std::shared_ptr<Backend>& backend, DType low,
+                                    const std::vector<std::string>& models, int64_t batch,
+                                    int repeats, uint64_t seed = 42);
 
 // Where `campo calibrate` writes by default for `backend` and the first place looked in:
 // $XDG_CACHE_HOME/campo/ (else ~/.cache/campo/) calibration-<identity hash>-<low>.json, the

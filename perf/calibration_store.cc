@@ -1,9 +1,12 @@
 // Where the calibration of this machine lives (perf/calibration_store.h).
 #include "perf/calibration_store.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <memory>
 #include <ostream>
 #include <sstream>
@@ -46,7 +49,8 @@ std::shared_ptr<const Calibration> find_default_calibration(const Backend& backe
   const BackendIdentity machine = backend.identity();
   const std::string device = backend.device().str();
   auto use = [&](Calibration cal, const std::string& file, const std::string& from) {
-    log << "cost-aware: calibration " << file << " (" << from << ", made " << cal.created << ")\n";
+    log << "cost-aware: calibration " << file << " (" << from << ", made " << cal.created << "; "
+        << describe_record(cal.record) << ")\n";
     if (path) *path = file;
     return std::make_shared<const Calibration>(std::move(cal));
   };
@@ -103,6 +107,67 @@ std::shared_ptr<const Calibration> find_default_calibration(const Backend& backe
   return nullptr;
 }
 
+std::shared_ptr<const Calibration> automatic_calibration(const Backend& backend, DType low,
+                                                         std::ostream& log, std::string* path,
+                                                         const CalibrateOptions& base) {
+  // Said on the terminal as well as in the run's log (campo train's is stdout, which may be a
+  // file): a first run may sit here for a minute, and must not do so unexplained.
+  const bool log_is_stderr =
+      &log == &std::cerr || (&log == &std::cout && isatty(STDOUT_FILENO) && isatty(STDERR_FILENO));
+  auto say = [&](const std::string& line) {
+    log << line << "\n" << std::flush;
+    if (!log_is_stderr) std::cerr << line << "\n" << std::flush;
+  };
+  const std::string device = backend.device().str();
+  CalibrateOptions o = base;
+  o.device = backend.device();
+  o.quick = true;  // budget 1 minute
+  o.low_precision = low_name(low);
+  // Empty out: run_calibration writes the cache file, creating its folder on a new machine
+  // (a named --out must be in a folder that exists).
+  const std::string out = o.out.empty() ? default_calibration_path(backend, low) : o.out;
+  const NoiseLimits& limits = o.noise;
+  const CpuSnapshot now = cpu_snapshot();
+  const int cores = now.known ? now.cores : 1;
+  const double load = sample_foreign_load(0.5);
+  char line[640];
+  const int worst_minutes = 1 + limits.retries;  // each measurement redone at most that often
+  if (load > limits.max_load_fraction * cores) {
+    std::snprintf(
+        line, sizeof line,
+        "cost-aware: machine busy: other processes use %.2f of %d cores (a calibration allows "
+        "%.2f); a calibration now would be noisy, redone for up to ~%d min and likely refused: "
+        "not calibrating; this run's profiling step times both precisions instead (about twice "
+        "as long, nothing cached); run `campo calibrate --device %s` when the machine is quiet",
+        load, cores, limits.max_load_fraction * cores, worst_minutes, device.c_str());
+    say(line);
+    return nullptr;
+  }
+  std::snprintf(line, sizeof line,
+                "cost-aware: no %s calibration of this machine: running a quick automatic "
+                "calibration now, about 1 min (up to ~%d if the machine gets busy and "
+                "measurements are redone), cached in %s; `campo calibrate --device %s` makes a "
+                "fuller one",
+                dtype_name(low), worst_minutes, out.c_str(), device.c_str());
+  say(line);
+  std::ostringstream report;  // the file holds the numbers; one line here
+  std::shared_ptr<const Calibration> cal;
+  try {
+    cal = std::make_shared<const Calibration>(run_calibration(o, report));
+  } catch (const CalibrationRefused& e) {
+    say(std::string("cost-aware: automatic ") + e.what() +
+        "; this run's profiling step times both precisions instead");
+    return nullptr;
+  }
+  std::snprintf(line, sizeof line,
+                "cost-aware: calibrated %zu op models from %d configurations in %ld s (%s)",
+                cal->ops.size(), cal->configurations, std::lround(cal->seconds),
+                describe_record(cal->record).c_str());
+  say(line);
+  if (path) *path = out;
+  return cal;
+}
+
 std::shared_ptr<const Calibration> default_calibration(const Backend& backend, DType low,
                                                        std::ostream& log, std::string* path) {
   if (auto cal = find_default_calibration(backend, low, log, path)) return cal;
@@ -112,20 +177,7 @@ std::shared_ptr<const Calibration> default_calibration(const Backend& backend, D
         << " (`campo calibrate --device " << device << "` makes a calibration)\n";
     return nullptr;
   }
-  CalibrateOptions o;
-  o.device = backend.device();
-  o.quick = true;  // budget 1 minute
-  o.low_precision = low_name(low);
-  o.out = default_calibration_path(backend, low);
-  log << "cost-aware: running a quick automatic calibration (about a minute; `campo calibrate "
-         "--device "
-      << device << "` makes a better one) -> " << o.out << "\n";
-  std::ostringstream report;  // the file holds the numbers; one line here
-  auto cal = std::make_shared<const Calibration>(run_calibration(o, report));
-  log << "cost-aware: calibrated " << cal->ops.size() << " op models from " << cal->configurations
-      << " configurations in " << std::lround(cal->seconds) << " s\n";
-  if (path) *path = o.out;
-  return cal;
+  return automatic_calibration(backend, low, log, path);
 }
 
 void check_calibration_device(const std::string& calibration, Precision policy,

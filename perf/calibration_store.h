@@ -10,6 +10,7 @@
 
 #include "amp/calibration.h"
 #include "amp/policy.h"
+#include "perf/calibrate.h"
 #include "runtime/backend.h"
 
 namespace campo {
@@ -34,6 +35,16 @@ std::shared_ptr<const Calibration> find_default_calibration(const Backend& backe
 std::shared_ptr<const Calibration> default_calibration(const Backend& backend, DType low,
                                                        std::ostream& log,
                                                        std::string* path = nullptr);
+
+// The quick automatic calibration of default_calibration (CPU), written to the cache (or
+// base.out), with `base`'s noise limits and calibration set. Said on `log` and on the terminal
+// (stderr, where `log` is not it): that it runs and about how long; when other processes
+// keep the machine busy beyond the limits it does not start, says what that costs and returns
+// null (the profiling step then times both precisions); a calibration refused for noise on
+// the way is said the same way and null returned, nothing cached.
+std::shared_ptr<const Calibration> automatic_calibration(const Backend& backend, DType low,
+                                                         std::ostream& log, std::string* path,
+                                                         const CalibrateOptions& base = {});
 
 // The calibration of --calibration for a cost-aware run on `backend` with low type `low`, the
 // one lookup every subcommand uses (the CLI calls it once, after the run's backend is made):

@@ -376,6 +376,16 @@ void plan_training_graph(const PlanOptions& o, const std::shared_ptr<Backend>& b
     j["hardware_counters"] = info.costs->hardware_counters.empty()
                                  ? nlohmann::json(nullptr)
                                  : nlohmann::json(info.costs->hardware_counters);
+    if (spec.precision.calibration)  // how it was made, and whether this graph fits it
+      out << "calibration noise: " << describe_record(spec.precision.calibration->record) << "\n";
+    if (const CalibrationFit& fit = info.costs->calibration;
+        fit.verdict != CalibrationFit::Verdict::none) {
+      out << fit.line << "\n";
+      j["calibration_check"] = {{"verdict", verdict_name(fit.verdict)},
+                                {"nodes", fit.nodes},
+                                {"median_ratio", fit.median_ratio},
+                                {"total_ratio", fit.total_ratio}};
+    }
     if (o.run.plan_for.active())
       out << "padding: not decided for " << o.run.plan_for.device << " ("
           << info.padding_candidates << " candidates): it is timed on the device itself\n";

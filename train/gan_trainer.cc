@@ -879,6 +879,11 @@ PrecisionSummary GanSession::precision_summary() const {
   d.casts.cast_elements += g.casts.cast_elements;
   d.casts.folded += g.casts.folded;
   d.casts.weight_copies += g.casts.weight_copies;
+  // The calibration's check of the two step graphs: D's, unless G's did not fit.
+  for (const std::shared_ptr<const CostTable>& costs : {d_costs_, g_costs_})
+    if (costs && (d.calibration.verdict == CalibrationFit::Verdict::none ||
+                  costs->calibration.verdict == CalibrationFit::Verdict::misfit))
+      d.calibration = costs->calibration;
   return d;
 }
 

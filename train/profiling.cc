@@ -65,8 +65,10 @@ class NodeTimeSampler {
       }
       exe_.feed(n.name, t);
     }
-    exe_.set_node_hook(
-        [this](NodeId id, double ms) { best_[size_t(id)] = std::min(best_[size_t(id)], ms); });
+    exe_.set_node_hook([this](NodeId id, double ms) {
+      best_[size_t(id)] = std::min(best_[size_t(id)], ms);
+      step_ms_ += ms;
+    });
   }
   void run_untimed() {
     exe_.set_timing(false);
@@ -74,8 +76,12 @@ class NodeTimeSampler {
   }
   void run_timed() {
     exe_.set_timing(true);
+    step_ms_ = 0;
     exe_.run();
+    steps_ms_.push_back(step_ms_);
   }
+  // Each timed step's total of node times, in order.
+  const std::vector<double>& steps_ms() const { return steps_ms_; }
   Executable& executable() { return exe_; }
   // By node id; 0 for nodes that never ran.
   std::vector<double> fastest() const {
@@ -88,6 +94,8 @@ class NodeTimeSampler {
  private:
   Executable exe_;
   std::vector<double> best_;
+  double step_ms_ = 0;
+  std::vector<double> steps_ms_;
 };
 
 }  // namespace
@@ -95,11 +103,12 @@ class NodeTimeSampler {
 std::vector<double> measure_node_times(const Graph& g, VariableStore& vars,
                                        const std::vector<ValueId>& fetches,
                                        const TimingInputs& inputs, int warmup, int steps,
-                                       uint64_t seed) {
+                                       uint64_t seed, std::vector<double>* steps_ms) {
   CAMPO_CHECK(warmup >= 0 && steps > 0, "timing needs >= 0 warm-up and > 0 timed steps");
   NodeTimeSampler timer(g, vars, fetches, inputs, seed);
   for (int i = 0; i < warmup; ++i) timer.run_untimed();
   for (int i = 0; i < steps; ++i) timer.run_timed();
+  if (steps_ms) *steps_ms = timer.steps_ms();
   return timer.fastest();
 }
 
@@ -206,6 +215,8 @@ BothPrecisionTimes measure_both_precisions(const Graph& g, VariableStore& vars,
     lowp.run_timed();
   }
   t.fp32_ms = f32.fastest();
+  t.fp32_steps_ms = f32.steps_ms();
+  t.low_steps_ms = lowp.steps_ms();
   const std::vector<double> tlow = lowp.fastest();
   t.low_ms = t.fp32_ms;
   for (NodeId i = 0; i < g.num_nodes(); ++i)
@@ -218,6 +229,15 @@ BothPrecisionTimes measure_both_precisions(const Graph& g, VariableStore& vars,
   }
   return t;
 }
+
+namespace {
+
+PrecisionConfig without_calibration(PrecisionConfig pc) {
+  pc.calibration = nullptr;
+  return pc;
+}
+
+}  // namespace
 
 CostTable graph_costs(const Graph& g, VariableStore& vars, const std::vector<ValueId>& fetches,
                       const TimingInputs& inputs, const PrecisionConfig& pc) {
@@ -247,15 +267,16 @@ CostTable graph_costs(const Graph& g, VariableStore& vars, const std::vector<Val
     }
     const std::vector<char> untrusted = untrusted_nodes(g, cal, pc.lists, counters);
     CostTable costs;
+    std::vector<double> t32;
     if (std::find(untrusted.begin(), untrusted.end(), 1) == untrusted.end()) {
-      const std::vector<double> t32 =
-          measure_node_times(g, vars, fetches, inputs, pc.profile_warmup, pc.profile_steps);
+      t32 = measure_node_times(g, vars, fetches, inputs, pc.profile_warmup, pc.profile_steps);
       costs = predict_costs(g, t32, cal, pc.lists, counters);
     } else {
       // The nodes the calibration cannot predict are timed in low precision too, in steps
       // interleaved with the f32 ones; the others are predicted from the same f32 times.
       const BothPrecisionTimes t = measure_both_precisions(
           g, vars, fetches, inputs, untrusted, pc.low, pc.profile_warmup, pc.profile_steps);
+      t32 = t.fp32_ms;
       costs = predict_costs(g, t.fp32_ms, cal, pc.lists, counters);
       costs.low_measured.assign(size_t(g.num_nodes()), 0);
       for (NodeId i = 0; i < g.num_nodes(); ++i) {
@@ -265,7 +286,14 @@ CostTable graph_costs(const Graph& g, VariableStore& vars, const std::vector<Val
       }
     }
     costs.hardware_counters = counters_note;
-    return costs;
+    // The calibration checked against what this graph measures: far off (the machine busy
+    // now or then, another machine's file, a doctored one), its predictions are not used and
+    // both precisions are timed below, as without a calibration.
+    costs.calibration = calibration_fit(f32_agreement(g, t32, cal), cal);
+    if (costs.calibration.verdict != CalibrationFit::Verdict::misfit) return costs;
+    CostTable timed = graph_costs(g, vars, fetches, inputs, without_calibration(pc));
+    timed.calibration = costs.calibration;
+    return timed;
   }
   const BothPrecisionTimes t = measure_both_precisions(g, vars, fetches, inputs, pc.lists, pc.low,
                                                        pc.profile_warmup, pc.profile_steps);

@@ -39,11 +39,11 @@ TimingInputs training_timing_inputs(int64_t classes);
 // Compiles g over `vars` (fetching `fetches`; side-effecting nodes run regardless), fills
 // its placeholders from `inputs` (seeded by `seed`), runs `warmup` untimed and `steps`
 // timed steps and returns each node's fastest time in ms by node id (0 for nodes that did
-// not run: leaves, dead code).
+// not run: leaves, dead code). `steps_ms` (when given) gets each timed step's total.
 std::vector<double> measure_node_times(const Graph& g, VariableStore& vars,
                                        const std::vector<ValueId>& fetches,
                                        const TimingInputs& inputs, int warmup, int steps,
-                                       uint64_t seed = 7);
+                                       uint64_t seed = 7, std::vector<double>* steps_ms = nullptr);
 
 // The nodes profiling runs in low precision: every allow/infer/clear op but the leaves.
 std::vector<char> all_low_nodes(const Graph& g, const AmpLists& lists);
@@ -74,6 +74,8 @@ struct BothPrecisionTimes {
   std::vector<double> low_ms;     // same ids; = fp32_ms for nodes kept f32
   std::vector<char> low;          // the nodes timed in low precision
   std::vector<CastTiming> casts;  // the casts of the low-precision copy
+  // Each timed step's total node time, per precision, in order: how far the repeats agree.
+  std::vector<double> fp32_steps_ms, low_steps_ms;
 };
 // Times g (a graph without casts) as is and a copy with all_low_nodes in `low` precision
 // and its casts inserted, both over the same `vars`, their steps interleaved (f32, low,
@@ -96,6 +98,9 @@ BothPrecisionTimes measure_both_precisions(const Graph& g, VariableStore& vars,
 // ones (CostTable::low_measured); without, both precisions are timed (interleaved) and the
 // cast model C_I + r * n is fitted by least squares on the casts of the low-precision copy.
 // `precision.profile_warmup` untimed and `profile_steps` timed steps, each node's fastest.
+// A calibration is first checked against the measured f32 times (f32_agreement,
+// amp/calibration.h); when it does not fit, both precisions are timed as without one.
+// CostTable::calibration says which.
 CostTable graph_costs(const Graph& g, VariableStore& vars, const std::vector<ValueId>& fetches,
                       const TimingInputs& inputs, const PrecisionConfig& precision);
 

@@ -109,6 +109,11 @@ void RunReport::banner() {
   }
   if (o.array_shuffle) log_ << ", " << array_shuffle_name(*o.array_shuffle) << " batches";
   log_ << "\n";
+  // A calibration the profiling step did not use (or could not check): one line saying so.
+  if (const CalibrationFit& fit = summary_.calibration;
+      fit.verdict == CalibrationFit::Verdict::misfit ||
+      fit.verdict == CalibrationFit::Verdict::unchecked)
+    log_ << fit.line << "\n";
   log_.flush();
 }
 
@@ -241,6 +246,14 @@ void RunReport::finish(TrainingLoopResult& r, const MemoryReport& memory, const 
     j["bf16_nodes"] = summary_.low_nodes - summary_.f16_nodes;
   }
   j["casts"] = summary_.casts.casts;
+  if (const CalibrationFit& fit = summary_.calibration;
+      fit.verdict != CalibrationFit::Verdict::none)
+    j["calibration_check"] = {{"verdict", verdict_name(fit.verdict)},
+                              {"nodes", fit.nodes},
+                              {"median_ratio", fit.median_ratio},
+                              {"total_ratio", fit.total_ratio},
+                              {"rule", "measured / predicted f32 node times, median and total "
+                                       "within 0.5x..2x over >= 5 nodes"}};
   j["loss_scale"] = scaling_ ? scaler_->scale() : 1.0f;
   j["skipped_steps"] = scaling_ ? scaler_->skipped_steps() : 0;
   j["epochs"] = o.epochs;

@@ -247,6 +247,7 @@ TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
   info.auto_choice = policy.auto_choice;
   info.pad_to = policy.pad_to;
   info.summary = summarize_precision(g, info.fetches());
+  if (info.costs) info.summary.calibration = info.costs->calibration;
   return info;
 }
 

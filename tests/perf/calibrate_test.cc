@@ -31,11 +31,22 @@ std::string temp_path(const std::string& name) {
       .string();
 }
 
+// Noise limits no machine hits: these tests look at what a calibration writes, on a machine
+// another suite may share (tests/perf/calibration_noise_test.cc tests the limits).
+NoiseLimits any_noise() {
+  NoiseLimits n;
+  n.max_load_fraction = 100;
+  n.max_spread = 1000;
+  n.max_shape_spread = 1000;
+  return n;
+}
+
 TEST(CalibrateTest, TinyRunWritesALoadableFileCoveringConvAndMatMul) {
   CalibrateOptions o;
   o.quick = true;
   o.models = {"lenet"};
   o.batches = {2, 3, 4, 6};  // the second is held out
+  o.noise = any_noise();
   o.out = temp_path("tiny.json");
   o.samples_out = temp_path("tiny_samples.json");
   std::ostringstream log;
@@ -50,6 +61,14 @@ TEST(CalibrateTest, TinyRunWritesALoadableFileCoveringConvAndMatMul) {
 
   const Calibration loaded = load_calibration(o.out, *default_cpu_backend());
   EXPECT_EQ(loaded.machine.kind, "cpu");
+  // How it was made, and the f32 models the profiling step checks it with.
+  EXPECT_TRUE(loaded.record.recorded);
+  EXPECT_EQ(loaded.record.repeats, 5);
+  EXPECT_EQ(loaded.record.measurements, 5);  // the casts and 4 configurations
+  EXPECT_GE(loaded.record.cores, 1);
+  EXPECT_TRUE(loaded.f32_ops.count("Conv2D")) << report;
+  EXPECT_TRUE(loaded.f32_ops.count("MatMul")) << report;
+  EXPECT_NE(report.find("noise: 5 repeats"), std::string::npos) << report;
   EXPECT_EQ(loaded.campo_version, CAMPO_VERSION);
   EXPECT_EQ(loaded.low, DType::bf16);
   EXPECT_TRUE(loaded.ops.count("Conv2D")) << report;
@@ -88,6 +107,7 @@ TEST(CalibrateTest, AttentionShapesGiveABatchMatMulModel) {
   o.quick = true;
   o.models = {"attention"};
   o.batches = {1, 2, 3, 4};  // the second is held out
+  o.noise = any_noise();
   o.out = temp_path("attention.json");
   std::ostringstream log;
   const Calibration cal = run_calibration(o, log);
