@@ -32,6 +32,8 @@ struct ModelRunOptions {
   DeviceSpec device;
   // bench: --cuda-graph, whether each policy's step is captured once and replayed.
   CudaGraphMode cuda_graph = CudaGraphMode::automatic;
+  // bench: --deterministic (Backend::set_deterministic), recorded in its JSON.
+  bool deterministic = false;
   // --low-precision (the CLI's default: the device's, default_low_precision), --loss-scale,
   // --amp-lists, --amp-lists-file, --search, --no-fold-casts.
   PrecisionOptions mixed;
