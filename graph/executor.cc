@@ -411,7 +411,12 @@ void Executable::feed(const std::string& name, const Tensor& host) {
   CAMPO_CHECK(host.dtype() == t.dtype() && host.shape() == t.shape(), "placeholder '", name,
               "' is ", dtype_name(t.dtype()), shape_str(t.shape()), ", fed ",
               dtype_name(host.dtype()), shape_str(host.shape()));
-  ctx_.backend().write(t, host);
+  // A few bytes (an array's learning rates, a small batch's labels) go in queue order,
+  // without draining the device's queue; a batch's images with a waiting copy.
+  if (host.nbytes() > 0 && host.nbytes() <= Backend::kQueuedCopyMax)
+    ctx_.backend().queue_copy_from_host(t, host.data());
+  else
+    ctx_.backend().write(t, host);
 }
 
 void Executable::feed_scalar(const std::string& name, float value) {

@@ -454,6 +454,20 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
   // What the figures were measured on (Backend::describe of the benchmarked device).
   const std::string& machine_name = machine.device;
   out << "device: " << machine_name << "\n";
+  if (machine.device_report) {
+    const Backend& backend = *machine.device_report->backend();
+    if (backend.deterministic()) out << "deterministic: on (--deterministic)\n";
+    // One cache for every policy: a problem another policy searched is reused.
+    if (const ConvAlgoCache* cache = backend.conv_algo_cache()) {
+      const ConvAlgoCache::Counts c = cache->counts();
+      std::snprintf(line, sizeof line,
+                    "cuDNN algorithm search: %lld problems searched in %.1f s, %lld reused "
+                    "(one cache for every policy)\n",
+                    static_cast<long long>(c.searches), c.search_seconds,
+                    static_cast<long long>(c.hits));
+      out << line;
+    }
+  }
   for (BenchResult& res : results) {
     res.ratio_to_fp32 = fp32_median > 0 ? res.median / fp32_median : 0;
     const double per_step = double(samples_per_step(o.run) * ranks);

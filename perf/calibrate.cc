@@ -577,7 +577,7 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
   // Every measurement runs on this backend, made once before any: one error line for a
   // device this build or machine lacks.
   const std::shared_ptr<Backend> backend =
-      backend_for(o.device, CudaGraphMode::automatic);  // timed: launched
+      backend_for(o.device, CudaGraphMode::automatic, false);  // timed: launched
   const DType low = parse_low(o.low_precision);
   CAMPO_CHECK(o.budget_minutes >= 0 && std::isfinite(o.budget_minutes),
               "--budget-minutes must be positive, got ", o.budget_minutes);

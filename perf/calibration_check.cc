@@ -33,7 +33,7 @@ bool slow_side_only(const Agreement& a) {
 }  // namespace
 
 CalibrationCheckResult check_calibration_fit(const CalibrationCheckOptions& o, std::ostream& out) {
-  const std::shared_ptr<Backend> backend = backend_for(o.device, CudaGraphMode::automatic);
+  const std::shared_ptr<Backend> backend = backend_for(o.device, CudaGraphMode::automatic, false);
   CalibrationCheckResult r;
   Calibration cal;
   if (o.calibration.empty()) {

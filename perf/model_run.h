@@ -32,6 +32,8 @@ struct ModelRunOptions : CommonOptions {
   int classes = 10;  // bert: the vocabulary size
   // bert: its size.
   std::string bert_config = "mini";
+  // bench: --deterministic (Backend::set_deterministic), recorded in its JSON.
+  bool deterministic = false;
   // --low-precision (the CLI's default: the device's, default_low_precision), --loss-scale,
   // --amp-lists, --amp-lists-file, --search, --no-fold-casts.
   PrecisionOptions mixed;

@@ -445,7 +445,8 @@ void print_plan(const PlanOptions& o, std::ostream& out) {
   // (planning for a GPU on a machine without one), so the variables stay on the host.
   const bool profiles = policy == Precision::cost_aware && !o.run.costs;
   const std::shared_ptr<Backend> backend =
-      profiles ? backend_for(o.run.device, o.run.cuda_graph) : default_cpu_backend();
+      profiles ? backend_for(o.run.device, o.run.cuda_graph, o.run.deterministic)
+               : default_cpu_backend();
   const DeviceReport device_report(backend);
   if (step_graph_count(o.run.model) > 1)
     plan_step_graphs(o, backend, header, j, out);

@@ -94,6 +94,12 @@ std::unique_ptr<NodeCounterReader> Backend::make_counter_reader(size_t, std::str
 
 void Backend::upload(const Tensor& staged, const void* src) { copy_from_host(staged, src); }
 
+void Backend::queue_copy_from_host(const Tensor& dst, const void* src) {
+  CAMPO_CHECK(dst.nbytes() <= kQueuedCopyMax, "internal: a queued copy of ", dst.nbytes(),
+              " bytes (at most ", kQueuedCopyMax, ")");
+  copy_from_host(dst, src);
+}
+
 void Backend::land_uploads(const std::vector<UploadCopy>& copies) {
   for (const auto& [dst, staged] : copies) {
     CAMPO_CHECK(dst->nbytes() == staged->nbytes(), "internal: landing an upload of ",
@@ -160,7 +166,9 @@ void Backend::write_scalar(const Tensor& dst, float value) {
   CAMPO_CHECK(dst.dtype() == DType::f32 && dst.numel() == 1,
               "write_scalar: ", dtype_name(dst.dtype()), shape_str(dst.shape()),
               " is not an f32 scalar");
-  copy_from_host(dst, &value);
+  CAMPO_CHECK(dst.device() == device().type, "write_scalar: a ", device_name(dst.device()),
+              " tensor given to the ", device().str(), " backend");
+  queue_copy_from_host(dst, &value);
 }
 
 namespace {

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/conv_algo_cache.h"
 #include "runtime/device.h"
 #include "runtime/hardware_counters.h"
 #include "runtime/tensor.h"
@@ -122,10 +123,20 @@ class Backend {
   // against it before allocating.
   virtual std::optional<size_t> available_memory() const = 0;
   // Copies of dst.nbytes() / src.nbytes() bytes; when they return the data is in place.
+  // copy_from_host and copy_to_host wait for the device (a GPU's stream is drained): the
+  // host synchronizations of a step are these, synchronize() and a timer's elapsed_ms().
   virtual void copy_from_host(const Tensor& dst, const void* src) = 0;
   virtual void copy_to_host(void* dst, const Tensor& src) = 0;
   virtual void copy(const Tensor& dst, const Tensor& src) = 0;  // device to device
   virtual void fill_zero(const Tensor& t) = 0;
+  // A per-step value (a learning rate, the step number, the loss scale: at most
+  // kQueuedCopyMax bytes) copied into `dst` in queue order: after the work issued before,
+  // before the work issued after, without waiting for the device. `src` may be reused when
+  // it returns (the backend stages it: CUDA in a ring of pinned slots, each reused once the
+  // copy from it is done). The default is copy_from_host: a device whose copies are host
+  // work has no queue to wait for.
+  static constexpr size_t kQueuedCopyMax = 256;
+  virtual void queue_copy_from_host(const Tensor& dst, const void* src);
   // Waits for everything issued on its queue.
   virtual void synchronize() = 0;
   virtual std::unique_ptr<NodeTimer> make_timer(size_t slots) = 0;
@@ -175,6 +186,18 @@ class Backend {
   void set_cuda_graph(CudaGraphMode mode);
   CudaGraphMode cuda_graph() const { return cuda_graph_; }
 
+  // ---- --deterministic ----
+  // Whether kernels must give the same bits on every run of the same step: CUDA's cuDNN
+  // convolutions then take only algorithms cuDNN reports deterministic (no atomics:
+  // ops/cuda/conv_algo_filter.h). The CPU's kernels (oneDNN, own loops) already are, for a
+  // given machine and thread count, so there it is recorded and changes nothing. Set before
+  // the first executable is compiled on this backend (kernels choose algorithms then).
+  void set_deterministic(bool on) { deterministic_ = on; }
+  bool deterministic() const { return deterministic_; }
+  // The cuDNN convolution algorithm cache of a GPU backend (runtime/conv_algo_cache.h: the
+  // searches run, their time, the lookups answered); null on a device without one.
+  virtual const ConvAlgoCache* conv_algo_cache() const { return nullptr; }
+
   // ---- built on the above ----
   Tensor empty(const Shape& shape, DType dtype);
   Tensor zeros(const Shape& shape, DType dtype);
@@ -186,7 +209,8 @@ class Backend {
   void write(const Tensor& dst, const Tensor& host);
   // The value of an f32 tensor of one element of this device.
   float read_scalar(const Tensor& t);
-  void write_scalar(const Tensor& dst, float value);  // f32 element 0
+  // f32 element 0, in queue order (queue_copy_from_host): a per-step scalar drains no queue.
+  void write_scalar(const Tensor& dst, float value);
 
  protected:
   // Tags storage of this backend as a tensor of its device.
@@ -194,6 +218,7 @@ class Backend {
 
  private:
   CudaGraphMode cuda_graph_ = CudaGraphMode::automatic;
+  bool deterministic_ = false;
 };
 
 // Backends by device type. Each device's backend registers a factory at start-up (the CPU

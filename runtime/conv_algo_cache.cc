@@ -1,5 +1,6 @@
 #include "runtime/conv_algo_cache.h"
 
+#include <chrono>
 #include <sstream>
 
 namespace campo {
@@ -24,7 +25,7 @@ std::string conv_problem_str(const ConvProblem& p) {
     << p.k << ", " << p.out_h << ", " << p.out_w << "] pad " << p.pad_h << "x" << p.pad_w
     << " stride " << p.stride_h << "x" << p.stride_w << " dilation " << p.dilation_h << "x"
     << p.dilation_w << " groups " << p.groups << " layout " << p.layout << " workspace "
-    << p.workspace_limit << " B device " << p.device;
+    << p.workspace_limit << " B device " << p.device << (p.deterministic ? " deterministic" : "");
   return s.str();
 }
 
@@ -38,6 +39,14 @@ ConvAlgoChoice ConvAlgoCache::find_or_search(const ConvProblem& p,
     return it->second;
   }
   ++counts_.searches;
+  const auto start = std::chrono::steady_clock::now();
+  struct AddTime {  // also when the search throws: it took the time all the same
+    std::chrono::steady_clock::time_point start;
+    double& seconds;
+    ~AddTime() {
+      seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+  } add_time{start, counts_.search_seconds};
   const ConvAlgoChoice choice = search();
   choices_.emplace(p, choice);
   return choice;

@@ -41,6 +41,7 @@ struct ConvProblem {
   int layout = 0;              // the cudnnTensorFormat_t of x, y and w (NCHW)
   size_t workspace_limit = 0;  // bytes the search could use
   int device = 0;              // CUDA device ordinal
+  bool deterministic = false;  // only algorithms cuDNN reports deterministic (--deterministic)
   auto operator<=>(const ConvProblem&) const = default;
 };
 // One line naming every field, for messages and logs.
@@ -63,9 +64,12 @@ class ConvAlgoCache {
   ConvAlgoChoice find_or_search(const ConvProblem& p,
                                 const std::function<ConvAlgoChoice()>& search);
 
-  // Searches run and lookups answered from the cache since construction (or reset_counts).
+  // Searches run and lookups answered from the cache since construction (or reset_counts),
+  // and the wall-clock seconds the searches took (measuring every algorithm of a problem:
+  // what a bench or a test pays once per problem).
   struct Counts {
     int64_t searches = 0, hits = 0;
+    double search_seconds = 0;
   };
   Counts counts() const;
   void reset_counts();

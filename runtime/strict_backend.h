@@ -8,6 +8,7 @@
 
 #include <atomic>
 
+#include "runtime/check.h"
 #include "runtime/cpu_backend.h"
 
 namespace campo {
@@ -19,22 +20,39 @@ class StrictCpuBackend : public CpuBackend {
   // The CPU's fields under its own kind, "cpu:strict" (CpuBackend::identity names the kind
   // by device()): its timings include the counting of copies, so a calibration made on it
   // is its own and a CPU's is not used for it.
+  //
+  // It also counts the host synchronizations a GPU backend would make (host_syncs): the calls
+  // that wait for a GPU's queue (Backend: copy_from_host, copy_to_host, synchronize), not
+  // those that a GPU issues in queue order (queue_copy_from_host, upload, land_uploads), so
+  // that a test proves on any machine which waits a training step makes.
   void copy_from_host(const Tensor& dst, const void* src) override {
     ++to_device_copies;
+    ++host_syncs;
     CpuBackend::copy_from_host(dst, src);
   }
   void copy_to_host(void* dst, const Tensor& src) override {
     ++to_host_copies;
+    ++host_syncs;
     CpuBackend::copy_to_host(dst, src);
+  }
+  void synchronize() override { ++host_syncs; }
+  void queue_copy_from_host(const Tensor& dst, const void* src) override {
+    CAMPO_CHECK(dst.nbytes() <= kQueuedCopyMax, "internal: a queued copy of ", dst.nbytes(),
+                " bytes (at most ", kQueuedCopyMax, ")");
+    ++to_device_copies;
+    ++queued_copies;
+    CpuBackend::copy_from_host(dst, src);  // a host copy, not a wait
   }
   // A GPU's path through the training loop's prefetch (the uploads are host copies here).
   bool overlaps_uploads() const override { return true; }
   void upload(const Tensor& staged, const void* src) override {
     ++uploads;
-    CpuBackend::upload(staged, src);
+    ++to_device_copies;
+    CpuBackend::copy_from_host(staged, src);  // on a GPU's upload stream: not a wait
   }
-  // uploads: the prefetch's (also counted in to_device_copies, through copy_from_host).
-  int64_t to_device_copies = 0, to_host_copies = 0, uploads = 0;
+  // uploads: the prefetch's; queued_copies: queue_copy_from_host's (both also counted in
+  // to_device_copies); host_syncs: the waits above.
+  int64_t to_device_copies = 0, to_host_copies = 0, uploads = 0, queued_copies = 0, host_syncs = 0;
 };
 
 }  // namespace campo

@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
-"""The end of scripts/gpu-check: reads what its stages left and prints one table (stages,
+"""The summary of scripts/gpu-check: reads what its stages left and prints one table (stages,
 tests, then samples/s of campo and PyTorch per model and precision with their ratio);
-writes it all to OUT/summary.json.
+writes it all to OUT/summary.json. gpu-check runs it with --quiet after every stage (the
+JSON only), so that a run killed at any point leaves a summary of what it measured.
 
-  scripts/gpu_check_summary.py --out OUT --work WORK
+  scripts/gpu_check_summary.py --out OUT --work WORK [--quiet]
+  scripts/gpu_check_summary.py --suite NAME --suite-status STATUS --seconds N
+                               [--report GTEST_JSON] --into OUT/cuda-tests.jsonl
 
-OUT: campo-<model>.json (campo bench --json), torch-<model>.json (bench/peers/torch_gpu.py
---json). WORK: stages.tsv (name, status, seconds, note a line), cuda-tests.json and
-other-tests.json (GoogleTest's --gtest_output=json), graph-on-lenet.json and
-graph-off-lenet.json (campo bench --cuda-graph on / off), calibration.json (campo calibrate
---device cuda --quick). A missing file is a stage that did not
-run or did not finish: its cells read '-'.
+OUT: stages.tsv (name, status, seconds, note a line), cuda-tests.jsonl (one CUDA test suite
+a line: suite, status, seconds, its GoogleTest report or null; the second form appends one),
+campo-<model>.json (campo bench --json), torch-<model>.json (bench/peers/torch_gpu.py
+--json). WORK: graph-on-lenet.json and graph-off-lenet.json (campo bench --cuda-graph on /
+off), calibration.json (campo calibrate --device cuda --quick), version.txt. A missing file
+is a stage that did not run or did not finish: its cells read '-'.
 """
 import argparse
 import glob
@@ -42,6 +45,48 @@ def read_stages(path):
     except OSError:
         pass
     return stages
+
+
+def read_suites(path):
+    """cuda-tests.jsonl: one dict per suite (a line that does not parse is skipped)."""
+    suites = []
+    try:
+        with open(path) as f:
+            for line in f:
+                try:
+                    suites.append(json.loads(line))
+                except ValueError:
+                    pass
+    except OSError:
+        pass
+    return suites
+
+
+def suites_counts(suites):
+    """The suites' GoogleTest reports summed: counts, failed and skipped names, and the
+    suites without a report (killed, crashed, or skipped for time)."""
+    if not suites:
+        return None
+    total = {"suites": len(suites), "tests": 0, "passed": 0, "failed": [], "skipped": [],
+             "suites_without_report": []}
+    for s in suites:
+        c = test_counts(s.get("report"))
+        if c is None:
+            total["suites_without_report"].append(f"{s.get('suite')} ({s.get('status')})")
+            continue
+        total["tests"] += c["tests"]
+        total["passed"] += c["passed"]
+        total["failed"] += c["failed"]
+        total["skipped"] += c["skipped"]
+    return total
+
+
+def append_suite(a):
+    report = load(a.report) if a.report else None
+    with open(a.into, "a") as f:
+        f.write(json.dumps({"suite": a.suite, "status": a.suite_status, "seconds": a.seconds,
+                            "report": report}) + "\n")
+    return 0
 
 
 def test_counts(report):
@@ -102,12 +147,26 @@ def calibration_summary(cal):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", required=True)
-    p.add_argument("--work", required=True)
+    p.add_argument("--out")
+    p.add_argument("--work")
+    p.add_argument("--quiet", action="store_true", help="write summary.json only")
+    p.add_argument("--suite")
+    p.add_argument("--suite-status", choices=["ok", "failed", "timeout", "skipped"])
+    p.add_argument("--seconds", type=int, default=0)
+    p.add_argument("--report")
+    p.add_argument("--into")
     a = p.parse_args()
-    stages = read_stages(os.path.join(a.work, "stages.tsv"))
-    tests = {name: test_counts(load(os.path.join(a.work, f"{name}-tests.json")))
-             for name in ("cuda", "other")}
+    if a.suite:
+        if not a.suite_status or not a.into:
+            p.error("--suite needs --suite-status and --into")
+        return append_suite(a)
+    if not a.out or not a.work:
+        p.error("--out and --work are required")
+    if a.quiet:
+        sys.stdout = open(os.devnull, "w")
+    stages = read_stages(os.path.join(a.out, "stages.tsv"))
+    suites = read_suites(os.path.join(a.out, "cuda-tests.jsonl"))
+    tests = {"cuda": suites_counts(suites)}
     models = MODELS + sorted(
         {os.path.basename(f)[len("campo-"):-len(".json")]
          for f in glob.glob(os.path.join(a.out, "campo-*.json"))} - set(MODELS))
@@ -150,8 +209,10 @@ def main():
         if t is None:
             print(f"  {name} tests: no report (not run, or stopped before the end)")
             continue
-        print(f"  {name} tests: {t['tests']} run, {t['passed']} passed, {len(t['failed'])} "
-              f"failed, {len(t['skipped'])} skipped")
+        print(f"  {name} tests: {t['suites']} suites, {t['tests']} tests, {t['passed']} passed, "
+              f"{len(t['failed'])} failed, {len(t['skipped'])} skipped")
+        for n in t["suites_without_report"]:
+            print(f"    NO REPORT {n}")
         for n in t["failed"][:20]:
             print(f"    FAILED {n}")
         if name == "cuda" and t["skipped"]:
@@ -185,7 +246,8 @@ def main():
     else:
         print("  cuda graph, lenet amp: no result (graph-on / graph-off did not finish)")
     calibration = calibration_summary(load(os.path.join(a.work, "calibration.json")))
-    summary = {"versions": versions, "stages": stages, "tests": tests, "rows": rows,
+    summary = {"versions": versions, "stages": stages, "tests": tests, "cuda_suites": suites,
+               "rows": rows,
                "campo_machine": machine, "cuda_graph_lenet_amp": graph,
                "calibration": calibration,
                "torch_machine": torch_machine, "runs": raw}

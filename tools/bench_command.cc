@@ -26,6 +26,7 @@ class BenchCommand final : public Command {
     BenchOptions& o = options_;
     add_model_run_options(app_, o.run, device_, optimizer_, calibration_);
     add_cuda_graph_option(app_, cuda_graph_);
+    add_deterministic_option(app_, o.run.deterministic);
     app_->add_option("--precision", precisions_, "Comma-separated policies")->capture_default_str();
     app_->add_option("--steps", o.steps, "Timed steps per repetition")->capture_default_str();
     app_->add_option("--warmup", o.warmup, "Untimed steps first")->capture_default_str();
@@ -78,8 +79,8 @@ class BenchCommand final : public Command {
                 "--precision");
     // The run's backend, once, after the options and before any work (a calibration): one
     // line for a device this build or machine lacks.
-    const std::shared_ptr<Backend> backend =
-        backend_for(rank_device(o.run.device, o.data_parallel), o.run.cuda_graph);
+    const std::shared_ptr<Backend> backend = backend_for(rank_device(o.run.device, o.data_parallel),
+                                                         o.run.cuda_graph, o.run.deterministic);
     resolve_run_calibration(o.run, calibration_, cost_aware, backend);
     attach_predicted_costs(o.run);
     if (lockstep_) {

@@ -88,7 +88,7 @@ void resolve_run_calibration(ModelRunOptions& run, const std::string& calibratio
   if (!cost_aware || run.plan_for.active() || calibration == "none") return;
   // auto: bf16's calibration (f16's low times are then measured, train/profiling.h).
   const DType low = low_type_of(parse_low_precision_mode(run.mixed.low_precision));
-  if (!backend) backend = backend_for(run.device, run.cuda_graph);
+  if (!backend) backend = backend_for(run.device, run.cuda_graph, run.deterministic);
   run.calibration = resolve_calibration(calibration, *backend, low, std::cerr);
 }
 

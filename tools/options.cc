@@ -64,6 +64,16 @@ void add_cuda_graph_option(CLI::App* cmd, std::string& mode) {
       ->capture_default_str();
 }
 
+void add_deterministic_option(CLI::App* cmd, bool& deterministic) {
+  cmd->add_flag("--deterministic", deterministic,
+                "Kernels that give the same bits on every run: on cuda, only the cuDNN "
+                "convolution algorithms cuDNN reports deterministic (no atomics; maybe "
+                "slower). On cpu the kernels already are (oneDNN and campo's own, for one "
+                "machine and thread count): accepted, changes nothing. The same plan: "
+                "cost-aware's follows measured times, so runs may differ in plan. Recorded in "
+                "the JSON as \"deterministic\"");
+}
+
 // Whether the user gave `option` on the command line (a default does not count).
 bool given(const CLI::App* cmd, const std::string& option) { return cmd->count(option) > 0; }
 

@@ -31,6 +31,8 @@ void add_device_option(CLI::App* cmd, std::string& device);
 // --cuda-graph of the commands that run untimed steps (train, eval, bench), as given;
 // parse_cuda_graph_mode reads it once, below.
 void add_cuda_graph_option(CLI::App* cmd, std::string& mode);
+// --deterministic of train and bench (Backend::set_deterministic), recorded in the JSON.
+void add_deterministic_option(CLI::App* cmd, bool& deterministic);
 // Whether the user gave `option` on the command line (a default does not count).
 bool given(const CLI::App* cmd, const std::string& option);
 // The option-applicability table (tools/cli.h's train_option_scopes) for a subcommand other

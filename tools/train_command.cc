@@ -377,6 +377,7 @@ class TrainCommand final : public Command {
     app_ = app.add_subcommand("train", "Train a model and evaluate it");
     add_train_options(app_, options_, device_, lists_);
     add_cuda_graph_option(app_, cuda_graph_);
+    add_deterministic_option(app_, options_.deterministic);
     app_->add_option("--conv-layout", conv_layout_, kConvLayoutHelp)->capture_default_str();
     add_data_parallel_options(app_, options_.data_parallel,
                               "Train with every rank of an MPI launch (mpirun -np N campo train "

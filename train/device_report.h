@@ -16,15 +16,20 @@ class DeviceReport {
  public:
   // Counts from now: make it before the run's first allocation (its session or graphs).
   explicit DeviceReport(std::shared_ptr<Backend> backend);
-  // "device"; on cpu:strict also "host_copies" {to_device, to_host, uploads: the input
-  // prefetch's, train/prefetch.h, also counted in to_device} (since construction) and
-  // "default_cpu_allocations".
+  // "device", "deterministic" (Backend::deterministic: --deterministic), where the device
+  // has a cuDNN algorithm cache "conv_algo_search" {searches, reused, seconds} (since
+  // construction); on cpu:strict also "host_copies" {to_device, to_host, uploads: the input
+  // prefetch's, train/prefetch.h, queued: per-step values copied in queue order, both also
+  // counted in to_device; host_syncs: the calls that would wait for a GPU} (since
+  // construction) and "default_cpu_allocations".
   void add_to(nlohmann::json& j) const;
   const std::shared_ptr<Backend>& backend() const { return backend_; }
 
  private:
   std::shared_ptr<Backend> backend_;
-  int64_t default_cpu_allocations_ = 0, to_device_ = 0, to_host_ = 0, uploads_ = 0;
+  int64_t default_cpu_allocations_ = 0, to_device_ = 0, to_host_ = 0, uploads_ = 0, queued_ = 0,
+          host_syncs_ = 0;
+  ConvAlgoCache::Counts conv_algos_;
 };
 
 }  // namespace campo

@@ -100,12 +100,14 @@ void fail_with_batch_advice(const MemoryShortfall& e, int64_t batch) {
                  : std::string("; not even one sample fits: a smaller model or --image-size"));
 }
 
-std::shared_ptr<Backend> backend_for(const DeviceSpec& device, CudaGraphMode cuda_graph) {
+std::shared_ptr<Backend> backend_for(const DeviceSpec& device, CudaGraphMode cuda_graph,
+                                     bool deterministic) {
   // make_backend is the one place that knows which devices this build and machine have; it
   // throws one line for any other.
   std::shared_ptr<Backend> backend =
       device == DeviceSpec{Device::cpu, 0} ? default_cpu_backend() : make_backend(device);
   backend->set_cuda_graph(cuda_graph);
+  backend->set_deterministic(deterministic);
   return backend;
 }
 
@@ -113,7 +115,7 @@ RunStart start_run(const TrainOptions& o, std::ostream& log) {
   validate(o);
   RunStart r;
   // Every step, evaluation, checkpoint, sample and profile of the run is on this backend.
-  r.backend = backend_for(rank_device(o.device, o.data_parallel), o.cuda_graph);
+  r.backend = backend_for(rank_device(o.device, o.data_parallel), o.cuda_graph, o.deterministic);
   r.ranks = o.data_parallel.enabled ? join_ranks(o.data_parallel, o.device.type) : nullptr;
   static std::ostream nowhere(nullptr);
   r.log = !r.ranks || r.ranks->rank() == 0 ? &log : &nowhere;

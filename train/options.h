@@ -67,6 +67,7 @@ struct TrainOptions : CommonOptions {
   PrecisionOptions mixed;        // --low-precision, --loss-scale*, --amp-lists*, --search, ...
   CheckpointOptions checkpoint;  // --save, --save-every, --resume (safetensors)
   ReportOptions report;          // --progress, --profile, --metrics, --tensorboard
+  bool deterministic = false;  // --deterministic: Backend::set_deterministic
   // Image folders and CIFAR-10 (see datasets/registry.h).
   std::optional<bool> augment;  // --augment: auto (unset: the train split only) | on | off
   int resize = 0;               // shorter side before cropping (0: --image-size)
@@ -148,8 +149,10 @@ void check_threads(int threads);
 // The backend of --device, made once per run: the default CPU backend for cpu (so a run
 // shares its oneDNN engine with everything else on the CPU), else make_backend's (its one
 // error line where this build or machine lacks the device), set to --cuda-graph (one error
-// line for `on` where the device cannot capture a step).
-std::shared_ptr<Backend> backend_for(const DeviceSpec& device, CudaGraphMode cuda_graph);
+// line for `on` where the device cannot capture a step) and to --deterministic (every run
+// sets it, so the shared CPU backend carries no earlier run's).
+std::shared_ptr<Backend> backend_for(const DeviceSpec& device, CudaGraphMode cuda_graph,
+                                     bool deterministic);
 // Where a cost-aware run's calibration comes from once the run's backend is made: the CLI
 // hands in the one lookup every subcommand uses (perf/calibration_store.h's
 // resolve_calibration of --calibration), which says on `log` what it found or ran. Null, or

@@ -538,7 +538,8 @@ double evaluate_checkpoint(const EvalOptions& o, std::ostream& log) {
               o.image_size);
   CAMPO_CHECK(o.channels >= 0, "--channels must be 1 or 3 (or 0: native), got ", o.channels);
   // The device first: one line where this build or machine lacks it, before files are read.
-  const std::shared_ptr<Backend> backend = backend_for(o.device, o.cuda_graph);
+  // Evaluation compares nothing bit for bit: no --deterministic.
+  const std::shared_ptr<Backend> backend = backend_for(o.device, o.cuda_graph, false);
   std::map<std::string, std::string> meta = read_safetensors_metadata(o.checkpoint);
   std::string model = o.model;
   if (model.empty() && meta.count("campo.model")) model = meta.at("campo.model");

@@ -9,13 +9,16 @@
 //
 // Everything is decided once, at kernel creation (shapes are known then): the descriptors,
 // and the algorithm, by measurement (cudnnFind*AlgorithmEx on scratch buffers from the
-// backend's allocate(), as PyTorch's cudnn.benchmark does): the fastest one whose workspace
-// fits kWorkspaceCap. The choice is kept in the backend's algorithm cache under the whole
-// problem (runtime/conv_algo_cache.h), so another kernel of the same problem on the same
-// backend (another executable: bench's next policy, an evaluation graph) does not measure. Its
-// workspace is the context's shared one (ExecContext:: reserve_workspace), so the kernels of an
-// executable share one buffer as large as the largest need. Finding needs a GPU; without one no
-// CUDA kernel is ever created.
+// backend's allocate(), as PyTorch's cudnn.benchmark does): the fastest one that
+// ops/cuda/conv_algo_filter.h allows (its workspace within kWorkspaceCap, no TF32 for f32, no
+// FFT or non-fused Winograd for f16/bf16, and only deterministic ones on a backend set
+// --deterministic). The search's workspace is bounded by kWorkspaceCap too, and its time is
+// counted by the cache (ConvAlgoCache::Counts::search_seconds; campo bench prints it). The choice
+// is kept in the backend's algorithm cache under the whole problem (runtime/conv_algo_cache.h), so
+// another kernel of the same problem on the same backend (another executable: bench's next policy,
+// an evaluation graph) does not measure. Its workspace is the context's shared one (ExecContext::
+// reserve_workspace), so the kernels of an executable share one buffer as large as the largest
+// need. Finding needs a GPU; without one no CUDA kernel is ever created.
 //
 // Precision: compute type f32 for every data type. f32 runs with CUDNN_FMA_MATH (no TF32, so
 // f32 results differ from the CPU's only by the order of the sums); f16 and bf16 with
@@ -38,6 +41,7 @@
 
 #include "ops/conv_padding.h"
 #include "ops/cuda/context.h"
+#include "ops/cuda/conv_algo_filter.h"
 #include "ops/cuda/conv_widen.h"
 #include "runtime/conv_algo_cache.h"
 
@@ -123,18 +127,6 @@ cudnnMathType_t math_type_for(DType t) {
   return t == DType::f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
 }
 
-// Whether a measured algorithm may be used: it ran, its workspace fits what we can give, and
-// an f32 convolution does not use tensor cores (TF32 would round the inputs to 10 mantissa
-// bits; the CPU computes in full f32).
-template <typename Perf>
-bool usable(const Perf& p, DType dtype, size_t workspace_limit) {
-  if (p.status != CUDNN_STATUS_SUCCESS || p.memory > workspace_limit) return false;
-  if (dtype == DType::f32 &&
-      (p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
-    return false;
-  return true;
-}
-
 // A device buffer for the measurement, zeroed (an uninitialised one may hold NaNs and
 // denormals, which some algorithms run slower on).
 std::shared_ptr<void> scratch(cuda::CudaBackend& backend, size_t bytes) {
@@ -211,21 +203,26 @@ class CudnnConvolution {
     cuda::CudaBackend& backend = cuda_backend(ctx);
     size_t limit = 0;
     std::shared_ptr<void> ws = find_workspace(backend, &limit);
-    const ConvProblem problem = problem_for(direction, limit, backend.index());
+    const cuda::ConvAlgoRules rules{
+        .dtype = spec_.dtype, .workspace_limit = limit, .deterministic = backend.deterministic()};
+    const ConvProblem problem = problem_for(direction, rules, backend.index());
     const ConvAlgoChoice choice =
         backend.conv_algos().find_or_search(problem, [&]() -> ConvAlgoChoice {
           Perf perf[Count];
           int count = 0;
           find_or_explain(spec_, x_shape_, w_shape_, y_shape_,
                           [&] { find(perf, &count, ws.get(), limit); });
-          for (int i = 0; i < count; ++i)  // cuDNN returns them fastest first
-            if (usable(perf[i], spec_.dtype, limit))
-              return ConvAlgoChoice{int(perf[i].algo), int(perf[i].mathType), perf[i].memory,
-                                    perf[i].time};
+          // Which ones may be used: ops/cuda/conv_algo_filter.h.
+          const int i = cuda::pick_conv_algo(perf, count, rules);
+          if (i >= 0)
+            return ConvAlgoChoice{int(perf[i].algo), int(perf[i].mathType), perf[i].memory,
+                                  perf[i].time};
           CAMPO_FAIL(op_name(spec_.kind), " '", spec_.node_name, "': cuDNN has no ", what,
                      " algorithm for ", dtype_name(spec_.dtype), " x ", shape_str(x_shape_), " w ",
                      shape_str(w_shape_), " y ", shape_str(y_shape_), " within ", limit >> 20,
-                     " MiB of workspace");
+                     " MiB of workspace", rules.deterministic ? " that is deterministic" : "", " (",
+                     count, " measured", count > 0 ? ", the fastest refused: " : "",
+                     count > 0 ? cuda::conv_algo_refusal(perf[0], rules) : "", ")");
         });
     if (spec_.dtype != DType::f32)
       CAMPO_CUDNN_CHECK(
@@ -236,7 +233,8 @@ class CudnnConvolution {
   }
 
   // The cache key of this convolution: everything the descriptors and the search depend on.
-  ConvProblem problem_for(ConvDirection direction, size_t workspace_limit, int device) const {
+  ConvProblem problem_for(ConvDirection direction, const cuda::ConvAlgoRules& rules,
+                          int device) const {
     const ConvAttrs& a = attrs_as<ConvAttrs>(spec_.attrs);
     return {.direction = direction,
             .dtype = spec_.dtype,
@@ -258,8 +256,9 @@ class CudnnConvolution {
             .dilation_w = a.dilation_w,
             .groups = a.groups,
             .layout = int(CUDNN_TENSOR_NCHW),
-            .workspace_limit = workspace_limit,
-            .device = device};
+            .workspace_limit = rules.workspace_limit,
+            .device = device,
+            .deterministic = rules.deterministic};
   }
 
   void* workspace(ExecContext& ctx) const {

@@ -7,7 +7,11 @@
 // memsets, timing events. That order is what makes the caching allocator's immediate reuse
 // of freed blocks safe (runtime/caching_allocator.h). Host copies go through pinned staging
 // buffers (real DMA, overlapped with the host memcpy in two halves) and return when the data
-// is in place, as the Backend interface promises.
+// is in place, as the Backend interface promises. Per-step values (queue_copy_from_host: a
+// learning rate, the step, the loss scale) go through a ring of pinned slots instead, in
+// stream order with no host wait, so feeding them does not drain the stream; they are fed
+// before a step runs, never while one is being captured (a slot would then be read at
+// every replay).
 //
 // Error handling: every CUDA, cuBLAS and cuDNN call is checked (runtime/cuda/cuda_check.h)
 // and throws, except in destructors and memory deleters, which must not throw: there a
@@ -195,6 +199,45 @@ struct CudaBackend::Uploads {
   }
 };
 
+// The per-step values' ring (queue_copy_from_host): kQueuedSlots pinned slots of
+// kQueuedCopyMax bytes in one allocation, each with the event recorded behind the copy from
+// it. A slot's copy reads it when the stream reaches it, so the slot stays untouched until
+// its event has passed: the ring is kQueuedSlots copies deep before a write waits.
+struct CudaBackend::QueuedCopies {
+  std::mutex mutex;
+  char* host = nullptr;  // kQueuedSlots * kQueuedCopyMax bytes, pinned
+  cudaEvent_t done[kQueuedSlots] = {};
+  bool issued[kQueuedSlots] = {};
+  size_t next = 0;
+
+  QueuedCopies() {
+    try {
+      CAMPO_CUDA_CHECK(cudaMallocHost(&host, kQueuedSlots * kQueuedCopyMax));
+      for (cudaEvent_t& e : done)
+        CAMPO_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+  ~QueuedCopies() { release(); }
+  void release() noexcept {
+    for (cudaEvent_t& e : done) {
+      if (e) warn_on_error(cudaEventDestroy(e), "cudaEventDestroy");
+      e = nullptr;
+    }
+    if (host) warn_on_error(cudaFreeHost(host), "cudaFreeHost");
+    host = nullptr;
+  }
+  // The next slot, once the copy issued from it kQueuedSlots copies ago has read it.
+  char* take(size_t* slot) {
+    *slot = next;
+    next = (next + 1) % kQueuedSlots;
+    if (issued[*slot]) CAMPO_CUDA_CHECK(cudaEventSynchronize(done[*slot]));
+    return host + *slot * kQueuedCopyMax;
+  }
+};
+
 CudaBackend::CudaBackend(int index) : index_(index) {
   try {
     CAMPO_CUDA_CHECK(cudaSetDevice(index_));
@@ -215,6 +258,7 @@ CudaBackend::CudaBackend(int index) : index_(index) {
     CAMPO_CUDNN_CHECK(cudnnSetStream(cudnn_, stream_));
     staging_ = std::make_unique<Staging>();
     uploads_ = std::make_unique<Uploads>();
+    queued_ = std::make_unique<QueuedCopies>();
 
     const int device = index_;
     allocator_ = std::make_unique<CachingAllocator>(
@@ -253,6 +297,7 @@ void CudaBackend::release() noexcept {
   }
   // The cache goes now; blocks still owned by tensors are freed when their last owner dies.
   uploads_.reset();  // first: its stream may still copy into the allocator's blocks
+  queued_.reset();   // after the stream's synchronization above: no copy reads a slot now
   allocator_.reset();
   staging_.reset();
   if (cudnn_) {
@@ -349,6 +394,22 @@ void CudaBackend::copy_from_host(const Tensor& dst, const void* src) {
     CAMPO_CUDA_CHECK(cudaEventRecord(staging_->done[b], stream_));
   }
   CAMPO_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::queue_copy_from_host(const Tensor& dst, const void* src) {
+  check_device_tensor(dst, "queue_copy_from_host");
+  const size_t n = dst.nbytes();
+  CAMPO_CHECK(n <= kQueuedCopyMax, "internal: a queued copy of ", n, " bytes (at most ",
+              kQueuedCopyMax, ")");
+  if (n == 0) return;
+  use_device();
+  std::lock_guard<std::mutex> lock(queued_->mutex);
+  size_t slot = 0;
+  char* staged = queued_->take(&slot);
+  std::memcpy(staged, src, n);
+  CAMPO_CUDA_CHECK(cudaMemcpyAsync(dst.device_data(), staged, n, cudaMemcpyHostToDevice, stream_));
+  CAMPO_CUDA_CHECK(cudaEventRecord(queued_->done[slot], stream_));
+  queued_->issued[slot] = true;
 }
 
 void CudaBackend::copy_to_host(void* dst, const Tensor& src) {

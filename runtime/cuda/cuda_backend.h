@@ -52,6 +52,12 @@ class CudaBackend : public Backend, public CachingAllocatorOwner, public PciDevi
   void copy_to_host(void* dst, const Tensor& src) override;
   void copy(const Tensor& dst, const Tensor& src) override;
   void fill_zero(const Tensor& t) override;
+  // A ring of pinned slots of kQueuedCopyMax bytes: the value is copied into the next slot,
+  // an asynchronous copy from it is issued on the compute stream and an event recorded
+  // behind it; a slot is written again only once its event has passed (a wait only when
+  // kQueuedSlots copies are still queued). No stream synchronization.
+  void queue_copy_from_host(const Tensor& dst, const void* src) override;
+  static constexpr size_t kQueuedSlots = 64;
   // Waits for the compute stream and the upload stream.
   void synchronize() override;
   // Uploads run on a second stream from pinned buffers of their own, so the next batch's
@@ -89,6 +95,7 @@ class CudaBackend : public Backend, public CachingAllocatorOwner, public PciDevi
   // every executable built on this backend; counts() says how many were measured and how
   // many were reused.
   ConvAlgoCache& conv_algos() { return conv_algos_; }
+  const ConvAlgoCache* conv_algo_cache() const override { return &conv_algos_; }
   std::string pci_bus_id() const override { return pci_bus_id_; }
 
  private:
@@ -110,6 +117,8 @@ class CudaBackend : public Backend, public CachingAllocatorOwner, public PciDevi
   std::unique_ptr<Staging> staging_;
   struct Uploads;  // the upload stream, its pinned buffers and events
   std::unique_ptr<Uploads> uploads_;
+  struct QueuedCopies;  // the pinned ring of queue_copy_from_host
+  std::unique_ptr<QueuedCopies> queued_;
 
   void use_device() const;  // cudaSetDevice(index_): calls may come from any thread
   void release() noexcept;  // the destructor's work, also on a failed construction

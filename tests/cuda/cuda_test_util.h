@@ -19,14 +19,32 @@
 
 namespace campo::testing {
 
-// The CUDA backend of device 0, or nullptr and the reason there is none.
+// The CUDA backend of device 0, or nullptr and the reason there is none: one backend for
+// the whole test process (its cuDNN and cuBLASLt handles, caching allocator and cuDNN
+// algorithm cache reused by every test, as one training run reuses them; a new backend per
+// test would search every convolution again), made at the first ask. It is deterministic
+// (Backend::set_deterministic): tests compare CUDA graph replays with launched steps and
+// prefetched with fed steps bit for bit, so no cuDNN algorithm with atomics may run. A test
+// that changes its settings (set_cuda_graph) puts them back before it ends.
 inline std::shared_ptr<Backend> try_cuda_backend(std::string* why_not) {
-  try {
-    return make_backend({Device::cuda, 0});
-  } catch (const Error& e) {
-    *why_not = e.what();
-    return nullptr;
-  }
+  struct Shared {
+    std::shared_ptr<Backend> backend;
+    std::string why_not;
+  };
+  // Never destroyed: its handles would otherwise be released by a static destructor after
+  // the CUDA runtime has begun unloading (PyTorch keeps its handles to the end likewise).
+  static const Shared& shared = *[] {
+    auto* s = new Shared;
+    try {
+      s->backend = make_backend({Device::cuda, 0});
+      s->backend->set_deterministic(true);
+    } catch (const Error& e) {
+      s->why_not = e.what();
+    }
+    return s;
+  }();
+  if (!shared.backend) *why_not = shared.why_not;
+  return shared.backend;
 }
 
 // In a test body: `auto gpu = CAMPO_CUDA_OR_SKIP();` gives the CUDA backend or skips the

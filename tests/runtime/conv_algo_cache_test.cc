@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -75,6 +76,7 @@ TEST(ConvAlgoCacheTest, EveryFieldIsPartOfTheKey) {
       [](ConvProblem& p) { p.layout = 1; },
       [](ConvProblem& p) { p.workspace_limit = size_t(128) << 20; },
       [](ConvProblem& p) { p.device = 1; },
+      [](ConvProblem& p) { p.deterministic = true; },
   };
   ConvAlgoCache cache;
   int searches = 0;
@@ -95,6 +97,32 @@ TEST(ConvAlgoCacheTest, EveryFieldIsPartOfTheKey) {
     EXPECT_EQ(cache.find_or_search(p, search).algo, int(i) + 1) << conv_problem_str(p);
   }
   EXPECT_EQ(cache.counts().hits, int64_t(changes.size()));
+}
+
+// The searches' wall-clock time is summed (what `campo bench` prints per policy); a lookup
+// answered from the cache adds nothing, a search that throws adds its time.
+TEST(ConvAlgoCacheTest, SearchTimeIsSummed) {
+  ConvAlgoCache cache;
+  auto slow = [] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return ConvAlgoChoice{.algo = 1};
+  };
+  cache.find_or_search(resnet_stem(), slow);
+  const double one = cache.counts().search_seconds;
+  EXPECT_GE(one, 0.019);
+  cache.find_or_search(resnet_stem(), slow);  // a hit: no time
+  EXPECT_EQ(cache.counts().search_seconds, one);
+  ConvProblem other = resnet_stem();
+  other.n = 64;
+  EXPECT_THROW(cache.find_or_search(other,
+                                    []() -> ConvAlgoChoice {
+                                      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                                      throw std::runtime_error("no algo");
+                                    }),
+               std::runtime_error);
+  EXPECT_GE(cache.counts().search_seconds, one + 0.019);
+  cache.reset_counts();
+  EXPECT_EQ(cache.counts().search_seconds, 0.0);
 }
 
 TEST(ConvAlgoCacheTest, FailedSearchKeepsNothing) {

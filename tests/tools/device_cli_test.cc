@@ -265,5 +265,33 @@ TEST_F(NoCudaBackendTest, CostAwarePlanForCudaNeedsTheGpu) {
   EXPECT_EQ(r.out, "");
 }
 
+// --deterministic on the CPU: accepted, recorded in train's JSON result and every bench entry
+// (false without it, also after a run that set it: the shared CPU backend is set by every
+// run), and the same bits (oneDNN and campo's CPU kernels already are deterministic; amp, not
+// the default cost-aware, whose plan follows timings that differ run to run).
+TEST_F(DeviceCliTest, DeterministicIsRecordedAndChangesNothingOnTheCpu) {
+  std::vector<nlohmann::json> results;
+  for (const bool deterministic : {true, false}) {
+    std::vector<std::string> args = {"train", "--model", "lenet", "--dataset", "synthetic",
+                                     "--steps", "2", "--batch", "16", "--limit-test", "32",
+                                     "--progress", "none", "--precision", "amp"};
+    if (deterministic) args.push_back("--deterministic");
+    const CliResult r = run_cli(args);
+    ASSERT_EQ(r.code, 0) << r.err;
+    results.push_back(json_event(r.out));
+    EXPECT_EQ(results.back()["deterministic"], deterministic) << results.back().dump();
+  }
+  EXPECT_EQ(results[0]["final_loss"], results[1]["final_loss"]);
+  const std::string file = path("bench.json");
+  const CliResult r = run_cli({"bench", "--model", "lenet", "--precision", "fp32", "--steps", "1",
+                               "--warmup", "0", "--repeats", "1", "--no-peak", "--deterministic",
+                               "--json", file});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json bench = read_json(file);
+  ASSERT_EQ(bench.size(), 1u) << bench.dump();
+  EXPECT_EQ(bench[0]["deterministic"], true) << bench.dump();
+  EXPECT_FALSE(bench[0].contains("conv_algo_search")) << "the CPU has no cuDNN algorithm cache";
+}
+
 }  // namespace
 }  // namespace campo
