@@ -8,6 +8,7 @@
 #include <string>
 
 #include "runtime/check.h"
+#include "runtime/chunked_for.h"
 #include "runtime/philox.h"
 
 namespace campo {
@@ -80,33 +81,21 @@ const DecodeTables& decode_tables() {
   return tables;
 }
 
-// Arrays of at least this many elements are split over the OpenMP team, in chunks whose
-// bounds do not depend on the team's size (the bits would not either way: each element is
-// a pure function of its input and index).
+// Arrays of at least this many elements are split over the OpenMP team in chunks of kChunk
+// (runtime/chunked_for.h).
 constexpr size_t kParallelThreshold = size_t(1) << 15;
 constexpr size_t kChunk = 8192;
-
-template <typename Body>
-void for_each_chunk(size_t n, const Body& body) {
-  if (n < kParallelThreshold) return body(size_t(0), n);
-  const int64_t chunks = int64_t((n + kChunk - 1) / kChunk);
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const size_t begin = size_t(c) * kChunk;
-    body(begin, std::min(n, begin + kChunk));
-  }
-}
 
 template <typename Load>
 void encode_array(ElementFormat f, size_t n, uint8_t* dst, const EncodeOptions& o,
                   const Load& load) {
   if (o.rounding == Rounding::nearest_even) {
-    for_each_chunk(n, [&](size_t begin, size_t end) {
+    for_each_chunk(n, kParallelThreshold, kChunk, [&](size_t begin, size_t end) {
       for (size_t i = begin; i < end; ++i) dst[i] = encode_nearest_even(f, load(i), o.saturation);
     });
     return;
   }
-  for_each_chunk(n, [&](size_t begin, size_t end) {
+  for_each_chunk(n, kParallelThreshold, kChunk, [&](size_t begin, size_t end) {
     for (size_t i = begin; i < end; ++i)
       dst[i] = encode_stochastic(f, load(i), o.saturation,
                                  philox_bits64(o.seed, o.stream, o.first_index + i));
@@ -227,7 +216,7 @@ void decode(ElementFormat f, std::span<const uint8_t> src, std::span<float> dst)
   const uint8_t mask = uint8_t((1u << kFormats[size_t(f)].bits) - 1);
   const uint8_t* s = src.data();
   float* d = dst.data();
-  for_each_chunk(src.size(), [&](size_t begin, size_t end) {
+  for_each_chunk(src.size(), kParallelThreshold, kChunk, [&](size_t begin, size_t end) {
     for (size_t i = begin; i < end; ++i) d[i] = table[s[i] & mask];
   });
 }

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "runtime/check.h"
+#include "runtime/chunked_for.h"
 #include "runtime/philox.h"
 
 namespace campo {
@@ -35,17 +36,6 @@ void quantize_block(ElementFormat element, const float* src, size_t n, uint8_t* 
 constexpr size_t kBlocksPerTask = 256;
 constexpr size_t kParallelBlocks = 1024;
 
-template <typename Body>
-void for_each_block_range(size_t blocks, const Body& body) {
-  if (blocks < kParallelBlocks) return body(size_t(0), blocks);
-  const int64_t tasks = int64_t((blocks + kBlocksPerTask - 1) / kBlocksPerTask);
-#pragma omp parallel for schedule(static)
-  for (int64_t t = 0; t < tasks; ++t) {
-    const size_t begin = size_t(t) * kBlocksPerTask;
-    body(begin, std::min(blocks, begin + kBlocksPerTask));
-  }
-}
-
 }  // namespace
 
 uint8_t mx_shared_scale(ElementFormat element, std::span<const float> block) {
@@ -72,7 +62,7 @@ void mx_quantize(ElementFormat element, std::span<const float> src, std::span<ui
   CAMPO_CHECK(scales.size() == mx_block_count(n), "mx_quantize to mx", element_format_name(element),
               ": ", n, " inputs make ", mx_block_count(n), " blocks of ", kMxBlockSize,
               " but room for ", scales.size(), " scales");
-  for_each_block_range(mx_block_count(n), [&](size_t first_block, size_t end_block) {
+  for_each_chunk(mx_block_count(n), kParallelBlocks, kBlocksPerTask, [&](size_t first_block, size_t end_block) {
     for (size_t b = first_block; b < end_block; ++b) {
       const size_t begin = b * kMxBlockSize;
       const size_t size = std::min(kMxBlockSize, n - begin);
@@ -90,7 +80,7 @@ void mx_dequantize(ElementFormat element, std::span<const uint8_t> scales,
   CAMPO_CHECK(scales.size() == mx_block_count(n), "mx_dequantize from mx",
               element_format_name(element), ": ", n, " element codes make ", mx_block_count(n),
               " blocks but ", scales.size(), " scales were given");
-  for_each_block_range(mx_block_count(n), [&](size_t first_block, size_t end_block) {
+  for_each_chunk(mx_block_count(n), kParallelBlocks, kBlocksPerTask, [&](size_t first_block, size_t end_block) {
     for (size_t b = first_block; b < end_block; ++b) {
       const size_t begin = b * kMxBlockSize;
       const size_t end = std::min(n, begin + kMxBlockSize);
