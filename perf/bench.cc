@@ -24,8 +24,8 @@
 #include "runtime/timer.h"
 #include "train/device_report.h"
 #include "train/make_session.h"
-#include "train/policy_guard.h"
 #include "train/model_array.h"
+#include "train/policy_guard.h"
 #include "train/profiling.h"
 #include "train/trainer.h"
 
@@ -112,10 +112,12 @@ std::unique_ptr<BenchPolicy> bench_policy(const BenchOptions& o, const std::stri
   if (policy == Precision::cost_aware) {
     const SessionFactory make = [&](const SessionSpec& s) { return make_session(s, backend); };
     std::ostringstream log;  // the verdict goes in the table
-    const bool enabled = o.guard && !run.plan_for.active();
-    p.guard = guard_run(spec, make, enabled, log);
-    if (run.plan_for.active())
-      p.guard.skipped = "--for: the plan predicted for " + run.plan_for.device + " is benched as it is";
+    const std::string not_run_because =
+        run.plan_for.active()
+            ? "--for: the plan predicted for " + run.plan_for.device + " is benched as it is"
+        : o.guard ? ""
+                  : "--no-guard";
+    p.guard = guard_run(spec, make, not_run_because, log);
     apply_guard(spec, p.guard);
   }
   p.session = make_session(spec, std::move(backend));
@@ -142,7 +144,7 @@ void describe(BenchPolicy& p, BenchResult& res) {
   res.memory = p.session->memory();
   res.cuda_graph = cuda_graph_json(*p.session);  // before the profiled (launched) steps
   res.cuda_graph_line = cuda_graph_line(*p.session);
-  if (p.precision == "cost-aware") {
+  if (p.guard.reported()) {
     res.guard_line = p.guard.line();
     res.guard = p.guard.json();
   }

@@ -3,7 +3,6 @@
 
 #include <string>
 
-#include "models/dcgan.h"
 #include "models/models.h"
 #include "runtime/cpu_backend.h"
 #include "train/model_array.h"
@@ -15,13 +14,6 @@ PrecisionConfig model_run_precision(const ModelRunOptions& o, Precision policy) 
   PrecisionConfig c = precision_config(policy, o.mixed, o.device.type);
   c.costs = o.costs;
   if (policy == Precision::cost_aware && !o.costs) c.calibration = o.calibration;
-  return c;
-}
-
-OptimizerConfig gan_optimizer(const ModelRunOptions& o) {
-  OptimizerConfig c;
-  c.kind = o.optimizer;
-  c.beta1 = kDcganAdamBeta1;  // Adam only
   return c;
 }
 

@@ -64,8 +64,6 @@ Device plan_for_device(const PlanForOptions& f);
 // predicted from the profile (predict_cost_table); o.costs_note says so. Nothing without
 // --for. One error line for a profile of another model, batch or input size, or for DCGAN.
 void attach_predicted_costs(ModelRunOptions& o);
-// dcgan's optimizer for o.optimizer: Adam with beta1 0.5 (the DCGAN paper's) or SGD.
-OptimizerConfig gan_optimizer(const ModelRunOptions& o);
 // The precision settings of a run (checks them), for graphs other than the classifier's.
 PrecisionConfig model_run_precision(const ModelRunOptions& o, Precision policy);
 

@@ -31,8 +31,9 @@ DataParallelRun data_parallel_run(std::shared_ptr<Communicator> comm, const Data
 }
 
 void check_data_parallel_model(const DataParallelOptions& d, const std::string& model) {
-  CAMPO_CHECK(!d.enabled || step_graph_count(model) == 1, "--data-parallel runs classifiers and BERT; ",
-              model, " (two step graphs) is not data-parallel yet");
+  CAMPO_CHECK(!d.enabled || step_graph_count(model) == 1,
+              "--data-parallel runs classifiers and BERT; ", model,
+              " (two step graphs) is not data-parallel yet");
 }
 
 DeviceSpec rank_device(const DeviceSpec& device, const DataParallelOptions& dp) {

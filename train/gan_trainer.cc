@@ -692,7 +692,6 @@ GanSession::StepCosts given_step_costs(std::vector<std::shared_ptr<const CostTab
 }
 
 void check_gan_training_options(const TrainOptions& o) {
-  validate(o);
   CAMPO_CHECK(o.dataset == "fashion-mnist" || o.dataset == "mnist" || o.dataset == "synthetic",
               "unknown GAN dataset '", o.dataset,
               "' (expected fashion-mnist, mnist or synthetic)");
@@ -773,7 +772,7 @@ GanResult train_gan(const TrainOptions& o, std::ostream& all_log, bool log_is_te
                                         given_step_costs(s.step_costs));
   };
   const GuardVerdict guard = build_with_batch_advice(
-      o.batch, [&] { return guard_run(spec, timing_session, o.guard, log); });
+      o.batch, [&] { return guard_run(spec, timing_session, o.guard ? "" : "--no-guard", log); });
   apply_guard(spec, guard);
   precision = spec.graph.precision;
   loop.precision_config = precision;  // what the run trains with
@@ -812,14 +811,13 @@ GanResult train_gan(const TrainOptions& o, std::ostream& all_log, bool log_is_te
       if (o.report.progress != Progress::none) log << "wrote " << file << "\n";
     }
   };
-  const bool guarded = guard.ran || precision.policy == Precision::cost_aware;
   loop.result = {{"model", o.model},
                  {"dataset", o.dataset},
                  {"image_size", mopts.image_size},
                  {"channels", mopts.channels},
                  {"parameters_g", r.parameters_g},
                  {"parameters_d", r.parameters_d}};
-  if (guarded) loop.result["guard"] = guard.json();
+  if (guard.reported()) loop.result["guard"] = guard.json();
   loop.model_fields = [&](int i) {
     const std::vector<std::string>& files = r.models[size_t(i)].sample_files;
     nlohmann::ordered_json m;

@@ -114,8 +114,9 @@ struct GanResult {
   std::optional<StepProfile> profile;  // --profile-out's (perf/profile_file.h writes it)
 };
 
-// campo train's options of a GAN run (after validate's, which it calls): its data sets,
-// image sizes, widths, precision and sample folder.
+// campo train's options of a GAN run, beside validate's (check_training_options runs both,
+// train_gan this and start_run validate): its data sets, image sizes, widths, precision and
+// sample folder.
 void check_gan_training_options(const TrainOptions& o);
 
 // Trains o.model dcgan: on fashion-mnist, mnist or synthetic data, o.image_size 32 or 64

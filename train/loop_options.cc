@@ -127,7 +127,8 @@ void validate(const ArrayOptions& a, const std::string& model, OptimizerConfig::
     CAMPO_CHECK(a.shuffle == ArrayShuffle::shared, "--array-shuffle needs --array N (N >= 2)");
     return;
   }
-  CAMPO_CHECK(!resume, "--resume does not continue a ", model, " array; resume one of its models alone from its checkpoint (campo train --model ",
+  CAMPO_CHECK(!resume, "--resume does not continue a ", model,
+              " array; resume one of its models alone from its checkpoint (campo train --model ",
               model, " --resume PATH-<i>.safetensors)");
 }
 

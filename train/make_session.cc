@@ -20,8 +20,8 @@ std::unique_ptr<Session> make_session(const SessionSpec& spec, std::shared_ptr<B
     case ModelFamily::gan: {
       CAMPO_CHECK(g.image_shape.size() == 3, "internal: ", g.model, " makes images, not ",
                   shape_str(g.image_shape));
-      CAMPO_CHECK(!spec.data_parallel.on(), "--data-parallel runs classifiers and BERT; ",
-                  g.model, " (two step graphs) is not data-parallel yet");
+      // check_data_parallel_model refuses --data-parallel for it, with the user's line.
+      CAMPO_CHECK(!spec.data_parallel.on(), "internal: ", g.model, " has no data-parallel session");
       DcganOptions m;
       m.channels = int(g.image_shape[0]);
       m.image_size = int(g.image_shape[1]);

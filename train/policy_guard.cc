@@ -64,11 +64,11 @@ std::string GuardVerdict::line() const {
     others += (others.empty() ? "" : ", ") + candidates[i].policy + " " +
               ms_text(candidates[i].median_ms);
   if (!amp_same_plan.empty()) others += (others.empty() ? "" : ", ") + amp_same_plan;
-  const std::string timed = std::to_string(chosen.ms.size()) +
-                            " interleaved steps each, margin " + percent(margin);
+  const std::string timed =
+      std::to_string(chosen.ms.size()) + " interleaved steps each, margin " + percent(margin);
   if (kept == "cost-aware")
-    return "guard: cost-aware kept (" + ms_text(chosen.median_ms) + " ms a step; " + others +
-           "; " + timed + ")";
+    return "guard: cost-aware kept (" + ms_text(chosen.median_ms) + " ms a step; " + others + "; " +
+           timed + ")";
   const GuardCandidate* winner = nullptr;
   for (const GuardCandidate& c : candidates)
     if (c.policy == kept) winner = &c;
@@ -114,14 +114,13 @@ GuardVerdict guard_cost_aware(const SessionSpec& spec, const SessionFactory& mak
   plans.push_back({"fp32", make(other)});
   other.graph.precision.policy = Precision::amp;
   std::unique_ptr<Session> amp = make(other);
-  GuardVerdict keep;  // what the verdict carries beside the decision
+  std::string amp_same_plan;
   const PrecisionSummary a = amp->precision_summary(), c = chosen.precision_summary();
   if (a.low_nodes == c.low_nodes && a.f16_nodes == c.f16_nodes && a.casts.casts == c.casts.casts)
-    keep.amp_same_plan = "amp's plan is cost-aware's";
+    amp_same_plan = "amp's plan is cost-aware's";
   else
     plans.push_back({"amp", std::move(amp)});
-  for (const StepGraph& s : chosen.step_graphs()) keep.step_costs.push_back(s.costs);
-  keep.f16_costs = chosen.step_graphs()[0].f16_costs;
+  const std::vector<StepGraph> chosen_graphs = chosen.step_graphs();
 
   // One random batch per plan (the same draws), every model of an array on it, rate 0.
   std::vector<Batch> batches;
@@ -142,24 +141,21 @@ GuardVerdict guard_cost_aware(const SessionSpec& spec, const SessionFactory& mak
   }
   for (size_t i = 0; i < plans.size(); ++i) candidates[i].policy = plans[i].policy;
   GuardVerdict v = decide_guard(std::move(candidates), g);
-  v.amp_same_plan = keep.amp_same_plan;
-  v.step_costs = std::move(keep.step_costs);
-  v.f16_costs = keep.f16_costs;
+  v.amp_same_plan = amp_same_plan;
+  for (const StepGraph& s : chosen_graphs) v.step_costs.push_back(s.costs);
+  v.f16_costs = chosen_graphs[0].f16_costs;
   return v;
 }
 
-GuardVerdict guard_run(const SessionSpec& spec, const SessionFactory& make, bool enabled,
-                       std::ostream& log, const GuardOptions& g) {
+GuardVerdict guard_run(const SessionSpec& spec, const SessionFactory& make,
+                       const std::string& not_run_because, std::ostream& log,
+                       const GuardOptions& g) {
   GuardVerdict v;
-  if (spec.graph.precision.policy != Precision::cost_aware) {
-    v.skipped = "the policy is not cost-aware";
-    return v;
-  }
-  if (!enabled)
-    v.skipped = "--no-guard";
-  else if (spec.data_parallel.on())
+  if (spec.graph.precision.policy != Precision::cost_aware) return v;  // nothing to report
+  v.skipped = not_run_because;
+  if (v.skipped.empty() && spec.data_parallel.on())
     v.skipped = "--data-parallel: each rank would time its own verdict";
-  if (!v.ran && !v.skipped.empty()) {
+  if (!v.skipped.empty()) {
     log << v.line() << "\n";
     return v;
   }

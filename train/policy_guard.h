@@ -39,11 +39,11 @@ struct GuardCandidate {
 
 struct GuardVerdict {
   bool ran = false;
-  std::string skipped;           // why it did not run ("" when it ran)
+  std::string skipped;  // why it did not run ("" when it ran, or was not for it)
   std::string kept = "cost-aware";
   std::vector<GuardCandidate> candidates;  // cost-aware's first
-  double margin = 0;             // the relative margin applied
-  std::string amp_same_plan;     // amp left out: its plan is cost-aware's ("" otherwise)
+  double margin = 0;                       // the relative margin applied
+  std::string amp_same_plan;               // amp left out: its plan is cost-aware's ("" otherwise)
   // cost-aware's plan, kept: the costs of each step graph, so that the run's session is
   // built from them without a second profiling step.
   std::vector<std::shared_ptr<const CostTable>> step_costs;
@@ -52,6 +52,8 @@ struct GuardVerdict {
   // each, margin 3%)", or "guard: fp32 replaces the cost-aware plan (...)".
   std::string line() const;
   nlohmann::json json() const;
+  // Whether a run reports it (line, JSON): a cost-aware run's, run or not.
+  bool reported() const { return ran || !skipped.empty(); }
 };
 
 // The decision alone, from timed steps (candidates[0] is cost-aware's): which policy is
@@ -66,11 +68,13 @@ using SessionFactory = std::function<std::unique_ptr<Session>(const SessionSpec&
 // precision. Returns the verdict; apply_guard(spec, verdict) then gives the run's spec.
 GuardVerdict guard_cost_aware(const SessionSpec& spec, const SessionFactory& make,
                               const GuardOptions& g);
-// A run's guard: runs it where it applies (cost-aware, `enabled`, one process) and prints
-// its line to `log`; otherwise a verdict that says why not (printed unless the policy is
-// not cost-aware, where no guard is expected).
-GuardVerdict guard_run(const SessionSpec& spec, const SessionFactory& make, bool enabled,
-                       std::ostream& log, const GuardOptions& g = {});
+// A run's guard: runs it where it applies (cost-aware, `not_run_because` empty, one process)
+// and prints its line to `log`; otherwise a verdict that says why not (`not_run_because`,
+// e.g. "--no-guard", or --data-parallel), printed too; for a policy other than cost-aware,
+// nothing (not reported()).
+GuardVerdict guard_run(const SessionSpec& spec, const SessionFactory& make,
+                       const std::string& not_run_because, std::ostream& log,
+                       const GuardOptions& g = {});
 
 // The run's spec after the verdict: cost-aware's costs attached (graph.precision.costs for
 // one step graph, step_costs for several), or the faster policy.

@@ -653,7 +653,6 @@ std::string run_fingerprint(const TrainOptions& o, const TrainingData& data) {
 }  // namespace
 
 void check_classifier_training_options(const TrainOptions& o) {
-  validate(o);
   CAMPO_CHECK(o.eval_batch > 0, "--eval-batch must be positive, got ", o.eval_batch);
   check_model_fits_data(o.model, o.dataset);
   if (is_text_dataset(o.dataset)) {
@@ -706,7 +705,7 @@ TrainResult train(const TrainOptions& o, std::ostream& all_log, bool log_is_term
         s.graph.optimizer, s.models, backend, s.graph.precision, s.conv_layout, s.data_parallel);
   };
   const GuardVerdict guard = build_with_batch_advice(
-      o.batch, [&] { return guard_run(spec, timing_session, o.guard, log); });
+      o.batch, [&] { return guard_run(spec, timing_session, o.guard ? "" : "--no-guard", log); });
   apply_guard(spec, guard);
   pcfg = spec.graph.precision;
   TrainingSession session = build_with_batch_advice(o.batch, [&] {
@@ -738,7 +737,7 @@ TrainResult train(const TrainOptions& o, std::ostream& all_log, bool log_is_term
   loop.result = {
       {"model", o.model}, {"dataset", o.dataset}, {"parameters", session.parameter_count()}};
   if (ranks) loop.result["gradient_bucket_bytes"] = session.gradient_bucket_bytes();
-  if (guard.ran || pcfg.policy == Precision::cost_aware) loop.result["guard"] = guard.json();
+  if (guard.reported()) loop.result["guard"] = guard.json();
   if (const std::string& path = o.checkpoint.resume_path; !path.empty()) {
     const TrainingSession::Position pos = session.restore(path, optimizer_name(o.optimizer));
     loop.resumed = Resumed{.path = path,

@@ -73,8 +73,9 @@ struct TrainingData {
 };
 TrainingData open_training_data(const TrainOptions& o, std::ostream& log);
 
-// campo train's options of a classifier or BERT run (after validate's, which it calls): the
-// data set fits the model, the evaluation batch, BERT's text options, the image options.
+// campo train's options of a classifier or BERT run, beside validate's (train/options.h:
+// check_training_options runs both, train() this and start_run validate): the data set fits
+// the model, the evaluation batch, BERT's text options, the image options.
 void check_classifier_training_options(const TrainOptions& o);
 
 // Trains and evaluates one model or, with --array N, N models as one fused step (one

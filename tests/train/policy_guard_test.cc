@@ -81,7 +81,7 @@ TEST(PolicyGuardTest, TimesTheChosenPlanAgainstFp32AndAmpAndHandsOnItsCosts) {
   g.warmup = 0;
   g.steps = 2;
   std::ostringstream log;
-  const GuardVerdict v = guard_run(lenet_spec(Precision::cost_aware), make, true, log, g);
+  const GuardVerdict v = guard_run(lenet_spec(Precision::cost_aware), make, "", log, g);
   ASSERT_TRUE(v.ran);
   EXPECT_EQ(built, 3);  // cost-aware's, fp32's and amp's sessions
   ASSERT_GE(v.candidates.size(), 2u);
@@ -110,19 +110,19 @@ TEST(PolicyGuardTest, TimesTheChosenPlanAgainstFp32AndAmpAndHandsOnItsCosts) {
   // Not cost-aware: nothing timed, nothing printed; --no-guard: one line saying so.
   built = 0;
   std::ostringstream quiet;
-  EXPECT_FALSE(guard_run(lenet_spec(Precision::fp32), make, true, quiet, g).ran);
+  EXPECT_FALSE(guard_run(lenet_spec(Precision::fp32), make, "", quiet, g).reported());
   EXPECT_EQ(quiet.str(), "");
-  EXPECT_EQ(guard_run(lenet_spec(Precision::cost_aware), make, false, quiet, g).line(),
+  EXPECT_EQ(guard_run(lenet_spec(Precision::cost_aware), make, "--no-guard", quiet, g).line(),
             "guard: not run (--no-guard)");
   EXPECT_EQ(quiet.str(), "guard: not run (--no-guard)\n");
   EXPECT_EQ(built, 0);
 }
 
 TEST(PolicyGuardTest, TrainAndBenchReportTheVerdict) {
-  const std::vector<std::string> train = {
-      "train",          "--model", "lenet",  "--dataset",      "synthetic", "--limit-train", "128",
-      "--limit-test",   "64",      "--batch", "32",            "--progress", "none",         "--calibration",
-      "none"};
+  const std::vector<std::string> train = {"train",     "--model",       "lenet", "--dataset",
+                                          "synthetic", "--limit-train", "128",   "--limit-test",
+                                          "64",        "--batch",       "32",    "--progress",
+                                          "none",      "--calibration", "none"};
   auto r = run_cli(train);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("guard: "), std::string::npos) << r.out;
