@@ -273,6 +273,13 @@ class CalibrationFitTest : public ::testing::Test {
     ASSERT_TRUE(j.contains("made")) << "the file records how it was made";
     for (const char* key : {"repeats", "load", "repeat_spread", "seconds", "date", "cpu"})
       EXPECT_TRUE(j["made"].contains(key)) << key;
+    // The limits are off above so that a busy machine cannot fail the setup; whether the
+    // file passed campo's own limits decides what its check may answer.
+    const NoiseLimits limits;
+    const nlohmann::json& made = j["made"];
+    made_quietly_ = made["max_load"].get<double>() <=
+                        limits.max_load_fraction * made["cores"].get<double>() &&
+                    made["max_repeat_spread"].get<double>() <= limits.max_spread;
     ASSERT_FALSE(j["f32_ops"].empty());
     // Every time the file predicts, x10.
     for (auto& m : j["f32_ops"])
@@ -291,15 +298,22 @@ class CalibrationFitTest : public ::testing::Test {
     fs::remove(doctored_);
   }
   static std::string made_, doctored_;
+  static bool made_quietly_;
 };
 std::string CalibrationFitTest::made_, CalibrationFitTest::doctored_;
+bool CalibrationFitTest::made_quietly_ = false;
 
 TEST_F(CalibrationFitTest, CheckFitsAFileJustMadeAndNotOneWithCostsTimesTen) {
   const CliResult fresh = run_cli(
       {"calibrate", "--check", "--calibration", made_, "--models", "lenet", "--repeats", "9"});
-  // Fits; or, with the machine busy while it re-timed, "cannot tell": never misfit.
+  // Fits; or, with the machine busy while it re-timed, "cannot tell": never misfit. A file
+  // made past campo's noise limits (a busy machine during the setup: OpenMP's spinning
+  // threads can slow small kernels 50x) may rightly not fit.
   if (fresh.code == 3)
     EXPECT_NE(fresh.out.find("cannot tell"), std::string::npos) << fresh.out;
+  else if (fresh.code == 2 && !made_quietly_)
+    EXPECT_NE(fresh.out.find("calibration does NOT fit this machine"), std::string::npos)
+        << fresh.out;
   else
     EXPECT_EQ(fresh.code, 0) << fresh.out << fresh.err;
   if (fresh.code == 0)
@@ -321,7 +335,7 @@ TEST_F(CalibrationFitTest, TheProfilingStepSaysItDoesNotTrustADoctoredCalibratio
   const CliResult r =
       run_cli({"train", "--model", "lenet", "--dataset", "synthetic", "--epochs", "1", "--batch",
                "8", "--limit-train", "32", "--limit-test", "16", "--progress", "none",
-               "--precision", "cost-aware", "--calibration", doctored_});
+               "--precision", "cost-aware", "--calibration", doctored_, "--no-guard"});
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string line =
       "cost-aware: calibration not trusted for this run: measured f32 node "

@@ -58,7 +58,8 @@ TEST(AutoPrecisionCliTest, TrainReportsTheMixAndScalesTheLoss) {
   const testing::CliResult r =
       run_cli({"train", "--model", "lenet", "--dataset", "synthetic", "--steps", "3", "--batch",
                "8", "--limit-train", "64", "--limit-test", "16", "--progress", "none",
-               "--precision", "cost-aware", "--low-precision", "auto", "--calibration", "none"});
+               "--precision", "cost-aware", "--low-precision", "auto", "--calibration", "none",
+               "--no-guard"});  // the plan as chosen, whatever this machine times
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE((r.out + r.err).find("(auto: "), std::string::npos) << r.out << r.err;
   EXPECT_NE((r.out + r.err).find("dynamic loss scale from"), std::string::npos) << r.out << r.err;
