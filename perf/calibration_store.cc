@@ -55,13 +55,23 @@ std::shared_ptr<const Calibration> find_default_calibration(const Backend& backe
     return std::make_shared<const Calibration>(std::move(cal));
   };
   // Returns the calibration, or null after a note when the file belongs to another machine
-  // or low precision; throws when it is this machine's but unusable.
+  // or low precision, or is stale (made by another campo or oneDNN, or driver: a cache,
+  // remade rather than refused, so that an upgrade does not stop every cost-aware run);
+  // throws when it is this machine's but unusable (corrupt).
   auto try_file = [&](const std::string& file,
                       const std::string& from) -> std::shared_ptr<const Calibration> {
     Calibration cal;
     const CalibrationCheck check = read_calibration(file, machine, cal);
     if (check.problem == CalibrationProblem::foreign) {
       log << "cost-aware: skipping " << file << ": another machine's or device's\n";
+      return nullptr;
+    }
+    if (check.problem == CalibrationProblem::stale) {
+      // "calibration file F is stale (...); run ...": what is said of the file, not the advice.
+      const std::string& m = check.message;
+      const size_t from = m.find(file) == std::string::npos ? 0 : m.find(file) + file.size() + 1;
+      log << "cost-aware: skipping " << file << ": " << m.substr(from, m.find(';', from) - from)
+          << "\n";
       return nullptr;
     }
     CAMPO_CHECK(check.problem == CalibrationProblem::none, check.message);

@@ -92,14 +92,20 @@ std::string cpu_model_name() {
 
 std::string onednn_isa_name() {
   switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::avx512_core_amx_fp16:
+      return "avx512_core_amx_fp16";
     case dnnl::cpu_isa::avx512_core_amx:
       return "avx512_core_amx";
+    case dnnl::cpu_isa::avx512_core_fp16:
+      return "avx512_core_fp16";
     case dnnl::cpu_isa::avx512_core_bf16:
       return "avx512_core_bf16";
     case dnnl::cpu_isa::avx512_core_vnni:
       return "avx512_core_vnni";
     case dnnl::cpu_isa::avx512_core:
       return "avx512_core";
+    case dnnl::cpu_isa::avx2_vnni_2:
+      return "avx2_vnni_2";
     case dnnl::cpu_isa::avx2_vnni:
       return "avx2_vnni";
     case dnnl::cpu_isa::avx2:

@@ -15,10 +15,30 @@ install_missing_packages() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
-# What building campo needs (scripts/quickstart.sh). ocl-icd-opencl-dev: Debian's oneDNN
-# CMake package looks for OpenCL, which libdnnl-dev only recommends.
-campo_build_packages=(cmake ninja-build g++ libdnnl-dev ocl-icd-opencl-dev zlib1g-dev libstb-dev
-                      libturbojpeg0-dev nlohmann-json3-dev libcli11-dev libgtest-dev)
+# What building campo needs (scripts/quickstart.sh), besides oneDNN 3 (install_onednn below).
+# python3-venv: the virtual environment oneDNN 3 is installed into.
+campo_build_packages=(cmake ninja-build g++ zlib1g-dev libstb-dev libturbojpeg0-dev
+                      nlohmann-json3-dev libcli11-dev libgtest-dev python3-venv)
+
+# oneDNN 3, the CPU kernels. Debian 12 has only oneDNN 2.6 (libdnnl-dev), which has no native
+# FP16 kernels; PyPI's onednn-devel-cpu-gomp is oneDNN's own build (GNU OpenMP, no other
+# dependency, headers and CMake config files included), installed in a virtual environment
+# in .deps/onednn (git-ignored; CMakeLists.txt looks there first). 2023.2.0 is oneDNN 3.2.
+campo_onednn_package=onednn-devel-cpu-gomp==2023.2.0
+#   install_onednn [DIR]   DIR defaults to $CAMPO_ONEDNN_DIR, then .deps/onednn
+install_onednn() {
+  local dir="${1:-${CAMPO_ONEDNN_DIR:-.deps/onednn}}"
+  if [ -f "$dir/lib/cmake/dnnl/dnnl-config.cmake" ] &&
+      [ "$(cat "$dir/campo-onednn" 2>/dev/null)" = "$campo_onednn_package" ]; then
+    return
+  fi
+  echo "$(basename "$0"): installing oneDNN 3 ($campo_onednn_package from PyPI) into $dir"
+  python3 -m venv "$dir"
+  "$dir/bin/pip" install --quiet --disable-pip-version-check "$campo_onednn_package"
+  [ -f "$dir/lib/cmake/dnnl/dnnl-config.cmake" ] ||
+    { echo "$(basename "$0"): $campo_onednn_package installed no $dir/lib/cmake/dnnl" >&2; return 1; }
+  echo "$campo_onednn_package" > "$dir/campo-onednn"
+}
 
 # Data-parallel training (scripts/quickstart.sh; `mpirun -np N campo train ... --data-parallel`):
 # Open MPI's headers and library (libopenmpi-dev), and its launcher (openmpi-bin: mpirun, and

@@ -17,7 +17,10 @@ source scripts/packages.sh
 packages=("${campo_build_packages[@]}" "${campo_mpi_packages[@]}" "${campo_data_packages[@]}"
           python3)
 
-install_dependencies() { install_missing_packages "${packages[@]}"; }
+install_dependencies() {
+  install_missing_packages "${packages[@]}"
+  install_onednn
+}
 
 build() {
   mkdir -p "$build_dir"

@@ -16,6 +16,7 @@ cd "$(dirname "$0")/.."
 source scripts/packages.sh
 install_missing_packages "${campo_build_packages[@]}" "${campo_data_packages[@]}" \
   "${campo_sanitizer_packages[@]}"
+install_onednn
 
 mode="${1:-test}"
 build_dir="${BUILD_DIR:-build-asan}"

@@ -91,7 +91,7 @@ TEST(ConcatBench, KernelVsOneDnnConcat) {
       try {
         dnnl::memory::desc dst_desc({out_shape.begin(), out_shape.end()}, dnnl_type(dtype),
                                     dnnl::memory::format_tag::nchw);
-        dnnl::concat::primitive_desc pd(dst_desc, 1, src_descs, engine);
+        dnnl::concat::primitive_desc pd(engine, dst_desc, 1, src_descs);
         dnnl::concat prim(pd);
         dnnl::memory dst(dst_desc, engine, whole[0].device_data());
         std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DST, dst}};

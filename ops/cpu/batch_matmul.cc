@@ -48,7 +48,7 @@ class BatchMatMulKernel : public Kernel {
     try {
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(x_md, y_md, z_md), attr, eng);
+      dnnl::matmul::primitive_desc pd(eng, x_md, y_md, z_md, attr);
       primitive_ = dnnl::matmul(pd);
       x_ = memory(x_md, eng, DNNL_MEMORY_NONE);
       y_ = memory(y_md, eng, DNNL_MEMORY_NONE);

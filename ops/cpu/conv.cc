@@ -79,9 +79,9 @@ struct ConvProblem {
       plain_x = group_view(x);
       plain_y = group_view(y);
       plain_w = memory::desc({w[0] / g, w[1], w[2], w[3]}, dt, tag::oihw);
-      prim_x = memory::desc(plain_x.dims(), dt, tag::any);
-      prim_y = memory::desc(plain_y.dims(), dt, tag::any);
-      prim_w = memory::desc(plain_w.dims(), dt, tag::any);
+      prim_x = memory::desc(plain_x.get_dims(), dt, tag::any);
+      prim_y = memory::desc(plain_y.get_dims(), dt, tag::any);
+      prim_w = memory::desc(plain_w.get_dims(), dt, tag::any);
       weights_blocked = true;
       return;
     }
@@ -108,19 +108,18 @@ struct ConvProblem {
   // The weights (dw for Conv2DBackpropFilter) in another type than the data: bf16 x and dy
   // with an f32 dw is a cast folded into the kernel (Node::f32_output).
   void set_weights_type(DType t) {
-    plain_w = memory::desc(plain_w.dims(), dnnl_type(t, "oneDNN convolution"),
-                           plain_w.dims().size() == 5 ? tag::goihw : tag::oihw);
+    plain_w = memory::desc(plain_w.get_dims(), dnnl_type(t, "oneDNN convolution"),
+                           plain_w.get_dims().size() == 5 ? tag::goihw : tag::oihw);
     prim_w = weights_blocked
-                 ? memory::desc(plain_w.dims(), dnnl_type(t, "oneDNN convolution"), tag::any)
+                 ? memory::desc(plain_w.get_dims(), dnnl_type(t, "oneDNN convolution"), tag::any)
                  : plain_w;
   }
 
   dnnl::convolution_forward::primitive_desc forward_pd(const dnnl::engine& eng,
                                                        const dnnl::primitive_attr& attr) const {
-    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training,
-                                      dnnl::algorithm::convolution_direct, prim_x, prim_w, prim_y,
-                                      strides, dilates, pads, pads);
-    return {d, attr, eng};
+    return {eng,    dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+            prim_x, prim_w,
+            prim_y, strides, dilates, pads, pads, attr};
   }
 };
 
@@ -299,10 +298,9 @@ class Conv2DBackpropInputKernel : public Kernel {
                     attrs_as<ConvAttrs>(spec.attrs), spec.dtype, off_.per_group());
       const dnnl::primitive_attr attr = user_scratchpad();
       auto hint = p.forward_pd(cpu_engine(ctx), attr);
-      dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, p.prim_x,
-                                              p.prim_w, p.prim_y, p.strides, p.dilates, p.pads,
-                                              p.pads);
-      dnnl::convolution_backward_data::primitive_desc pd(d, attr, cpu_engine(ctx), hint);
+      dnnl::convolution_backward_data::primitive_desc pd(
+          cpu_engine(ctx), dnnl::algorithm::convolution_direct, p.prim_x, p.prim_w, p.prim_y,
+          p.strides, p.dilates, p.pads, p.pads, hint, attr);
       prim_.add_arg(DNNL_ARG_DIFF_DST, p.plain_y, pd.diff_dst_desc(), true, cpu_engine(ctx));
       prim_.add_arg(DNNL_ARG_WEIGHTS, p.plain_w, pd.weights_desc(), true, cpu_engine(ctx));
       prim_.add_arg(DNNL_ARG_DIFF_SRC, p.plain_x, pd.diff_src_desc(), false, cpu_engine(ctx));
@@ -369,10 +367,9 @@ class Conv2DBackpropFilterKernel : public Kernel {
     const dnnl::primitive_attr attr = user_scratchpad();
     auto hint = p.forward_pd(cpu_engine(ctx), attr);
     if (f32_dw) p.set_weights_type(DType::f32);
-    dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, p.prim_x,
-                                               p.prim_w, p.prim_y, p.strides, p.dilates, p.pads,
-                                               p.pads);
-    dnnl::convolution_backward_weights::primitive_desc pd(d, attr, cpu_engine(ctx), hint);
+    dnnl::convolution_backward_weights::primitive_desc pd(
+        cpu_engine(ctx), dnnl::algorithm::convolution_direct, p.prim_x, p.prim_w, p.prim_y,
+        p.strides, p.dilates, p.pads, p.pads, hint, attr);
     if (f32_dw && std::string(pd.impl_info_str()).find("gemm") != std::string::npos) return false;
     prim_ = BoundPrimitive();
     prim_.add_arg(DNNL_ARG_SRC, p.plain_x, pd.src_desc(), true, cpu_engine(ctx));

@@ -139,8 +139,7 @@ struct EltwiseForward {
   static dnnl::primitive build(dnnl::algorithm algorithm, const dnnl::memory::desc& md,
                                const dnnl::engine& engine) {
     return dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(
-        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, algorithm, md, 0.0f, 0.0f),
-        engine));
+        engine, dnnl::prop_kind::forward_inference, algorithm, md, md, 0.0f, 0.0f));
   }
 };
 
@@ -151,11 +150,10 @@ struct EltwiseBackward {
   static dnnl::primitive build(dnnl::algorithm algorithm, const dnnl::memory::desc& md,
                                const dnnl::engine& engine) {
     // oneDNN builds a backward primitive from the forward one's descriptor (the hint).
-    dnnl::eltwise_forward::primitive_desc hint(
-        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, algorithm, md, 0.0f, 0.0f),
-        engine);
-    return dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(
-        dnnl::eltwise_backward::desc(algorithm, md, md, 0.0f, 0.0f), engine, hint));
+    dnnl::eltwise_forward::primitive_desc hint(engine, dnnl::prop_kind::forward_training,
+                                               algorithm, md, md, 0.0f, 0.0f);
+    return dnnl::eltwise_backward(
+        dnnl::eltwise_backward::primitive_desc(engine, algorithm, md, md, md, 0.0f, 0.0f, hint));
   }
 };
 

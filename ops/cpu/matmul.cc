@@ -66,7 +66,7 @@ class MatMulKernel : public Kernel {
     try {
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, eng);
+      dnnl::matmul::primitive_desc pd(eng, a_md, b_md, c_md, attr);
       primitive_ = dnnl::matmul(pd);
       a_ = memory(a_md, eng, DNNL_MEMORY_NONE);
       b_ = memory(b_md, eng, DNNL_MEMORY_NONE);

@@ -40,11 +40,10 @@ class DnnlSoftmaxKernel final : public Kernel {
         spec.dtype == DType::bf16 ? memory::data_type::bf16 : memory::data_type::f32;
     const memory::desc md({dims_.rows, dims_.cols}, type, memory::format_tag::ab);
     try {
-      dnnl::softmax_v2_forward::primitive_desc pd(
-          dnnl::softmax_v2_forward::desc(dnnl::prop_kind::forward_inference,
-                                         dnnl::algorithm::softmax_accurate, md, md, 1),
-          cpu_engine(ctx));
-      primitive_ = dnnl::softmax_v2_forward(pd);
+      dnnl::softmax_forward::primitive_desc pd(cpu_engine(ctx),
+                                               dnnl::prop_kind::forward_inference,
+                                               dnnl::algorithm::softmax_accurate, md, md, 1);
+      primitive_ = dnnl::softmax_forward(pd);
       src_ = memory(md, cpu_engine(ctx), DNNL_MEMORY_NONE);
       dst_ = memory(md, cpu_engine(ctx), DNNL_MEMORY_NONE);
       args_ = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}};
@@ -64,7 +63,7 @@ class DnnlSoftmaxKernel final : public Kernel {
 
  private:
   Rows dims_;
-  dnnl::softmax_v2_forward primitive_;
+  dnnl::softmax_forward primitive_;
   dnnl::memory src_, dst_;
   std::unordered_map<int, dnnl::memory> args_;
 };

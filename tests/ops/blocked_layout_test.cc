@@ -179,11 +179,10 @@ Layout onednn_convolution_source_layout(DType dt, const Shape& x, const Shape& w
   const memory::dims xd(x.begin(), x.end()), wd(w.begin(), w.end());
   const memory::dims yd{x[0], w[0], x[2], x[3]}, pad{w[2] / 2, w[3] / 2};
   const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  const dnnl::convolution_forward::desc desc(
-      dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+  const dnnl::convolution_forward::primitive_desc pd(
+      engine, dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
       {xd, type, memory::format_tag::any}, {wd, type, memory::format_tag::any},
-      {yd, type, memory::format_tag::any}, {1, 1}, pad, pad);
-  const dnnl::convolution_forward::primitive_desc pd(desc, engine);
+      {yd, type, memory::format_tag::any}, {1, 1}, {0, 0}, pad, pad);
   for (Layout l : kBlockedLayouts)
     if (pd.src_desc() == memory::desc(xd, type, activation_format(l))) return l;
   return Layout::plain;

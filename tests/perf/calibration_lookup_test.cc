@@ -1,5 +1,5 @@
 // The default calibration lookup (train/profiling.h): $CAMPO_CALIBRATION, the per-user
-// cache, another machine's file skipped with a note, a stale one refused.
+// cache, another machine's file skipped with a note, a stale one skipped, a corrupt one refused.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -55,7 +55,8 @@ TEST(CalibrationLookupTest, EnvironmentCacheAndErrors) {
   log.str("");
   find_default_calibration(cpu, DType::bf16, log);
   EXPECT_NE(log.str().find("skipping " + cache_path), std::string::npos) << log.str();
-  // A stale one is an error.
+  // A stale one (another campo, oneDNN or format version) is skipped with a note: the cache
+  // is remade, not refused.
   {
     nlohmann::json j;
     std::ifstream(cache_path) >> j;
@@ -63,7 +64,15 @@ TEST(CalibrationLookupTest, EnvironmentCacheAndErrors) {
     j["version"] = 0;
     std::ofstream(cache_path) << j.dump();
   }
+  log.str("");
+  EXPECT_EQ(find_default_calibration(cpu, DType::bf16, log), nullptr);
+  EXPECT_NE(log.str().find("skipping " + cache_path + ": is stale (format version 0"),
+            std::string::npos)
+      << log.str();
+  // A corrupt one is an error.
+  std::ofstream(cache_path) << "{";
   EXPECT_THROW(find_default_calibration(cpu, DType::bf16, log), Error);
+  fs::remove(cache_path);
 
   // $CAMPO_CALIBRATION wins, and must be usable.
   TempFile f("env.json");

@@ -10,6 +10,7 @@
 
 #include "amp/policy.h"
 #include "ops/op.h"
+#include "runtime/cpu_backend.h"
 #include "runtime/rng.h"
 #include "train/trainer.h"
 
@@ -25,8 +26,9 @@ struct PinRun {
 };
 
 // What distinguishes one CPU's results from another's: the model name, the ISA extensions
-// oneDNN and campo's own kernels choose by, the thread count (reductions split by it), and
-// a build other than Release.
+// oneDNN and campo's own kernels choose by, the thread count (reductions split by it), the
+// oneDNN release (its kernels sum in another order from one release to the next), and a
+// build other than Release.
 inline std::string pin_machine_key() {
   std::ifstream in("/proc/cpuinfo");
   std::string line, model = "unknown", flags;
@@ -39,6 +41,8 @@ inline std::string pin_machine_key() {
   for (const char* f : {"avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "f16c"})
     if (flags.find(std::string(" ") + f + " ") != std::string::npos) key += std::string(" ") + f;
   key += " threads=" + std::to_string(omp_get_max_threads());
+  const std::string onednn = onednn_version();  // "3.2.0": the major and minor release
+  key += " onednn=" + onednn.substr(0, onednn.rfind('.'));
   // Optimisation level and instrumentation change how campo's own loops compile (the
   // sanitizer build's -O1 gives other ResNet-18 bits); the pins are the Release build's.
 #if defined(__SANITIZE_ADDRESS__)
