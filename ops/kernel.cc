@@ -14,6 +14,7 @@ ExecContext::ExecContext() : ExecContext(make_backend({Device::cpu, 0})) {}
 ExecContext::ExecContext(std::shared_ptr<Backend> backend) : backend_(std::move(backend)) {
   CAMPO_CHECK(backend_ != nullptr, "internal: ExecContext without a backend");
   native_bf16 = backend_->allows_native_low_precision();
+  native_f16 = backend_->allows_native_f16();
 }
 ExecContext::~ExecContext() = default;
 

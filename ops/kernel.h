@@ -106,6 +106,8 @@ class ExecContext {
   // implementation (consulted at kernel creation; false: they run as f32 emulation). Starts
   // as the backend allows (CAMPO_CPU_BF16 on the CPU); tests flip it to compare both.
   bool native_bf16 = true;
+  // The same for f16 (CAMPO_CPU_F16 on the CPU).
+  bool native_f16 = true;
 
   // One staging buffer shared by the kernels of a context (the kernels of a context run one
   // at a time, so a buffer as large as the largest need serves them all), from the

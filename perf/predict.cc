@@ -245,22 +245,24 @@ DeviceModel measure_this_cpu(std::shared_ptr<Backend> backend) {
   DeviceModel d;
   const int threads = omp_get_max_threads();
   const bool native_bf16 = cpu_has_native_bf16() && backend->allows_native_low_precision();
+  const bool native_f16 = cpu_has_native_f16() && backend->allows_native_f16();
   d.name = "this-cpu";
   d.kind = "cpu";
   d.full_name = backend->describe() + ", " + std::to_string(threads) + " thread(s), oneDNN ISA " +
-                onednn_isa_name() + (native_bf16 ? ", native bf16" : ", bf16 emulated");
+                onednn_isa_name() + (native_bf16 ? ", native bf16" : ", bf16 emulated") +
+                (native_f16 ? ", native f16" : ", f16 emulated");
   d.units = threads;
   constexpr int64_t kGemm = 1024;
   d.peak_gflops[DType::f32] = measure_gemm_peak(backend, DType::f32, kGemm, kGemm, kGemm, 5).gflops;
-  d.peak_gflops[DType::bf16] =
-      measure_gemm_peak(backend, DType::bf16, kGemm, kGemm, kGemm, 5).gflops;
+  for (DType low : {DType::bf16, DType::f16})  // as campo runs them: native or emulated
+    d.peak_gflops[low] = measure_gemm_peak(backend, low, kGemm, kGemm, kGemm, 5).gflops;
   // Add over 3 x 64 MiB of f32 (far beyond the caches), and the same elements in bf16.
   constexpr int64_t kStream = int64_t(16) << 20;
   d.memory_gbs = measure_stream_gbs(backend, DType::f32, kStream, 5);
   d.stream_gbs[DType::bf16] = measure_stream_gbs(backend, DType::bf16, kStream, 5);
   d.source =
       "measured by campo when the profile was written: the peaks of a 1024^3 GEMM "
-      "through campo's MatMul kernel (f32 and bf16, best of 5) and the rates of its "
+      "through campo's MatMul kernel (f32, bf16 and f16, best of 5) and the rates of its "
       "Add kernel over 16 Mi elements (f32: the memory bandwidth; bf16), best of 5";
   return d;
 }

@@ -111,6 +111,8 @@ class Backend {
   // Whether low-precision kernels may use native implementations (the CPU: unless
   // CAMPO_CPU_BF16=emulate); ExecContext::native_bf16 starts from it.
   virtual bool allows_native_low_precision() const { return true; }
+  // The same for f16 (the CPU: unless CAMPO_CPU_F16=emulate); ExecContext::native_f16.
+  virtual bool allows_native_f16() const { return true; }
   // The multiple that the padding of low-precision GEMM dimensions and convolution channels
   // (amp/padding.h) rounds unaligned sizes up to: the block this device's fast
   // low-precision kernels work on.

@@ -21,14 +21,21 @@ struct CpuBackend::Impl {
   dnnl::stream stream{engine};
 };
 
-CpuBackend::CpuBackend() : impl_(std::make_unique<Impl>()) {
-  const char* mode = std::getenv("CAMPO_CPU_BF16");
-  if (mode != nullptr && *mode != '\0') {
-    CAMPO_CHECK(std::strcmp(mode, "native") == 0 || std::strcmp(mode, "emulate") == 0,
-                "CAMPO_CPU_BF16 must be 'native' or 'emulate', got '", mode, "'");
-    native_bf16_allowed_ = std::strcmp(mode, "native") == 0;
-  }
+namespace {
+// CAMPO_CPU_BF16 / CAMPO_CPU_F16: unset, empty or `native` -> true; `emulate` -> false.
+bool native_allowed_by(const char* variable) {
+  const char* mode = std::getenv(variable);
+  if (mode == nullptr || *mode == '\0') return true;
+  CAMPO_CHECK(std::strcmp(mode, "native") == 0 || std::strcmp(mode, "emulate") == 0, variable,
+              " must be 'native' or 'emulate', got '", mode, "'");
+  return std::strcmp(mode, "native") == 0;
 }
+}  // namespace
+
+CpuBackend::CpuBackend()
+    : impl_(std::make_unique<Impl>()),
+      native_bf16_allowed_(native_allowed_by("CAMPO_CPU_BF16")),
+      native_f16_allowed_(native_allowed_by("CAMPO_CPU_F16")) {}
 CpuBackend::~CpuBackend() = default;
 
 dnnl::engine& CpuBackend::engine() { return impl_->engine; }
@@ -50,6 +57,8 @@ BackendIdentity CpuBackend::identity() const {
       {"onednn_version", onednn_version(), /*is_version=*/true},
       {"native_bf16", cpu_has_native_bf16() && allows_native_low_precision() ? "true" : "false",
        false, "CAMPO_CPU_BF16"},
+      {"native_f16", cpu_has_native_f16() && allows_native_f16() ? "true" : "false", false,
+       "CAMPO_CPU_F16"},
   };
   return id;
 }
@@ -129,6 +138,15 @@ bool cpu_has_native_bf16() {
     if (!__builtin_cpu_supports("avx512bf16")) return false;
     const auto bf16 = unsigned(dnnl::cpu_isa::avx512_core_bf16);
     return (unsigned(dnnl::get_effective_cpu_isa()) & bf16) == bf16;
+  }();
+  return has;
+}
+
+bool cpu_has_native_f16() {
+  static const bool has = [] {
+    if (!__builtin_cpu_supports("avx512fp16")) return false;
+    const auto f16 = unsigned(dnnl::cpu_isa::avx512_core_fp16);
+    return (unsigned(dnnl::get_effective_cpu_isa()) & f16) == f16;
   }();
   return has;
 }

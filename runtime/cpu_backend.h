@@ -20,7 +20,8 @@ namespace campo {
 class CpuBackend : public Backend {
  public:
   // Reads CAMPO_CPU_BF16 (unset or `native`: native bf16 kernels where the CPU has them;
-  // `emulate`: every bf16 kernel runs as f32 emulation); throws on any other value.
+  // `emulate`: every bf16 kernel runs as f32 emulation) and CAMPO_CPU_F16 (the same for
+  // f16); throws on any other value.
   CpuBackend();
   ~CpuBackend() override;
 
@@ -30,8 +31,9 @@ class CpuBackend : public Backend {
   // kind "cpu"; cpu_model (/proc/cpuinfo "model name"), logical_cores
   // (hardware_concurrency), onednn_isa (the effective ISA, onednn_isa_name), onednn_version
   // (a version), native_bf16 ("true" where cpu_has_native_bf16 and CAMPO_CPU_BF16 allows
-  // native kernels). The fields and their values are those calibration files have always
-  // recorded in their `machine` object, so files written before BackendIdentity still match.
+  // native kernels), native_f16 (the same for f16, CAMPO_CPU_F16). The fields and their values are
+  // those calibration files have always recorded in their `machine` object, so files written before
+  // BackendIdentity still match.
   BackendIdentity identity() const override;
   // No per-node counters (only the CUDA backend reads them); says so with what
   // perf_event_open of the instructions counter finds: "the cpu backend reads no hardware
@@ -58,6 +60,8 @@ class CpuBackend : public Backend {
   dnnl::stream& stream();
   // CAMPO_CPU_BF16 as read at construction: whether bf16 kernels may be native.
   bool allows_native_low_precision() const override { return native_bf16_allowed_; }
+  // CAMPO_CPU_F16 as read at construction: whether f16 kernels may be native.
+  bool allows_native_f16() const override { return native_f16_allowed_; }
   // Buffers allocated so far (arena, variables, inputs): how a run proves which backend
   // served it (--device cpu:strict reports the default CPU backend's count, 0).
   int64_t allocation_count() const { return allocations_.load(); }
@@ -66,6 +70,7 @@ class CpuBackend : public Backend {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   bool native_bf16_allowed_ = true;
+  bool native_f16_allowed_ = true;
   std::atomic<int64_t> allocations_{0};
 };
 
@@ -78,6 +83,11 @@ std::string onednn_version();
 // Whether this CPU has AVX-512 BF16 and oneDNN's effective ISA includes it
 // (avx512_core_bf16 or above; ONEDNN_MAX_CPU_ISA can lower it).
 bool cpu_has_native_bf16();
+// Whether this CPU has AVX-512 FP16 and oneDNN's effective ISA includes it
+// (avx512_core_fp16 or above: Sapphire Rapids and later Xeons; ONEDNN_MAX_CPU_ISA can lower
+// it): where oneDNN's f16 convolutions and GEMMs are native. Elsewhere oneDNN 3.2 has no f16
+// convolution at all and campo emulates f16 in f32.
+bool cpu_has_native_f16();
 
 // A host timer per node: each slot's wall time between start and stop.
 class HostNodeTimer : public NodeTimer {

@@ -79,7 +79,12 @@ std::string version_text() {
     os << "bf16: emulated in f32 (CAMPO_CPU_BF16=emulate; the CPU has AVX-512 BF16)\n";
   else
     os << "bf16: native (AVX-512 BF16)\n";
-  os << "fp16: emulated in f32 on the CPU\n";
+  if (!cpu_has_native_f16())
+    os << "fp16: emulated in f32 (no AVX-512 FP16)\n";
+  else if (!cpu.allows_native_f16())
+    os << "fp16: emulated in f32 (CAMPO_CPU_F16=emulate; the CPU has AVX-512 FP16)\n";
+  else
+    os << "fp16: native (AVX-512 FP16)\n";
   os << "data-parallel: " << (mpi_built_in() ? "Open MPI" : "off (built without MPI)")
      << (nccl_built_in() ? ", NCCL" : "") << "\n";
   return os.str();

@@ -91,6 +91,8 @@ std::unique_ptr<Kernel> make_batch_matmul(const KernelSpec& spec, ExecContext& c
 KernelRegistrar batch_matmul_f32(OpKind::BatchMatMulV2, Device::cpu, DType::f32, make_batch_matmul);
 KernelRegistrar batch_matmul_bf16(OpKind::BatchMatMulV2, Device::cpu, DType::bf16,
                                   native_bf16_onednn<make_batch_matmul>);
+KernelRegistrar batch_matmul_f16(OpKind::BatchMatMulV2, Device::cpu, DType::f16,
+                                 native_f16_onednn<make_batch_matmul>);
 
 }  // namespace
 }  // namespace campo

@@ -117,9 +117,9 @@ struct ConvProblem {
 
   dnnl::convolution_forward::primitive_desc forward_pd(const dnnl::engine& eng,
                                                        const dnnl::primitive_attr& attr) const {
-    return {eng,    dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-            prim_x, prim_w,
-            prim_y, strides, dilates, pads, pads, attr};
+    return dnnl::convolution_forward::primitive_desc(
+        eng, dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, prim_x,
+        prim_w, prim_y, strides, dilates, pads, pads, attr);
   }
 };
 
@@ -401,7 +401,7 @@ KernelRegistrar conv2d_backprop_filter_f32(OpKind::Conv2DBackpropFilter, Device:
 
 // bf16: the same kernels on bf16 buffers (oneDNN accumulates in f32 and rounds the result
 // once) where the CPU has AVX-512 BF16; emulated otherwise (ops/cpu/low_precision.h). f16
-// has no oneDNN CPU implementation on this ISA and is always emulated.
+// likewise where the CPU has AVX-512 FP16 (oneDNN has no f16 convolution below it).
 KernelRegistrar conv2d_bf16(
     OpKind::Conv2D, Device::cpu, DType::bf16,
     native_bf16_onednn<conv_with_padding<make<Conv2DKernel>, copy_rows_cpu>>);
@@ -411,6 +411,15 @@ KernelRegistrar conv2d_backprop_input_bf16(
 KernelRegistrar conv2d_backprop_filter_bf16(
     OpKind::Conv2DBackpropFilter, Device::cpu, DType::bf16,
     native_bf16_onednn<conv_with_padding<make<Conv2DBackpropFilterKernel>, copy_rows_cpu>>);
+
+KernelRegistrar conv2d_f16(OpKind::Conv2D, Device::cpu, DType::f16,
+                           native_f16_onednn<conv_with_padding<make<Conv2DKernel>, copy_rows_cpu>>);
+KernelRegistrar conv2d_backprop_input_f16(
+    OpKind::Conv2DBackpropInput, Device::cpu, DType::f16,
+    native_f16_onednn<conv_with_padding<make<Conv2DBackpropInputKernel>, copy_rows_cpu>>);
+KernelRegistrar conv2d_backprop_filter_f16(
+    OpKind::Conv2DBackpropFilter, Device::cpu, DType::f16,
+    native_f16_onednn<conv_with_padding<make<Conv2DBackpropFilterKernel>, copy_rows_cpu>>);
 
 }  // namespace
 }  // namespace campo

@@ -36,7 +36,7 @@
 #include <type_traits>
 
 #include "ops/kernel.h"
-#include "runtime/cpu_backend.h"  // cpu_has_native_bf16
+#include "runtime/cpu_backend.h"  // cpu_has_native_bf16, cpu_has_native_f16
 
 namespace campo {
 
@@ -141,6 +141,14 @@ std::unique_ptr<Kernel> native_bf16_loops(const KernelSpec& spec, ExecContext& c
 template <KernelFactory F>
 std::unique_ptr<Kernel> native_bf16_onednn(const KernelSpec& spec, ExecContext& ctx) {
   if (!ctx.native_bf16 || !cpu_has_native_bf16()) return make_emulated_kernel(spec, ctx);
+  return F(spec, ctx);
+}
+// For the f16 registrations of oneDNN kernels: F where ctx.native_f16 and
+// cpu_has_native_f16() (AVX-512 FP16; elsewhere oneDNN has no f16 convolution), otherwise
+// the emulated kernel.
+template <KernelFactory F>
+std::unique_ptr<Kernel> native_f16_onednn(const KernelSpec& spec, ExecContext& ctx) {
+  if (!ctx.native_f16 || !cpu_has_native_f16()) return make_emulated_kernel(spec, ctx);
   return F(spec, ctx);
 }
 

@@ -134,6 +134,8 @@ KernelRegistrar matmul_f32(OpKind::MatMul, Device::cpu, DType::f32, make_matmul)
 // bf16 operands and result, f32 accumulation inside oneDNN; emulated without AVX-512 BF16.
 KernelRegistrar matmul_bf16(OpKind::MatMul, Device::cpu, DType::bf16,
                             native_bf16_onednn<make_matmul>);
+// f16 likewise where the CPU has AVX-512 FP16.
+KernelRegistrar matmul_f16(OpKind::MatMul, Device::cpu, DType::f16, native_f16_onednn<make_matmul>);
 
 }  // namespace
 }  // namespace campo

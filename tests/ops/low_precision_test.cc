@@ -492,9 +492,14 @@ KernelSpec conv_spec(DType dtype) {
       {{{2, 16, 9, 9}, dtype}}, "conv"};
 }
 
-TEST(LowPrecisionKernels, F16IsEmulatedAndBf16NativeWhereTheCpuAllows) {
+TEST(LowPrecisionKernels, F16AndBf16AreNativeWhereTheCpuAllows) {
   ExecContext ctx;
   ctx.native_bf16 = true;
+  ctx.native_f16 = true;
+  // oneDNN's f16 convolution exists only with AVX-512 FP16 (Sapphire Rapids and later).
+  EXPECT_EQ(is_emulated_kernel(*create_kernel(conv_spec(DType::f16), ctx)),
+            !cpu_has_native_f16());
+  ctx.native_f16 = false;
   EXPECT_TRUE(is_emulated_kernel(*create_kernel(conv_spec(DType::f16), ctx)));
   EXPECT_EQ(is_emulated_kernel(*create_kernel(conv_spec(DType::bf16), ctx)),
             !cpu_has_native_bf16());
@@ -513,6 +518,17 @@ TEST(LowPrecisionKernels, EnvironmentForcesEmulation) {
   {
     ScopedEnv env("CAMPO_CPU_BF16", "native");
     EXPECT_TRUE(ExecContext().native_bf16);
+  }
+  {
+    ScopedEnv env("CAMPO_CPU_F16", "emulate");
+    ExecContext ctx;
+    EXPECT_FALSE(ctx.native_f16);
+    EXPECT_TRUE(ctx.native_bf16);
+    EXPECT_TRUE(is_emulated_kernel(*create_kernel(conv_spec(DType::f16), ctx)));
+  }
+  {
+    ScopedEnv env("CAMPO_CPU_F16", "yes");  // a typo is an error, not ignored
+    EXPECT_THROW(ExecContext(), Error);
   }
   {
     ScopedEnv env("CAMPO_CPU_BF16", "emulated");  // a typo is an error, not ignored

@@ -25,7 +25,8 @@ TEST(BackendIdentityTest, TheCpusFieldsAreThoseOfItsCalibrationFiles) {
   const BackendIdentity id = CpuBackend().identity();
   EXPECT_EQ(id.kind, "cpu");
   EXPECT_EQ(names(id), (std::vector<std::string>{"cpu_model", "logical_cores", "onednn_isa",
-                                                 "onednn_version", "native_bf16"}));
+                                                 "onednn_version", "native_bf16",
+                                                 "native_f16"}));
   EXPECT_EQ(id.find("cpu_model")->value, cpu_model_name());
   EXPECT_EQ(id.find("logical_cores")->value, std::to_string(std::thread::hardware_concurrency()));
   EXPECT_EQ(id.find("onednn_isa")->value, onednn_isa_name());
@@ -34,6 +35,7 @@ TEST(BackendIdentityTest, TheCpusFieldsAreThoseOfItsCalibrationFiles) {
   for (const BackendIdentity::Field& f : id.fields)
     EXPECT_EQ(f.is_version, f.name == "onednn_version") << f.name;
   EXPECT_EQ(id.find("native_bf16")->set_by, "CAMPO_CPU_BF16");
+  EXPECT_EQ(id.find("native_f16")->set_by, "CAMPO_CPU_F16");
   EXPECT_EQ(id.find("gpu"), nullptr);
 }
 
@@ -45,6 +47,19 @@ TEST(BackendIdentityTest, NativeBf16FollowsTheCpuAndCampoCpuBf16) {
   testing::ScopedEnv env("CAMPO_CPU_BF16", "native");
   EXPECT_EQ(CpuBackend().identity().find("native_bf16")->value,
             cpu_has_native_bf16() ? "true" : "false");
+}
+
+TEST(BackendIdentityTest, NativeF16FollowsTheCpuAndCampoCpuF16) {
+  {
+    testing::ScopedEnv env("CAMPO_CPU_F16", "emulate");
+    EXPECT_EQ(CpuBackend().identity().find("native_f16")->value, "false");
+  }
+  testing::ScopedEnv env("CAMPO_CPU_F16", "native");
+  EXPECT_EQ(CpuBackend().identity().find("native_f16")->value,
+            cpu_has_native_f16() ? "true" : "false");
+  // AVX-512 FP16 is what oneDNN's f16 convolutions need; the flag and the ISA agree.
+  EXPECT_EQ(cpu_has_native_f16(), __builtin_cpu_supports("avx512fp16") &&
+                                      onednn_isa_name().find("fp16") != std::string::npos);
 }
 
 TEST(BackendIdentityTest, TheStrictBackendIsTheCpuUnderItsOwnKind) {
