@@ -151,16 +151,18 @@ class Worker:
 
     def last_error_line(self):
         self.log.flush()
-        lines = [l.strip() for l in open(self.log.name) if l.strip()]
+        with open(self.log.name) as f:
+            lines = [l.strip() for l in f if l.strip()]
         errors = [l for l in lines if "error" in l.lower()]
         return (errors or lines or ["(no output)"])[-1][:300]
 
     def peak_rss_mib(self):
         """The process's peak resident memory (VmHWM), while it is alive."""
         try:
-            for line in open(f"/proc/{self.proc.pid}/status"):
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
+            with open(f"/proc/{self.proc.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) / 1024
         except OSError:
             pass
         return None
@@ -175,13 +177,19 @@ class Worker:
             except (BrokenPipeError, subprocess.TimeoutExpired):
                 self.proc.kill()
                 self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                pipe.close()
+            except BrokenPipeError:  # "quit" still buffered for a worker that has exited
+                pass
         self.log.close()
 
 
 def available_mib():
-    for line in open("/proc/meminfo"):
-        if line.startswith("MemAvailable:"):
-            return int(line.split()[1]) / 1024
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1024
     return float("inf")
 
 
@@ -510,8 +518,9 @@ def main(argv=None):
         print(f"bench/run: {m}", flush=True)
         results.append(bench_model(args, m, out))
         (out / "results.json").write_text(json.dumps(results, indent=1))
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-                if l.startswith("model name")), "unknown CPU")
+    with open("/proc/cpuinfo") as f:
+        cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")),
+                   "unknown CPU")
     header = (f"bench/run on {cpu}, {os.cpu_count()} cores, {args.threads} threads per framework; "
               f"{args.repeats} interleaved repetitions after {args.warmup} warm-up steps and "
               f"{args.warmup_repeats} untimed round(s); "
