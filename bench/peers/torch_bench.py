@@ -92,7 +92,7 @@ def main():
             return
         for _ in range(a.warmup):  # torch.compile compiles (and fails) at the first call
             worker.run_steps(1)
-        worker.check_memory_format()
+        worker.check_configuration()
     except PeerError as e:
         fail(str(e))
     except Exception as e:
@@ -216,6 +216,7 @@ class Worker:
         self.torch = torch
         self.a = a
         self.config = CONFIGS[a.config]
+        self.output_dtype = None  # the model's output dtype in the last step run
         torch.manual_seed(a.seed)
         self.memory_format = (torch.channels_last if self.config.channels_last
                               else torch.contiguous_format)
@@ -278,7 +279,9 @@ class Worker:
         import torch.nn.functional as F
         self.optimizer.zero_grad(set_to_none=True)
         with self.autocast():
-            loss = F.cross_entropy(self.forward(self.x), self.y)
+            logits = self.forward(self.x)
+            loss = F.cross_entropy(logits, self.y)
+        self.output_dtype = logits.dtype
         self._update(loss, self.optimizer, self.scaler)
         return loss
 
@@ -322,8 +325,10 @@ class Worker:
         self.d_optimizer.zero_grad(set_to_none=True)
         with self.autocast():
             fake = self.g_forward(z)
-            loss_d = (bce(self.d_forward(self.real).view(-1), self.ones) +
+            d_real = self.d_forward(self.real)
+            loss_d = (bce(d_real.view(-1), self.ones) +
                       bce(self.d_forward(fake.detach()).view(-1), self.zeros))
+        self.output_dtype = d_real.dtype
         self._update(loss_d, self.d_optimizer, self.d_scaler)
         # G step: loss_G = BCE(D(G(z)), 1) against the updated D; gradients of G only.
         self.g_optimizer.zero_grad(set_to_none=True)
@@ -338,10 +343,17 @@ class Worker:
             loss = self.step()
         return float(loss.item())
 
-    def check_memory_format(self):
-        """channels_last configurations: the inputs and every 4-D parameter (after the
-        warm-up's updates) are channels_last, else an error; nothing to check in NCHW."""
+    def check_configuration(self):
+        """After the warm-up, that the configuration took effect, else an error: under
+        autocast the model's output (the classifier's logits, D's on the real batch) comes
+        out in the autocast dtype, compiled or not; in channels_last the inputs and every 4-D
+        parameter (after the warm-up's updates) are channels_last."""
         torch = self.torch
+        wanted = getattr(torch, self.config.autocast) if self.config.autocast else None
+        if wanted and self.output_dtype not in (None, wanted):  # None: no warm-up step
+            raise PeerError(f"'{self.a.config}': the model's output came out "
+                            f"{self.output_dtype} under {self.config.autocast} autocast: "
+                            f"autocast did not reach its layers")
         if not self.config.channels_last:
             return
         tensors = [("input", t) for t in self.inputs]
@@ -362,11 +374,13 @@ class Worker:
                   "backward (AOTAutograd) compiled, optimizer step eager") if cfg.compiled
                  else "eager"]
         if cfg.autocast == "bfloat16":
-            notes.append("torch.autocast cpu bfloat16 around forward and loss")
+            notes.append("torch.autocast cpu bfloat16 around forward and loss (output "
+                         "checked bfloat16)")
         elif cfg.autocast == "float16":
             scales = ", ".join(f"{s.get_scale():g}" for s in self.scalers)
-            notes.append(f"torch.autocast cpu float16 around forward and loss, loss scaled by "
-                         f"torch.amp.GradScaler('cpu') (scale after the warm-up: {scales})")
+            notes.append(f"torch.autocast cpu float16 around forward and loss (output checked "
+                         f"float16), loss scaled by torch.amp.GradScaler('cpu') (scale after "
+                         f"the warm-up: {scales})")
         else:
             notes.append("float32")
         notes.append("channels_last (inputs and 4-D parameters checked)" if cfg.channels_last
