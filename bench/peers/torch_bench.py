@@ -11,8 +11,8 @@ run_gan_bench) in PyTorch, driven by the lockstep protocol of peer_protocol.py:
 Configurations (--config; the names bench/run's table shows after "pytorch"):
   fp32                      eager, float32, NCHW.
   fp32 channels_last        eager, float32, model and inputs
-                            .to(memory_format=torch.channels_last) (NHWC in memory: oneDNN's
-                            native CPU layout, no reorder around each convolution).
+                            .to(memory_format=torch.channels_last) (NHWC in memory, the
+                            layout PyTorch recommends for convolutions on the CPU).
   autocast                  eager, torch.autocast("cpu", dtype=torch.bfloat16) around the
                             forward passes and the losses (backward and optimizer outside, as
                             PyTorch recommends), NCHW.
@@ -30,10 +30,13 @@ Configurations (--config; the names bench/run's table shows after "pytorch"):
                             Checked at startup: a torch without GradScaler("cpu"), or whose
                             CPU autocast does not run a matmul in float16, is refused with
                             one line saying so.
-Every model here is convolutional (4-D activations), so channels_last applies to all of them;
-a channels_last configuration checks at startup that the inputs and every 4-D parameter are
-channels_last, else it is an error. The compile configurations compile in the warm-up (which
-must be at least one step); a compiler failure is an error, never a fallback to eager.
+Every model here is convolutional (4-D activations), so channels_last applies to all of them
+(one without a 4-D parameter is refused in channels_last: it would time the NCHW job again).
+After the warm-up each configuration checks that it took effect, else it is an error: under
+autocast the model's output comes out in the autocast dtype, compiled or not; in
+channels_last the inputs and every 4-D parameter are channels_last. The compile
+configurations compile in the warm-up (which must be at least one step); a compiler failure
+is an error, never a fallback to eager.
 The job: one fixed synthetic batch (inputs N(0, 1) [B, C, H, W], labels uniform in
 [0, classes)), mean softmax cross-entropy, SGD momentum 0.9, lr 1e-3 (campo bench's
 defaults). dcgan: one iteration = D step (BCE-with-logits on a real batch U(-1, 1) and on
@@ -50,7 +53,6 @@ from peer_protocol import (BN_EPSILON, BN_MOMENTUM, CLASSIFIER_LR, GAN_BETA1, GA
                            GAN_EPSILON, GAN_LR, GAN_NDF, GAN_NGF, GAN_NZ, MOMENTUM, PeerError,
                            cpu_flags_note, dcgan_stages, emit, fail, is_small_variant,
                            parse_args, serve, summarize)
-
 
 
 class Config:
