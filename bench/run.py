@@ -347,8 +347,9 @@ def markdown(results, header):
             mark = (" (best peer)" if cfg == r.get("best_peer") else
                     " (campo best)" if cfg == r.get("best_campo") else "")
             ratio = f"x{v['x_best_peer']:.2f}" if "x_best_peer" in v else "n/a"
-            lines.append(f"| {name} | {cfg}{mark} | {v['median']:.1f} ({v['min']:.1f}-{v['max']:.1f})"
-                         f" | {ratio} | {casts} | {gflops} | {pct} |")
+            lines.append(f"| {name} | {cfg}{mark} | {v['median']:.1f} "
+                         f"({v['min']:.1f}-{v['max']:.1f}) | {ratio} | {casts} | {gflops} "
+                         f"| {pct} |")
             name = ""
         for cfg, why in r["failed"].items():
             lines.append(f"| {name} | {cfg} | not measured: {why} | | | | |")
