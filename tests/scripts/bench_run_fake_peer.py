@@ -4,7 +4,9 @@ the workers' command line (peer_protocol.parse_args, every configuration of benc
 PEER_CONFIGS) and lockstep protocol (peer_protocol.serve), with no framework. Copied into a
 folder as torch_bench.py or tf_bench.py; its file name says which framework it plays.
 
-A step sleeps batch / RATE seconds, so samples/s comes out near RATE (the table below);
+A step sleeps batch / RATE seconds, so samples/s comes out near RATE (the table below: low
+enough that a step sleeps tens of milliseconds, so that a loaded machine's scheduling delays
+cannot reorder the configurations);
 "autocast fp16 channels_last" refuses to start with one line, as torch_bench.py does where
 torch's CPU autocast has no float16.
 """
@@ -22,10 +24,10 @@ FRAMEWORK = "pytorch" if os.path.basename(__file__).startswith("torch") else "te
 # samples/s: pytorch compile+autocast channels_last is the strongest peer, the strongest
 # fp32 peer is a compiled channels_last one (a name not ending in "fp32").
 RATES = {
-    "pytorch": {"fp32": 500, "fp32 channels_last": 700, "autocast": 400,
-                "autocast channels_last": 900, "compile": 800, "compile channels_last": 1000,
-                "compile+autocast channels_last": 2000},
-    "tensorflow": {"fp32": 600, "grappler-amp": 300, "mixed-bfloat16": 1200},
+    "pytorch": {"fp32": 125, "fp32 channels_last": 175, "autocast": 100,
+                "autocast channels_last": 225, "compile": 200, "compile channels_last": 250,
+                "compile+autocast channels_last": 500},
+    "tensorflow": {"fp32": 150, "grappler-amp": 75, "mixed-bfloat16": 300},
 }
 
 
