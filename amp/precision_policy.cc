@@ -178,7 +178,8 @@ std::string PrecisionRule::describe() const {
     part("name " + globs);
   }
   if (first_layers > 0 && last_layers > 0)
-    part("first " + std::to_string(first_layers) + " and last " + layers_text(last_layers));
+    part("first " + std::to_string(first_layers) + " and last " + std::to_string(last_layers) +
+         " layers");
   else if (first_layers > 0)
     part("first " + layers_text(first_layers));
   else if (last_layers > 0)
