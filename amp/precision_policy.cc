@@ -30,23 +30,27 @@ std::string lower(std::string s) {
   return s;
 }
 
-// What a format campo knows but has no kernels for is, or "" when the name is none of them:
-// the FP8/FP6/FP4 element formats (runtime/minifloat.h, with their aliases) and the MX block
-// formats of them (runtime/mx.h).
+// What a format campo knows but has no kernels for is ("FP8 E4M3", "MXFP4 blocks of E2M1"), or
+// "" when the name is none of them: the FP8/FP6/FP4 element formats (runtime/minifloat.h, with
+// their aliases) and the MX block formats of them (runtime/mx.h).
 std::string future_format(const std::string& name) {
   std::string s = lower(name);
-  for (const char* family : {"fp8", "fp6", "fp4"})
-    if (s == family) return std::string("the ") + family + " formats";
+  auto upper = [](std::string t) {
+    std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::toupper(c); });
+    return t;
+  };
   std::string block;
   if (s.rfind("mx", 0) == 0) {
     s.erase(0, 2);
-    for (const char* family : {"fp8", "fp6", "fp4"})
-      if (s == family) return std::string("MX") + family + " blocks";
-    block = "MX blocks of ";
+    block = "MX";
   }
+  for (const char* family : {"fp8", "fp6", "fp4"})
+    if (s == family) return block.empty() ? upper(s) : block + upper(s) + " blocks";
   try {
-    const ElementFormat f = parse_element_format(s);
-    return block + element_format_name(f) + " elements";
+    const ElementFormatInfo& f = element_format_info(parse_element_format(s));
+    const std::string element = "FP" + std::to_string(f.bits) + " " + upper(f.name);
+    return block.empty() ? element : block + element.substr(0, 3) + element.substr(2, 1) +
+                                         " blocks of " + upper(f.name);
   } catch (const Error&) {
     return "";
   }
