@@ -48,9 +48,9 @@ std::string future_format(const std::string& name) {
     if (s == family) return block.empty() ? upper(s) : block + upper(s) + " blocks";
   try {
     const ElementFormatInfo& f = element_format_info(parse_element_format(s));
-    const std::string element = "FP" + std::to_string(f.bits) + " " + upper(f.name);
-    return block.empty() ? element : block + element.substr(0, 3) + element.substr(2, 1) +
-                                         " blocks of " + upper(f.name);
+    const std::string family = "FP" + std::to_string(f.bits);
+    return block.empty() ? family + " " + upper(f.name)
+                         : block + family + " blocks of " + upper(f.name);
   } catch (const Error&) {
     return "";
   }
