@@ -363,6 +363,7 @@ void check_precision_policy(const TrainingGraphSpec& spec, Device device) {
   fp32.precision.costs = nullptr;
   fp32.precision.f16_costs = nullptr;
   fp32.data_parallel.agree = nullptr;
+  fp32.optimizer.slices = fp32.array;  // a model array's update, as its session makes it
   Graph g;
   VariableStore vars(1, default_cpu_backend());  // the graph only: nothing runs
   build_training_graph(g, vars, fp32);

@@ -168,6 +168,18 @@ TEST(PrecisionPolicyCliTest, AutoTakesAnF16Rule) {
   EXPECT_EQ(nodes["fc1.MatMul"]["set_by"], "lists");
 }
 
+// A model array's graph holds each layer once for all its models: the rules apply alike.
+TEST(PrecisionPolicyCliTest, ModelArraysTakeAPolicy) {
+  testing::TempDir dir;
+  const std::string policy = write(dir, "policy.json", kFirstLastF32);
+  const CliResult t = run_cli({"train", "--model", "lenet", "--dataset", "synthetic", "--array",
+                               "2", "--steps", "2", "--batch", "8", "--limit-train", "32",
+                               "--limit-test", "8", "--progress", "none", "--precision", "amp",
+                               "--precision-policy", policy});
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("precision policy " + policy), std::string::npos) << t.out;
+}
+
 // Every error: one line, a non-zero exit, before a calibration, the profiling step or a step.
 TEST(PrecisionPolicyCliTest, EveryErrorIsOneLineBeforeAnyWork) {
   testing::TempDir dir;
