@@ -3,10 +3,9 @@
 // auto-mixed-precision rewrite; `cost-aware` (Campo) comes with its cost models.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
-
-#include <memory>
 
 #include "amp/cost_aware.h"
 #include "amp/lists.h"

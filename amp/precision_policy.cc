@@ -57,8 +57,8 @@ std::string future_format(const std::string& name) {
 }
 
 DType parse_format(const json& value, const std::string& where) {
-  CAMPO_CHECK(value.is_string(), where, ": \"format\" must be a string (",
-              policy_format_names(), "), got ", shown(value.dump()));
+  CAMPO_CHECK(value.is_string(), where, ": \"format\" must be a string (", policy_format_names(),
+              "), got ", shown(value.dump()));
   const std::string name = value.get<std::string>();
   const std::string future = future_format(name);
   CAMPO_CHECK(future.empty(), where, ": format \"", name, "\" (", future,
@@ -89,10 +89,10 @@ void each_string(const json& value, const std::string& key, const std::string& w
 }
 
 int parse_layer_count(const json& value, const std::string& key, const std::string& where) {
-  CAMPO_CHECK(value.is_number_integer() && value.get<int64_t>() > 0 &&
-                  value.get<int64_t>() <= INT_MAX,
-              where, ": \"layers\": \"", key, "\" must be a positive whole number of layers, got ",
-              shown(value.dump()));
+  CAMPO_CHECK(
+      value.is_number_integer() && value.get<int64_t>() > 0 && value.get<int64_t>() <= INT_MAX,
+      where, ": \"layers\": \"", key, "\" must be a positive whole number of layers, got ",
+      shown(value.dump()));
   return int(value.get<int64_t>());
 }
 
@@ -121,8 +121,10 @@ PrecisionRule parse_rule(const json& j, int index, const std::string& file) {
                   "\"last\": 1}, got ",
                   shown(value.dump()));
       for (const auto& [end, count] : value.items()) {
-        CAMPO_CHECK(end == "first" || end == "last", where, ": \"layers\" takes \"first\" and "
-                    "\"last\", not \"", shown(end), "\"");
+        CAMPO_CHECK(end == "first" || end == "last", where,
+                    ": \"layers\" takes \"first\" and "
+                    "\"last\", not \"",
+                    shown(end), "\"");
         (end == "first" ? r.first_layers : r.last_layers) = parse_layer_count(count, end, where);
       }
     } else if (key == "format") {
@@ -150,8 +152,7 @@ bool is_gemm_layer_op(OpKind k) {
 }
 
 bool selects(const PrecisionRule& r, const Node& n, int layer, int layers) {
-  if (!r.ops.empty() && std::find(r.ops.begin(), r.ops.end(), n.kind) == r.ops.end())
-    return false;
+  if (!r.ops.empty() && std::find(r.ops.begin(), r.ops.end(), n.kind) == r.ops.end()) return false;
   if (!r.names.empty() &&
       std::none_of(r.names.begin(), r.names.end(), [&](const std::string& glob) {
         return fnmatch(glob.c_str(), n.name.c_str(), 0) == 0;
@@ -192,9 +193,8 @@ std::string PrecisionRule::describe() const {
 }
 
 bool PrecisionPolicy::sets(DType t) const {
-  return std::any_of(rules.begin(), rules.end(), [&](const PrecisionRule& r) {
-    return r.format == t;
-  });
+  return std::any_of(rules.begin(), rules.end(),
+                     [&](const PrecisionRule& r) { return r.format == t; });
 }
 
 namespace {
@@ -212,7 +212,8 @@ PrecisionPolicy policy_from_json(const json& j, const std::string& path) {
       p.description = value.get<std::string>();
     } else if (key == "rules") {
       CAMPO_CHECK(value.is_array(), file, ": \"rules\" must be an array of rules", kShape);
-      for (const json& rule : value) p.rules.push_back(parse_rule(rule, int(p.rules.size()) + 1, file));
+      for (const json& rule : value)
+        p.rules.push_back(parse_rule(rule, int(p.rules.size()) + 1, file));
       has_rules = true;
     } else {
       CAMPO_FAIL(file, ": unknown key \"", shown(key),
@@ -238,8 +239,7 @@ ModelLayers model_layers(const Graph& g) {
   l.layer_of.assign(size_t(g.num_nodes()), 0);
   auto reads_trained_weight = [&](const Node& n) {
     return std::any_of(n.inputs.begin(), n.inputs.end(), [&](ValueId v) {
-      return g.node(g.value(v).producer).kind == OpKind::Variable &&
-             optimizer_update_of(g, v) >= 0;
+      return g.node(g.value(v).producer).kind == OpKind::Variable && optimizer_update_of(g, v) >= 0;
     });
   };
   // Forward nodes in id order, the order the model builds them (each after its inputs).
@@ -282,7 +282,8 @@ PolicyAssignment resolve_precision_policy(const Graph& g, const PrecisionPolicy&
   a.layers = layers.count();
   const std::string file = std::string(kFileKind) + " " + policy.path;
   for (const PrecisionRule& r : policy.rules) {
-    const std::string where = file + ", rule " + std::to_string(r.index) + " (" + r.describe() + ")";
+    const std::string where =
+        file + ", rule " + std::to_string(r.index) + " (" + r.describe() + ")";
     for (const auto& [end, count] : {std::pair{"first", r.first_layers}, {"last", r.last_layers}})
       CAMPO_CHECK(count <= layers.count(), where, ": \"layers\": {\"", end, "\": ", count,
                   "} goes beyond the model's ", layers_text(layers.count()),
@@ -290,7 +291,8 @@ PolicyAssignment resolve_precision_policy(const Graph& g, const PrecisionPolicy&
     for (const std::string& glob : r.names) {
       bool matched = false;
       for (NodeId id = 0; id < n && !matched; ++id)
-        matched = rule_may_set(g.node(id)) && fnmatch(glob.c_str(), g.node(id).name.c_str(), 0) == 0;
+        matched =
+            rule_may_set(g.node(id)) && fnmatch(glob.c_str(), g.node(id).name.c_str(), 0) == 0;
       CAMPO_CHECK(matched, where, ": the glob \"", shown(glob),
                   "\" matches no node of the model's training graph (campo plan --precision fp32 "
                   "lists their names)");

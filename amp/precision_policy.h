@@ -78,8 +78,8 @@ bool rule_may_set(const Node& n);
 
 // The rules resolved against a training graph before casts.
 struct PolicyAssignment {
-  std::vector<int> rule;     // by NodeId: the index of the last rule selecting it, 0 for none
-  std::vector<DType> dtype;  // by NodeId: that rule's format; f32 where rule is 0
+  std::vector<int> rule;       // by NodeId: the index of the last rule selecting it, 0 for none
+  std::vector<DType> dtype;    // by NodeId: that rule's format; f32 where rule is 0
   std::vector<int> nodes_set;  // by rule index - 1: the nodes whose format the rule sets in the end
   int layers = 0;              // the graph's layer count
   bool is_set(NodeId id) const { return rule[size_t(id)] > 0; }

@@ -88,9 +88,12 @@ std::string set_by(const Node& n, NodeId id, const PrecisionConfig& precision,
   if (rules && size_t(id) < rules->rule.size() && rules->is_set(id))
     return "rule " + std::to_string(rules->rule[size_t(id)]);
   switch (precision.policy) {
-    case Precision::amp: return "lists";
-    case Precision::cost_aware: return "search";
-    case Precision::fp32: return "fp32";
+    case Precision::amp:
+      return "lists";
+    case Precision::cost_aware:
+      return "search";
+    case Precision::fp32:
+      return "fp32";
   }
   return "?";
 }
@@ -233,8 +236,8 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
   if (rules) {
     const PrecisionPolicy& file = *precision.rules;
     out << "precision policy " << file.path
-        << (file.description.empty() ? "" : " (" + file.description + ")") << ": "
-        << rules->layers << " layers; casts in/out: Cast nodes feeding the node / reading it\n";
+        << (file.description.empty() ? "" : " (" + file.description + ")") << ": " << rules->layers
+        << " layers; casts in/out: Cast nodes feeding the node / reading it\n";
     policy_json = {{"path", file.path},
                    {"description", file.description},
                    {"layers", rules->layers},

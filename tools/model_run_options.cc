@@ -123,9 +123,8 @@ void check_run_options_apply(const CLI::App* cmd, ModelRunOptions& run,
     cost_aware |= parse_precision(p) == Precision::cost_aware;
   }
   if (!mixed)
-    for (const char* option :
-         {"--low-precision", "--loss-scale", "--amp-lists", "--amp-lists-file",
-          "--precision-policy"})
+    for (const char* option : {"--low-precision", "--loss-scale", "--amp-lists", "--amp-lists-file",
+                               "--precision-policy"})
       CAMPO_CHECK(!given(cmd, option), option,
                   " has no effect with --precision fp32 (it applies to amp and cost-aware)");
   if (!cost_aware)
@@ -143,7 +142,7 @@ void check_run_precision_policy(const ModelRunOptions& run,
   std::optional<TrainingGraphSpec> spec;
   for (const std::string& p : policies) {
     const Precision policy = parse_precision(p);
-    if (policy == Precision::fp32) continue;  // bench's baseline reads no rules
+    if (policy == Precision::fp32) continue;            // bench's baseline reads no rules
     TrainingGraphSpec s = model_run_spec(run, policy);  // reads and checks the file
     if (!spec) spec = std::move(s);
   }
@@ -157,8 +156,7 @@ void check_run_precision_policy(const ModelRunOptions& run,
 std::vector<PathUse> model_run_inputs(const ModelRunOptions& run, const std::string& calibration) {
   using K = PathUse::Kind;
   std::vector<PathUse> p = {{"--amp-lists-file", run.mixed.amp_lists_file, K::input_file},
-                            {"--precision-policy", run.mixed.precision_policy_file,
-                             K::input_file},
+                            {"--precision-policy", run.mixed.precision_policy_file, K::input_file},
                             {"--profile", run.plan_for.profile_path, K::input_file},
                             {"--devices", run.plan_for.devices_path, K::input_file}};
   if (calibration != "none") p.push_back({"--calibration", calibration, K::input_file});

@@ -64,9 +64,9 @@ std::string GuardVerdict::line() const {
     others += (others.empty() ? "" : ", ") + candidates[i].policy + " " +
               ms_text(candidates[i].median_ms);
   if (!amp_same_plan.empty()) others += (others.empty() ? "" : ", ") + amp_same_plan;
-  const std::string timed =
-      std::to_string(chosen.ms.size()) + " interleaved steps each, margin " + percent(margin) +
-      (with_rules ? "; fp32 and amp with the --precision-policy rules" : "");
+  const std::string timed = std::to_string(chosen.ms.size()) + " interleaved steps each, margin " +
+                            percent(margin) +
+                            (with_rules ? "; fp32 and amp with the --precision-policy rules" : "");
   if (kept == "cost-aware")
     return "guard: cost-aware kept (" + ms_text(chosen.median_ms) + " ms a step; " + others + "; " +
            timed + ")";

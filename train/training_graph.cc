@@ -96,8 +96,8 @@ PolicyResult apply_policy(Graph& g, const PrecisionConfig& precision, const Cost
                           Communicator* agree) {
   PolicyResult r;
   if (precision.rules)
-    r.rules = std::make_shared<const PolicyAssignment>(
-        resolve_precision_policy(g, *precision.rules));
+    r.rules =
+        std::make_shared<const PolicyAssignment>(resolve_precision_policy(g, *precision.rules));
   switch (precision.policy) {
     case Precision::fp32:
       if (r.rules) apply_precision(g, r.rules->dtype);  // the rules' nodes, the rest f32
@@ -132,8 +132,8 @@ PolicyResult apply_policy(Graph& g, const PrecisionConfig& precision, const Cost
       for (NodeId i = 0; i < g.num_nodes(); ++i) {
         if (!r.rules->is_set(i)) continue;
         const DType t = r.rules->dtype[size_t(i)];
-        CAMPO_CHECK(t == DType::f32 || t == precision.low, "internal: a rule sets ",
-                    dtype_name(t), " in a cost-aware plan over f32 and ", dtype_name(precision.low),
+        CAMPO_CHECK(t == DType::f32 || t == precision.low, "internal: a rule sets ", dtype_name(t),
+                    " in a cost-aware plan over f32 and ", dtype_name(precision.low),
                     " (precision_config refuses it)");
         options.pins[size_t(i)] = t == DType::f32 ? kPinnedF32 : kPinnedLow;
       }
@@ -309,15 +309,16 @@ PrecisionConfig precision_config(Precision policy, const PrecisionOptions& o, De
               "--loss-scale must be auto, dynamic or none, got '", o.loss_scale, "'");
   const bool mixed = p.policy != Precision::fp32;
   if (mixed && !o.precision_policy_file.empty()) {
-    auto rules = std::make_shared<const PrecisionPolicy>(
-        read_precision_policy(o.precision_policy_file));
+    auto rules =
+        std::make_shared<const PrecisionPolicy>(read_precision_policy(o.precision_policy_file));
     if (p.policy == Precision::cost_aware && !p.automatic())
       for (const PrecisionRule& r : rules->rules)
         CAMPO_CHECK(r.format == DType::f32 || r.format == p.low, "precision policy file ",
                     rules->path, ", rule ", r.index, " (", r.describe(), "): cost-aware with ",
                     "--low-precision ", low_precision_mode_name(p.low_mode),
                     " chooses between f32 and ", dtype_name(p.low), " only; set ",
-                    dtype_name(p.low), " or f32, or give --low-precision auto (f32, f16 or bf16 "
+                    dtype_name(p.low),
+                    " or f32, or give --low-precision auto (f32, f16 or bf16 "
                     "per node)");
     p.rules = std::move(rules);
   }

@@ -1,7 +1,8 @@
 // Precision policy files (--precision-policy, amp/precision_policy.h): the one-line error of
 // every malformed file, the layers of LeNet's and ResNet-18's training graphs, how rules select
 // and override, and the cost-aware search keeping the nodes rules pin (hand-written costs, as
-// tests/amp/cost_aware_test.cc). Through the command line: tests/tools/precision_policy_cli_test.cc.
+// tests/amp/cost_aware_test.cc). Through the command line:
+// tests/tools/precision_policy_cli_test.cc.
 #include "amp/precision_policy.h"
 
 #include <gtest/gtest.h>
@@ -108,8 +109,9 @@ TEST(PrecisionPolicyFileTest, MalformedFilesAreOneLineErrors) {
   expect_refused(R"({"rules": [{"op": "MatMul", "fromat": "f32"}]})", "unknown key \"fromat\"");
   expect_refused(R"({"rules": [{"format": "f32"}]})", "rule 1 selects nothing");
   expect_refused(R"({"rules": [{"op": "MatMul"}]})", "rule 1 sets no \"format\"");
-  expect_refused(R"({"rules": [{"op": "MatMul", "format": "f32"}, {"op": "Nope", "format": "f32"}]})",
-                 "rule 2: unknown op 'Nope'");
+  expect_refused(
+      R"({"rules": [{"op": "MatMul", "format": "f32"}, {"op": "Nope", "format": "f32"}]})",
+      "rule 2: unknown op 'Nope'");
   expect_refused(R"({"rules": [{"op": "", "format": "f32"}]})", "an empty op name");
   expect_refused(R"({"rules": [{"op": [], "format": "f32"}]})",
                  "\"op\" must be a string or a non-empty array of strings");
@@ -124,9 +126,9 @@ TEST(PrecisionPolicyFileTest, MalformedFilesAreOneLineErrors) {
   expect_refused(R"({"rules": [{"layers": {"middle": 1}, "format": "f32"}]})",
                  "\"layers\" takes \"first\" and \"last\", not \"middle\"");
   for (const char* count : {"0", "-1", "1.5", "\"1\"", "true", "99999999999"})
-    expect_refused(std::string(R"({"rules": [{"layers": {"first": )") + count +
-                       R"(}, "format": "f32"}]})",
-                   "\"first\" must be a positive whole number of layers");
+    expect_refused(
+        std::string(R"({"rules": [{"layers": {"first": )") + count + R"(}, "format": "f32"}]})",
+        "\"first\" must be a positive whole number of layers");
   expect_refused(R"({"rules": [{"op": "MatMul", "format": 16}]})",
                  "\"format\" must be a string (f32, bf16 or f16)");
   expect_refused(R"({"rules": [{"op": "MatMul", "format": "f64"}]})",
@@ -139,12 +141,15 @@ TEST(PrecisionPolicyFileTest, MalformedFilesAreOneLineErrors) {
 // The formats issue 53 adds later are known by name, and refused as formats campo cannot compute
 // in yet, never taken for unknown names nor ignored.
 TEST(PrecisionPolicyFileTest, FutureFormatsCannotRunYet) {
-  const std::pair<const char*, const char*> cases[] = {
-      {"fp8_e4m3", "(FP8 E4M3)"},          {"e5m2", "(FP8 E5M2)"},
-      {"float8_e4m3fn", "(FP8 E4M3)"},     {"fp8", "(FP8)"},
-      {"mxfp8", "(MXFP8 blocks)"},         {"mxfp8_e5m2", "(MXFP8 blocks of E5M2)"},
-      {"mxfp6_e2m3", "(MXFP6 blocks of E2M3)"}, {"MXFP4", "(MXFP4 blocks)"},
-      {"fp4_e2m1", "(FP4 E2M1)"}};
+  const std::pair<const char*, const char*> cases[] = {{"fp8_e4m3", "(FP8 E4M3)"},
+                                                       {"e5m2", "(FP8 E5M2)"},
+                                                       {"float8_e4m3fn", "(FP8 E4M3)"},
+                                                       {"fp8", "(FP8)"},
+                                                       {"mxfp8", "(MXFP8 blocks)"},
+                                                       {"mxfp8_e5m2", "(MXFP8 blocks of E5M2)"},
+                                                       {"mxfp6_e2m3", "(MXFP6 blocks of E2M3)"},
+                                                       {"MXFP4", "(MXFP4 blocks)"},
+                                                       {"fp4_e2m1", "(FP4 E2M1)"}};
   for (const auto& [name, what] : cases)
     expect_refused(std::string(R"({"rules": [{"op": "MatMul", "format": ")") + name + "\"}]}",
                    std::string("format \"") + name + "\" " + what +
@@ -171,10 +176,10 @@ TEST(ModelLayersTest, LenetLayersAndTheirNodes) {
   const char* gemms[] = {"conv1.Conv2D", "conv2.Conv2D", "fc1.MatMul", "fc2.MatMul", "fc3.MatMul"};
   for (int k = 0; k < 5; ++k) EXPECT_EQ(t.g.node(l.gemms[size_t(k)]).name, gemms[k]);
   auto layer = [&](const std::string& name) { return l.layer_of[size_t(t.id(name))]; };
-  for (const char* n : {"conv1.Conv2D", "conv1.BiasAdd", "Relu", "MaxPool",
-                        "conv1.Conv2D_grad.Conv2DBackpropFilter",
-                        "conv1.Conv2D_grad.Conv2DBackpropInput", "conv1.BiasAdd_grad.BiasAddGrad",
-                        "Relu_grad.ReluGrad", "MaxPool_grad.MaxPoolGrad"})
+  for (const char* n :
+       {"conv1.Conv2D", "conv1.BiasAdd", "Relu", "MaxPool",
+        "conv1.Conv2D_grad.Conv2DBackpropFilter", "conv1.Conv2D_grad.Conv2DBackpropInput",
+        "conv1.BiasAdd_grad.BiasAddGrad", "Relu_grad.ReluGrad", "MaxPool_grad.MaxPoolGrad"})
     EXPECT_EQ(layer(n), 1) << n;
   for (const char* n : {"conv2.Conv2D", "MaxPool.1", "Reshape", "Reshape_grad.Reshape"})
     EXPECT_EQ(layer(n), 2) << n;
@@ -258,7 +263,8 @@ TEST(ResolvePolicyTest, RulesThatSelectNothingAreOneLineErrors) {
   };
   refused(R"({"name": "layer9.*", "format": "f32"})",
           "rule 1 (name layer9.* -> f32): the glob \"layer9.*\" matches no node");
-  refused(R"({"name": ["conv1.*", "typo*"], "format": "f32"})", "the glob \"typo*\" matches no node");
+  refused(R"({"name": ["conv1.*", "typo*"], "format": "f32"})",
+          "the glob \"typo*\" matches no node");
   refused(R"({"layers": {"first": 6}, "format": "f32"})",
           "\"layers\": {\"first\": 6} goes beyond the model's 5 layers");
   refused(R"({"layers": {"last": 9}, "format": "f32"})", "{\"last\": 9} goes beyond");

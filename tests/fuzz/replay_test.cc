@@ -20,9 +20,9 @@
 #include "datasets/tokenizer.h"
 #include "fuzz/targets.h"
 #include "graph/checkpoint.h"
+#include "perf/predict.h"
 #include "runtime/hardware_counters.h"
 #include "runtime/kernel_activity.h"
-#include "perf/predict.h"
 
 namespace campo {
 namespace {

@@ -45,8 +45,8 @@ std::map<std::string, nlohmann::json> plan_nodes(const nlohmann::json& plan) {
   return nodes;
 }
 
-const std::vector<std::string> kResnet18 = {"--model", "resnet18", "--image-size", "32",
-                                            "--channels", "3", "--batch", "4"};
+const std::vector<std::string> kResnet18 = {"--model",    "resnet18", "--image-size", "32",
+                                            "--channels", "3",        "--batch",      "4"};
 
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -56,10 +56,10 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
 TEST(PrecisionPolicyCliTest, ResNet18FirstAndLastLayersF32TrainsAndPlanShowsTheRules) {
   testing::TempDir dir;
   const std::string policy = write(dir, "policy.json", kFirstLastF32);
-  const CliResult t = run_cli(with(with({"train", "--dataset", "synthetic"}, kResnet18),
-                                   {"--steps", "3", "--limit-train", "32", "--limit-test", "8",
-                                    "--progress", "none", "--precision", "amp",
-                                    "--precision-policy", policy}));
+  const CliResult t =
+      run_cli(with(with({"train", "--dataset", "synthetic"}, kResnet18),
+                   {"--steps", "3", "--limit-train", "32", "--limit-test", "8", "--progress",
+                    "none", "--precision", "amp", "--precision-policy", policy}));
   ASSERT_EQ(t.code, 0) << t.err;
   EXPECT_NE(t.out.find("precision policy " + policy + ": 2 rules"), std::string::npos) << t.out;
   const nlohmann::json result = json_event(t.out);
@@ -67,9 +67,9 @@ TEST(PrecisionPolicyCliTest, ResNet18FirstAndLastLayersF32TrainsAndPlanShowsTheR
   EXPECT_TRUE(std::isfinite(result.value("final_loss", NAN))) << t.out;
 
   const std::string json = dir.file("plan.json");
-  const CliResult p = run_cli(with(with({"plan"}, kResnet18), {"--precision", "amp",
-                                                               "--precision-policy", policy,
-                                                               "--json", json}));
+  const CliResult p =
+      run_cli(with(with({"plan"}, kResnet18),
+                   {"--precision", "amp", "--precision-policy", policy, "--json", json}));
   ASSERT_EQ(p.code, 0) << p.err;
   EXPECT_NE(p.out.find("set by"), std::string::npos) << p.out;
   EXPECT_NE(p.out.find("rule 2: stem and classifier"), std::string::npos) << p.out;
@@ -89,9 +89,9 @@ TEST(PrecisionPolicyCliTest, ResNet18FirstAndLastLayersF32TrainsAndPlanShowsTheR
     EXPECT_EQ(nodes[name]["set_by"], "rule 2") << name;
   }
   // The rest bf16 by rule 1, deny-list ops included.
-  for (const char* name : {"layer1.0.conv1.Conv2D", "layer4.1.conv2.Conv2D",
-                           "layer2.0.downsample.0.Conv2D", "layer3.0.bn1.FusedBatchNorm",
-                           "layer4.1.conv2.Conv2D_grad.Conv2DBackpropFilter"}) {
+  for (const char* name :
+       {"layer1.0.conv1.Conv2D", "layer4.1.conv2.Conv2D", "layer2.0.downsample.0.Conv2D",
+        "layer3.0.bn1.FusedBatchNorm", "layer4.1.conv2.Conv2D_grad.Conv2DBackpropFilter"}) {
     ASSERT_TRUE(nodes.count(name)) << name;
     EXPECT_EQ(nodes[name]["dtype"], "bf16") << name;
     EXPECT_EQ(nodes[name]["rule"], 1) << name;
@@ -134,10 +134,12 @@ TEST(PrecisionPolicyCliTest, CostAwareKeepsThePinsAndSearchesTheRest) {
   EXPECT_GT(pinned, 10);
   EXPECT_GT(searched, 10);
   // Trains with the guard, whose fp32 and amp plans keep the rules too.
-  const CliResult t = run_cli({"train", "--model", "lenet", "--dataset", "synthetic", "--steps",
-                               "3", "--batch", "8", "--limit-train", "64", "--limit-test", "16",
-                               "--progress", "none", "--precision", "cost-aware", "--calibration",
-                               "none", "--precision-policy", policy});
+  const CliResult t = run_cli({"train",      "--model",       "lenet", "--dataset",
+                               "synthetic",  "--steps",       "3",     "--batch",
+                               "8",          "--limit-train", "64",    "--limit-test",
+                               "16",         "--progress",    "none",  "--precision",
+                               "cost-aware", "--calibration", "none",  "--precision-policy",
+                               policy});
   ASSERT_EQ(t.code, 0) << t.err;
   EXPECT_NE(t.out.find("fp32 and amp with the --precision-policy rules"), std::string::npos)
       << t.out;
@@ -172,10 +174,12 @@ TEST(PrecisionPolicyCliTest, AutoTakesAnF16Rule) {
 TEST(PrecisionPolicyCliTest, ModelArraysTakeAPolicy) {
   testing::TempDir dir;
   const std::string policy = write(dir, "policy.json", kFirstLastF32);
-  const CliResult t = run_cli({"train", "--model", "lenet", "--dataset", "synthetic", "--array",
-                               "2", "--steps", "2", "--batch", "8", "--limit-train", "32",
-                               "--limit-test", "8", "--progress", "none", "--precision", "amp",
-                               "--precision-policy", policy});
+  const CliResult t = run_cli({"train",     "--model",      "lenet", "--dataset",
+                               "synthetic", "--array",      "2",     "--steps",
+                               "2",         "--batch",      "8",     "--limit-train",
+                               "32",        "--limit-test", "8",     "--progress",
+                               "none",      "--precision",  "amp",   "--precision-policy",
+                               policy});
   ASSERT_EQ(t.code, 0) << t.err;
   EXPECT_NE(t.out.find("precision policy " + policy), std::string::npos) << t.out;
 }
@@ -222,18 +226,18 @@ TEST(PrecisionPolicyCliTest, EveryErrorIsOneLineBeforeAnyWork) {
         EXPECT_EQ((r.out + r.err).find(work), std::string::npos) << work << ": " << r.out << r.err;
     }
   }
-  const std::string ok =
-      write(dir, "ok.json", R"({"rules": [{"op": "MatMul", "format": "f16"}]})");
-  expect_error(run_cli({"plan", "--model", "lenet", "--precision", "fp32", "--precision-policy", ok}),
-               "--precision-policy has no effect with --precision fp32");
+  const std::string ok = write(dir, "ok.json", R"({"rules": [{"op": "MatMul", "format": "f16"}]})");
+  expect_error(
+      run_cli({"plan", "--model", "lenet", "--precision", "fp32", "--precision-policy", ok}),
+      "--precision-policy has no effect with --precision fp32");
   expect_error(run_cli({"train", "--model", "lenet", "--dataset", "synthetic", "--steps", "1",
                         "--precision", "fp32", "--precision-policy", ok}),
                "--precision-policy has no effect with --precision fp32");
   expect_error(run_cli({"bench", "--model", "lenet", "--precision", "fp32", "--steps", "1",
                         "--precision-policy", ok}),
                "--precision-policy has no effect with --precision fp32");
-  expect_error(run_cli({"plan", "--model", "lenet", "--precision", "cost-aware",
-                        "--low-precision", "bf16", "--precision-policy", ok}),
+  expect_error(run_cli({"plan", "--model", "lenet", "--precision", "cost-aware", "--low-precision",
+                        "bf16", "--precision-policy", ok}),
                "rule 1 (op MatMul -> f16): cost-aware with --low-precision bf16 chooses between "
                "f32 and bf16 only");
   expect_error(run_cli({"plan", "--model", "dcgan", "--image-size", "32", "--precision", "amp",
@@ -242,9 +246,9 @@ TEST(PrecisionPolicyCliTest, EveryErrorIsOneLineBeforeAnyWork) {
   expect_error(run_cli({"plan", "--model", "lenet", "--precision", "amp", "--precision-policy",
                         dir.file("missing.json")}),
                "precision policy file " + dir.file("missing.json") + ": no such file");
-  expect_error(run_cli({"plan", "--model", "lenet", "--precision", "amp", "--precision-policy",
-                        dir.str()}),
-               "precision policy file " + dir.str());
+  expect_error(
+      run_cli({"plan", "--model", "lenet", "--precision", "amp", "--precision-policy", dir.str()}),
+      "precision policy file " + dir.str());
 }
 
 }  // namespace
