@@ -317,8 +317,7 @@ PrecisionConfig precision_config(Precision policy, const PrecisionOptions& o, De
                     rules->path, ", rule ", r.index, " (", r.describe(), "): cost-aware with ",
                     "--low-precision ", low_precision_mode_name(p.low_mode),
                     " chooses between f32 and ", dtype_name(p.low), " only; set ",
-                    dtype_name(p.low),
-                    " or f32, or give --low-precision auto (f32, f16 or bf16 "
+                    dtype_name(p.low), " or f32, or give --low-precision auto (f32, f16 or bf16 "
                     "per node)");
     p.rules = std::move(rules);
   }
