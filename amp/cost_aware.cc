@@ -17,6 +17,7 @@ const char* traversal_name(Traversal t) {
     case Traversal::neighbour: return "3:neighbour";
     case Traversal::clear_chain: return "4:clear-chain";
     case Traversal::exact: return "5:exact";
+    case Traversal::rule: return "rule";
   }
   return "?";
 }
@@ -128,11 +129,14 @@ struct CostGraph {
 
 // The assignment of least predicted step time over the nodes `is_free` marks (the others
 // stay f32), by minimum cut. x = 1 means low precision.
-std::vector<char> exact_assignment(const CostGraph& cg, const std::vector<char>& is_free) {
+// `pinned_low`: nodes fixed low (the others not free stay f32).
+std::vector<char> exact_assignment(const CostGraph& cg, const std::vector<char>& is_free,
+                                   const std::vector<char>& pinned_low) {
   const Graph& g = cg.g;
   BinaryCut cut;
   std::vector<BinaryCut::Lit> lit(size_t(g.num_nodes()), BinaryCut::zero());
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    if (pinned_low[size_t(id)]) lit[size_t(id)] = BinaryCut::one();
     if (!is_free[size_t(id)]) continue;
     lit[size_t(id)] = cut.new_var();
     if (size_t(id) < cg.costs.nodes.size())
@@ -176,7 +180,7 @@ std::vector<char> exact_assignment(const CostGraph& cg, const std::vector<char>&
     }
   }
   const std::vector<char> labels = cut.minimize();
-  std::vector<char> low(size_t(g.num_nodes()), 0);
+  std::vector<char> low = pinned_low;
   for (NodeId id = 0; id < g.num_nodes(); ++id)
     if (lit[size_t(id)].var >= 0) low[size_t(id)] = labels[size_t(lit[size_t(id)].var)];
   return low;
@@ -255,6 +259,18 @@ CostAwarePlan plan_cost_aware(const Graph& g, const AmpLists& lists, const CostT
   for (NodeId i = 0; i < n; ++i) cls[size_t(i)] = lists.classify(g.node(i).kind);
   auto is = [&](NodeId i, AmpList l) { return cls[size_t(i)] == l; };
   const std::vector<NodeId> order = g.topological_order();
+  CAMPO_CHECK(options.pins.empty() || options.pins.size() == size_t(n),
+              "internal: cost-aware pins cover ", options.pins.size(), " of ", n, " nodes");
+  auto pinned = [&](NodeId i) {
+    return !options.pins.empty() && options.pins[size_t(i)] != kUnpinned;
+  };
+  std::vector<char> pinned_low(size_t(n), 0);
+  for (NodeId i = 0; i < n; ++i)
+    if (pinned(i)) {
+      pinned_low[size_t(i)] = options.pins[size_t(i)] == kPinnedLow;
+      plan.low[size_t(i)] = pinned_low[size_t(i)];
+      plan.decided_by[size_t(i)] = Traversal::rule;
+    }
 
   // Flips `nodes` to low when that lowers (or, if `ties_to_low`, keeps) the step cost.
   auto try_low = [&](const std::vector<NodeId>& nodes, bool ties_to_low, Traversal t) {
@@ -271,7 +287,7 @@ CostAwarePlan plan_cost_aware(const Graph& g, const AmpLists& lists, const CostT
 
   // 1. allow-list ops.
   for (NodeId i : order)
-    if (is(i, AmpList::allow)) try_low({i}, false, Traversal::allow);
+    if (is(i, AmpList::allow) && !pinned(i)) try_low({i}, false, Traversal::allow);
 
   // 2. deny, propagated forward through infer ops and clear ops that lead into deny/infer
   //    ops (the same rule as the amp policy).
@@ -283,7 +299,7 @@ CostAwarePlan plan_cost_aware(const Graph& g, const AmpLists& lists, const CostT
     }
   const std::vector<char> deny = deny_painted(g, lists);
   for (NodeId i = 0; i < n; ++i)
-    if (deny[size_t(i)]) plan.decided_by[size_t(i)] = Traversal::deny;
+    if (deny[size_t(i)] && !pinned(i)) plan.decided_by[size_t(i)] = Traversal::deny;
 
   // 3. infer/clear ops next to a low-precision node (forward, then backward, so that
   //    adoption can spread both ways).
@@ -295,7 +311,7 @@ CostAwarePlan plan_cost_aware(const Graph& g, const AmpLists& lists, const CostT
     return false;
   };
   auto candidate = [&](NodeId i) {
-    return !plan.low[size_t(i)] && !deny[size_t(i)] &&
+    return !plan.low[size_t(i)] && !deny[size_t(i)] && !pinned(i) &&
            (is(i, AmpList::infer) || is(i, AmpList::clear));
   };
   // First whole regions (infer/clear ops connected through infer/clear ops) next to a low
@@ -358,13 +374,15 @@ CostAwarePlan plan_cost_aware(const Graph& g, const AmpLists& lists, const CostT
   }
 
   for (NodeId i = 0; i < n; ++i)
-    if (is_leaf(g.node(i)) || is(i, AmpList::fp32)) plan.low[size_t(i)] = 0;
+    if (!pinned(i) && (is_leaf(g.node(i)) || is(i, AmpList::fp32))) plan.low[size_t(i)] = 0;
   plan.predicted_ms = plan.traversals_ms = cg.total_ms(plan.low);
   if (options.search == CostAwareSearch::traversals) return plan;
 
-  // 5. The exact search over the nodes the traversals could have made low.
-  const std::vector<char> is_free = cost_aware_free_nodes(g, lists);
-  std::vector<char> best = exact_assignment(cg, is_free);
+  // 5. The exact search over the nodes the traversals could have made low (pinned ones kept).
+  std::vector<char> is_free = cost_aware_free_nodes(g, lists);
+  for (NodeId i = 0; i < n; ++i)
+    if (pinned(i)) is_free[size_t(i)] = 0;
+  std::vector<char> best = exact_assignment(cg, is_free, pinned_low);
   const double exact_ms = cg.total_ms(best);
   // The cut is exact (it may give up at most the tie-break per cast for fewer casts); the
   // check guards against rounding in the flow: never take a worse plan.

@@ -68,14 +68,16 @@ struct CostTable {
 };
 
 // Which traversal decided a node (for plans): 0 = default f32.
-// `exact`: changed by the exact search after the traversals.
+// `exact`: changed by the exact search after the traversals. `rule`: pinned by a precision
+// policy file's rule (CostAwareOptions::pins), which no traversal or search changes.
 enum class Traversal : uint8_t {
   none = 0,
   allow = 1,
   deny = 2,
   neighbour = 3,
   clear_chain = 4,
-  exact = 5
+  exact = 5,
+  rule = 6
 };
 const char* traversal_name(Traversal t);
 
@@ -126,7 +128,13 @@ struct CostAwareOptions {
   // of a weight the graph's optimizer updates, which becomes a weight copy that update
   // writes (Node::weight_copy).
   bool fold_casts = false;
+  // By NodeId (empty: none): kUnpinned, or the precision a precision policy file's rule pins
+  // the node to (kPinnedF32, kPinnedLow). Pinned nodes are constraints: the traversals and the
+  // search keep them and decide the others around them (their casts included), whatever list
+  // the node's op is on (a pinned deny op runs low too).
+  std::vector<int8_t> pins;
 };
+constexpr int8_t kUnpinned = -1, kPinnedF32 = 0, kPinnedLow = 1;
 CostAwarePlan plan_cost_aware(const Graph& g, const AmpLists& lists, const CostTable& costs,
                               const CostAwareOptions& options = {});
 

@@ -1,14 +1,11 @@
 #include "amp/lists.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <vector>
 
+#include "amp/json_input.h"
 #include "graph/graph.h"
-#include "runtime/file_check.h"
 
 namespace campo {
 
@@ -187,14 +184,6 @@ namespace {
 
 using nlohmann::json;
 
-// Echoes of user text in messages stay one readable line.
-std::string shown(const std::string& text) {
-  constexpr size_t kMax = 60;
-  return text.size() <= kMax
-             ? text
-             : text.substr(0, kMax) + "... (" + std::to_string(text.size()) + " characters)";
-}
-
 std::string trimmed(const std::string& s) {
   const size_t first = s.find_first_not_of(" \t");
   if (first == std::string::npos) return "";
@@ -217,15 +206,6 @@ AmpList parse_list_in(const std::string& name, const std::string& where) {
   }
 }
 
-OpKind parse_op_in(const std::string& name, const std::string& where) {
-  CAMPO_CHECK(!name.empty(), where, ": an empty op name");
-  auto op = parse_op_kind(name);
-  CAMPO_CHECK(op.has_value(), where, ": unknown op '", shown(name),
-              "' (op names are TensorFlow's, e.g. MatMul, Conv2D, Tanh; `campo graph` lists a ",
-              "model's)");
-  return *op;
-}
-
 // Each op is edited at most once per spec or file: two edits of one op (allow+=Tanh and
 // deny+=Tanh) would leave the result to their order, which is easy to get wrong unseen.
 void check_each_op_once(const std::vector<ListEdit>& edits) {
@@ -233,31 +213,6 @@ void check_each_op_once(const std::vector<ListEdit>& edits) {
     for (size_t k = 0; k < i; ++k)
       CAMPO_CHECK(edits[k].op != edits[i].op, edits[i].where, ": ", op_name(edits[i].op),
                   " is edited twice (also in ", edits[k].where, "); edit each op once");
-}
-
-// A JSON value whose objects hold no key twice (nlohmann would keep the last silently).
-json parse_json_without_duplicate_keys(const std::string& text, const std::string& path) {
-  std::vector<std::vector<std::string>> keys;  // per open object
-  auto on_event = [&](int, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) keys.emplace_back();
-    if (event == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
-    if (event == json::parse_event_t::key && !keys.empty()) {
-      const std::string key = parsed.get<std::string>();
-      for (const std::string& k : keys.back())
-        CAMPO_CHECK(k != key, "mixed-precision list file ", path, ": the key \"", shown(key),
-                    "\" appears twice in one object");
-      keys.back().push_back(key);
-    }
-    return true;
-  };
-  try {
-    return json::parse(text, on_event);
-  } catch (const json::exception& e) {
-    std::string what = e.what();  // without nlohmann's "[json.exception.parse_error.101] "
-    const size_t bracket = what.find("] ");
-    if (bracket != std::string::npos) what = what.substr(bracket + 2);
-    CAMPO_FAIL("mixed-precision list file ", path, " is not valid JSON: ", what);
-  }
 }
 
 // Checked in full first, so a failing edit leaves the lists as they were.
@@ -309,13 +264,7 @@ void AmpLists::edit(const std::string& spec) {
 void AmpLists::edit_from_file(const std::string& path) { edit_from_file(path, {this}); }
 
 void AmpLists::edit_from_file(const std::string& path, const std::vector<AmpLists*>& lists) {
-  require_input_file(path, "mixed-precision list file");  // a FIFO would hang the read
-  std::ifstream f(path, std::ios::binary);
-  CAMPO_CHECK(f.good(), "mixed-precision list file ", path,
-              ": cannot open: ", std::strerror(errno));
-  std::stringstream text;
-  text << f.rdbuf();
-  const json j = parse_json_without_duplicate_keys(text.str(), path);
+  const json j = read_json_file(path, "mixed-precision list file");
   const std::string file = "mixed-precision list file " + path;
   const char* shape =
       " (expected {\"allow\": {\"add\": [\"Tanh\"], \"remove\": [\"MatMul\"]}, ...})";

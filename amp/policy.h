@@ -3,14 +3,14 @@
 // auto-mixed-precision rewrite; `cost-aware` (Campo) comes with its cost models.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
-
-#include <memory>
 
 #include "amp/cost_aware.h"
 #include "amp/lists.h"
 #include "amp/loss_scaler.h"
+#include "amp/precision_policy.h"
 #include "amp/three_way.h"
 #include "graph/graph.h"
 
@@ -33,6 +33,10 @@ struct PrecisionConfig {
   // The lists of the run's device and low type (precision_config sets them, then applies
   // --amp-lists-file and --amp-lists); by default the CPU's bf16 lists.
   AmpLists lists = AmpLists::defaults(Device::cpu, DType::bf16);
+  // --precision-policy: rules that set the format of the nodes they select, over the lists'
+  // choice (amp) or as constraints of the search (cost-aware); null: none. With fp32 they are
+  // the only low-precision nodes (the guard's fp32 plan beside a cost-aware run's).
+  std::shared_ptr<const PrecisionPolicy> rules;
   // cost-aware: the measured or predicted costs; when null, the profiling step measures
   // them on the training graph itself (train/profiling.h).
   std::shared_ptr<const CostTable> costs;

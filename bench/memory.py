@@ -21,7 +21,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from run import CAMPO_POLICIES, PEER_CONFIGS, SHAPES  # noqa: E402
+from run import CAMPO_POLICIES, PEER_CONFIGS, SHAPES, parse_configs, peer_config_keys  # noqa: E402
 
 
 def fail(msg):
@@ -104,16 +104,18 @@ def markdown(entries, models, rows):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default="lenet,resnet50,resnet50-224,vgg16,dcgan")
-    default_configs = ["campo"] + [f"{fw}:{c}" for fw, (_, cs) in PEER_CONFIGS.items()
-                                   for c in cs]
-    p.add_argument("--configs", default=",".join(default_configs),
-                   help="campo (its three policies) and framework:config entries")
+    p.add_argument("--configs", default=",".join(["campo"] + peer_config_keys()),
+                   help="campo (its three policies), a framework's name (all its "
+                   "configurations) and framework:config entries, as bench/run's")
     p.add_argument("--campo", default=str(HERE.parent / "build" / "campo"))
     p.add_argument("--steps", type=int, default=2, help="steps after one warm-up step")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--out", default="bench-memory")
     args = p.parse_args()
-    args.configs = [c for c in args.configs.split(",") if c]
+    try:
+        args.configs = parse_configs(args.configs)
+    except ValueError as e:
+        fail(str(e))
     models = [m for m in args.models.split(",") if m]
     for m in models:
         if m not in SHAPES:

@@ -1,8 +1,16 @@
 """campo against PyTorch 2 and TensorFlow 2 on the same training jobs, interleaved.
 
-Every configuration (campo's fp32 / amp / cost-aware in one process; PyTorch eager fp32,
-autocast bf16 and torch.compile; TensorFlow fp32, the grappler auto_mixed_precision rewrite
-and Keras mixed_bfloat16) runs as one long-lived worker speaking the lockstep protocol:
+The peers run as a knowledgeable user would run them, each configuration its own worker
+(PEER_CONFIGS): PyTorch eager fp32 and bf16 autocast, each in NCHW and in channels_last;
+torch.compile in NCHW, in channels_last and with bf16 autocast in channels_last; fp16
+autocast with GradScaler("cpu") in channels_last (refused with the reason where the CPU
+build of torch cannot run it); TensorFlow fp32, the grappler auto_mixed_precision rewrite and
+Keras mixed_bfloat16. Per model, the table and the JSON name the strongest peer
+configuration (highest median samples/s) and campo's best against it as a paired ratio; a
+configuration that did not run has a row saying why.
+
+Every configuration (campo's fp32 / amp / cost-aware share one process) runs as one
+long-lived worker speaking the lockstep protocol:
 it builds its model, warms up, prints a JSON "ready" line, then runs one repetition of
 --steps steps each time it reads "run" and answers with its samples/s. All workers of a
 model are started first, then told to run in turn, A B C ... A B C ..., so the load of a
@@ -13,6 +21,7 @@ worker's standard error under OUT/logs/. Run through bench/run, which finds the 
 virtual environment.
 """
 import argparse
+import difflib
 import json
 import os
 import select
@@ -23,6 +32,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+PEERS_DIR = HERE / "peers"  # the workers' scripts (tests put stand-ins elsewhere)
 
 # (key, campo model, image size, channels, batch, timed steps per repetition)
 SHAPES = {
@@ -33,15 +43,76 @@ SHAPES = {
     "dcgan": ("dcgan", 64, 3, 32, 2),
 }
 CAMPO_POLICIES = ["fp32", "amp", "cost-aware"]
+# framework -> (its worker in PEERS_DIR, {configuration: the precision its math runs in}).
+# A configuration's name in the table is "framework configuration", on the command line
+# "framework:configuration" (or the table's name); the worker takes it as --config.
 PEER_CONFIGS = {
-    "pytorch": ("torch_bench.py", ["fp32", "autocast", "compile"]),
-    "tensorflow": ("tf_bench.py", ["fp32", "grappler-amp", "mixed-bfloat16"]),
+    "pytorch": ("torch_bench.py", {
+        "fp32": "fp32",
+        "fp32 channels_last": "fp32",
+        "autocast": "bf16",
+        "autocast channels_last": "bf16",
+        "compile": "fp32",
+        "compile channels_last": "fp32",
+        "compile+autocast channels_last": "bf16",
+        "autocast fp16 channels_last": "fp16",
+    }),
+    "tensorflow": ("tf_bench.py", {
+        "fp32": "fp32",
+        "grappler-amp": "bf16",
+        "mixed-bfloat16": "bf16",
+    }),
 }
 
 
 def fail(msg):
     print(f"bench/run: error: {msg}", file=sys.stderr)
     sys.exit(1)
+
+
+def peer_config_keys():
+    """Every peer configuration as framework:configuration, in PEER_CONFIGS's order."""
+    return [f"{fw}:{c}" for fw, (_, configs) in PEER_CONFIGS.items() for c in configs]
+
+
+def parse_configs(text, option="--configs"):
+    """The configurations a comma-separated selection names: "campo" (its three policies), a
+    framework's name (all its configurations), framework:configuration, or the name the
+    table shows ("pytorch fp32 channels_last"). Returns "campo" and framework:configuration
+    keys in PEER_CONFIGS's order; raises ValueError, one line, on an unknown entry or an
+    empty selection."""
+    known = ["campo"] + peer_config_keys()
+    chosen = set()
+    for entry in text.split(","):
+        entry = " ".join(entry.split())
+        if not entry:
+            continue
+        if entry == "campo":
+            chosen.add(entry)
+            continue
+        if entry in PEER_CONFIGS:
+            chosen.update(f"{entry}:{c}" for c in PEER_CONFIGS[entry][1])
+            continue
+        fw, _, config = entry.partition(":" if ":" in entry else " ")
+        fw, config = fw.strip(), config.strip()
+        key = f"{fw}:{config}"
+        if key not in known:
+            # A near miss of one of the framework's names ("channel_last") gets a hint.
+            close = difflib.get_close_matches(config, PEER_CONFIGS.get(fw, ("", {}))[1], n=1,
+                                              cutoff=0.8)
+            hint = f"; did you mean '{fw}:{close[0]}'?" if close else ""
+            raise ValueError(f"unknown configuration '{entry}' in {option}{hint} (known: campo, "
+                             f"{', '.join(PEER_CONFIGS)}, {', '.join(known[1:])})")
+        chosen.add(key)
+    if not chosen:
+        raise ValueError(f"{option} selects no configuration")
+    return [k for k in known if k in chosen]
+
+
+def peer_precision(name):
+    """The precision of a peer configuration by its table name ("pytorch compile": fp32)."""
+    fw, config = name.split(" ", 1)
+    return PEER_CONFIGS[fw][1][config]
 
 
 class Worker:
@@ -80,16 +151,18 @@ class Worker:
 
     def last_error_line(self):
         self.log.flush()
-        lines = [l.strip() for l in open(self.log.name) if l.strip()]
+        with open(self.log.name) as f:
+            lines = [l.strip() for l in f if l.strip()]
         errors = [l for l in lines if "error" in l.lower()]
         return (errors or lines or ["(no output)"])[-1][:300]
 
     def peak_rss_mib(self):
         """The process's peak resident memory (VmHWM), while it is alive."""
         try:
-            for line in open(f"/proc/{self.proc.pid}/status"):
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
+            with open(f"/proc/{self.proc.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) / 1024
         except OSError:
             pass
         return None
@@ -104,13 +177,19 @@ class Worker:
             except (BrokenPipeError, subprocess.TimeoutExpired):
                 self.proc.kill()
                 self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                pipe.close()
+            except BrokenPipeError:  # "quit" still buffered for a worker that has exited
+                pass
         self.log.close()
 
 
 def available_mib():
-    for line in open("/proc/meminfo"):
-        if line.startswith("MemAvailable:"):
-            return int(line.split()[1]) / 1024
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1024
     return float("inf")
 
 
@@ -128,7 +207,7 @@ def worker_argvs(args, key, out):
         for c in configs:
             if f"{fw}:{c}" not in args.configs:
                 continue
-            argvs.append((f"{fw} {c}", [sys.executable, str(HERE / "peers" / script), *common,
+            argvs.append((f"{fw} {c}", [sys.executable, str(PEERS_DIR / script), *common,
                                         "--classes", "10", "--threads", str(args.threads),
                                         "--config", c]))
     return argvs, batch, steps
@@ -203,30 +282,50 @@ def bench_model(args, key, out):
     return result
 
 
+def paired_median(a, b):
+    """The median of the ratios a[i] / b[i], repetition by repetition (both ran in round i,
+    under the same load)."""
+    return statistics.median(x / y for x, y in zip(a, b))
+
+
 def add_ratios(result):
-    """Paired ratios: each configuration against the best peer and campo's best, by repetition."""
+    """The strongest peer configuration (highest median samples/s of those that ran), the
+    strongest of each framework, campo's best, and paired ratios: every configuration against
+    the strongest peer, campo's best against it, campo fp32 against the strongest fp32 peer
+    (eager, channels_last or compiled alike), cost-aware against TensorFlow's grappler AMP."""
     cfgs = result["configs"]
-    peers = {k: v for k, v in cfgs.items() if not k.startswith("campo")}
-    ours = {k: v for k, v in cfgs.items() if k.startswith("campo")}
-    if not peers or not ours:
+    peers = {k: v for k, v in cfgs.items() if not k.startswith("campo ")}
+    ours = {k: v for k, v in cfgs.items() if k.startswith("campo ")}
+    result["peers_not_measured"] = [k for k in result["failed"] if not k.startswith("campo")]
+    if not peers:
         return
-    best_peer = max(peers, key=lambda k: peers[k]["median"])
-    best_ours = max(ours, key=lambda k: ours[k]["median"])
-    result["best_peer"], result["best_campo"] = best_peer, best_ours
+    def strongest(names):
+        return max(names, key=lambda k: cfgs[k]["median"])
+    best_peer = strongest(peers)
+    result["best_peer"] = best_peer
+    result["best_peer_median"] = peers[best_peer]["median"]
+    result["best_peer_per_framework"] = {
+        fw: strongest(names) for fw in PEER_CONFIGS
+        if (names := [k for k in peers if k.split(" ", 1)[0] == fw])}
     ref = peers[best_peer]["samples_per_sec"]
     for v in cfgs.values():
-        v["x_best_peer"] = statistics.median(a / b for a, b in zip(v["samples_per_sec"], ref))
-    peer_fp32 = [k for k in peers if k.endswith(" fp32")]
+        v["x_best_peer"] = paired_median(v["samples_per_sec"], ref)
+    if not ours:
+        return
+    best_ours = strongest(ours)
+    result["best_campo"] = best_ours
+    result["best_campo_median"] = ours[best_ours]["median"]
+    result["campo_best_x_best_peer"] = cfgs[best_ours]["x_best_peer"]
+    peer_fp32 = [k for k in peers if peer_precision(k) == "fp32"]
     if peer_fp32 and "campo fp32" in cfgs:
-        best_fp32 = max(peer_fp32, key=lambda k: peers[k]["median"])
-        result["campo_fp32_x_best_peer_fp32"] = statistics.median(
-            a / b for a, b in zip(cfgs["campo fp32"]["samples_per_sec"],
-                                  peers[best_fp32]["samples_per_sec"]))
+        best_fp32 = strongest(peer_fp32)
         result["best_peer_fp32"] = best_fp32
+        result["campo_fp32_x_best_peer_fp32"] = paired_median(
+            cfgs["campo fp32"]["samples_per_sec"], peers[best_fp32]["samples_per_sec"])
     if "tensorflow grappler-amp" in cfgs and "campo cost-aware" in cfgs:
-        result["cost_aware_x_tf_amp"] = statistics.median(
-            a / b for a, b in zip(cfgs["campo cost-aware"]["samples_per_sec"],
-                                  cfgs["tensorflow grappler-amp"]["samples_per_sec"]))
+        result["cost_aware_x_tf_amp"] = paired_median(
+            cfgs["campo cost-aware"]["samples_per_sec"],
+            cfgs["tensorflow grappler-amp"]["samples_per_sec"])
 
 
 def describe_shape(r):
@@ -245,13 +344,15 @@ def markdown(results, header):
             casts = f"{c['casts']} (+{c.get('folded_casts', 0)} folded)" if "casts" in c else ""
             gflops = f"{c['achieved_gflops']:.1f}" if "achieved_gflops" in c else ""
             pct = f"{c['pct_of_peak']:.0f}%" if "pct_of_peak" in c else ""
-            best = " (best peer)" if cfg == r.get("best_peer") else ""
+            mark = (" (best peer)" if cfg == r.get("best_peer") else
+                    " (campo best)" if cfg == r.get("best_campo") else "")
             ratio = f"x{v['x_best_peer']:.2f}" if "x_best_peer" in v else "n/a"
-            lines.append(f"| {name} | {cfg}{best} | {v['median']:.1f} ({v['min']:.1f}-{v['max']:.1f})"
-                         f" | {ratio} | {casts} | {gflops} | {pct} |")
+            lines.append(f"| {name} | {cfg}{mark} | {v['median']:.1f} "
+                         f"({v['min']:.1f}-{v['max']:.1f}) | {ratio} | {casts} | {gflops} "
+                         f"| {pct} |")
             name = ""
         for cfg, why in r["failed"].items():
-            lines.append(f"| {name} | {cfg} | failed: {why} | | | | |")
+            lines.append(f"| {name} | {cfg} | not measured: {why} | | | | |")
             name = ""
     lines += ["", "Peak resident memory of each worker process (MiB; campo's holds its three "
               "policies' executables):", ""]
@@ -259,26 +360,45 @@ def markdown(results, header):
         mem = ", ".join(f"{k} {v['peak_rss_mib']:.0f}" for k, v in r.get("ready", {}).items()
                         if v.get("peak_rss_mib"))
         lines.append(f"- {r['model']}: {mem}")
-    lines += ["", "| model | campo best / best peer | campo fp32 / best peer fp32 "
-              "| cost-aware / TF AMP | load (1-min, before-after) |", "|---|---:|---:|---:|---|"]
+    lines += ["", "The strongest peer configuration of each model (highest median of those "
+              "measured) and campo's best against it, paired by repetition:", "",
+              "| model | best peer (samples/s) | campo best (samples/s) | campo best / best peer "
+              "| campo fp32 / best peer fp32 | cost-aware / TF AMP | peers not measured "
+              "| load (1-min, before-after) |",
+              "|---|---|---|---:|---:|---:|---|---|"]
     for r in results:
-        def fmt(k):
+        def ratio(k):
             return f"x{r[k]:.2f}" if k in r else "n/a"
-        best = (f"x{r['configs'][r['best_campo']]['x_best_peer']:.2f} ({r['best_campo']} vs "
-                f"{r['best_peer']})") if "best_peer" in r else "n/a"
-        lines.append(f"| {r['model']} | {best} | {fmt('campo_fp32_x_best_peer_fp32')} | "
-                     f"{fmt('cost_aware_x_tf_amp')} | {r['load_before'][0]:.1f}-"
-                     f"{r['load_after'][0]:.1f} |")
+
+        def named(k):
+            return f"{r[k]} ({r[k + '_median']:.1f})" if k in r else "n/a"
+        fp32 = ratio("campo_fp32_x_best_peer_fp32")
+        if "best_peer_fp32" in r:
+            fp32 += f" ({r['best_peer_fp32']})"
+        missing = ", ".join(r.get("peers_not_measured", [])) or "none"
+        lines.append(f"| {r['model']} | {named('best_peer')} | {named('best_campo')} | "
+                     f"{ratio('campo_best_x_best_peer')} | {fp32} | {ratio('cost_aware_x_tf_amp')} "
+                     f"| {missing} | {r['load_before'][0]:.1f}-{r['load_after'][0]:.1f} |")
     return "\n".join(lines) + "\n"
 
 
 def charts(results, out):
-    import matplotlib
+    """Writes OUT/throughput.png and OUT/campo-op-breakdown.png; returns the files written
+    (none, and says so, where this python has no matplotlib)."""
+    try:
+        import matplotlib
+    except ImportError:
+        print("bench/run: no charts: this python has no matplotlib (bash bench/setup-peers "
+              "installs it)", flush=True)
+        return []
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    written = []
     n = len(results)
-    fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 4.2), squeeze=False)
+    rows = max(len(r["configs"]) + len(r["failed"]) for r in results)
+    fig, axes = plt.subplots(1, n, figsize=(4.6 * n, max(4.2, 1.6 + 0.32 * rows)),
+                             squeeze=False)
     for ax, r in zip(axes[0], results):
         names = sorted(r["configs"], key=lambda k: (not k.startswith("campo"), k))
         meds = [r["configs"][k]["median"] for k in names]
@@ -286,20 +406,35 @@ def charts(results, out):
         hi = [r["configs"][k]["max"] - m for k, m in zip(names, meds)]
         colors = ["tab:blue" if k.startswith("campo") else
                   "tab:orange" if k.startswith("pytorch") else "tab:green" for k in names]
-        ax.barh(range(len(names)), meds, xerr=[lo, hi], color=colors)
-        ax.set_yticks(range(len(names)), names, fontsize=8)
-        ax.invert_yaxis()
+        # The strongest peer and campo's best: outlined, and named so in their labels.
+        edges = ["black" if k in (r.get("best_peer"), r.get("best_campo")) else "none"
+                 for k in names]
+        ax.barh(range(len(names)), meds, xerr=[lo, hi], color=colors, edgecolor=edges,
+                linewidth=2)
+        labels = [k + (" (best peer)" if k == r.get("best_peer") else
+                       " (campo best)" if k == r.get("best_campo") else "") for k in names]
+        # A configuration that did not run keeps its row, with no bar and the word why.
+        for i, (k, why) in enumerate(r["failed"].items(), start=len(names)):
+            labels.append(k)
+            ax.text(0, i, f" not measured: {why[:60]}", va="center", fontsize=6,
+                    color="tab:red")
+        ax.set_yticks(range(len(labels)), labels, fontsize=7)
+        ax.set_ylim(len(labels) - 0.5, -0.5)
         ax.set_xlabel("samples/s (median, min-max)")
-        ax.set_title(f"{r['model']}\n{describe_shape(r)}", fontsize=9)
+        title = f"{r['model']}\n{describe_shape(r)}"
+        if "campo_best_x_best_peer" in r:
+            title += f"\ncampo best / best peer: x{r['campo_best_x_best_peer']:.2f}"
+        ax.set_title(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(out / "throughput.png", dpi=110)
     plt.close(fig)
+    written.append("throughput.png")
 
     # campo's time per step by op kind and precision (from campo bench's profiled steps).
     rows = [(r, p) for r in results for p in CAMPO_POLICIES
             if "op_ms" in r["configs"].get(f"campo {p}", {}).get("campo", {})]
     if not rows:
-        return
+        return written
     profiled = [r for r in results if any(rr is r for rr, _ in rows)]  # dcgan has no op times
     fig, axes = plt.subplots(1, len(profiled), figsize=(4.2 * len(profiled), 6.2), squeeze=False)
     for ax, r in zip(axes[0], profiled):
@@ -333,16 +468,20 @@ def charts(results, out):
     fig.tight_layout()
     fig.savefig(out / "campo-op-breakdown.png", dpi=110)
     plt.close(fig)
+    written.append("campo-op-breakdown.png")
+    return written
 
 
-def main():
+def main(argv=None):
     p = argparse.ArgumentParser(prog="bench/run", description=__doc__.split("\n")[0])
     p.add_argument("--models", default="lenet,resnet50,resnet50-224,vgg16,dcgan",
                    help="comma-separated, of: " + ", ".join(SHAPES))
-    all_configs = ["campo"] + [f"{fw}:{c}" for fw, (_, cs) in PEER_CONFIGS.items() for c in cs]
+    all_configs = ["campo"] + peer_config_keys()
     p.add_argument("--configs", default=",".join(all_configs),
                    help="comma-separated, of: " + ", ".join(all_configs) +
-                   "; a framework's name alone means all of its configurations")
+                   "; a framework's name alone means all of its configurations; a peer "
+                   "configuration may also be given by its name in the table "
+                   "('pytorch fp32 channels_last')")
     p.add_argument("--repeats", type=int, default=5, help="interleaved repetitions")
     p.add_argument("--steps", type=int, default=0, help="timed steps per repetition (0: per model)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps at start-up")
@@ -355,20 +494,17 @@ def main():
     p.add_argument("--run-timeout", type=float, default=900, help="seconds for one repetition")
     p.add_argument("--min-free-mib", type=float, default=3072,
                    help="start no further worker of a model below this much available memory")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     models = [m for m in args.models.split(",") if m]
     for m in models:
         if m not in SHAPES:
             fail(f"unknown model '{m}' in --models (known: {', '.join(SHAPES)})")
-    configs = []
-    for c in (c for c in args.configs.split(",") if c):
-        if c in PEER_CONFIGS:
-            configs += [f"{c}:{x}" for x in PEER_CONFIGS[c][1]]
-        elif c in all_configs:
-            configs.append(c)
-        else:
-            fail(f"unknown configuration '{c}' in --configs (known: {', '.join(all_configs)})")
-    args.configs = configs
+    if not models:
+        fail("--models selects no model")
+    try:
+        args.configs = parse_configs(args.configs)
+    except ValueError as e:
+        fail(str(e))
     if (args.repeats < 1 or args.threads < 1 or args.warmup < 1 or args.steps < 0 or
             args.warmup_repeats < 0):
         fail("--repeats, --threads and --warmup must be at least 1 (TensorFlow and torch.compile "
@@ -383,16 +519,17 @@ def main():
         print(f"bench/run: {m}", flush=True)
         results.append(bench_model(args, m, out))
         (out / "results.json").write_text(json.dumps(results, indent=1))
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-                if l.startswith("model name")), "unknown CPU")
+    with open("/proc/cpuinfo") as f:
+        cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")),
+                   "unknown CPU")
     header = (f"bench/run on {cpu}, {os.cpu_count()} cores, {args.threads} threads per framework; "
               f"{args.repeats} interleaved repetitions after {args.warmup} warm-up steps and "
               f"{args.warmup_repeats} untimed round(s); "
               f"{time.time() - started:.0f} s in all")
     (out / "results.md").write_text(markdown(results, header))
-    charts(results, out)
+    written = ["results.json", "results.md"] + charts(results, out)
     print((out / "results.md").read_text())
-    print(f"bench/run: wrote {out}/results.json, results.md, throughput.png, campo-op-breakdown.png")
+    print(f"bench/run: wrote {out}/" + ", ".join(written))
 
 
 if __name__ == "__main__":

@@ -212,6 +212,16 @@ void make_amp_lists() {
   write_text(seed("amp_lists_edit", "remove"), "infer-=BiasAdd");
 }
 
+void make_precision_policy() {
+  write_text(seed("precision_policy_file", "first-last-f32.json"),
+             R"({"description": "first and last layers f32", "rules": [)"
+             R"({"name": "*", "format": "bf16", "note": "every node low"}, )"
+             R"({"layers": {"first": 1, "last": 1}, "format": "f32"}]})");
+  write_text(seed("precision_policy_file", "ops-and-globs.json"),
+             R"({"rules": [{"op": ["Conv2D", "MatMul"], "name": ["conv*", "fc?.*"], )"
+             R"("format": "fp16"}, {"op": "Relu", "layers": {"last": 2}, "format": "f32"}]})");
+}
+
 // A text file and a tokenizer vocabulary trained on it (the text target reads each input
 // as both).
 void make_text() {
@@ -288,6 +298,12 @@ void make_dictionaries(const fs::path& dir) {
   for (const std::string& l : lists) file.push_back("\\\"" + l + "\\\"");
   for (const std::string& op : ops) file.push_back("\\\"" + op + "\\\"");
   dict("amp_lists_file", file);
+  std::vector<std::string> policy = json;
+  for (const char* w : {"rules", "description", "op", "name", "layers", "first", "last", "format",
+                        "note", "f32", "bf16", "f16", "fp8_e4m3", "mxfp4", "*"})
+    policy.push_back("\\\"" + std::string(w) + "\\\"");
+  for (const std::string& op : ops) policy.push_back("\\\"" + op + "\\\"");
+  dict("precision_policy_file", policy);
   std::vector<std::string> st = json;
   for (const char* w : {"__metadata__",
                         "dtype",
@@ -374,6 +390,7 @@ int main(int argc, char** argv) {
     make_safetensors();
     make_calibration();
     make_amp_lists();
+    make_precision_policy();
     make_text();
     make_activity_table();
     make_counter_table();

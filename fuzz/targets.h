@@ -18,6 +18,8 @@ void safetensors(const uint8_t* data, size_t size);     // graph/checkpoint.cc
 void calibration(const uint8_t* data, size_t size);     // amp/calibration.cc
 void amp_lists_file(const uint8_t* data, size_t size);  // amp/lists.cc, JSON edits
 void amp_lists_edit(const uint8_t* data, size_t size);  // amp/lists.cc, --amp-lists
+// amp/precision_policy.cc, --precision-policy
+void precision_policy_file(const uint8_t* data, size_t size);
 void text(const uint8_t* data, size_t size);            // datasets/text.cc and tokenizer.cc
 void predict(const uint8_t* data, size_t size);         // train/predict.cc: profiles, tables
 void activity_table(const uint8_t* data, size_t size);  // runtime/kernel_activity.cc

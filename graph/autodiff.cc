@@ -2,8 +2,19 @@
 
 #include <map>
 #include <set>
+#include <string>
+#include <unordered_map>
 
 namespace campo {
+
+namespace {
+
+// The names of backward nodes (gradient_sources reads them back): the scope of a node's
+// gradient, and the AddN of a value's gradient contributions.
+constexpr const char* kGradientScope = "_grad";
+constexpr const char* kGradientSum = "/grad_sum";
+
+}  // namespace
 
 std::vector<ValueId> append_gradients(Builder& b, ValueId loss, ValueId seed,
                                       const std::vector<ValueId>& wrt) {
@@ -41,7 +52,7 @@ std::vector<ValueId> append_gradients(Builder& b, ValueId loss, ValueId seed,
     if (it == contributions.end() || it->second.empty()) return kNoValue;
     if (it->second.size() > 1) {
       ValueId sum = b.op(OpKind::AddN, it->second, NoAttrs{},
-                         g.node(g.value(v).producer).name + "/grad_sum");
+                         g.node(g.value(v).producer).name + kGradientSum);
       it->second = {sum};
     }
     return it->second[0];
@@ -65,7 +76,7 @@ std::vector<ValueId> append_gradients(Builder& b, ValueId loss, ValueId seed,
                 "') lies between the parameters and the loss but has no gradient");
     std::vector<ValueId> input_grads;
     {
-      auto scope = b.scope(node.name + "_grad");
+      auto scope = b.scope(node.name + kGradientScope);
       input_grads = schema.gradient(b, node, output_grads);
     }
     CAMPO_CHECK(input_grads.size() == node.inputs.size(), "internal: gradient of ",
@@ -86,6 +97,26 @@ std::vector<ValueId> append_gradients(Builder& b, ValueId loss, ValueId seed,
   for (ValueId v : wrt) result.push_back(total(v));
   b.set_phase(saved_phase);
   return result;
+}
+
+std::vector<NodeId> gradient_sources(const Graph& g) {
+  std::unordered_map<std::string, NodeId> forward;
+  for (NodeId id = 0; id < g.num_nodes(); ++id)
+    if (g.node(id).phase == Phase::forward) forward.emplace(g.node(id).name, id);
+  std::vector<NodeId> source(size_t(g.num_nodes()), -1);
+  const std::string scope = std::string(kGradientScope) + ".", sum = kGradientSum;
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    const Node& n = g.node(id);
+    if (n.phase != Phase::backward) continue;
+    // The first marker after which a forward node's name ends (a forward name may hold a
+    // marker itself, though campo's models name none so).
+    for (const std::string& marker : {scope, sum})
+      for (size_t at = n.name.find(marker); at != std::string::npos && source[size_t(id)] < 0;
+           at = n.name.find(marker, at + 1))
+        if (const auto it = forward.find(n.name.substr(0, at)); it != forward.end())
+          source[size_t(id)] = it->second;
+  }
+  return source;
 }
 
 }  // namespace campo

@@ -16,4 +16,12 @@ namespace campo {
 std::vector<ValueId> append_gradients(Builder& b, ValueId loss, ValueId seed,
                                       const std::vector<ValueId>& wrt);
 
+// By NodeId: the forward node whose gradient each backward node computes, read from the names
+// append_gradients gives (node names are unique): "<forward>_grad.<op>" for the nodes of a
+// node's gradient builder, "<forward>/grad_sum" for the AddN of the gradient contributions of a
+// value <forward> made. -1 for every other node (forward and update nodes, the seed's readers'
+// unscaling, the reductions of data-parallel runs). The precision policy files' layers use it
+// (amp/precision_policy.h).
+std::vector<NodeId> gradient_sources(const Graph& g);
+
 }  // namespace campo

@@ -32,6 +32,8 @@ namespace campo {
 
 namespace {
 
+constexpr size_t kSetByWidth = 30;  // the plan table's "set by" column
+
 const char* phase_name(Phase p) {
   switch (p) {
     case Phase::forward:
@@ -60,6 +62,45 @@ std::string with_commas(int64_t v) {
 
 namespace {
 
+// Per node of a graph after cast insertion: the Cast nodes (weight copies aside: they run only
+// when the weights change from outside a step) that feed its inputs and that read its outputs,
+// the casts its precision costs. A cast read by several nodes counts for each.
+struct NodeCasts {
+  std::vector<int> in, out;
+  explicit NodeCasts(const Graph& g) : in(size_t(g.num_nodes()), 0), out(size_t(g.num_nodes()), 0) {
+    for (NodeId c = 0; c < g.num_nodes(); ++c) {
+      const Node& cast = g.node(c);
+      if (cast.kind != OpKind::Cast || cast.weight_copy) continue;
+      const NodeId from = g.value(cast.inputs[0]).producer;
+      if (g.node(from).kind != OpKind::Cast) ++out[size_t(from)];
+      for (NodeId reader : g.consumers(cast.outputs[0]))
+        if (g.node(reader).kind != OpKind::Cast) ++in[size_t(reader)];
+    }
+  }
+};
+
+// What set node `id`'s precision, for plans: "rule N" (a precision policy file's), else the
+// policy's own choice ("lists" for amp, "search" for cost-aware, "fp32"); "" for leaves, casts
+// and the nodes no policy decides (optimizer updates).
+std::string set_by(const Node& n, NodeId id, const PrecisionConfig& precision,
+                   const PolicyAssignment* rules) {
+  if (!rule_may_set(n)) return "";
+  if (rules && size_t(id) < rules->rule.size() && rules->is_set(id))
+    return "rule " + std::to_string(rules->rule[size_t(id)]);
+  switch (precision.policy) {
+    case Precision::amp:
+      return "lists";
+    case Precision::cost_aware:
+      return "search";
+    case Precision::fp32:
+      return "fp32";
+  }
+  return "?";
+}
+
+// A rule's words for the table: its note, else its description.
+std::string rule_words(const PrecisionRule& r) { return r.note.empty() ? r.describe() : r.note; }
+
 // Prints one graph's plan table and totals; returns its JSON description. Writes the DOT
 // file when `dot_path` is set.
 nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
@@ -77,6 +118,10 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
   if (costed)
     out << std::right << std::setw(9) << "f32 ms" << std::setw(9) << (f16 ? "bf16 ms" : "low ms")
         << (f16 ? "  f16 ms" : "") << "  " << std::left << std::setw(14) << "decided by";
+  // --precision-policy: which rule (or the policy) set each node, and the casts it costs.
+  const PolicyAssignment* rules = info ? info->rules.get() : nullptr;
+  const NodeCasts casts(g);
+  if (rules) out << std::left << std::setw(kSetByWidth) << "set by" << std::setw(7) << "casts";
   out << "shapes\n";
   nlohmann::json nodes = nlohmann::json::array();
   for (NodeId id : g.topological_order()) {
@@ -98,7 +143,14 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
                            {"pad_to", n.pad_to},
                            {"f32_output", n.f32_output},
                            {"weight_copy", n.weight_copy},
-                           {"shapes", shapes}};
+                           {"shapes", shapes},
+                           {"casts_in", casts.in[size_t(id)]},
+                           {"casts_out", casts.out[size_t(id)]}};
+    const std::string setter = set_by(n, id, precision, rules);
+    node["set_by"] = setter.empty() ? nlohmann::json(nullptr) : nlohmann::json(setter);
+    node["rule"] = rules && size_t(id) < rules->rule.size() && rules->is_set(id)
+                       ? nlohmann::json(rules->rule[size_t(id)])
+                       : nlohmann::json(nullptr);
     const bool has_cost = costed && size_t(id) < info->costs->nodes.size() &&
                           size_t(id) < info->cost_plan->decided_by.size();
     const bool costed_cast = costed && n.kind == OpKind::Cast && !n.weight_copy;
@@ -146,6 +198,16 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
         std::snprintf(buf, sizeof buf, "%9s%9s%s  %-14s", "", "", f16 ? "        " : "", "");
       out << buf;
     }
+    if (rules) {
+      std::string who = setter;
+      if (!node["rule"].is_null())
+        who += ": " + rule_words(precision.rules->rules[size_t(node["rule"].get<int>() - 1)]);
+      if (who.size() > kSetByWidth - 1) who = who.substr(0, kSetByWidth - 4) + "...";
+      const int in = casts.in[size_t(id)], outs = casts.out[size_t(id)];
+      const std::string cast_text =
+          setter.empty() ? "" : std::to_string(in) + "/" + std::to_string(outs);
+      out << std::left << std::setw(kSetByWidth) << who << std::setw(7) << cast_text;
+    }
     out << shapes << "\n";
   }
   const PrecisionSummary s = summarize_precision(g, fetches);
@@ -170,11 +232,34 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
     out << "folded: " << s.casts.weight_copies << " casts of weights to "
         << dtype_name(precision.low) << " (list 'copy'): " << dtype_name(precision.low)
         << " weight copies that the optimizer updates write, instead of a Cast per step\n";
+  nlohmann::json policy_json(nullptr);
+  if (rules) {
+    const PrecisionPolicy& file = *precision.rules;
+    out << "precision policy " << file.path
+        << (file.description.empty() ? "" : " (" + file.description + ")") << ": " << rules->layers
+        << " layers; casts in/out: Cast nodes feeding the node / reading it\n";
+    policy_json = {{"path", file.path},
+                   {"description", file.description},
+                   {"layers", rules->layers},
+                   {"rules", nlohmann::json::array()}};
+    for (const PrecisionRule& r : file.rules) {
+      const int set = rules->nodes_set[size_t(r.index - 1)];
+      out << "  rule " << r.index << ": " << r.describe()
+          << (r.note.empty() ? "" : " (" + r.note + ")") << ": sets " << set << " nodes"
+          << (set == 0 ? " (later rules override all it selects)" : "") << "\n";
+      policy_json["rules"].push_back({{"index", r.index},
+                                      {"description", r.describe()},
+                                      {"note", r.note},
+                                      {"format", dtype_name(r.format)},
+                                      {"nodes", set}});
+    }
+  }
   if (!dot_path.empty()) {
     write_file_atomically(dot_path, g.to_dot());
     out << "wrote " << dot_path << "\n";
   }
   return {{"title", title},
+          {"precision_policy", policy_json},
           {"low_nodes", s.low_nodes},
           {"f16_nodes", s.f16_nodes},
           {"f32_nodes", s.f32_nodes},
@@ -313,23 +398,38 @@ void plan_training_graph(const PlanOptions& o, const std::shared_ptr<Backend>& b
                                                         o.dot_path, out, info.fetches(), &info)});
   if (info.cost_plan) {
     // Compare with amp under the same costs: same graph before casts, amp's painting.
+    // With --precision-policy both keep the rules' nodes, as the guard's plans do.
     TrainingGraphSpec fp32 = spec;
     fp32.precision.policy = Precision::fp32;
+    fp32.precision.rules = nullptr;
     Graph ga;
     VariableStore va(o.run.seed, backend);
     const TrainingGraphInfo ia = build_training_graph(ga, va, fp32);
-    std::vector<char> amp_low = paint_amp(ga, spec.precision.lists);
-    const double amp_ms = predict_step_ms(ga, *info.costs, amp_low);
-    std::vector<char> none(size_t(ga.num_nodes()), 0);
-    const double fp32_ms = predict_step_ms(ga, *info.costs, none);
-    apply_precision(ga, amp_low, spec.precision.low);
+    const PolicyAssignment* rules = info.rules.get();
+    const std::vector<DType> amp_dtype = amp_dtypes(ga, spec.precision, rules);
+    const std::vector<DType> fp32_dtype =
+        rules ? rules->dtype : std::vector<DType>(size_t(ga.num_nodes()), DType::f32);
+    // Each plan priced by one low type's model, or by auto's three-way one where a rule puts
+    // nodes in f16 beside amp's bf16.
+    auto predict = [&](const std::vector<DType>& dtype) {
+      if (spec.precision.automatic() &&
+          std::find(dtype.begin(), dtype.end(), DType::f16) != dtype.end())
+        return predict_step_ms(ga, three_way_costs(*info.costs, *info.f16_costs), dtype);
+      std::vector<char> low(dtype.size(), 0);
+      for (size_t i = 0; i < dtype.size(); ++i) low[i] = dtype[i] != DType::f32;
+      return predict_step_ms(ga, *info.costs, low);
+    };
+    const double amp_ms = predict(amp_dtype);
+    const double fp32_ms = predict(fp32_dtype);
+    apply_precision(ga, amp_dtype);
     const CastStats amp_casts = summarize_precision(ga, ia.fetches()).casts;
-    char line[256];
+    char line[320];
     std::snprintf(line, sizeof line,
                   "predicted step: cost-aware %.2f ms, amp %.2f ms, fp32 %.2f ms; casts: "
-                  "cost-aware %d, amp %d (cast model %.4f ms + %.3g ms/element)\n",
+                  "cost-aware %d, amp %d (cast model %.4f ms + %.3g ms/element)%s\n",
                   info.cost_plan->predicted_ms, amp_ms, fp32_ms, info.summary.casts.casts,
-                  amp_casts.casts, info.costs->cast.fixed_ms, info.costs->cast.per_element_ms);
+                  amp_casts.casts, info.costs->cast.fixed_ms, info.costs->cast.per_element_ms,
+                  rules ? "; amp and fp32 with the policy's rules" : "");
     if (!o.run.costs_note.empty()) out << "costs: " << o.run.costs_note << "\n";
     out << line;
     if (info.costs->cast_to_f32 && !spec.precision.automatic())

@@ -73,6 +73,7 @@ class BenchCommand final : public Command {
                 "repetition)");
     check_bench_options(o);
     check_run_options_apply(app_, o.run, optimizer_, o.precisions);
+    check_run_precision_policy(o.run, o.precisions);
     const bool cost_aware = std::count(o.precisions.begin(), o.precisions.end(), "cost-aware") > 0;
     if (cost_aware) check_calibration_device(calibration_, Precision::cost_aware, o.run.device);
     CAMPO_CHECK(cost_aware || o.guard, "--no-guard applies to the cost-aware policy; add it to "

@@ -1,6 +1,7 @@
 #include "tools/model_run_options.h"
 
 #include <iostream>
+#include <optional>
 
 #include "models/models.h"
 #include "perf/calibration_store.h"
@@ -29,6 +30,8 @@ void add_model_run_options(CLI::App* cmd, ModelRunOptions& o, std::string& devic
       ->capture_default_str();
   cmd->add_option("--amp-lists", o.mixed.amp_lists_edit, "List edits: 'allow+=Tanh;clear-=Relu'");
   cmd->add_option("--amp-lists-file", o.mixed.amp_lists_file, "JSON file of list edits")
+      ->check(kPath);
+  cmd->add_option("--precision-policy", o.mixed.precision_policy_file, kPrecisionPolicyHelp)
       ->check(kPath);
   optimizer = "sgd";
   cmd->add_option("--optimizer", optimizer, "sgd or adam")->capture_default_str();
@@ -120,8 +123,8 @@ void check_run_options_apply(const CLI::App* cmd, ModelRunOptions& run,
     cost_aware |= parse_precision(p) == Precision::cost_aware;
   }
   if (!mixed)
-    for (const char* option :
-         {"--low-precision", "--loss-scale", "--amp-lists", "--amp-lists-file"})
+    for (const char* option : {"--low-precision", "--loss-scale", "--amp-lists", "--amp-lists-file",
+                               "--precision-policy"})
       CAMPO_CHECK(!given(cmd, option), option,
                   " has no effect with --precision fp32 (it applies to amp and cost-aware)");
   if (!cost_aware)
@@ -133,9 +136,27 @@ void check_run_options_apply(const CLI::App* cmd, ModelRunOptions& run,
               "--calibration has no effect with --for (its costs are predicted from --profile)");
 }
 
+void check_run_precision_policy(const ModelRunOptions& run,
+                                const std::vector<std::string>& policies) {
+  if (run.mixed.precision_policy_file.empty()) return;
+  std::optional<TrainingGraphSpec> spec;
+  for (const std::string& p : policies) {
+    const Precision policy = parse_precision(p);
+    if (policy == Precision::fp32) continue;            // bench's baseline reads no rules
+    TrainingGraphSpec s = model_run_spec(run, policy);  // reads and checks the file
+    if (!spec) spec = std::move(s);
+  }
+  if (!spec) return;  // check_run_options_apply refuses the file for fp32 alone
+  if (step_graph_count(run.model) > 1)
+    check_gan_precision(spec->precision);
+  else
+    check_precision_policy(*spec, run.device.type);
+}
+
 std::vector<PathUse> model_run_inputs(const ModelRunOptions& run, const std::string& calibration) {
   using K = PathUse::Kind;
   std::vector<PathUse> p = {{"--amp-lists-file", run.mixed.amp_lists_file, K::input_file},
+                            {"--precision-policy", run.mixed.precision_policy_file, K::input_file},
                             {"--profile", run.plan_for.profile_path, K::input_file},
                             {"--devices", run.plan_for.devices_path, K::input_file}};
   if (calibration != "none") p.push_back({"--calibration", calibration, K::input_file});

@@ -36,7 +36,14 @@ void resolve_run_calibration(ModelRunOptions& run, const std::string& calibratio
 void check_run_options_apply(const CLI::App* cmd, ModelRunOptions& run,
                              const std::string& optimizer,
                              const std::vector<std::string>& policies);
-// The files a plan or bench run reads (--calibration unless "none", --amp-lists-file, --for's
+// --precision-policy for the given policies, before any work (a calibration, the profiling
+// step): the file read and checked by each mixed policy's configuration, then the rules
+// resolved on the model's training graph (check_precision_policy, train/training_graph.h); dcgan
+// refuses them. Nothing without the option.
+void check_run_precision_policy(const ModelRunOptions& run,
+                                const std::vector<std::string>& policies);
+// The files a plan or bench run reads (--calibration unless "none", --amp-lists-file,
+// --precision-policy, --for's
 // --profile and --devices), for check_distinct_paths with the command's outputs.
 std::vector<PathUse> model_run_inputs(const ModelRunOptions& run, const std::string& calibration);
 

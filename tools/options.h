@@ -22,6 +22,8 @@ extern const CLI::Validator kSeed;
 extern const CLI::Validator kInt64;
 // --conv-layout's help (train and bench).
 extern const char* const kConvLayoutHelp;
+// --precision-policy's help (train, plan and bench).
+extern const char* const kPrecisionPolicyHelp;
 
 std::string join(const std::vector<std::string>& v);
 // Puts kInt64 on the named options of `cmd`.

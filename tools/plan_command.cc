@@ -49,6 +49,7 @@ class PlanCommand final : public Command {
     o.precision = parse_precision(precision_);
     check_run_options_apply(app_, o.run, optimizer_, {precision_});
     check_plan_options(o);
+    check_run_precision_policy(o.run, {precision_});
     check_calibration_device(calibration_, o.precision, o.run.device);
     resolve_run_calibration(o.run, calibration_, o.precision == Precision::cost_aware);
     attach_predicted_costs(o.run);

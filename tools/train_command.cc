@@ -213,6 +213,8 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, Trai
   cmd->add_option("--amp-lists-file", o.mixed.amp_lists_file,
                   "JSON file of list edits: {\"allow\": {\"add\": [...], \"remove\": [...]}}")
       ->check(kPath);
+  cmd->add_option("--precision-policy", o.mixed.precision_policy_file, kPrecisionPolicyHelp)
+      ->check(kPath);
   check_int64(cmd, {"--steps", "--batch", "--eval-batch", "--warmup-steps", "--limit-train",
                     "--limit-test", "--save-every"});
 }
@@ -252,6 +254,7 @@ std::vector<PathUse> train_paths(const TrainOptions& o) {
       {"--resume", o.checkpoint.resume_path, K::input_file},
       {"--vocab", o.vocab_path, K::input_file},
       {"--amp-lists-file", o.mixed.amp_lists_file, K::input_file},
+      {"--precision-policy", o.mixed.precision_policy_file, K::input_file},
       {"--data-dir", o.data_dir, o.dataset == "text" ? K::input_file : K::input_directory}};
   if (o.calibration != "none") p.push_back({"--calibration", o.calibration, K::input_file});
   if (o.dataset.rfind("text:", 0) == 0)
@@ -344,8 +347,8 @@ void check_train_options_apply(const CLI::App* cmd, const TrainOptions& o) {
   if (policy == Precision::fp32)
     for (const char* option :
          {"--low-precision", "--loss-scale", "--loss-scale-init", "--loss-scale-growth-interval",
-          "--amp-lists", "--amp-lists-file", "--calibration", "--search", "--no-fold-casts",
-          "--no-guard"})
+          "--amp-lists", "--amp-lists-file", "--precision-policy", "--calibration", "--search",
+          "--no-fold-casts", "--no-guard"})
       CAMPO_CHECK(!given(cmd, option), option,
                   " has no effect with --precision fp32 (it applies to amp and cost-aware)");
   if (policy == Precision::amp)

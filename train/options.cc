@@ -26,6 +26,11 @@ void check_model_fits_data(const std::string& model, const std::string& dataset)
 }
 
 void check_gan_precision(const PrecisionConfig& p) {
+  // Its D and G step graphs are planned apart, G's from a copy that shares D's nodes
+  // (train/gan_trainer.cc): layers and rule matches would be each graph's own.
+  CAMPO_CHECK(p.rules == nullptr,
+              "--precision-policy does not support dcgan yet (its D and G step graphs are "
+              "planned apart): use --amp-lists or --amp-lists-file to steer its ops");
   CAMPO_CHECK(!(p.automatic() && p.policy == Precision::cost_aware),
               "--low-precision auto does not support dcgan yet (its D and G step graphs are "
               "planned apart): use --low-precision bf16 or fp16");

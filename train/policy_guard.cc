@@ -64,8 +64,9 @@ std::string GuardVerdict::line() const {
     others += (others.empty() ? "" : ", ") + candidates[i].policy + " " +
               ms_text(candidates[i].median_ms);
   if (!amp_same_plan.empty()) others += (others.empty() ? "" : ", ") + amp_same_plan;
-  const std::string timed =
-      std::to_string(chosen.ms.size()) + " interleaved steps each, margin " + percent(margin);
+  const std::string timed = std::to_string(chosen.ms.size()) + " interleaved steps each, margin " +
+                            percent(margin) +
+                            (with_rules ? "; fp32 and amp with the --precision-policy rules" : "");
   if (kept == "cost-aware")
     return "guard: cost-aware kept (" + ms_text(chosen.median_ms) + " ms a step; " + others + "; " +
            timed + ")";
@@ -90,6 +91,7 @@ nlohmann::json GuardVerdict::json() const {
     c[k.policy] = {{"median_ms", k.median_ms}, {"spread", k.spread}, {"steps", k.ms.size()}};
   j["candidates"] = c;
   if (!amp_same_plan.empty()) j["amp"] = amp_same_plan;
+  if (with_rules) j["with_rules"] = true;
   return j;
 }
 
@@ -142,6 +144,7 @@ GuardVerdict guard_cost_aware(const SessionSpec& spec, const SessionFactory& mak
   for (size_t i = 0; i < plans.size(); ++i) candidates[i].policy = plans[i].policy;
   GuardVerdict v = decide_guard(std::move(candidates), g);
   v.amp_same_plan = amp_same_plan;
+  v.with_rules = spec.graph.precision.rules != nullptr;
   for (const StepGraph& s : chosen_graphs) v.step_costs.push_back(s.costs);
   v.f16_costs = chosen_graphs[0].f16_costs;
   return v;

@@ -44,6 +44,9 @@ struct GuardVerdict {
   std::vector<GuardCandidate> candidates;  // cost-aware's first
   double margin = 0;                       // the relative margin applied
   std::string amp_same_plan;               // amp left out: its plan is cost-aware's ("" otherwise)
+  // --precision-policy: the fp32 and amp plans timed kept the rules' nodes in their formats
+  // (apply_policy), as the cost-aware plan does, so a replacement keeps them too.
+  bool with_rules = false;
   // cost-aware's plan, kept: the costs of each step graph, so that the run's session is
   // built from them without a second profiling step.
   std::vector<std::shared_ptr<const CostTable>> step_costs;

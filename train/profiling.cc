@@ -333,6 +333,7 @@ CostTable profile_costs(const TrainingGraphSpec& spec, std::shared_ptr<Backend> 
   TrainingGraphSpec fp32 = spec;
   fp32.precision.policy = Precision::fp32;
   fp32.precision.calibration = nullptr;
+  fp32.precision.rules = nullptr;  // the profiling step times the graph before any plan
   Graph g32;
   VariableStore v32(1, std::move(backend));  // the profiling step's executables run there too
   const TrainingGraphInfo info = build_training_graph(g32, v32, fp32);

@@ -96,7 +96,8 @@ void RunReport::banner() {
                : std::string())
        << ", " << layout_.total_steps << " steps, precision "
        << precision_name(o.precision_config.policy);
-  if (o.precision_config.policy != Precision::fp32) {
+  // fp32 with rules: the guard's fp32 plan of a run with --precision-policy, which keeps them.
+  if (o.precision_config.policy != Precision::fp32 || o.precision_config.rules) {
     if (auto_low_)
       log_ << " (auto: " << summary_.f16_nodes << " nodes f16, "
            << summary_.low_nodes - summary_.f16_nodes << " bf16, " << summary_.casts.casts
@@ -105,6 +106,9 @@ void RunReport::banner() {
       log_ << " (" << dtype_name(o.precision_config.low) << ": " << summary_.low_nodes
            << " nodes low precision, " << summary_.casts.casts << " casts";
     if (scaling_) log_ << ", dynamic loss scale from " << o.precision_config.scaler.init_scale;
+    if (const auto& rules = o.precision_config.rules)
+      log_ << ", precision policy " << rules->path << ": " << rules->rules.size()
+           << (rules->rules.size() == 1 ? " rule" : " rules");
     log_ << ")";
   }
   if (o.array_shuffle) log_ << ", " << array_shuffle_name(*o.array_shuffle) << " batches";
@@ -246,6 +250,7 @@ void RunReport::finish(TrainingLoopResult& r, const MemoryReport& memory, const 
     j["bf16_nodes"] = summary_.low_nodes - summary_.f16_nodes;
   }
   j["casts"] = summary_.casts.casts;
+  if (o.precision_config.rules) j["precision_policy"] = o.precision_config.rules->path;
   if (const CalibrationFit& fit = summary_.calibration;
       fit.verdict != CalibrationFit::Verdict::none)
     j["calibration_check"] = {{"verdict", verdict_name(fit.verdict)},

@@ -683,10 +683,6 @@ TrainResult train(const TrainOptions& o, std::ostream& all_log, bool log_is_term
   const bool is_array = n > 1;
   TrainingData data = open_training_data(o, log);
   PrecisionConfig pcfg = precision_config(o);
-  attach_calibration(pcfg, calibration, *backend, log);
-  const DeviceReport device_report(backend);
-  if (ranks) check_ranks_agree(*ranks, run_fingerprint(o, data));
-  const DataParallelRun data_parallel = data_parallel_run(ranks, o.data_parallel);
   SessionSpec spec;
   spec.graph.model = o.model;
   spec.graph.model_options = data.model_options;
@@ -695,6 +691,13 @@ TrainResult train(const TrainOptions& o, std::ostream& all_log, bool log_is_term
   spec.graph.optimizer = optimizer_config(o);
   spec.graph.precision = pcfg;
   spec.graph.array = n;
+  // --precision-policy on the model's graph, before a calibration or any step.
+  check_precision_policy(spec.graph, o.device.type);
+  attach_calibration(pcfg, calibration, *backend, log);
+  spec.graph.precision = pcfg;
+  const DeviceReport device_report(backend);
+  if (ranks) check_ranks_agree(*ranks, run_fingerprint(o, data));
+  const DataParallelRun data_parallel = data_parallel_run(ranks, o.data_parallel);
   spec.models = h;
   spec.conv_layout = o.conv_layout;
   spec.data_parallel = data_parallel;

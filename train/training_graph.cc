@@ -8,6 +8,7 @@
 #include "datasets/dataset.h"
 #include "graph/autodiff.h"
 #include "graph/builder.h"
+#include "ops/kernel.h"
 #include "runtime/check.h"
 #include "runtime/communicator.h"
 
@@ -33,19 +34,26 @@ ThreeWayCostTable three_way_costs(const CostTable& bf16, const CostTable& f16) {
 }
 
 AutoPlan plan_automatic(const Graph& g, const PrecisionConfig& precision,
-                        const CostTable& bf16_costs) {
+                        const CostTable& bf16_costs, const PolicyAssignment* rules) {
   CAMPO_CHECK(precision.search == CostAwareSearch::exact,
               "internal: --low-precision auto with the traversals (precision_config refuses it)");
   const ThreeWayCostTable costs = three_way_costs(bf16_costs, *precision.f16_costs);
   const bool fold = precision.fold_casts;
   std::vector<uint8_t> allowed =
       allowed_types(g, precision.f16_lists, precision.lists, LowPrecisionMode::automatic);
+  auto is_set = [&](size_t i) { return rules && rules->is_set(NodeId(i)); };
+  for (size_t i = 0; i < allowed.size(); ++i)
+    if (is_set(i))
+      allowed[i] = rules->dtype[i] == DType::f16    ? kAllowF16
+                   : rules->dtype[i] == DType::bf16 ? kAllowBF16
+                                                    : kAllowF32;
   const ThreeWayPlan mixed = minimize_three_way(g, costs, allowed, fold);
   // The plans of one low type within auto's choices (f16 kept off the ops that need range).
   // The search is exact for each; with folded casts the mixed search prices a fold only where
   // no reader may leave f32, so a one-type plan can predict faster: the fastest of the three.
   std::vector<uint8_t> only_bf16 = allowed, only_f16 = allowed;
   for (size_t i = 0; i < allowed.size(); ++i) {
+    if (is_set(i)) continue;  // a rule's type stays in every plan
     only_bf16[i] &= uint8_t(~kAllowF16);
     only_f16[i] &= uint8_t(~kAllowBF16);
   }
@@ -61,24 +69,44 @@ AutoPlan plan_automatic(const Graph& g, const PrecisionConfig& precision,
   plan.dtype = best->dtype;
   plan.low.assign(plan.dtype.size(), 0);
   plan.decided_by.assign(plan.dtype.size(), Traversal::none);
-  for (size_t i = 0; i < plan.dtype.size(); ++i)
+  for (size_t i = 0; i < plan.dtype.size(); ++i) {
     if (plan.dtype[i] != DType::f32) {
       plan.low[i] = 1;
       plan.decided_by[i] = Traversal::exact;
     }
+    if (is_set(i)) plan.decided_by[i] = Traversal::rule;
+  }
   plan.predicted_ms = plan.traversals_ms = best->predicted_ms;
   return r;
+}
+
+std::vector<DType> amp_dtypes(const Graph& g, const PrecisionConfig& precision,
+                              const PolicyAssignment* rules) {
+  const std::vector<char> low = paint_amp(g, precision.lists);
+  std::vector<DType> dtype(low.size(), DType::f32);
+  for (size_t i = 0; i < low.size(); ++i) {
+    if (low[i]) dtype[i] = precision.low;
+    if (rules && rules->is_set(NodeId(i))) dtype[i] = rules->dtype[i];
+  }
+  return dtype;
 }
 
 PolicyResult apply_policy(Graph& g, const PrecisionConfig& precision, const CostTable* costs,
                           std::shared_ptr<Backend> backend, const PaddingDecision& pays,
                           Communicator* agree) {
   PolicyResult r;
+  if (precision.rules)
+    r.rules =
+        std::make_shared<const PolicyAssignment>(resolve_precision_policy(g, *precision.rules));
   switch (precision.policy) {
     case Precision::fp32:
+      if (r.rules) apply_precision(g, r.rules->dtype);  // the rules' nodes, the rest f32
       return r;
     case Precision::amp:
-      apply_amp_policy(g, precision.lists, precision.low);
+      if (r.rules)
+        apply_precision(g, amp_dtypes(g, precision, r.rules.get()));
+      else
+        apply_amp_policy(g, precision.lists, precision.low);
       return r;
     case Precision::cost_aware:
       break;
@@ -90,7 +118,7 @@ PolicyResult apply_policy(Graph& g, const PrecisionConfig& precision, const Cost
   if (precision.automatic()) {
     CAMPO_CHECK(precision.f16_costs != nullptr,
                 "internal: --low-precision auto needs the graph's f16 costs too");
-    AutoPlan automatic = plan_automatic(g, precision, *costs);
+    AutoPlan automatic = plan_automatic(g, precision, *costs, r.rules.get());
     r.auto_choice = automatic.choice;
     plan = std::make_shared<CostAwarePlan>(std::move(automatic.plan));
     if (agree && agree->size() > 1)
@@ -98,8 +126,19 @@ PolicyResult apply_policy(Graph& g, const PrecisionConfig& precision, const Cost
     for (size_t i = 0; i < plan->dtype.size(); ++i) plan->low[i] = plan->dtype[i] != DType::f32;
     apply_precision(g, plan->dtype, precision.fold_casts);
   } else {
-    plan = std::make_shared<CostAwarePlan>(
-        plan_cost_aware(g, precision.lists, *costs, {precision.search, precision.fold_casts}));
+    CostAwareOptions options{precision.search, precision.fold_casts};
+    if (r.rules) {
+      options.pins.assign(size_t(g.num_nodes()), kUnpinned);
+      for (NodeId i = 0; i < g.num_nodes(); ++i) {
+        if (!r.rules->is_set(i)) continue;
+        const DType t = r.rules->dtype[size_t(i)];
+        CAMPO_CHECK(t == DType::f32 || t == precision.low, "internal: a rule sets ", dtype_name(t),
+                    " in a cost-aware plan over f32 and ", dtype_name(precision.low),
+                    " (precision_config refuses it)");
+        options.pins[size_t(i)] = t == DType::f32 ? kPinnedF32 : kPinnedLow;
+      }
+    }
+    plan = std::make_shared<CostAwarePlan>(plan_cost_aware(g, precision.lists, *costs, options));
     if (agree && agree->size() > 1) agree->broadcast(plan->low.data(), plan->low.size(), 0);
     apply_precision(g, plan->low, precision.low, precision.fold_casts);
   }
@@ -245,6 +284,7 @@ TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
   info.padding_candidates = policy.padding_candidates;
   info.padded = policy.padded;
   info.auto_choice = policy.auto_choice;
+  info.rules = policy.rules;
   info.pad_to = policy.pad_to;
   info.summary = summarize_precision(g, info.fetches());
   if (info.costs) info.summary.calibration = info.costs->calibration;
@@ -268,10 +308,24 @@ PrecisionConfig precision_config(Precision policy, const PrecisionOptions& o, De
   CAMPO_CHECK(o.loss_scale == "auto" || o.loss_scale == "dynamic" || o.loss_scale == "none",
               "--loss-scale must be auto, dynamic or none, got '", o.loss_scale, "'");
   const bool mixed = p.policy != Precision::fp32;
+  if (mixed && !o.precision_policy_file.empty()) {
+    auto rules =
+        std::make_shared<const PrecisionPolicy>(read_precision_policy(o.precision_policy_file));
+    if (p.policy == Precision::cost_aware && !p.automatic())
+      for (const PrecisionRule& r : rules->rules)
+        CAMPO_CHECK(r.format == DType::f32 || r.format == p.low, "precision policy file ",
+                    rules->path, ", rule ", r.index, " (", r.describe(), "): cost-aware with ",
+                    "--low-precision ", low_precision_mode_name(p.low_mode),
+                    " chooses between f32 and ", dtype_name(p.low), " only; set ",
+                    dtype_name(p.low), " or f32, or give --low-precision auto (f32, f16 or bf16 "
+                    "per node)");
+    p.rules = std::move(rules);
+  }
   // auto with cost-aware may run nodes in f16, which needs the scaling; the plan is made on
-  // the graph the scaling is part of, so it is on whatever the plan chooses.
-  const bool may_run_f16 =
-      p.low == DType::f16 || (p.automatic() && p.policy == Precision::cost_aware);
+  // the graph the scaling is part of, so it is on whatever the plan chooses. So may a rule.
+  const bool may_run_f16 = p.low == DType::f16 ||
+                           (p.automatic() && p.policy == Precision::cost_aware) ||
+                           (p.rules && p.rules->sets(DType::f16));
   p.scaler.enabled =
       mixed && (o.loss_scale == "dynamic" || (o.loss_scale == "auto" && may_run_f16));
   // --loss-scale-init in [2^-14, 2^64] (docs/mixed-precision.md), a start the scaler can
@@ -299,6 +353,35 @@ PrecisionConfig precision_config(Precision policy, const PrecisionOptions& o, De
   LossScaler check(p.scaler);  // validates the scaler options
   (void)check;
   return p;
+}
+
+void check_precision_policy(const TrainingGraphSpec& spec, Device device) {
+  if (!spec.precision.rules) return;
+  TrainingGraphSpec fp32 = spec;
+  fp32.precision.policy = Precision::fp32;
+  fp32.precision.rules = nullptr;
+  fp32.precision.costs = nullptr;
+  fp32.precision.f16_costs = nullptr;
+  fp32.data_parallel.agree = nullptr;
+  fp32.optimizer.slices = fp32.array;  // a model array's update, as its session makes it
+  Graph g;
+  VariableStore vars(1, default_cpu_backend());  // the graph only: nothing runs
+  build_training_graph(g, vars, fp32);
+  const PolicyAssignment a = resolve_precision_policy(g, *spec.precision.rules);
+  // A device's kernels exist in this build where its f32 ones do (a build without CUDA plans
+  // for a GPU from the graph alone).
+  const Device kernels = device == Device::cuda ? Device::cuda : Device::cpu;
+  const bool emulates = kernels == Device::cpu;
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    const Node& n = g.node(id);
+    if (!a.is_set(id) || a.dtype[size_t(id)] == DType::f32) continue;
+    if (!has_kernel(n.kind, kernels, DType::f32, emulates)) continue;
+    const PrecisionRule& r = spec.precision.rules->rules[size_t(a.rule[size_t(id)] - 1)];
+    CAMPO_CHECK(has_kernel(n.kind, kernels, a.dtype[size_t(id)], emulates),
+                "precision policy file ", spec.precision.rules->path, ", rule ", r.index, " (",
+                r.describe(), "): ", device_name(device), " has no ", dtype_name(r.format),
+                " kernel for ", op_name(n.kind), " (node ", n.name, ")");
+  }
 }
 
 }  // namespace campo

@@ -30,12 +30,22 @@ struct PrecisionOptions {
   int loss_scale_growth_interval = 2000;
   std::string amp_lists_edit;    // e.g. "allow+=Tanh;clear-=Relu"
   std::string amp_lists_file;    // JSON edits
+  std::string precision_policy_file;  // --precision-policy: JSON rules (amp/precision_policy.h)
   std::string search = "exact";  // cost-aware: exact or traversals
   bool fold_casts = true;        // cost-aware: fold weight-gradient casts into producers
 };
 // The policy's configuration on `device` (its mixed-precision lists); checks each option
-// (one error line naming it) and reads --amp-lists-file. Leaves costs and calibration out.
+// (one error line naming it) and reads --amp-lists-file and --precision-policy (for amp and
+// cost-aware: an fp32 run, as bench's baseline beside the others, reads no rules; the CLI
+// refuses --precision-policy where every policy is fp32). Cost-aware with one low type refuses
+// a rule that sets the other one (its search chooses between f32 and that type); a rule
+// that sets f16 turns --loss-scale auto's dynamic scaling on. Leaves costs and calibration out.
 PrecisionConfig precision_config(Precision policy, const PrecisionOptions& o, Device device);
+
+// amp's types per node of g: the lists' painting (paint_amp) in precision.low, then each
+// node `rules` set (may be null) in its rule's format.
+std::vector<DType> amp_dtypes(const Graph& g, const PrecisionConfig& precision,
+                              const PolicyAssignment* rules);
 
 // --low-precision auto: one table of f32, f16 and bf16 times per node from the profiling
 // step's two (each node's f32 time the faster of the two measured), and the exact three-way
@@ -51,8 +61,9 @@ struct AutoPlan {
   CostAwarePlan plan;
   AutoChoice choice;
 };
+// `rules` (may be null): the nodes a precision policy file sets keep their type.
 AutoPlan plan_automatic(const Graph& g, const PrecisionConfig& precision,
-                        const CostTable& bf16_costs);
+                        const CostTable& bf16_costs, const PolicyAssignment* rules = nullptr);
 
 // What apply_policy did to a graph.
 struct PolicyResult {
@@ -63,6 +74,9 @@ struct PolicyResult {
   // and the alignment (the backend's Backend::padding_alignment).
   int padding_candidates = 0, padded = 0, pad_to = 0;
   AutoChoice auto_choice;  // --low-precision auto: the one-type plans beside
+  // --precision-policy: which rule set each node (by node id before cast insertion); null
+  // without rules.
+  std::shared_ptr<const PolicyAssignment> rules;
 };
 
 // Whether padding node `id` of g (a padding candidate, amp/padding.h) pays.
@@ -71,13 +85,16 @@ using PaddingDecision = std::function<bool(const Graph& g, NodeId id)>;
 class Communicator;
 
 // Applies precision.policy to g, a training graph without casts:
-//   fp32        nothing;
-//   amp         TensorFlow's painting of precision.lists (apply_amp_policy);
+//   fp32        nothing (with precision.rules: the nodes they set, the rest f32);
+//   amp         TensorFlow's painting of precision.lists (apply_amp_policy), the nodes
+//               precision.rules set in their rules' formats instead (amp_dtypes);
 //   cost-aware  plan_cost_aware with `costs` (by node id of g; required), the casts
 //               (apply_precision), then, with precision.padding, sets pad_to (`backend`'s
 //               padding_alignment) on the low-precision GEMMs and convolutions `pays`
 //               says gain from it (default: padding_pays, a side-by-side timing of each
-//               candidate on `backend`, the one the graph will run on).
+//               candidate on `backend`, the one the graph will run on); the nodes
+//               precision.rules set are pinned (CostAwareOptions::pins; auto: their type
+//               is the only one allowed them).
 // With `agree` (a data-parallel run of several ranks, whose measured costs and timings
 // differ), every rank takes rank 0's cost-aware plan and padding decisions, so that all
 // ranks run the same graph.
@@ -142,9 +159,18 @@ struct TrainingGraphInfo {
   std::shared_ptr<const CostAwarePlan> cost_plan;
   int padding_candidates = 0, padded = 0, pad_to = 0;  // as PolicyResult's
   AutoChoice auto_choice;                               // as PolicyResult's
+  std::shared_ptr<const PolicyAssignment> rules;        // as PolicyResult's
   std::vector<int64_t> gradient_bucket_bytes;  // data-parallel: per AllReduceStart, in order
 };
 TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
                                        const TrainingGraphSpec& spec);
+
+// --precision-policy checked against the model before any work (a calibration, the profiling
+// step, a step) is spent: spec's training graph is built (on the host, nothing runs) and the
+// rules resolved on it (resolve_precision_policy's error lines: a glob or rule that selects
+// nothing, layers beyond the model's), and every node a rule puts in low precision must have a
+// kernel in that type on `device` (the CPU emulates any; a GPU build registers its own).
+// Nothing without rules.
+void check_precision_policy(const TrainingGraphSpec& spec, Device device);
 
 }  // namespace campo

@@ -96,26 +96,27 @@ def dcgan_stages(image_size):
     return stages
 
 
-BF16_CPU_FLAGS = ["avx2", "avx512f", "avx512_bf16", "amx_bf16", "avx_vnni", "avx512_vnni"]
+LOW_PRECISION_CPU_FLAGS = ["avx2", "avx512f", "avx512_bf16", "amx_bf16", "avx512_fp16",
+                           "amx_fp16", "avx_vnni", "avx512_vnni"]
 
 
 def cpu_flags():
-    """The CPU's bf16-relevant instruction sets that Linux reports (/proc/cpuinfo), or None
-    when unknown."""
+    """The CPU's bf16- and fp16-relevant instruction sets that Linux reports (/proc/cpuinfo),
+    or None when unknown."""
     try:
         with open("/proc/cpuinfo") as f:
             flags = next((line.split(":", 1)[1].split() for line in f
                           if line.startswith("flags")), [])
     except OSError:
         return None
-    return [w for w in BF16_CPU_FLAGS if w in flags]
+    return [w for w in LOW_PRECISION_CPU_FLAGS if w in flags]
 
 
 def cpu_flags_note():
     have = cpu_flags()
     if have is None:
         return "cpu flags unknown"
-    return "cpu: " + (" ".join(have) if have else "none of " + " ".join(BF16_CPU_FLAGS))
+    return "cpu: " + (" ".join(have) if have else "none of " + " ".join(LOW_PRECISION_CPU_FLAGS))
 
 
 def summarize(error):

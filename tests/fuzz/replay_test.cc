@@ -12,6 +12,7 @@
 
 #include "amp/calibration.h"
 #include "amp/lists.h"
+#include "amp/precision_policy.h"
 #include "datasets/cifar10.h"
 #include "datasets/idx.h"
 #include "datasets/image_file.h"
@@ -19,9 +20,9 @@
 #include "datasets/tokenizer.h"
 #include "fuzz/targets.h"
 #include "graph/checkpoint.h"
+#include "perf/predict.h"
 #include "runtime/hardware_counters.h"
 #include "runtime/kernel_activity.h"
-#include "perf/predict.h"
 
 namespace campo {
 namespace {
@@ -41,6 +42,7 @@ const Target kTargets[] = {
     {"calibration", fuzz::calibration},
     {"amp_lists_file", fuzz::amp_lists_file},
     {"amp_lists_edit", fuzz::amp_lists_edit},
+    {"precision_policy_file", fuzz::precision_policy_file},
     {"text", fuzz::text},
     {"predict", fuzz::predict},
     {"activity_table", fuzz::activity_table},
@@ -108,6 +110,8 @@ TEST(FuzzReplayTest, SeedsAreValidInputs) {
   }
   for (const fs::path& f : files_in(corpus / "amp_lists_file"))
     EXPECT_NO_THROW(AmpLists::defaults(Device::cpu, DType::bf16).edit_from_file(f.string())) << f;
+  for (const fs::path& f : files_in(corpus / "precision_policy_file"))
+    EXPECT_NO_THROW(read_precision_policy(f.string())) << f;
   for (const fs::path& f : files_in(corpus / "amp_lists_edit")) {
     const std::vector<uint8_t> bytes = read_bytes(f);
     EXPECT_NO_THROW(

@@ -51,6 +51,7 @@ std::vector<Subcommand> subcommands(const std::string& other) {
        with(lenet, {"train", "--precision", "cost-aware"}),
        {{"--resume", false},
         {"--amp-lists-file", false},
+        {"--precision-policy", false},
         {"--calibration", false},
         {"--save", true},
         {"--profile-out", true},
@@ -68,6 +69,7 @@ std::vector<Subcommand> subcommands(const std::string& other) {
        {"plan", "--model", "lenet", "--precision", "cost-aware"},
        {{"--calibration", false},
         {"--amp-lists-file", false},
+        {"--precision-policy", false},
         {"--json", true},
         {"--dot", true},
         {"--alloc-trace", true}}},
@@ -77,7 +79,10 @@ std::vector<Subcommand> subcommands(const std::string& other) {
        {{"--profile", other}}},
       {"bench",
        {"bench", "--model", "lenet", "--precision", "cost-aware", "--steps", "1"},
-       {{"--calibration", false}, {"--amp-lists-file", false}, {"--json", true}}},
+       {{"--calibration", false},
+        {"--amp-lists-file", false},
+        {"--precision-policy", false},
+        {"--json", true}}},
       {"train (files of a data set)",
        {"train", "--model", "lenet", "--dataset", "fashion-mnist", "--steps", "1", "--precision",
         "fp32"},
@@ -146,7 +151,7 @@ TEST(PathCollisionCliTest, EveryPairOfPathOptionsNamingOneFileIsRefused) {
         else
           EXPECT_FALSE(fs::exists(file)) << pair << ": an output was written";
       }
-  EXPECT_EQ(pairs, 54);  // the table above, less the input pairs and --save over --resume
+  EXPECT_EQ(pairs, 62);  // the table above, less the input pairs and --save over --resume
 }
 
 TEST(PathCollisionCliTest, OneFileUnderOtherNamesIsOneFile) {
