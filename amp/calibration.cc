@@ -1105,6 +1105,7 @@ CalibrationCheck read_calibration(const std::string& path, const BackendIdentity
   for (const BackendIdentity::Field& here : machine.fields) {
     const BackendIdentity::Field* there = file.find(here.name);
     if (here.is_version || !differs(there, here)) continue;
+    if (!there && !here.absent_means.empty() && here.value == here.absent_means) continue;
     return problem(CalibrationProblem::foreign,
                    "was made on another machine (" + here.name + " " + quoted(there) +
                        " in the file, '" + here.value + "' here" +

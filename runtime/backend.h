@@ -51,6 +51,10 @@ struct BackendIdentity {
     // What sets it, where the user can change it without changing machine
     // ("CAMPO_CPU_BF16"); said in the message when it differs.
     std::string set_by;
+    // For a field added after files were written: the value a file without it was made
+    // with ("false" for native_f16: campo had no native f16 before it recorded the field).
+    // Such a file matches a machine whose value is this one. Empty: absent never matches.
+    std::string absent_means;
   };
   std::string kind;
   std::vector<Field> fields;

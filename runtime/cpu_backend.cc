@@ -58,7 +58,7 @@ BackendIdentity CpuBackend::identity() const {
       {"native_bf16", cpu_has_native_bf16() && allows_native_low_precision() ? "true" : "false",
        false, "CAMPO_CPU_BF16"},
       {"native_f16", cpu_has_native_f16() && allows_native_f16() ? "true" : "false", false,
-       "CAMPO_CPU_F16"},
+       "CAMPO_CPU_F16", /*absent_means=*/"false"},
   };
   return id;
 }

@@ -61,13 +61,12 @@ campo_data_packages=(dataset-fashion-mnist fortunes)
 # registry: scripts/fetch-gpu-debs downloads the rest here as .deb files (campo_gpu_debs) and
 # scripts/gpu-check unpacks them there. What such a machine has already:
 campo_gpu_machine_packages=(cmake ninja-build g++)
-# The run-time packages behind the -dev ones, and the OpenCL headers that Debian's oneDNN CMake
-# package looks for (its libdnnl2 is built with oneDNN's OpenCL GPU runtime). Left out on
+# The run-time packages behind the -dev ones (oneDNN 3 is no Debian package: scripts/gpu-prebuild
+# carries .deps/onednn as onednn.tar.xz, and scripts/gpu-check unpacks it). Left out on
 # purpose: libc6, libstdc++6, libgcc-s1, libgomp1 (the machine's compiler brings newer ones,
 # which older copies on LD_LIBRARY_PATH would shadow), googletest (sources only: libgtest-dev
 # holds the built libraries) and libstb0 (campo compiles stb_image itself).
-campo_gpu_runtime_packages=(libdnnl2 ocl-icd-libopencl1 opencl-c-headers opencl-clhpp-headers
-                            zlib1g libturbojpeg0)
+campo_gpu_runtime_packages=(zlib1g libturbojpeg0)
 # Open MPI's run-time libraries (campo_mpi_packages carried too, so that the GPU build has MPI
 # and NCCL and runs the Mpi* tests; scripts/gpu-check points Open MPI at the unpacked copy).
 # libudev1 is hwloc's. Left out on purpose: the network transports one machine does not use
