@@ -84,6 +84,13 @@ double sample_foreign_load(double seconds) {
   return foreign_load(from, cpu_snapshot());
 }
 
+double fastest_quarter_spread(std::vector<double> times) {
+  if (times.size() < 4) return repeat_spread(std::move(times));
+  std::sort(times.begin(), times.end());
+  const double quarter = times[(times.size() - 1) / 4];
+  return times[0] > 0 ? (quarter - times[0]) / times[0] : 0.0;
+}
+
 double repeat_spread(std::vector<double> times) {
   if (times.size() < 2) return 0;
   std::sort(times.begin(), times.end());
