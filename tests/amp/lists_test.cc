@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/error_of.h"
+
 namespace campo {
 namespace {
 
@@ -16,18 +18,7 @@ namespace {
 AmpLists cpu_lists() { return AmpLists::defaults(Device::cpu, DType::bf16); }
 
 namespace fs = std::filesystem;
-
-// The message of the campo::Error that `fn` throws (fails the test when none).
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no campo::Error thrown";
-  return "";
-}
+using testing::error_of;
 
 // Expects the edit to fail with one line holding `needle`, leaving the lists untouched.
 void expect_edit_refused(const std::string& spec, const std::string& needle) {

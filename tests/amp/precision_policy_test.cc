@@ -15,23 +15,14 @@
 #include "amp/three_way.h"
 #include "graph/autodiff.h"
 #include "graph/builder.h"
+#include "tests/error_of.h"
 #include "tests/test_util.h"
 #include "train/training_graph.h"
 
 namespace campo {
 namespace {
 
-// The message of the campo::Error that `fn` throws (fails the test when none).
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no campo::Error thrown";
-  return "";
-}
+using testing::error_of;
 
 void expect_one_line(const std::string& msg, const std::string& needle) {
   EXPECT_NE(msg.find(needle), std::string::npos) << msg;
