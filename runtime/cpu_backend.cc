@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "runtime/check.h"
+#include "runtime/cpu_features.h"
 #include "runtime/memory_info.h"
 
 namespace campo {
@@ -144,7 +145,7 @@ bool cpu_has_native_bf16() {
 
 bool cpu_has_native_f16() {
   static const bool has = [] {
-    if (!__builtin_cpu_supports("avx512fp16")) return false;
+    if (!__builtin_cpu_supports("avx512f") || !cpu_has_avx512_fp16_instructions()) return false;
     const auto f16 = unsigned(dnnl::cpu_isa::avx512_core_fp16);
     return (unsigned(dnnl::get_effective_cpu_isa()) & f16) == f16;
   }();

@@ -10,6 +10,7 @@
 
 #include "runtime/backend.h"
 #include "runtime/cpu_backend.h"
+#include "runtime/cpu_features.h"
 #include "tests/test_util.h"
 
 namespace campo {
@@ -58,7 +59,7 @@ TEST(BackendIdentityTest, NativeF16FollowsTheCpuAndCampoCpuF16) {
   EXPECT_EQ(CpuBackend().identity().find("native_f16")->value,
             cpu_has_native_f16() ? "true" : "false");
   // AVX-512 FP16 is what oneDNN's f16 convolutions need; the flag and the ISA agree.
-  EXPECT_EQ(cpu_has_native_f16(), __builtin_cpu_supports("avx512fp16") &&
+  EXPECT_EQ(cpu_has_native_f16(), cpu_has_avx512_fp16_instructions() &&
                                       onednn_isa_name().find("fp16") != std::string::npos);
 }
 
