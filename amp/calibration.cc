@@ -969,14 +969,15 @@ void save_calibration(const Calibration& cal, const std::string& path) {
 CalibrationCheck read_calibration_file(const std::string& path, const std::string& device,
                                        Calibration& out) {
   auto problem = [&](CalibrationProblem p, const std::string& what) {
-    return CalibrationCheck{p, with_advice(path, what, device)};
+    return CalibrationCheck{p, with_advice(path, what, device), what};
   };
   try {
     require_input_file(path, "calibration file");  // a FIFO would hang the read below
   } catch (const Error& e) {
     return CalibrationCheck{
         CalibrationProblem::missing,
-        std::string(e.what()) + "; run `campo calibrate --device " + device + "` to recalibrate"};
+        std::string(e.what()) + "; run `campo calibrate --device " + device + "` to recalibrate",
+        e.what()};
   }
   std::ifstream in(path, std::ios::binary);
   if (!in)
@@ -1091,7 +1092,7 @@ CalibrationCheck read_calibration(const std::string& path, const BackendIdentity
       check.problem != CalibrationProblem::none)
     return check;
   auto problem = [&](CalibrationProblem p, const std::string& what) {
-    return CalibrationCheck{p, with_advice(path, what, machine.kind)};
+    return CalibrationCheck{p, with_advice(path, what, machine.kind), what};
   };
   // Another machine's file: timings do not transfer. The kind first, then the fields that
   // are not versions, this machine's and then any only the file has.

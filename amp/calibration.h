@@ -278,6 +278,7 @@ enum class CalibrationProblem : uint8_t { none, missing, corrupt, foreign, stale
 struct CalibrationCheck {
   CalibrationProblem problem = CalibrationProblem::none;
   std::string message;  // one line naming the file, the problem and how to recalibrate
+  std::string what;     // the problem alone ("is stale (made with ...)"); for notes
 };
 // Reads `path` into `out` without comparing it with any machine; never throws for problems
 // of the file itself (they are returned). `missing`: not a readable regular file (a FIFO or

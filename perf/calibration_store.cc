@@ -67,11 +67,7 @@ std::shared_ptr<const Calibration> find_default_calibration(const Backend& backe
       return nullptr;
     }
     if (check.problem == CalibrationProblem::stale) {
-      // "calibration file F is stale (...); run ...": what is said of the file, not the advice.
-      const std::string& m = check.message;
-      const size_t from = m.find(file) == std::string::npos ? 0 : m.find(file) + file.size() + 1;
-      log << "cost-aware: skipping " << file << ": " << m.substr(from, m.find(';', from) - from)
-          << "\n";
+      log << "cost-aware: skipping " << file << ": " << check.what << "\n";
       return nullptr;
     }
     CAMPO_CHECK(check.problem == CalibrationProblem::none, check.message);

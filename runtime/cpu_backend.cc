@@ -134,21 +134,23 @@ std::string onednn_version() {
   return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
 }
 
+namespace {
+// Whether oneDNN's effective ISA includes `isa` (the ISA values are sets of feature bits).
+bool onednn_isa_includes(dnnl::cpu_isa isa) {
+  return (unsigned(dnnl::get_effective_cpu_isa()) & unsigned(isa)) == unsigned(isa);
+}
+}  // namespace
+
 bool cpu_has_native_bf16() {
-  static const bool has = [] {
-    if (!__builtin_cpu_supports("avx512bf16")) return false;
-    const auto bf16 = unsigned(dnnl::cpu_isa::avx512_core_bf16);
-    return (unsigned(dnnl::get_effective_cpu_isa()) & bf16) == bf16;
-  }();
+  static const bool has = __builtin_cpu_supports("avx512bf16") &&
+                          onednn_isa_includes(dnnl::cpu_isa::avx512_core_bf16);
   return has;
 }
 
 bool cpu_has_native_f16() {
-  static const bool has = [] {
-    if (!__builtin_cpu_supports("avx512f") || !cpu_has_avx512_fp16_instructions()) return false;
-    const auto f16 = unsigned(dnnl::cpu_isa::avx512_core_fp16);
-    return (unsigned(dnnl::get_effective_cpu_isa()) & f16) == f16;
-  }();
+  static const bool has = __builtin_cpu_supports("avx512f") &&
+                          cpu_has_avx512_fp16_instructions() &&
+                          onednn_isa_includes(dnnl::cpu_isa::avx512_core_fp16);
   return has;
 }
 
