@@ -61,6 +61,9 @@ campo_data_packages=(dataset-fashion-mnist fortunes)
 # registry: scripts/fetch-gpu-debs downloads the rest here as .deb files (campo_gpu_debs) and
 # scripts/gpu-check unpacks them there. What such a machine has already:
 campo_gpu_machine_packages=(cmake ninja-build g++)
+# Not carried: python3-venv only installs oneDNN 3 into .deps/onednn, which gpu-prebuild
+# carries already built (onednn.tar.xz).
+campo_gpu_not_carried=(python3-venv)
 # The run-time packages behind the -dev ones (oneDNN 3 is no Debian package: scripts/gpu-prebuild
 # carries .deps/onednn as onednn.tar.xz, and scripts/gpu-check unpacks it). Left out on
 # purpose: libc6, libstdc++6, libgcc-s1, libgomp1 (the machine's compiler brings newer ones,
@@ -76,13 +79,15 @@ campo_gpu_runtime_packages=(zlib1g libturbojpeg0)
 campo_gpu_mpi_runtime_packages=(libopenmpi3 openmpi-common libhwloc15 libevent-core-2.1-7
                                 libevent-pthreads-2.1-7 libpmix2 libmunge2 libudev1)
 # Prints the packages of gpu-debs/, one a line: campo_build_packages and campo_mpi_packages
-# less campo_gpu_machine_packages, plus campo_gpu_runtime_packages and
+# less campo_gpu_machine_packages and campo_gpu_not_carried, plus campo_gpu_runtime_packages and
 # campo_gpu_mpi_runtime_packages.
 campo_gpu_debs() {
   local p m skip
   for p in "${campo_build_packages[@]}" "${campo_mpi_packages[@]}"; do
     skip=0
-    for m in "${campo_gpu_machine_packages[@]}"; do [ "$p" = "$m" ] && skip=1; done
+    for m in "${campo_gpu_machine_packages[@]}" "${campo_gpu_not_carried[@]}"; do
+      [ "$p" = "$m" ] && skip=1
+    done
     [ "$skip" -eq 1 ] || echo "$p"
   done
   printf '%s\n' "${campo_gpu_runtime_packages[@]}" "${campo_gpu_mpi_runtime_packages[@]}"
