@@ -390,18 +390,19 @@ PairedRatio paired_ratio(const std::vector<double>& a, const std::vector<double>
   return p;
 }
 
-std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchResult>& results,
-                                      const BenchMachine& machine, std::ostream& out) {
-  const size_t repetitions = results.empty() ? 0 : results[0].samples_per_sec.size();
-  if (repetitions == 0) {
-    // --lockstep whose stdin closed before the first "run": nothing was measured.
-    out << "bench: " << o.run.model << ": no repetition was run, nothing measured\n";
-    if (!o.json_path.empty()) {
-      write_file_atomically(o.json_path, "[]\n");
-      out << "wrote " << o.json_path << "\n";
-    }
-    return results;
-  }
+namespace {
+
+// The step time of a policy's median throughput, in ms (0 when nothing was measured).
+double measured_step_ms(const BenchOptions& o, const BenchResult& res, int ranks) {
+  const double per_step = double(samples_per_step(o.run) * ranks);
+  return res.median > 0 ? 1000.0 * per_step / res.median : 0;
+}
+
+// Every figure finish_bench prints and writes, from the repetitions: medians, the ratios to
+// fp32 and amp, --data-parallel's scaling, the prediction's error, the roofline and the
+// energy per step. Returns fp32's median (0 when fp32 was not run).
+double summarize_results(const BenchOptions& o, std::vector<BenchResult>& results,
+                         const BenchMachine& machine) {
   double fp32_median = 0;
   const BenchResult* amp = nullptr;
   for (BenchResult& res : results) {
@@ -421,6 +422,37 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
     for (double x : res.one_process_samples_per_sec) ideal.push_back(x * ranks);
     res.scaling = paired_ratio(ideal, res.samples_per_sec);
   }
+  const double peak_f32 = machine.peak_f32 ? machine.peak_f32->gflops : 0;
+  const double peak_low = machine.peak_low ? machine.peak_low->gflops : 0;
+  for (BenchResult& res : results) {
+    res.ratio_to_fp32 = fp32_median > 0 ? res.median / fp32_median : 0;
+    const double per_step = double(samples_per_step(o.run) * ranks);
+    const double measured_ms = measured_step_ms(o, res, ranks);
+    if (res.predicted_ms > 0 && measured_ms > 0)
+      res.prediction_error_pct = 100.0 * (res.predicted_ms - measured_ms) / measured_ms;
+    // Roofline: the counted FLOPs at the median rate, against the peak of the step's GEMM mix.
+    const double steps_per_sec = res.median / per_step;
+    res.achieved_gflops = double(res.flops.total()) * steps_per_sec * 1e-9;
+    res.peak_gflops = mixed_gemm_peak_gflops(res.flops, peak_f32, peak_low);
+    res.pct_of_peak = res.peak_gflops > 0 ? 100.0 * res.achieved_gflops / res.peak_gflops : 0;
+    if (!res.joules.empty()) {
+      res.joules_per_step = median_of(res.joules) / double(o.steps);
+      res.samples_per_joule = res.joules_per_step > 0 ? per_step / res.joules_per_step : 0;
+      CAMPO_CHECK(res.energy_seconds.size() == res.joules.size(), "internal: ", res.joules.size(),
+                  " energy readings of ", res.energy_seconds.size(), " windows");
+      const double shortest =
+          *std::min_element(res.energy_seconds.begin(), res.energy_seconds.end());
+      res.energy_reliable = shortest >= kReliableEnergyRefreshes * machine.energy_update_period_s;
+    }
+  }
+  return fp32_median;
+}
+
+// The lines above the table: the job, where its costs came from, the ranks, the GEMM peaks,
+// energy, the device, determinism and the cuDNN algorithm search.
+void print_bench_header(const BenchOptions& o, size_t repetitions, const BenchMachine& machine,
+                        std::ostream& out) {
+  const int ranks = machine.world_size();
   const bool tokens = is_known_model(o.run.model) && model_input(o.run.model) == ModelInput::tokens;
   out << "bench: " << o.run.model << ", batch " << o.run.batch << ", input "
       << (tokens ? "[" + std::to_string(o.run.seq_len) + "] tokens"
@@ -436,26 +468,22 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
     out << "data-parallel: " << ranks << " ranks (" << machine.ranks->transport() << "), batch "
         << o.run.batch << " per rank; samples/s are every rank's; one process: the same step, "
         << "rank 0 alone, timed before each repetition\n";
-  const double peak_f32 = machine.peak_f32 ? machine.peak_f32->gflops : 0;
-  const double peak_low = machine.peak_low ? machine.peak_low->gflops : 0;
   char line[512];
   if (machine.peak_f32 && machine.peak_low) {
     std::snprintf(line, sizeof line,
                   "peak: one %lldx%lldx%lld GEMM (campo's MatMul kernel, best of %d): f32 %.1f "
                   "GFLOP/s, %s %.1f GFLOP/s\n",
                   (long long)machine.peak_f32->m, (long long)machine.peak_f32->n,
-                  (long long)machine.peak_f32->k, machine.peak_f32->reps, peak_f32,
-                  dtype_name(machine.peak_low->dtype), peak_low);
+                  (long long)machine.peak_f32->k, machine.peak_f32->reps, machine.peak_f32->gflops,
+                  dtype_name(machine.peak_low->dtype), machine.peak_low->gflops);
     out << line;
   } else {
     out << "peak: not measured (--no-peak)\n";
   }
   if (!machine.energy_unavailable.empty())
     out << "energy: not available (" << machine.energy_unavailable << ")\n";
-  nlohmann::json j = nlohmann::json::array();
   // What the figures were measured on (Backend::describe of the benchmarked device).
-  const std::string& machine_name = machine.device;
-  out << "device: " << machine_name << "\n";
+  out << "device: " << machine.device << "\n";
   if (machine.device_report) {
     const Backend& backend = *machine.device_report->backend();
     if (backend.deterministic()) out << "deterministic: on (--deterministic)\n";
@@ -470,196 +498,217 @@ std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchRe
       out << line;
     }
   }
-  for (BenchResult& res : results) {
-    res.ratio_to_fp32 = fp32_median > 0 ? res.median / fp32_median : 0;
-    const double per_step = double(samples_per_step(o.run) * ranks);
-    const double measured_ms = res.median > 0 ? 1000.0 * per_step / res.median : 0;
-    if (res.predicted_ms > 0 && measured_ms > 0)
-      res.prediction_error_pct = 100.0 * (res.predicted_ms - measured_ms) / measured_ms;
-    // Roofline: the counted FLOPs at the median rate, against the peak of the step's GEMM mix.
-    const double steps_per_sec = res.median / per_step;
-    res.achieved_gflops = double(res.flops.total()) * steps_per_sec * 1e-9;
-    res.peak_gflops = mixed_gemm_peak_gflops(res.flops, peak_f32, peak_low);
-    res.pct_of_peak = res.peak_gflops > 0 ? 100.0 * res.achieved_gflops / res.peak_gflops : 0;
-    // The --steps whose shortest window would span kReliableEnergyRefreshes refreshes (0:
-    // the windows are long enough).
-    double steps_for_energy = 0;
-    if (!res.joules.empty()) {
-      res.joules_per_step = median_of(res.joules) / double(o.steps);
-      res.samples_per_joule = res.joules_per_step > 0 ? per_step / res.joules_per_step : 0;
-      CAMPO_CHECK(res.energy_seconds.size() == res.joules.size(), "internal: ", res.joules.size(),
-                  " energy readings of ", res.energy_seconds.size(), " windows");
+}
+
+// --data-parallel: the timed steps' communication per step (every repetition's); null for a
+// result without ranks.
+nlohmann::json result_communication(const BenchOptions& o, const BenchResult& res,
+                                    const BenchMachine& machine, size_t repetitions) {
+  if (!res.scaling) return nlohmann::json();
+  return communication_json(*machine.ranks, res.communication,
+                            double(o.steps) * double(repetitions));
+}
+
+// One policy's lines of the table.
+void print_bench_result(const BenchOptions& o, const BenchResult& res, const BenchMachine& machine,
+                        double fp32_median, const nlohmann::json& communication,
+                        std::ostream& out) {
+  const int ranks = machine.world_size();
+  char line[512];
+  char cast_time[64];
+  std::snprintf(cast_time, sizeof cast_time, "%6.2f ms/step in casts (%4.1f%%)",
+                res.cast_ms_per_step,
+                res.step_ms > 0 ? 100.0 * res.cast_ms_per_step / res.step_ms : 0.0);
+  char folded[32] = "";
+  if (res.folded > 0) std::snprintf(folded, sizeof folded, " (+%d folded)", res.folded);
+  std::snprintf(line, sizeof line,
+                "%-8s %-11s %9.1f samples/s (%.1f-%.1f)  x%s  %3d casts%s  %s  %d nodes low\n",
+                o.run.model.c_str(), res.precision.c_str(), res.median, res.min, res.max,
+                fp32_median > 0 ? (std::to_string(res.ratio_to_fp32).substr(0, 4)).c_str() : "-",
+                res.casts, folded, cast_time, res.low_nodes);
+  out << line;
+  if (res.predicted_ms > 0) {
+    std::snprintf(line, sizeof line,
+                  "%-8s %-11s predicted %.2f ms/step, measured %.2f ms/step (%+.1f%%)\n", "", "",
+                  res.predicted_ms, measured_step_ms(o, res, ranks), res.prediction_error_pct);
+    out << line;
+  }
+  if (res.vs_amp) {
+    const PairedRatio& p = *res.vs_amp;
+    char ci[64] = "95% CI needs 6 or more repetitions";
+    if (!std::isnan(p.ci_low))
+      std::snprintf(ci, sizeof ci, "95%% CI %.3f-%.3f", p.ci_low, p.ci_high);
+    std::snprintf(line, sizeof line,
+                  "%-8s %-11s x%.3f of amp, paired by repetition (%s; faster in %d of %zu)\n", "",
+                  "", p.median, ci, p.faster, p.ratios.size());
+    out << line;
+  }
+  {
+    const double gemm_share =
+        res.flops.gemm > 0 ? 100.0 * double(res.flops.gemm_low) / double(res.flops.gemm) : 0;
+    char peak[160] = "";
+    if (res.peak_gflops > 0 && res.flops.gemm_low == 0)
+      std::snprintf(peak, sizeof peak, ", %.1f%% of the f32 GEMM peak", res.pct_of_peak);
+    else if (res.peak_gflops > 0)
+      std::snprintf(peak, sizeof peak,
+                    ", %.1f%% of the GEMM peak of its mix (%.1f GFLOP/s: %.0f%% of the GEMM "
+                    "FLOPs in %s)",
+                    res.pct_of_peak, res.peak_gflops, gemm_share,
+                    dtype_name(bench_low_dtype(o.run)));
+    std::snprintf(line, sizeof line,
+                  "%-8s %-11s roofline: %.3f GFLOP/step (%.3f in GEMMs), %.2f GFLOP/s%s\n", "", "",
+                  double(res.flops.total()) * 1e-9, double(res.flops.gemm) * 1e-9,
+                  res.achieved_gflops, peak);
+    out << line;
+  }
+  if (res.scaling) {
+    const PairedRatio& p = *res.scaling;
+    const nlohmann::json& reduce = communication["reduce_ms_per_step"];
+    char reduced[32] = "(not timed)";
+    if (!reduce.is_null()) std::snprintf(reduced, sizeof reduced, "%.2f", reduce.get<double>());
+    std::snprintf(line, sizeof line,
+                  "%-8s %-11s %.1f samples/s per rank, one process %.1f: scaling efficiency "
+                  "%.2f (median of %zu paired repetitions); gradients %.1f MiB/step in %.0f "
+                  "buckets, reduced in %s ms/step, waited %.2f ms/step\n",
+                  "", "", res.median / ranks, median_of(res.one_process_samples_per_sec), p.median,
+                  p.ratios.size(), communication["bytes_per_step"].get<double>() / (1 << 20),
+                  communication["buckets"].get<double>(), reduced,
+                  communication["wait_ms_per_step"].get<double>());
+    out << line;
+  }
+  out << std::string(21, ' ') << "memory: " << memory_line(res.memory) << "\n";
+  if (!res.guard_line.empty()) out << std::string(21, ' ') << res.guard_line << "\n";
+  if (machine.device_report && machine.device_report->backend()->capture_unsupported().empty())
+    out << std::string(21, ' ') << res.cuda_graph_line << "\n";
+  if (!res.joules.empty()) {
+    std::string source = machine.energy_source;
+    for (char& c : source) c = char(std::toupper(static_cast<unsigned char>(c)));
+    char reliability[160] = "";
+    if (!res.energy_reliable) {
+      // The --steps whose shortest window would span kReliableEnergyRefreshes refreshes.
       const double shortest =
           *std::min_element(res.energy_seconds.begin(), res.energy_seconds.end());
       const double needed = kReliableEnergyRefreshes * machine.energy_update_period_s;
-      res.energy_reliable = shortest >= needed;
-      if (!res.energy_reliable)
-        steps_for_energy = std::ceil(double(o.steps) * needed / std::max(shortest, 1e-9));
+      const double steps_for_energy =
+          std::ceil(double(o.steps) * needed / std::max(shortest, 1e-9));
+      std::snprintf(reliability, sizeof reliability,
+                    "; not reliable: windows from %.3g ms, under %.0f of the counter's %.3g ms "
+                    "refreshes; --steps %.0f or more",
+                    1e3 * shortest, kReliableEnergyRefreshes, 1e3 * machine.energy_update_period_s,
+                    steps_for_energy);
     }
-    char cast_time[64];
-    std::snprintf(cast_time, sizeof cast_time, "%6.2f ms/step in casts (%4.1f%%)",
-                  res.cast_ms_per_step,
-                  res.step_ms > 0 ? 100.0 * res.cast_ms_per_step / res.step_ms : 0.0);
-    char folded[32] = "";
-    if (res.folded > 0) std::snprintf(folded, sizeof folded, " (+%d folded)", res.folded);
-    std::snprintf(line, sizeof line,
-                  "%-8s %-11s %9.1f samples/s (%.1f-%.1f)  x%s  %3d casts%s  %s  %d nodes low\n",
-                  o.run.model.c_str(), res.precision.c_str(), res.median, res.min, res.max,
-                  fp32_median > 0 ? (std::to_string(res.ratio_to_fp32).substr(0, 4)).c_str() : "-",
-                  res.casts, folded, cast_time, res.low_nodes);
+    std::snprintf(line, sizeof line, "%-8s %-11s energy: %.3f J/step, %.2f samples/J (%s%s)\n", "",
+                  "", res.joules_per_step, res.samples_per_joule, source.c_str(), reliability);
     out << line;
-    if (res.predicted_ms > 0) {
-      std::snprintf(line, sizeof line,
-                    "%-8s %-11s predicted %.2f ms/step, measured %.2f ms/step (%+.1f%%)\n", "", "",
-                    res.predicted_ms, measured_ms, res.prediction_error_pct);
-      out << line;
+  }
+}
+
+nlohmann::json paired_json(const PairedRatio& p) {
+  return nlohmann::json{{"ratios", p.ratios},
+                        {"median", p.median},
+                        {"ci95", std::isnan(p.ci_low) ? nlohmann::json(nullptr)
+                                                      : nlohmann::json{p.ci_low, p.ci_high}},
+                        {"faster", p.faster}};
+}
+
+// One policy's entry of --json.
+nlohmann::json bench_result_json(const BenchOptions& o, const BenchResult& res,
+                                 const BenchMachine& machine, const nlohmann::json& communication) {
+  const int ranks = machine.world_size();
+  nlohmann::json e = {{"model", o.run.model},
+                      {"machine", machine.device},
+                      {"precision", res.precision},
+                      {"low_precision", o.run.mixed.low_precision},
+                      {"batch", o.run.batch},
+                      {"world_size", ranks},
+                      {"array", o.run.array},
+                      {"samples_per_sec", res.samples_per_sec},
+                      {"median_samples_per_sec", res.median},
+                      {"ratio_to_fp32", res.ratio_to_fp32},
+                      {"casts", res.casts},
+                      {"folded_casts", res.folded},
+                      {"weight_copies", res.weight_copies},
+                      {"cast_elements", res.cast_elements},
+                      {"cast_ms_per_step", res.cast_ms_per_step},
+                      {"step_ms", res.step_ms},
+                      {"low_nodes", res.low_nodes},
+                      {"predicted_ms", res.predicted_ms},
+                      {"measured_ms", measured_step_ms(o, res, ranks)},
+                      {"prediction_error_pct", res.prediction_error_pct},
+                      {"flops_per_step", res.flops.total()},
+                      {"gemm_flops_per_step", res.flops.gemm},
+                      {"gemm_flops_low_per_step", res.flops.gemm_low},
+                      {"other_flops_per_step", res.flops.other},
+                      {"achieved_gflops", res.achieved_gflops}};
+  if (!res.op_ms.empty()) {
+    nlohmann::json ops = nlohmann::json::array();
+    for (const OpTime& t : res.op_ms)
+      ops.push_back({{"op", t.op}, {"dtype", t.dtype}, {"ms", t.ms}});
+    e["op_ms"] = ops;
+  }
+  if (res.precision == "cost-aware" && o.run.plan_for.active()) {
+    e["for"] = o.run.plan_for.device;  // its plan: from costs predicted for that device
+    e["costs"] = o.run.costs_note;
+  }
+  e["memory"] = memory_json(res.memory);
+  e["cuda_graph"] = res.cuda_graph;
+  if (!res.guard.is_null()) e["guard"] = res.guard;
+  e["peak_rss_mib"] = double(peak_resident_memory_bytes()) / double(1 << 20);
+  if (machine.device_report) machine.device_report->add_to(e);
+  auto or_null = [](bool known, double v) { return known ? nlohmann::json(v) : nlohmann::json(); };
+  const double peak_f32 = machine.peak_f32 ? machine.peak_f32->gflops : 0;
+  const double peak_low = machine.peak_low ? machine.peak_low->gflops : 0;
+  e["peak_gflops_f32"] = or_null(peak_f32 > 0, peak_f32);
+  e["peak_gflops_low"] = or_null(peak_low > 0, peak_low);
+  e["peak_gflops"] = or_null(res.peak_gflops > 0, res.peak_gflops);
+  e["pct_of_peak"] = or_null(res.peak_gflops > 0, res.pct_of_peak);
+  e["pct_of_peak_f32"] = or_null(peak_f32 > 0, 100.0 * res.achieved_gflops / peak_f32);
+  e["pct_of_peak_low"] = or_null(peak_low > 0, 100.0 * res.achieved_gflops / peak_low);
+  if (res.joules.empty())
+    e["energy"] = nullptr;
+  else
+    e["energy"] = {{"joules", res.joules},
+                   {"joules_per_step", res.joules_per_step},
+                   {"samples_per_joule", res.samples_per_joule},
+                   {"source", machine.energy_source},
+                   {"window_seconds", res.energy_seconds},
+                   {"update_period_seconds", machine.energy_update_period_s},
+                   {"reliable", res.energy_reliable}};
+  if (res.vs_amp) e["vs_amp"] = paired_json(*res.vs_amp);
+  if (res.scaling) {
+    e["transport"] = machine.ranks->transport();
+    e["samples_per_sec_per_rank"] = res.median / ranks;
+    e["one_process_samples_per_sec"] = res.one_process_samples_per_sec;
+    e["scaling_efficiency"] = paired_json(*res.scaling);
+    e["communication"] = communication;
+  }
+  return e;
+}
+
+}  // namespace
+
+std::vector<BenchResult> finish_bench(const BenchOptions& o, std::vector<BenchResult>& results,
+                                      const BenchMachine& machine, std::ostream& out) {
+  const size_t repetitions = results.empty() ? 0 : results[0].samples_per_sec.size();
+  if (repetitions == 0) {
+    // --lockstep whose stdin closed before the first "run": nothing was measured.
+    out << "bench: " << o.run.model << ": no repetition was run, nothing measured\n";
+    if (!o.json_path.empty()) {
+      write_file_atomically(o.json_path, "[]\n");
+      out << "wrote " << o.json_path << "\n";
     }
-    if (res.vs_amp) {
-      const PairedRatio& p = *res.vs_amp;
-      char ci[64] = "95% CI needs 6 or more repetitions";
-      if (!std::isnan(p.ci_low))
-        std::snprintf(ci, sizeof ci, "95%% CI %.3f-%.3f", p.ci_low, p.ci_high);
-      std::snprintf(line, sizeof line,
-                    "%-8s %-11s x%.3f of amp, paired by repetition (%s; faster in %d of %zu)\n", "",
-                    "", p.median, ci, p.faster, p.ratios.size());
-      out << line;
-    }
-    {
-      const double gemm_share =
-          res.flops.gemm > 0 ? 100.0 * double(res.flops.gemm_low) / double(res.flops.gemm) : 0;
-      char peak[160] = "";
-      if (res.peak_gflops > 0 && res.flops.gemm_low == 0)
-        std::snprintf(peak, sizeof peak, ", %.1f%% of the f32 GEMM peak", res.pct_of_peak);
-      else if (res.peak_gflops > 0)
-        std::snprintf(peak, sizeof peak,
-                      ", %.1f%% of the GEMM peak of its mix (%.1f GFLOP/s: %.0f%% of the GEMM "
-                      "FLOPs in %s)",
-                      res.pct_of_peak, res.peak_gflops, gemm_share,
-                      dtype_name(bench_low_dtype(o.run)));
-      std::snprintf(line, sizeof line,
-                    "%-8s %-11s roofline: %.3f GFLOP/step (%.3f in GEMMs), %.2f GFLOP/s%s\n", "",
-                    "", double(res.flops.total()) * 1e-9, double(res.flops.gemm) * 1e-9,
-                    res.achieved_gflops, peak);
-      out << line;
-    }
-    // --data-parallel: the timed steps' communication, per step (every repetition's).
-    const nlohmann::json communication =
-        res.scaling ? communication_json(*machine.ranks, res.communication,
-                                         double(o.steps) * double(repetitions))
-                    : nlohmann::json();
-    if (res.scaling) {
-      const PairedRatio& p = *res.scaling;
-      const nlohmann::json& reduce = communication["reduce_ms_per_step"];
-      char reduced[32] = "(not timed)";
-      if (!reduce.is_null()) std::snprintf(reduced, sizeof reduced, "%.2f", reduce.get<double>());
-      std::snprintf(line, sizeof line,
-                    "%-8s %-11s %.1f samples/s per rank, one process %.1f: scaling efficiency "
-                    "%.2f (median of %zu paired repetitions); gradients %.1f MiB/step in %.0f "
-                    "buckets, reduced in %s ms/step, waited %.2f ms/step\n",
-                    "", "", res.median / ranks, median_of(res.one_process_samples_per_sec),
-                    p.median, p.ratios.size(),
-                    communication["bytes_per_step"].get<double>() / (1 << 20),
-                    communication["buckets"].get<double>(), reduced,
-                    communication["wait_ms_per_step"].get<double>());
-      out << line;
-    }
-    out << std::string(21, ' ') << "memory: " << memory_line(res.memory) << "\n";
-    if (!res.guard_line.empty()) out << std::string(21, ' ') << res.guard_line << "\n";
-    if (machine.device_report && machine.device_report->backend()->capture_unsupported().empty())
-      out << std::string(21, ' ') << res.cuda_graph_line << "\n";
-    if (!res.joules.empty()) {
-      std::string source = machine.energy_source;
-      for (char& c : source) c = char(std::toupper(static_cast<unsigned char>(c)));
-      char reliability[160] = "";
-      if (!res.energy_reliable)
-        std::snprintf(reliability, sizeof reliability,
-                      "; not reliable: windows from %.3g ms, under %.0f of the counter's %.3g ms "
-                      "refreshes; --steps %.0f or more",
-                      1e3 * *std::min_element(res.energy_seconds.begin(), res.energy_seconds.end()),
-                      kReliableEnergyRefreshes, 1e3 * machine.energy_update_period_s,
-                      steps_for_energy);
-      std::snprintf(line, sizeof line, "%-8s %-11s energy: %.3f J/step, %.2f samples/J (%s%s)\n",
-                    "", "", res.joules_per_step, res.samples_per_joule, source.c_str(),
-                    reliability);
-      out << line;
-    }
-    j.push_back({{"model", o.run.model},
-                 {"machine", machine_name},
-                 {"precision", res.precision},
-                 {"low_precision", o.run.mixed.low_precision},
-                 {"batch", o.run.batch},
-                 {"world_size", ranks},
-                 {"array", o.run.array},
-                 {"samples_per_sec", res.samples_per_sec},
-                 {"median_samples_per_sec", res.median},
-                 {"ratio_to_fp32", res.ratio_to_fp32},
-                 {"casts", res.casts},
-                 {"folded_casts", res.folded},
-                 {"weight_copies", res.weight_copies},
-                 {"cast_elements", res.cast_elements},
-                 {"cast_ms_per_step", res.cast_ms_per_step},
-                 {"step_ms", res.step_ms},
-                 {"low_nodes", res.low_nodes},
-                 {"predicted_ms", res.predicted_ms},
-                 {"measured_ms", measured_ms},
-                 {"prediction_error_pct", res.prediction_error_pct},
-                 {"flops_per_step", res.flops.total()},
-                 {"gemm_flops_per_step", res.flops.gemm},
-                 {"gemm_flops_low_per_step", res.flops.gemm_low},
-                 {"other_flops_per_step", res.flops.other},
-                 {"achieved_gflops", res.achieved_gflops}});
-    if (!res.op_ms.empty()) {
-      nlohmann::json ops = nlohmann::json::array();
-      for (const OpTime& t : res.op_ms)
-        ops.push_back({{"op", t.op}, {"dtype", t.dtype}, {"ms", t.ms}});
-      j.back()["op_ms"] = ops;
-    }
-    nlohmann::json& e = j.back();
-    if (res.precision == "cost-aware" && o.run.plan_for.active()) {
-      e["for"] = o.run.plan_for.device;  // its plan: from costs predicted for that device
-      e["costs"] = o.run.costs_note;
-    }
-    e["memory"] = memory_json(res.memory);
-    e["cuda_graph"] = res.cuda_graph;
-    if (!res.guard.is_null()) e["guard"] = res.guard;
-    e["peak_rss_mib"] = double(peak_resident_memory_bytes()) / double(1 << 20);
-    if (machine.device_report) machine.device_report->add_to(e);
-    auto or_null = [](bool known, double v) {
-      return known ? nlohmann::json(v) : nlohmann::json();
-    };
-    e["peak_gflops_f32"] = or_null(peak_f32 > 0, peak_f32);
-    e["peak_gflops_low"] = or_null(peak_low > 0, peak_low);
-    e["peak_gflops"] = or_null(res.peak_gflops > 0, res.peak_gflops);
-    e["pct_of_peak"] = or_null(res.peak_gflops > 0, res.pct_of_peak);
-    e["pct_of_peak_f32"] = or_null(peak_f32 > 0, 100.0 * res.achieved_gflops / peak_f32);
-    e["pct_of_peak_low"] = or_null(peak_low > 0, 100.0 * res.achieved_gflops / peak_low);
-    if (res.joules.empty())
-      e["energy"] = nullptr;
-    else
-      e["energy"] = {{"joules", res.joules},
-                     {"joules_per_step", res.joules_per_step},
-                     {"samples_per_joule", res.samples_per_joule},
-                     {"source", machine.energy_source},
-                     {"window_seconds", res.energy_seconds},
-                     {"update_period_seconds", machine.energy_update_period_s},
-                     {"reliable", res.energy_reliable}};
-    auto paired_json = [](const PairedRatio& p) {
-      return nlohmann::json{{"ratios", p.ratios},
-                            {"median", p.median},
-                            {"ci95", std::isnan(p.ci_low) ? nlohmann::json(nullptr)
-                                                          : nlohmann::json{p.ci_low, p.ci_high}},
-                            {"faster", p.faster}};
-    };
-    if (res.vs_amp) e["vs_amp"] = paired_json(*res.vs_amp);
-    if (res.scaling) {
-      e["transport"] = machine.ranks->transport();
-      e["samples_per_sec_per_rank"] = res.median / ranks;
-      e["one_process_samples_per_sec"] = res.one_process_samples_per_sec;
-      e["scaling_efficiency"] = paired_json(*res.scaling);
-      e["communication"] = communication;
-    }
+    return results;
+  }
+  const double fp32_median = summarize_results(o, results, machine);
+  print_bench_header(o, repetitions, machine, out);
+  nlohmann::json j = nlohmann::json::array();
+  for (const BenchResult& res : results) {
+    const nlohmann::json communication = result_communication(o, res, machine, repetitions);
+    print_bench_result(o, res, machine, fp32_median, communication, out);
+    j.push_back(bench_result_json(o, res, machine, communication));
   }
   // Every policy's session is alive at once: the process's peak is theirs together.
+  char line[128];
   std::snprintf(line, sizeof line, "peak RSS of the process (every policy): %.1f MiB\n",
                 double(peak_resident_memory_bytes()) / double(1 << 20));
   out << line;
