@@ -645,6 +645,7 @@ void print_fit_comparison(const std::vector<FitComparison>& comparisons,
 
 void compare_fits(const std::string& samples_path, std::ostream& out) {
   const std::string where = "--compare-fits " + samples_path;
+  require_input_file(samples_path, "--compare-fits samples file");  // a FIFO would hang
   std::ifstream in(samples_path, std::ios::binary);
   CAMPO_CHECK(in, where, ": cannot be read");
   std::stringstream text;
