@@ -9,6 +9,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <sstream>
 
 #include "runtime/atomic_file.h"
@@ -324,8 +325,13 @@ const OpModel& OpModel::for_features(const NodeFeatures& f) const {
   return *this;
 }
 
-double OpModel::predict_low_ms(const NodeFeatures& f, double fp32_ms) const {
-  if (const OpModel& m = for_features(f); &m != this) return m.predict_low_ms(f, fp32_ms);
+double OpModel::predict_low_ms(const NodeFeatures& f, double fp32_ms, const NodeShape* node) const {
+  if (shape) {
+    CAMPO_CHECK(node && node->known(), "internal: the model of ", key,
+                " is fitted by shape and was given no node shape");
+    return fp32_ms > 0 ? shape->low_ms(*node, fp32_ms) : 0.0;
+  }
+  if (const OpModel& m = for_features(f); &m != this) return m.predict_low_ms(f, fp32_ms, node);
   double t = sigma * fp32_ms + bias;
   for (size_t i = 0; i < features.size(); ++i) t += weights[i] * f[size_t(features[i])];
   return std::max(0.0, t);
@@ -337,7 +343,7 @@ double score(const OpModel& m, const std::vector<OpSample>& samples) {
   if (samples.empty()) return -1;
   std::vector<double> p, t;
   for (const OpSample& s : samples) {
-    p.push_back(m.predict_low_ms(s.features, s.fp32_ms));
+    p.push_back(m.predict_low_ms(s.features, s.fp32_ms, &s.shape));
     t.push_back(s.low_ms);
   }
   return mape_percent(p, t);
@@ -445,6 +451,164 @@ OpModel fit_op_model(const std::string& key, const std::vector<OpSample>& train,
         fit_op_model(key, analytic_only(train), analytic_only(heldout)));
   }
   return m;
+}
+
+int min_shape_feature_samples(ShapeFamily f) {
+  return std::max(24, 4 * int(shape_term_names(f).size()));
+}
+
+namespace {
+
+ShapeFamily family_of(const std::vector<ShapeSample>& train) {
+  CAMPO_CHECK(!train.empty(), "internal: a shape fit of no samples");
+  for (const ShapeSample& s : train) {
+    CAMPO_CHECK(s.shape.known() && s.shape.family == train[0].shape.family,
+                "internal: shape samples of mixed or unknown families");
+    CAMPO_CHECK(s.fp32_ms > 0 && s.low_ms > 0, "internal: a shape sample with a time <= 0");
+  }
+  return train[0].shape.family;
+}
+
+}  // namespace
+
+ShapeModel fit_shape_features(const std::vector<ShapeSample>& train) {
+  ShapeModel m;
+  m.form = "features";
+  m.family = family_of(train);
+  if (int(train.size()) < min_shape_feature_samples(m.family)) return {};
+  std::vector<std::vector<double>> rows;
+  std::vector<double> y;
+  for (const ShapeSample& s : train) {
+    rows.push_back(shape_terms(s.shape, s.fp32_ms));
+    y.push_back(std::log(s.low_ms / s.fp32_ms));
+  }
+  m.weights = least_squares(rows, y);
+  return m;
+}
+
+ShapeModel fit_shape_table(const std::vector<ShapeSample>& train) {
+  ShapeModel m;
+  m.form = "table";
+  m.family = family_of(train);
+  // Samples of one shape (the same layer at several places, or in several graphs) become one
+  // point: the mean of their log efficiencies.
+  std::map<std::vector<double>, std::pair<double, int>> by_point;
+  for (const ShapeSample& s : train) {
+    auto& [sum, count] = by_point[shape_coordinates(s.shape)];
+    sum += std::log(shape_work(s.shape) / s.low_ms);
+    ++count;
+  }
+  for (const auto& [point, sum_count] : by_point) {
+    m.points.push_back(point);
+    m.log_efficiencies.push_back(sum_count.first / sum_count.second);
+  }
+  return m;
+}
+
+const char* fit_form_name(FitForm f) {
+  switch (f) {
+    case FitForm::linear:
+      return "linear";
+    case FitForm::shape_features:
+      return "shape-features";
+    case FitForm::shape_table:
+      return "shape-table";
+  }
+  return "?";
+}
+
+namespace {
+
+// The op model of form `form` fitted on `train` (the linear one: fit_op_model's), or nothing
+// where that form cannot be fitted on these samples.
+std::optional<OpModel> fit_form(FitForm form, const std::string& key,
+                                const std::vector<OpSample>& train,
+                                const std::vector<OpSample>& heldout) {
+  if (form == FitForm::linear) return fit_op_model(key, train, heldout);
+  std::vector<ShapeSample> shapes;
+  for (const OpSample& s : train) {
+    if (!s.shape.known() || !(s.fp32_ms > 0) || s.shape.family != train[0].shape.family)
+      return std::nullopt;
+    shapes.push_back({s.shape, s.fp32_ms, s.low_ms});
+  }
+  for (const OpSample& s : heldout)
+    if (!s.shape.known() || !(s.fp32_ms > 0) || s.shape.family != train[0].shape.family)
+      return std::nullopt;
+  ShapeModel sm =
+      form == FitForm::shape_features ? fit_shape_features(shapes) : fit_shape_table(shapes);
+  if (sm.form.empty()) return std::nullopt;  // too few samples for its terms
+  OpModel m;
+  m.key = key;
+  m.fit = fit_form_name(form);
+  m.shape = std::make_shared<const ShapeModel>(std::move(sm));
+  m.train_samples = int(train.size());
+  m.heldout_samples = int(heldout.size());
+  m.train_mape = score(m, train);
+  m.heldout_mape = score(m, heldout);
+  return m;
+}
+
+// MAPE of `form` over kShapeFolds folds of whole groups of `train`; -1 with fewer than two
+// groups or where a fold cannot be fitted.
+double cross_validated_mape(FitForm form, const std::string& key,
+                            const std::vector<OpSample>& train) {
+  std::vector<int64_t> groups;
+  for (const OpSample& s : train) groups.push_back(s.group);
+  std::sort(groups.begin(), groups.end());
+  groups.erase(std::unique(groups.begin(), groups.end()), groups.end());
+  if (groups.size() < 2) return -1;
+  const int folds = std::min<int>(kShapeFolds, int(groups.size()));
+  std::vector<double> predicted, truth;
+  for (int fold = 0; fold < folds; ++fold) {
+    std::vector<OpSample> in, out;
+    for (const OpSample& s : train) {
+      const auto rank = std::lower_bound(groups.begin(), groups.end(), s.group) - groups.begin();
+      (rank % folds == fold ? out : in).push_back(s);
+    }
+    if (in.empty() || out.empty()) continue;
+    const std::optional<OpModel> m = fit_form(form, key, in, {});
+    if (!m) return -1;
+    for (const OpSample& s : out) {
+      predicted.push_back(m->predict_low_ms(s.features, s.fp32_ms, &s.shape));
+      truth.push_back(s.low_ms);
+    }
+  }
+  return truth.empty() ? -1 : mape_percent(predicted, truth);
+}
+
+}  // namespace
+
+OpModel fit_op_model_by_shape(const std::string& key, const std::vector<OpSample>& train,
+                              const std::vector<OpSample>& heldout, FitComparison* comparison) {
+  FitComparison c;
+  c.key = key;
+  c.train_samples = int(train.size());
+  c.heldout_samples = int(heldout.size());
+  OpModel best = fit_op_model(key, train, heldout);
+  c.heldout_mape[0] = best.heldout_mape;
+  if (!best.uses_counters()) {
+    c.cv_mape[0] = cross_validated_mape(FitForm::linear, key, train);
+    double best_cv = c.cv_mape[0];
+    for (FitForm form : {FitForm::shape_features, FitForm::shape_table}) {
+      const std::optional<OpModel> m = fit_form(form, key, train, heldout);
+      if (!m) continue;
+      c.heldout_mape[size_t(form)] = m->heldout_mape;
+      const double cv = cross_validated_mape(form, key, train);
+      c.cv_mape[size_t(form)] = cv;
+      // A shape fit replaces the linear model only on clear evidence (its cross-validated
+      // MAPE below kShapeFitMargin of the linear one's): on a noisy calibration the folds'
+      // scores move by more than the forms differ (docs/mixed-precision.md).
+      constexpr double kShapeFitMargin = 0.8;
+      const double bar = c.chosen == FitForm::linear ? kShapeFitMargin * best_cv : best_cv;
+      if (cv >= 0 && best_cv >= 0 && cv < bar) {
+        best_cv = cv;
+        best = *m;
+        c.chosen = form;
+      }
+    }
+  }
+  if (comparison) *comparison = c;
+  return best;
 }
 
 CastFit fit_cast_relative(const std::vector<std::pair<int64_t, double>>& samples) {
@@ -736,14 +900,55 @@ void check_cast_fit(const CastFit& c, const std::string& where) {
   require_mape(c.mape, where + ".mape");
 }
 
+// A shape model's parameters: its form the op model's fit's, as many weights as its family has
+// terms, table points of its family's coordinates, everything finite and bounded.
+void check_shape_model(const ShapeModel& s, const std::string& fit, const std::string& where) {
+  if ("shape-" + s.form != fit)
+    throw Corrupt{where + ".shape is a '" + s.form + "' model in a '" + fit + "' fit"};
+  if (s.form == "features") {
+    if (s.weights.size() != shape_term_names(s.family).size())
+      throw Corrupt{where + ".shape has " + std::to_string(s.weights.size()) + " weights for " +
+                    std::to_string(shape_term_names(s.family).size()) + " terms"};
+    for (double w : s.weights)
+      require_in(w, -kMaxMagnitude, kMaxMagnitude, where + ".shape.weight",
+                 "no shape term is worth that much");
+    return;
+  }
+  if (s.points.empty() || s.points.size() != s.log_efficiencies.size())
+    throw Corrupt{where + ".shape is a table without points"};
+  const size_t dims = shape_coordinates(NodeShape{.family = s.family}).size();
+  for (size_t i = 0; i < s.points.size(); ++i) {
+    if (s.points[i].size() != dims)
+      throw Corrupt{where + ".shape.points[" + std::to_string(i) + "] has " +
+                    std::to_string(s.points[i].size()) + " coordinates, not " +
+                    std::to_string(dims)};
+    for (double x : s.points[i])
+      require_in(x, 0, 64, where + ".shape.points[" + std::to_string(i) + "]",
+                 "a coordinate is the log2 of a dimension >= 1");
+    require_in(s.log_efficiencies[i], -100, 100, where + ".shape.log_efficiencies",
+               "no kernel does e^100 of work per ms, or e^-100");
+  }
+}
+
 void check_op_model(const OpModel& m) {
   const std::string where = "ops[" + m.key + "]";
   const size_t colon = m.key.find(':');
   if (colon != std::string::npos && m.key.substr(colon) != ":unaligned")
     throw Corrupt{"unknown model key '" + m.key + "' (expected <op> or <op>:unaligned)"};
-  if (m.fit != "features" && m.fit != "sigma+bias" && m.fit != "ratio")
+  if (m.fit != "features" && m.fit != "sigma+bias" && m.fit != "ratio" &&
+      m.fit != "shape-features" && m.fit != "shape-table")
     throw Corrupt{"unknown fit '" + m.fit + "' in " + where +
-                  " (expected features, sigma+bias or ratio)"};
+                  " (expected features, sigma+bias, ratio, shape-features or shape-table)"};
+  if (m.is_shape_fit() != (m.fit.rfind("shape-", 0) == 0))
+    throw Corrupt{where + " is a '" + m.fit + "' fit " +
+                  (m.is_shape_fit() ? "but has a shape model" : "without its shape model")};
+  if (m.is_shape_fit()) {
+    check_shape_model(*m.shape, m.fit, where);
+    const std::optional<OpKind> kind = parse_op_kind(m.key.substr(0, colon));
+    if (kind && shape_family_of(*kind) != m.shape->family)
+      throw Corrupt{where + ".shape is of the " + shape_family_name(m.shape->family) +
+                    " family, not " + shape_family_name(shape_family_of(*kind)) + "'s"};
+  }
   if (!(m.sigma > 0 && m.sigma <= kMaxSigma))
     throw Corrupt{"implausible " + where + ".sigma = " + show(m.sigma) +
                   ": the low-precision time must grow with the f32 time (expected > 0 .. " +
@@ -752,7 +957,10 @@ void check_op_model(const OpModel& m) {
              "it would predict 0 ms for every op under " + show(-m.bias) + " ms");
   if (m.fit != "features" && !m.features.empty())
     throw Corrupt{where + " is a '" + m.fit + "' fit but lists features"};
-  if (m.fit == "ratio" && m.bias != 0) throw Corrupt{where + " is a 'ratio' fit but has a bias"};
+  if ((m.fit == "ratio" || m.is_shape_fit()) && m.bias != 0)
+    throw Corrupt{where + " is a '" + m.fit + "' fit but has a bias"};
+  if (m.is_shape_fit() && (m.sigma != 1 || m.analytic))
+    throw Corrupt{where + " is a '" + m.fit + "' fit but has a sigma or an analytic model"};
   for (size_t i = 0; i < m.features.size(); ++i) {
     const std::string f = where + ".features[" + feature_name(m.features[i]) + "]";
     for (size_t k = 0; k < i; ++k)
@@ -839,6 +1047,53 @@ std::string with_advice(const std::string& path, const std::string& problem,
          "` to recalibrate";
 }
 
+ShapeFamily parse_shape_family(const std::string& name, const std::string& where) {
+  for (ShapeFamily f : {ShapeFamily::gemm, ShapeFamily::conv, ShapeFamily::other})
+    if (name == shape_family_name(f)) return f;
+  throw Corrupt{"unknown shape family '" + name + "' in " + where};
+}
+
+// An op model's "shape": {"family", "form": "features", "terms": [{"name", "weight"}]} (the
+// terms in shape_term_names' order, named so that a file of another term set is refused) or
+// {"family", "form": "table", "points": [[coordinates..., log ratio], ...]}.
+ShapeModel read_shape_model(const json& o, const std::string& where) {
+  ShapeModel s;
+  s.family = parse_shape_family(text(o, "family", where), where);
+  s.form = text(o, "form", where);
+  if (s.form == "features") {
+    const json& terms = field(o, "terms", where);
+    const std::vector<std::string>& names = shape_term_names(s.family);
+    if (!terms.is_array() || terms.size() != names.size())
+      throw Corrupt{"'" + where + ".terms' is not a list of the " + std::to_string(names.size()) +
+                    " terms of a " + shape_family_name(s.family) + " shape"};
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (text(terms[i], "name", where + ".terms[]") != names[i])
+        throw Corrupt{"'" + where + ".terms[" + std::to_string(i) + "]' is not '" + names[i] + "'"};
+      s.weights.push_back(number(terms[i], "weight", where + ".terms[]"));
+    }
+  } else if (s.form == "table") {
+    const json& points = field(o, "points", where);
+    if (!points.is_array()) throw Corrupt{"'" + where + ".points' is not a list"};
+    for (const json& p : points) {
+      if (!p.is_array() || p.size() < 2)
+        throw Corrupt{"'" + where + ".points[]' is not a list of numbers"};
+      std::vector<double> v;
+      for (const json& x : p) {
+        if (!x.is_number() || !std::isfinite(x.get<double>()))
+          throw Corrupt{"'" + where + ".points[]' holds a value that is not a finite number"};
+        v.push_back(x.get<double>());
+      }
+      s.log_efficiencies.push_back(v.back());
+      v.pop_back();
+      s.points.push_back(std::move(v));
+    }
+  } else {
+    throw Corrupt{"unknown shape model form '" + s.form + "' in " + where +
+                  " (expected features or table)"};
+  }
+  return s;
+}
+
 // One model of 'ops' (`where`: its place, for errors), and its analytic model, if any.
 OpModel read_op_model(const json& o, const std::string& at) {
   OpModel model;
@@ -860,6 +1115,9 @@ OpModel read_op_model(const json& o, const std::string& at) {
   }
   model.sigma = number(o, "sigma", where);
   model.bias = number(o, "bias_ms", where);
+  if (o.contains("shape"))
+    model.shape =
+        std::make_shared<const ShapeModel>(read_shape_model(o["shape"], where + ".shape"));
   model.train_samples = integer(o, "train_samples", where);
   model.heldout_samples = integer(o, "heldout_samples", where);
   model.train_mape = number(o, "train_mape", where);
@@ -896,6 +1154,25 @@ json op_model_json(const OpModel& m) {
             {"train_mape", m.train_mape},
             {"heldout_mape", m.heldout_mape}};
   if (m.analytic) o["analytic"] = op_model_json(*m.analytic);
+  if (m.shape) {
+    const ShapeModel& s = *m.shape;
+    json shape = {{"family", shape_family_name(s.family)}, {"form", s.form}};
+    if (s.form == "features") {
+      json terms = json::array();
+      for (size_t i = 0; i < s.weights.size(); ++i)
+        terms.push_back({{"name", shape_term_names(s.family)[i]}, {"weight", s.weights[i]}});
+      shape["terms"] = terms;
+    } else {
+      json points = json::array();
+      for (size_t i = 0; i < s.points.size(); ++i) {
+        json p = s.points[i];
+        p.push_back(s.log_efficiencies[i]);
+        points.push_back(p);
+      }
+      shape["points"] = points;
+    }
+    o["shape"] = shape;
+  }
   return o;
 }
 
@@ -996,14 +1273,18 @@ CalibrationCheck read_calibration_file(const std::string& path, const std::strin
     if (!j.is_object() || !j.contains("format") || j["format"] != "campo-calibration")
       throw Corrupt{"not a campo calibration file"};
     cal.version = integer(j, "version", "file");
-    if (cal.version < kCalibrationVersion)
+    if (cal.version < kOldestCalibrationVersion)
       return problem(CalibrationProblem::stale,
                      "is stale (format version " + std::to_string(cal.version) +
-                         ", this campo reads version " + std::to_string(kCalibrationVersion) + ")");
+                         ", this campo reads versions " +
+                         std::to_string(kOldestCalibrationVersion) + " to " +
+                         std::to_string(kCalibrationVersion) + ")");
     if (cal.version > kCalibrationVersion)
       return problem(CalibrationProblem::stale,
                      "is from a newer campo (format version " + std::to_string(cal.version) +
-                         ", this campo reads version " + std::to_string(kCalibrationVersion) + ")");
+                         ", this campo reads versions " +
+                         std::to_string(kOldestCalibrationVersion) + " to " +
+                         std::to_string(kCalibrationVersion) + ")");
     const json& m = field(j, "machine", "file");
     if (!m.is_object()) throw Corrupt{"machine is not an object"};
     // Files written before BackendIdentity hold the campo version in `machine`.
@@ -1233,7 +1514,10 @@ CostTable predict_costs(const Graph& g, const std::vector<double>& fp32_ms, cons
     c.fp32_ms = c.low_ms = t32;
     if (!may_run_low(n, lists) || t32 <= 0) continue;  // not in the lists, or not run at all
     const NodeFeatures f = features_with_counters(g, id, cal, counters);
-    if (const OpModel* m = cal.model_for(n.kind, f)) c.low_ms = m->predict_low_ms(f, t32);
+    if (const OpModel* m = cal.model_for(n.kind, f)) {
+      const NodeShape shape = node_shape(g, id);
+      c.low_ms = m->predict_low_ms(f, t32, &shape);
+    }
   }
   costs.cast = cal.cast;
   if (cal.cast_to_low.samples > 0 && cal.cast_to_f32.samples > 0) {  // per direction

@@ -27,13 +27,17 @@
 
 #include "amp/cost_aware.h"
 #include "amp/lists.h"
+#include "amp/shape_model.h"
 #include "graph/graph.h"
 #include "runtime/backend.h"
 #include "runtime/hardware_counters.h"
 
 namespace campo {
 
-constexpr int kCalibrationVersion = 1;
+// Version 2 added the shape fits (amp/shape_model.h, OpModel::shape); version 1 files, which
+// have none, still load.
+constexpr int kCalibrationVersion = 2;
+constexpr int kOldestCalibrationVersion = 1;
 
 // ---- node features ----
 
@@ -114,6 +118,10 @@ double median_of(std::vector<double> v);
 struct OpSample {
   NodeFeatures features{};
   double fp32_ms = 0, low_ms = 0;
+  NodeShape shape;  // for the shape fits; unknown (a default NodeShape): none is fitted
+  // Samples of one group are left out together when the fits are cross-validated (the
+  // calibration: the configuration's batch size, as whole batch sizes are held out).
+  int64_t group = 0;
 };
 
 struct OpModel {
@@ -124,8 +132,11 @@ struct OpModel {
   double sigma = 1.0;             // coefficient of T_fp32
   double bias = 0.0;              // ms
   // How it was fitted: "features" (the full model), "sigma+bias" (too few samples for the
-  // features), "ratio" (T_lp = sigma * T_fp32 only: fewer samples still).
+  // features), "ratio" (T_lp = sigma * T_fp32 only: fewer samples still); or by shape,
+  // "shape-features" / "shape-table" (`shape` holds it; sigma 1, bias 0, no features).
   std::string fit = "features";
+  std::shared_ptr<const ShapeModel> shape;
+  bool is_shape_fit() const { return shape != nullptr; }
   int train_samples = 0, heldout_samples = 0;
   double heldout_mape = -1;  // percent; -1 when nothing was held out
   double train_mape = -1;
@@ -139,8 +150,10 @@ struct OpModel {
   // feature it uses is unread in `f`.
   const OpModel& for_features(const NodeFeatures& f) const;
 
-  // >= 0; through `analytic` where a counter feature it uses is unread in `f`.
-  double predict_low_ms(const NodeFeatures& f, double fp32_ms) const;
+  // >= 0; through `analytic` where a counter feature it uses is unread in `f`. A shape fit
+  // needs the node's shape (an internal error without it: every caller has the node).
+  double predict_low_ms(const NodeFeatures& f, double fp32_ms,
+                        const NodeShape* shape = nullptr) const;
 };
 
 constexpr double kFeatureRhoThreshold = 0.75;
@@ -154,6 +167,38 @@ constexpr double kFeatureRhoThreshold = 0.75;
 inline constexpr double kMinOpModelBiasMs = -1.0;
 OpModel fit_op_model(const std::string& key, const std::vector<OpSample>& train,
                      const std::vector<OpSample>& heldout);
+
+// ---- per-op models by shape (amp/shape_model.h) ----
+
+// The shape fits of one family's samples (known shapes, times > 0). "features" needs
+// min_shape_feature_samples (max(24, 4 x its terms)) samples; with fewer it returns a model
+// without a form. "table": one sample is enough.
+int min_shape_feature_samples(ShapeFamily f);
+ShapeModel fit_shape_features(const std::vector<ShapeSample>& train);
+ShapeModel fit_shape_table(const std::vector<ShapeSample>& train);
+
+// The three forms of one op model side by side: the linear model of the analytic features
+// (fit_op_model), the shape features and the shape table. Each one's MAPE over a
+// cross-validation on the training samples (kShapeFolds folds of whole groups: batch sizes),
+// which chooses, and on the held-out samples, which is reported. -1: not fitted (too few
+// samples or groups, shapes unknown) or nothing to score.
+enum class FitForm : uint8_t { linear, shape_features, shape_table };
+constexpr int kFitForms = 3;
+const char* fit_form_name(FitForm f);  // "linear", "shape-features", "shape-table"
+constexpr int kShapeFolds = 4;
+struct FitComparison {
+  std::string key;
+  int train_samples = 0, heldout_samples = 0;
+  std::array<double, kFitForms> cv_mape{-1, -1, -1}, heldout_mape{-1, -1, -1};
+  FitForm chosen = FitForm::linear;
+};
+// fit_op_model, and where every sample has a shape, the two shape fits; the form with the
+// lowest cross-validated MAPE is returned (ties and anything not cross-validated: the linear
+// one). A linear model that uses hardware counters is kept as it is (its counters say what
+// a shape would). `comparison`, when given, receives the scores.
+OpModel fit_op_model_by_shape(const std::string& key, const std::vector<OpSample>& train,
+                              const std::vector<OpSample>& heldout,
+                              FitComparison* comparison = nullptr);
 
 // ---- f32 models: what the profiling step checks a calibration with ----
 

@@ -33,7 +33,12 @@ void calibration(const uint8_t* data, size_t size) {
   }
   NodeFeatures features{};
   features.fill(1.0);
-  for (const auto& [key, model] : cal.ops) model.predict_low_ms(features, 1.0);
+  for (const auto& [key, model] : cal.ops) {
+    NodeShape shape;  // every dimension 1, of the op's family (a shape fit needs one)
+    shape.family = shape_family_of(*parse_op_kind(key.substr(0, key.find(':'))));
+    shape.dims.fill(1.0);
+    model.predict_low_ms(features, 1.0, &shape);
+  }
 
   TempInput saved("calibration-saved", nullptr, 0);
   save_calibration(cal, saved.path());

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -170,7 +171,7 @@ struct Timing {
 void measure_graph(const std::string& label, const Graph& g, VariableStore& vars,
                    const std::vector<ValueId>& fetches, const TimingInputs& inputs,
                    const AmpLists& lists, DType low, const Timing& timing, uint64_t seed,
-                   bool heldout, Measurements& m) {
+                   bool heldout, int64_t batch, Measurements& m) {
   const BothPrecisionTimes t = measure_both_precisions(g, vars, fetches, inputs, lists, low,
                                                        timing.warmup, timing.steps, seed);
   const NodeCounterRead counters = read_node_counters(g, vars, fetches, inputs, seed);
@@ -200,6 +201,8 @@ void measure_graph(const std::string& label, const Graph& g, VariableStore& vars
                       counters.by_node.empty() ? unread_counters() : counters.by_node[size_t(id)]);
     s.s.fp32_ms = t32;
     s.s.low_ms = tlow;
+    s.s.shape = node_shape(g, id);
+    s.s.group = batch;
     s.heldout = heldout;
     m.ops.push_back(s);
   }
@@ -236,7 +239,7 @@ void measure_configuration(const Configuration& c, DType low, const Timing& timi
     const std::vector<ValueId> fetches =
         attention_graph(b, c.batch, c.shape.channels, c.shape.image_size);
     measure_graph(c.describe(), g, vars, fetches, TimingInputs{}, lists, low, timing, seed,
-                  c.heldout, m);
+                  c.heldout, c.batch, m);
     return;
   }
   ModelRunOptions r;
@@ -256,7 +259,7 @@ void measure_configuration(const Configuration& c, DType low, const Timing& timi
     for (const StepGraph& step : session->step_graphs()) {
       // No fetches: the optimizer updates (side effects) keep the whole step alive.
       measure_graph(c.describe() + " " + step.tag, *step.graph, session->variables(), {},
-                    step.timing_inputs, lists, low, timing, seed, c.heldout, m);
+                    step.timing_inputs, lists, low, timing, seed, c.heldout, c.batch, m);
     }
     return;
   }
@@ -265,7 +268,7 @@ void measure_configuration(const Configuration& c, DType low, const Timing& timi
   VariableStore vars(seed, backend);
   const TrainingGraphInfo info = build_training_graph(g, vars, spec);
   measure_graph(c.describe(), g, vars, info.fetches(), training_timing_inputs(r.classes), lists,
-                low, timing, seed, c.heldout, m);
+                low, timing, seed, c.heldout, c.batch, m);
 }
 
 // Standalone casts x (f32) -> low -> f32 of 2^10 .. 2^max_log2 elements.
@@ -381,12 +384,20 @@ double shape_spread(const Measurements& m) {
   return count > 0 ? sum / count : -1.0;
 }
 
+// Every op model, each in the form its cross-validation chooses (fit_op_model_by_shape), and
+// how the forms compared.
+struct FittedModels {
+  std::map<std::string, OpModel> models;
+  std::vector<FitComparison> comparisons;
+};
+
 // Fits every op model; GEMM ops get an unaligned model of their own when both paths have
 // enough training samples.
-std::map<std::string, OpModel> fit_models(const Measurements& m, std::ostream& log) {
+FittedModels fit_models(const std::vector<Sample>& ops, std::ostream& log) {
   std::map<std::string, std::vector<const Sample*>> by_op;
-  for (const Sample& s : m.ops) by_op[s.op].push_back(&s);
-  std::map<std::string, OpModel> models;
+  for (const Sample& s : ops) by_op[s.op].push_back(&s);
+  FittedModels fitted;
+  std::map<std::string, OpModel>& models = fitted.models;
   auto fit = [&](const std::string& key, const std::vector<const Sample*>& samples) {
     std::vector<OpSample> train, heldout;
     for (const Sample* s : samples) (s->heldout ? heldout : train).push_back(s->s);
@@ -395,7 +406,9 @@ std::map<std::string, OpModel> fit_models(const Measurements& m, std::ostream& l
           << "), no model: its nodes keep their f32 time as low-precision estimate\n";
       return;
     }
-    models[key] = fit_op_model(key, train, heldout);
+    FitComparison comparison;
+    models[key] = fit_op_model_by_shape(key, train, heldout, &comparison);
+    fitted.comparisons.push_back(comparison);
   };
   for (const auto& [op, samples] : by_op) {
     const bool gemm = op == "Conv2D" || op == "Conv2DBackpropInput" ||
@@ -414,7 +427,7 @@ std::map<std::string, OpModel> fit_models(const Measurements& m, std::ostream& l
       fit(op, samples);
     }
   }
-  return models;
+  return fitted;
 }
 
 // Every op's f32 model (amp/calibration.h's F32Model), both GEMM paths together.
@@ -465,7 +478,8 @@ Baselines baselines(const Calibration& cal, const std::string& key, const Measur
   for (const OpSample& s : heldout) {
     same.push_back(s.fp32_ms);
     truth.push_back(s.low_ms);
-    errors.push_back(100 * std::fabs(model.predict_low_ms(s.features, s.fp32_ms) - s.low_ms) /
+    errors.push_back(100 *
+                     std::fabs(model.predict_low_ms(s.features, s.fp32_ms, &s.shape) - s.low_ms) /
                      s.low_ms);
   }
   b.median = median_of(errors);
@@ -572,7 +586,126 @@ void print_report(const Calibration& cal, const Measurements& m, std::ostream& l
   }
 }
 
+// The held-out MAPE of each op model's forms side by side (Markdown), and their means: over
+// the models, and weighted by the held-out low-precision time each model predicts.
+void print_fit_comparison(const std::vector<FitComparison>& comparisons,
+                          const std::vector<Sample>& ops, std::ostream& out) {
+  std::map<std::string, double> heldout_ms;  // by model key
+  for (const Sample& s : ops) {
+    if (!s.heldout) continue;
+    const bool unaligned_split =
+        std::any_of(comparisons.begin(), comparisons.end(),
+                    [&](const FitComparison& c) { return c.key == s.op + ":unaligned"; });
+    const bool unaligned = unaligned_split && s.s.features[size_t(Feature::aligned)] == 0;
+    heldout_ms[unaligned ? s.op + ":unaligned" : s.op] += s.s.low_ms;
+  }
+  auto pct = [](double v) {
+    char t[16];
+    std::snprintf(t, sizeof t, "%.1f", v);
+    return v < 0 ? std::string("-") : std::string(t);
+  };
+  out << "\nheld-out MAPE of each fit (%; the fit a model uses is chosen by a " << kShapeFolds
+      << "-fold cross-validation over the training batch sizes, not by these):\n\n"
+      << "| op model | shape | train | held out | linear (before) | shape features | shape table "
+         "| chosen | after | cross-validated: linear / features / table |\n"
+      << "|---|---|---:|---:|---:|---:|---:|---|---:|---|\n";
+  double before_sum = 0, after_sum = 0, before_w = 0, after_w = 0, weight = 0;
+  int scored = 0;
+  for (const FitComparison& c : comparisons) {
+    const double before = c.heldout_mape[0], after = c.heldout_mape[size_t(c.chosen)];
+    const OpKind kind = *parse_op_kind(c.key.substr(0, c.key.find(':')));
+    out << "| " << c.key << " | " << shape_family_name(shape_family_of(kind)) << " | "
+        << c.train_samples << " | " << c.heldout_samples << " | " << pct(before) << " | "
+        << pct(c.heldout_mape[1]) << " | " << pct(c.heldout_mape[2]) << " | "
+        << fit_form_name(c.chosen) << " | " << pct(after) << " | " << pct(c.cv_mape[0]) << " / "
+        << pct(c.cv_mape[1]) << " / " << pct(c.cv_mape[2]) << " |\n";
+    if (before < 0 || after < 0) continue;
+    ++scored;
+    before_sum += before;
+    after_sum += after;
+    const double w = heldout_ms[c.key];
+    before_w += w * before;
+    after_w += w * after;
+    weight += w;
+  }
+  if (scored == 0) {
+    out << "\nnothing was held out\n";
+    return;
+  }
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "\nmean over %d op models: before %.1f%%, after %.1f%%; weighted by held-out "
+                "time: before %.1f%%, after %.1f%%\n",
+                scored, before_sum / scored, after_sum / scored,
+                weight > 0 ? before_w / weight : 0.0, weight > 0 ? after_w / weight : 0.0);
+  out << line;
+}
+
 }  // namespace
+
+void compare_fits(const std::string& samples_path, std::ostream& out) {
+  const std::string where = "--compare-fits " + samples_path;
+  require_input_file(samples_path, "--compare-fits samples file");  // a FIFO would hang
+  std::ifstream in(samples_path, std::ios::binary);
+  CAMPO_CHECK(in, where, ": cannot be read");
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::exception&) {
+    CAMPO_FAIL(where, ": not JSON (campo calibrate --samples FILE writes what it reads)");
+  }
+  CAMPO_CHECK(!(j.is_object() && j.contains("format") && j["format"] == "campo-calibration"), where,
+              ": is a calibration file, not its samples (campo calibrate --samples FILE "
+              "writes them)");
+  CAMPO_CHECK(j.is_object() && j.contains("ops") && j["ops"].is_array(), where,
+              ": not a calibration's samples (no 'ops' list; campo calibrate --samples FILE "
+              "writes one)");
+  std::vector<Sample> ops;
+  for (const nlohmann::json& o : j["ops"]) {
+    CAMPO_CHECK(o.is_object() && o.contains("shape") && o.contains("group"), where,
+                ": a sample without its shape or group (written before campo recorded them; "
+                "run campo calibrate --samples again)");
+    try {
+      Sample s;
+      s.op = o.at("op").get<std::string>();
+      CAMPO_CHECK(parse_op_kind(s.op).has_value(), where, ": unknown op '", s.op, "'");
+      s.heldout = o.at("heldout").get<bool>();
+      s.s.fp32_ms = o.at("fp32_ms").get<double>();
+      s.s.low_ms = o.at("low_ms").get<double>();
+      CAMPO_CHECK(s.s.fp32_ms > 0 && s.s.low_ms > 0, where, ": a sample of ", s.op,
+                  " with a time <= 0");
+      s.s.group = o.at("group").get<int64_t>();
+      for (int f = 0; f < kNumFeatures; ++f) {
+        const char* name = feature_name(Feature(f));
+        s.s.features[size_t(f)] = o.at("features").contains(name)
+                                      ? o.at("features").at(name).get<double>()
+                                      : std::numeric_limits<double>::quiet_NaN();
+      }
+      const std::string family = o.at("shape").at("family").get<std::string>();
+      const ShapeFamily expected = shape_family_of(*parse_op_kind(s.op));
+      s.s.shape.family = family == "gemm"   ? ShapeFamily::gemm
+                         : family == "conv" ? ShapeFamily::conv
+                                            : ShapeFamily::other;
+      const nlohmann::json& dims = o.at("shape").at("dims");
+      CAMPO_CHECK(dims.is_array() && dims.size() == size_t(kShapeDims), where, ": a shape of ",
+                  dims.size(), " dimensions, not ", kShapeDims);
+      for (int d = 0; d < kShapeDims; ++d)
+        s.s.shape.dims[size_t(d)] = dims[size_t(d)].get<double>();
+      CAMPO_CHECK(s.s.shape.family == expected || s.s.shape.family == ShapeFamily::other, where,
+                  ": a ", s.op, " sample described as a '", family, "' shape");
+      ops.push_back(std::move(s));
+    } catch (const nlohmann::json::exception& e) {
+      CAMPO_FAIL(where, ": a sample with a missing or ill-typed field (", e.what(), ")");
+    }
+  }
+  CAMPO_CHECK(!ops.empty(), where, ": no samples");
+  std::ostringstream quiet;  // fit_models' notes on keys without training samples
+  const FittedModels fitted = fit_models(ops, quiet);
+  out << "compare-fits: " << ops.size() << " samples of " << samples_path << "\n" << quiet.str();
+  print_fit_comparison(fitted.comparisons, ops, out);
+}
 
 Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
   // Every measurement runs on this backend, made once before any: one error line for a
@@ -733,8 +866,12 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
       for (int f = 0; f < kNumFeatures; ++f)  // unread counters are left out
         if (std::isfinite(s.s.features[size_t(f)]))
           features[feature_name(Feature(f))] = s.s.features[size_t(f)];
+      nlohmann::json dims = nlohmann::json::array();
+      for (double d : s.s.shape.dims) dims.push_back(d);
       ops.push_back({{"op", s.op},
                      {"heldout", s.heldout},
+                     {"group", s.s.group},
+                     {"shape", {{"family", shape_family_name(s.s.shape.family)}, {"dims", dims}}},
                      {"fp32_ms", s.s.fp32_ms},
                      {"low_ms", s.s.low_ms},
                      {"features", features}});
@@ -763,7 +900,8 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
     log << "wrote the hardware counters of " << table.nodes.size() << " samples to "
         << o.counters_out << "\n";
   }
-  cal.ops = fit_models(m, log);
+  const FittedModels fitted = fit_models(m.ops, log);
+  cal.ops = fitted.models;
   cal.cast_all = fit_casts(m.casts, [](const CastTiming&) { return true; });
   cal.cast_to_low = fit_casts(m.casts, [](const CastTiming& c) { return c.to != DType::f32; });
   cal.cast_to_f32 = fit_casts(m.casts, [](const CastTiming& c) { return c.to == DType::f32; });
@@ -774,6 +912,7 @@ Calibration run_calibration(const CalibrateOptions& o, std::ostream& log) {
   cal.f32_ops = fit_f32_models(m);
   cal.seconds = wall.seconds();
   print_report(cal, m, log);
+  print_fit_comparison(fitted.comparisons, m.ops, log);
 
   // How it was made, and the last judgement: identical shapes must agree.
   CalibrationRecord& r = cal.record;
@@ -850,7 +989,8 @@ TimedSample time_calibration_sample(const std::shared_ptr<Backend>& backend, DTy
   sample.cores = after.known ? after.cores : int(std::thread::hardware_concurrency());
   for (double s : m.spreads) sample.spread = std::max(sample.spread, s);
   for (const Sample& s : m.ops)
-    sample.nodes.push_back({*parse_op_kind(s.op), s.s.features, s.s.fp32_ms, s.s.low_ms});
+    sample.nodes.push_back(
+        {*parse_op_kind(s.op), s.s.features, s.s.shape, s.s.fp32_ms, s.s.low_ms});
   return sample;
 }
 

@@ -66,6 +66,7 @@ Calibration run_calibration(const CalibrateOptions& opts, std::ostream& log);
 struct TimedNode {
   OpKind kind{};
   NodeFeatures features{};
+  NodeShape shape;
   double fp32_ms = 0, low_ms = 0;
 };
 // A few of the calibration's configurations timed again (for `campo calibrate --check`):
@@ -83,6 +84,14 @@ struct TimedSample {
 TimedSample time_calibration_sample(const std::shared_ptr<Backend>& backend, DType low,
                                     const std::vector<std::string>& models, int64_t batch,
                                     int repeats, uint64_t seed = 42);
+
+// `campo calibrate --compare-fits SAMPLES`: the op models fitted again, in each form (the
+// linear model of the analytic features, the shape features, the shape table:
+// fit_op_model_by_shape), on a --samples file of an earlier calibration, measuring nothing;
+// prints the table of their held-out errors per op model, before (linear) and after (the
+// form cross-validation chooses), as Markdown. One error line for a file that is not such a
+// dump, or one written before samples recorded their shapes.
+void compare_fits(const std::string& samples_path, std::ostream& out);
 
 // Where `campo calibrate` writes by default for `backend` and the first place looked in:
 // $XDG_CACHE_HOME/campo/ (else ~/.cache/campo/) calibration-<identity hash>-<low>.json, the

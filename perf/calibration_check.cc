@@ -89,7 +89,7 @@ CalibrationCheckResult check_calibration_fit(const CalibrationCheckOptions& o, s
     }
     if (const OpModel* m = cal.model_for(n.kind, n.features)) {
       low_measured.push_back(n.low_ms);
-      low_predicted.push_back(m->predict_low_ms(n.features, n.fp32_ms));
+      low_predicted.push_back(m->predict_low_ms(n.features, n.fp32_ms, &n.shape));
     }
   }
   r.f32 = agreement_of(f32_measured, f32_predicted);

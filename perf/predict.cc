@@ -269,6 +269,13 @@ DeviceModel measure_this_cpu(std::shared_ptr<Backend> backend) {
 
 void check_predict_options(const PredictOptions& o) {
   CAMPO_CHECK(!o.profile_path.empty(), "--profile is required (a campo train --profile-out file)");
+  CAMPO_CHECK(o.origin_calibration.empty() == o.target_calibration.empty(),
+              "--origin-calibration and --target-calibration go together (each device's "
+              "calibration)");
+  if (!o.origin_calibration.empty()) {
+    require_input_file(o.origin_calibration, "--origin-calibration file");
+    require_input_file(o.target_calibration, "--target-calibration file");
+  }
   CAMPO_CHECK(!o.device.empty(), "--device is required (the device to predict for)");
   require_input_file(o.profile_path, "--profile file");
   if (!o.devices_path.empty()) require_input_file(o.devices_path, "--devices file");
@@ -419,6 +426,72 @@ std::vector<DeviceModel> device_table(const std::string& devices_path) {
   return devices_path.empty() ? builtin_devices() : parse_device_table_file(devices_path);
 }
 
+namespace {
+
+// A calibration given to predict, read without comparing it with this machine (it describes
+// another device); one error line when it cannot be used.
+Calibration predict_calibration(const std::string& path, const char* option) {
+  Calibration cal;
+  const CalibrationCheck check = read_calibration_file(path, "cpu", cal);
+  CAMPO_CHECK(check.problem == CalibrationProblem::none, option, ": ", check.message);
+  return cal;
+}
+
+// How predict scaled a node.
+enum class Scaled : uint8_t { roofline, shape_ratios, cast_fits };
+const char* scaled_name(Scaled s) {
+  return s == Scaled::shape_ratios ? "calibrations"
+         : s == Scaled::cast_fits  ? "cast fits"
+                                   : "roofline";
+}
+
+// A profiled node's features as node_features computes them from a graph: the profile's
+// FLOPs (graph/flops.h counts GEMM-like nodes as node_features does), every operand at 4
+// bytes, output 0's elements, and the alignment of its channels or GEMM dimensions to the
+// calibration's block, from its shape.
+NodeFeatures profiled_features(const ProfiledNode& n, const NodeShape& shape, int alignment) {
+  NodeFeatures f = {};
+  for (int c = kFirstCounterFeature; c < kNumFeatures; ++c)
+    f[size_t(c)] = std::numeric_limits<double>::quiet_NaN();
+  double elements = 0, out0 = 0;
+  for (const std::vector<ProfiledValue>* values : {&n.inputs, &n.outputs})
+    for (const ProfiledValue& v : *values) {
+      double e = 1;
+      for (int64_t d : v.shape) e *= double(d);
+      elements += e;
+      if (values == &n.outputs && out0 == 0) out0 = e;
+    }
+  auto multiple = [&](double v) { return v > 0 && std::fmod(v, double(alignment)) == 0; };
+  bool aligned = multiple(shape.dims[1]);
+  if (shape.family == ShapeFamily::conv)
+    aligned = multiple(shape.dims[1]) && multiple(shape.dims[2]);
+  if (shape.family == ShapeFamily::gemm)
+    aligned = multiple(shape.dims[1]) && multiple(shape.dims[2]) && multiple(shape.dims[3]);
+  f[size_t(Feature::flops)] = n.flops;
+  f[size_t(Feature::bytes)] = 4 * elements;
+  f[size_t(Feature::intensity)] = elements > 0 ? n.flops / (4 * elements) : 0.0;
+  f[size_t(Feature::elements)] = out0;
+  f[size_t(Feature::aligned)] = aligned ? 1.0 : 0.0;
+  return f;
+}
+
+// A profiled node's low-precision time as calibration `cal` predicts it from its shape alone:
+// its op model, given the f32 time the calibration's f32 model predicts. Nothing when the
+// calibration has no model or no f32 model of the op.
+std::optional<double> calibrated_low_ms(const Calibration& cal, const ProfiledNode& n,
+                                        const NodeShape& shape) {
+  if (!shape.known()) return std::nullopt;
+  const NodeFeatures f = profiled_features(n, shape, cal.alignment);
+  const OpModel* m = cal.model_for(n.kind, f);
+  const F32Model* f32 = cal.f32_model_for(n.kind);
+  if (!m || !f32) return std::nullopt;
+  const double t = m->predict_low_ms(f, f32->predict_ms(f), &shape);
+  if (!(t > 0)) return std::nullopt;
+  return t;
+}
+
+}  // namespace
+
 double run_predict(const PredictOptions& o, std::ostream& out) {
   check_predict_options(o);
   const RecordedProfile profile = read_profile(o.profile_path);
@@ -426,10 +499,20 @@ double run_predict(const PredictOptions& o, std::ostream& out) {
   const DeviceModel& to = find_device(table, o.device);
   const DeviceModel from = profile.origin(table, o.from);
   const std::vector<ProfiledNode>& nodes = profile.nodes;
+  const bool calibrated = !o.origin_calibration.empty();
+  Calibration origin_cal, target_cal;
+  if (calibrated) {
+    origin_cal = predict_calibration(o.origin_calibration, "--origin-calibration");
+    target_cal = predict_calibration(o.target_calibration, "--target-calibration");
+    CAMPO_CHECK(origin_cal.low == target_cal.low, "--origin-calibration is of ",
+                dtype_name(origin_cal.low), ", --target-calibration of ",
+                dtype_name(target_cal.low), ": calibrate both devices in one low precision");
+  }
 
   struct Sum {
     int nodes = 0;
     double origin = 0, predicted = 0;
+    std::map<Scaled, int> scaled;  // nodes by how they were scaled
   };
   std::map<std::string, Sum> by_op;
   Sum total;
@@ -437,10 +520,39 @@ double run_predict(const PredictOptions& o, std::ostream& out) {
   for (const ProfiledNode& n : nodes) {
     const bool gemm = is_gemm_op(n.kind);
     const Traffic traffic = n.traffic();
-    const double predicted =
+    double predicted =
         scale_node_time(n.ms, n.flops, traffic, n.dtype, traffic, n.dtype, gemm, from, to);
+    Scaled how = Scaled::roofline;
+    if (calibrated && n.kind == OpKind::Cast && !n.inputs.empty() && !n.outputs.empty() &&
+        (n.outputs[0].dtype == origin_cal.low || n.inputs[0].dtype == origin_cal.low)) {
+      // A cast of the calibrations' low precision: its direction's fits, at its size.
+      const bool to_low = n.outputs[0].dtype == origin_cal.low;
+      double elements = 1;
+      for (int64_t d : n.outputs[0].shape) elements *= double(d);
+      const CastFit& a = to_low ? origin_cal.cast_to_low : origin_cal.cast_to_f32;
+      const CastFit& b = to_low ? target_cal.cast_to_low : target_cal.cast_to_f32;
+      const double there = a.model.cost_ms(int64_t(elements));
+      if (a.samples > 0 && b.samples > 0 && there > 0) {
+        predicted = n.ms * std::max(0.0, b.model.cost_ms(int64_t(elements))) / there;
+        how = Scaled::cast_fits;
+      }
+    } else if (calibrated && n.dtype == origin_cal.low) {
+      // Anchored on its measured time: scaled by how much faster the target's calibration
+      // predicts this shape than the origin's does.
+      std::vector<Shape> in, outs;
+      for (const ProfiledValue& v : n.inputs) in.push_back(v.shape);
+      for (const ProfiledValue& v : n.outputs) outs.push_back(v.shape);
+      const NodeShape shape = node_shape(n.kind, in, outs);
+      const std::optional<double> there = calibrated_low_ms(origin_cal, n, shape);
+      const std::optional<double> here = calibrated_low_ms(target_cal, n, shape);
+      if (there && here) {
+        predicted = n.ms * *here / *there;
+        how = Scaled::shape_ratios;
+      }
+    }
     Sum& s = by_op[n.op];
     ++s.nodes;
+    ++s.scaled[how];
     s.origin += n.ms;
     s.predicted += predicted;
     ++total.nodes;
@@ -451,7 +563,8 @@ double run_predict(const PredictOptions& o, std::ostream& out) {
                         {"dtype", dtype_name(n.dtype)},
                         {"gamma", node_gamma(n.flops, traffic, n.dtype, gemm, to)},
                         {"ms_origin", n.ms},
-                        {"ms_predicted", predicted}});
+                        {"ms_predicted", predicted},
+                        {"scaled_by", scaled_name(how)}});
   }
   const std::string model = profile.said("model");
   out << "predict: " << model << " (" << profile.said("precision") << ", batch "
@@ -465,13 +578,24 @@ double run_predict(const PredictOptions& o, std::ostream& out) {
   std::stable_sort(rows.begin(), rows.end(),
                    [](const auto& a, const auto& b) { return a.second.origin > b.second.origin; });
   char line[256];
-  std::snprintf(line, sizeof line, "%-36s %6s %12s %12s %8s\n", "op", "nodes", "measured ms",
-                "predicted ms", "ratio");
+  if (calibrated)
+    out << "calibrations: " << o.origin_calibration << " (origin, made " << origin_cal.created
+        << "), " << o.target_calibration << " (target, made " << target_cal.created
+        << "); low-precision nodes scaled by the ratio of their "
+           "times the two predict for their shape, casts by the cast fits, the rest (and ops "
+           "either lacks) by the roofline\n";
+  std::snprintf(line, sizeof line, "%-36s %6s %12s %12s %8s  %s\n", "op", "nodes", "measured ms",
+                "predicted ms", "ratio", calibrated ? "scaled by (nodes)" : "");
   out << line;
   json ops = json::object();
   for (const auto& [op, s] : rows) {
-    std::snprintf(line, sizeof line, "%-36s %6d %12.3f %12.3f %8.3f\n", op.c_str(), s.nodes,
-                  s.origin, s.predicted, s.origin > 0 ? s.predicted / s.origin : 0.0);
+    std::string how;
+    for (const auto& [scaled, count] : s.scaled)
+      how += (how.empty() ? "" : ", ") + std::string(scaled_name(scaled)) +
+             (s.scaled.size() > 1 ? " (" + std::to_string(count) + ")" : "");
+    std::snprintf(line, sizeof line, "%-36s %6d %12.3f %12.3f %8.3f  %s\n", op.c_str(), s.nodes,
+                  s.origin, s.predicted, s.origin > 0 ? s.predicted / s.origin : 0.0,
+                  calibrated ? how.c_str() : "");
     out << line;
     ops[op] = {{"nodes", s.nodes}, {"ms_origin", s.origin}, {"ms_predicted", s.predicted}};
   }

@@ -170,6 +170,14 @@ struct PredictOptions {
   std::string from;          // --from: the origin, by name (default: the profile's own)
   std::string devices_path;  // --devices: a table to use instead of the built-in one
   std::string json_path;     // --json: the per-node prediction
+  // --origin-calibration / --target-calibration (both or neither): each device's calibration
+  // (campo calibrate on it). A low-precision node is then scaled by the ratio of the times
+  // the two calibrations predict for its shape (its op model, shape fits included, given the
+  // f32 time of the calibration's f32 model) instead of by the roofline, and a Cast by the
+  // ratio of their cast fits of its direction: per-shape efficiency in place of the one peak
+  // ratio. Ops either calibration lacks, and f32 nodes, as before; the table says which way
+  // each op was scaled.
+  std::string origin_calibration, target_calibration;
 };
 void check_predict_options(const PredictOptions& o);
 // Reads the profile, predicts every node on the target, prints the table per op kind and

@@ -69,6 +69,11 @@ class CalibrateCommand final : public Command {
                    "Re-time a few configurations and say whether the calibration (this "
                    "machine's, or --calibration) still fits: exit 0 fits, 2 does not, 3 "
                    "cannot tell (the machine was busy)");
+    app_->add_option("--compare-fits", compare_fits_,
+                     "Measure nothing: fit the op models of a --samples file again in each form "
+                     "(linear features, shape features, shape table) and print their held-out "
+                     "errors per op model, before and after")
+        ->check(kPath);
     app_->add_option("--calibration", calibration_,
                      "With --check: the calibration file to check (default: this machine's)")
         ->check(kPath);
@@ -104,6 +109,17 @@ class CalibrateCommand final : public Command {
                 "--batches needs at least one batch size");
     o.noise.max_spread = max_spread_percent_ / 100;
     o.noise.max_shape_spread = max_shape_spread_percent_ / 100;
+    if (!compare_fits_.empty()) {
+      for (const char* option :
+           {"--out", "--budget-minutes", "--low-precision", "--quick", "--samples", "--counters",
+            "--models", "--batches", "--max-load", "--max-spread", "--max-shape-spread",
+            "--retries", "--repeats", "--check", "--calibration"})
+        CAMPO_CHECK(!given(app_, option), option,
+                    " does not apply to --compare-fits (it fits a samples file again, measures "
+                    "and writes nothing)");
+      compare_fits(compare_fits_, std::cout);
+      return 0;
+    }
     if (check_) return run_check();
     CAMPO_CHECK(!given(app_, "--calibration"),
                 "--calibration applies to --check only (a calibration run writes --out)");
@@ -138,7 +154,7 @@ class CalibrateCommand final : public Command {
   }
 
   CalibrateOptions options_;
-  std::string device_ = "cpu", models_, batches_, calibration_;  // as given
+  std::string device_ = "cpu", models_, batches_, calibration_, compare_fits_;  // as given
   double max_spread_percent_ = 10, max_shape_spread_percent_ = 25;
   bool check_ = false;
 };

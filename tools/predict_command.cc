@@ -29,14 +29,25 @@ class PredictCommand final : public Command {
                      "A device table to use instead of the built-in one (perf/devices.json)")
         ->check(kPath);
     app_->add_option("--json", o.json_path, "Write the prediction per node")->check(kPath);
+    app_->add_option("--origin-calibration", o.origin_calibration,
+                     "The calibration of the device the profile was measured on (with "
+                     "--target-calibration): low-precision nodes whose ops are fitted by shape "
+                     "are scaled by their shape's low/f32 ratios on each device")
+        ->check(kPath);
+    app_->add_option("--target-calibration", o.target_calibration,
+                     "The calibration of the device predicted for (campo calibrate there)")
+        ->check(kPath);
     app_->add_flag("--list-devices", list_devices_, "List the device table and exit");
   }
 
   int run() override {
     if (!list_devices_) {
-      check_distinct_paths({{"--profile", options_.profile_path, PathUse::Kind::input_file},
-                            {"--devices", options_.devices_path, PathUse::Kind::input_file},
-                            {"--json", options_.json_path, PathUse::Kind::output_file}});
+      check_distinct_paths(
+          {{"--profile", options_.profile_path, PathUse::Kind::input_file},
+           {"--devices", options_.devices_path, PathUse::Kind::input_file},
+           {"--origin-calibration", options_.origin_calibration, PathUse::Kind::input_file},
+           {"--target-calibration", options_.target_calibration, PathUse::Kind::input_file},
+           {"--json", options_.json_path, PathUse::Kind::output_file}});
       run_predict(options_, std::cout);
       return 0;
     }

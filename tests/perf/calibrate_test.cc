@@ -18,6 +18,7 @@
 #include "perf/plan.h"
 #include "runtime/cpu_backend.h"
 #include "tests/test_util.h"
+#include "tests/tools/cli_test_util.h"
 #include "tools/cli.h"
 #include "train/profiling.h"
 
@@ -95,6 +96,23 @@ TEST(CalibrateTest, TinyRunWritesALoadableFileCoveringConvAndMatMul) {
   const auto& first = samples.at("ops").at(0);
   EXPECT_GT(first.at("low_ms").get<double>(), 0.0);
   EXPECT_TRUE(first.at("features").contains("flops"));
+  EXPECT_TRUE(first.at("shape").contains("dims"));
+  // The report compares the fits, and `campo calibrate --compare-fits` fits the same samples
+  // again, measuring nothing, to the same table.
+  const size_t table = report.find("| op model | shape | train | held out | linear (before)");
+  ASSERT_NE(table, std::string::npos) << report;
+  const testing::CliResult r = testing::run_cli({"calibrate", "--compare-fits", o.samples_out});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(report.substr(table, report.find("mean over", table) - table)),
+            std::string::npos)
+      << r.out << "\n---\n"
+      << report;
+  EXPECT_NE(r.out.find("| Conv2D | conv | "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mean over"), std::string::npos) << r.out;
+  testing::expect_error(testing::run_cli({"calibrate", "--compare-fits", o.out}),
+                        "is a calibration file, not its samples");
+  testing::expect_error(testing::run_cli({"calibrate", "--compare-fits", o.samples_out, "--quick"}),
+                        "--quick does not apply to --compare-fits");
   fs::remove(o.out);
   fs::remove(o.samples_out);
 }

@@ -14,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "amp/calibration.h"
 #include "runtime/check.h"
+#include "tests/amp/calibration_test_util.h"
 #include "tests/test_util.h"
 #include "tests/tools/cli_test_util.h"
 
@@ -220,6 +222,59 @@ TEST(PredictTest, ARecordedProfilePredictsAFixedTable) {
   expect_error(run_cli({"predict", "--profile", dir.file("p.json"), "--device", "b", "--devices",
                         dir.file("d.json"), "--from", "a"}),
                "unknown device 'a' (the table has b)");
+}
+
+// With each device's calibration, a bf16 node is scaled by the ratio of the low-precision
+// times the two calibrations predict for its shape, a cast by their cast fits' ratio; an f32
+// node by the roofline as before.
+TEST(PredictTest, CalibrationsScaleLowPrecisionNodesByTheirShapesPredictedTimes) {
+  TempDir dir;
+  write(dir.file("p.json"), R"({
+ "format": "campo-profile", "version": 1, "model": "tiny", "precision": "amp", "batch": 32,
+ "steps": 10,
+ "device_model": {"name": "a", "kind": "cpu", "units": 2, "clock_mhz": 0, "memory_gbs": 10,
+                  "peak_gflops": {"f32": 100, "bf16": 200}, "source": "measured"},
+ "nodes": [
+  {"name": "mm", "op": "MatMul", "dtype": "bf16", "flops": 65536, "bytes": 6144,
+   "ms_per_step": 4.0, "inputs": [{"shape": [32, 32], "dtype": "bf16"},
+   {"shape": [32, 32], "dtype": "bf16"}], "outputs": [{"shape": [32, 32], "dtype": "bf16"}]},
+  {"name": "cast", "op": "Cast", "dtype": "f32", "flops": 0, "bytes": 6144, "ms_per_step": 0.5,
+   "inputs": [{"shape": [32, 32], "dtype": "f32"}], "outputs": [{"shape": [32, 32],
+   "dtype": "bf16"}]},
+  {"name": "relu", "op": "Relu", "dtype": "f32", "flops": 0, "bytes": 1e6, "ms_per_step": 1.0,
+   "inputs": [{"shape": [125000], "dtype": "f32"}], "outputs": [{"shape": [125000],
+   "dtype": "f32"}]}
+ ]})");
+  write(dir.file("d.json"), R"({"devices": [{"name": "b", "kind": "cpu", "units": 8,
+  "clock_mhz": 1, "memory_gbs": 40, "peak_gflops": {"f32": 400, "bf16": 800}, "source": "t"}]})");
+  // a: f32 MatMul at 1e-6 ms per FLOP; b twice as slow in f32; both with the op model
+  // T_lp = 0.5 T_f32 + 1e-9 flops (testing::sample_calibration's aligned MatMul). b's casts
+  // cost twice a's.
+  Calibration a = testing::sample_calibration(), b = testing::sample_calibration();
+  a.f32_ops["MatMul"] = {.key = "MatMul", .per_flop_ms = 1e-6};
+  b.f32_ops["MatMul"] = {.key = "MatMul", .per_flop_ms = 2e-6};
+  b.cast_to_low = {{0.022, 2.2e-6}, 15, 10.0};
+  save_calibration(a, dir.file("a.json"));
+  save_calibration(b, dir.file("b.json"));
+  const auto r =
+      run_cli({"predict", "--profile", dir.file("p.json"), "--device", "b", "--devices",
+               dir.file("d.json"), "--json", dir.file("out.json"), "--origin-calibration",
+               dir.file("a.json"), "--target-calibration", dir.file("b.json")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(std::ifstream(dir.file("out.json")));
+  const double flops = 65536, there = 0.5 * 1e-6 * flops + 1e-9 * flops,
+               here = 0.5 * 2e-6 * flops + 1e-9 * flops;
+  EXPECT_NEAR(j["nodes"][0]["ms_predicted"].get<double>(), 4.0 * here / there, 1e-9);
+  EXPECT_EQ(j["nodes"][0]["scaled_by"], "calibrations");
+  EXPECT_NEAR(j["nodes"][1]["ms_predicted"].get<double>(), 0.5 * 2, 1e-9);
+  EXPECT_EQ(j["nodes"][1]["scaled_by"], "cast fits");
+  EXPECT_NEAR(j["nodes"][2]["ms_predicted"].get<double>(), 0.25, 1e-9);  // memory: 10 -> 40 GB/s
+  EXPECT_EQ(j["nodes"][2]["scaled_by"], "roofline");
+  EXPECT_NE(r.out.find("calibrations: "), std::string::npos) << r.out;
+  // One calibration alone: one line.
+  expect_error(run_cli({"predict", "--profile", dir.file("p.json"), "--device", "b", "--devices",
+                        dir.file("d.json"), "--origin-calibration", dir.file("a.json")}),
+               "--origin-calibration and --target-calibration go together");
 }
 
 TEST(PredictTest, BadProfilesAreOneLine) {
