@@ -84,6 +84,8 @@ TEST(Fp8PolicyCliTest, LeNetTrainsWithEveryGemmQuantized) {
     const std::string policy = write(dir, "policy.json", text);
     const CliResult r = run_cli(lenet_train(dir, policy, "60"));
     ASSERT_EQ(r.code, 0) << r.err << r.out;
+    // The quantized operands' state is in the memory report (as quantization_state_mib).
+    EXPECT_GT(json_event(r.out)["memory"].value("quantization_state_mib", 0.0), 0.0);
     std::vector<double> losses;
     for (const auto& j : read_json_lines(dir.file("m.jsonl")))
       if (j["event"] == "train") losses.push_back(j["loss"].get<double>());
