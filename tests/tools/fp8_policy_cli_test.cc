@@ -170,6 +170,19 @@ TEST(Fp8PolicyCliTest, PlanShowsFormatRecipeAndQuantizedElements) {
   EXPECT_EQ(fp8 + mx, 14);
 }
 
+// The example file of docs/mixed-precision.md plans: the file's delayed recipe for the fp8
+// rule, the MX rule's own blocks.
+TEST(Fp8PolicyCliTest, TheExamplePolicyPlans) {
+  const CliResult p = run_cli({"plan", "--model", "lenet", "--batch", "8", "--precision", "amp",
+                               "--precision-policy", CAMPO_SOURCE_DIR "/examples/fp8-policy.json"});
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_NE(p.out.find("[fp8 e4m3, delayed (history 1024, max, margin 0); quantizes 2 operands"),
+            std::string::npos)
+      << p.out;
+  EXPECT_NE(p.out.find("[mxfp4 e2m1, mx, stochastic; quantizes 2 operands"), std::string::npos)
+      << p.out;
+}
+
 TEST(Fp8PolicyCliTest, CostAwarePinsQuantizedGemms) {
   testing::TempDir dir;
   const std::string policy = write(dir, "policy.json", every_gemm("fp8", ""));
