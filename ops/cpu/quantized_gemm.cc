@@ -12,8 +12,10 @@
 // operand's reduction axis (reduction_axis below), so a block's scale factors out of every
 // partial dot product, as in the hardware formats.
 //
-// Inputs and the output are f32 and plain (graph/layout.cc keeps quantized nodes plain); the
-// staging buffers are the kernel's own, allocated at construction.
+// Inputs and the output are f32 and plain (graph/layout.cc keeps quantized nodes plain). The
+// staged operands and their codes live in the context's shared workspace (reserved at
+// construction, below what the f32 kernel reserves: ExecContext::WorkspaceFloor), so a model
+// of many quantized GEMMs needs the largest one's staging, not the sum.
 #include <omp.h>
 
 #include "ops/kernel.h"
@@ -50,6 +52,8 @@ int reduction_axis(const KernelSpec& spec, int operand) {
   }
 }
 
+size_t round_up(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
 BlockAxis block_axis(const Shape& shape, int axis) {
   BlockAxis b;
   for (int d = 0; d < int(shape.size()); ++d)
@@ -66,6 +70,7 @@ class QuantizedGemmKernel final : public Kernel {
                 "internal: ", node, " must compute in f32 on two inputs, got ",
                 dtype_name(spec.dtype));
     CAMPO_CHECK(spec.quant_state.size() == 2, "internal: ", node, " without its state");
+    size_t bytes = 0;
     for (int i = 0; i < 2; ++i) {
       const TensorDesc& d = spec.inputs[size_t(i)];
       CAMPO_CHECK(d.dtype == DType::f32 && d.layout == Layout::plain, "internal: ", node, " input ",
@@ -73,11 +78,16 @@ class QuantizedGemmKernel final : public Kernel {
       CAMPO_CHECK(spec.quant_state[size_t(i)].numel() == gemm_quant_state_size(quant_.recipe) &&
                       spec.quant_state[size_t(i)].dtype() == DType::f32,
                   "internal: ", node, " has a state of the wrong size");
-      staged_.push_back(Tensor::zeros(d.shape, DType::f32));
-      codes_[size_t(i)].assign(size_t(shape_numel(d.shape)), 0);
+      const size_t n = size_t(shape_numel(d.shape));
+      staged_offset_[size_t(i)] = bytes;
+      bytes += round_up(n * sizeof(float));
+      codes_offset_[size_t(i)] = bytes;
+      bytes += round_up(n);
+      shape_[size_t(i)] = d.shape;
       axis_[size_t(i)] = block_axis(d.shape, reduction_axis(spec, i));
-      ctx.count_kernel_buffer(size_t(shape_numel(d.shape)) * (sizeof(float) + 1));
     }
+    offset_ = ctx.reserve_workspace(bytes);
+    ExecContext::WorkspaceFloor floor(ctx, offset_ + bytes);  // the f32 kernel's own after
     CAMPO_CHECK(spec.outputs[0].dtype == DType::f32 && spec.outputs[0].layout == Layout::plain,
                 "internal: ", node, " writes ", dtype_name(spec.outputs[0].dtype));
     state_ = spec.quant_state;
@@ -93,6 +103,15 @@ class QuantizedGemmKernel final : public Kernel {
 
   void run(ExecContext& ctx, const std::vector<Tensor>& in,
            const std::vector<Tensor>& out) override {
+    // The workspace moves when a later kernel grows it: the staged operands follow.
+    char* workspace = static_cast<char*>(ctx.workspace()) + offset_;
+    if (staged_.empty() || workspace != workspace_) {
+      staged_.clear();
+      for (size_t i = 0; i < 2; ++i)
+        staged_.push_back(
+            Tensor::borrow(workspace + staged_offset_[i], shape_[i], DType::f32, in[i].device()));
+      workspace_ = workspace;
+    }
     float factor = 1.0f;
     for (size_t i = 0; i < 2; ++i) {
       const Tensor& x = in[i];
@@ -101,7 +120,8 @@ class QuantizedGemmKernel final : public Kernel {
       factor *=
           quantize_gemm_operand(quant_, int(i), {state.device_data<float>(), size_t(state.numel())},
                                 {x.device_data<float>(), n}, {staged_[i].device_data<float>(), n},
-                                codes_[i], axis_[i], ctx.seed, stream_key_);
+                                {reinterpret_cast<uint8_t*>(workspace + codes_offset_[i]), n},
+                                axis_[i], ctx.seed, stream_key_);
     }
     inner_->run(ctx, staged_, out);
     if (factor == 1.0f) return;
@@ -115,8 +135,11 @@ class QuantizedGemmKernel final : public Kernel {
   GemmQuant quant_;
   uint64_t stream_key_;
   std::unique_ptr<Kernel> inner_;
-  std::vector<Tensor> staged_, state_;
-  std::array<std::vector<uint8_t>, 2> codes_;
+  std::vector<Tensor> staged_, state_;  // staged_: views of the workspace at workspace_
+  char* workspace_ = nullptr;
+  size_t offset_ = 0;  // of this kernel's part of the workspace
+  std::array<size_t, 2> staged_offset_{}, codes_offset_{};  // within that part
+  std::array<Shape, 2> shape_;
   std::array<BlockAxis, 2> axis_;
 };
 
