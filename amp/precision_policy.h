@@ -26,6 +26,7 @@
 
 #include "graph/graph.h"
 #include "runtime/dtype.h"
+#include "runtime/gemm_quant.h"
 
 namespace campo {
 
@@ -37,11 +38,21 @@ struct PrecisionRule {
   std::vector<std::string> names;  // "name": shell globs (* ? [...]) over node names; empty: any
   int first_layers = 0;            // "layers": {"first": N, "last": M}; 0: not given
   int last_layers = 0;
-  DType format = DType::f32;  // f32, bf16 or f16
-  std::string note;           // "note": the file's words for it, or ""
+  DType format = DType::f32;  // f32, bf16 or f16 (f32 for a GEMM operand format)
+  // A GEMM operand format (fp8, mxfp4, ...: runtime/gemm_quant.h): `gemm.enabled`, with its
+  // recipe (the file's "recipe" under the rule's) and rounding. The rule then sets only the
+  // GEMMs it selects (is_quantizable_gemm); the other nodes keep their formats. Operands that
+  // are gradients take `gradient_element`, the others `forward_element`; gemm.element is
+  // filled per node (resolve_precision_policy).
+  GemmQuant gemm;
+  ElementFormat forward_element = ElementFormat::e4m3;
+  ElementFormat gradient_element = ElementFormat::e5m2;
+  std::string note;  // "note": the file's words for it, or ""
   bool selects_layers() const { return first_layers > 0 || last_layers > 0; }
   // A short description for plans: "op MatMul, name fc*, first 1 layer -> f32".
   std::string describe() const;
+  // The format alone: "f32", or "fp8 (e4m3/e5m2, delayed (history 1024, max, margin 0))".
+  std::string format_text() const;
 };
 
 struct PrecisionPolicy {
@@ -49,14 +60,18 @@ struct PrecisionPolicy {
   std::string description;  // "description": the file's words for itself, or ""
   std::vector<PrecisionRule> rules;
   bool sets(DType t) const;  // some rule sets format t
+  bool sets_gemm_format() const;  // some rule sets an FP8 / MX format
 };
 
 // Reads and checks a policy file. One error line, naming the file and the rule, for: a path that
 // is not a readable regular file, text that is not JSON, a key given twice in one object, an
 // unknown key, a value of the wrong type, no rules, a rule without a selector, an unknown op
 // name or one that always runs in f32 (leaves, casts, optimizer updates), an empty glob, a layer
-// count that is not a positive integer, an unknown format, and a format campo knows but cannot
-// compute in yet (FP8, MX: docs/formats.md).
+// count that is not a positive integer, an unknown format, a format campo knows but cannot
+// compute in (FP6 / FP4 per tensor, element names alone: docs/formats.md), a "recipe" or
+// "rounding" that is malformed or does not fit the format (per-tensor scaling for an MX
+// format, "history" without delayed scaling, ...), a GEMM format on a rule whose "op" names
+// an op that is not a GEMM.
 PrecisionPolicy read_precision_policy(const std::string& path);
 // The same checks on JSON text (`path` names it in messages).
 PrecisionPolicy parse_precision_policy(const std::string& text, const std::string& path);
@@ -80,6 +95,7 @@ bool rule_may_set(const Node& n);
 struct PolicyAssignment {
   std::vector<int> rule;       // by NodeId: the index of the last rule selecting it, 0 for none
   std::vector<DType> dtype;    // by NodeId: that rule's format; f32 where rule is 0
+  std::vector<GemmQuant> quant;  // by NodeId: the GEMM operand format (enabled) or none
   std::vector<int> nodes_set;  // by rule index - 1: the nodes whose format the rule sets in the end
   int layers = 0;              // the graph's layer count
   bool is_set(NodeId id) const { return rule[size_t(id)] > 0; }

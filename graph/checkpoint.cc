@@ -446,6 +446,7 @@ std::string plain_name(const std::string& path, const std::map<std::string, std:
 std::string stored_name(const VariableStore& vars, const std::string& name, int version) {
   if (vars.kind(name) == VariableKind::optimizer_state && version != 1)
     return kOptimizerStatePrefix + name;
+  if (vars.kind(name) == VariableKind::quantization_state) return kQuantizationStatePrefix + name;
   return name;
 }
 
@@ -598,12 +599,14 @@ void save_checkpoint(const std::string& path, const VariableStore& vars,
 
   // The model's variables by name; after each batch-norm layer's running_var (or
   // running_mean when it has none), num_batches_tracked = step as torchvision's state_dict
-  // has it. Then the optimizer state under "optimizer.".
+  // has it. Then the optimizer state under "optimizer." and the quantized GEMMs' under
+  // "quantization.", in creation order.
   Tensor tracked = Tensor::empty({}, DType::i64);
   *tracked.data_as<int64_t>() = meta.step;
   std::vector<std::pair<std::string, Tensor>> tensors, optimizer_state;
   for (const std::string& name : vars.names()) {
-    if (vars.kind(name) == VariableKind::optimizer_state) {
+    if (vars.kind(name) == VariableKind::optimizer_state ||
+        vars.kind(name) == VariableKind::quantization_state) {
       optimizer_state.emplace_back(stored_name(vars, name, kCheckpointFormatVersion),
                                    vars.read(name));
       continue;
@@ -611,6 +614,9 @@ void save_checkpoint(const std::string& path, const VariableStore& vars,
     CAMPO_CHECK(!name.starts_with(kOptimizerStatePrefix), "cannot write checkpoint ", path,
                 ": model variable '", name, "' starts with '", kOptimizerStatePrefix,
                 "', which checkpoints reserve for optimizer state");
+    CAMPO_CHECK(!name.starts_with(kQuantizationStatePrefix), "cannot write checkpoint ", path,
+                ": model variable '", name, "' starts with '", kQuantizationStatePrefix,
+                "', which checkpoints reserve for quantized GEMM state");
     tensors.emplace_back(name, vars.read(name));
     std::string prefix = bn_prefix(name);
     if (prefix.empty() && ends_with(name, ".running_var")) {

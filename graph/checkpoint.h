@@ -39,6 +39,10 @@ inline constexpr int kCheckpointFormatVersion = 2;
 // Prefix of the optimizer state's tensor names (format version 2 on); a model variable may
 // not start with it.
 inline constexpr char kOptimizerStatePrefix[] = "optimizer.";
+// Prefix of the quantized GEMMs' state (VariableKind::quantization_state: scales, step counts
+// and amax histories, runtime/gemm_quant.h), written after the optimizer state:
+// "quantization.fc1.MatMul/quant.a". A resumed run continues it.
+inline constexpr char kQuantizationStatePrefix[] = "quantization.";
 
 // The training position stored with the variables. Every field becomes a string entry of
 // "__metadata__" ("campo.step", "campo.rng.<name>", ...); `extra` keys are stored as they

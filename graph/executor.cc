@@ -79,6 +79,7 @@ ExecutableMemory StepPlan::estimate() const {
 Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOptions& options)
     : graph_(graph), vars_(vars), options_(options), ctx_(vars.backend_ptr()) {
   ctx_.rng.reseed(options.seed);
+  ctx_.seed = options.seed;
   ctx_.communicator = options.communicator;
   const char* sync = std::getenv("CAMPO_CUDA_SYNC");
   CAMPO_CHECK(!sync || !*sync || !std::strcmp(sync, "0") || !std::strcmp(sync, "1"),
@@ -141,7 +142,15 @@ Executable::Executable(const Graph& graph, VariableStore& vars, const CompileOpt
   for (int pos = 0; pos < n_sched; ++pos) {
     const Node& n = graph.node(schedule_[size_t(pos)]);
     if (n.kind == OpKind::Variable || n.kind == OpKind::Placeholder) continue;
-    KernelSpec spec{n.kind, n.attrs, n.dtype, {}, {}, n.name, n.pad_to};
+    KernelSpec spec{n.kind, n.attrs, n.dtype, {}, {}, n.name, n.pad_to, n.quant, {}};
+    if (n.quant.enabled)
+      for (int i = 0; i < 2; ++i) {
+        const std::string name = gemm_quant_state_name(n.name, i);
+        CAMPO_CHECK(vars.contains(name), "internal: quantized GEMM '", n.name,
+                    "' has no state variable '", name, "'");
+        Tensor& t = vars.at(name);
+        spec.quant_state.push_back(Tensor::borrow(t.device_data(), t.shape(), t.dtype(), device));
+      }
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       spec.inputs.push_back(desc_of(graph, n.inputs[i]));
       spec.inputs.back().layout = layouts_.input_layout[size_t(pos)][i];

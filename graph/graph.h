@@ -47,6 +47,10 @@ struct Node : OpNode {
   // when the variables may have been changed from outside the step (VariableStore::
   // generation): before the first step and after a checkpoint load.
   bool weight_copy = false;
+  // A GEMM whose operands are quantized to an FP8 or MX format (runtime/gemm_quant.h; set by
+  // a --precision-policy rule): it computes in `dtype` (f32) on its operands' decoded codes.
+  // Its per-operand state lives in the VariableStore under gemm_quant_state_name(name, i).
+  GemmQuant quant;
 };
 
 // Graph implements ValueDescs so that op schemas (ops/schema.h) read its values' shapes.

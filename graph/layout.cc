@@ -61,6 +61,7 @@ bool is_flat_elementwise(OpKind kind) {
 }
 
 NodeRole layout_role(const Graph& g, const Node& n) {
+  if (n.quant.enabled) return {};  // quantized GEMMs read and write plain data
   switch (n.kind) {
     case OpKind::Conv2D:
     case OpKind::Conv2DBackpropInput:

@@ -12,7 +12,10 @@ MemoryReport memory_report(const VariableStore& vars,
   for (const std::string& name : vars.names()) {
     const Tensor& t = vars.at(name);
     const size_t bytes = size_t(t.numel()) * dtype_size(t.dtype());
-    (vars.kind(name) == VariableKind::optimizer_state ? m.optimizer_state : m.weights) += bytes;
+    const VariableKind kind = vars.kind(name);
+    (kind == VariableKind::optimizer_state      ? m.optimizer_state
+     : kind == VariableKind::quantization_state ? m.quantization_state
+                                                : m.weights) += bytes;
   }
   // An arena shared by several executables (SharedArena) counts once, with the largest of
   // their lower bounds.
@@ -53,7 +56,13 @@ std::string memory_line(const MemoryReport& m) {
                 g.live_peak > 0 ? double(g.arena) / double(g.live_peak) : 0.0, mib(g.gradients),
                 mib(m.weights), mib(m.optimizer_state), mib(g.weight_copies), mib(g.inputs),
                 mib(g.workspace), mib(g.kernel_buffers), mib(m.total()));
-  return line;
+  std::string text = line;
+  if (m.quantization_state > 0) {  // said only where a policy quantizes GEMMs
+    std::snprintf(line, sizeof line, " (with quantized GEMMs' state %.1f MiB)",
+                  mib(m.quantization_state));
+    text += line;
+  }
+  return text;
 }
 
 nlohmann::json memory_json(const MemoryReport& m) {
@@ -63,6 +72,7 @@ nlohmann::json memory_json(const MemoryReport& m) {
           {"gradients_mib", mib(g.gradients)},
           {"weights_mib", mib(m.weights)},
           {"optimizer_state_mib", mib(m.optimizer_state)},
+          {"quantization_state_mib", mib(m.quantization_state)},
           {"weight_copies_mib", mib(g.weight_copies)},
           {"inputs_mib", mib(g.inputs)},
           {"workspace_mib", mib(g.workspace)},

@@ -17,10 +17,12 @@ namespace campo {
 struct MemoryReport {
   size_t weights = 0;          // parameters and buffers (batch-norm running statistics)
   size_t optimizer_state = 0;  // momentum, Adam's moments
+  size_t quantization_state =
+      0;  // quantized GEMMs' scales and amax histories (runtime/gemm_quant.h)
   // The compiled graphs, summed: the training step (a GAN's D step, G step and sample
   // graph) and, once evaluation has run, its inference graphs.
   ExecutableMemory graphs;
-  size_t total() const { return weights + optimizer_state + graphs.total(); }
+  size_t total() const { return weights + optimizer_state + quantization_state + graphs.total(); }
 };
 
 MemoryReport memory_report(const VariableStore& vars,

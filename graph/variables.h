@@ -14,7 +14,9 @@
 
 namespace campo {
 
-enum class VariableKind : uint8_t { parameter, buffer, optimizer_state };
+// quantization_state: a quantized GEMM operand's scale, step count and amax history
+// (runtime/gemm_quant.h), updated by its kernel every step.
+enum class VariableKind : uint8_t { parameter, buffer, optimizer_state, quantization_state };
 
 // How a new variable is filled.
 struct Init {

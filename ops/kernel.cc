@@ -55,6 +55,10 @@ std::map<Key, KernelFactory>& registry() {
   static std::map<Key, KernelFactory> r;
   return r;
 }
+std::map<Device, KernelFactory>& quantized_registry() {
+  static std::map<Device, KernelFactory> r;
+  return r;
+}
 
 // The registered factory, else for f16 / bf16 on the CPU the emulation of the f32 kernel;
 // nullptr when neither exists. Resolved at lookup rather than registered at start-up, so
@@ -76,6 +80,18 @@ void register_kernel(OpKind kind, Device device, DType dtype, KernelFactory fact
               op_name(kind), " ", dtype_name(dtype));
 }
 
+void register_quantized_gemm_kernel(Device device, KernelFactory factory) {
+  const bool added = quantized_registry().emplace(device, factory).second;
+  CAMPO_CHECK(added, "internal: two quantized GEMM kernels registered for ", device_name(device));
+}
+
+bool has_quantized_gemm_kernel(Device device) { return quantized_registry().count(device) != 0; }
+
+bool is_quantizable_gemm(OpKind kind) {
+  return kind == OpKind::MatMul || kind == OpKind::BatchMatMulV2 || kind == OpKind::Conv2D ||
+         kind == OpKind::Conv2DBackpropInput || kind == OpKind::Conv2DBackpropFilter;
+}
+
 bool has_kernel(OpKind kind, Device device, DType dtype, bool emulates_low_precision) {
   return find_factory(kind, device, dtype, emulates_low_precision) != nullptr;
 }
@@ -86,6 +102,17 @@ bool has_kernel(OpKind kind, const Backend& backend, DType dtype) {
 
 std::unique_ptr<Kernel> create_kernel(const KernelSpec& spec, ExecContext& ctx) {
   const Device device = ctx.backend().kernel_device();
+  if (spec.quant.enabled) {
+    CAMPO_CHECK(is_quantizable_gemm(spec.kind), "internal: ", spec.quant.format, " operands on op ",
+                op_name(spec.kind), " (node '", spec.node_name, "')");
+    const auto it = quantized_registry().find(device);
+    CAMPO_CHECK(it != quantized_registry().end(), "node '", spec.node_name, "' (",
+                op_name(spec.kind), ") is a ", spec.quant.format,
+                " GEMM: FP8 and MX emulation runs on the CPU only, "
+                "not on ",
+                device_name(device));
+    return it->second(spec, ctx);
+  }
   const KernelFactory factory =
       find_factory(spec.kind, device, spec.dtype, ctx.backend().emulates_low_precision());
   CAMPO_CHECK(factory != nullptr, "no kernel for op ", op_name(spec.kind), " on device ",

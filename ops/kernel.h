@@ -12,6 +12,7 @@
 #include "ops/op.h"
 #include "runtime/backend.h"
 #include "runtime/device.h"
+#include "runtime/gemm_quant.h"
 #include "runtime/rng.h"
 #include "runtime/tensor.h"
 
@@ -85,6 +86,10 @@ struct KernelSpec {
   std::vector<TensorDesc> outputs;
   std::string node_name;  // for error messages
   int pad_to = 0;         // the node's padding request (graph/graph.h Node::pad_to)
+  // A quantized GEMM (graph/graph.h Node::quant): its operand format and, per operand, the
+  // state tensor its kernel updates in place every step (a variable of the store).
+  GemmQuant quant;
+  std::vector<Tensor> quant_state;
 };
 
 // Per-run state handed to kernels: the backend they run on (its memory, queue, and for
@@ -102,6 +107,9 @@ class ExecContext {
 
   Rng rng{0};
   int64_t step = 0;
+  // The run's --seed (CompileOptions::seed): the key of the quantized GEMMs' stochastic
+  // rounding (runtime/gemm_quant.h).
+  uint64_t seed = 0;
   // Whether low-precision kernels created with this context may use their native
   // implementation (consulted at kernel creation; false: they run as f32 emulation). Starts
   // as the backend allows (CAMPO_CPU_BF16 on the CPU); tests flip it to compare both.
@@ -211,6 +219,14 @@ bool has_kernel(OpKind kind, const Backend& backend, DType dtype);
 // The kernel for (op, the context's backend, dtype); throws, naming op, device and dtype,
 // when neither a registered kernel nor the backend's rule gives one.
 std::unique_ptr<Kernel> create_kernel(const KernelSpec& spec, ExecContext& ctx);
+
+// The kernel of every quantized GEMM (KernelSpec::quant: MatMul, BatchMatMulV2, Conv2D and
+// its backprops) on `device`; create_kernel sends a spec with quant.enabled there. Only the
+// CPU registers one (emulation); elsewhere create_kernel refuses such a node.
+void register_quantized_gemm_kernel(Device device, KernelFactory factory);
+bool has_quantized_gemm_kernel(Device device);
+// The ops a quantized GEMM format may apply to.
+bool is_quantizable_gemm(OpKind kind);
 
 // Static registration helper: `static KernelRegistrar r(OpKind::Relu, Device::cpu, DType::f32, f);`
 struct KernelRegistrar {

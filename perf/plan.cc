@@ -124,6 +124,10 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
   if (rules) out << std::left << std::setw(kSetByWidth) << "set by" << std::setw(7) << "casts";
   out << "shapes\n";
   nlohmann::json nodes = nlohmann::json::array();
+  struct {
+    int nodes = 0;
+    int64_t elements = 0;
+  } quantized;
   for (NodeId id : g.topological_order()) {
     const Node& n = g.node(id);
     const bool leaf = n.kind == OpKind::Variable || n.kind == OpKind::Placeholder;
@@ -174,6 +178,27 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
     } else if (costed && n.kind == OpKind::Cast) {
       node["cast_ms"] = cast_ms;
     }
+    // A quantized GEMM: its format and recipe, and what it quantizes every step (each operand:
+    // amax, scale, cast; MX: a scale per 32-element block).
+    std::string quant_text;
+    if (n.quant.enabled) {
+      const int64_t elements =
+          shape_numel(g.value(n.inputs[0]).shape) + shape_numel(g.value(n.inputs[1]).shape);
+      ++quantized.nodes;
+      quantized.elements += elements;
+      node["quant"] = {
+          {"format", n.quant.format},
+          {"elements",
+           {element_format_name(n.quant.element[0]), element_format_name(n.quant.element[1])}},
+          {"scaling", scaling_name(n.quant.recipe.scaling)},
+          {"recipe", n.quant.recipe.describe()},
+          {"rounding", n.quant.rounding == Rounding::stochastic ? "stochastic" : "nearest"},
+          {"quantized_elements", elements}};
+      quant_text = "  [" + n.quant.describe() + "; quantizes 2 operands, " + with_commas(elements) +
+                   " elements per step]";
+    } else {
+      node["quant"] = nullptr;
+    }
     nodes.push_back(node);
     if ((leaf || update) && !o.all_nodes) continue;
     std::string name = n.name.size() > 43 ? "..." + n.name.substr(n.name.size() - 40) : n.name;
@@ -208,7 +233,7 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
           setter.empty() ? "" : std::to_string(in) + "/" + std::to_string(outs);
       out << std::left << std::setw(kSetByWidth) << who << std::setw(7) << cast_text;
     }
-    out << shapes << "\n";
+    out << shapes << quant_text << "\n";
   }
   const PrecisionSummary s = summarize_precision(g, fetches);
   out << "totals: ";
@@ -232,6 +257,10 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
     out << "folded: " << s.casts.weight_copies << " casts of weights to "
         << dtype_name(precision.low) << " (list 'copy'): " << dtype_name(precision.low)
         << " weight copies that the optimizer updates write, instead of a Cast per step\n";
+  if (quantized.nodes > 0)
+    out << "quantized GEMMs: " << quantized.nodes << " nodes compute in f32 on FP8/MX operands "
+        << "(CPU emulation), " << with_commas(quantized.elements)
+        << " operand elements quantized per step (amax, scale, cast)\n";
   nlohmann::json policy_json(nullptr);
   if (rules) {
     const PrecisionPolicy& file = *precision.rules;
@@ -247,11 +276,13 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
       out << "  rule " << r.index << ": " << r.describe()
           << (r.note.empty() ? "" : " (" + r.note + ")") << ": sets " << set << " nodes"
           << (set == 0 ? " (later rules override all it selects)" : "") << "\n";
-      policy_json["rules"].push_back({{"index", r.index},
-                                      {"description", r.describe()},
-                                      {"note", r.note},
-                                      {"format", dtype_name(r.format)},
-                                      {"nodes", set}});
+      policy_json["rules"].push_back(
+          {{"index", r.index},
+           {"description", r.describe()},
+           {"note", r.note},
+           {"format", r.gemm.enabled ? r.gemm.format : std::string(dtype_name(r.format))},
+           {"recipe", r.gemm.enabled ? nlohmann::json(r.format_text()) : nlohmann::json(nullptr)},
+           {"nodes", set}});
     }
   }
   if (!dot_path.empty()) {
@@ -261,6 +292,8 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
   return {{"title", title},
           {"precision_policy", policy_json},
           {"low_nodes", s.low_nodes},
+          {"quantized_gemms", quantized.nodes},
+          {"quantized_elements", quantized.elements},
           {"f16_nodes", s.f16_nodes},
           {"f32_nodes", s.f32_nodes},
           {"casts", s.casts.casts},

@@ -38,10 +38,12 @@ const char* const kConvLayoutHelp =
     "kernels; plain: NCHW everywhere, each convolution reordering its operands";
 
 const char* const kPrecisionPolicyHelp =
-    "amp and cost-aware: JSON rules that set the format (f32, bf16, f16) of the nodes they "
-    "select by op, node-name glob or first/last layers, a later rule overriding an earlier "
-    "one; amp: over the lists' choice, cost-aware: pinned, the search decides the rest "
-    "(docs/mixed-precision.md, examples/precision-policy.json)";
+    "amp and cost-aware: JSON rules that set the format (f32, bf16, f16, or for GEMMs an FP8 "
+    "or MX operand format with a scaling recipe, emulated on the CPU: fp8, mxfp8, mxfp4, ...) "
+    "of the nodes they select by op, node-name glob or first/last layers, a later rule "
+    "overriding an earlier one; amp: over the lists' choice, cost-aware: pinned, the search "
+    "decides the rest (docs/mixed-precision.md, docs/formats.md, "
+    "examples/precision-policy.json)";
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;

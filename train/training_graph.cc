@@ -95,9 +95,13 @@ PolicyResult apply_policy(Graph& g, const PrecisionConfig& precision, const Cost
                           std::shared_ptr<Backend> backend, const PaddingDecision& pays,
                           Communicator* agree) {
   PolicyResult r;
-  if (precision.rules)
+  if (precision.rules) {
     r.rules =
         std::make_shared<const PolicyAssignment>(resolve_precision_policy(g, *precision.rules));
+    // GEMM operand formats: the nodes compute in f32 (a pin like any rule's) on quantized
+    // operands; their state variables are build_training_graph's.
+    for (NodeId id = 0; id < g.num_nodes(); ++id) g.node(id).quant = r.rules->quant[size_t(id)];
+  }
   switch (precision.policy) {
     case Precision::fp32:
       if (r.rules) apply_precision(g, r.rules->dtype);  // the rules' nodes, the rest f32
@@ -280,6 +284,19 @@ TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
     info.costs = spec.precision.costs;
     if (spec.precision.automatic()) info.f16_costs = spec.precision.f16_costs;
   }
+  // Each quantized GEMM operand's state (scale, step count, amax history), saved in
+  // checkpoints and continued by --resume. A GEMM the step never runs (the data gradient of a
+  // first layer, dead code) is not quantized and has none.
+  const std::vector<char> live = live_nodes(g, info.fetches());
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    Node& n = g.node(id);
+    if (n.quant.enabled && !live[size_t(id)]) n.quant = {};
+    if (n.quant.enabled)
+      for (int i = 0; i < 2; ++i)
+        vars.get_or_create(gemm_quant_state_name(n.name, i),
+                           {gemm_quant_state_size(n.quant.recipe)}, Init::zeros(),
+                           VariableKind::quantization_state);
+  }
   info.cost_plan = policy.cost_plan;
   info.padding_candidates = policy.padding_candidates;
   info.padded = policy.padded;
@@ -374,6 +391,14 @@ void check_precision_policy(const TrainingGraphSpec& spec, Device device) {
   const bool emulates = kernels == Device::cpu;
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
     const Node& n = g.node(id);
+    if (a.quant[size_t(id)].enabled) {
+      const PrecisionRule& r = spec.precision.rules->rules[size_t(a.rule[size_t(id)] - 1)];
+      CAMPO_CHECK(has_quantized_gemm_kernel(kernels), "precision policy file ",
+                  spec.precision.rules->path, ", rule ", r.index, " (", r.describe(),
+                  "): FP8 and MX emulation runs on the CPU only, not on ", device_name(device),
+                  " (node ", n.name, ")");
+      continue;
+    }
     if (!a.is_set(id) || a.dtype[size_t(id)] == DType::f32) continue;
     if (!has_kernel(n.kind, kernels, DType::f32, emulates)) continue;
     const PrecisionRule& r = spec.precision.rules->rules[size_t(a.rule[size_t(id)] - 1)];

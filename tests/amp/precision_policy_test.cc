@@ -121,30 +121,79 @@ TEST(PrecisionPolicyFileTest, MalformedFilesAreOneLineErrors) {
         std::string(R"({"rules": [{"layers": {"first": )") + count + R"(}, "format": "f32"}]})",
         "\"first\" must be a positive whole number of layers");
   expect_refused(R"({"rules": [{"op": "MatMul", "format": 16}]})",
-                 "\"format\" must be a string (f32, bf16 or f16)");
+                 "\"format\" must be a string (f32, bf16, f16, or a GEMM operand format");
   expect_refused(R"({"rules": [{"op": "MatMul", "format": "f64"}]})",
-                 "unknown format \"f64\" (expected f32, bf16 or f16)");
+                 "unknown format \"f64\" (expected f32, bf16, f16, or a GEMM operand format");
   expect_refused(R"({"rules": [{"op": "MatMul", "format": "i32"}]})", "unknown format \"i32\"");
   expect_refused(R"({"rules": [{"op": "MatMul", "format": "f32", "note": 1}]})",
                  "\"note\" must be a string");
 }
 
-// The formats issue 53 adds later are known by name, and refused as formats campo cannot compute
-// in yet, never taken for unknown names nor ignored.
-TEST(PrecisionPolicyFileTest, FutureFormatsCannotRunYet) {
-  const std::pair<const char*, const char*> cases[] = {{"fp8_e4m3", "(FP8 E4M3)"},
-                                                       {"e5m2", "(FP8 E5M2)"},
-                                                       {"float8_e4m3fn", "(FP8 E4M3)"},
-                                                       {"fp8", "(FP8)"},
-                                                       {"mxfp8", "(MXFP8 blocks)"},
-                                                       {"mxfp8_e5m2", "(MXFP8 blocks of E5M2)"},
-                                                       {"mxfp6_e2m3", "(MXFP6 blocks of E2M3)"},
-                                                       {"MXFP4", "(MXFP4 blocks)"},
-                                                       {"fp4_e2m1", "(FP4 E2M1)"}};
-  for (const auto& [name, what] : cases)
+// The GEMM operand formats parse into a quantized format with their element formats and
+// default recipe; narrow formats named otherwise (element names alone, FP6/FP4 per tensor) are
+// known by name and refused as formats campo does not compute in, never taken for unknown names.
+TEST(PrecisionPolicyFileTest, GemmFormatsParseAndOtherNarrowFormatsAreRefused) {
+  struct Case {
+    const char* name;
+    bool blocks;
+    ElementFormat forward, gradient;
+  };
+  const Case formats[] = {{"fp8", false, ElementFormat::e4m3, ElementFormat::e5m2},
+                          {"FP8_E4M3", false, ElementFormat::e4m3, ElementFormat::e4m3},
+                          {"fp8_e5m2", false, ElementFormat::e5m2, ElementFormat::e5m2},
+                          {"mxfp8", true, ElementFormat::e4m3, ElementFormat::e4m3},
+                          {"mxfp8_e5m2", true, ElementFormat::e5m2, ElementFormat::e5m2},
+                          {"mxfp6_e2m3", true, ElementFormat::e2m3, ElementFormat::e2m3},
+                          {"mxfp6_e3m2", true, ElementFormat::e3m2, ElementFormat::e3m2},
+                          {"mxfp4", true, ElementFormat::e2m1, ElementFormat::e2m1}};
+  for (const Case& c : formats) {
+    SCOPED_TRACE(c.name);
+    const PrecisionPolicy p = parse_precision_policy(
+        std::string(R"({"rules": [{"op": "MatMul", "format": ")") + c.name + "\"}]}", "p.json");
+    const PrecisionRule& r = p.rules[0];
+    EXPECT_TRUE(r.gemm.enabled);
+    EXPECT_EQ(r.format, DType::f32);
+    EXPECT_EQ(r.gemm.blocks, c.blocks);
+    EXPECT_EQ(r.gemm.recipe.scaling, c.blocks ? Scaling::mx : Scaling::delayed);
+    EXPECT_EQ(r.gemm.recipe.history, 1024);
+    EXPECT_EQ(r.gemm.recipe.saturation, Saturation::saturating);
+    EXPECT_EQ(r.forward_element, c.forward);
+    EXPECT_EQ(r.gradient_element, c.gradient);
+    EXPECT_TRUE(p.sets_gemm_format());
+  }
+  const std::pair<const char*, const char*> refused[] = {{"e5m2", "(FP8 E5M2)"},
+                                                         {"float8_e4m3fn", "(FP8 E4M3)"},
+                                                         {"mxfp6", "(MXFP6 blocks)"},
+                                                         {"fp4_e2m1", "(FP4 E2M1)"}};
+  for (const auto& [name, what] : refused)
     expect_refused(std::string(R"({"rules": [{"op": "MatMul", "format": ")") + name + "\"}]}",
                    std::string("format \"") + name + "\" " + what +
-                       " cannot run yet: campo converts it bit-exactly");
+                       " is not a GEMM operand format campo computes in");
+}
+
+// The file's recipe is under each rule's; the rule's keys win, the others come through.
+TEST(PrecisionPolicyFileTest, RecipesMergeFileThenRule) {
+  const PrecisionPolicy p = parse_precision_policy(R"({
+    "recipe": {"scaling": "delayed", "history": 16, "amax": "most_recent", "margin": 2},
+    "rules": [{"op": "MatMul", "format": "fp8"},
+              {"op": "Conv2D", "format": "fp8_e5m2", "rounding": "stochastic",
+               "recipe": {"history": 4, "forward": "e4m3", "saturate": false}}]})",
+                                                   "p.json");
+  const ScalingRecipe& a = p.rules[0].gemm.recipe;
+  EXPECT_EQ(a.history, 16);
+  EXPECT_EQ(a.amax, AmaxReduction::most_recent);
+  EXPECT_EQ(a.margin, 2);
+  EXPECT_EQ(p.rules[0].gemm.rounding, Rounding::nearest_even);
+  const PrecisionRule& b = p.rules[1];
+  EXPECT_EQ(b.gemm.recipe.history, 4);
+  EXPECT_EQ(b.gemm.recipe.margin, 2);
+  EXPECT_EQ(b.gemm.recipe.saturation, Saturation::non_saturating);
+  EXPECT_EQ(b.gemm.rounding, Rounding::stochastic);
+  EXPECT_EQ(b.forward_element, ElementFormat::e4m3);
+  EXPECT_EQ(b.gradient_element, ElementFormat::e5m2);
+  EXPECT_EQ(b.describe(),
+            "op Conv2D -> fp8_e5m2 (e4m3/e5m2, delayed (history 4, most_recent, margin 2), "
+            "non-saturating, stochastic)");
 }
 
 TEST(PrecisionPolicyFileTest, FileErrorsNameTheFile) {

@@ -20,11 +20,11 @@ using testing::TempDir;
 // The figures of one memory object (MiB): the parts sum to the total, the arena holds at
 // least the values live at its busiest point, the gradients are in the arena.
 void expect_consistent(const nlohmann::json& m) {
-  const double parts = m.at("arena_mib").get<double>() + m.at("weights_mib").get<double>() +
-                       m.at("optimizer_state_mib").get<double>() +
-                       m.at("weight_copies_mib").get<double>() + m.at("inputs_mib").get<double>() +
-                       m.at("workspace_mib").get<double>() +
-                       m.at("kernel_buffers_mib").get<double>();
+  const double parts =
+      m.at("arena_mib").get<double>() + m.at("weights_mib").get<double>() +
+      m.at("optimizer_state_mib").get<double>() + m.value("quantization_state_mib", 0.0) +
+      m.at("weight_copies_mib").get<double>() + m.at("inputs_mib").get<double>() +
+      m.at("workspace_mib").get<double>() + m.at("kernel_buffers_mib").get<double>();
   EXPECT_NEAR(parts, m.at("total_mib").get<double>(), 1e-6) << m.dump();
   EXPECT_GT(m.at("live_peak_mib").get<double>(), 0) << m.dump();
   EXPECT_GE(m.at("arena_mib").get<double>(), m.at("live_peak_mib").get<double>()) << m.dump();

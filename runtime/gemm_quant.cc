@@ -1,0 +1,205 @@
+// Scaling recipes and the per-step quantization of a GEMM operand (runtime/gemm_quant.h).
+#include "runtime/gemm_quant.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "runtime/check.h"
+#include "runtime/chunked_for.h"
+#include "runtime/mx.h"
+
+namespace campo {
+
+namespace {
+
+constexpr size_t kParallelThreshold = size_t(1) << 15;
+constexpr size_t kChunk = size_t(1) << 14;
+// Steps are counted in an f32 state element: exact below 2^24.
+constexpr float kMaxStepCount = 16777216.0f;
+
+// A stream per (operand, step): the operand's key mixed with the step (SplitMix64's
+// finalizer), so that no two steps or operands share random bits.
+uint64_t step_stream(uint64_t key, uint64_t step) {
+  uint64_t z = key + (step + 1) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// dst[i] = decode(encode(x[i] * scale)): the element codes of the scaled operand as f32.
+void cast_scaled(ElementFormat f, float scale, std::span<const float> x, std::span<float> dst,
+                 std::span<uint8_t> codes, const EncodeOptions& options) {
+  for_each_chunk(x.size(), kParallelThreshold, kChunk, [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) dst[i] = x[i] * scale;
+  });
+  encode(f, std::span<const float>(dst.data(), dst.size()), codes, options);
+  decode(f, std::span<const uint8_t>(codes.data(), codes.size()), dst);
+}
+
+// MX blocks of 32 along axis.length for each (outer, inner): each block gathered, quantized
+// (mx_quantize, element i of the block drawing index row * length + position for stochastic
+// rounding), dequantized and scattered back. Blocks are independent, so the work splits over
+// the team by blocks without changing a bit.
+void mx_fake_quantize(ElementFormat f, const BlockAxis& axis, std::span<const float> x,
+                      std::span<float> dst, const MxOptions& options) {
+  const int64_t blocks_per_row = (axis.length + int64_t(kMxBlockSize) - 1) / int64_t(kMxBlockSize);
+  const int64_t rows = axis.outer * axis.inner;
+  const size_t total = size_t(rows * blocks_per_row);
+  for_each_chunk(total, kParallelThreshold / kMxBlockSize, 256, [&](size_t begin, size_t end) {
+    float values[kMxBlockSize], back[kMxBlockSize];
+    uint8_t codes[kMxBlockSize];
+    uint8_t scale = 0;
+    for (size_t b = begin; b < end; ++b) {
+      const int64_t row = int64_t(b) / blocks_per_row;
+      const int64_t first = (int64_t(b) % blocks_per_row) * int64_t(kMxBlockSize);
+      const int64_t count = std::min<int64_t>(int64_t(kMxBlockSize), axis.length - first);
+      const int64_t o = row / axis.inner, in = row % axis.inner;
+      const int64_t base = (o * axis.length + first) * axis.inner + in;
+      for (int64_t k = 0; k < count; ++k) values[k] = x[size_t(base + k * axis.inner)];
+      MxOptions block = options;
+      block.first_index = options.first_index + uint64_t(row * axis.length + first);
+      mx_quantize(f, {values, size_t(count)}, {&scale, 1}, {codes, size_t(count)}, block);
+      mx_dequantize(f, {&scale, 1}, {codes, size_t(count)}, {back, size_t(count)});
+      for (int64_t k = 0; k < count; ++k) dst[size_t(base + k * axis.inner)] = back[k];
+    }
+  });
+}
+
+}  // namespace
+
+const char* scaling_name(Scaling s) {
+  switch (s) {
+    case Scaling::delayed:
+      return "delayed";
+    case Scaling::current:
+      return "current";
+    case Scaling::mx:
+      return "mx";
+    case Scaling::none:
+      return "none";
+  }
+  return "?";
+}
+
+const char* amax_reduction_name(AmaxReduction r) {
+  return r == AmaxReduction::max ? "max" : "most_recent";
+}
+
+std::string ScalingRecipe::describe() const {
+  std::string s = scaling_name(scaling);
+  if (scaling == Scaling::delayed)
+    s += " (history " + std::to_string(history) + ", " + amax_reduction_name(amax) + ", margin " +
+         std::to_string(margin) + ")";
+  else if (scaling == Scaling::current && margin != 0)
+    s += " (margin " + std::to_string(margin) + ")";
+  if (saturation == Saturation::non_saturating) s += ", non-saturating";
+  return s;
+}
+
+std::string GemmQuant::describe() const {
+  std::string s = format + " " + element_format_name(element[0]);
+  if (element[1] != element[0]) s += std::string(" x ") + element_format_name(element[1]);
+  s += ", " + recipe.describe();
+  if (rounding == Rounding::stochastic) s += ", stochastic";
+  return s;
+}
+
+int64_t gemm_quant_state_size(const ScalingRecipe& recipe) {
+  return 2 + (recipe.scaling == Scaling::delayed ? recipe.history : 0);
+}
+
+std::string gemm_quant_state_name(const std::string& node, int operand) {
+  return node + (operand == 0 ? "/quant.a" : "/quant.b");
+}
+
+float scale_from_amax(float amax, float max_finite, int margin, float previous) {
+  if (!(amax > 0.0f) || !std::isfinite(amax)) return previous;
+  const float scale = (max_finite / amax) / std::ldexp(1.0f, margin);
+  // An amax so small that the scale overflows f32 keeps the previous scale too (TE would
+  // store inf and cast everything to NaN).
+  return std::isfinite(scale) && scale > 0.0f ? scale : previous;
+}
+
+float tensor_amax(std::span<const float> x) {
+  float amax = 0.0f;
+  bool finite = true;
+#pragma omp parallel for reduction(max : amax) reduction(&& : finite) if (x.size() >= kParallelThreshold)
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float a = std::fabs(x[i]);
+    finite = finite && std::isfinite(a);
+    amax = std::max(amax, std::isfinite(a) ? a : 0.0f);
+  }
+  return finite ? amax : std::numeric_limits<float>::infinity();
+}
+
+float push_amax_history(std::span<float> history, float amax, AmaxReduction reduction) {
+  CAMPO_CHECK(!history.empty(), "internal: an empty amax history");
+  std::copy_backward(history.begin(), history.end() - 1, history.end());
+  history[0] = amax;
+  if (reduction == AmaxReduction::most_recent) return amax;
+  return *std::max_element(history.begin(), history.end());
+}
+
+uint64_t fnv1a64(std::string_view text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : text) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+float quantize_gemm_operand(const GemmQuant& q, int operand, std::span<float> state,
+                            std::span<const float> x, std::span<float> dst,
+                            std::span<uint8_t> codes, const BlockAxis& axis, uint64_t seed,
+                            uint64_t stream_key) {
+  const ScalingRecipe& r = q.recipe;
+  CAMPO_CHECK(operand == 0 || operand == 1, "internal: GEMM operand ", operand);
+  CAMPO_CHECK(int64_t(state.size()) == gemm_quant_state_size(r), "internal: a GEMM operand's ",
+              "quantization state has ", state.size(), " elements, expected ",
+              gemm_quant_state_size(r));
+  CAMPO_CHECK(dst.size() == x.size() && codes.size() >= x.size(),
+              "internal: GEMM operand buffers of the wrong size");
+  const float steps = state[1];
+  CAMPO_CHECK(steps >= 0 && steps < kMaxStepCount, "a quantized GEMM operand counts its steps ",
+              "in f32, exact below 2^24 steps; this one is at ", steps);
+  const uint64_t stream = step_stream(stream_key ^ uint64_t(operand), uint64_t(steps));
+  state[1] = steps + 1.0f;
+  const ElementFormat f = q.element[size_t(operand)];
+  if (r.scaling == Scaling::mx) {
+    CAMPO_CHECK(int64_t(x.size()) == axis.outer * axis.length * axis.inner,
+                "internal: MX block axis does not cover the operand");
+    mx_fake_quantize(f, axis, x, dst, {.rounding = q.rounding, .seed = seed, .stream = stream});
+    state[0] = 1.0f;
+    return 1.0f;
+  }
+  const EncodeOptions options{
+      .rounding = q.rounding, .saturation = r.saturation, .seed = seed, .stream = stream};
+  const float max_finite = element_format_info(f).max_finite;
+  float scale = 1.0f;
+  switch (r.scaling) {
+    case Scaling::none:
+      break;
+    case Scaling::current:
+      scale = scale_from_amax(tensor_amax(x), max_finite, r.margin, 1.0f);
+      break;
+    case Scaling::delayed:
+      scale = state[0] > 0.0f ? state[0] : 1.0f;
+      break;
+    case Scaling::mx:
+      break;
+  }
+  cast_scaled(f, scale, x, dst, codes.first(x.size()), options);
+  if (r.scaling == Scaling::delayed) {
+    // A non-finite operand (an overflowed step the loss scaler skips) leaves the history and
+    // the scale as they are.
+    const float amax_now = tensor_amax(x);
+    if (std::isfinite(amax_now)) {
+      const float amax = push_amax_history(state.subspan(2), amax_now, r.amax);
+      state[0] = scale_from_amax(amax, max_finite, r.margin, scale);
+    }
+  } else {
+    state[0] = scale;
+  }
+  return 1.0f / scale;
+}
+
+}  // namespace campo
