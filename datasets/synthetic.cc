@@ -3,17 +3,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/hash.h"
 #include "runtime/rng.h"
 
 namespace campo {
 namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // Bilinear upsampling (align_corners=True) of a gh x gw grid to h x w.
 void upsample(const float* grid, int64_t gh, int64_t gw, float* out, int64_t h, int64_t w) {

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "runtime/check.h"
+#include "runtime/hash.h"
 
 namespace campo {
 
@@ -43,13 +44,8 @@ std::string BackendIdentity::hardware_hash() const {
   std::string key = kind;
   for (const Field& f : fields)
     if (!f.is_version) key += "|" + f.value;
-  uint64_t h = 1469598103934665603ull;  // FNV-1a 64
-  for (unsigned char c : key) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
   char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(fnv1a64(key)));
   return buf;
 }
 

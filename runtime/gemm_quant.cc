@@ -7,6 +7,7 @@
 
 #include "runtime/check.h"
 #include "runtime/chunked_for.h"
+#include "runtime/hash.h"
 #include "runtime/mx.h"
 
 namespace campo {
@@ -18,13 +19,10 @@ constexpr size_t kChunk = size_t(1) << 14;
 // Steps are counted in an f32 state element: exact below 2^24.
 constexpr float kMaxStepCount = 16777216.0f;
 
-// A stream per (operand, step): the operand's key mixed with the step (SplitMix64's
-// finalizer), so that no two steps or operands share random bits.
+// A stream per (operand, step): SplitMix64 at the operand's key advanced `step` times, so
+// that no two steps or operands share random bits.
 uint64_t step_stream(uint64_t key, uint64_t step) {
-  uint64_t z = key + (step + 1) * 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+  return splitmix64(key + step * 0x9e3779b97f4a7c15ull);
 }
 
 // dst[i] = decode(encode(x[i] * scale)): the element codes of the scaled operand as f32.
@@ -139,12 +137,6 @@ float push_amax_history(std::span<float> history, float amax, AmaxReduction redu
   history[0] = amax;
   if (reduction == AmaxReduction::most_recent) return amax;
   return *std::max_element(history.begin(), history.end());
-}
-
-uint64_t fnv1a64(std::string_view text) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : text) h = (h ^ c) * 0x100000001b3ull;
-  return h;
 }
 
 float quantize_gemm_operand(const GemmQuant& q, int operand, std::span<float> state,

@@ -93,7 +93,4 @@ float quantize_gemm_operand(const GemmQuant& q, int operand, std::span<float> st
                             std::span<uint8_t> codes, const BlockAxis& axis, uint64_t seed,
                             uint64_t stream_key);
 
-// A 64-bit FNV-1a hash (stable stream keys from names).
-uint64_t fnv1a64(std::string_view text);
-
 }  // namespace campo

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -97,6 +98,12 @@ class TempDir {
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   std::string file(const std::string& name) const { return (path_ / name).string(); }
+  // Writes `text` to the file `name` in the directory; returns its path.
+  std::string write(const std::string& name, const std::string& text) const {
+    const std::string path = file(name);
+    std::ofstream(path) << text;
+    return path;
+  }
   std::string str() const { return path_.string(); }
 
  private:

@@ -8,6 +8,7 @@
 #include "graph/variables.h"
 #include "models/models.h"
 #include "runtime/check.h"
+#include "runtime/hash.h"
 
 namespace campo {
 
@@ -56,8 +57,7 @@ void broadcast_variables(Communicator& comm, VariableStore& vars) {
 
 void check_ranks_agree(Communicator& comm, const std::string& what) {
   if (comm.size() == 1) return;
-  uint64_t hash = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char c : what) hash = (hash ^ c) * 1099511628211ull;
+  uint64_t hash = fnv1a64(what);
   std::vector<uint64_t> all(size_t(comm.size()));
   comm.all_gather(&hash, all.data(), sizeof hash);
   std::string differ;

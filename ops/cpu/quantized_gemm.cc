@@ -20,6 +20,7 @@
 
 #include "ops/kernel.h"
 #include "runtime/check.h"
+#include "runtime/hash.h"
 
 namespace campo {
 namespace {

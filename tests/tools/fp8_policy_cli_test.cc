@@ -21,12 +21,6 @@ using testing::expect_error;
 using testing::json_event;
 using testing::run_cli;
 
-std::string write(const testing::TempDir& dir, const std::string& name, const std::string& text) {
-  const std::string path = dir.file(name);
-  std::ofstream(path) << text;
-  return path;
-}
-
 std::vector<nlohmann::json> read_json_lines(const std::string& path) {
   std::ifstream in(path);
   std::vector<nlohmann::json> lines;
@@ -81,7 +75,7 @@ TEST(Fp8PolicyCliTest, LeNetTrainsWithEveryGemmQuantized) {
   for (const auto& [name, text] : cases) {
     SCOPED_TRACE(name);
     testing::TempDir dir;
-    const std::string policy = write(dir, "policy.json", text);
+    const std::string policy = dir.write("policy.json", text);
     const CliResult r = run_cli(lenet_train(dir, policy, "60"));
     ASSERT_EQ(r.code, 0) << r.err << r.out;
     // The quantized operands' state is in the memory report (as quantization_state_mib).
@@ -103,10 +97,10 @@ TEST(Fp8PolicyCliTest, LeNetTrainsWithEveryGemmQuantized) {
 // rate: the cosine schedule follows --steps, which the first half sets to 4.)
 TEST(Fp8PolicyCliTest, AResumedRunContinuesTheAmaxHistory) {
   testing::TempDir dir;
-  const std::string policy =
-      write(dir, "policy.json",
-            every_gemm("fp8", R"({"scaling": "delayed", "history": 4, "amax": "max", "margin": 1})",
-                       R"(, "rounding": "stochastic")"));
+  const std::string policy = dir.write(
+      "policy.json",
+      every_gemm("fp8", R"({"scaling": "delayed", "history": 4, "amax": "max", "margin": 1})",
+                 R"(, "rounding": "stochastic")"));
   const std::string straight = dir.file("straight.safetensors");
   const std::string half = dir.file("half.safetensors"), resumed = dir.file("resumed.safetensors");
   const std::vector<std::string> constant = {"--lr-schedule", "constant"};
@@ -140,7 +134,7 @@ TEST(Fp8PolicyCliTest, AResumedRunContinuesTheAmaxHistory) {
 
 TEST(Fp8PolicyCliTest, PlanShowsFormatRecipeAndQuantizedElements) {
   testing::TempDir dir;
-  const std::string policy = write(dir, "policy.json", R"({
+  const std::string policy = dir.write("policy.json", R"({
     "recipe": {"scaling": "current", "margin": 1},
     "rules": [{"name": "*", "format": "fp8"},
               {"layers": {"last": 1}, "format": "mxfp4", "note": "classifier"}]})");
@@ -185,7 +179,7 @@ TEST(Fp8PolicyCliTest, TheExamplePolicyPlans) {
 
 TEST(Fp8PolicyCliTest, CostAwarePinsQuantizedGemms) {
   testing::TempDir dir;
-  const std::string policy = write(dir, "policy.json", every_gemm("fp8", ""));
+  const std::string policy = dir.write("policy.json", every_gemm("fp8", ""));
   const CliResult p = run_cli({"plan", "--model", "lenet", "--batch", "8", "--precision",
                                "cost-aware", "--calibration", "none", "--precision-policy", policy,
                                "--json", dir.file("plan.json")});
@@ -234,7 +228,7 @@ TEST(Fp8PolicyCliTest, MalformedRecipesAreOneErrorLine) {
   };
   for (const auto& [text, needle] : cases) {
     SCOPED_TRACE(text);
-    const std::string policy = write(dir, "bad.json", text);
+    const std::string policy = dir.write("bad.json", text);
     expect_error(run_cli({"plan", "--model", "lenet", "--batch", "4", "--precision", "amp",
                           "--precision-policy", policy}),
                  needle);
@@ -243,7 +237,7 @@ TEST(Fp8PolicyCliTest, MalformedRecipesAreOneErrorLine) {
 
 TEST(Fp8PolicyCliTest, CudaRefusesQuantizedGemms) {
   testing::TempDir dir;
-  const std::string policy = write(dir, "policy.json", every_gemm("fp8", ""));
+  const std::string policy = dir.write("policy.json", every_gemm("fp8", ""));
   expect_error(run_cli({"plan", "--model", "lenet", "--batch", "4", "--device", "cuda",
                         "--precision", "amp", "--precision-policy", policy}),
                "FP8 and MX emulation runs on the CPU only");

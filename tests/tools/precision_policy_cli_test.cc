@@ -27,12 +27,6 @@ constexpr const char* kFirstLastF32 = R"({
   ]
 })";
 
-std::string write(const testing::TempDir& dir, const std::string& name, const std::string& text) {
-  const std::string path = dir.file(name);
-  std::ofstream(path) << text;
-  return path;
-}
-
 nlohmann::json read_json(const std::string& path) {
   std::ifstream f(path);
   return nlohmann::json::parse(f);
@@ -55,7 +49,7 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
 
 TEST(PrecisionPolicyCliTest, ResNet18FirstAndLastLayersF32TrainsAndPlanShowsTheRules) {
   testing::TempDir dir;
-  const std::string policy = write(dir, "policy.json", kFirstLastF32);
+  const std::string policy = dir.write("policy.json", kFirstLastF32);
   const CliResult t =
       run_cli(with(with({"train", "--dataset", "synthetic"}, kResnet18),
                    {"--steps", "3", "--limit-train", "32", "--limit-test", "8", "--progress",
@@ -109,7 +103,7 @@ TEST(PrecisionPolicyCliTest, ResNet18FirstAndLastLayersF32TrainsAndPlanShowsTheR
 // cost-aware: the rules' nodes are constraints; the search decides the rest.
 TEST(PrecisionPolicyCliTest, CostAwareKeepsThePinsAndSearchesTheRest) {
   testing::TempDir dir;
-  const std::string policy = write(dir, "pins.json", R"({"rules": [
+  const std::string policy = dir.write("pins.json", R"({"rules": [
       {"layers": {"first": 1, "last": 1}, "format": "f32"},
       {"op": "Mean", "format": "bf16", "note": "a deny op, pinned low"}]})");
   const std::string json = dir.file("plan.json");
@@ -150,7 +144,7 @@ TEST(PrecisionPolicyCliTest, CostAwareKeepsThePinsAndSearchesTheRest) {
 TEST(PrecisionPolicyCliTest, AutoTakesAnF16Rule) {
   testing::TempDir dir;
   const std::string policy =
-      write(dir, "f16.json", R"({"rules": [{"name": "fc2.*", "format": "f16"}]})");
+      dir.write("f16.json", R"({"rules": [{"name": "fc2.*", "format": "f16"}]})");
   const std::string json = dir.file("plan.json");
   const CliResult p = run_cli({"plan", "--model", "lenet", "--batch", "8", "--precision",
                                "cost-aware", "--low-precision", "auto", "--calibration", "none",
@@ -173,7 +167,7 @@ TEST(PrecisionPolicyCliTest, AutoTakesAnF16Rule) {
 // A model array's graph holds each layer once for all its models: the rules apply alike.
 TEST(PrecisionPolicyCliTest, ModelArraysTakeAPolicy) {
   testing::TempDir dir;
-  const std::string policy = write(dir, "policy.json", kFirstLastF32);
+  const std::string policy = dir.write("policy.json", kFirstLastF32);
   const CliResult t = run_cli({"train",     "--model",      "lenet", "--dataset",
                                "synthetic", "--array",      "2",     "--steps",
                                "2",         "--batch",      "8",     "--limit-train",
@@ -206,7 +200,7 @@ TEST(PrecisionPolicyCliTest, EveryErrorIsOneLineBeforeAnyWork) {
   };
   int n = 0;
   for (const auto& [text, needle] : cases) {
-    const std::string path = write(dir, "p" + std::to_string(n++) + ".json", text);
+    const std::string path = dir.write("p" + std::to_string(n++) + ".json", text);
     const std::vector<std::vector<std::string>> commands = {
         {"train", "--model", "lenet", "--dataset", "synthetic", "--steps", "1", "--batch", "8",
          "--progress", "none", "--precision", "cost-aware", "--precision-policy", path},
@@ -226,7 +220,7 @@ TEST(PrecisionPolicyCliTest, EveryErrorIsOneLineBeforeAnyWork) {
         EXPECT_EQ((r.out + r.err).find(work), std::string::npos) << work << ": " << r.out << r.err;
     }
   }
-  const std::string ok = write(dir, "ok.json", R"({"rules": [{"op": "MatMul", "format": "f16"}]})");
+  const std::string ok = dir.write("ok.json", R"({"rules": [{"op": "MatMul", "format": "f16"}]})");
   expect_error(
       run_cli({"plan", "--model", "lenet", "--precision", "fp32", "--precision-policy", ok}),
       "--precision-policy has no effect with --precision fp32");
