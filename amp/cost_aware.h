@@ -9,6 +9,7 @@
 // decided in the other precision.
 #pragma once
 
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +32,12 @@ CastCostModel fit_cast_model(const std::vector<std::pair<int64_t, double>>& samp
 struct NodeCost {
   double fp32_ms = 0.0;
   double low_ms = 0.0;
+  // --allow-fp8: the node as a GEMM on FP8 operands (Node::quant, the "fp8" format), its
+  // operands' quantization included (of which fp8_quantize_ms); infinite where it cannot run
+  // so (not a GEMM, or a device without FP8 GEMMs). Such a node computes in f32 on quantized
+  // operands: a form of the f32 label, which the search prices at min(fp32_ms, fp8_ms).
+  double fp8_ms = std::numeric_limits<double>::infinity();
+  double fp8_quantize_ms = 0.0;
 };
 
 // What the profiling step found when it compared its measured f32 node times with the f32
@@ -87,6 +94,8 @@ struct CostAwarePlan {
   // or bf16; `low` is then "not f32"). Empty for a plan over one low type.
   std::vector<DType> dtype;
   std::vector<Traversal> decided_by;  // by NodeId
+  // --allow-fp8: by NodeId, an f32-labelled GEMM that runs on FP8 operands (empty: none).
+  std::vector<char> fp8;
   double predicted_ms = 0.0;          // predicted step time with casts
   double traversals_ms = 0.0;         // the same for the four traversals' plan alone
   int exact_changes = 0;              // nodes the exact search flipped

@@ -54,6 +54,9 @@ struct PrecisionConfig {
   // --low-precision: one low type (`low`), or `automatic`: cost-aware chooses per node among
   // f32, f16 and bf16 (amp/three_way.h). Then `low` and `lists` are bf16's, `costs` bf16's
   // (f32 and bf16 times), and these f16's; amp paints `low`.
+  // cost-aware over one low type: a GEMM may also run on FP8 operands (the "fp8" format,
+  // delayed scaling) where its costs' fp8_ms says that is its cheapest f32 form.
+  bool allow_fp8 = false;
   LowPrecisionMode low_mode = LowPrecisionMode::bf16;
   AmpLists f16_lists = AmpLists::defaults(Device::cpu, DType::f16);
   std::shared_ptr<const CostTable> f16_costs;

@@ -537,13 +537,8 @@ PolicyAssignment resolve_precision_policy(const Graph& g, const PrecisionPolicy&
       a.dtype[size_t(id)] = r.format;
       a.quant[size_t(id)] = {};
       if (!r.gemm.enabled) continue;
-      GemmQuant& q = a.quant[size_t(id)] = r.gemm;
-      // An operand made by the backward pass is a gradient (dY of the data and weight
-      // gradients); activations and weights are forward values.
-      for (size_t i = 0; i < 2; ++i)
-        q.element[i] = g.node(g.value(node.inputs[i]).producer).phase == Phase::backward
-                           ? r.gradient_element
-                           : r.forward_element;
+      set_operand_elements(g, node, r.forward_element, r.gradient_element,
+                           a.quant[size_t(id)] = r.gemm);
     }
     CAMPO_CHECK(selected > 0, where, " selects no ",
                 r.gemm.enabled ? "GEMM (MatMul, BatchMatMulV2, Conv2D or its backprops)" : "node",
@@ -554,6 +549,15 @@ PolicyAssignment resolve_precision_policy(const Graph& g, const PrecisionPolicy&
   for (int r : a.rule)
     if (r > 0) ++a.nodes_set[size_t(r - 1)];
   return a;
+}
+
+void set_operand_elements(const Graph& g, const Node& node, ElementFormat forward,
+                          ElementFormat gradient, GemmQuant& q) {
+  // An operand made by the backward pass is a gradient (dY of the data and weight gradients);
+  // activations and weights are forward values.
+  for (size_t i = 0; i < 2; ++i)
+    q.element[i] =
+        g.node(g.value(node.inputs[i]).producer).phase == Phase::backward ? gradient : forward;
 }
 
 }  // namespace campo

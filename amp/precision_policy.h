@@ -105,5 +105,9 @@ struct PolicyAssignment {
 // or an op that matches nothing, or selectors that match nothing together) and a layer count
 // beyond the graph's layers.
 PolicyAssignment resolve_precision_policy(const Graph& g, const PrecisionPolicy& policy);
+// A quantized GEMM node's operand elements: `gradient` for an operand the backward pass makes
+// (the dY of data and weight gradients), `forward` for the others (activations, weights).
+void set_operand_elements(const Graph& g, const Node& node, ElementFormat forward,
+                          ElementFormat gradient, GemmQuant& q);
 
 }  // namespace campo

@@ -71,7 +71,7 @@ void attach_predicted_costs(ModelRunOptions& o) {
               "not auto");
   const DType low = precision.low;
   o.costs = std::make_shared<const CostTable>(
-      predict_cost_table(g, info.fetches(), profile, from, to, low));
+      predict_cost_table(g, info.fetches(), profile, from, to, low, o.mixed.allow_fp8));
   o.costs_note = "cost-aware's costs predicted for " + to.name + " (" + to.full_name + ") from " +
                  profile.where + ", measured on " + from.name + " (" + from.full_name + ")";
 }

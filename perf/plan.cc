@@ -411,6 +411,88 @@ void plan_step_graphs(const PlanOptions& o, const std::shared_ptr<Backend>& back
   j["cast_elements"] = s.casts.cast_elements;
 }
 
+// Why no GEMM of this plan can run on FP8 operands (--allow-fp8 where no node has an FP8 time).
+std::string no_fp8_reason(const PlanOptions& o) {
+  if (o.run.plan_for.active())
+    return o.run.plan_for.device + " has no FP8 GEMM in the device table (no \"fp8\" peak)";
+  if (o.run.device.type == Device::cpu)
+    return "this CPU has no FP8 GEMM: campo runs FP8 here only emulated (f32 kernels on the "
+           "decoded codes, slower than f32 by construction), so cost-aware never chooses it; a "
+           "--precision-policy rule with format fp8 still runs it, for its numerics";
+  return "campo has no FP8 GEMM kernel on " + o.run.device.str() +
+         " yet (plan for a GPU of the device table with --for)";
+}
+
+// --allow-fp8: the GEMMs that could run on FP8 operands, with their predicted times in each
+// form, whether the plan put them in FP8, and the gain; or the one line that says why none can.
+nlohmann::json print_fp8_choice(const PlanOptions& o, const Graph& g, const TrainingGraphInfo& info,
+                                DType low_type, std::ostream& out) {
+  const CostTable& costs = *info.costs;
+  const CostAwarePlan& plan = *info.cost_plan;
+  struct Row {
+    NodeId id;
+    double f32, low, fp8, quantize;
+    bool chosen;
+  };
+  std::vector<Row> rows;
+  for (NodeId id = 0; id < g.num_nodes() && size_t(id) < costs.nodes.size(); ++id) {
+    const NodeCost& c = costs.nodes[size_t(id)];
+    if (!std::isfinite(c.fp8_ms)) continue;
+    rows.push_back({id, c.fp32_ms, c.low_ms, c.fp8_ms, c.fp8_quantize_ms,
+                    !plan.fp8.empty() && plan.fp8[size_t(id)] != 0});
+  }
+  if (rows.empty()) {
+    const std::string why = no_fp8_reason(o);
+    out << "fp8: no GEMM can run in FP8: " << why << "\n";
+    return {{"candidates", 0}, {"chosen", 0}, {"reason", why}};
+  }
+  // The largest predicted gains first: each against the node's best form without FP8.
+  auto gain = [](const Row& r) { return std::min(r.f32, r.low) - r.fp8; };
+  std::stable_sort(rows.begin(), rows.end(),
+                   [&](const Row& a, const Row& b) { return gain(a) > gain(b); });
+  const char* low = dtype_name(low_type);
+  int chosen = 0;
+  double saved = 0;
+  nlohmann::json nodes = nlohmann::json::array();
+  std::ostringstream table;
+  char line[320];
+  std::snprintf(line, sizeof line, "  %-40s %-26s %10s %10s %10s %9s %7s  %s\n", "GEMM", "operands",
+                "f32 ms", (std::string(low) + " ms").c_str(), "fp8 ms", "of which q", "speedup",
+                "plan");
+  table << line;
+  for (const Row& r : rows) {
+    const Node& n = g.node(r.id);
+    std::string operands = compact_shape(g.value(n.inputs[0]).shape) + " x " +
+                           compact_shape(g.value(n.inputs[1]).shape);
+    const double best = std::min(r.f32, r.low);
+    chosen += r.chosen;
+    if (r.chosen) saved += best - r.fp8;
+    std::snprintf(line, sizeof line, "  %-40s %-26s %10.4g %10.4g %10.4g %9.4g %6.2fx  %s\n",
+                  n.name.c_str(), operands.c_str(), r.f32, r.low, r.fp8, r.quantize, best / r.fp8,
+                  r.chosen                 ? "fp8"
+                  : plan.low[size_t(r.id)] ? low
+                                           : "f32");
+    table << line;
+    nodes.push_back({{"name", n.name},
+                     {"op", op_name(n.kind)},
+                     {"operands", operands},
+                     {"fp32_ms", r.f32},
+                     {"low_ms", r.low},
+                     {"fp8_ms", r.fp8},
+                     {"fp8_quantize_ms", r.quantize},
+                     {"speedup", best / r.fp8},
+                     {"chosen", r.chosen}});
+  }
+  std::snprintf(line, sizeof line,
+                "fp8: %d of %zu GEMMs on FP8 operands (E4M3 forward, E5M2 gradients, delayed "
+                "scaling), predicted %.4f ms a step faster than their best of f32 and %s; "
+                "speedup = that best / the FP8 time, its operands' quantization included:\n",
+                chosen, rows.size(), saved, low);
+  out << line << table.str();
+  return {
+      {"candidates", int(rows.size())}, {"chosen", chosen}, {"saved_ms", saved}, {"nodes", nodes}};
+}
+
 // A model of one training graph: its plan (built, not compiled), beside amp's under the same
 // costs (cost-aware), and the executor's predicted memory.
 void plan_training_graph(const PlanOptions& o, const std::shared_ptr<Backend>& backend,
@@ -527,6 +609,7 @@ void plan_training_graph(const PlanOptions& o, const std::shared_ptr<Backend>& b
           << " low-precision GEMMs (unaligned K/N) and convolutions (unaligned channels) "
           << "padded to multiples of " << info.pad_to
           << " (where timing the node both ways showed a gain)\n";
+    if (spec.precision.allow_fp8) j["fp8"] = print_fp8_choice(o, g, info, spec.precision.low, out);
     j["padding_candidates"] = info.padding_candidates;
     j["padded"] = info.padded;
     j["pad_to"] = info.pad_to;

@@ -13,6 +13,7 @@
 #include "amp/calibration.h"
 #include "datasets/text_file.h"
 #include "graph/flops.h"
+#include "ops/kernel.h"
 #include "ops/op.h"
 #include "perf/roofline.h"
 #include "runtime/atomic_file.h"
@@ -103,6 +104,7 @@ double DeviceModel::stream_for(DType dtype) const {
 json DeviceModel::to_json() const {
   json peaks = json::object(), streams = json::object();
   for (const auto& [d, g] : peak_gflops) peaks[dtype_name(d)] = g;
+  if (fp8_gflops > 0) peaks["fp8"] = fp8_gflops;
   for (const auto& [d, g] : stream_gbs) streams[dtype_name(d)] = g;
   json j = {{"name", name},
             {"kind", kind},
@@ -135,6 +137,10 @@ DeviceModel parse_device(const json& j, const std::string& origin) {
   CAMPO_CHECK(j.contains("peak_gflops") && j["peak_gflops"].is_object(), where,
               ": 'peak_gflops' is missing or not an object");
   for (const auto& [key, value] : j["peak_gflops"].items()) {
+    if (key == "fp8") {  // a GEMM operand format, not a dtype (runtime/gemm_quant.h)
+      d.fp8_gflops = rate(j["peak_gflops"], "fp8", where + ": peak_gflops", kMostGflops);
+      continue;
+    }
     const std::optional<DType> dt = precision_named(key);
     CAMPO_CHECK(dt.has_value(), where, ": peak_gflops has an unknown precision '", key, "'");
     d.peak_gflops[*dt] = rate(j["peak_gflops"], key.c_str(), where + ": peak_gflops", kMostGflops);
@@ -231,6 +237,20 @@ double scale_node_time(double ms, double flops, const Traffic& from_traffic, DTy
           : traffic_ms({{from_dtype, 1.0}}, from, gemm) / traffic_ms({{to_dtype, 1.0}}, to, gemm);
   const double compute = from.peak_for(from_dtype, gemm) / to.peak_for(to_dtype, gemm);
   return ms * std::pow(memory, gamma) * std::pow(compute, 1.0 - gamma);
+}
+
+Fp8GemmTime predict_fp8_gemm(double ms, double flops, const Traffic& from_traffic, DType from_dtype,
+                             double operand_elements, double output_elements,
+                             const DeviceModel& from, const DeviceModel& to, double launch_ms) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  if (to.fp8_gflops <= 0) return {kInf, kInf};
+  DeviceModel fp8 = to;  // the product at the FP8 peak, its bytes at the memory's rate
+  fp8.peak_gflops[DType::f32] = to.fp8_gflops;
+  const Traffic traffic = {{DType::f32, operand_elements + 4 * output_elements}};
+  constexpr double kQuantizeBytes = 5;  // read 4 (f32), write 1 (the code)
+  return {
+      scale_node_time(ms, flops, from_traffic, from_dtype, traffic, DType::f32, true, from, fp8),
+      2 * launch_ms + operand_elements * kQuantizeBytes * 1e-6 / to.memory_gbs};
 }
 
 double scale_node_time(double ms, double flops, double bytes, DType dtype, bool gemm,
@@ -642,7 +662,7 @@ std::string shapes_text(const std::vector<Shape>& shapes) {
 
 CostTable predict_cost_table(const Graph& g, const std::vector<ValueId>& fetches,
                              const RecordedProfile& profile, const DeviceModel& from,
-                             const DeviceModel& to, DType low) {
+                             const DeviceModel& to, DType low, bool fp8) {
   CAMPO_CHECK(low_precision(low), "internal: predict_cost_table for ", dtype_name(low));
   CAMPO_CHECK(to.peak_gflops.count(low), "device ", to.name, " has no ", dtype_name(low),
               " in its table entry (it does not compute in it): plan for it with the other "
@@ -657,6 +677,8 @@ CostTable predict_cost_table(const Graph& g, const std::vector<ValueId>& fetches
     by_name.emplace(n.name, &n);
     if (n.ms_per_call > 0) fixed_ms = std::min(fixed_ms, n.ms_per_call);
   }
+  // Dispatching a kernel costs what the cheapest node of the profile cost per call.
+  const double fixed = std::isfinite(fixed_ms) ? fixed_ms : 0.0;
   const std::vector<char> live = live_nodes(g, fetches);
   CostTable t;
   t.nodes.resize(size_t(g.num_nodes()));
@@ -683,12 +705,18 @@ CostTable predict_cost_table(const Graph& g, const std::vector<ValueId>& fetches
       return scale_node_time(p.ms, p.flops, p.traffic(), p.dtype, p.traffic_computing_in(compute),
                              compute, gemm, from, to);
     };
-    t.nodes[size_t(id)] = {on_target(DType::f32), on_target(low)};
+    NodeCost& c = t.nodes[size_t(id)] = {on_target(DType::f32), on_target(low)};
+    if (fp8 && is_quantizable_gemm(n.kind) && is_floating(p.dtype)) {
+      const double operands = double(shape_numel(here[0]) + shape_numel(here[1]));
+      const Fp8GemmTime f =
+          predict_fp8_gemm(p.ms, p.flops, p.traffic(), p.dtype, operands,
+                           double(shape_numel(g.value(n.outputs[0]).shape)), from, to, fixed);
+      c.fp8_ms = f.total();
+      c.fp8_quantize_ms = f.quantize_ms;
+    }
   }
   // A cast reads 4 bytes and writes 2 per element (or the reverse), at the rate element-wise
-  // work of its destination type streams at on the target; dispatching it costs what the
-  // cheapest kernel of the profile cost per call.
-  const double fixed = std::isfinite(fixed_ms) ? fixed_ms : 0.0;
+  // work of its destination type streams at on the target, plus one dispatch (`fixed`).
   constexpr double kCastBytes = 6;
   t.cast = {fixed, kCastBytes * 1e-6 / to.stream_for(low)};  // GB/s -> ms per element
   t.cast_to_f32 = CastCostModel{fixed, kCastBytes * 1e-6 / to.memory_gbs};

@@ -43,6 +43,9 @@ struct DeviceModel {
   int units = 0;                        // SMs or cores
   double clock_mhz = 0;                 // informative
   std::map<DType, double> peak_gflops;  // f32, and the low precisions it computes natively
+  // FP8 GEMMs (E4M3/E5M2 operands, f32 accumulation; "fp8" in the table's peak_gflops), dense;
+  // 0: the device has no FP8 GEMM.
+  double fp8_gflops = 0;
   double memory_gbs = 0;
   // The rate element-wise work streams at, per dtype, where it differs from memory_gbs: a
   // CPU that emulates bf16 converts every element (measure_stream_gbs). Unlisted: memory_gbs.
@@ -155,9 +158,28 @@ std::vector<DeviceModel> device_table(const std::string& devices_path);
 // differ: a profile of another model, batch or input size.
 // Only the nodes a step runs to compute `fetches` are looked for (live_nodes); the others
 // cost nothing.
+// With `fp8`, each GEMM-like node (is_quantizable_gemm) also gets its FP8 time on `to`
+// (NodeCost::fp8_ms, predict_fp8_gemm), where `to` has an FP8 peak.
 CostTable predict_cost_table(const Graph& g, const std::vector<ValueId>& fetches,
                              const RecordedProfile& profile, const DeviceModel& from,
-                             const DeviceModel& to, DType low);
+                             const DeviceModel& to, DType low, bool fp8 = false);
+
+// A GEMM-like node's time on `to` with FP8 operands (the "fp8" format of runtime/gemm_quant.h:
+// each operand quantized every step, the product accumulated and written in f32), from its
+// time `ms` measured on `from` as scale_node_time scales it: the product at to's FP8 peak,
+// its operands read as one byte an element and its output written as four. Quantizing costs
+// one kernel per operand (`launch_ms` each) that reads the f32 operand and writes its codes,
+// the amax taken in the same pass (delayed scaling, Transformer Engine's default; current
+// scaling would read it once more): 5 bytes an element at to's memory bandwidth. Each GEMM
+// node quantizes its own operands, as campo's graph runs them (a weight read by the forward
+// and the data-gradient GEMM is quantized by each). Both infinite where `to` has no FP8 GEMM.
+struct Fp8GemmTime {
+  double gemm_ms = 0, quantize_ms = 0;
+  double total() const { return gemm_ms + quantize_ms; }
+};
+Fp8GemmTime predict_fp8_gemm(double ms, double flops, const Traffic& from_traffic, DType from_dtype,
+                             double operand_elements, double output_elements,
+                             const DeviceModel& from, const DeviceModel& to, double launch_ms);
 
 // This CPU as the process runs it now (its OpenMP threads, oneDNN's ISA): the f32 and bf16
 // GEMM peaks through campo's MatMul kernel, the bandwidth of campo's f32 Add kernel over

@@ -1,9 +1,11 @@
 // `campo plan`: show, per node of a model's training step, the precision a policy chooses.
 #include <iostream>
 
+#include "models/models.h"
 #include "perf/calibration_store.h"
 #include "perf/model_run.h"
 #include "perf/plan.h"
+#include "runtime/check.h"
 #include "runtime/path_check.h"
 #include "tools/commands.h"
 #include "tools/model_run_options.h"
@@ -28,6 +30,9 @@ class PlanCommand final : public Command {
     app_->add_flag("--all-nodes", o.all_nodes,
                    "Also list variables, placeholders and optimizer updates");
     add_plan_for_options(app_, o.run.plan_for);
+    app_->add_flag("--allow-fp8", o.run.mixed.allow_fp8,
+                   "cost-aware: GEMMs may also run on FP8 operands (E4M3/E5M2, delayed scaling) "
+                   "where the device has FP8 GEMMs and they pay, quantization included");
     app_->add_option("--alloc-trace", o.alloc_trace_path,
                      "Write the step's allocations, one buffer per value, as a trace for "
                      "allocator tests")
@@ -48,6 +53,12 @@ class PlanCommand final : public Command {
     default_low_precision_of(app_, o.run.device, o.run.model, o.run.mixed.low_precision);
     o.precision = parse_precision(precision_);
     check_run_options_apply(app_, o.run, optimizer_, {precision_});
+    CAMPO_CHECK(!o.run.mixed.allow_fp8 || o.precision == Precision::cost_aware,
+                "--allow-fp8 applies to --precision cost-aware only (FP8 by rule: "
+                "--precision-policy with a format fp8 rule)");
+    CAMPO_CHECK(!o.run.mixed.allow_fp8 || step_graph_count(o.run.model) == 1,
+                "--allow-fp8 plans models of one step graph (classifiers and BERT), not ",
+                o.run.model);
     check_plan_options(o);
     check_run_precision_policy(o.run, {precision_});
     check_calibration_device(calibration_, o.precision, o.run.device);

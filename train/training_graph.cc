@@ -1,10 +1,12 @@
 #include "train/training_graph.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "amp/cost_aware.h"
 #include "amp/loss_scaler.h"
 #include "amp/padding.h"
+#include "amp/precision_policy.h"
 #include "datasets/dataset.h"
 #include "graph/autodiff.h"
 #include "graph/builder.h"
@@ -91,6 +93,40 @@ std::vector<DType> amp_dtypes(const Graph& g, const PrecisionConfig& precision,
   return dtype;
 }
 
+namespace {
+
+// --allow-fp8: the costs the search runs on, each unpinned node's f32 time the cheaper of its
+// f32 and FP8 forms (an FP8 GEMM is an f32 node on quantized operands).
+CostTable fp8_as_f32_form(const CostTable& costs, const std::vector<int8_t>& pins) {
+  CostTable t = costs;
+  for (size_t i = 0; i < t.nodes.size(); ++i)
+    if (pins.empty() || pins[i] == kUnpinned)
+      t.nodes[i].fp32_ms = std::min(t.nodes[i].fp32_ms, t.nodes[i].fp8_ms);
+  return t;
+}
+
+// The plan's f32 nodes whose FP8 form was the cheaper run on FP8 operands: the "fp8" format
+// (E4M3 forward, E5M2 gradients) with delayed scaling, as a policy file's rule would set it.
+// Nodes a rule pinned keep the rule's format.
+void set_fp8_gemms(Graph& g, const CostTable& costs, CostAwarePlan& plan) {
+  plan.fp8.assign(size_t(g.num_nodes()), 0);
+  GemmQuant fp8;
+  fp8.enabled = true;
+  fp8.format = "fp8";
+  for (NodeId id = 0; id < g.num_nodes() && size_t(id) < costs.nodes.size(); ++id) {
+    const NodeCost& c = costs.nodes[size_t(id)];
+    if (plan.low[size_t(id)] || plan.decided_by[size_t(id)] == Traversal::rule ||
+        !(c.fp8_ms < c.fp32_ms))
+      continue;
+    Node& n = g.node(id);
+    n.quant = fp8;
+    set_operand_elements(g, n, ElementFormat::e4m3, ElementFormat::e5m2, n.quant);
+    plan.fp8[size_t(id)] = 1;
+  }
+}
+
+}  // namespace
+
 PolicyResult apply_policy(Graph& g, const PrecisionConfig& precision, const CostTable* costs,
                           std::shared_ptr<Backend> backend, const PaddingDecision& pays,
                           Communicator* agree) {
@@ -142,7 +178,14 @@ PolicyResult apply_policy(Graph& g, const PrecisionConfig& precision, const Cost
         options.pins[size_t(i)] = t == DType::f32 ? kPinnedF32 : kPinnedLow;
       }
     }
-    plan = std::make_shared<CostAwarePlan>(plan_cost_aware(g, precision.lists, *costs, options));
+    if (precision.allow_fp8) {
+      const CostTable with_fp8 = fp8_as_f32_form(*costs, options.pins);
+      plan =
+          std::make_shared<CostAwarePlan>(plan_cost_aware(g, precision.lists, with_fp8, options));
+      set_fp8_gemms(g, *costs, *plan);
+    } else {
+      plan = std::make_shared<CostAwarePlan>(plan_cost_aware(g, precision.lists, *costs, options));
+    }
     if (agree && agree->size() > 1) agree->broadcast(plan->low.data(), plan->low.size(), 0);
     apply_precision(g, plan->low, precision.low, precision.fold_casts);
   }
@@ -320,6 +363,10 @@ PrecisionConfig precision_config(Precision policy, const PrecisionOptions& o, De
               "--low-precision auto chooses among f32, f16 and bf16 by the exact search only "
               "(--search traversals decides between f32 and one low type)");
   p.fold_casts = o.fold_casts;
+  p.allow_fp8 = o.allow_fp8 && policy == Precision::cost_aware;
+  CAMPO_CHECK(!p.allow_fp8 || !p.automatic(),
+              "--allow-fp8 searches f32, FP8 GEMMs and one low type: give --low-precision bf16 "
+              "or fp16, not auto");
   p.lists = AmpLists::defaults(device, p.low);
   p.f16_lists = AmpLists::defaults(device, DType::f16);
   CAMPO_CHECK(o.loss_scale == "auto" || o.loss_scale == "dynamic" || o.loss_scale == "none",

@@ -33,6 +33,7 @@ struct PrecisionOptions {
   std::string precision_policy_file;  // --precision-policy: JSON rules (amp/precision_policy.h)
   std::string search = "exact";  // cost-aware: exact or traversals
   bool fold_casts = true;        // cost-aware: fold weight-gradient casts into producers
+  bool allow_fp8 = false;        // cost-aware: GEMMs may run on FP8 operands where that pays
 };
 // The policy's configuration on `device` (its mixed-precision lists); checks each option
 // (one error line naming it) and reads --amp-lists-file and --precision-policy (for amp and

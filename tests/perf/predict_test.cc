@@ -462,6 +462,117 @@ TEST(PredictTest, PlanForBadInputIsOneLine) {
                "is a MatMul there but a Conv2D here");
 }
 
+// FP8 against BF16 for the three GEMMs of a linear layer trained on an H100 (forward M x K by
+// K x N; data gradient M x N by N x K; weight gradient K x M by M x N), each measured on the
+// H100 at its bf16 roofline and predicted with FP8 operands, quantization included. torchao's
+// float8 table (torchao/float8/README.md, "Performance", H100, tensorwise scaling, forward and
+// backward) gives 0.80x at M, K, N = 1024, 2048, 1024 and 1.39x at 4096, 8192, 16384: FP8 is
+// to lose at the first and win at the second.
+double fp8_linear_speedup(double m, double k, double n) {
+  const DeviceModel& h100 = find_device(builtin_devices(), "h100");
+  const double peak = h100.peak_gflops.at(DType::bf16), bandwidth = h100.memory_gbs;
+  double bf16 = 0, fp8 = 0;
+  const double gemms[3][3] = {{m, k, n}, {m, n, k}, {k, m, n}};  // rows, reduction, columns
+  for (const auto& [rows, depth, cols] : gemms) {
+    const double flops = 2 * rows * depth * cols, operands = rows * depth + depth * cols,
+                 output = rows * cols;
+    const Traffic traffic = {{DType::bf16, 2 * (operands + output)}};
+    const double ms = std::max(flops / peak, traffic_bytes(traffic) / bandwidth) * 1e-6;
+    bf16 += ms;
+    fp8 += predict_fp8_gemm(ms, flops, traffic, DType::bf16, operands, output, h100, h100, 0.005)
+               .total();
+  }
+  return bf16 / fp8;
+}
+
+TEST(PredictTest, Fp8GemmsLoseAtSmallSizesAndWinAtLargeOnesAsTorchaosTableSays) {
+  const double small = fp8_linear_speedup(1024, 2048, 1024);
+  const double large = fp8_linear_speedup(4096, 8192, 16384);
+  EXPECT_LT(small, 1.0);  // torchao: 0.80
+  EXPECT_GT(large, 1.2);  // torchao: 1.39
+  EXPECT_LT(large, 2.0);  // never past the peaks' ratio
+  // A device without FP8 GEMMs: no FP8 time.
+  const DeviceModel& a100 = find_device(builtin_devices(), "a100");
+  EXPECT_EQ(a100.fp8_gflops, 0);
+  EXPECT_TRUE(std::isinf(
+      predict_fp8_gemm(1.0, 1e9, {{DType::f32, 1e6}}, DType::f32, 1e5, 1e5, a100, a100, 0)
+          .total()));
+  // The table's fp8 peak is read and written back.
+  const DeviceModel& h200 = find_device(builtin_devices(), "h200");
+  EXPECT_EQ(h200.fp8_gflops, 2 * h200.peak_gflops.at(DType::bf16));
+  EXPECT_EQ(parse_device(h200.to_json(), "test").fp8_gflops, h200.fp8_gflops);
+}
+
+// campo plan --allow-fp8: the GEMMs that could run on FP8 operands, and those the plan puts
+// there; on a device without FP8 GEMMs (this CPU, measured; an A100) one line says why.
+TEST(PredictTest, PlanAllowFp8ShowsWhichGemmsGoFp8AndWhy) {
+  RecordedLenet rec;
+  // "fast8": the profile's own device with FP8 GEMMs 100x its f32 peak: LeNet's GEMMs pay.
+  nlohmann::json table = nlohmann::json::parse(std::ifstream(rec.table));
+  table["devices"][0]["peak_gflops"]["fp8"] =
+      100 * table["devices"][0]["peak_gflops"]["f32"].get<double>();
+  table["devices"][0]["name"] = "fast8";
+  write(rec.table, table.dump());
+  const std::vector<std::string> plan = {"plan",    "--model",   "lenet",    "--batch",
+                                         "16",      "--for",     "fast8",    "--devices",
+                                         rec.table, "--profile", rec.profile};
+  auto with = [](std::vector<std::string> base, std::vector<std::string> more) {
+    base.insert(base.end(), more.begin(), more.end());
+    return base;
+  };
+  const std::string with_json = rec.dir.file("fp8.json"), without_json = rec.dir.file("no.json");
+  const auto r = run_cli(with(plan, {"--allow-fp8", "--json", with_json}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("GEMMs on FP8 operands (E4M3 forward, E5M2 gradients, delayed"),
+            std::string::npos)
+      << r.out;
+  const nlohmann::json j = nlohmann::json::parse(std::ifstream(with_json));
+  const nlohmann::json& fp8 = j["fp8"];
+  ASSERT_TRUE(fp8.is_object()) << j.dump(1).substr(0, 2000);
+  EXPECT_GT(fp8["candidates"].get<int>(), 5);  // LeNet's 5 layers' GEMMs and their gradients
+  EXPECT_GT(fp8["chosen"].get<int>(), 0);
+  // Each chosen GEMM is a quantized node of the plan, in the hybrid format.
+  std::map<std::string, nlohmann::json> nodes;
+  for (const auto& n : j["graphs"][0]["nodes"]) nodes[n["name"]] = n;
+  int quantized = 0;
+  for (const auto& c : fp8["nodes"]) {
+    const nlohmann::json& n = nodes.at(c["name"]);
+    EXPECT_EQ(c["chosen"].get<bool>(), n["quant"].is_object()) << c["name"];
+    if (!c["chosen"].get<bool>()) continue;
+    ++quantized;
+    EXPECT_EQ(n["quant"]["format"], "fp8");
+    EXPECT_EQ(n["quant"]["scaling"], "delayed");
+    EXPECT_LT(c["fp8_ms"].get<double>(), c["fp32_ms"].get<double>()) << c["name"];
+  }
+  EXPECT_EQ(quantized, fp8["chosen"].get<int>());
+  EXPECT_EQ(j["graphs"][0]["quantized_gemms"].get<int>(), quantized);
+  // FP8 only where it pays: the plan is predicted no slower than without it.
+  ASSERT_EQ(run_cli(with(plan, {"--json", without_json})).code, 0);
+  const nlohmann::json k = nlohmann::json::parse(std::ifstream(without_json));
+  EXPECT_LT(j["predicted_ms"].get<double>(), k["predicted_ms"].get<double>());
+  EXPECT_FALSE(k.contains("fp8"));
+  // Where no GEMM can run in FP8, one line says why and the plan is the one without it.
+  const auto a100 = run_cli({"plan", "--model", "lenet", "--batch", "16", "--for", "a100",
+                             "--profile", rec.profile, "--allow-fp8"});
+  ASSERT_EQ(a100.code, 0) << a100.err;
+  EXPECT_NE(a100.out.find("fp8: no GEMM can run in FP8: a100 has no FP8 GEMM"), std::string::npos)
+      << a100.out;
+  const auto cpu = run_cli(
+      {"plan", "--model", "lenet", "--batch", "16", "--calibration", "none", "--allow-fp8"});
+  ASSERT_EQ(cpu.code, 0) << cpu.err;
+  EXPECT_NE(cpu.out.find("fp8: no GEMM can run in FP8: this CPU has no FP8 GEMM"),
+            std::string::npos)
+      << cpu.out;
+  EXPECT_EQ(cpu.out.find("quantized GEMMs:"), std::string::npos) << cpu.out;
+  // Bad combinations: one line each.
+  expect_error(run_cli(with(plan, {"--allow-fp8", "--precision", "fp32"})),
+               "--allow-fp8 applies to --precision cost-aware only");
+  expect_error(run_cli(with(plan, {"--allow-fp8", "--low-precision", "auto"})),
+               "--allow-fp8 searches f32, FP8 GEMMs and one low type");
+  expect_error(run_cli({"plan", "--model", "dcgan", "--allow-fp8"}),
+               "--allow-fp8 plans models of one step graph");
+}
+
 TEST(PredictTest, BenchForRunsThePredictedPlanHere) {
   RecordedLenet rec;
   const std::string out = rec.dir.file("bench.json");
