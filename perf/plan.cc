@@ -466,7 +466,7 @@ nlohmann::json print_fp8_choice(const PlanOptions& o, const Graph& g, const Trai
                            compact_shape(g.value(n.inputs[1]).shape);
     const double best = std::min(r.f32, r.low);
     chosen += r.chosen;
-    if (r.chosen) saved += best - r.fp8;
+    if (r.chosen) saved += r.f32 - r.fp8;  // a chosen node is in the f32 label otherwise
     std::snprintf(line, sizeof line, "  %-40s %-26s %10.4g %10.4g %10.4g %9.4g %6.2fx  %s\n",
                   n.name.c_str(), operands.c_str(), r.f32, r.low, r.fp8, r.quantize, best / r.fp8,
                   r.chosen                 ? "fp8"
@@ -485,8 +485,9 @@ nlohmann::json print_fp8_choice(const PlanOptions& o, const Graph& g, const Trai
   }
   std::snprintf(line, sizeof line,
                 "fp8: %d of %zu GEMMs on FP8 operands (E4M3 forward, E5M2 gradients, delayed "
-                "scaling), predicted %.4f ms a step faster than their best of f32 and %s; "
-                "speedup = that best / the FP8 time, its operands' quantization included:\n",
+                "scaling), predicted %.4g ms a step faster than running them in f32 (the plan's "
+                "label for them); speedup = a GEMM's best of f32 and %s / its FP8 time, its "
+                "operands' quantization included:\n",
                 chosen, rows.size(), saved, low);
   out << line << table.str();
   return {
