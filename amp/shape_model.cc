@@ -162,46 +162,18 @@ const std::vector<std::string>& shape_term_names(ShapeFamily f) {
 
 std::vector<double> shape_terms(const NodeShape& s, double fp32_ms) {
   CAMPO_CHECK(s.known() && fp32_ms > 0, "internal: shape terms of an unknown shape or time");
-  const auto& d = s.dims;
   auto ln = [](double v) { return std::log(std::max(v, 1e-300)); };
-  switch (s.family) {
-    case ShapeFamily::gemm:
-      return {1.0,
-              ln(fp32_ms),
-              ln(d[0]),
-              ln(d[1]),
-              ln(d[2]),
-              ln(d[3]),
-              ln(utilisation(d[1], 16)),
-              ln(utilisation(d[2], 16)),
-              ln(utilisation(d[3], 16)),
-              ln(utilisation(d[1], 64)),
-              ln(utilisation(d[2], 64)),
-              ln(utilisation(d[3], 64))};
-    case ShapeFamily::conv:
-      return {1.0,
-              ln(fp32_ms),
-              ln(d[0]),
-              ln(d[1]),
-              ln(d[2]),
-              ln(d[3]),
-              ln(d[4]),
-              ln(d[5]),
-              ln(d[6]),
-              ln(utilisation(d[1], 16)),
-              ln(utilisation(d[2], 16)),
-              ln(utilisation(d[1], 64)),
-              ln(utilisation(d[2], 64))};
-    case ShapeFamily::other:
-      break;
-  }
-  return {1.0,
-          ln(fp32_ms),
-          ln(d[0]),
-          ln(d[1]),
-          ln(d[2]),
-          ln(utilisation(d[1], 16)),
-          ln(utilisation(d[1], 64))};
+  // The dimensions whose block utilisation is a term: a GEMM's M, N and K; a convolution's
+  // channels in and out; another op's channels.
+  static const std::vector<size_t> gemm = {1, 2, 3}, conv = {1, 2}, other = {1};
+  const std::vector<size_t>& blocked = s.family == ShapeFamily::gemm   ? gemm
+                                       : s.family == ShapeFamily::conv ? conv
+                                                                       : other;
+  std::vector<double> t = {1.0, ln(fp32_ms)};
+  for (size_t i = 0; i < dim_names(s.family).size(); ++i) t.push_back(ln(s.dims[i]));
+  for (double block : {16.0, 64.0})
+    for (size_t i : blocked) t.push_back(ln(utilisation(s.dims[i], block)));
+  return t;
 }
 
 std::vector<double> shape_coordinates(const NodeShape& s) {
