@@ -24,12 +24,9 @@ using testing::expect_error;
 using testing::run_cli;
 
 std::vector<nlohmann::json> numerics_records(const std::string& path) {
-  std::ifstream in(path);
   std::vector<nlohmann::json> records;
-  for (std::string line; std::getline(in, line);) {
-    nlohmann::json j = nlohmann::json::parse(line);
+  for (nlohmann::json& j : testing::read_json_lines(path))
     if (j["event"] == "numerics") records.push_back(std::move(j));
-  }
   return records;
 }
 
