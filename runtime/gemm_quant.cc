@@ -16,6 +16,9 @@ namespace {
 
 constexpr size_t kParallelThreshold = size_t(1) << 15;
 constexpr size_t kChunk = size_t(1) << 14;
+// A counted cast's chunk: minifloat's (runtime/minifloat.cc), so that an operand splits over
+// the team as evenly as encode() alone splits it.
+constexpr size_t kCountedChunk = size_t(1) << 13;
 // Steps are counted in an f32 state element: exact below 2^24.
 constexpr float kMaxStepCount = 16777216.0f;
 
@@ -32,25 +35,34 @@ void merge_counts(const NumericsCounts& chunk, NumericsCounts* counts) {
   counts->merge(chunk);
 }
 
-// dst[i] = decode(encode(x[i] * scale)): the element codes of the scaled operand as f32. One
-// chunk at a time is scaled, encoded, decoded and, with `counts`, counted while it is in cache;
-// element i of a chunk at `begin` draws index first_index + begin + i, the bits of one encode
-// of the whole operand.
+// dst[i] = decode(encode(x[i] * scale)): the element codes of the scaled operand as f32.
 void cast_scaled(ElementFormat f, float scale, std::span<const float> x, std::span<float> dst,
-                 std::span<uint8_t> codes, const EncodeOptions& options, NumericsCounts* counts) {
-  const double limit = double(element_format_info(f).max_finite) / double(scale);
+                 std::span<uint8_t> codes, const EncodeOptions& options) {
   for_each_chunk(x.size(), kParallelThreshold, kChunk, [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) dst[i] = x[i] * scale;
+  });
+  encode(f, std::span<const float>(dst.data(), dst.size()), codes, options);
+  decode(f, std::span<const uint8_t>(codes.data(), codes.size()), dst);
+}
+
+// cast_scaled with --numerics' counts (a recording step): one chunk at a time is scaled,
+// encoded, decoded and counted while it is in cache; element i of a chunk at `begin` draws index
+// first_index + begin + i, so the codes are those of cast_scaled.
+void cast_scaled_counted(ElementFormat f, float scale, std::span<const float> x,
+                         std::span<float> dst, std::span<uint8_t> codes,
+                         const EncodeOptions& options, NumericsCounts& counts) {
+  const double limit = double(element_format_info(f).max_finite) / double(scale);
+  for_each_chunk(x.size(), kParallelThreshold, kCountedChunk, [&](size_t begin, size_t end) {
     const size_t n = end - begin;
     for (size_t i = begin; i < end; ++i) dst[i] = x[i] * scale;
     EncodeOptions piece = options;
     piece.first_index = options.first_index + begin;
     encode(f, std::span<const float>(dst.subspan(begin, n)), codes.subspan(begin, n), piece);
     decode(f, std::span<const uint8_t>(codes.subspan(begin, n)), dst.subspan(begin, n));
-    if (!counts) return;
     NumericsCounts chunk;
     chunk.elements = int64_t(n);
     for (size_t i = begin; i < end; ++i) chunk.count(x[i], dst[i], limit);
-    merge_counts(chunk, counts);
+    merge_counts(chunk, &counts);
   });
 }
 
@@ -211,9 +223,12 @@ float quantize_gemm_operand(const GemmQuant& q, int operand, std::span<float> st
     case Scaling::mx:
       break;
   }
-  if (numerics) *numerics = {.counts = {}, .scale = scale};
-  cast_scaled(f, scale, x, dst, codes.first(x.size()), options,
-              numerics ? &numerics->counts : nullptr);
+  if (numerics) {
+    *numerics = {.counts = {}, .scale = scale};
+    cast_scaled_counted(f, scale, x, dst, codes.first(x.size()), options, numerics->counts);
+  } else {
+    cast_scaled(f, scale, x, dst, codes.first(x.size()), options);
+  }
   if (r.scaling == Scaling::delayed) {
     // A non-finite operand (an overflowed step the loss scaler skips) leaves the history and
     // the scale as they are.
