@@ -5,6 +5,7 @@
 // The committed fuzz/corpus and fuzz/*.dict are its output; rerun it after a format change.
 #include <zlib.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,7 @@
 #include "graph/checkpoint.h"
 #include "runtime/hardware_counters.h"
 #include "runtime/kernel_activity.h"
+#include "train/metrics_log.h"
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -267,6 +269,27 @@ void make_counter_table() {
   write_counter_table(seed("counter_table", "empty.jsonl").string(), {});
 }
 
+// A --metrics file of a --numerics run, as MetricsLog writes it: a train line, the records of
+// one step (a GEMM's two operands, per-tensor and MX, and a Cast), an eval line.
+void make_numerics_file() {
+  MetricsLog log({.metrics_path = seed("numerics_file", "run.jsonl").string()});
+  log.log_step({.step = 10, .epoch = 1, .losses = {2.25}, .lrs = {0.05f}});
+  NumericsEntry a{.node = "fc1.MatMul", .operand = "a", .pass = "forward", .format = "e4m3"};
+  a.written = true;
+  a.numerics.counts = {.elements = 8192, .underflow = 96, .saturated = 2, .amax = 3.5f};
+  a.numerics.scale = 128.0f;
+  NumericsEntry b = a;
+  b.operand = "b";
+  b.format = "e2m1";
+  b.numerics.counts = {.elements = 4096, .underflow = 7, .saturated = 30, .nan = 1, .amax = 0.25f};
+  b.numerics.scale = NAN;  // MX: null
+  NumericsEntry x{.node = "Cast_3", .operand = "x", .pass = "backward", .format = "f16"};
+  x.written = true;
+  x.numerics.counts = {.elements = 1024, .underflow = 1, .overflow = 3, .inf = 2, .amax = 7e4f};
+  log.log_numerics(10, {a, b, x});
+  log.log_eval(10, {0.5});
+}
+
 // Dictionaries: the format's keywords, so the fuzzer need not guess them byte by byte.
 void make_dictionaries(const fs::path& dir) {
   auto dict = [&](const std::string& target, const std::vector<std::string>& words) {
@@ -373,6 +396,14 @@ void make_dictionaries(const fs::path& dir) {
     counters.push_back("\\\"" + std::string(w) + "\\\"");
   counters.push_back("\\x0a");  // records are lines
   dict("counter_table", counters);
+  std::vector<std::string> numerics = json;
+  for (const char* w :
+       {"event",  "numerics", "train",   "step",     "node",      "operand",   "pass",
+        "format", "elements", "amax",    "scale",    "underflow", "saturated", "overflow",
+        "nan",    "inf",      "forward", "backward", "e4m3",      "e5m2",      "bf16"})
+    numerics.push_back("\\\"" + std::string(w) + "\\\"");
+  numerics.push_back("\\x0a");  // records are lines
+  dict("numerics_file", numerics);
 }
 
 }  // namespace
@@ -394,6 +425,7 @@ int main(int argc, char** argv) {
     make_text();
     make_activity_table();
     make_counter_table();
+    make_numerics_file();
     make_dictionaries(argv[1]);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "campo_fuzz_corpus: error: %s\n", e.what());

@@ -24,6 +24,7 @@ void text(const uint8_t* data, size_t size);            // datasets/text.cc and 
 void predict(const uint8_t* data, size_t size);         // train/predict.cc: profiles, tables
 void activity_table(const uint8_t* data, size_t size);  // runtime/kernel_activity.cc
 void counter_table(const uint8_t* data, size_t size);   // runtime/hardware_counters.cc
+void numerics_file(const uint8_t* data, size_t size);   // perf/numerics_file.cc
 
 // The machine identity the calibration target reads against (and its seeds are made for).
 BackendIdentity calibration_fuzz_machine();

@@ -116,6 +116,9 @@ class ExecContext {
   bool native_bf16 = true;
   // The same for f16 (CAMPO_CPU_F16 on the CPU).
   bool native_f16 = true;
+  // --numerics (runtime/numerics.h): while armed, the kernels of the tensors it watches (the
+  // CPU's quantized GEMMs and Casts) write what their casts lost; null: nothing recorded.
+  std::shared_ptr<NumericsRecorder> numerics;
 
   // One staging buffer shared by the kernels of a context (the kernels of a context run one
   // at a time, so a buffer as large as the largest need serves them all), from the

@@ -101,6 +101,65 @@ std::string set_by(const Node& n, NodeId id, const PrecisionConfig& precision,
 // A rule's words for the table: its note, else its description.
 std::string rule_words(const PrecisionRule& r) { return r.note.empty() ? r.describe() : r.note; }
 
+constexpr size_t kLosingMost = 5;  // --numerics: the nodes listed as losing most
+
+// --numerics: the nodes of `g` (in topological order) that the run's records name; one error
+// line when none (the file records another model's, or another plan's, nodes).
+std::vector<std::string> nodes_with_numerics(const Graph& g, const NumericsSummary& s) {
+  std::vector<std::string> names;
+  for (NodeId id : g.topological_order())
+    if (s.nodes.count(g.node(id).name)) names.push_back(g.node(id).name);
+  CAMPO_CHECK(!names.empty(), "--numerics file ", s.path, " names none of this plan's nodes (",
+              s.nodes.size(), " recorded nodes, e.g. '", s.nodes.begin()->first,
+              "'): it records a run of another model or precision policy");
+  return names;
+}
+
+// The node's figures from the run's records (null without).
+nlohmann::json numerics_json(const NumericsSummary* s, const std::string& node) {
+  const auto it = s ? s->nodes.find(node) : std::map<std::string, TensorLoss>::const_iterator{};
+  if (!s || it == s->nodes.end()) return nullptr;
+  const TensorLoss& t = it->second;
+  return {{"operand", t.operand},
+          {"pass", t.pass},
+          {"format", t.format},
+          {"underflow", t.underflow},
+          {"saturated", t.saturated},
+          {"nan", t.nan},
+          {"inf", t.inf},
+          {"steps", t.steps}};
+}
+
+// The node's mark on its plan line: "  {a fwd e4m3: underflow 1.25%, saturated 0%}", with
+// "; loses most #k" for the ranked ones; "" without records.
+std::string numerics_mark(const NumericsSummary* s, const std::string& node,
+                          const std::vector<std::string>& ranked) {
+  const auto it = s ? s->nodes.find(node) : std::map<std::string, TensorLoss>::const_iterator{};
+  if (!s || it == s->nodes.end()) return "";
+  std::string mark = "  {" + describe_loss(it->second);
+  const auto rank = std::find(ranked.begin(), ranked.end(), node);
+  if (rank != ranked.end()) mark += "; loses most #" + std::to_string(rank - ranked.begin() + 1);
+  return mark + "}";
+}
+
+// After the totals: where the records come from and the nodes that lose most.
+void print_losing_most(const NumericsSummary& s, const std::vector<std::string>& matched,
+                       const std::vector<std::string>& ranked, std::ostream& out) {
+  out << "numerics " << s.path << ": " << s.records << " records of steps " << s.first_step << ".."
+      << s.last_step << ", " << matched.size() << " of this plan's nodes recorded";
+  if (matched.size() < s.nodes.size())
+    out << " (" << s.nodes.size() - matched.size() << " recorded nodes are not in it)";
+  out << "; figures: each node's operand that loses most, mean over its recorded steps\n";
+  if (ranked.empty()) {
+    out << "loses most: none (no operand flushed to zero, saturated or overflowed)\n";
+    return;
+  }
+  out << "loses most:\n";
+  for (size_t i = 0; i < ranked.size(); ++i)
+    out << "  " << i + 1 << ". " << ranked[i] << "  " << describe_loss(s.nodes.at(ranked[i]))
+        << "\n";
+}
+
 // Prints one graph's plan table and totals; returns its JSON description. Writes the DOT
 // file when `dot_path` is set.
 nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
@@ -112,6 +171,11 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
   // --low-precision auto: an f16 column beside bf16's, and each cast priced by its types.
   const CostTable* f16 = costed && info->f16_costs ? info->f16_costs.get() : nullptr;
   const ThreeWayCostTable three = f16 ? three_way_costs(*info->costs, *f16) : ThreeWayCostTable{};
+  const NumericsSummary* numerics = o.numerics.get();
+  const std::vector<std::string> recorded =
+      numerics ? nodes_with_numerics(g, *numerics) : std::vector<std::string>{};
+  const std::vector<std::string> ranked =
+      numerics ? nodes_losing_most(*numerics, recorded, kLosingMost) : std::vector<std::string>{};
   out << title << "\n";
   out << std::left << std::setw(44) << "node" << std::setw(22) << "op" << std::setw(5) << "step"
       << std::setw(7) << "list" << std::setw(6) << "dtype";
@@ -199,6 +263,8 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
     } else {
       node["quant"] = nullptr;
     }
+    node["numerics"] = numerics_json(numerics, n.name);
+    quant_text += numerics_mark(numerics, n.name, ranked);
     nodes.push_back(node);
     if ((leaf || update) && !o.all_nodes) continue;
     std::string name = n.name.size() > 43 ? "..." + n.name.substr(n.name.size() - 40) : n.name;
@@ -261,6 +327,7 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
     out << "quantized GEMMs: " << quantized.nodes << " nodes compute in f32 on FP8/MX operands "
         << "(CPU emulation), " << with_commas(quantized.elements)
         << " operand elements quantized per step (amax, scale, cast)\n";
+  if (numerics) print_losing_most(*numerics, recorded, ranked, out);
   nlohmann::json policy_json(nullptr);
   if (rules) {
     const PrecisionPolicy& file = *precision.rules;
@@ -329,6 +396,9 @@ void check_plan_options(const PlanOptions& o) {
   CAMPO_CHECK(step_graph_count(o.run.model) == 1 || o.run.array == 1,
               "campo plan --array does not support --model dcgan (plan a single DCGAN; "
               "campo bench --model dcgan --array N measures its array)");
+  CAMPO_CHECK(o.numerics_path.empty() || step_graph_count(o.run.model) == 1,
+              "campo plan --numerics does not support --model dcgan (campo train --numerics "
+              "does not record it)");
   for (const std::string& dot : plan_dot_files(o)) require_output_file(dot, "--dot file");
   if (!o.json_path.empty()) require_output_file(o.json_path, "--json file");
   if (!o.alloc_trace_path.empty()) {
@@ -337,6 +407,11 @@ void check_plan_options(const PlanOptions& o) {
                 "would interleave); trace a classifier");
     require_output_file(o.alloc_trace_path, "--alloc-trace file");
   }
+}
+
+void load_plan_numerics(PlanOptions& o) {
+  if (!o.numerics_path.empty())
+    o.numerics = std::make_shared<const NumericsSummary>(read_numerics_file(o.numerics_path));
 }
 
 namespace {

@@ -16,6 +16,9 @@ namespace {
 
 constexpr size_t kParallelThreshold = size_t(1) << 15;
 constexpr size_t kChunk = size_t(1) << 14;
+// A counted cast's chunk: minifloat's (runtime/minifloat.cc), so that an operand splits over
+// the team as evenly as encode() alone splits it.
+constexpr size_t kCountedChunk = size_t(1) << 13;
 // Steps are counted in an f32 state element: exact below 2^24.
 constexpr float kMaxStepCount = 16777216.0f;
 
@@ -23,6 +26,13 @@ constexpr float kMaxStepCount = 16777216.0f;
 // that no two steps or operands share random bits.
 uint64_t step_stream(uint64_t key, uint64_t step) {
   return splitmix64(key + step * 0x9e3779b97f4a7c15ull);
+}
+
+// Adds a chunk's counts to the operand's (chunks of a parallel loop merge one at a time;
+// counts and amax merge to the same record in any order).
+void merge_counts(const NumericsCounts& chunk, NumericsCounts* counts) {
+#pragma omp critical(campo_gemm_quant_numerics)
+  counts->merge(chunk);
 }
 
 // dst[i] = decode(encode(x[i] * scale)): the element codes of the scaled operand as f32.
@@ -35,12 +45,41 @@ void cast_scaled(ElementFormat f, float scale, std::span<const float> x, std::sp
   decode(f, std::span<const uint8_t>(codes.data(), codes.size()), dst);
 }
 
+// cast_scaled with --numerics' counts (a recording step): one chunk at a time is scaled,
+// encoded, decoded and counted while it is in cache; element i of a chunk at `begin` draws index
+// first_index + begin + i, so the codes are those of cast_scaled.
+void cast_scaled_counted(ElementFormat f, float scale, std::span<const float> x,
+                         std::span<float> dst, std::span<uint8_t> codes,
+                         const EncodeOptions& options, NumericsCounts& counts) {
+  const double limit = double(element_format_info(f).max_finite) / double(scale);
+  for_each_chunk(x.size(), kParallelThreshold, kCountedChunk, [&](size_t begin, size_t end) {
+    const size_t n = end - begin;
+    for (size_t i = begin; i < end; ++i) dst[i] = x[i] * scale;
+    EncodeOptions piece = options;
+    piece.first_index = options.first_index + begin;
+    encode(f, std::span<const float>(dst.subspan(begin, n)), codes.subspan(begin, n), piece);
+    decode(f, std::span<const uint8_t>(codes.subspan(begin, n)), dst.subspan(begin, n));
+    NumericsCounts chunk;
+    chunk.elements = int64_t(n);
+    for (size_t i = begin; i < end; ++i) chunk.count(x[i], dst[i], limit);
+    merge_counts(chunk, &counts);
+  });
+}
+
+// The counts of one MX block: element k of `values` became back[k], at the block's scale.
+void count_mx_block(ElementFormat f, uint8_t scale, const float* values, const float* back,
+                    int64_t count, NumericsCounts& counts) {
+  const double limit = double(e8m0_to_f32(scale)) * double(element_format_info(f).max_finite);
+  counts.elements += count;
+  for (int64_t k = 0; k < count; ++k) counts.count(values[k], back[k], limit);
+}
+
 // MX blocks of 32 along axis.length for each (outer, inner): each block gathered, quantized
 // (mx_quantize, element i of the block drawing index row * length + position for stochastic
 // rounding), dequantized and scattered back. Blocks are independent, so the work splits over
 // the team by blocks without changing a bit.
 void mx_fake_quantize(ElementFormat f, const BlockAxis& axis, std::span<const float> x,
-                      std::span<float> dst, const MxOptions& options) {
+                      std::span<float> dst, const MxOptions& options, NumericsCounts* counts) {
   const int64_t blocks_per_row = (axis.length + int64_t(kMxBlockSize) - 1) / int64_t(kMxBlockSize);
   const int64_t rows = axis.outer * axis.inner;
   const size_t total = size_t(rows * blocks_per_row);
@@ -48,6 +87,7 @@ void mx_fake_quantize(ElementFormat f, const BlockAxis& axis, std::span<const fl
     float values[kMxBlockSize], back[kMxBlockSize];
     uint8_t codes[kMxBlockSize];
     uint8_t scale = 0;
+    NumericsCounts chunk;
     for (size_t b = begin; b < end; ++b) {
       const int64_t row = int64_t(b) / blocks_per_row;
       const int64_t first = (int64_t(b) % blocks_per_row) * int64_t(kMxBlockSize);
@@ -60,7 +100,9 @@ void mx_fake_quantize(ElementFormat f, const BlockAxis& axis, std::span<const fl
       mx_quantize(f, {values, size_t(count)}, {&scale, 1}, {codes, size_t(count)}, block);
       mx_dequantize(f, {&scale, 1}, {codes, size_t(count)}, {back, size_t(count)});
       for (int64_t k = 0; k < count; ++k) dst[size_t(base + k * axis.inner)] = back[k];
+      if (counts) count_mx_block(f, scale, values, back, count, chunk);
     }
+    if (counts) merge_counts(chunk, counts);
   });
 }
 
@@ -142,7 +184,7 @@ float push_amax_history(std::span<float> history, float amax, AmaxReduction redu
 float quantize_gemm_operand(const GemmQuant& q, int operand, std::span<float> state,
                             std::span<const float> x, std::span<float> dst,
                             std::span<uint8_t> codes, const BlockAxis& axis, uint64_t seed,
-                            uint64_t stream_key) {
+                            uint64_t stream_key, CastNumerics* numerics) {
   const ScalingRecipe& r = q.recipe;
   CAMPO_CHECK(operand == 0 || operand == 1, "internal: GEMM operand ", operand);
   CAMPO_CHECK(int64_t(state.size()) == gemm_quant_state_size(r), "internal: a GEMM operand's ",
@@ -159,7 +201,9 @@ float quantize_gemm_operand(const GemmQuant& q, int operand, std::span<float> st
   if (r.scaling == Scaling::mx) {
     CAMPO_CHECK(int64_t(x.size()) == axis.outer * axis.length * axis.inner,
                 "internal: MX block axis does not cover the operand");
-    mx_fake_quantize(f, axis, x, dst, {.rounding = q.rounding, .seed = seed, .stream = stream});
+    if (numerics) *numerics = {};  // no per-tensor scale: NaN
+    mx_fake_quantize(f, axis, x, dst, {.rounding = q.rounding, .seed = seed, .stream = stream},
+                     numerics ? &numerics->counts : nullptr);
     state[0] = 1.0f;
     return 1.0f;
   }
@@ -179,7 +223,12 @@ float quantize_gemm_operand(const GemmQuant& q, int operand, std::span<float> st
     case Scaling::mx:
       break;
   }
-  cast_scaled(f, scale, x, dst, codes.first(x.size()), options);
+  if (numerics) {
+    *numerics = {.counts = {}, .scale = scale};
+    cast_scaled_counted(f, scale, x, dst, codes.first(x.size()), options, numerics->counts);
+  } else {
+    cast_scaled(f, scale, x, dst, codes.first(x.size()), options);
+  }
   if (r.scaling == Scaling::delayed) {
     // A non-finite operand (an overflowed step the loss scaler skips) leaves the history and
     // the scale as they are.

@@ -31,6 +31,7 @@
 #include <string>
 
 #include "runtime/minifloat.h"
+#include "runtime/numerics.h"
 
 namespace campo {
 
@@ -88,9 +89,11 @@ struct BlockAxis {
 // of x * scale (not unscaled) and return 1 / scale, by which the GEMM's result is to be
 // multiplied; MX writes the dequantized values and returns 1. `codes`: scratch of x.size()
 // bytes. `stream_key` identifies the operand (node and input) for stochastic rounding.
+// `numerics` (--numerics, runtime/numerics.h; null: not counted): what the cast lost and the
+// scale it used, counted chunk by chunk inside the cast's own pass (same bits either way).
 float quantize_gemm_operand(const GemmQuant& q, int operand, std::span<float> state,
                             std::span<const float> x, std::span<float> dst,
                             std::span<uint8_t> codes, const BlockAxis& axis, uint64_t seed,
-                            uint64_t stream_key);
+                            uint64_t stream_key, CastNumerics* numerics = nullptr);
 
 }  // namespace campo

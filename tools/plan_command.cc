@@ -33,6 +33,10 @@ class PlanCommand final : public Command {
     app_->add_flag("--allow-fp8", o.run.mixed.allow_fp8,
                    "cost-aware: GEMMs may also run on FP8 operands (E4M3/E5M2, delayed scaling) "
                    "where the device has FP8 GEMMs and they pay, quantization included");
+    app_->add_option("--numerics", o.numerics_path,
+                     "A run's --metrics file with --numerics records: mark each node with what "
+                     "its operands' casts lost and list the nodes that lose most")
+        ->check(kPath);
     app_->add_option("--alloc-trace", o.alloc_trace_path,
                      "Write the step's allocations, one buffer per value, as a trace for "
                      "allocator tests")
@@ -43,6 +47,7 @@ class PlanCommand final : public Command {
     PlanOptions& o = options_;
     // Before any file is read.
     std::vector<PathUse> paths = model_run_inputs(o.run, calibration_);
+    paths.push_back({"--numerics", o.numerics_path, PathUse::Kind::input_file});
     for (const std::string& dot : plan_dot_files(o))
       paths.push_back({"--dot", dot, PathUse::Kind::output_file});
     paths.push_back({"--json", o.json_path, PathUse::Kind::output_file});
@@ -60,6 +65,7 @@ class PlanCommand final : public Command {
                 "--allow-fp8 plans models of one step graph (classifiers and BERT), not ",
                 o.run.model);
     check_plan_options(o);
+    load_plan_numerics(o);  // before a calibration or a graph is built
     check_run_precision_policy(o.run, {precision_});
     check_calibration_device(calibration_, o.precision, o.run.device);
     resolve_run_calibration(o.run, calibration_, o.precision == Precision::cost_aware);

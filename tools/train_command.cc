@@ -35,6 +35,7 @@ struct TrainAsTyped {
   std::string lr, momentum, weight_decay, dropout, seed;
   std::string schedule = "cosine", optimizer = "sgd", array_shuffle = "shared", progress = "auto",
               augment = "auto", precision = "cost-aware";
+  std::string numerics;  // "" when given bare: quantized
 };
 
 // The values of a list option ("0.1,0.05,0.01"); one error line naming the option otherwise.
@@ -175,6 +176,15 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, Trai
   cmd->add_option("--tensorboard", o.report.tensorboard_dir,
                   "Write the same scalars as a TensorBoard event file into this directory")
       ->check(kPath);
+  cmd->add_option("--numerics", lists.numerics,
+                  "Record into --metrics and --tensorboard what casts to narrow formats lose "
+                  "(amax, scale, underflow, saturation, overflow, NaN/inf): quantized (the "
+                  "default when given bare: every FP8/MX GEMM operand) or all (also every "
+                  "f16/bf16 tensor a Cast of the step produces)")
+      ->expected(0, 1);
+  cmd->add_option("--numerics-every", o.report.numerics_every,
+                  "--numerics: record every N steps (and the last)")
+      ->capture_default_str();
   cmd->add_option("--image-size", o.image_size, "Resize images to this square size (0: native)");
   cmd->add_option("--channels", o.channels, "Image channels, 1 or 3 (0: the data set's own)");
   cmd->add_option("--precision", lists.precision,
@@ -216,7 +226,7 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, Trai
   cmd->add_option("--precision-policy", o.mixed.precision_policy_file, kPrecisionPolicyHelp)
       ->check(kPath);
   check_int64(cmd, {"--steps", "--batch", "--eval-batch", "--warmup-steps", "--limit-train",
-                    "--limit-test", "--save-every"});
+                    "--limit-test", "--save-every", "--numerics-every"});
 }
 
 // The model's own recipe (models.h's training_defaults) for what the command line leaves
@@ -363,6 +373,8 @@ void check_train_options_apply(const CLI::App* cmd, const TrainOptions& o) {
   }
   CAMPO_CHECK(!given(cmd, "--save-every") || given(cmd, "--save"),
               "--save-every needs --save (the checkpoint path to write)");
+  CAMPO_CHECK(!given(cmd, "--numerics-every") || given(cmd, "--numerics"),
+              "--numerics-every needs --numerics (what to record)");
   CAMPO_CHECK(!given(cmd, "--padding") || o.padding >= 0,
               "--padding must be zero or positive, got ", o.padding);
   // After apply_training_defaults: the model's own optimizer and schedule count.
@@ -408,6 +420,9 @@ class TrainCommand final : public Command {
     o.array.shuffle = parse_array_shuffle(lists_.array_shuffle);
     o.report.progress = parse_progress(lists_.progress);
     o.augment = parse_augment(lists_.augment);
+    if (given(app_, "--numerics"))
+      o.report.numerics =
+          parse_numerics_scope(lists_.numerics.empty() ? "quantized" : lists_.numerics);
     apply_training_defaults(app_, o);
     default_low_precision_of(app_, o.device, o.model, o.mixed.low_precision);
     check_distinct_paths(train_paths(o));  // before any file is read

@@ -172,6 +172,7 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
           have_ahead = have_ahead && loaders[k]->next(ahead[k]);
         if (have_ahead) next = model_batches(ahead);
       }
+      if (o.numerics) o.numerics->arm(records_numerics(o.report, step + 1, total_steps));
       const std::vector<std::vector<float>> out = session.step_models(per_model, lr, next);
       record_step_values(out, step, o.lr, step_values, r.values);
       ++step;
@@ -189,6 +190,10 @@ TrainingLoopResult run_training(Session& session, const TrainingLoopOptions& o,
       }
       report.step(epoch, in_epoch, step, step == total_steps || in_epoch == per_epoch, lr,
                   r.values);
+      if (o.numerics && o.numerics->armed()) {
+        report.numerics(step, *o.numerics);
+        o.numerics->arm(false);
+      }
     }
     save_all(epoch, in_epoch);
     if (o.end_of_epoch) o.end_of_epoch(epoch);

@@ -154,6 +154,14 @@ const char* array_shuffle_name(ArrayShuffle s) {
 void validate(const ReportOptions& r) {
   check_metrics_outputs(r.metrics_path, r.tensorboard_dir);
   if (!r.profile_out.empty()) require_output_file(r.profile_out, "--profile-out file");
+  if (r.numerics == NumericsScope::off) return;
+  CAMPO_CHECK(!r.metrics_path.empty() || !r.tensorboard_dir.empty(),
+              "--numerics records into --metrics FILE or --tensorboard DIR: give one of them");
+  CAMPO_CHECK(r.numerics_every >= 1, "--numerics-every must be at least 1, got ", r.numerics_every);
+}
+
+bool records_numerics(const ReportOptions& r, int64_t step, int64_t total) {
+  return r.numerics != NumericsScope::off && (step % r.numerics_every == 0 || step == total);
 }
 
 }  // namespace campo

@@ -15,6 +15,7 @@
 #include "amp/policy.h"
 #include "datasets/dataset.h"
 #include "graph/optimizer.h"
+#include "runtime/numerics.h"
 
 namespace campo {
 
@@ -75,9 +76,16 @@ struct ReportOptions {
   // Training curves (train/metrics_log.h), at the steps of the progress lines: --metrics
   // writes one JSON line per logged step and evaluation; --tensorboard an event file.
   std::string metrics_path, tensorboard_dir;
+  // --numerics (runtime/numerics.h): what the casts to narrow formats lose, recorded into
+  // --metrics and --tensorboard at every numerics_every-th step and the last.
+  NumericsScope numerics = NumericsScope::off;
+  int64_t numerics_every = 10;
 };
-// --metrics and --tensorboard can be written.
+// --metrics and --tensorboard can be written; --numerics has one of them to write into.
 void validate(const ReportOptions& r);
+// Whether step `step` (1-based: the steps done once it has run) of a run of `total` records
+// --numerics: every numerics_every-th and the last.
+bool records_numerics(const ReportOptions& r, int64_t step, int64_t total);
 
 // shared: every model of an array sees the same batches (the first seed's order, as in
 // HFTA); independent: model i its own order from its seed, as a single run with that seed.
@@ -146,6 +154,9 @@ struct TrainingLoopOptions {
   // log that goes nowhere); a signal on any rank stops every rank after the same step.
   // Null: one process.
   std::shared_ptr<Communicator> ranks;
+  // --numerics: the recorder the session's step kernels write into (watching its tensors); the
+  // loop arms it for the steps that record (records_numerics). Null: off.
+  std::shared_ptr<NumericsRecorder> numerics;
 };
 
 // What --profile-out records of a run, measured by run_training and written by its caller

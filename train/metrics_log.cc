@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -33,6 +34,12 @@ class JsonLine {
   JsonLine& add(std::string_view key, T value) {
     add_key(key);
     add_number(value);
+    return *this;
+  }
+  // A string value (JSON-escaped).
+  JsonLine& add_text(std::string_view key, const std::string& value) {
+    add_key(key);
+    text_ += nlohmann::json(value).dump();
     return *this;
   }
   template <typename T>
@@ -79,6 +86,45 @@ void check_name(const std::string& name) {
       !name.empty() && std::all_of(name.begin(), name.end(),
                                    [](char c) { return std::isalnum(uint8_t(c)) || c == '_'; }),
       "internal: metric name '", name, "' (letters, digits and _ only)");
+}
+
+// count / elements (0 of nothing).
+double fraction(int64_t count, int64_t elements) {
+  return elements > 0 ? double(count) / double(elements) : 0.0;
+}
+
+// The --metrics line of one numerics entry at `step`.
+std::string numerics_line(int64_t step, const NumericsEntry& e) {
+  const NumericsCounts& c = e.numerics.counts;
+  return JsonLine("numerics")
+      .add("step", step)
+      .add_text("node", e.node)
+      .add_text("operand", e.operand)
+      .add_text("pass", e.pass)
+      .add_text("format", e.format)
+      .add("elements", c.elements)
+      .add("amax", c.amax)
+      .add("scale", e.numerics.scale)  // NaN: null
+      .add("underflow", fraction(c.underflow, c.elements))
+      .add("saturated", fraction(c.saturated, c.elements))
+      .add("overflow", fraction(c.overflow, c.elements))
+      .add("nan", c.nan)
+      .add("inf", c.inf)
+      .str();
+}
+
+// The TensorBoard scalars of one numerics entry: numerics/<node>/<operand>/<what>.
+void add_numerics_scalars(const NumericsEntry& e,
+                          std::vector<std::pair<std::string, float>>& scalars) {
+  const NumericsCounts& c = e.numerics.counts;
+  const std::string tag = "numerics/" + e.node + "/" + e.operand + "/";
+  scalars.emplace_back(tag + "amax", c.amax);
+  if (std::isfinite(e.numerics.scale)) scalars.emplace_back(tag + "scale", e.numerics.scale);
+  scalars.emplace_back(tag + "underflow", float(fraction(c.underflow, c.elements)));
+  scalars.emplace_back(tag + "saturated", float(fraction(c.saturated, c.elements)));
+  scalars.emplace_back(tag + "overflow", float(fraction(c.overflow, c.elements)));
+  scalars.emplace_back(tag + "nan", float(c.nan));
+  scalars.emplace_back(tag + "inf", float(c.inf));
 }
 
 // The tag of model i's scalar: `base` alone for a single model, base/model_<i> in an array.
@@ -184,6 +230,20 @@ void MetricsLog::log_eval(int64_t step, const std::vector<double>& accuracy) {
     std::vector<std::pair<std::string, float>> scalars;
     for (size_t i = 0; i < accuracy.size(); ++i)
       scalars.emplace_back(model_tag("eval/accuracy", i, array), float(accuracy[i]));
+    events_->scalars(step, scalars);
+  }
+}
+
+void MetricsLog::log_numerics(int64_t step, const std::vector<NumericsEntry>& entries) {
+  if (!enabled()) return;
+  for (const NumericsEntry& e : entries)
+    CAMPO_CHECK(e.written, "internal: --numerics recorded nothing of '", e.node, "' operand ",
+                e.operand, " at step ", step);
+  if (metrics_)
+    for (const NumericsEntry& e : entries) write_line(numerics_line(step, e));
+  if (events_) {
+    std::vector<std::pair<std::string, float>> scalars;
+    for (const NumericsEntry& e : entries) add_numerics_scalars(e, scalars);
     events_->scalars(step, scalars);
   }
 }

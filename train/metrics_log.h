@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runtime/event_file.h"
+#include "runtime/numerics.h"
 
 namespace campo {
 
@@ -61,9 +62,15 @@ struct MetricsLogOptions {
 //    "samples_per_sec":P,"rss_mib":M}  (an array: "losses":[...], "lrs":[...]; the `named`
 //                                       values after the loss; rss_mib when known)
 //   {"event":"eval","step":S,"test_accuracy":A}     (an array: "test_accuracies":[...])
+//   {"event":"numerics","step":S,"node":"fc1.MatMul","operand":"a","pass":"forward",
+//    "format":"e4m3","elements":N,"amax":A,"scale":C,"underflow":U,"saturated":T,
+//    "overflow":O,"nan":K,"inf":I}             (--numerics: one line per recorded tensor;
+//                                              U, T, O fractions of N; K, I counts; C null
+//                                              where no per-tensor scale applies)
 // The TensorBoard scalars: train/loss, train/lr, train/loss_scale, train/samples_per_sec,
 // train/rss_mib,
-// eval/accuracy (an array: train/loss/model_<i>, train/lr/model_<i>, eval/accuracy/model_<i>).
+// eval/accuracy (an array: train/loss/model_<i>, train/lr/model_<i>, eval/accuracy/model_<i>),
+// numerics/<node>/<operand>/{amax,scale,underflow,saturated,overflow,nan,inf}.
 class MetricsLog {
  public:
   // Opens the outputs the options name (a new --tensorboard directory is created); nothing
@@ -76,6 +83,8 @@ class MetricsLog {
   void log_step(const StepMetrics& m);
   // The test accuracy of each model after `step` steps.
   void log_eval(int64_t step, const std::vector<double>& accuracy);
+  // --numerics: what the casts of step `step` lost, one record per entry (each written).
+  void log_numerics(int64_t step, const std::vector<NumericsEntry>& entries);
   // The event file written ("" without --tensorboard).
   std::string event_file() const { return events_ ? events_->path() : ""; }
 

@@ -80,6 +80,15 @@ void validate(const TrainOptions& o) {
   // Outputs and inputs before any work is spent (a calibration or a training run).
   validate(o.checkpoint);
   validate(o.report);
+  if (o.report.numerics != NumericsScope::off) {
+    CAMPO_CHECK(o.device.type == Device::cpu,
+                "--numerics records on the CPU only (the FP8/MX "
+                "GEMMs and the casts it counts in are CPU kernels), not on ",
+                device_name(o.device.type));
+    CAMPO_CHECK(model_family(o.model) != ModelFamily::gan,
+                "--numerics does not support dcgan yet (its D and G step graphs are not "
+                "watched; nor does --precision-policy, which quantizes GEMMs)");
+  }
   validate(o.data_parallel);
   check_data_parallel_model(o.data_parallel, o.model);
 }

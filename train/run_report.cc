@@ -198,6 +198,10 @@ void RunReport::step(int epoch, int64_t in_epoch, int64_t step, bool last,
   }
 }
 
+void RunReport::numerics(int64_t step, const NumericsRecorder& recorder) {
+  metrics_->log_numerics(step, recorder.entries());
+}
+
 void RunReport::interrupted() {
   if (progress_ == Progress::bar) log_ << "\n";
   log_.flush();

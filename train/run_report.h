@@ -50,6 +50,8 @@ class RunReport {
   // [model][value][step] of this run so far; `lr`: the step's rates.
   void step(int epoch, int64_t in_epoch, int64_t step, bool last, const std::vector<float>& lr,
             const std::vector<std::vector<std::vector<float>>>& values);
+  // --numerics: what step `step`'s casts lost, as `recorder` holds it (--metrics, --tensorboard).
+  void numerics(int64_t step, const NumericsRecorder& recorder);
   // An interrupted run stops after its step: the bar's line is ended.
   void interrupted();
   // The steps are done: r's samples/s and final values (each value's mean over the last 50

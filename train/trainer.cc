@@ -27,6 +27,7 @@
 #include "train/device_report.h"
 #include "train/interrupt.h"
 #include "train/model_array.h"
+#include "train/numerics_watch.h"
 #include "train/policy_guard.h"
 #include "train/profiling.h"
 
@@ -281,6 +282,11 @@ TrainingSession::TrainingSession(const std::string& model, const ModelOptions& m
 }
 
 TrainingSession::~TrainingSession() = default;
+
+void TrainingSession::record_numerics(const std::shared_ptr<NumericsRecorder>& recorder) {
+  watch_numerics(train_graph_, train_exe_->schedule(), *recorder);
+  train_exe_->context().numerics = recorder;
+}
 
 void TrainingSession::save_model(int i, const std::string& path, int64_t epoch, int64_t position,
                                  const std::string& optimizer) {
@@ -722,6 +728,10 @@ TrainResult train(const TrainOptions& o, std::ostream& all_log, bool log_is_term
     session.set_checkpoint_extra("bert_config", o.bert_config);
   }
   TrainingLoopOptions loop = loop_options(o, start, pcfg, log_is_terminal);
+  if (o.report.numerics != NumericsScope::off) {
+    loop.numerics = std::make_shared<NumericsRecorder>(o.report.numerics);
+    session.record_numerics(loop.numerics);
+  }
   // shared: one order (the first seed's) for every model; independent: model i's own.
   for (int i = 0; i < (o.array.shuffle == ArrayShuffle::independent ? n : 1); ++i) {
     loop.train.push_back(data.train);

@@ -174,6 +174,9 @@ class TrainingSession final : public Session {
             const std::string& optimizer) {
     save_model(0, path, epoch, position_in_epoch, optimizer);
   }
+  // --numerics: the step's kernels write into `recorder`, which is made to watch the step's
+  // tensors (train/numerics_watch.h; one error line when it has none).
+  void record_numerics(const std::shared_ptr<NumericsRecorder>& recorder);
   // Restores variables and position (one model); returns the checkpoint's metadata.
   struct Position {
     int64_t epoch = 0, position_in_epoch = 0;

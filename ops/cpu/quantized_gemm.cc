@@ -16,6 +16,9 @@
 // staged operands and their codes live in the context's shared workspace (reserved at
 // construction, below what the f32 kernel reserves: ExecContext::WorkspaceFloor), so a model
 // of many quantized GEMMs needs the largest one's staging, not the sum.
+//
+// --numerics: at a step the context's recorder is armed for, each watched operand's cast also
+// counts what it lost (runtime/numerics.h), in the same pass, and the kernel writes the entry.
 #include <omp.h>
 
 #include "ops/kernel.h"
@@ -65,7 +68,7 @@ BlockAxis block_axis(const Shape& shape, int axis) {
 class QuantizedGemmKernel final : public Kernel {
  public:
   QuantizedGemmKernel(const KernelSpec& spec, ExecContext& ctx)
-      : quant_(spec.quant), stream_key_(fnv1a64(spec.node_name)) {
+      : quant_(spec.quant), node_(spec.node_name), stream_key_(fnv1a64(spec.node_name)) {
     const std::string node = "quantized GEMM '" + spec.node_name + "'";
     CAMPO_CHECK(spec.dtype == DType::f32 && spec.inputs.size() == 2 && spec.outputs.size() == 1,
                 "internal: ", node, " must compute in f32 on two inputs, got ",
@@ -113,16 +116,19 @@ class QuantizedGemmKernel final : public Kernel {
             Tensor::borrow(workspace + staged_offset_[i], shape_[i], DType::f32, in[i].device()));
       workspace_ = workspace;
     }
+    const std::array<int, 2> entries = numerics_entries(ctx);
     float factor = 1.0f;
     for (size_t i = 0; i < 2; ++i) {
       const Tensor& x = in[i];
       const size_t n = size_t(x.numel());
       const Tensor& state = state_[i];
-      factor *=
-          quantize_gemm_operand(quant_, int(i), {state.device_data<float>(), size_t(state.numel())},
-                                {x.device_data<float>(), n}, {staged_[i].device_data<float>(), n},
-                                {reinterpret_cast<uint8_t*>(workspace + codes_offset_[i]), n},
-                                axis_[i], ctx.seed, stream_key_);
+      CastNumerics numerics;
+      factor *= quantize_gemm_operand(
+          quant_, int(i), {state.device_data<float>(), size_t(state.numel())},
+          {x.device_data<float>(), n}, {staged_[i].device_data<float>(), n},
+          {reinterpret_cast<uint8_t*>(workspace + codes_offset_[i]), n}, axis_[i], ctx.seed,
+          stream_key_, entries[i] >= 0 ? &numerics : nullptr);
+      if (entries[i] >= 0) ctx.numerics->write(entries[i], numerics);
     }
     inner_->run(ctx, staged_, out);
     if (factor == 1.0f) return;
@@ -133,7 +139,22 @@ class QuantizedGemmKernel final : public Kernel {
   }
 
  private:
+  // The --numerics entries of the two operands for this step: -1 (each) unless the context's
+  // recorder is armed and watches them (looked up once per recorder).
+  std::array<int, 2> numerics_entries(const ExecContext& ctx) {
+    const NumericsRecorder* r = ctx.numerics.get();
+    if (!r || !r->armed()) return {-1, -1};
+    if (r != recorder_) {
+      recorder_ = r;
+      entries_ = {r->find(node_, "a"), r->find(node_, "b")};
+    }
+    return entries_;
+  }
+
   GemmQuant quant_;
+  std::string node_;
+  const NumericsRecorder* recorder_ = nullptr;
+  std::array<int, 2> entries_ = {-1, -1};
   uint64_t stream_key_;
   std::unique_ptr<Kernel> inner_;
   std::vector<Tensor> staged_, state_;  // staged_: views of the workspace at workspace_

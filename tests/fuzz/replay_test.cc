@@ -20,6 +20,7 @@
 #include "datasets/tokenizer.h"
 #include "fuzz/targets.h"
 #include "graph/checkpoint.h"
+#include "perf/numerics_file.h"
 #include "perf/predict.h"
 #include "runtime/hardware_counters.h"
 #include "runtime/kernel_activity.h"
@@ -47,6 +48,7 @@ const Target kTargets[] = {
     {"predict", fuzz::predict},
     {"activity_table", fuzz::activity_table},
     {"counter_table", fuzz::counter_table},
+    {"numerics_file", fuzz::numerics_file},
 };
 
 fs::path fuzz_dir() { return fs::path(CAMPO_SOURCE_DIR) / "fuzz"; }
@@ -135,6 +137,8 @@ TEST(FuzzReplayTest, SeedsAreValidInputs) {
     EXPECT_NO_THROW(read_activity_table(f.string())) << f;
   for (const fs::path& f : files_in(corpus / "counter_table"))
     EXPECT_NO_THROW(read_counter_table(f.string())) << f;
+  for (const fs::path& f : files_in(corpus / "numerics_file"))
+    EXPECT_NO_THROW(read_numerics_file(f.string())) << f;
   for (const fs::path& f : files_in(corpus / "text"))
     if (f.extension() == ".json")
       EXPECT_NO_THROW(WordPieceTokenizer::load(f.string())) << f;

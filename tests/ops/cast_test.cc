@@ -152,5 +152,32 @@ TEST(CastOpTest, GradientCastsBackToTheSourceType) {
   EXPECT_EQ(back.dtype, DType::bf16) << "a Cast's compute dtype is its source dtype";
 }
 
+// --numerics all: a watched Cast to f16 counts, at an armed step, what it lost. f16's largest is
+// 65504, its smallest subnormal 2^-24 (below 2^-25 rounds to zero): 1e5 and 7e4 overflow to
+// inf, 65519 rounds down to 65504 (saturated), 1e-8 flushes to zero; NaN is an input's.
+TEST(CastOpTest, WatchedCastCountsWhatItLosesAtArmedSteps) {
+  ExecContext ctx;
+  ctx.numerics = std::make_shared<NumericsRecorder>(NumericsScope::all);
+  ctx.numerics->watch("c", "x", "forward", "f16");
+  KernelSpec spec{OpKind::Cast,        CastAttrs{DType::f16}, DType::f32,
+                  {{{6}, DType::f32}}, {{{6}, DType::f16}},   "c"};
+  auto kernel = create_kernel(spec, ctx);
+  Tensor x = floats({1e5f, 7e4f, 65519.0f, 1e-8f, 1.0f, NAN}, {6});
+  Tensor y = Tensor::zeros({6}, DType::f16);
+  run_kernel(*kernel, ctx, {x}, {y});
+  EXPECT_FALSE(ctx.numerics->entries()[0].written);  // not armed: nothing counted
+  ctx.numerics->arm(true);
+  run_kernel(*kernel, ctx, {x}, {y});
+  const NumericsEntry& e = ctx.numerics->entries()[0];
+  ASSERT_TRUE(e.written);
+  EXPECT_EQ(e.numerics.counts.elements, 6);
+  EXPECT_EQ(e.numerics.counts.overflow, 2);
+  EXPECT_EQ(e.numerics.counts.saturated, 1);
+  EXPECT_EQ(e.numerics.counts.underflow, 1);
+  EXPECT_EQ(e.numerics.counts.nan, 1);
+  EXPECT_EQ(e.numerics.counts.amax, 1e5f);
+  EXPECT_TRUE(std::isnan(e.numerics.scale));
+}
+
 }  // namespace
 }  // namespace campo

@@ -177,5 +177,30 @@ TEST(QuantizedGemmTest, ConvolutionsEqualTheF32KernelOnDecodedCodes) {
   }
 }
 
+// --numerics: an armed recorder that watches the node gets both operands' counts (a: tiny
+// values that e4m3 at unit scale flushes to zero; b: values past 448 clamped), unarmed none.
+TEST(QuantizedGemmTest, WatchedOperandsReportWhatTheirCastsLost) {
+  ExecContext ctx;
+  ctx.numerics = std::make_shared<NumericsRecorder>(NumericsScope::quantized);
+  ctx.numerics->watch("test.gemm", "a", "forward", "e4m3");
+  ctx.numerics->watch("test.gemm", "b", "forward", "e4m3");
+  Tensor a = Tensor::from_vector(std::vector<float>{1e-4f, 2.0f, -1e-5f, 1.0f}, {2, 2});
+  Tensor b = Tensor::from_vector(std::vector<float>{500.0f, 1.0f, -3.0f, -1000.0f}, {2, 2});
+  const GemmQuant q = recipe(Scaling::none, ElementFormat::e4m3, ElementFormat::e4m3);
+  run_quantized(OpKind::MatMul, MatMulAttrs{}, q, a, b, {2, 2}, ctx);
+  EXPECT_FALSE(ctx.numerics->entries()[0].written);
+  ctx.numerics->arm(true);
+  run_quantized(OpKind::MatMul, MatMulAttrs{}, q, a, b, {2, 2}, ctx);
+  const NumericsEntry &ea = ctx.numerics->entries()[0], &eb = ctx.numerics->entries()[1];
+  ASSERT_TRUE(ea.written && eb.written);
+  EXPECT_EQ(ea.numerics.counts.elements, 4);
+  EXPECT_EQ(ea.numerics.counts.underflow, 2);
+  EXPECT_EQ(ea.numerics.counts.saturated, 0);
+  EXPECT_EQ(ea.numerics.scale, 1.0f);
+  EXPECT_EQ(eb.numerics.counts.saturated, 2);
+  EXPECT_EQ(eb.numerics.counts.underflow, 0);
+  EXPECT_EQ(eb.numerics.counts.amax, 1000.0f);
+}
+
 }  // namespace
 }  // namespace campo

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -31,6 +32,14 @@ inline void expect_error(const CliResult& r, const std::string& needle) {
   EXPECT_NE(r.err.find("campo: error: "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+// Every line of a JSON-lines file (--metrics), parsed.
+inline std::vector<nlohmann::json> read_json_lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
 }
 
 // The last line of a run's output that is a JSON object with "event": `event` (a command's

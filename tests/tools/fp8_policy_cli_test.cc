@@ -19,14 +19,8 @@ namespace {
 using testing::CliResult;
 using testing::expect_error;
 using testing::json_event;
+using testing::read_json_lines;
 using testing::run_cli;
-
-std::vector<nlohmann::json> read_json_lines(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<nlohmann::json> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
-  return lines;
-}
 
 // LeNet on synthetic data, batch 16, 960 samples: 60 steps an epoch, logged every 6.
 std::vector<std::string> lenet_train(const testing::TempDir& dir, const std::string& policy,
