@@ -161,6 +161,15 @@ bool f32_consumers_only(const Graph& g, ValueId v) {
   return any;
 }
 
+// Whether input `slot` of n is one an optimizer update rewrites in place (a variable: var
+// or its state, stored in f32 or bf16; or a weight copy): read as stored, never cast.
+bool updated_in_place(const Node& n, int slot) {
+  if (n.kind != OpKind::ApplyMomentum && n.kind != OpKind::ApplyAdam) return false;
+  const UpdateLayout l = update_layout(n.kind, n.attrs);
+  if (slot >= l.required()) return true;  // the weight copies
+  return slot < l.lr() && slot / l.tensors != l.roles - 1;
+}
+
 }  // namespace
 
 CastStats insert_casts(Graph& g) {
@@ -177,7 +186,7 @@ CastStats insert_casts(Graph& g) {
     for (int slot = 0; slot < num_inputs; ++slot) {
       const ValueId v = g.node(id).inputs[size_t(slot)];
       const DType have = g.value(v).dtype;
-      if (!is_floating(have)) continue;
+      if (!is_floating(have) || updated_in_place(g.node(id), slot)) continue;
       const DType want = schema.input_stays_f32(slot) ? DType::f32 : g.node(id).dtype;
       if (!is_floating(want) || have == want) continue;
       // One Cast per (value, type), shared by every reader; low -> other low through the

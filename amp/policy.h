@@ -99,7 +99,10 @@ CastStats apply_precision(Graph& g, const std::vector<char>& low, DType low_type
 // the value's f32 readers, then one to the other type), as amp/three_way.h prices it.
 CastStats apply_precision(Graph& g, const std::vector<DType>& dtype, bool fold_casts = false);
 
-// Inserts the casts the current node dtypes need (apply_precision's second half).
+// Inserts the casts the current node dtypes need (apply_precision's second half); on a
+// graph that has its casts it adds only the missing ones (a variable retyped since, e.g. bf16
+// weights without master copies: graph/optimizer.h). An optimizer update reads the variables
+// it rewrites in place (var, state) as stored and its weight copies as they are: never cast.
 CastStats insert_casts(Graph& g);
 
 // Turns every f32 -> low Cast of a variable that the graph's optimizer updates into a

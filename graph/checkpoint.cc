@@ -632,6 +632,19 @@ void save_checkpoint(const std::string& path, const VariableStore& vars,
   write_safetensors(path, tensors, md);
 }
 
+namespace {
+
+// f32 values in a variable's stored type: as they are for f32; rounded to nearest even for a
+// bf16 (or f16) variable (exact for values that were stored in that type).
+Tensor in_stored_type(const Tensor& f32, DType stored) {
+  if (stored == DType::f32) return f32;
+  Tensor out = Tensor::empty(f32.shape(), stored);
+  convert(f32.data(), DType::f32, out.data(), stored, size_t(f32.numel()));
+  return out;
+}
+
+}  // namespace
+
 CheckpointMeta load_checkpoint(const std::string& path, VariableStore& vars,
                                const LoadOptions& options) {
   InputFile f(path);
@@ -731,6 +744,7 @@ CheckpointMeta load_checkpoint(const std::string& path, VariableStore& vars,
   for (const auto& [name, e] : found) {
     staged.push_back(read_as_f32(path, f, h, *e));
     require_finite(path, e->name, staged.back());
+    staged.back() = in_stored_type(staged.back(), vars.at(name).dtype());
   }
   for (size_t i = 0; i < found.size(); ++i) vars.write(found[i].first, staged[i]);
   for (const std::string& name : reset) {

@@ -14,11 +14,12 @@
 //   sd = safetensors.torch.load_file(path)
 //   model.load_state_dict({k: v for k, v in sd.items() if not k.startswith("optimizer.")})
 // The optimizer state follows under "optimizer." ("optimizer.conv1.weight.momentum_buffer"),
-// all as F32, and the training position is in "__metadata__". Writes are atomic: a temp file
-// next to the target is fsynced and then renamed over it, so `path` always holds either the
-// old or the new complete file. Loads are transactional: nothing in the store changes
-// unless the whole load succeeds; every metadata field is validated, and a tensor holding
-// NaN or inf (a diverged run) is refused.
+// every tensor in its variable's stored type (F32; BF16 for the weights and state of pure
+// low-precision training, graph/optimizer.h), and the training position is in "__metadata__".
+// Writes are atomic: a temp file next to the target is fsynced and then renamed over it, so `path`
+// always holds either the old or the new complete file. Loads are transactional: nothing in the
+// store changes unless the whole load succeeds; every metadata field is validated, and a tensor
+// holding NaN or inf (a diverged run) is refused.
 #pragma once
 
 #include <map>
@@ -66,7 +67,8 @@ struct CheckpointMeta {
 std::string rng_state_to_string(const Rng::State& state);
 Rng::State rng_state_from_string(const std::string& text);  // throws on malformed text
 
-// Writes every parameter and buffer of `vars` (in creation order) as F32 plus, for each
+// Writes every parameter and buffer of `vars` (in creation order, each in its stored type,
+// F32 or BF16) plus, for each
 // batch-norm layer ("<prefix>.running_mean"), "<prefix>.num_batches_tracked" = meta.step as
 // an I64 scalar, as in torchvision's state_dict; then the optimizer state under
 // kOptimizerStatePrefix. Atomic (see above); throws campo::Error naming `path` on any
@@ -85,8 +87,9 @@ struct LoadOptions {
 
 // Loads every variable of `vars` from the tensor of its name (optimizer state under
 // kOptimizerStatePrefix, or beside the parameters in a version-1 file; same shape; F32, or
-// F16/BF16/F64 converted to f32), copying into the existing storage so compiled
-// executables keep seeing it. Validates the whole file (a FIFO or directory is refused
+// F16/BF16/F64 converted to f32; then into the variable's stored type: exact for BF16 into a
+// bf16 variable, rounded to nearest even for wider values), copying into the existing storage so
+// compiled executables keep seeing it. Validates the whole file (a FIFO or directory is refused
 // before it is opened) and its metadata first and stages all tensors, refusing NaN and
 // inf; on any error throws campo::Error naming `path` and leaves `vars` untouched.
 CheckpointMeta load_checkpoint(const std::string& path, VariableStore& vars,

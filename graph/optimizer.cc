@@ -86,12 +86,13 @@ void append_optimizer(Builder& b, const std::vector<std::string>& params,
       b.op(kind, in,
            MomentumAttrs{config.momentum, config.weight_decay, config.nesterov,
                          all_finite != kNoValue, config.slice_momentum, config.slice_weight_decay,
-                         tensors},
+                         tensors, config.stochastic_rounding},
            name);
     else
       b.op(kind, in,
            AdamAttrs{config.beta1, config.beta2, config.epsilon, config.weight_decay,
-                     all_finite != kNoValue, config.slice_weight_decay, tensors},
+                     all_finite != kNoValue, config.slice_weight_decay, tensors,
+                     config.stochastic_rounding},
            name);
   };
   if (config.multi_tensor && params.size() > 1)
@@ -138,6 +139,38 @@ std::vector<ValueId> update_inputs(const Node& n, const UpdateLayout& l,
 }
 
 }  // namespace
+
+namespace {
+
+// Sets variable node `name` of g (if g has it) to `dtype`; whether it changed.
+bool retype_variable(Graph& g, const std::string& name, DType dtype) {
+  const NodeId id = g.find_node(name);
+  if (id < 0 || g.node(id).kind != OpKind::Variable) return false;
+  auto& attrs = std::get<VariableAttrs>(g.node(id).attrs);
+  if (attrs.dtype == dtype) return false;
+  attrs.dtype = dtype;
+  g.reinfer(id);
+  return true;
+}
+
+}  // namespace
+
+bool use_storage_types(Graph& g, VariableStore& vars, const std::vector<std::string>& params,
+                       const OptimizerConfig& config) {
+  for (const std::string& name : params) vars.set_dtype(name, config.weight_dtype);
+  for (const std::string& name : vars.names_of_kind(VariableKind::optimizer_state))
+    vars.set_dtype(name, config.state_dtype);
+  return retype_variables_as_stored(g, vars);
+}
+
+bool retype_variables_as_stored(Graph& g, const VariableStore& vars) {
+  bool changed = false;
+  for (NodeId id : g.nodes_of_kind(OpKind::Variable)) {
+    const std::string& name = g.node(id).name;
+    if (vars.contains(name)) changed |= retype_variable(g, name, vars.at(name).dtype());
+  }
+  return changed;
+}
 
 NodeId optimizer_update_of(const Graph& g, ValueId var) {
   if (g.node(g.value(var).producer).kind != OpKind::Variable) return -1;

@@ -34,6 +34,17 @@ struct OptimizerConfig {
   // hyperparameters here, so one group holds them all (split in two at most when only
   // some weights get a low-precision copy, add_weight_copies). --no-multi-tensor-updates.
   bool multi_tensor = true;
+  // Pure low-precision training (--master-weights none, --optimizer-state): the type the
+  // parameters are stored in (f32; bf16: no f32 master copy, the forward and backward passes
+  // read the bf16 weights themselves) and the optimizer state's (f32 or bf16). The updates
+  // compute in f32 and round what they store in bf16 to nearest even or, with
+  // stochastic_rounding, stochastically (ops/op.h). use_storage_types applies the types.
+  DType weight_dtype = DType::f32;
+  DType state_dtype = DType::f32;
+  bool stochastic_rounding = false;
+  bool stores_low_precision() const {
+    return weight_dtype != DType::f32 || state_dtype != DType::f32;
+  }
 };
 
 // --optimizer's names: "sgd" or "adam"; one error line for any other. The name is also what
@@ -52,6 +63,19 @@ const char* optimizer_name(OptimizerConfig::Kind kind);
 void append_optimizer(Builder& b, const std::vector<std::string>& params,
                       const std::vector<ValueId>& grads, const OptimizerConfig& config,
                       ValueId all_finite = kNoValue);
+
+// Stores `params` in config.weight_dtype and every optimizer state variable of `vars` in
+// config.state_dtype (VariableStore::set_dtype: rounded to nearest even, as a pure bf16
+// run starts from its f32 initialisation) and gives their Variable nodes in g those types.
+// Their readers other than the updates then need casts (amp/policy.h's insert_casts, which
+// the precision policy runs). Returns whether any variable changed type.
+bool use_storage_types(Graph& g, VariableStore& vars, const std::vector<std::string>& params,
+                       const OptimizerConfig& config);
+
+// Gives every Variable node of g the type its variable has in `vars` (a graph built over a
+// store that already holds bf16 weights, e.g. an evaluation graph). Returns whether any
+// node changed type (its readers then need casts).
+bool retype_variables_as_stored(Graph& g, const VariableStore& vars);
 
 // The optimizer update (ApplyMomentum / ApplyAdam) that writes the variable whose value is
 // `var`, or -1 when the graph updates none.

@@ -60,6 +60,17 @@ void VariableStore::write(const std::string& name, const Tensor& host) {
   backend_->write(t, host);
 }
 
+void VariableStore::set_dtype(const std::string& name, DType dtype) {
+  Tensor& t = at(name);  // counts as an outside write (generation)
+  CAMPO_CHECK(is_floating(dtype), "variable '", name, "' cannot be stored in ", dtype_name(dtype),
+              " (f32, f16 or bf16)");
+  if (t.dtype() == dtype) return;
+  const Tensor host = backend_->to_host(t);
+  Tensor converted = Tensor::empty(t.shape(), dtype);
+  convert(host.data(), host.dtype(), converted.data(), dtype, size_t(host.numel()));
+  t = backend_->device().type == Device::cpu ? converted : backend_->to_device(converted);
+}
+
 Tensor& VariableStore::at(const std::string& name) {
   ++generation_;
   auto it = vars_.find(name);

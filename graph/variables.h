@@ -61,6 +61,11 @@ class VariableStore {
   Tensor read(const std::string& name) const;
   // Sets a variable from a host tensor of its dtype and shape (counts as an outside write).
   void write(const std::string& name, const Tensor& host);
+  // Stores variable `name` in `dtype` (f32, f16 or bf16) from now on: its values converted,
+  // rounded to nearest even when narrowing (exact when widening); new storage, so convert
+  // before any executable binds the variable. Pure low-precision training's bf16 weights
+  // and optimizer state (graph/optimizer.h).
+  void set_dtype(const std::string& name, DType dtype);
   // Names in creation order.
   const std::vector<std::string>& names() const { return order_; }
   std::vector<std::string> names_of_kind(VariableKind kind) const;

@@ -12,7 +12,10 @@ std::vector<TensorDesc> infer_placeholder(const ValueDescs&, const OpNode& n) {
 }
 
 std::vector<TensorDesc> infer_variable(const ValueDescs&, const OpNode& n) {
-  return {{attrs_as<VariableAttrs>(n.attrs).shape, DType::f32}};
+  const auto& a = attrs_as<VariableAttrs>(n.attrs);
+  CAMPO_CHECK(is_floating(a.dtype), "Variable '", n.name,
+              "' must be stored in f32, f16 or bf16, got ", dtype_name(a.dtype));
+  return {{a.shape, a.dtype}};
 }
 
 std::vector<TensorDesc> infer_const(const ValueDescs&, const OpNode& n) {

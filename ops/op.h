@@ -181,6 +181,13 @@ struct CastAttrs {
 // every variable has a weight copy or none does. Variable j updates exactly as a node of
 // its own with the same attributes would (slices cut each variable on its own), so k = 1 is
 // the single-variable op and a group gives the bits of k separate updates.
+// Pure low-precision training (--master-weights none, --optimizer-state bf16): var and the
+// state may be stored in bf16 (each input in its own type, any mix; a bf16 var has no weight
+// copy, it is what the forward pass reads). The update decodes them to f32, computes in f32
+// exactly as above and rounds what it stores back to bf16: to nearest even, or with
+// `stochastic_rounding` stochastically (runtime/stochastic_rounding.h), element i of the
+// tensor drawing from a Philox stream keyed by the run's seed and a pure function of (node
+// name, variable, role, step): the same bits on any thread count and after a resume.
 struct MomentumAttrs {
   float momentum = 0.9f;
   float weight_decay = 0.0f;
@@ -188,6 +195,7 @@ struct MomentumAttrs {
   bool skip_if_not_finite = false;
   std::vector<float> slice_momentum, slice_weight_decay;
   int tensors = 1;
+  bool stochastic_rounding = false;  // last, so positional initialisers above stay valid
 };
 
 // ApplyAdam inputs: var, m, v, grad, lr ([] or [S]), step (scalar, 1-based). PyTorch Adam:
@@ -197,13 +205,14 @@ struct MomentumAttrs {
 // Slices as ApplyMomentum's: slice s uses lr[s] and slice_weight_decay[s]; the step, betas
 // and epsilon (so the bias corrections) are shared.
 // Multi-tensor form as ApplyMomentum's: var_1..k, m_1..k, v_1..k, grad_1..k, lr, step
-// [, flag] [, copy_1..k].
+// [, flag] [, copy_1..k]. bf16 var, m and v and `stochastic_rounding` as ApplyMomentum's.
 struct AdamAttrs {
   float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
   float weight_decay = 0.0f;
   bool skip_if_not_finite = false;
   std::vector<float> slice_weight_decay;
   int tensors = 1;
+  bool stochastic_rounding = false;  // last, so positional initialisers above stay valid
 };
 
 // Where the inputs of an optimizer update (ApplyMomentum / ApplyAdam, k = `tensors`
@@ -229,8 +238,11 @@ struct PlaceholderAttrs {
   DType dtype = DType::f32;
 };
 
+// A Variable is stored in `dtype` (f32; bf16 or f16 for weights and optimizer state kept in
+// low precision, graph/optimizer.h): its VariableStore tensor has this type.
 struct VariableAttrs {
   Shape shape;
+  DType dtype = DType::f32;
 };
 
 // Const: an f32 tensor of `shape` filled with `value` (TensorFlow's Const, for the scalar

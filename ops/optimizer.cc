@@ -13,6 +13,9 @@
 // `copy`, when given, is a low-precision (f16/bf16) copy of var that the update rewrites
 // from the updated var (rounded to nearest even, as Cast): the weight copy that replaces
 // a per-step Cast of the weight under the cost-aware policy (Node::weight_copy).
+// Pure low-precision training (ops/op.h): var and the state (accum; m, v) are f32 or bf16,
+// each in its own type; a bf16 var takes no copy (it is the low-precision weight itself).
+// grad, lr, step and the flag are f32.
 #include <initializer_list>
 #include <string>
 
@@ -93,7 +96,15 @@ void check_slices(const ValueDescs& g, const OpNode& n, const UpdateLayout& l,
   }
 }
 
-// Every per-variable input (roles) and copy against its variable; lr f32.
+// A stored input (var or optimizer state): f32, or bf16 without master copy.
+void check_stored(const ValueDescs& g, const OpNode& n, int i, const std::string& what) {
+  const DType d = in_dtype(g, n, i);
+  CAMPO_CHECK(d == DType::f32 || d == DType::bf16, op_name(n.kind), " '", n.name, "': ", what,
+              " must be f32 or bf16, got ", dtype_name(d));
+}
+
+// Every per-variable input (roles; the last is the gradient) and copy against its variable;
+// lr f32.
 void check_variables(const ValueDescs& g, const OpNode& n, const UpdateLayout& l,
                      std::initializer_list<const char*> roles, bool copies) {
   for (int t = 0; t < l.tensors; ++t) {
@@ -101,12 +112,18 @@ void check_variables(const ValueDescs& g, const OpNode& n, const UpdateLayout& l
     int role = 0;
     for (const char* name : roles) {
       const int i = l.input(role++, t);
-      check_f32(g, n, i, role_name(name, l, t));
+      if (role == l.roles)
+        check_f32(g, n, i, role_name(name, l, t));
+      else
+        check_stored(g, n, i, role_name(name, l, t));
       CAMPO_CHECK(in_shape(g, n, i) == var, op_name(n.kind), " '", n.name,
                   "': ", role_name(name, l, t), " has shape ", shape_str(in_shape(g, n, i)),
                   " but ", role_name("var", l, t), " has shape ", shape_str(var));
     }
     if (!copies) continue;
+    CAMPO_CHECK(in_dtype(g, n, l.input(0, t)) == DType::f32, op_name(n.kind), " '", n.name,
+                "': ", role_name("var", l, t),
+                " is stored in bf16: it is the low-precision weight and takes no weight copy");
     const int c = l.copy(t);
     CAMPO_CHECK(is_low_precision(in_dtype(g, n, c)), op_name(n.kind), " '", n.name,
                 "': ", role_name("the weight copy", l, t), " must be f16 or bf16, got ",

@@ -110,6 +110,16 @@ void add_train_options(CLI::App* cmd, TrainOptions& o, std::string& device, Trai
   cmd->add_flag("--no-multi-tensor-updates{false}", o.multi_tensor_updates,
                 "One optimizer update node (and GPU kernel launch) per parameter instead of one "
                 "for all parameters (the same results)");
+  cmd->add_option("--master-weights", o.master_weights,
+                  "f32 (f32 weights, low-precision copies where ops run low) or none (bf16 "
+                  "weights without f32 master copies: pure bf16 training; --device cpu)")
+      ->capture_default_str();
+  cmd->add_option("--optimizer-state", o.optimizer_state,
+                  "Type of the optimizer state (momentum, Adam's moments): f32 or bf16")
+      ->capture_default_str();
+  cmd->add_option("--weight-rounding", o.weight_rounding,
+                  "How the optimizer rounds what it stores in bf16 (--master-weights none, "
+                  "--optimizer-state bf16): stochastic (default) or nearest (even)");
   lists.weight_decay = "0";
   cmd->add_option("--weight-decay", lists.weight_decay,
                   "L2 weight decay; with --array N, a list of N")
@@ -319,6 +329,12 @@ const std::vector<OptionScope>& train_option_scopes() {
       {"--mask-prob", kMaskedLm, kText,
        "applies to text data sets only (--dataset fortunes or text:PATH)"},
       {"--bert-config", kMaskedLm, kText, "applies to --model bert only"},
+      {"--master-weights", kClassifier | kMaskedLm, kAllData,
+       "does not support dcgan yet (its D and G step graphs are built apart)"},
+      {"--optimizer-state", kClassifier | kMaskedLm, kAllData,
+       "does not support dcgan yet (its D and G step graphs are built apart)"},
+      {"--weight-rounding", kClassifier | kMaskedLm, kAllData,
+       "does not support dcgan yet (its D and G step graphs are built apart)"},
       {"--samples-dir", kGan, kAllData, "applies to --model dcgan only"},
       {"--no-samples", kGan, kAllData, "applies to --model dcgan only"},
   };

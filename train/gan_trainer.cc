@@ -337,6 +337,9 @@ GanSession::GanSession(const DcganOptions& model, int64_t batch, OptimizerConfig
   h.check();
   for (float d : h.dropout) CAMPO_CHECK(d == 0.0f, "dcgan has no dropout (got ", d, ")");
   check_gan_precision(precision);
+  CAMPO_CHECK(!optimizer.stores_low_precision(),
+              "--master-weights none and --optimizer-state bf16 do not support dcgan yet (its "
+              "D and G step graphs are built apart): train it with f32 weights and state");
   CAMPO_CHECK(batch > 0, "GAN batch must be positive, got ", batch);
   CAMPO_CHECK(num_samples > 0, "GAN sample count must be positive, got ", num_samples);
   for (uint64_t s : h.seed) noise_rngs_.emplace_back(noise_seed(s));

@@ -77,6 +77,7 @@ void validate(const TrainOptions& o) {
   std::string why;
   CAMPO_CHECK(o.array.size < 2 || supports_model_array(o.model, &why), why);
   (void)precision_config(o);  // checks --precision, --low-precision, --loss-scale, lists
+  check_storage_options(o);
   // Outputs and inputs before any work is spent (a calibration or a training run).
   validate(o.checkpoint);
   validate(o.report);
@@ -91,6 +92,40 @@ void validate(const TrainOptions& o) {
   }
   validate(o.data_parallel);
   check_data_parallel_model(o.data_parallel, o.model);
+}
+
+void check_storage_options(const TrainOptions& o) {
+  CAMPO_CHECK(o.master_weights == "f32" || o.master_weights == "none",
+              "--master-weights must be f32 or none, got '", o.master_weights, "'");
+  CAMPO_CHECK(o.optimizer_state != "fp8",
+              "--optimizer-state fp8 (MS-AMP O2: an FP8 first moment with a per-tensor scale, a "
+              "16-bit second moment) is not implemented yet: use f32 or bf16");
+  CAMPO_CHECK(o.optimizer_state == "f32" || o.optimizer_state == "bf16",
+              "--optimizer-state must be f32 or bf16, got '", o.optimizer_state, "'");
+  CAMPO_CHECK(o.weight_rounding.empty() || o.weight_rounding == "nearest" ||
+                  o.weight_rounding == "stochastic",
+              "--weight-rounding must be nearest or stochastic, got '", o.weight_rounding, "'");
+  const bool weights = o.master_weights == "none", state = o.optimizer_state == "bf16";
+  CAMPO_CHECK(weights || state || o.weight_rounding.empty(),
+              "--weight-rounding rounds what the optimizer stores in bf16: give it with "
+              "--master-weights none or --optimizer-state bf16");
+  if (!weights && !state) return;
+  const char* what = weights ? "--master-weights none" : "--optimizer-state bf16";
+  CAMPO_CHECK(o.device.type == Device::cpu, what,
+              " is not built for cuda yet (the GPU optimizer kernels keep f32 weights and "
+              "state): use --device cpu");
+  CAMPO_CHECK(model_family(o.model) != ModelFamily::gan, what,
+              " does not support dcgan yet (its D and G step graphs are built apart)");
+  CAMPO_CHECK(o.array.size < 2, what,
+              " does not support model arrays yet (--array): train the models one by one");
+  if (!weights) return;
+  CAMPO_CHECK(o.precision != Precision::fp32,
+              "--master-weights none trains on bf16 weights, which --precision fp32 would cast "
+              "to f32 for every op: use --precision amp or cost-aware");
+  CAMPO_CHECK(o.mixed.low_precision == "bf16",
+              "--master-weights none stores the weights in bf16: use --low-precision bf16 (fp16 "
+              "weights without f32 master copies are not supported), got '",
+              o.mixed.low_precision, "'");
 }
 
 void check_threads(int threads) {
@@ -165,6 +200,9 @@ OptimizerConfig optimizer_config(const TrainOptions& o) {
   c.nesterov = o.nesterov;
   c.weight_decay = o.weight_decay;
   c.multi_tensor = o.multi_tensor_updates;
+  c.weight_dtype = o.master_weights == "none" ? DType::bf16 : DType::f32;
+  c.state_dtype = o.optimizer_state == "bf16" ? DType::bf16 : DType::f32;
+  c.stochastic_rounding = o.weight_rounding != "nearest";
   return c;
 }
 

@@ -55,6 +55,13 @@ struct TrainOptions : CommonOptions {
   // One optimizer update node for all parameters (OptimizerConfig::multi_tensor);
   // --no-multi-tensor-updates: one per parameter, as before (the same bits).
   bool multi_tensor_updates = true;
+  // Pure low-precision training (OptimizerConfig's storage types): --master-weights f32 |
+  // none (bf16 weights without f32 master copies), --optimizer-state f32 | bf16, and
+  // --weight-rounding nearest | stochastic for what the updates store in bf16 ("": not
+  // given, stochastic; refused when nothing is stored in bf16).
+  std::string master_weights = "f32";
+  std::string optimizer_state = "f32";
+  std::string weight_rounding;
   float dropout = 0.0f;
   int64_t train_limit = 0;                      // use only the first N training samples (0: all)
   int64_t test_limit = 0;                       // evaluate on the first N test samples (0: all)
@@ -108,7 +115,11 @@ PrecisionConfig precision_config(const TrainOptions& o);
 void check_gan_precision(const PrecisionConfig& p);
 // A token model trains on a text data set and only there.
 void check_model_fits_data(const std::string& model, const std::string& dataset);
-// The optimizer of the options: sgd or adam, momentum, nesterov, weight decay.
+// --master-weights, --optimizer-state and --weight-rounding: each name, and the
+// combinations a run can do (one error line for each that it cannot).
+void check_storage_options(const TrainOptions& o);
+// The optimizer of the options: sgd or adam, momentum, nesterov, weight decay, the types
+// the weights and the state are stored in and how the updates round them.
 OptimizerConfig optimizer_config(const TrainOptions& o);
 // What every campo train run (a classifier, BERT, a model array, DCGAN) sets up alike
 // before its data and session, in this order: the options checked; the backend of --device,

@@ -334,6 +334,9 @@ CostTable profile_costs(const TrainingGraphSpec& spec, std::shared_ptr<Backend> 
   fp32.precision.policy = Precision::fp32;
   fp32.precision.calibration = nullptr;
   fp32.precision.rules = nullptr;  // the profiling step times the graph before any plan
+  // ... of f32 weights: the node ids of the plan's graph are those of the graph before its
+  // weights are retyped (pure low-precision training adds its casts after the plan).
+  fp32.optimizer.weight_dtype = fp32.optimizer.state_dtype = DType::f32;
   Graph g32;
   VariableStore v32(1, std::move(backend));  // the profiling step's executables run there too
   const TrainingGraphInfo info = build_training_graph(g32, v32, fp32);

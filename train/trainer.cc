@@ -161,6 +161,8 @@ class Evaluator {
     shape[1] *= n_;
     e.logits = build_model(model_, b, b.placeholder(input_placeholder(model_), shape, input_dtype_),
                            options_);
+    // bf16 weights of pure low-precision training: read as stored, cast for the f32 layers.
+    if (retype_variables_as_stored(*e.graph, vars_)) insert_casts(*e.graph);
     CompileOptions co;
     co.fetches = {e.logits};
     co.conv_layout = layout_;
@@ -243,6 +245,9 @@ TrainingSession::TrainingSession(const std::string& model, const ModelOptions& m
       data_parallel_(data_parallel) {
   h.check();
   model_options_.dropout = h.dropout[0];
+  CAMPO_CHECK(n_ == 1 || !optimizer.stores_low_precision(),
+              "--master-weights none and --optimizer-state bf16 do not support model arrays yet "
+              "(--array): train the models one by one");
   if (n_ > 1) {
     std::string why;
     CAMPO_CHECK(supports_model_array(model, &why), why);
@@ -751,6 +756,11 @@ TrainResult train(const TrainOptions& o, std::ostream& all_log, bool log_is_term
       {"model", o.model}, {"dataset", o.dataset}, {"parameters", session.parameter_count()}};
   if (ranks) loop.result["gradient_bucket_bytes"] = session.gradient_bucket_bytes();
   if (guard.reported()) loop.result["guard"] = guard.json();
+  if (spec.graph.optimizer.stores_low_precision()) {  // pure low-precision training
+    loop.result["master_weights"] = o.master_weights;
+    loop.result["optimizer_state"] = o.optimizer_state;
+    loop.result["weight_rounding"] = o.weight_rounding.empty() ? "stochastic" : o.weight_rounding;
+  }
   if (const std::string& path = o.checkpoint.resume_path; !path.empty()) {
     const TrainingSession::Position pos = session.restore(path, optimizer_name(o.optimizer));
     loop.resumed = Resumed{.path = path,

@@ -321,8 +321,13 @@ TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
     info.all_finite = b.op(OpKind::AllFinite, present, NoAttrs{}, "AllFinite");
   }
   append_optimizer(b, params, grads, spec.optimizer, info.all_finite);
+  // Pure low-precision training: the weights (and state) in their stored types before the
+  // policy, so that its cast insertion gives only their f32 readers a Cast (fp32 inserts
+  // none itself: insert_casts after it).
+  const bool low_storage = use_storage_types(g, vars, params, spec.optimizer);
   const PolicyResult policy = apply_policy(g, spec.precision, spec.precision.costs.get(),
                                            vars.backend_ptr(), nullptr, spec.data_parallel.agree);
+  if (low_storage) insert_casts(g);
   if (spec.precision.policy == Precision::cost_aware) {
     info.costs = spec.precision.costs;
     if (spec.precision.automatic()) info.f16_costs = spec.precision.f16_costs;

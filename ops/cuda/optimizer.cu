@@ -202,6 +202,18 @@ int64_t slice_count(const Shape& lr, size_t attr_slices) {
   return attr_slices > 0 ? int64_t(attr_slices) : 1;
 }
 
+// These kernels keep var and the state in f32: a node that stores them in bf16 (pure
+// low-precision training, ops/op.h) is refused when its kernel is made, never read as f32.
+void require_f32_storage(const KernelSpec& spec, const UpdateLayout& l) {
+  for (int t = 0; t < l.tensors; ++t)
+    for (int role = 0; role + 1 < l.roles; ++role) {
+      const DType d = spec.inputs[size_t(l.input(role, t))].dtype;
+      CAMPO_CHECK(d == DType::f32, op_name(spec.kind), " '", spec.node_name,
+                  "': weights or optimizer state stored in ", dtype_name(d),
+                  " (--master-weights none, --optimizer-state bf16) are not built for cuda yet");
+    }
+}
+
 // Per-slice tables on the device, or none for an empty vector.
 std::shared_ptr<void> upload_if_any(ExecContext& ctx, const std::vector<float>& values) {
   return values.empty() ? nullptr : cuda::upload_table(ctx, values);
@@ -217,7 +229,9 @@ class ApplyMomentumKernel final : public Kernel {
         slice_weight_decay_(upload_if_any(ctx, attrs_.slice_weight_decay)),
         slices_(slice_count(
             spec.inputs[size_t(layout_.lr())].shape,
-            std::max(attrs_.slice_momentum.size(), attrs_.slice_weight_decay.size()))) {}
+            std::max(attrs_.slice_momentum.size(), attrs_.slice_weight_decay.size()))) {
+    require_f32_storage(spec, layout_);
+  }
 
   void run(ExecContext& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>&) override {
     const UpdateLayout& l = layout_;
@@ -256,7 +270,9 @@ class ApplyAdamKernel final : public Kernel {
         slice_weight_decay_(upload_if_any(ctx, attrs_.slice_weight_decay)),
         bad_step_(ctx),
         slices_(slice_count(spec.inputs[size_t(layout_.lr())].shape,
-                            attrs_.slice_weight_decay.size())) {}
+                            attrs_.slice_weight_decay.size())) {
+    require_f32_storage(spec, layout_);
+  }
 
   // An earlier run's step check (does not wait).
   void before_run(ExecContext&) override {

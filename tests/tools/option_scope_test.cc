@@ -36,13 +36,27 @@ const std::map<unsigned, unsigned> kTrainsOn = {
     {cli::kGan, cli::kIdx | cli::kSynthetic}};
 
 // A value each scoped option accepts (none: a flag).
-const std::map<std::string, std::string> kValues = {
-    {"--eval-batch", "100"},   {"--limit-test", "10"},      {"--data-dir", "/tmp"},
-    {"--image-size", "32"},    {"--channels", "3"},         {"--augment", "on"},
-    {"--resize", "40"},        {"--padding", "2"},          {"--skip-bad", ""},
-    {"--holdout", "0.1"},      {"--seq-len", "64"},         {"--vocab-size", "1000"},
-    {"--vocab", "/tmp/v"},     {"--save-vocab", "/tmp/v"},  {"--mask-prob", "0.2"},
-    {"--bert-config", "tiny"}, {"--samples-dir", "/tmp/s"}, {"--no-samples", ""}};
+const std::map<std::string, std::string> kValues = {{"--eval-batch", "100"},
+                                                    {"--limit-test", "10"},
+                                                    {"--data-dir", "/tmp"},
+                                                    {"--image-size", "32"},
+                                                    {"--channels", "3"},
+                                                    {"--augment", "on"},
+                                                    {"--resize", "40"},
+                                                    {"--padding", "2"},
+                                                    {"--skip-bad", ""},
+                                                    {"--holdout", "0.1"},
+                                                    {"--seq-len", "64"},
+                                                    {"--vocab-size", "1000"},
+                                                    {"--vocab", "/tmp/v"},
+                                                    {"--save-vocab", "/tmp/v"},
+                                                    {"--mask-prob", "0.2"},
+                                                    {"--bert-config", "tiny"},
+                                                    {"--samples-dir", "/tmp/s"},
+                                                    {"--no-samples", ""},
+                                                    {"--master-weights", "none"},
+                                                    {"--optimizer-state", "bf16"},
+                                                    {"--weight-rounding", "nearest"}};
 
 TEST(OptionScopeTest, EveryOptionOfTheTableIsRefusedOutsideItsScopeOnly) {
   int refused = 0, accepted = 0;
