@@ -18,6 +18,7 @@ import argparse
 import concurrent.futures
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -28,12 +29,22 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = {
     "lenet": ["--model", "lenet", "--dataset", "fashion-mnist", "--epochs", "1"],
     "resnet18": ["--model", "resnet18", "--dataset", "fashion-mnist", "--image-size", "32",
-                 "--limit-train", "6400", "--limit-test", "2000", "--batch", "32"],
-    "bert": ["--model", "bert", "--dataset", "fortunes", "--steps", "300", "--batch", "16",
+                 "--limit-train", "3200", "--limit-test", "2000", "--batch", "32"],
+    "bert": ["--model", "bert", "--dataset", "fortunes", "--steps", "150", "--batch", "16",
              "--seq-len", "64"],
 }
-MODEL_NAMES = {"lenet": "LeNet, 1 epoch", "resnet18": "ResNet-18 32 px, 6,400 samples",
-               "bert": "BERT-mini, 300 steps"}
+# --speed: short runs on synthetic data, the same shapes (samples/s only).
+SPEED = {
+    "lenet": ["--model", "lenet", "--dataset", "synthetic", "--batch", "64", "--steps", "150",
+              "--limit-train", "9600", "--limit-test", "64"],
+    "resnet18": ["--model", "resnet18", "--dataset", "synthetic", "--image-size", "32",
+                 "--channels", "1", "--batch", "32", "--steps", "12", "--limit-train", "384",
+                 "--limit-test", "32"],
+    "bert": ["--model", "bert", "--dataset", "fortunes", "--steps", "12", "--batch", "16",
+             "--seq-len", "64", "--limit-train", "192", "--limit-test", "16"],
+}
+MODEL_NAMES = {"lenet": "LeNet, 1 epoch", "resnet18": "ResNet-18 32 px, 3,200 samples",
+               "bert": "BERT-mini, 150 steps"}
 
 
 def gemm_policy(fmt, recipe=None):
@@ -43,33 +54,33 @@ def gemm_policy(fmt, recipe=None):
     return {"description": "every GEMM in " + fmt, "rules": [rule]}
 
 
+AMP = ["--precision", "amp", "--low-precision", "bf16"]
+
 # (row name, campo train options, policy object or a file under ROOT or None, models or None)
 CONFIGS = [
     ("FP32", ["--precision", "fp32"], None, None),
-    ("BF16 (amp)", ["--precision", "amp"], None, None),
-    ("FP8 hybrid, delayed", ["--precision", "amp"], gemm_policy("fp8", {"scaling": "delayed"}),
-     None),
-    ("FP8 hybrid, current", ["--precision", "amp"], gemm_policy("fp8", {"scaling": "current"}),
-     None),
-    ("MXFP8 (E4M3)", ["--precision", "amp"], gemm_policy("mxfp8"), None),
-    ("MXFP4 (E2M1)", ["--precision", "amp"], gemm_policy("mxfp4"), None),
+    ("BF16 (amp)", AMP, None, None),
+    ("FP8 hybrid, delayed", AMP, gemm_policy("fp8", {"scaling": "delayed"}), None),
+    ("FP8 hybrid, current", AMP, gemm_policy("fp8", {"scaling": "current"}), None),
+    ("MXFP8 (E4M3)", AMP, gemm_policy("mxfp8"), None),
+    ("MXFP4 (E2M1)", AMP, gemm_policy("mxfp4"), None),
     ("BF16, no master weights, nearest",
-     ["--precision", "amp", "--master-weights", "none", "--weight-rounding", "nearest"], None,
-     None),
+     [*AMP, "--master-weights", "none", "--weight-rounding", "nearest"], None, None),
     ("BF16, no master weights, stochastic",
-     ["--precision", "amp", "--master-weights", "none", "--weight-rounding", "stochastic"], None,
-     None),
-    ("FP8 delayed, first and last layers BF16", ["--precision", "amp"],
+     [*AMP, "--master-weights", "none", "--weight-rounding", "stochastic"], None, None),
+    ("FP8 delayed, first and last layers BF16", AMP,
      "examples/fp8-resnet18-first-last-bf16.json", ["resnet18"]),
 ]
 
 
-def run(campo, model, config, seed, threads, tmp):
+def run(campo, model, config, seed, threads, tmp, speed=False):
     name, opts, policy, _ = config
-    cmd = [campo, "train", *MODELS[model], *opts, "--seed", str(seed), "--progress", "none",
+    cmd = [campo, "train", *(SPEED if speed else MODELS)[model], *opts, "--seed", str(seed),
+           "--progress", "none",
            "--threads", str(threads)]
     if isinstance(policy, dict):
-        path = os.path.join(tmp, f"{model}-{len(name)}-{abs(hash(name))}.json")
+        slug = re.sub(r"[^a-z0-9]+", "-", name.lower())
+        path = os.path.join(tmp, f"{model}-{seed}-{slug}.json")  # one file per run
         with open(path, "w") as f:
             json.dump(policy, f)
         cmd += ["--precision-policy", path]
@@ -116,6 +127,29 @@ def table(results, models, seeds):
     return "\n".join(lines) + "\n"
 
 
+def speed(args, models, seeds):
+    wanted = [w for w in args.configs.split(",") if w]
+    lines = ["| model | format | samples/s, median | over BF16 (amp), median of rounds |",
+             "|---|---|---|---|"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in models:
+            configs = [c for c in CONFIGS if (c[3] is None or model in c[3]) and
+                       (not wanted or any(c[0].startswith(w) for w in wanted) or
+                        c[0] == "BF16 (amp)")]
+            rate = {c[0]: {} for c in configs}
+            for i, seed in enumerate(seeds):
+                for c in configs[i % len(configs):] + configs[:i % len(configs)]:
+                    r = run(args.campo, model, c, seed, os.cpu_count() or 1, tmp, speed=True)
+                    rate[c[0]][seed] = r["samples_per_sec"]
+                    print(f"{model:9} {c[0]:40} round {i + 1}: {r['samples_per_sec']:.1f} "
+                          "samples/s", flush=True)
+            for j, c in enumerate(configs):
+                ratio = statistics.median(rate[c[0]][s] / rate["BF16 (amp)"][s] for s in seeds)
+                lines.append(f"| {model if j == 0 else ''} | {c[0]} | "
+                             f"{statistics.median(rate[c[0]].values()):.1f} | {ratio:.3f} |")
+    print("\n".join(lines))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--campo", default=os.path.join(ROOT, "build", "campo"))
@@ -125,12 +159,19 @@ def main():
                    help="comma-separated row names' prefixes to run (default: all)")
     p.add_argument("--jobs", type=int, default=1, help="runs at once (accuracy only)")
     p.add_argument("--json", help="write every run's result here")
+    p.add_argument("--speed", action="store_true",
+                   help="time instead: short runs on synthetic data, one per seed and format, "
+                   "interleaved (each seed runs every format once, the order rotated), one at "
+                   "a time; prints each format's median samples/s over BF16 (amp)'s of the same "
+                   "round. Run it on a quiet machine")
     args = p.parse_args()
     models = args.models.split(",")
     for m in models:
         if m not in MODELS:
             sys.exit(f"formats_table: unknown model {m} (one of {', '.join(MODELS)})")
     seeds = [int(s) for s in args.seeds.split(",")]
+    if args.speed:
+        return speed(args, models, seeds)
     wanted = [w for w in args.configs.split(",") if w]
     configs = [c for c in CONFIGS if not wanted or any(c[0].startswith(w) for w in wanted)]
     threads = max(1, (os.cpu_count() or 1) // args.jobs)
