@@ -51,7 +51,7 @@ void cast_scaled(ElementFormat f, float scale, std::span<const float> x, std::sp
 void cast_scaled_counted(ElementFormat f, float scale, std::span<const float> x,
                          std::span<float> dst, std::span<uint8_t> codes,
                          const EncodeOptions& options, NumericsCounts& counts) {
-  const double limit = double(element_format_info(f).max_finite) / double(scale);
+  const double limit = saturation_bound(f) / double(scale);
   for_each_chunk(x.size(), kParallelThreshold, kCountedChunk, [&](size_t begin, size_t end) {
     const size_t n = end - begin;
     for (size_t i = begin; i < end; ++i) dst[i] = x[i] * scale;
@@ -69,7 +69,7 @@ void cast_scaled_counted(ElementFormat f, float scale, std::span<const float> x,
 // The counts of one MX block: element k of `values` became back[k], at the block's scale.
 void count_mx_block(ElementFormat f, uint8_t scale, const float* values, const float* back,
                     int64_t count, NumericsCounts& counts) {
-  const double limit = double(e8m0_to_f32(scale)) * double(element_format_info(f).max_finite);
+  const double limit = double(e8m0_to_f32(scale)) * saturation_bound(f);
   counts.elements += count;
   for (int64_t k = 0; k < count; ++k) counts.count(values[k], back[k], limit);
 }

@@ -110,6 +110,11 @@ const ElementFormatInfo& element_format_info(ElementFormat f) {
   return kFormats[index];
 }
 
+double saturation_bound(ElementFormat f) {
+  const ElementFormatInfo& i = element_format_info(f);
+  return double(i.max_finite) + std::ldexp(1.0, i.emax - i.mantissa_bits - 1);
+}
+
 ElementFormat parse_element_format(std::string_view name) {
   std::string s(name);
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });

@@ -60,6 +60,11 @@ struct ElementFormatInfo {
 };
 
 const ElementFormatInfo& element_format_info(ElementFormat f);
+// The midpoint between max_finite and the next value of the format's grid were it unbounded
+// (max_finite + 2^(emax - mantissa_bits - 1): e4m3 464, e5m2 61440, e2m1 7): the magnitude from
+// which rounding to nearest leaves the format's range, so a saturating cast clamps (numerics
+// telemetry's `saturated`).
+double saturation_bound(ElementFormat f);
 inline const char* element_format_name(ElementFormat f) { return element_format_info(f).name; }
 // Accepts the names above and the usual aliases (fp8_e4m3, e4m3fn, float8_e4m3fn, fp4_e2m1,
 // ...); throws with the list of names otherwise.

@@ -2,12 +2,16 @@
 // to a narrow format lost, counted by the kernel that casts it, at the steps a run records.
 //
 // Per element x (the input, f32) and y (what it became, in x's units: the decoded code over
-// the scale, or the dequantized MX value, or the f16/bf16 value), with `limit` the largest
-// magnitude the format holds at that scale (max_finite / scale; an MX block: X * max_finite):
+// the scale, or the dequantized MX value, or the f16/bf16 value), with `limit` the magnitude
+// from which the format's rounding alone would go beyond its largest finite value, at that
+// scale: saturation_bound(f) / scale, or X * saturation_bound(f) for an MX block of scale X
+// (values between max_finite and that bound round to max_finite anyway, as any value rounds:
+// the element at amax that x * scale puts an f32 ulp above max_finite loses nothing):
 //   nan, inf   x is NaN, +-inf (nothing else is counted for it)
 //   overflow   x finite, y not finite (e5m2 and f16 overflow to inf, non-saturating e4m3 to NaN;
 //              every element of an MX block that holds a NaN or inf)
-//   saturated  x finite, |x| > limit, y finite (clamped to the largest finite value)
+//   saturated  x finite, |x| > limit, y finite (clamped to the largest finite value, which
+//              rounding to nearest would not have given)
 //   underflow  x finite and non-zero, y == 0 (flushed to zero)
 //   amax       max |x| over the finite x
 // Counts are exact integers and amax a maximum, so a count over chunks merged in any order (any

@@ -56,14 +56,36 @@ TEST(NumericsTest, UnitScaleCountsUnderflowSaturationAndNonFiniteInputs) {
 }
 
 // Non-saturating e5m2 (max 57344, the next step up 65536): 1e5 overflows to inf; 60000 rounds
-// down to 57344 (below the midpoint 61440): clamped, so saturated; 57344 itself loses nothing.
+// to 57344 (below the midpoint 61440) as rounding to nearest does anywhere: not saturated;
+// 57344 itself loses nothing.
 TEST(NumericsTest, NonSaturatingFormatsOverflow) {
   const CastNumerics n =
       counted(quant(Scaling::none, ElementFormat::e5m2, Saturation::non_saturating),
               {1e5f, 60000.0f, 57344.0f, -1e5f});
   EXPECT_EQ(n.counts.overflow, 2);
-  EXPECT_EQ(n.counts.saturated, 1);
+  EXPECT_EQ(n.counts.saturated, 0);
   EXPECT_EQ(n.counts.underflow, 0);
+}
+
+// Saturated means clamped where rounding to nearest would have left the range: past the
+// midpoint above max_finite (e4m3: 464, e5m2: 61440), not merely above max_finite.
+TEST(NumericsTest, SaturatedStartsAtTheRoundingMidpointAboveMaxFinite) {
+  EXPECT_EQ(saturation_bound(ElementFormat::e4m3), 464.0);
+  EXPECT_EQ(saturation_bound(ElementFormat::e5m2), 61440.0);
+  EXPECT_EQ(saturation_bound(ElementFormat::e2m1), 7.0);
+  EXPECT_EQ(saturation_bound(ElementFormat::e2m3), 7.75);
+  EXPECT_EQ(saturation_bound(ElementFormat::e3m2), 30.0);
+  const CastNumerics e5 =
+      counted(quant(Scaling::none, ElementFormat::e5m2), {60000.0f, 61000.0f, 62000.0f, -1e6f});
+  EXPECT_EQ(e5.counts.saturated, 2);  // 62000 and -1e6
+  EXPECT_EQ(e5.counts.overflow, 0);
+  // Current scaling puts amax on max_finite; x * scale may land an f32 ulp above 448 for the
+  // elements at amax: they lose nothing and are not counted.
+  std::vector<float> x(64, 2.0226629f);
+  for (size_t i = 0; i < x.size(); i += 2) x[i] = 0.5f;
+  const CastNumerics cur = counted(quant(Scaling::current, ElementFormat::e4m3), x);
+  EXPECT_EQ(cur.counts.saturated, 0);
+  EXPECT_EQ(cur.counts.amax, 2.0226629f);
 }
 
 // Current scaling puts amax 0.5 on 448 (scale 896): 1e-6 becomes 0.000896 < 2^-10, zero.
@@ -77,7 +99,8 @@ TEST(NumericsTest, CurrentScalingReportsItsScale) {
 }
 
 // MXFP4 (e2m1: max 6, emax 2, smallest 0.5): a block of {15, 0.1, 0 x 30} has the scale
-// 2^(floor(log2 15) - 2) = 2: 15 / 2 = 7.5 clamps to 6 (saturated, |15| > 2 * 6) and
+// 2^(floor(log2 15) - 2) = 2: 15 / 2 = 7.5 clamps to 6 (saturated: |15| > 2 * 7, 7 the
+// midpoint between 6 and the next step 8) and
 // 0.1 / 2 = 0.05 rounds to 0 (underflow). No per-tensor scale.
 TEST(NumericsTest, MxBlocksCountAtTheirOwnScale) {
   std::vector<float> x(32, 0.0f);
@@ -115,7 +138,7 @@ TEST(NumericsTest, LargeOperandCountsMatchAPerElementCount) {
     expected.count(v,
                    decode(ElementFormat::e4m3,
                           encode_nearest_even(ElementFormat::e4m3, v, Saturation::saturating)),
-                   448.0);
+                   saturation_bound(ElementFormat::e4m3));
   EXPECT_GT(expected.underflow, 0);
   EXPECT_GT(expected.saturated, 0);
   EXPECT_EQ(n.counts.elements, expected.elements);

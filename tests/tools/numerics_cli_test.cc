@@ -85,7 +85,8 @@ TEST(NumericsCliTest, Fp8RunRecordsEveryQuantizedOperand) {
 }
 
 // MXFP4: a block's scale maps its amax into [4, 8) times it, and e2m1 holds at most 6, so the
-// block maxima in (6, 8) times the scale clamp: saturation > 0; no per-tensor scale (null).
+// block maxima in (7, 8) times the scale clamp (past the midpoint 7 between 6 and 8):
+// saturation > 0; no per-tensor scale (null).
 TEST(NumericsCliTest, MxBlockScalesSaturate) {
   testing::TempDir dir;
   const std::string policy = dir.write("policy.json", every_gemm("mxfp4", ""));
