@@ -11,6 +11,7 @@
 #include "graph/autodiff.h"
 #include "graph/builder.h"
 #include "ops/kernel.h"
+#include "ops/quantized_gemm_route.h"
 #include "runtime/check.h"
 #include "runtime/communicator.h"
 
@@ -447,8 +448,17 @@ void check_precision_policy(const TrainingGraphSpec& spec, Device device) {
       const PrecisionRule& r = spec.precision.rules->rules[size_t(a.rule[size_t(id)] - 1)];
       CAMPO_CHECK(has_quantized_gemm_kernel(kernels), "precision policy file ",
                   spec.precision.rules->path, ", rule ", r.index, " (", r.describe(),
-                  "): FP8 and MX emulation runs on the CPU only, not on ", device_name(device),
-                  " (node ", n.name, ")");
+                  "): this build has no quantized GEMM kernel for ", device_name(device),
+                  " (FP8 and MX emulation runs on the CPU only in a build without CUDA; node ",
+                  n.name, ")");
+      if (kernels == Device::cuda) {
+        const CudaGemmPlan plan = plan_quantized_gemm_on_cuda(
+            n.kind, n.attrs, {g.value(n.inputs[0]).shape, g.value(n.inputs[1]).shape},
+            a.quant[size_t(id)]);
+        CAMPO_CHECK(plan.route != CudaGemmRoute::refused, "precision policy file ",
+                    spec.precision.rules->path, ", rule ", r.index, " (", r.describe(),
+                    "): ", plan.reason, ", not on ", device_name(device), " (node ", n.name, ")");
+      }
       continue;
     }
     if (!a.is_set(id) || a.dtype[size_t(id)] == DType::f32) continue;
