@@ -11,7 +11,7 @@ examples/fp8-resnet18-first-last-bf16.json. Accuracy, not speed: runs may share 
 (--jobs).
 
   python3 bench/formats_table.py --models lenet --seeds 1,2,3 --jobs 2
-  python3 bench/formats_table.py --models resnet18,bert --seeds 1,2 --jobs 2 --json out.json
+  python3 bench/formats_table.py --models resnet18 --seeds 1,2 --jobs 2 --json out.json
 """
 
 import argparse
@@ -112,18 +112,19 @@ def table(results, models, seeds):
              "|---|---|---|---|---|"]
     for model in models:
         rows = [c for c in CONFIGS if c[3] is None or model in c[3]]
-        base = statistics.mean(r["accuracy"] for r in results
-                               if r["model"] == model and r["config"] == "FP32")
+        fp32 = [r["accuracy"] for r in results if r["model"] == model and r["config"] == "FP32"]
+        base = statistics.mean(fp32) if fp32 else None  # --configs without FP32
         for i, c in enumerate(rows):
             rs = [r for r in results if r["model"] == model and r["config"] == c[0]]
             if not rs:
                 continue
             acc = [r["accuracy"] for r in rs]
-            delta = statistics.mean(acc) - base
+            versus = "-" if base is None or c[0] == "FP32" else \
+                f"{(statistics.mean(acc) - base) * 100:+.2f} points"
             lines.append(f"| {MODEL_NAMES[model] if i == 0 else ''} | {c[0]} | "
                          f"{spread([r['loss'] for r in rs], '{:.3f}')} | "
                          f"{spread(acc, '{:.4f}')} | "
-                         f"{'-' if c[0] == 'FP32' else f'{delta * 100:+.2f} points'} |")
+                         f"{versus} |")
     return "\n".join(lines) + "\n"
 
 
