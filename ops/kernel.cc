@@ -108,9 +108,8 @@ std::unique_ptr<Kernel> create_kernel(const KernelSpec& spec, ExecContext& ctx) 
     const auto it = quantized_registry().find(device);
     CAMPO_CHECK(it != quantized_registry().end(), "node '", spec.node_name, "' (",
                 op_name(spec.kind), ") is a ", spec.quant.format,
-                " GEMM: FP8 and MX emulation runs on the CPU only, "
-                "not on ",
-                device_name(device));
+                " GEMM: this build has no quantized GEMM kernel for ", device_name(device),
+                " (FP8 and MX emulation runs on the CPU only in a build without CUDA)");
     return it->second(spec, ctx);
   }
   const KernelFactory factory =

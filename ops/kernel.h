@@ -224,8 +224,10 @@ bool has_kernel(OpKind kind, const Backend& backend, DType dtype);
 std::unique_ptr<Kernel> create_kernel(const KernelSpec& spec, ExecContext& ctx);
 
 // The kernel of every quantized GEMM (KernelSpec::quant: MatMul, BatchMatMulV2, Conv2D and
-// its backprops) on `device`; create_kernel sends a spec with quant.enabled there. Only the
-// CPU registers one (emulation); elsewhere create_kernel refuses such a node.
+// its backprops) on `device`; create_kernel sends a spec with quant.enabled there. The CPU
+// registers its emulation (ops/cpu/quantized_gemm.cc), a CUDA build its GPU kernel
+// (ops/cuda/quantized_gemm.cu: cuBLASLt FP8 or emulated, ops/quantized_gemm_route.h);
+// elsewhere create_kernel refuses such a node.
 void register_quantized_gemm_kernel(Device device, KernelFactory factory);
 bool has_quantized_gemm_kernel(Device device);
 // The ops a quantized GEMM format may apply to.

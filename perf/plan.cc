@@ -15,6 +15,7 @@
 #include "amp/calibration.h"
 #include "amp/padding.h"
 #include "models/dcgan.h"
+#include "ops/quantized_gemm_route.h"
 #include "perf/model_run.h"
 #include "perf/roofline.h"
 #include "runtime/atomic_file.h"
@@ -191,7 +192,9 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
   struct {
     int nodes = 0;
     int64_t elements = 0;
+    int fp8_on_cuda = 0;  // --device cuda: nodes cuBLASLt multiplies as FP8 (the rest emulated)
   } quantized;
+  const bool on_cuda = o.run.device.type == Device::cuda;
   for (NodeId id : g.topological_order()) {
     const Node& n = g.node(id);
     const bool leaf = n.kind == OpKind::Variable || n.kind == OpKind::Placeholder;
@@ -258,8 +261,18 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
           {"recipe", n.quant.recipe.describe()},
           {"rounding", n.quant.rounding == Rounding::stochastic ? "stochastic" : "nearest"},
           {"quantized_elements", elements}};
+      std::string cuda_text;
+      if (on_cuda) {  // how the CUDA kernel runs it (ops/quantized_gemm_route.h)
+        const CudaGemmPlan route = plan_quantized_gemm_on_cuda(
+            n.kind, n.attrs, {g.value(n.inputs[0]).shape, g.value(n.inputs[1]).shape}, n.quant);
+        quantized.fp8_on_cuda += route.route == CudaGemmRoute::fp8;
+        node["quant"]["cuda"] = cuda_gemm_route_name(route.route);
+        node["quant"]["cuda_reason"] = route.reason;
+        cuda_text = std::string("; cuda: ") + cuda_gemm_route_name(route.route) +
+                    (route.reason.empty() ? "" : ", " + route.reason);
+      }
       quant_text = "  [" + n.quant.describe() + "; quantizes 2 operands, " + with_commas(elements) +
-                   " elements per step]";
+                   " elements per step" + cuda_text + "]";
     } else {
       node["quant"] = nullptr;
     }
@@ -323,9 +336,16 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
     out << "folded: " << s.casts.weight_copies << " casts of weights to "
         << dtype_name(precision.low) << " (list 'copy'): " << dtype_name(precision.low)
         << " weight copies that the optimizer updates write, instead of a Cast per step\n";
-  if (quantized.nodes > 0)
+  if (quantized.nodes > 0 && !on_cuda)
     out << "quantized GEMMs: " << quantized.nodes << " nodes compute in f32 on FP8/MX operands "
         << "(CPU emulation), " << with_commas(quantized.elements)
+        << " operand elements quantized per step (amax, scale, cast)\n";
+  if (quantized.nodes > 0 && on_cuda)
+    out << "quantized GEMMs: " << quantized.nodes << " nodes on FP8 operands, "
+        << quantized.fp8_on_cuda << " as cuBLASLt FP8 GEMMs, "
+        << quantized.nodes - quantized.fp8_on_cuda
+        << " emulated (f32 kernels on the decoded codes; each node's line says why), "
+        << with_commas(quantized.elements)
         << " operand elements quantized per step (amax, scale, cast)\n";
   if (numerics) print_losing_most(*numerics, recorded, ranked, out);
   nlohmann::json policy_json(nullptr);
@@ -360,6 +380,8 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
           {"precision_policy", policy_json},
           {"low_nodes", s.low_nodes},
           {"quantized_gemms", quantized.nodes},
+          {"quantized_gemms_fp8_on_cuda",
+           on_cuda ? nlohmann::json(quantized.fp8_on_cuda) : nlohmann::json(nullptr)},
           {"quantized_elements", quantized.elements},
           {"f16_nodes", s.f16_nodes},
           {"f32_nodes", s.f32_nodes},

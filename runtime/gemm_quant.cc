@@ -153,14 +153,6 @@ std::string gemm_quant_state_name(const std::string& node, int operand) {
   return node + (operand == 0 ? "/quant.a" : "/quant.b");
 }
 
-float scale_from_amax(float amax, float max_finite, int margin, float previous) {
-  if (!(amax > 0.0f) || !std::isfinite(amax)) return previous;
-  const float scale = (max_finite / amax) / std::ldexp(1.0f, margin);
-  // An amax so small that the scale overflows f32 keeps the previous scale too (TE would
-  // store inf and cast everything to NaN).
-  return std::isfinite(scale) && scale > 0.0f ? scale : previous;
-}
-
 float tensor_amax(std::span<const float> x) {
   float amax = 0.0f;
   bool finite = true;

@@ -70,8 +70,27 @@ int64_t gemm_quant_state_size(const ScalingRecipe& recipe);
 // The VariableStore name of operand `operand`'s state of node `node`: "<node>/quant.a", ".b".
 std::string gemm_quant_state_name(const std::string& node, int operand);
 
-// TE's scale rule above.
-float scale_from_amax(float amax, float max_finite, int margin, float previous);
+// Host and device: the rules below that the CUDA kernels share (ops/cuda/quantized_gemm.cu).
+#if defined(__CUDACC__)
+#define CAMPO_HOST_DEVICE __host__ __device__
+#else
+#define CAMPO_HOST_DEVICE
+#endif
+
+// TE's scale rule above, in f32 (the CPU's and the GPU's scales are the same bits: two
+// correctly rounded divisions by exact powers of two and an amax that is exact).
+CAMPO_HOST_DEVICE inline float scale_from_amax(float amax, float max_finite, int margin,
+                                               float previous) {
+  constexpr float kMaxF32 = 3.40282346638528859812e+38f;
+  if (!(amax > 0.0f && amax <= kMaxF32)) return previous;  // 0, inf or NaN
+  float two_to_margin = 1.0f;                              // exact: a power of two
+  for (int i = 0; i < margin; ++i) two_to_margin *= 2.0f;
+  for (int i = 0; i > margin; --i) two_to_margin *= 0.5f;
+  const float scale = (max_finite / amax) / two_to_margin;
+  // An amax so small that the scale overflows f32 keeps the previous scale too (TE would
+  // store inf and cast everything to NaN).
+  return scale > 0.0f && scale <= kMaxF32 ? scale : previous;
+}
 // max |x_i|; +inf when some x_i is not finite (NaN included).
 float tensor_amax(std::span<const float> x);
 // Pushes `amax` into `history` (most recent first, the oldest dropped) and returns the amax

@@ -703,7 +703,8 @@ TrainResult train(const TrainOptions& o, std::ostream& all_log, bool log_is_term
   spec.graph.precision = pcfg;
   spec.graph.array = n;
   // --precision-policy on the model's graph, before a calibration or any step.
-  check_precision_policy(spec.graph, o.device.type);
+  if (const std::string note = check_precision_policy(spec.graph, o.device.type); !note.empty())
+    log << "campo: " << note << "\n";
   attach_calibration(pcfg, calibration, *backend, log);
   spec.graph.precision = pcfg;
   const DeviceReport device_report(backend);

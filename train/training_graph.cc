@@ -11,6 +11,7 @@
 #include "graph/autodiff.h"
 #include "graph/builder.h"
 #include "ops/kernel.h"
+#include "ops/quantized_gemm_route.h"
 #include "runtime/check.h"
 #include "runtime/communicator.h"
 
@@ -424,8 +425,8 @@ PrecisionConfig precision_config(Precision policy, const PrecisionOptions& o, De
   return p;
 }
 
-void check_precision_policy(const TrainingGraphSpec& spec, Device device) {
-  if (!spec.precision.rules) return;
+std::string check_precision_policy(const TrainingGraphSpec& spec, Device device) {
+  if (!spec.precision.rules) return {};
   TrainingGraphSpec fp32 = spec;
   fp32.precision.policy = Precision::fp32;
   fp32.precision.rules = nullptr;
@@ -435,20 +436,34 @@ void check_precision_policy(const TrainingGraphSpec& spec, Device device) {
   fp32.optimizer.slices = fp32.array;  // a model array's update, as its session makes it
   Graph g;
   VariableStore vars(1, default_cpu_backend());  // the graph only: nothing runs
-  build_training_graph(g, vars, fp32);
+  const TrainingGraphInfo info = build_training_graph(g, vars, fp32);
+  // The GEMMs a step runs: a dead one (the data gradient of a first layer) is never quantized.
+  const std::vector<char> live = live_nodes(g, info.fetches());
   const PolicyAssignment a = resolve_precision_policy(g, *spec.precision.rules);
   // A device's kernels exist in this build where its f32 ones do (a build without CUDA plans
   // for a GPU from the graph alone).
   const Device kernels = device == Device::cuda ? Device::cuda : Device::cpu;
   const bool emulates = kernels == Device::cpu;
+  int quantized = 0, fp8_gemms = 0;  // on cuda
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
     const Node& n = g.node(id);
     if (a.quant[size_t(id)].enabled) {
       const PrecisionRule& r = spec.precision.rules->rules[size_t(a.rule[size_t(id)] - 1)];
       CAMPO_CHECK(has_quantized_gemm_kernel(kernels), "precision policy file ",
                   spec.precision.rules->path, ", rule ", r.index, " (", r.describe(),
-                  "): FP8 and MX emulation runs on the CPU only, not on ", device_name(device),
-                  " (node ", n.name, ")");
+                  "): this build has no quantized GEMM kernel for ", device_name(device),
+                  " (FP8 and MX emulation runs on the CPU only in a build without CUDA; node ",
+                  n.name, ")");
+      if (kernels == Device::cuda) {
+        const CudaGemmPlan plan = plan_quantized_gemm_on_cuda(
+            n.kind, n.attrs, {g.value(n.inputs[0]).shape, g.value(n.inputs[1]).shape},
+            a.quant[size_t(id)]);
+        CAMPO_CHECK(plan.route != CudaGemmRoute::refused, "precision policy file ",
+                    spec.precision.rules->path, ", rule ", r.index, " (", r.describe(),
+                    "): ", plan.reason, ", not on ", device_name(device), " (node ", n.name, ")");
+        quantized += live[size_t(id)];
+        fp8_gemms += live[size_t(id)] && plan.route == CudaGemmRoute::fp8;
+      }
       continue;
     }
     if (!a.is_set(id) || a.dtype[size_t(id)] == DType::f32) continue;
@@ -459,6 +474,12 @@ void check_precision_policy(const TrainingGraphSpec& spec, Device device) {
                 r.describe(), "): ", device_name(device), " has no ", dtype_name(r.format),
                 " kernel for ", op_name(n.kind), " (node ", n.name, ")");
   }
+  if (quantized == 0) return {};
+  return "quantized GEMMs on " + std::string(device_name(device)) + ": " +
+         std::to_string(fp8_gemms) + " as cuBLASLt FP8 GEMMs, " +
+         std::to_string(quantized - fp8_gemms) +
+         " emulated (f32 kernels on the decoded codes; campo plan --device cuda says which and "
+         "why)";
 }
 
 }  // namespace campo

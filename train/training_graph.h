@@ -171,7 +171,9 @@ TrainingGraphInfo build_training_graph(Graph& g, VariableStore& vars,
 // rules resolved on it (resolve_precision_policy's error lines: a glob or rule that selects
 // nothing, layers beyond the model's), and every node a rule puts in low precision must have a
 // kernel in that type on `device` (the CPU emulates any; a GPU build registers its own).
-// Nothing without rules.
-void check_precision_policy(const TrainingGraphSpec& spec, Device device);
+// Nothing without rules. Returns a line for the run's log where the device runs quantized
+// GEMMs two ways (cuda: how many as cuBLASLt FP8 GEMMs, how many emulated,
+// ops/quantized_gemm_route.h); empty otherwise.
+std::string check_precision_policy(const TrainingGraphSpec& spec, Device device);
 
 }  // namespace campo

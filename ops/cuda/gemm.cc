@@ -22,6 +22,12 @@ cudaDataType_t cuda_data_type(DType t, const std::string& what) {
   }
 }
 
+cudaDataType_t fp8_data_type(ElementFormat f, const std::string& what) {
+  CAMPO_CHECK(f == ElementFormat::e4m3 || f == ElementFormat::e5m2, what,
+              ": no cuBLASLt FP8 GEMM on ", element_format_name(f), " operands");
+  return f == ElementFormat::e4m3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2;
+}
+
 // The column-major layout of a row-major [rows, cols] matrix stored densely (ld = cols),
 // `batch` of them `stride` elements apart.
 // Created into `layout` (a member) first, so a failing attribute leaves it to destroy().
@@ -41,7 +47,7 @@ void set_row_major_layout(cublasLtMatrixLayout_t& layout, cudaDataType_t type, i
 
 Gemm::Gemm(const GemmShape& s, ExecContext& ctx, std::string what)
     : shape_(s), what_(std::move(what)) {
-  const cudaDataType_t type = cuda_data_type(s.dtype, what_);
+  (void)cuda_data_type(s.dtype, what_);  // refuses other dtypes before any planning
   CAMPO_CHECK(s.M >= 0 && s.N >= 0 && s.K >= 0 && s.batch >= 0, what_, ": negative GEMM size M=",
               s.M, " N=", s.N, " K=", s.K, " batch=", s.batch);
   CAMPO_CHECK(s.batch <= INT32_MAX, what_, ": ", s.batch,
@@ -50,16 +56,36 @@ Gemm::Gemm(const GemmShape& s, ExecContext& ctx, std::string what)
   no_sum_ = !empty_ && s.K == 0;
   if (empty_ || no_sum_) return;
   try {
-    plan(s, type, ctx);
+    plan(s, ctx);
   } catch (...) {
     destroy();  // the destructor does not run for a constructor that throws
     throw;
   }
 }
 
-void Gemm::plan(const GemmShape& s, cudaDataType_t type, ExecContext& ctx) {
+void Gemm::plan(const GemmShape& s, ExecContext& ctx) {
+  const cudaDataType_t type = cuda_data_type(s.dtype, what_);
+  // campo's operand types (A, B): the storage dtype, or FP8 codes.
+  const cudaDataType_t type_a = s.fp8 ? fp8_data_type(s.fp8_formats[0], what_) : type;
+  const cudaDataType_t type_b = s.fp8 ? fp8_data_type(s.fp8_formats[1], what_) : type;
+  if (s.fp8)
+    CAMPO_CHECK(!s.transpose_a && s.transpose_b && s.dtype == DType::f32 &&
+                    !(type_a == CUDA_R_8F_E5M2 && type_b == CUDA_R_8F_E5M2),
+                "internal: ", what_,
+                ": cuBLASLt's FP8 GEMM takes e4m3 x e4m3, e4m3 x e5m2 or "
+                "e5m2 x e4m3 codes, A [M, K] and B stored [N, K], into f32");
   // Compute and scale type f32 for every storage dtype (gemm.h, "Numerics").
   CAMPO_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  if (s.fp8) {
+    // cuBLASLt's A is campo's B (the operand swap below), so its A scale is campo's B's.
+    const void* scale_a = s.fp8_scales[1];
+    const void* scale_b = s.fp8_scales[0];
+    CAMPO_CHECK(scale_a && scale_b, "internal: ", what_, ": an FP8 GEMM without its scales");
+    CAMPO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                                      &scale_a, sizeof(scale_a)));
+    CAMPO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                      &scale_b, sizeof(scale_b)));
+  }
   // The operand swap: cuBLASLt's A is campo's B and keeps B's transpose flag, and vice versa.
   const cublasOperation_t op_a = s.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = s.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -69,13 +95,13 @@ void Gemm::plan(const GemmShape& s, cudaDataType_t type, ExecContext& ctx) {
       cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
   // campo's B is stored [N, K] (transposed) or [K, N]; campo's A [K, M] or [M, K]; C [M, N].
   if (s.transpose_b)
-    set_row_major_layout(a_layout_, type, s.N, s.K, s.batch, s.stride_b);
+    set_row_major_layout(a_layout_, type_b, s.N, s.K, s.batch, s.stride_b);
   else
-    set_row_major_layout(a_layout_, type, s.K, s.N, s.batch, s.stride_b);
+    set_row_major_layout(a_layout_, type_b, s.K, s.N, s.batch, s.stride_b);
   if (s.transpose_a)
-    set_row_major_layout(b_layout_, type, s.K, s.M, s.batch, s.stride_a);
+    set_row_major_layout(b_layout_, type_a, s.K, s.M, s.batch, s.stride_a);
   else
-    set_row_major_layout(b_layout_, type, s.M, s.K, s.batch, s.stride_a);
+    set_row_major_layout(b_layout_, type_a, s.M, s.K, s.batch, s.stride_a);
   set_row_major_layout(c_layout_, type, s.M, s.N, s.batch, s.stride_c);
 
   cublasLtMatmulPreference_t pref = nullptr;
@@ -96,9 +122,13 @@ void Gemm::plan(const GemmShape& s, cudaDataType_t type, ExecContext& ctx) {
   cublasLtMatmulPreferenceDestroy(pref);
   CAMPO_CUBLAS_CHECK(status);
   CAMPO_CHECK(found > 0 && result.state == CUBLAS_STATUS_SUCCESS, what_,
-              ": cuBLASLt has no algorithm for ", dtype_name(s.dtype), " [", s.M, ", ", s.K,
-              "] x [", s.K, ", ", s.N, "]", (s.batch > 1 ? " x" + std::to_string(s.batch) : ""),
-              " (transpose_a=", s.transpose_a, ", transpose_b=", s.transpose_b, ")");
+              ": cuBLASLt has no algorithm for ",
+              s.fp8 ? std::string(element_format_name(s.fp8_formats[0])) + " x " +
+                          element_format_name(s.fp8_formats[1]) + " codes"
+                    : std::string(dtype_name(s.dtype)),
+              " [", s.M, ", ", s.K, "] x [", s.K, ", ", s.N, "]",
+              (s.batch > 1 ? " x" + std::to_string(s.batch) : ""), " (transpose_a=", s.transpose_a,
+              ", transpose_b=", s.transpose_b, ")");
   algo_ = result.algo;
   workspace_bytes_ = result.workspaceSize;
   // The context's kernels run one at a time on one stream: one workspace serves them all.

@@ -22,6 +22,7 @@
 
 #include <cublasLt.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -37,6 +38,15 @@ struct GemmShape {
   // Strided batch: `batch` products, operand i of product b at base + b * stride (elements).
   int64_t batch = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+  // FP8 operands (the quantized GEMMs, ops/cuda/quantized_gemm.cu): A and B hold one-byte
+  // codes of fp8_formats[0] and [1], C is `dtype` (f32), and the product of operand i is
+  // multiplied by the f32 at fp8_scales[i] (device memory that outlives the Gemm; cuBLASLt
+  // reads it at every run): C = (s_a s_b) op(A) op(B). cuBLASLt's FP8 GEMM takes only its
+  // "TN" layout, here transpose_a = false and transpose_b = true (both operands K-contiguous),
+  // and no e5m2 x e5m2.
+  bool fp8 = false;
+  std::array<ElementFormat, 2> fp8_formats{};
+  std::array<const float*, 2> fp8_scales{};
 };
 
 class Gemm {
@@ -58,7 +68,7 @@ class Gemm {
   const GemmShape& shape() const { return shape_; }
 
  private:
-  void plan(const GemmShape& s, cudaDataType_t type, ExecContext& ctx);
+  void plan(const GemmShape& s, ExecContext& ctx);
   void destroy();
 
   GemmShape shape_;

@@ -10,6 +10,7 @@
 #include <map>
 
 #include "graph/checkpoint.h"
+#include "ops/kernel.h"
 #include "tests/test_util.h"
 #include "tests/tools/cli_test_util.h"
 
@@ -229,12 +230,49 @@ TEST(Fp8PolicyCliTest, MalformedRecipesAreOneErrorLine) {
   }
 }
 
-TEST(Fp8PolicyCliTest, CudaRefusesQuantizedGemms) {
+// --device cuda (ops/quantized_gemm_route.h): a build with CUDA plans every per-tensor FP8
+// GEMM, each as a cuBLASLt FP8 GEMM or emulated with the reason on its line (the MLP at batch
+// 16: fc1 and fc2 have dimensions that are multiples of 16, fc3's 10 classes do not); a build
+// without CUDA has no kernel there and refuses with one line. Planning builds the graphs only,
+// so this runs without a GPU.
+TEST(Fp8PolicyCliTest, CudaPlansFp8GemmsAsCublasLtOrEmulated) {
   testing::TempDir dir;
   const std::string policy = dir.write("policy.json", every_gemm("fp8", ""));
+  const std::vector<std::string> args = {"plan",
+                                         "--model",
+                                         "mlp",
+                                         "--batch",
+                                         "16",
+                                         "--device",
+                                         "cuda",
+                                         "--precision",
+                                         "amp",
+                                         "--all-nodes",
+                                         "--precision-policy",
+                                         policy};
+  if (!has_quantized_gemm_kernel(Device::cuda)) {
+    expect_error(run_cli(args), "FP8 and MX emulation runs on the CPU only");
+    return;
+  }
+  const CliResult r = run_cli(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("; cuda: cuBLASLt FP8]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("; cuda: emulated, M=16 N=10 K=128 (cuBLASLt FP8 needs positive "
+                       "multiples of 16)]"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(" as cuBLASLt FP8 GEMMs, "), std::string::npos) << r.out;
+}
+
+// MX formats have no CUDA kernel: one line, in a build with CUDA or without.
+TEST(Fp8PolicyCliTest, CudaRefusesMxFormats) {
+  testing::TempDir dir;
+  const std::string policy = dir.write("policy.json", every_gemm("mxfp8", ""));
   expect_error(run_cli({"plan", "--model", "lenet", "--batch", "4", "--device", "cuda",
                         "--precision", "amp", "--precision-policy", policy}),
-               "FP8 and MX emulation runs on the CPU only");
+               has_quantized_gemm_kernel(Device::cuda)
+                   ? "MX formats run on the CPU only"
+                   : "FP8 and MX emulation runs on the CPU only");
 }
 
 }  // namespace
