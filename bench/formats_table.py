@@ -73,6 +73,13 @@ CONFIGS = [
 ]
 
 
+def model_configs(model, wanted=()):
+    """The CONFIGS rows that apply to `model`, those whose name starts with one of `wanted`
+    (all when empty)."""
+    return [c for c in CONFIGS if (c[3] is None or model in c[3]) and
+            (not wanted or any(c[0].startswith(w) for w in wanted))]
+
+
 def run(campo, model, config, seed, threads, tmp, speed=False):
     name, opts, policy, _ = config
     cmd = [campo, "train", *(SPEED if speed else MODELS)[model], *opts, "--seed", str(seed),
@@ -111,7 +118,7 @@ def table(results, models, seeds):
              "| test accuracy, mean (min-max) | accuracy against FP32 |",
              "|---|---|---|---|---|"]
     for model in models:
-        rows = [c for c in CONFIGS if c[3] is None or model in c[3]]
+        rows = model_configs(model)
         fp32 = [r["accuracy"] for r in results if r["model"] == model and r["config"] == "FP32"]
         base = statistics.mean(fp32) if fp32 else None  # --configs without FP32
         for i, c in enumerate(rows):
@@ -128,15 +135,14 @@ def table(results, models, seeds):
     return "\n".join(lines) + "\n"
 
 
-def speed(args, models, seeds):
-    wanted = [w for w in args.configs.split(",") if w]
+def speed(args, models, seeds, wanted):
     lines = ["| model | format | samples/s, median | over BF16 (amp), median of rounds |",
              "|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as tmp:
         for model in models:
-            configs = [c for c in CONFIGS if (c[3] is None or model in c[3]) and
-                       (not wanted or any(c[0].startswith(w) for w in wanted) or
-                        c[0] == "BF16 (amp)")]
+            # BF16 (amp) always: the ratios are over it.
+            configs = [c for c in model_configs(model)
+                       if c in model_configs(model, wanted) or c[0] == "BF16 (amp)"]
             rate = {c[0]: {} for c in configs}
             for i, seed in enumerate(seeds):
                 for c in configs[i % len(configs):] + configs[:i % len(configs)]:
@@ -157,7 +163,8 @@ def main():
     p.add_argument("--models", default="lenet,resnet18,bert")
     p.add_argument("--seeds", default="1,2,3")
     p.add_argument("--configs", default="",
-                   help="comma-separated row names' prefixes to run (default: all)")
+                   help="comma-separated prefixes of the row names to run (default: all), "
+                   "e.g. 'FP8 hybrid,MXFP4'")
     p.add_argument("--jobs", type=int, default=1, help="runs at once (accuracy only)")
     p.add_argument("--json", help="write every run's result here")
     p.add_argument("--speed", action="store_true",
@@ -171,13 +178,14 @@ def main():
         if m not in MODELS:
             sys.exit(f"formats_table: unknown model {m} (one of {', '.join(MODELS)})")
     seeds = [int(s) for s in args.seeds.split(",")]
-    if args.speed:
-        return speed(args, models, seeds)
     wanted = [w for w in args.configs.split(",") if w]
-    configs = [c for c in CONFIGS if not wanted or any(c[0].startswith(w) for w in wanted)]
+    if args.speed:
+        if args.jobs != 1 or args.json:
+            sys.exit("formats_table: --speed runs one at a time and prints its table only "
+                     "(no --jobs, no --json)")
+        return speed(args, models, seeds, wanted)
     threads = max(1, (os.cpu_count() or 1) // args.jobs)
-    work = [(m, c, s) for m in models for c in configs if c[3] is None or m in c[3]
-            for s in seeds]
+    work = [(m, c, s) for m in models for c in model_configs(m, wanted) for s in seeds]
     results = []
     with tempfile.TemporaryDirectory() as tmp, \
             concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
