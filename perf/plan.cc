@@ -116,11 +116,17 @@ std::vector<std::string> nodes_with_numerics(const Graph& g, const NumericsSumma
   return names;
 }
 
-// The node's figures from the run's records (null without).
-nlohmann::json numerics_json(const NumericsSummary* s, const std::string& node) {
-  const auto it = s ? s->nodes.find(node) : std::map<std::string, TensorLoss>::const_iterator{};
-  if (!s || it == s->nodes.end()) return nullptr;
-  const TensorLoss& t = it->second;
+// The node's figures in the run's records; null without --numerics or records of it.
+const TensorLoss* recorded_loss(const NumericsSummary* s, const std::string& node) {
+  if (!s) return nullptr;
+  const auto it = s->nodes.find(node);
+  return it == s->nodes.end() ? nullptr : &it->second;
+}
+
+// The node's figures for plan --json (null without).
+nlohmann::json numerics_json(const TensorLoss* loss) {
+  if (!loss) return nullptr;
+  const TensorLoss& t = *loss;
   return {{"operand", t.operand},
           {"pass", t.pass},
           {"format", t.format},
@@ -133,11 +139,10 @@ nlohmann::json numerics_json(const NumericsSummary* s, const std::string& node) 
 
 // The node's mark on its plan line: "  {a fwd e4m3: underflow 1.25%, saturated 0%}", with
 // "; loses most #k" for the ranked ones; "" without records.
-std::string numerics_mark(const NumericsSummary* s, const std::string& node,
+std::string numerics_mark(const TensorLoss* loss, const std::string& node,
                           const std::vector<std::string>& ranked) {
-  const auto it = s ? s->nodes.find(node) : std::map<std::string, TensorLoss>::const_iterator{};
-  if (!s || it == s->nodes.end()) return "";
-  std::string mark = "  {" + describe_loss(it->second);
+  if (!loss) return "";
+  std::string mark = "  {" + describe_loss(*loss);
   const auto rank = std::find(ranked.begin(), ranked.end(), node);
   if (rank != ranked.end()) mark += "; loses most #" + std::to_string(rank - ranked.begin() + 1);
   return mark + "}";
@@ -276,8 +281,9 @@ nlohmann::json print_graph_plan(const Graph& g, const std::string& title,
     } else {
       node["quant"] = nullptr;
     }
-    node["numerics"] = numerics_json(numerics, n.name);
-    quant_text += numerics_mark(numerics, n.name, ranked);
+    const TensorLoss* loss = recorded_loss(numerics, n.name);
+    node["numerics"] = numerics_json(loss);
+    quant_text += numerics_mark(loss, n.name, ranked);
     nodes.push_back(node);
     if ((leaf || update) && !o.all_nodes) continue;
     std::string name = n.name.size() > 43 ? "..." + n.name.substr(n.name.size() - 40) : n.name;
@@ -516,8 +522,10 @@ std::string no_fp8_reason(const PlanOptions& o) {
     return "this CPU has no FP8 GEMM: campo runs FP8 here only emulated (f32 kernels on the "
            "decoded codes, slower than f32 by construction), so cost-aware never chooses it; a "
            "--precision-policy rule with format fp8 still runs it, for its numerics";
-  return "campo has no FP8 GEMM kernel on " + o.run.device.str() +
-         " yet (plan for a GPU of the device table with --for)";
+  return "the profiling step on " + o.run.device.str() +
+         " does not time FP8 GEMMs yet, so cost-aware has no FP8 time to weigh (a "
+         "--precision-policy rule with format fp8 runs them, through cuBLASLt where it can; "
+         "plan for a GPU of the device table with --for)";
 }
 
 // --allow-fp8: the GEMMs that could run on FP8 operands, with their predicted times in each
